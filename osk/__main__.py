@@ -1,0 +1,3 @@
+from osk.cli import main
+
+raise SystemExit(main())

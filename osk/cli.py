@@ -1,0 +1,86 @@
+"""The terminal surface: `osk COMMAND …`.
+
+Each command group lives in ``osk/commands/<group>.py`` with a ``register(subparsers)`` function;
+handlers import the engine lazily so ``osk --help`` and ``osk hook …`` stay fast. Errors are
+mapped to exit codes here and nowhere else: an ``OskError`` prints ``Error: …`` to stderr and
+returns its ``exit_code``; anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+COMMAND_MODULES = (
+    "osk.commands.vault",
+    "osk.commands.nodes",
+    "osk.commands.search",
+    "osk.commands.authority",
+    "osk.commands.sync",
+    "osk.commands.hosts",
+    "osk.commands.demo",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="osk", description="A local-first memory vault for coding agents."
+    )
+    parser.add_argument("--vault", help="the vault folder (default: $OSK_VAULT, then the "
+                                        "current directory's ancestors)")
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:  # a command group still being written
+            if exc.name != name:
+                raise
+            continue
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list[:1] == ["hook"]:
+        # Hooks run on every turn of a user's session: skip argparse setup and the engine.
+        from osk.hooks.main import run as run_hook
+
+        return run_hook(args_list[1:])
+    from osk.errors import OskError
+
+    parser = build_parser()
+    args = parser.parse_args(args_list)
+    if args.version:
+        from osk import __version__
+
+        print(f"osk {__version__}")
+        return 0
+    handler = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help()
+        return 0
+    try:
+        return int(handler(args) or 0)
+    except OskError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("Interrupted.", file=sys.stderr)
+        return 130
+
+
+def add_json_flag(parser: argparse.ArgumentParser) -> None:
+    """The one definition of --json, shared by every command that can emit it."""
+    parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
+
+
+def add_scope_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--scope", help="act for this scope (default: the current repository's)")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

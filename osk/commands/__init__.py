@@ -1,0 +1,1 @@
+"""Command groups of the `osk` CLI. Each module defines ``register(subparsers)``."""

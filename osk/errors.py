@@ -1,0 +1,107 @@
+"""The OskError family.
+
+Every refusal the engine makes is an ``OskError``. The message says what happened and what to
+do next; the facts live on the exception as attributes. Surfaces map these exactly once: the CLI
+prints ``Error: …`` and exits with ``exit_code``; the MCP server returns ``is_error`` results.
+"""
+
+from __future__ import annotations
+
+
+class OskError(Exception):
+    """A refusal or failure a user or an agent can act on."""
+
+    exit_code = 1
+    rule: str = ""  # the governance rule that was enforced, when there is one
+
+    def __init__(self, message: str, **facts: object) -> None:
+        super().__init__(message)
+        self.facts = facts
+        for key, value in facts.items():
+            setattr(self, key, value)
+
+
+class VaultNotFound(OskError):
+    exit_code = 2
+
+
+class ContractError(OskError):
+    """A node file or a proposed node breaks the node contract."""
+
+    rule = "node-contract"
+
+
+class TitleError(OskError):
+    """A title is not portable or collides with another after normalisation."""
+
+    rule = "unique-portable-titles"
+
+
+class DuplicateId(OskError):
+    """Two readable files carry one id; reads and writes by that id or title refuse."""
+
+    rule = "unique-ids"
+
+
+class NodeNotFound(OskError):
+    exit_code = 3
+
+
+class StaleHash(OskError):
+    """A compare-and-swap write named a version that is no longer current."""
+
+    exit_code = 4
+    rule = "compare-and-swap"
+
+
+class AnchorError(OskError):
+    """An edit anchor does not occur exactly once."""
+
+    rule = "unique-anchor"
+
+
+class EdgeError(OskError):
+    """An edge target is malformed, missing, or forbidden by citation topology."""
+
+    rule = "citation-topology"
+
+
+class ScopeError(OskError):
+    """A write or read crosses a scope boundary the session may not cross."""
+
+    rule = "scope-boundary"
+
+
+class RawRecordError(OskError):
+    """A raw record append was refused (changed prefix, bad coordinate, damaged framing)."""
+
+    rule = "raw-append-only"
+
+
+class LedgerError(OskError):
+    """A ledger is structurally damaged; the message names the line."""
+
+    rule = "ledger-integrity"
+
+
+class LedgerFork(OskError):
+    """Concurrent ledger branches disagree about a subject; a person must resolve it."""
+
+    rule = "ledger-forks"
+
+
+class LimitError(OskError):
+    """A write exceeds a cap (scope memory size, page size). Refused, never truncated."""
+
+    rule = "refuse-over-cap"
+
+
+class AuthorityError(OskError):
+    """An action reserved for the person at a terminal was attempted elsewhere."""
+
+    exit_code = 5
+    rule = "person-authority"
+
+
+class SyncError(OskError):
+    """A sync cycle could not complete; the repository is left consistent."""

@@ -1,0 +1,54 @@
+"""UUIDv7 identifiers, kept monotone within a ledger.
+
+The standard library gains ``uuid.uuid7`` only in Python 3.14; this small generator keeps the hook
+path free of a dependency and lets a ledger demand an id greater than every id it already holds,
+even when two devices' clocks disagree.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+
+
+def uuid7(after: str | None = None) -> str:
+    """A new UUIDv7 string, strictly greater than ``after`` when one is given."""
+    ms = time.time_ns() // 1_000_000
+    rand = int.from_bytes(os.urandom(10), "big")
+    candidate = _build(ms, rand >> 68 & 0xFFF, rand & ((1 << 62) - 1))
+    if after is not None and candidate <= after:
+        candidate = _successor(after)
+    return candidate
+
+
+def _build(ms: int, rand_a: int, rand_b: int) -> str:
+    value = (ms & ((1 << 48) - 1)) << 80
+    value |= 0x7 << 76
+    value |= (rand_a & 0xFFF) << 64
+    value |= 0b10 << 62
+    value |= rand_b & ((1 << 62) - 1)
+    return str(uuid.UUID(int=value))
+
+
+def _successor(previous: str) -> str:
+    """The next UUIDv7 after ``previous``: same millisecond, counter bits incremented."""
+    value = uuid.UUID(previous).int
+    ms = value >> 80
+    rand_a = (value >> 64) & 0xFFF
+    rand_b = value & ((1 << 62) - 1)
+    rand_b += 1 + (int.from_bytes(os.urandom(2), "big") & 0xFF)
+    if rand_b >> 62:
+        rand_b &= (1 << 62) - 1
+        rand_a += 1
+        if rand_a >> 12:
+            rand_a = 0
+            ms += 1
+    return _build(ms, rand_a, rand_b)
+
+
+def is_uuid7(text: str) -> bool:
+    try:
+        return uuid.UUID(text).version == 7 and str(uuid.UUID(text)) == text
+    except (ValueError, AttributeError, TypeError):
+        return False

@@ -1,0 +1,292 @@
+"""The node contract (governance/nodes.md): one model, used by every reader and writer.
+
+A node is a Markdown file whose title is its file name. Its front matter holds exactly the keys
+of ``Frontmatter``; anything else is a contract error that names the file, the key and what was
+expected. osk never rewrites a file it is not deliberately changing: a hand edit that breaks the
+contract is reported by the validators, never "fixed".
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from osk import clock
+from osk.errors import ContractError
+from osk.fsutil import sha256_bytes, sha256_text
+from osk.vault import cluster_of, scope_of, space_of
+
+try:  # libyaml's loader is ~10x faster on a cold index build; fall back when it is absent
+    from yaml import CSafeLoader as _Loader
+except ImportError:  # pragma: no cover - depends on how PyYAML was built
+    from yaml import SafeLoader as _Loader  # type: ignore[assignment]
+
+MAX_SUMMARY = 300
+_LINK = re.compile(r"^\[\[[^\[\]|]+\]\]$")
+
+Timestamp = Annotated[str, Field(description="ISO 8601, minute precision, with UTC offset")]
+Link = Annotated[str, Field(description="an Obsidian link: [[Title]], [[_raw/KEY/CONV#Round N]]"
+                                        " or [[file:PATH]]")]
+
+
+class Frontmatter(BaseModel):
+    """The contract's keys, in the order they are written."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+    id: str
+    created: Timestamp
+    updated: Timestamp
+    author: Literal["user", "agent"]
+    drafter: str
+    summary: str
+    derived_from: list[Link] = Field(default_factory=list, alias="derived-from")
+    conflicts: list[Link] = Field(default_factory=list)
+    # Authority (issue 6): trust state and validity time. Optional so that hand-written nodes
+    # stay short; absent trust reads as "confirmed" for author user and "inferred" for agent.
+    trust: Literal["confirmed", "inferred"] | None = None
+    valid_from: Timestamp | None = None
+    valid_to: Timestamp | None = None
+    supersedes: Link | None = None
+
+    @field_validator("id")
+    @classmethod
+    def _id(cls, value: str) -> str:
+        if not value.strip() or value != value.strip() or "\n" in value:
+            raise ValueError("a non-empty single-line id")
+        return value
+
+    @field_validator("created", "updated", "valid_from", "valid_to")
+    @classmethod
+    def _timestamp(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        if not clock.is_minute_timestamp(value):
+            raise ValueError("an ISO 8601 time with minutes and a UTC offset, "
+                             "e.g. 2026-11-29T18:02+09:00")
+        clock.parse(value)
+        return value
+
+    @field_validator("drafter")
+    @classmethod
+    def _drafter(cls, value: str) -> str:
+        if not value.strip() or "\n" in value:
+            raise ValueError("a model name on one line")
+        return value
+
+    @field_validator("summary")
+    @classmethod
+    def _summary(cls, value: str) -> str:
+        if not value.strip() or "\n" in value or "\r" in value:
+            raise ValueError("one non-empty line")
+        if len(value) > MAX_SUMMARY:
+            raise ValueError(f"at most {MAX_SUMMARY} characters (got {len(value)})")
+        return value
+
+    @field_validator("derived_from", "conflicts")
+    @classmethod
+    def _links(cls, value: list[str]) -> list[str]:
+        for item in value:
+            if not isinstance(item, str) or not _LINK.match(item):
+                raise ValueError(f"links written as [[target]] (got {item!r})")
+        if len(set(value)) != len(value):
+            raise ValueError("each link at most once")
+        return value
+
+    @field_validator("supersedes")
+    @classmethod
+    def _supersedes(cls, value: str | None) -> str | None:
+        if value is not None and not _LINK.match(value):
+            raise ValueError(f"a link written as [[Title]] (got {value!r})")
+        return value
+
+    @property
+    def trust_state(self) -> str:
+        if self.trust:
+            return self.trust
+        return "confirmed" if self.author == "user" else "inferred"
+
+
+KEYS = tuple(
+    (field.alias or name) for name, field in Frontmatter.model_fields.items()
+)
+REQUIRED_KEYS = tuple(
+    (field.alias or name) for name, field in Frontmatter.model_fields.items()
+    if field.is_required()
+)
+
+
+@dataclass(frozen=True)
+class Node:
+    """A parsed node file. ``path`` is vault-relative POSIX."""
+
+    path: str
+    meta: Frontmatter
+    body: str
+    text: str
+
+    @property
+    def title(self) -> str:
+        return title_from_path(self.path)
+
+    @property
+    def id(self) -> str:
+        return self.meta.id
+
+    @property
+    def space(self) -> str | None:
+        return space_of(self.path)
+
+    @property
+    def scope(self) -> str | None:
+        return scope_of(self.path)
+
+    @property
+    def cluster(self) -> str | None:
+        return cluster_of(self.path)
+
+    @property
+    def file_hash(self) -> str:
+        """Hash of the whole file: what a compare-and-swap full replacement must name."""
+        return sha256_text(self.text)
+
+    @property
+    def body_hash(self) -> str:
+        """Hash of the body: what citations bind to."""
+        return body_hash(self.body)
+
+
+def body_hash(body: str) -> str:
+    return sha256_text(body)
+
+
+def title_from_path(path: str) -> str:
+    return unicodedata.normalize("NFC", PurePosixPath(path).stem)
+
+
+# -- parsing -------------------------------------------------------------------------------
+def split_frontmatter(path: str, text: str) -> tuple[dict[str, Any], str]:
+    """Split a node file into its front matter mapping and its body (verbatim)."""
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    first, sep, rest = text.partition("\n")
+    if first.rstrip("\r") != "---" or not sep:
+        raise ContractError(
+            f"{path}: a node must start with a '---' front matter line",
+            path=path, key=None, expected="front matter",
+        )
+    end = _closing_fence(rest)
+    if end is None:
+        raise ContractError(
+            f"{path}: front matter is not closed by a '---' line",
+            path=path, key=None, expected="closing ---",
+        )
+    header, body = rest[: end[0]], rest[end[1]:]
+    try:
+        data = yaml.load(header, Loader=_Loader) if header.strip() else {}
+    except yaml.YAMLError as exc:
+        raise ContractError(f"{path}: front matter is not valid YAML ({exc})",
+                            path=path, key=None, expected="YAML mapping") from exc
+    if not isinstance(data, dict):
+        raise ContractError(f"{path}: front matter must be a mapping of keys",
+                            path=path, key=None, expected="YAML mapping")
+    return data, body
+
+
+def _closing_fence(rest: str) -> tuple[int, int] | None:
+    position = 0
+    for line in rest.splitlines(keepends=True):
+        if line.rstrip("\r\n") == "---":
+            return position, position + len(line)
+        position += len(line)
+    return None
+
+
+def parse(path: str, text: str) -> Node:
+    """Parse and validate a node file; raise ContractError naming the file, key and expectation."""
+    data, body = split_frontmatter(path, text)
+    meta = validate_meta(path, data)
+    return Node(path=path, meta=meta, body=body, text=text)
+
+
+def validate_meta(path: str, data: dict[str, Any]) -> Frontmatter:
+    try:
+        return Frontmatter.model_validate(data)
+    except ValidationError as exc:
+        problems = [_describe(error) for error in exc.errors()]
+        first_key = problems[0][0]
+        listing = "; ".join(f"key '{key}': {what}" for key, what in problems)
+        raise ContractError(
+            f"{path}: {listing}",
+            path=path, key=first_key, expected=problems[0][1], problems=problems,
+        ) from None
+
+
+def _describe(error: Any) -> tuple[str, str]:
+    key = str(error["loc"][0]) if error["loc"] else "?"
+    key = Frontmatter.model_fields[key].alias or key if key in Frontmatter.model_fields else key
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        return key, f"not a contract key (allowed: {', '.join(KEYS)})"
+    if kind == "missing":
+        return key, "required but missing"
+    message = str(error["msg"]).removeprefix("Value error, ")
+    return key, f"expected {message}" if kind == "value_error" else message
+
+
+# -- rendering -----------------------------------------------------------------------------
+def render(meta: Frontmatter, body: str) -> str:
+    """The canonical text of a node osk writes: contract keys in order, then the body."""
+    data = meta.model_dump(by_alias=True)
+    lines = ["---"]
+    for key in KEYS:
+        value = data.get(key)
+        if value is None or (isinstance(value, list) and not value and key != "derived-from"):
+            continue
+        if isinstance(value, list):
+            if not value:
+                lines.append(f"{key}: []")
+                continue
+            lines.append(f"{key}:")
+            lines.extend(f"  - {_scalar(item)}" for item in value)
+        else:
+            lines.append(f"{key}: {_scalar(value)}")
+    lines.append("---")
+    text_body = body if body.endswith("\n") or not body else body + "\n"
+    return "\n".join(lines) + "\n" + text_body
+
+
+_PLAIN = re.compile(r"^[0-9A-Za-z][0-9A-Za-z_.:+\-/ ]*$")
+_AMBIGUOUS = {"yes", "no", "true", "false", "null", "on", "off", "~", "y", "n"}
+
+
+def _scalar(value: object) -> str:
+    text = str(value)
+    plain = (
+        _PLAIN.match(text)
+        and not text.endswith(" ")
+        and ": " not in text
+        and " #" not in text
+        and text.lower() not in _AMBIGUOUS
+        and not _looks_numeric(text)
+    )
+    return text if plain else json.dumps(text, ensure_ascii=False)
+
+
+def _looks_numeric(text: str) -> bool:
+    try:
+        float(text.replace("_", ""))
+        return True
+    except ValueError:
+        return text.count("-") == 2 and text[:4].isdigit() and len(text) <= 10
+
+
+def file_hash_of_bytes(data: bytes) -> str:
+    return sha256_bytes(data)

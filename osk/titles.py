@@ -1,0 +1,57 @@
+"""Titles: a node's title is its file name, so it must be portable and unique.
+
+Uniqueness is vault-wide after NFC normalisation and case folding, because NTFS and APFS treat
+names that differ only in case or normal form as the same file.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+from osk.errors import TitleError
+
+MAX_TITLE_BYTES = 200  # leaves room for ".md" and conflict suffixes under the 255-byte name limit
+_FORBIDDEN = set('<>:"/\\|?*#^[]')  # Windows-forbidden plus Obsidian link syntax
+_RESERVED = {
+    "CON", "PRN", "AUX", "NUL",
+    *(f"COM{i}" for i in range(1, 10)),
+    *(f"LPT{i}" for i in range(1, 10)),
+}
+
+
+def title_key(title: str) -> str:
+    """The form two titles are compared in: NFC, then case folded, then NFC again."""
+    return unicodedata.normalize("NFC", unicodedata.normalize("NFC", title).casefold())
+
+
+def check_portable(title: str) -> str:
+    """Return the NFC form of ``title`` or raise TitleError saying exactly what is wrong."""
+    if not isinstance(title, str) or not title.strip():
+        raise TitleError("a title must be a non-empty string")
+    nfc = unicodedata.normalize("NFC", title)
+    if nfc != nfc.strip():
+        raise TitleError(f"title {title!r} starts or ends with whitespace; trim it")
+    bad = sorted({ch for ch in nfc if ch in _FORBIDDEN or ord(ch) < 32 or ord(ch) == 127})
+    if bad:
+        shown = " ".join(repr(ch) for ch in bad)
+        raise TitleError(
+            f"title {title!r} contains {shown}, which cannot appear in a portable file name "
+            f"or an Obsidian link; replace them"
+        )
+    if nfc.endswith("."):
+        raise TitleError(f"title {title!r} ends with a dot, which Windows drops; remove it")
+    if nfc.startswith("."):
+        raise TitleError(f"title {title!r} starts with a dot, which hides the file; remove it")
+    stem = nfc.split(".")[0].strip().upper()
+    if stem in _RESERVED:
+        raise TitleError(f"title {title!r} is a reserved device name on Windows ({stem})")
+    if len(nfc.encode("utf-8")) > MAX_TITLE_BYTES:
+        raise TitleError(
+            f"title {title[:40]!r}… is {len(nfc.encode('utf-8'))} bytes in UTF-8; "
+            f"the limit is {MAX_TITLE_BYTES}; shorten it"
+        )
+    return nfc
+
+
+def file_name(title: str) -> str:
+    return f"{check_portable(title)}.md"

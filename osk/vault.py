@@ -1,0 +1,210 @@
+"""A vault on disk: where it is, how it is laid out, and how a new one is made.
+
+This is the one place that reads ``OSK_VAULT`` and the one place that knows folder names.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path, PurePosixPath
+
+from osk.errors import OskError, VaultNotFound
+
+MARKER = "osk.toml"
+
+SCOPE, DOMAIN, PERSON = "Scope", "Domain", "Person"
+SPACES = (SCOPE, DOMAIN, PERSON)
+WORKBENCH = "Workbench"
+GOVERNANCE = "_governance"
+RAW_DIR = "_raw"
+LEDGER_DIR = "_ledger"
+MEMORY_DIR = "_memory"
+OBJECTS_DIR = "_objects"
+STATE_DIR = ".osk"
+
+# Folders that hold no nodes: never searched, never cited as nodes, never validated as nodes.
+NON_NODE_TOP = frozenset({WORKBENCH, GOVERNANCE, RAW_DIR, LEDGER_DIR, MEMORY_DIR, OBJECTS_DIR,
+                          STATE_DIR, ".git", ".obsidian", ".trash"})
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Vault settings from ``osk.toml``. Unknown keys are refused so a typo cannot go unnoticed."""
+
+    scope_isolation: bool = True
+    shared_scopes: tuple[str, ...] = ()
+    inject_inferred_person: bool = True
+    extra: dict[str, object] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, path: Path) -> Settings:
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return cls()
+        except tomllib.TOMLDecodeError as exc:
+            raise OskError(f"{path}: not valid TOML ({exc}); fix the file by hand") from exc
+        section = data.get("vault", {})
+        known = {"scope_isolation", "shared_scopes", "inject_inferred_person"}
+        unknown = set(section) - known
+        if unknown:
+            raise OskError(
+                f"{path}: unknown setting(s) {sorted(unknown)} in [vault]; "
+                f"known settings are {sorted(known)}"
+            )
+        return cls(
+            scope_isolation=bool(section.get("scope_isolation", True)),
+            shared_scopes=tuple(section.get("shared_scopes", ())),
+            inject_inferred_person=bool(section.get("inject_inferred_person", True)),
+            extra={k: v for k, v in data.items() if k != "vault"},
+        )
+
+
+@dataclass(frozen=True)
+class Vault:
+    root: Path
+
+    # -- layout -------------------------------------------------------------------------
+    @property
+    def ledger_dir(self) -> Path:
+        return self.root / LEDGER_DIR
+
+    @property
+    def raw_dir(self) -> Path:
+        return self.root / RAW_DIR
+
+    @property
+    def memory_dir(self) -> Path:
+        return self.root / MEMORY_DIR
+
+    @property
+    def objects_dir(self) -> Path:
+        return self.root / OBJECTS_DIR
+
+    @property
+    def state_dir(self) -> Path:
+        """Device-owned state: locks, index, cursors, journals, logs. Never committed."""
+        return self.root / STATE_DIR
+
+    def state(self, *parts: str) -> Path:
+        return self.state_dir.joinpath(*parts)
+
+    def ledger_path(self, name: str) -> Path:
+        return self.ledger_dir / f"{name}.jsonl"
+
+    def lock_path(self, name: str) -> Path:
+        return self.state("locks", f"{name}.lock")
+
+    def mutation_lock_path(self) -> Path:
+        return self.lock_path("vault-mutation")
+
+    def settings(self) -> Settings:
+        return Settings.load(self.root / MARKER)
+
+    def rel(self, path: Path) -> str:
+        """A vault-relative POSIX path, the form every record and message uses."""
+        return path.resolve().relative_to(self.root.resolve()).as_posix()
+
+    def abs(self, rel_path: str) -> Path:
+        return self.root / PurePosixPath(rel_path)
+
+
+def space_of(rel_path: str) -> str | None:
+    """The Space of a vault-relative path, or None for files outside the three Spaces."""
+    top = PurePosixPath(rel_path).parts[:1]
+    return top[0] if top and top[0] in SPACES else None
+
+
+def scope_of(rel_path: str) -> str | None:
+    """The scope of a Scope node's path (its second component)."""
+    parts = PurePosixPath(rel_path).parts
+    return parts[1] if len(parts) >= 3 and parts[0] == SCOPE else None
+
+
+def cluster_of(rel_path: str) -> str | None:
+    """The top-level cluster folder of a node path, or None when the node sits at the root."""
+    parts = PurePosixPath(rel_path).parts
+    depth = 2 if parts[:1] == (SCOPE,) else 1
+    return parts[depth] if len(parts) > depth + 1 else None
+
+
+def locate(explicit: str | os.PathLike[str] | None = None, cwd: Path | None = None) -> Vault:
+    """Find the vault: ``--vault``, then ``OSK_VAULT``, then the working directory's ancestors."""
+    if explicit:
+        return _checked(Path(explicit), "--vault")
+    env = os.environ.get("OSK_VAULT")
+    if env:
+        return _checked(Path(env), "OSK_VAULT")
+    start = (cwd or Path.cwd()).resolve()
+    for candidate in (start, *start.parents):
+        if (candidate / MARKER).is_file():
+            return Vault(candidate)
+    raise VaultNotFound(
+        f"no osk vault found: pass --vault PATH, set OSK_VAULT, or run inside a vault "
+        f"(searched {start} and its parents for {MARKER}); create one with `osk init PATH`"
+    )
+
+
+def _checked(path: Path, source: str) -> Vault:
+    root = path.expanduser().resolve()
+    if not (root / MARKER).is_file():
+        raise VaultNotFound(
+            f"{source} points at {root}, which is not an osk vault (no {MARKER}); "
+            f"create one with `osk init {root}`"
+        )
+    return Vault(root)
+
+
+def init(path: Path, *, git: bool = True) -> Vault:
+    """Create a vault from the template and make it a git repository."""
+    root = path.expanduser().resolve()
+    if (root / MARKER).exists():
+        raise OskError(f"{root} is already an osk vault; nothing changed")
+    if root.exists() and any(p.name != ".git" for p in root.iterdir()):
+        raise OskError(f"{root} exists and is not empty; choose an empty or new folder")
+    root.mkdir(parents=True, exist_ok=True)
+    _copy_tree(resources.files("osk.vault_template"), root)
+    _copy_tree(resources.files("osk.governance"), root / GOVERNANCE)
+    for folder in (*SPACES, WORKBENCH, RAW_DIR, LEDGER_DIR, MEMORY_DIR):
+        (root / folder).mkdir(exist_ok=True)
+    vault = Vault(root)
+    if git:
+        _git_init(root)
+    return vault
+
+
+def _copy_tree(source, target: Path) -> None:  # source: importlib Traversable
+    for entry in source.iterdir():
+        if entry.name in {"__pycache__", "__init__.py"}:
+            continue
+        destination = target / entry.name
+        if entry.is_dir():
+            destination.mkdir(parents=True, exist_ok=True)
+            _copy_tree(entry, destination)
+        else:
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            with resources.as_file(entry) as real:
+                shutil.copyfile(real, destination)
+
+
+def _git_init(root: Path) -> None:
+    def run(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
+
+    if not (root / ".git").exists():
+        run("init", "-q", "-b", "main")
+    run("add", "-A")
+    env_name = ["-c", "user.name=osk", "-c", "user.email=osk@localhost"]
+    has_identity = subprocess.run(
+        ["git", "config", "user.email"], cwd=root, capture_output=True
+    ).returncode == 0
+    extra = [] if has_identity else env_name
+    subprocess.run(
+        ["git", *extra, "commit", "-q", "-m", "osk: new vault"],
+        cwd=root, check=True, capture_output=True,
+    )

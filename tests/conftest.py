@@ -1,0 +1,34 @@
+"""Shared fixtures. Every test runs with OSK_VAULT and HOME pointed into its own tmp folder, so
+no test can touch a real vault or a real host configuration."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from osk.vault import Vault, init
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("USERPROFILE", str(home))
+    monkeypatch.setenv("CODEX_HOME", str(home / ".codex"))
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(home / ".gitconfig"))
+    (home / ".gitconfig").write_text(
+        "[user]\n\tname = osk test\n\temail = test@osk.invalid\n[init]\n\tdefaultBranch = main\n",
+        encoding="utf-8",
+    )
+    monkeypatch.delenv("OSK_VAULT", raising=False)
+    monkeypatch.delenv("OSK_NOW", raising=False)
+    return home
+
+
+@pytest.fixture
+def vault(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Vault:
+    """A fresh vault made by `osk init`, also exported as OSK_VAULT."""
+    created = init(tmp_path / "vault")
+    monkeypatch.setenv("OSK_VAULT", str(created.root))
+    return created
