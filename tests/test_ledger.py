@@ -1,0 +1,186 @@
+"""Ledgers: structure checks, monotone ids, causal parents, forks after a union merge."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from osk import ids
+from osk.errors import LedgerError, LedgerFork
+from osk.ledger import Ledger, device_id
+from osk.vault import Vault
+
+
+def lines_of(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_append_writes_one_parseable_line_with_parents_set_to_the_heads(vault: Vault):
+    ledger = Ledger(vault, "routing")
+    first = ledger.append("bind", "app", {"scope": "app"})
+    second = ledger.append("bind", "web", {"scope": "web"})
+    rows = lines_of(ledger.path)
+    assert [row["id"] for row in rows] == [first.id, second.id]
+    assert rows[0]["parents"] == [] and rows[1]["parents"] == [first.id]
+    assert rows[1]["scope"] == "web" and rows[1]["device"] == device_id(vault)
+    assert ledger.read().heads == (second.id,)
+
+
+def test_ids_grow_even_when_the_ledger_holds_an_id_from_a_clock_in_the_future(vault: Vault):
+    ledger = Ledger(vault, "audit")
+    future = ids._build(2**47, 0xABC, 12345)  # a device whose clock reads year ~6429
+    ledger.path.parent.mkdir(parents=True, exist_ok=True)
+    ledger.path.write_text(
+        json.dumps({"id": future, "parents": [], "device": "other", "at": "x",
+                    "kind": "k", "subject": "s"}) + "\n",
+        encoding="utf-8",
+    )
+    record = ledger.append("k", "s")
+    assert record.id > future
+    assert ids.is_uuid7(record.id)
+
+
+@pytest.mark.parametrize(
+    ("content", "line", "fragment"),
+    [
+        ('{"id": "x"}\n', 1, "missing"),
+        ("not json\n", 1, "not a JSON object"),
+        ("VALID\n{\"half\": \n", 2, "not a JSON object"),
+        ("VALID\nVALID_NO_NEWLINE", 2, "incomplete"),
+        ("VALID\nDUPLICATE\n", 2, "appears twice"),
+        ("ORPHAN\n", 1, "not in the ledger"),
+    ],
+)
+def test_a_damaged_ledger_is_refused_naming_the_line_and_nothing_is_appended(
+    vault: Vault, content: str, line: int, fragment: str
+):
+    ledger = Ledger(vault, "rechecks")
+    valid = json.dumps({"id": ids.uuid7(), "parents": [], "device": "d", "at": "t",
+                        "kind": "k", "subject": "s"})
+    orphan = json.dumps({"id": ids.uuid7(), "parents": [ids.uuid7()], "device": "d", "at": "t",
+                         "kind": "k", "subject": "s"})
+    text = (content.replace("VALID_NO_NEWLINE", valid).replace("VALID", valid)
+            .replace("DUPLICATE", valid).replace("ORPHAN", orphan))
+    ledger.path.write_text(text, encoding="utf-8")
+    before = ledger.path.read_bytes()
+    with pytest.raises(LedgerError) as caught:
+        ledger.append("k", "s")
+    assert f"line {line}" in str(caught.value) and fragment in str(caught.value)
+    assert caught.value.line == line
+    assert ledger.path.read_bytes() == before
+
+
+def _clone_device(vault: Vault, target: Path) -> Vault:
+    shutil.copytree(vault.root, target, ignore=shutil.ignore_patterns(".osk"))
+    return Vault(target)
+
+
+def _union(base: bytes, ours: bytes, theirs: bytes) -> bytes:
+    """What git's union driver produces for two appends to a common base."""
+    assert ours.startswith(base) and theirs.startswith(base)
+    return base + ours[len(base):] + theirs[len(base):]
+
+
+def test_union_merge_yields_a_reported_fork_that_the_next_append_joins(
+    vault: Vault, tmp_path: Path
+):
+    Ledger(vault, "routing").append("bind", "app", {"scope": "app"})
+    other = _clone_device(vault, tmp_path / "laptop")
+    base = Ledger(vault, "routing").path.read_bytes()
+    a = Ledger(vault, "routing").append("bind", "app", {"scope": "app-desktop"})
+    b = Ledger(other, "routing").append("bind", "app", {"scope": "app-laptop"})
+    merged = _union(base, Ledger(vault, "routing").path.read_bytes(),
+                    Ledger(other, "routing").path.read_bytes())
+    Ledger(vault, "routing").path.write_bytes(merged)
+
+    ledger = Ledger(vault, "routing")
+    view = ledger.read()
+    assert set(view.heads) == {a.id, b.id}
+    forks = view.forks()
+    assert [f.subject for f in forks] == ["app"]
+    assert {r.id for r in forks[0].records} == {a.id, b.id}
+    with pytest.raises(LedgerFork) as caught:
+        view.current("app")
+    assert a.id in str(caught.value) and b.id in str(caught.value)
+
+    # An append about another subject joins the branches but decides nothing about "app".
+    join = ledger.append("bind", "web", {"scope": "web"})
+    assert set(join.parents) == {a.id, b.id}
+    view = ledger.read()
+    assert view.heads == (join.id,)
+    assert [f.subject for f in view.forks()] == ["app"]
+    # A new record about "app" supersedes both branches: the fork is closed explicitly.
+    decided = ledger.append("bind", "app", {"scope": "app-desktop"})
+    view = ledger.read()
+    assert view.forks() == []
+    assert view.current("app").id == decided.id
+
+
+def test_concurrent_records_that_agree_are_not_a_fork(vault: Vault, tmp_path: Path):
+    other = _clone_device(vault, tmp_path / "laptop")
+    Ledger(vault, "candidates").append("open", "k1", {"type": "duplication"})
+    Ledger(other, "candidates").append("open", "k1", {"type": "duplication"})
+    merged = _union(b"", Ledger(vault, "candidates").path.read_bytes(),
+                    Ledger(other, "candidates").path.read_bytes())
+    Ledger(vault, "candidates").path.write_bytes(merged)
+    view = Ledger(vault, "candidates").read()
+    assert len(view.heads) == 2
+    assert view.forks() == []
+    assert view.current("k1").data == {"type": "duplication"}
+
+
+def test_a_real_git_union_merge_keeps_every_line_of_both_devices(vault: Vault, tmp_path: Path):
+    def git(cwd: Path, *args: str) -> str:
+        return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
+                              text=True).stdout
+
+    Ledger(vault, "audit").append("create", "n1")
+    git(vault.root, "add", "-A")
+    git(vault.root, "commit", "-qm", "base")
+    laptop = tmp_path / "laptop"
+    git(tmp_path, "clone", "-q", str(vault.root), str(laptop))
+    for i in range(3):
+        Ledger(vault, "audit").append("update", f"d{i}")
+        Ledger(Vault(laptop), "audit").append("update", f"l{i}")
+    git(vault.root, "commit", "-qam", "desktop")
+    git(laptop, "commit", "-qam", "laptop")
+    git(vault.root, "pull", "-q", "--no-rebase", "--no-edit", str(laptop), "main")
+    view = Ledger(vault, "audit").read()
+    assert sorted(r.subject for r in view.records) == sorted(
+        ["n1", "d0", "d1", "d2", "l0", "l1", "l2"]
+    )
+    assert len(view.heads) == 2
+    joined = Ledger(vault, "audit").append("update", "after")
+    assert len(joined.parents) == 2
+
+
+WRITER = """
+import sys
+from pathlib import Path
+from osk.ledger import Ledger
+from osk.vault import Vault
+ledger = Ledger(Vault(Path(sys.argv[1])), "audit")
+for i in range(int(sys.argv[3])):
+    ledger.append("update", f"{sys.argv[2]}-{i}", {"n": i})
+"""
+
+
+def test_concurrent_appends_from_several_processes_lose_nothing(vault: Vault):
+    writers, per_writer = 4, 25
+    procs = [
+        subprocess.Popen([sys.executable, "-c", WRITER, str(vault.root), f"w{w}",
+                          str(per_writer)])
+        for w in range(writers)
+    ]
+    assert [p.wait(timeout=120) for p in procs] == [0] * writers
+    view = Ledger(vault, "audit").read()  # parses every line or raises
+    subjects = {r.subject for r in view.records}
+    assert subjects == {f"w{w}-{i}" for w in range(writers) for i in range(per_writer)}
+    assert len(view.heads) == 1
+    ordered = [r.id for r in view.records]
+    assert ordered == sorted(ordered)

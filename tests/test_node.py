@@ -1,0 +1,114 @@
+"""The node contract: exactly the contract's keys, each checked, errors that name file and key."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from osk import node
+from osk.errors import ContractError
+
+GOOD = {
+    "id": "01938a6e-0000-7000-8000-000000000001",
+    "created": "2026-11-29T18:02+09:00",
+    "updated": "2026-11-29T09:05+00:00",
+    "author": "agent",
+    "drafter": "claude-opus-4",
+    "summary": "Release builds run cargo dist, not cargo build.",
+    "derived-from": ["[[_raw/app/conv-1#Round 3]]", "[[Release process]]"],
+}
+
+
+def text_with(**changes: object) -> str:
+    meta = {**GOOD, **changes}
+    lines = ["---"]
+    for key, value in meta.items():
+        if value is None:
+            continue
+        lines.append(f"{key}: {json.dumps(value, ensure_ascii=False)}")
+    return "\n".join(lines) + "\n---\nBody.\n"
+
+
+def test_render_then_parse_round_trips_the_contract_and_the_body():
+    meta = node.Frontmatter.model_validate(GOOD)
+    body = "# 배포\n\nKorean and English body.\n---\nA horizontal rule is body text.\n"
+    parsed = node.parse("Scope/app/release/Cargo dist.md", node.render(meta, body))
+    assert parsed.meta == meta
+    assert parsed.body == body
+    assert (parsed.title, parsed.space, parsed.scope, parsed.cluster) == (
+        "Cargo dist", "Scope", "app", "release")
+
+
+def test_render_writes_keys_in_contract_order_and_quotes_ambiguous_scalars():
+    meta = node.Frontmatter.model_validate({**GOOD, "summary": "yes: it works #1"})
+    text = node.render(meta, "Body.\n")
+    assert text == (
+        "---\n"
+        "id: 01938a6e-0000-7000-8000-000000000001\n"
+        "created: 2026-11-29T18:02+09:00\n"
+        "updated: 2026-11-29T09:05+00:00\n"
+        "author: agent\n"
+        "drafter: claude-opus-4\n"
+        'summary: "yes: it works #1"\n'
+        "derived-from:\n"
+        '  - "[[_raw/app/conv-1#Round 3]]"\n'
+        '  - "[[Release process]]"\n'
+        "---\n"
+        "Body.\n"
+    )
+
+
+def test_an_unknown_key_is_refused_naming_the_file_and_the_key():
+    with pytest.raises(ContractError) as caught:
+        node.parse("Domain/x/A.md", text_with(tags=["a"]))
+    assert caught.value.key == "tags"
+    assert "Domain/x/A.md" in str(caught.value) and "not a contract key" in str(caught.value)
+
+
+@pytest.mark.parametrize("key", ["id", "created", "updated", "author", "drafter", "summary"])
+def test_a_missing_required_key_is_refused_by_name(key: str):
+    with pytest.raises(ContractError) as caught:
+        node.parse("Domain/A.md", text_with(**{key: None}))
+    assert caught.value.key == key and "required" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("changes", "key", "expected"),
+    [
+        ({"created": "2026-11-29T18:02"}, "created", "UTC offset"),
+        ({"updated": "2026-11-29"}, "updated", "UTC offset"),
+        ({"created": "2026-11-29T18:02:33+09:00"}, "created", "minutes"),
+        ({"author": "bot"}, "author", "'user' or 'agent'"),
+        ({"summary": "two\nlines"}, "summary", "one non-empty line"),
+        ({"summary": "x" * 301}, "summary", "at most 300"),
+        ({"derived-from": ["Plain title"]}, "derived-from", "[[target]]"),
+        ({"derived-from": ["[[A]]", "[[A]]"]}, "derived-from", "at most once"),
+    ],
+)
+def test_a_malformed_value_names_the_key_and_what_was_expected(changes, key, expected):
+    with pytest.raises(ContractError) as caught:
+        node.parse("Person/A.md", text_with(**changes))
+    assert caught.value.key == key
+    assert expected in str(caught.value)
+
+
+def test_timestamps_with_any_offset_are_read_as_the_same_instant():
+    from osk import clock
+
+    assert clock.parse("2026-11-29T18:02+09:00") == clock.parse("2026-11-29T09:02+00:00")
+    assert clock.parse("2026-11-29T09:02Z") == clock.parse("2026-11-29T09:02+00:00")
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["no front matter\n", "---\nid: x\n", "---\n- a list\n---\n", "---\nid: [unclosed\n---\n"],
+)
+def test_a_file_without_a_valid_front_matter_block_is_a_contract_error(text: str):
+    with pytest.raises(ContractError):
+        node.parse("Domain/A.md", text)
+
+
+def test_trust_state_defaults_from_the_author():
+    assert node.Frontmatter.model_validate(GOOD).trust_state == "inferred"
+    assert node.Frontmatter.model_validate({**GOOD, "author": "user"}).trust_state == "confirmed"
