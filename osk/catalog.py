@@ -8,6 +8,7 @@ changed so the search index can update just those postings.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +28,7 @@ class Entry:
     stat: StatKey
     node: Node | None
     error: OskError | None
+    read_at_ns: int = 0  # when the bytes were read; see _settled
 
 
 @dataclass(frozen=True)
@@ -53,20 +55,17 @@ class Catalog:
         added, changed = [], []
         for rel, stat in seen.items():
             old = self.entries.get(rel)
-            if old is None or old.stat != stat or _in_race_window(stat):
+            if old is None or old.stat != stat or not _settled(old):
                 entry = self._load(rel, stat)
                 if old is None:
                     added.append(rel)
                 elif old.stat != stat or _content_differs(old, entry):
                     changed.append(rel)
-                self.entries[rel] = entry
+                self._put(entry)
         removed = [rel for rel in self.entries if rel not in seen]
         for rel in removed:
-            del self.entries[rel]
-        result = Changes(tuple(added), tuple(changed), tuple(removed))
-        if result:
-            self._reindex()
-        return result
+            self._drop(rel)
+        return Changes(tuple(added), tuple(changed), tuple(removed))
 
     def note_written(self, rel: str) -> None:
         """Record a file osk itself just wrote, without waiting for the next walk."""
@@ -74,14 +73,12 @@ class Catalog:
         try:
             stat = _stat_key(path.stat())
         except FileNotFoundError:
-            self.entries.pop(rel, None)
+            self._drop(rel)
         else:
-            self.entries[rel] = self._load(rel, stat)
-        self._reindex()
+            self._put(self._load(rel, stat))
 
     def note_removed(self, rel: str) -> None:
-        self.entries.pop(rel, None)
-        self._reindex()
+        self._drop(rel)
 
     def _walk(self) -> Iterator[tuple[str, StatKey]]:
         for space in SPACES:
@@ -90,23 +87,31 @@ class Catalog:
                 yield from _walk_dir(top, space)
 
     def _load(self, rel: str, stat: StatKey) -> Entry:
+        read_at = time.time_ns()
         try:
             text = self.vault.abs(rel).read_text(encoding="utf-8")
-            return Entry(rel, stat, node_mod.parse(rel, text), None)
+            return Entry(rel, stat, node_mod.parse(rel, text), None, read_at)
         except ContractError as exc:
-            return Entry(rel, stat, None, exc)
+            return Entry(rel, stat, None, exc, read_at)
         except (UnicodeDecodeError, OSError) as exc:
-            return Entry(rel, stat, None,
-                         ContractError(f"{rel}: unreadable as UTF-8 text ({exc})", path=rel))
+            error = ContractError(f"{rel}: unreadable as UTF-8 text ({exc})", path=rel)
+            return Entry(rel, stat, None, error, read_at)
 
-    def _reindex(self) -> None:
-        by_id: dict[str, list[str]] = {}
-        by_title: dict[str, list[str]] = {}
-        for rel, entry in self.entries.items():
-            by_title.setdefault(title_key(node_mod.title_from_path(rel)), []).append(rel)
-            if entry.node is not None:
-                by_id.setdefault(entry.node.id, []).append(rel)
-        self._by_id, self._by_title = by_id, by_title
+    def _put(self, entry: Entry) -> None:
+        self._drop(entry.path)
+        self.entries[entry.path] = entry
+        self._by_title.setdefault(title_key(node_mod.title_from_path(entry.path)), []).append(
+            entry.path)
+        if entry.node is not None:
+            self._by_id.setdefault(entry.node.id, []).append(entry.path)
+
+    def _drop(self, rel: str) -> None:
+        old = self.entries.pop(rel, None)
+        if old is None:
+            return
+        _unlink_index(self._by_title, title_key(node_mod.title_from_path(rel)), rel)
+        if old.node is not None:
+            _unlink_index(self._by_id, old.node.id, rel)
 
     # -- reading ------------------------------------------------------------------------
     def nodes(self) -> Iterator[Node]:
@@ -191,11 +196,22 @@ def _stat_key(stat: os.stat_result) -> StatKey:
 _RACE_WINDOW_NS = 2_000_000_000  # coarse filesystems (FAT: 2 s) can hide a same-size rewrite
 
 
-def _in_race_window(stat: StatKey) -> bool:
-    """A file modified within the clock's granularity may change again with the same stat."""
-    import time
+def _settled(entry: Entry) -> bool:
+    """Whether the bytes we hold are final for this stat.
 
-    return time.time_ns() - stat[1] < _RACE_WINDOW_NS
+    A file read within the clock's granularity of its mtime may be rewritten again with an
+    identical (size, mtime). Such an entry is re-read on each refresh until one read happens
+    safely after the window; from then on the stat alone vouches for it.
+    """
+    return entry.read_at_ns - entry.stat[1] >= _RACE_WINDOW_NS
+
+
+def _unlink_index(index: dict[str, list[str]], key: str, rel: str) -> None:
+    paths = index.get(key)
+    if paths and rel in paths:
+        paths.remove(rel)
+        if not paths:
+            del index[key]
 
 
 def _content_differs(old: Entry, new: Entry) -> bool:

@@ -8,10 +8,12 @@ returns its ``exit_code``; anything else is a bug and keeps its traceback.
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # argparse is imported lazily: `osk hook …` never builds a parser
+    import argparse
 
 COMMAND_MODULES = (
     "osk.commands.vault",
@@ -25,6 +27,9 @@ COMMAND_MODULES = (
 
 
 def build_parser() -> argparse.ArgumentParser:
+    import argparse
+    import importlib
+
     parser = argparse.ArgumentParser(
         prog="osk", description="A local-first memory vault for coding agents."
     )

@@ -105,3 +105,91 @@ class AuthorityError(OskError):
 
 class SyncError(OskError):
     """A sync cycle could not complete; the repository is left consistent."""
+
+
+class CandidateError(OskError):
+    """A conflict/duplicate/competition/delegation candidate was malformed (type, parties)."""
+
+    rule = "candidates"
+
+
+class TombstoneError(OskError):
+    """A write repeats a claim the person rejected; the tombstone's reason and date are facts."""
+
+    exit_code = 6
+    rule = "tombstones"
+
+
+class ProtectedRegionError(OskError):
+    """A protected region blocks this change (a change already pending review, nesting, moves)."""
+
+    rule = "protected-regions"
+
+
+class ObjectMissing(OskError):
+    """A content-addressed object is absent from ``_objects/`` or its bytes fail their hash."""
+
+    rule = "content-objects"
+
+
+class ValidityError(OskError):
+    """Validity time is inconsistent (starts after it ends, supersedes before the old start)."""
+
+    rule = "validity-time"
+
+
+class PlacementError(OskError):
+    """A node's place (Space, scope, cluster folder) is not one osk can write to."""
+
+    rule = "node-placement"
+
+
+class HubMissing(OskError):
+    """A cluster's hub (the node titled like its folder) must exist before its other nodes."""
+
+    rule = "cluster-hub-first"
+
+
+class RecheckError(OskError):
+    """A recheck request names no open candidate of the node it is about."""
+
+    rule = "rechecks"
+
+
+class CascadeStop(RecheckError):
+    """A correction would run ahead of an unresolved source or follow a correction; a person
+    decides."""
+
+    rule = "recheck-cascade-stop"
+
+
+class RecheckUnread(RecheckError):
+    """A re-citation or correction names a target state this session has not read."""
+
+    rule = "recheck-read-first"
+    code = "recheck_unread"
+
+
+class SetupError(OskError):
+    """A host's configuration cannot be changed safely (malformed file, foreign entry, no TTY)."""
+
+    rule = "host-setup"
+
+
+class RawNotFound(RawRecordError):
+    """A raw record or round named by a coordinate does not exist."""
+
+    exit_code = 3
+
+
+class SearchError(OskError):
+    """A search request cannot be answered as asked (empty query, k out of range)."""
+
+    rule = "search"
+
+
+class SurfaceError(OskError):
+    """The MCP server cannot enforce its argument contract (unknown arguments rejected); it
+    refuses to start rather than serve tools that silently drop a misspelt argument."""
+
+    rule = "strict-arguments"

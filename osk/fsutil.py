@@ -52,7 +52,9 @@ def append_durably(path: Path, data: bytes) -> None:
     """Append ``data`` with one write and fsync it; fsync the folder when the file is new."""
     path.parent.mkdir(parents=True, exist_ok=True)
     created = not path.exists()
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    # O_BINARY keeps Windows from translating newlines inside the appended bytes.
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_BINARY", 0)
+    fd = os.open(path, flags, 0o644)
     try:
         view = memoryview(data)
         while view:

@@ -14,8 +14,10 @@ Causality is computed with vector clocks over the writing devices (each record c
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,7 +84,32 @@ class LedgerView:
 
     @property
     def max_id(self) -> str | None:
-        return max(self.by_id) if self.by_id else None
+        return self._max_id
+
+    _max_id: str | None = field(default=None, repr=False)
+
+    def extended(self, new: list[Record]) -> LedgerView | None:
+        """This view plus records appended after it, or None when they need a full rebuild
+        (a parent that is missing, or ids that do not grow: a merge rewrote the file)."""
+        view = LedgerView(self.name, [*self.records, *new], dict(self.by_id), self.heads,
+                          dict(self._clock), dict(self._seq), None, self._max_id)
+        heads = set(self.heads)
+        per_device = dict(self._device_counts)
+        for record in new:
+            if record.id in view.by_id or (view._max_id and record.id <= view._max_id):
+                return None
+            if any(p not in view.by_id or p >= record.id for p in record.parents):
+                return None
+            view.by_id[record.id] = record
+            heads.difference_update(record.parents)
+            heads.add(record.id)
+            _clock_one(view, record, per_device)
+            view._max_id = record.id
+        view.heads = tuple(sorted(heads))
+        view._device_counts = per_device
+        return view
+
+    _device_counts: dict[str, int] = field(default_factory=dict, repr=False)
 
     def is_ancestor(self, older: Record, newer: Record) -> bool:
         """True when ``older`` happened before ``newer`` (is reachable through parents)."""
@@ -146,22 +173,56 @@ class Ledger:
         self.vault = vault
         self.name = name
         self.path = vault.ledger_path(name)
-        self._cache: tuple[tuple[int, int, int], LedgerView] | None = None
 
     # -- reading ----------------------------------------------------------------------
     def read(self) -> LedgerView:
-        """Parse and check the whole ledger; raise LedgerError naming the first bad line."""
+        """Parse and check the ledger; raise LedgerError naming the first bad line.
+
+        Views are cached per file. When the file only grew since the cached read (same inode,
+        the earlier bytes unchanged by digest), only the new lines are parsed, so a long-lived
+        server pays for an append, not for re-parsing the ledger.
+        """
         try:
             stat = self.path.stat()
         except FileNotFoundError:
             return _build_view(self.name, [])
         key = (stat.st_size, stat.st_mtime_ns, stat.st_ino)
-        if self._cache and self._cache[0] == key:
-            return self._cache[1]
-        data = self.path.read_bytes()
-        view = _build_view(self.name, parse_lines(self.path, data))
-        self._cache = (key, view)
+        with _CACHE_LOCK:
+            cached = _CACHE.get(self.path)
+        if cached is not None and cached.key == key:
+            return cached.view
+        view = self._grown(cached, key) if cached is not None else None
+        if view is None:
+            view = _build_view(self.name, parse_lines(self.path, self.path.read_bytes()))
+        self._remember(key, view)
         return view
+
+    def _grown(self, cached: _Cached, key: tuple[int, int, int]) -> LedgerView | None:
+        size, _, inode = key
+        old_size = cached.key[0]
+        if inode != cached.key[2] or size <= old_size:
+            return None
+        data = self.path.read_bytes()
+        prefix = hashlib.blake2b(data[:old_size], digest_size=16)
+        if prefix.digest() != cached.digest.digest():
+            return None  # something before the old end changed: parse it all
+        fresh = data[old_size:]
+        if not fresh.endswith(b"\n"):
+            return None  # a cut-short line: let the full parse name it
+        seen = set(cached.view.by_id)
+        first = len(cached.view.records) + 1
+        records = [
+            _parse_line(self.path, first + offset, raw, seen)
+            for offset, raw in enumerate(fresh.split(b"\n")[:-1])
+        ]
+        return cached.view.extended(records)
+
+    def _remember(self, key: tuple[int, int, int], view: LedgerView,
+                  digest: hashlib.blake2b | None = None) -> None:
+        if digest is None:
+            digest = hashlib.blake2b(self.path.read_bytes()[: key[0]], digest_size=16)
+        with _CACHE_LOCK:
+            _CACHE[self.path] = _Cached(key, digest, view)
 
     # -- writing ----------------------------------------------------------------------
     def append(self, kind: str, subject: str, data: Mapping[str, object] | None = None) -> Record:
@@ -182,8 +243,28 @@ class Ledger:
                 data=payload,
                 line=len(view.records) + 1,
             )
-            append_durably(self.path, (record.to_json() + "\n").encode("utf-8"))
+            line = (record.to_json() + "\n").encode("utf-8")
+            append_durably(self.path, line)
+            stat = self.path.stat()
+            with _CACHE_LOCK:
+                cached = _CACHE.get(self.path)
+            extended = view.extended([record])
+            if extended is not None and cached is not None and cached.view is view:
+                digest = cached.digest.copy()
+                digest.update(line)
+                self._remember((stat.st_size, stat.st_mtime_ns, stat.st_ino), extended, digest)
             return record
+
+
+@dataclass(frozen=True)
+class _Cached:
+    key: tuple[int, int, int]
+    digest: hashlib.blake2b  # of the file's bytes up to key's size
+    view: LedgerView
+
+
+_CACHE: dict[Path, _Cached] = {}
+_CACHE_LOCK = threading.Lock()
 
 
 def parse_lines(path: Path, data: bytes) -> list[Record]:
@@ -250,24 +331,26 @@ def _build_view(name: str, records: list[Record]) -> LedgerView:
     named = {p for r in records for p in r.parents}
     heads = tuple(sorted(rid for rid in by_id if rid not in named))
     view = LedgerView(name, records, by_id, heads)
-    _compute_clocks(view)
+    per_device: dict[str, int] = {}
+    for record in sorted(records, key=lambda r: r.id):  # ids grow along parents: topological
+        _clock_one(view, record, per_device)
+    view._device_counts = per_device
+    view._max_id = max(by_id) if by_id else None
     return view
 
 
-def _compute_clocks(view: LedgerView) -> None:
-    """Vector clocks in id order (a topological order: ids grow along parents)."""
-    per_device: dict[str, int] = {}
-    for record in sorted(view.records, key=lambda r: r.id):
-        merged: dict[str, int] = {}
-        for parent in record.parents:
-            for device, count in view._clock[parent].items():
-                if count > merged.get(device, 0):
-                    merged[device] = count
-        seq = per_device.get(record.device, 0) + 1
-        per_device[record.device] = seq
-        merged[record.device] = seq
-        view._clock[record.id] = merged
-        view._seq[record.id] = seq
+def _clock_one(view: LedgerView, record: Record, per_device: dict[str, int]) -> None:
+    """The vector clock of ``record``: the merge of its parents' clocks, plus its own step."""
+    merged: dict[str, int] = {}
+    for parent in record.parents:
+        for device, count in view._clock[parent].items():
+            if count > merged.get(device, 0):
+                merged[device] = count
+    seq = per_device.get(record.device, 0) + 1
+    per_device[record.device] = seq
+    merged[record.device] = seq
+    view._clock[record.id] = merged
+    view._seq[record.id] = seq
 
 
 def device_id(vault: Vault) -> str:

@@ -6,11 +6,7 @@ This is the one place that reads ``OSK_VAULT`` and the one place that knows fold
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
-import tomllib
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path, PurePosixPath
 
 from osk.errors import OskError, VaultNotFound
@@ -43,6 +39,8 @@ class Settings:
 
     @classmethod
     def load(cls, path: Path) -> Settings:
+        import tomllib  # imported here: hooks locate a vault on every turn and rarely need this
+
         try:
             data = tomllib.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
@@ -167,6 +165,8 @@ def init(path: Path, *, git: bool = True) -> Vault:
         raise OskError(f"{root} is already an osk vault; nothing changed")
     if root.exists() and any(p.name != ".git" for p in root.iterdir()):
         raise OskError(f"{root} exists and is not empty; choose an empty or new folder")
+    from importlib import resources
+
     root.mkdir(parents=True, exist_ok=True)
     _copy_tree(resources.files("osk.vault_template"), root)
     _copy_tree(resources.files("osk.governance"), root / GOVERNANCE)
@@ -179,6 +179,9 @@ def init(path: Path, *, git: bool = True) -> Vault:
 
 
 def _copy_tree(source, target: Path) -> None:  # source: importlib Traversable
+    import shutil
+    from importlib import resources
+
     for entry in source.iterdir():
         if entry.name in {"__pycache__", "__init__.py"}:
             continue
@@ -193,6 +196,8 @@ def _copy_tree(source, target: Path) -> None:  # source: importlib Traversable
 
 
 def _git_init(root: Path) -> None:
+    import subprocess
+
     def run(*args: str) -> None:
         subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
 

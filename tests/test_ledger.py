@@ -184,3 +184,21 @@ def test_concurrent_appends_from_several_processes_lose_nothing(vault: Vault):
     assert len(view.heads) == 1
     ordered = [r.id for r in view.records]
     assert ordered == sorted(ordered)
+
+
+def test_a_reader_sees_another_process_append_and_a_hand_edit_before_the_end(vault: Vault):
+    ledger = Ledger(vault, "audit")
+    first = ledger.append("create", "a")
+    assert ledger.read().heads == (first.id,)
+    subprocess.run([sys.executable, "-c", WRITER, str(vault.root), "other", "2"], check=True)
+    view = ledger.read()
+    assert [r.subject for r in view.records] == ["a", "other-0", "other-1"]
+    assert view.heads == (view.records[-1].id,)
+    assert view.is_ancestor(view.records[0], view.records[2])
+    # A hand edit earlier in the file, followed by growth, must not slip past the cache.
+    text = ledger.path.read_text(encoding="utf-8")
+    damaged = text.replace('"kind":"create"', '"kind":"create"', 1).replace('{"id"', '{"di"', 1)
+    ledger.path.write_text(damaged + text.splitlines()[-1] + "\n", encoding="utf-8")
+    with pytest.raises(LedgerError) as caught:
+        ledger.read()
+    assert caught.value.line == 1

@@ -1,0 +1,263 @@
+"""Retrieval quality on a labelled set, osk against a plain rank-bm25 baseline.
+
+Usage: ``python bench/eval_retrieval.py DATASET_DIR [--isolation on|off|both]
+[--supersedes-from-text] [--keep DIR] [--json]``
+
+DATASET_DIR holds ``corpus.jsonl`` and ``queries.jsonl`` in the format of
+``../shared/eval/dev/`` (see its README). The corpus is loaded into a fresh vault through the
+same path as ``osk import`` (``osk.search.importer``: every node written by
+``Engine.create_node``). Titles are made portable first, because a title is a file name:
+characters a file name or an Obsidian link cannot hold (``: / # ? "`` …) are replaced by
+separators or dropped, which keeps the title's words. The importer also creates one cluster
+hub per destination ("imports", "imports 2" …); hubs count as irrelevant hits.
+
+Each query is searched by an engine opened for its ``from_scope`` (a session with no project
+when it is null), ``k = 10``, through ``Engine.search`` exactly as the MCP tool does. With
+``--isolation on`` (the vault default) other projects' Scope nodes are invisible to that
+session; ``off`` shows the ranking's locality feature alone.
+
+``--supersedes-from-text`` fills each node's ``supersedes`` key from a sentence at the start of
+its body that names the node it replaces (``**Supersedes** "Title"`` or ``"Title" … 대체``),
+standing in for the agent that would set the key when writing. Off by default: the labelled
+set carries no such key, and the figures without it are the honest default.
+
+Metrics (grades from ``relevant``; "none" queries excluded from the averages): nDCG@10 with
+linear gains, Recall@5 of the grade-2 nodes, MRR@10 of the first grade-2 node; per kind; for
+``locality`` also the share of queries whose top hit comes from another project, for
+``superseded`` the share where the newer node outranks the older; for ``none`` the share of
+queries that return any hit (a false-positive measure; neither system abstains).
+
+The baseline is rank-bm25's ``BM25Okapi`` over title + summary + body, tokenized as lowercase
+ASCII words plus Hangul/kana/CJK bigrams (no stemming, no expansion), with no scope features:
+the "plain BM25" line of the dataset README.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+import tempfile
+import unicodedata
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+K = 10
+_FORBIDDEN = {":": " -", "/": "-", "\\": " ", "|": "-", "?": "", "*": "", "#": "", "^": "",
+              "[": "(", "]": ")", "<": "(", ">": ")", '"': "'"}
+_SUPERSEDES = re.compile(
+    r'^\s*\*\*(?:Supersedes\*\*\s*"(?P<en>[^"]+)"|"(?P<ko>[^"]+)"[^*\n]*대체\*\*)')
+
+
+# -- loading ------------------------------------------------------------------------------------
+def portable_title(title: str) -> str:
+    text = unicodedata.normalize("NFC", title)
+    for bad, good in _FORBIDDEN.items():
+        text = text.replace(bad, good)
+    text = re.sub(r"\s+", " ", text).strip().strip(".").strip()
+    return text
+
+
+def load(dataset: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    def read(name: str) -> list[dict[str, Any]]:
+        with open(dataset / name, encoding="utf-8") as handle:
+            return [json.loads(line) for line in handle if line.strip()]
+
+    return read("corpus.jsonl"), read("queries.jsonl")
+
+
+def import_lines(corpus: list[dict[str, Any]], infer_supersedes: bool) -> list[str]:
+    from osk.search.tokenize import loose_key
+
+    by_loose = {loose_key(doc["title"]): portable_title(doc["title"]) for doc in corpus}
+    lines = []
+    for doc in corpus:
+        line = {"title": portable_title(doc["title"]), "summary": doc["summary"],
+                "body": doc["body"], "space": doc["space"], "scope": doc.get("scope")}
+        if infer_supersedes:
+            match = _SUPERSEDES.match(doc["body"])
+            if match:
+                target = by_loose.get(loose_key(match.group("en") or match.group("ko")))
+                if target:
+                    line["supersedes"] = target
+        lines.append(json.dumps(line, ensure_ascii=False))
+    return lines
+
+
+def build_vault(base: Path, corpus: list[dict[str, Any]], infer_supersedes: bool):
+    from osk.search.importer import Importer, read_lines
+    from osk.vault import init
+
+    vault = init(base / "vault", git=False)
+    lines, rejected, _ = read_lines(import_lines(corpus, infer_supersedes))
+    importer = Importer(vault, cwd=base / "no-project")
+    report = importer.run(lines)
+    importer.finish()
+    problems = list(rejected) + report.rejected
+    if problems:
+        for item in problems:
+            print(f"line {item.number}: rejected: {item.reason}", file=sys.stderr)
+        raise SystemExit("the corpus did not load cleanly")
+    titles = {portable_title(doc["title"]): doc["id"] for doc in corpus}
+    return vault, titles, len(report.hubs)
+
+
+def set_isolation(vault: Any, on: bool) -> None:
+    path = vault.root / "osk.toml"
+    text = path.read_text(encoding="utf-8")
+    text = re.sub(r"(?m)^scope_isolation = \w+$", f"scope_isolation = {str(on).lower()}", text)
+    path.write_text(text, encoding="utf-8")
+
+
+# -- running ------------------------------------------------------------------------------------
+def run_osk(vault: Any, base: Path, queries: list[dict[str, Any]], titles: dict[str, str]):
+    from osk.engine import Engine
+
+    engines: dict[str | None, Any] = {}
+    ranked: dict[str, list[tuple[str | None, float]]] = {}
+    for query in queries:
+        scope = query["from_scope"]
+        if scope not in engines:
+            engines[scope] = Engine.open(vault, cwd=base / "no-project", scope=scope)
+        hits = engines[scope].search(query["query"], k=K).hits
+        ranked[query["qid"]] = [(titles.get(hit.title), hit.score) for hit in hits]
+    return ranked
+
+
+_PLAIN = re.compile(
+    "[a-z0-9]+|[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u31f0-\u31ff\u3400-\u4dbf"
+    "\u4e00-\u9fff\uac00-\ud7a3\uf900-\ufaff\uff66-\uff9f]+")
+
+
+def plain_tokens(text: str) -> list[str]:
+    terms: list[str] = []
+    for run in _PLAIN.findall(unicodedata.normalize("NFKC", text).lower()):
+        if run.isascii() or len(run) == 1:
+            terms.append(run)
+        else:
+            terms.extend(run[i:i + 2] for i in range(len(run) - 1))
+    return terms
+
+
+def run_baseline(corpus: list[dict[str, Any]], queries: list[dict[str, Any]]):
+    from rank_bm25 import BM25Okapi
+
+    bm25 = BM25Okapi([plain_tokens(f"{d['title']} {d['summary']} {d['body']}") for d in corpus])
+    ranked = {}
+    for query in queries:
+        scores = bm25.get_scores(plain_tokens(query["query"]))
+        order = sorted(range(len(corpus)), key=lambda i: -scores[i])
+        ranked[query["qid"]] = [(corpus[i]["id"], float(scores[i])) for i in order
+                                if scores[i] > 0][:K]
+    return ranked
+
+
+# -- scoring ------------------------------------------------------------------------------------
+def dcg(gains: list[float]) -> float:
+    return sum(gain / math.log2(rank + 2) for rank, gain in enumerate(gains))
+
+
+def score(queries, ranked, corpus) -> dict[str, Any]:
+    docs = {doc["id"]: doc for doc in corpus}
+    per_kind: dict[str, list[tuple[float, float, float]]] = defaultdict(list)
+    foreign_top, newer_first, none_hits = [], [], []
+    for query in queries:
+        hits = [doc_id for doc_id, _ in ranked[query["qid"]]]
+        relevant: dict[str, int] = query["relevant"]
+        if query["kind"] == "none":
+            none_hits.append(bool(hits))
+            continue
+        ideal = dcg(sorted(relevant.values(), reverse=True)[:K])
+        ndcg = dcg([relevant.get(h, 0) if h else 0 for h in hits]) / ideal
+        answers = [d for d, g in relevant.items() if g == 2]
+        recall = len([h for h in hits[:5] if h in answers]) / len(answers)
+        mrr = next((1 / (i + 1) for i, h in enumerate(hits) if h in answers), 0.0)
+        for kind in ("all", query["kind"]):
+            per_kind[kind].append((ndcg, recall, mrr))
+        if query["kind"] == "locality" and hits:
+            top = docs.get(hits[0]) if hits[0] else None
+            foreign_top.append(bool(top and top["space"] == "scope"
+                                    and top["scope"] != query["from_scope"]))
+        if query["kind"] == "superseded":
+            older = [d for d, g in relevant.items() if g == 1
+                     and _replaces(docs.get(answers[0], {}), docs.get(d, {}))]
+            if older:
+                position = {h: i for i, h in enumerate(hits) if h}
+                newer_first.append(position.get(answers[0], K) < position.get(older[0], K))
+    table = {kind: tuple(sum(v[i] for v in values) / len(values) for i in range(3)) + (
+        len(values),) for kind, values in per_kind.items()}
+    return {"table": table,
+            "locality_foreign_top": _share(foreign_top),
+            "superseded_newer_first": _share(newer_first),
+            "none_any_hit": _share(none_hits)}
+
+
+def _replaces(newer: dict[str, Any], older: dict[str, Any]) -> bool:
+    match = _SUPERSEDES.match(newer.get("body", ""))
+    if not match or not older:
+        return False
+    from osk.search.tokenize import loose_key
+
+    return loose_key(match.group("en") or match.group("ko")) == loose_key(older["title"])
+
+
+def _share(values: list[bool]) -> tuple[int, int]:
+    return sum(values), len(values)
+
+
+def print_report(label: str, result: dict[str, Any], baseline: dict[str, Any]) -> None:
+    print(f"\n== {label}")
+    print(f"{'kind':12} {'n':>3}  {'nDCG@10':>8} {'R@5':>6} {'MRR@10':>7}   "
+          f"{'bm25 nDCG':>9} {'R@5':>6} {'MRR@10':>7}")
+    kinds = ["all"] + sorted(k for k in result["table"] if k != "all")
+    for kind in kinds:
+        ours, theirs = result["table"][kind], baseline["table"][kind]
+        print(f"{kind:12} {ours[3]:3}  {ours[0]:8.3f} {ours[1]:6.3f} {ours[2]:7.3f}   "
+              f"{theirs[0]:9.3f} {theirs[1]:6.3f} {theirs[2]:7.3f}")
+    for key, text in (("locality_foreign_top", "locality: top hit from another project"),
+                      ("superseded_newer_first", "superseded: newer node above the older"),
+                      ("none_any_hit", "none: queries returning any hit")):
+        a, b = result[key], baseline[key]
+        print(f"{text:44} osk {a[0]}/{a[1]}   bm25 {b[0]}/{b[1]}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("dataset", type=Path, help="folder with corpus.jsonl and queries.jsonl")
+    parser.add_argument("--isolation", choices=("on", "off", "both"), default="both")
+    parser.add_argument("--supersedes-from-text", action="store_true",
+                        help="fill supersedes from 'Supersedes \"Title\"' sentences")
+    parser.add_argument("--keep", type=Path, help="build the vault here and keep it")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT))
+    corpus, queries = load(args.dataset)
+    with tempfile.TemporaryDirectory() as scratch:
+        base = args.keep or Path(scratch)
+        base.mkdir(parents=True, exist_ok=True)
+        (base / "no-project").mkdir(exist_ok=True)
+        vault, titles, hubs = build_vault(base, corpus, args.supersedes_from_text)
+        print(f"loaded {len(corpus)} nodes (+{hubs} cluster hubs) through the import path",
+              file=sys.stderr)
+        baseline = score(queries, run_baseline(corpus, queries), corpus)
+        results = {}
+        settings = {"on": [True], "off": [False], "both": [True, False]}[args.isolation]
+        for isolation in settings:
+            set_isolation(vault, isolation)
+            results[f"isolation {'on' if isolation else 'off'}"] = score(
+                queries, run_osk(vault, base, queries, titles), corpus)
+    if args.json:
+        print(json.dumps({"baseline": baseline, **results}, indent=2))
+        return 0
+    for label, result in results.items():
+        extra = ", supersedes from text" if args.supersedes_from_text else ""
+        print_report(f"osk ({label}{extra}) vs plain rank-bm25", result, baseline)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

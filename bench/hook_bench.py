@@ -1,0 +1,208 @@
+"""Wall time of each hook as a fresh process, the way a host runs it.
+
+Builds a throwaway vault with 5,000 nodes, a raw record of 1,000 rounds, a scope memory near its
+cap, recheck notes and eviction items, and a Claude Code transcript of 1,000 turns whose capture
+cursor sits at its end. Then it times ``python -m osk hook …`` runs:
+
+- session start: the full injection (a new conversation each run);
+- prompt submit: one counted input each run;
+- stop: one new turn appended to the transcript, then captured (against the 1,000-round record,
+  and against a 10-round record, to show the capture cost does not grow with the record).
+
+Usage: ``python bench/hook_bench.py [--runs N] [--keep DIR]``. Targets: session start ≤ 150 ms,
+prompt submit ≤ 100 ms, stop ≤ 150 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+NODES = 5000
+ROUNDS = 1000
+SESSION = "9c1f4e2a-6b7d-4e3f-8a9b-0c1d2e3f4a5b"
+SMALL_SESSION = "9c1f4e2a-6b7d-4e3f-8a9b-000000000010"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=21, help="timed runs per hook (median)")
+    parser.add_argument("--keep", type=Path, help="build the fixture here and keep it")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as scratch:
+        base = args.keep or Path(scratch)
+        base.mkdir(parents=True, exist_ok=True)
+        print(f"building fixture in {base} …", file=sys.stderr)
+        fixture = build(base)
+        results = measure(fixture, args.runs)
+        check_captured(fixture, args.runs)
+    report(results, args.runs)
+    return 0
+
+
+def check_captured(fixture: dict[str, Path], runs: int) -> None:
+    """Every timed stop must have captured its turn, or the timing means nothing."""
+    for session, rounds in ((SESSION, ROUNDS), (SMALL_SESSION, 10)):
+        path = fixture["vault"] / ".osk" / "hooks" / "claude" / f"{session}.json"
+        captured = json.loads(path.read_text(encoding="utf-8"))["rounds"]
+        if captured != rounds + runs:
+            raise SystemExit(f"{session}: expected {rounds + runs} rounds, found {captured}")
+
+
+# -- the fixture ---------------------------------------------------------------------------------
+
+def build(base: Path) -> dict[str, Path]:
+    from osk import raw
+    from osk.ids import uuid7
+    from osk.rechecks import SUMMARY_FILE
+    from osk.scope_memory import ScopeMemory
+    from osk.vault import init
+
+    vault = init(base / "vault", git=False)
+    project = base / "shop"
+    project.mkdir()
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=project, check=True)
+    subprocess.run(["git", "-c", "user.name=bench", "-c", "user.email=bench@osk.invalid",
+                    "commit", "-q", "--allow-empty", "-m", "first"], cwd=project, check=True)
+    write_nodes(vault.root, uuid7)
+    memory = ScopeMemory(vault, "shop")
+    memory.write(text="\n".join(f"- standing note {n}: " + "x" * 40 for n in range(24)) + "\n",
+                 expect_hash=memory.read()[1])
+    summary = vault.state(*SUMMARY_FILE)
+    summary.parent.mkdir(parents=True, exist_ok=True)
+    summary.write_text(json.dumps({"scopes": {"shop": [
+        {"id": f"c{n}", "citing": f"Node {n}", "target": f"[[Node {n + 1}]]",
+         "reason": "target changed", "cascade": False, "next": []} for n in range(30)]}}),
+        encoding="utf-8")
+    for session, rounds in ((SESSION, ROUNDS), (SMALL_SESSION, 10)):
+        for number in range(1, rounds + 1):
+            raw.append_round(vault, "shop", session, raw.RoundInput(
+                user=f"question {number} " + "q" * 200, assistant=f"answer {number} " + "a" * 800,
+                tools=("Bash: pytest -q",), completion=f"done-{number}", host="claude",
+                at="2026-03-14T09:30+00:00"))
+    transcripts = {}
+    for session, rounds in ((SESSION, ROUNDS), (SMALL_SESSION, 10)):
+        path = base / f"{session}.jsonl"
+        with open(path, "w", encoding="utf-8") as handle:
+            for number in range(1, rounds + 1):
+                handle.write(turn_lines(f"old-{number}", number))
+        transcripts[session] = path
+        state = vault.state("hooks", "claude", f"{session}.json")
+        state.parent.mkdir(parents=True, exist_ok=True)
+        state.write_text(json.dumps({"transcript": str(path), "offset": path.stat().st_size,
+                                     "key": "shop", "record": f"_raw/shop/{session}",
+                                     "rounds": rounds}), encoding="utf-8")
+    return {"vault": vault.root, "project": project, "big": transcripts[SESSION],
+            "small": transcripts[SMALL_SESSION]}
+
+
+def write_nodes(root: Path, uuid7) -> None:
+    previous = None
+    for number in range(NODES):
+        cluster = f"Cluster {number % 50}"
+        folder = root / "Scope" / "shop" / cluster
+        folder.mkdir(parents=True, exist_ok=True)
+        previous = uuid7(previous)
+        title = cluster if number < 50 else f"Node {number}"
+        (folder / f"{title}.md").write_text(
+            f"---\nid: {previous}\ncreated: 2026-03-14T09:30+00:00\n"
+            f"updated: 2026-03-14T09:30+00:00\nauthor: agent\ndrafter: bench\n"
+            f"summary: claim number {number} about the shop\n---\n"
+            f"Body of node {number}: " + "words " * 60 + "\n", encoding="utf-8")
+
+
+def turn_lines(uid: str, number: int) -> str:
+    user = {"type": "user", "uuid": f"u-{uid}", "promptId": f"p-{uid}", "isSidechain": False,
+            "timestamp": "2026-03-14T09:30:00.000Z",
+            "message": {"role": "user", "content": f"question {number} " + "q" * 200}}
+    tool = {"type": "assistant", "uuid": f"t-{uid}", "isSidechain": False,
+            "message": {"id": f"msg-t-{uid}", "role": "assistant", "content": [
+                {"type": "tool_use", "id": f"toolu-{uid}", "name": "Bash",
+                 "input": {"command": "pytest -q"}}]}}
+    result = {"type": "user", "uuid": f"r-{uid}", "isSidechain": False, "message": {
+        "role": "user", "content": [{"type": "tool_result", "tool_use_id": f"toolu-{uid}",
+                                     "content": "12 passed\n" * 50}]}}
+    answer = {"type": "assistant", "uuid": f"a-{uid}", "isSidechain": False,
+              "message": {"id": f"msg-a-{uid}", "role": "assistant", "content": [
+                  {"type": "text", "text": f"answer {number} " + "a" * 800}]}}
+    return "".join(json.dumps(line) + "\n" for line in (user, tool, result, answer))
+
+
+# -- timing --------------------------------------------------------------------------------------
+
+CPU: dict[str, list[float]] = {}  # CPU time (user + system) per label, beside the wall time
+
+
+def timed(label: str, argv: list[str], **kwargs) -> tuple[float, subprocess.CompletedProcess]:
+    """Wall time of one fresh process, in ms; its CPU time is kept in ``CPU[label]``."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    began = time.perf_counter()
+    done = subprocess.run(argv, capture_output=True, text=True, check=False, **kwargs)
+    elapsed = (time.perf_counter() - began) * 1000
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000
+    CPU.setdefault(label, []).append(cpu)
+    return elapsed, done
+
+
+def hook(label: str, event: str, data: dict[str, object], fixture: dict[str, Path]) -> float:
+    env = {**os.environ, "OSK_VAULT": str(fixture["vault"]), "OSK_GROWTH": "off"}
+    elapsed, done = timed(label, [sys.executable, "-m", "osk", "hook", event, "--host", "claude"],
+                          input=json.dumps(data), cwd=fixture["project"], env=env)
+    if done.returncode != 0 or "failed" in done.stderr:
+        raise SystemExit(f"{event} failed: {done.stderr}")
+    return elapsed
+
+
+def measure(fixture: dict[str, Path], runs: int) -> dict[str, list[float]]:
+    """Runs interleave the hooks, so a change in machine load touches every hook alike."""
+    results: dict[str, list[float]] = {label: [] for label in (
+        "python -c pass", "session start", "prompt submit", "stop (1,000-round record)",
+        "stop (10-round record)")}
+    base = {"cwd": str(fixture["project"]), "transcript_path": str(fixture["big"])}
+    stops = (("stop (1,000-round record)", SESSION, fixture["big"]),
+             ("stop (10-round record)", SMALL_SESSION, fixture["small"]))
+    for n in range(runs):
+        results["python -c pass"].append(
+            timed("python -c pass", [sys.executable, "-c", "pass"])[0])
+        results["session start"].append(hook("session start", "session-start", {
+            **base, "session_id": f"bench-start-{n}", "source": "startup",
+            "hook_event_name": "SessionStart"}, fixture))
+        results["prompt submit"].append(hook("prompt submit", "prompt-submit", {
+            **base, "session_id": SESSION, "prompt_id": f"bench-p-{n}", "prompt": "next",
+            "hook_event_name": "UserPromptSubmit"}, fixture))
+        for label, session, transcript in stops:
+            uid = f"new-{session[-4:]}-{n}"
+            with open(transcript, "a", encoding="utf-8") as handle:
+                handle.write(turn_lines(uid, n))
+            results[label].append(hook(label, "stop", {
+                "cwd": str(fixture["project"]), "transcript_path": str(transcript),
+                "session_id": session, "prompt_id": f"p-{uid}", "hook_event_name": "Stop",
+                "stop_hook_active": False, "last_assistant_message": f"answer {n} " + "a" * 800,
+            }, fixture))
+    return results
+
+
+def report(results: dict[str, list[float]], runs: int) -> None:
+    targets = {"session start": 150, "prompt submit": 100, "stop (1,000-round record)": 150,
+               "stop (10-round record)": 150}
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"{runs} runs per hook, {os.cpu_count()} CPUs, load average {load:.1f} at the end")
+    print(f"{'hook (fresh process)':<28} {'median':>8} {'min':>8} {'max':>8} {'CPU med':>8} "
+          f"{'target':>8}   (ms)")
+    for label, times in results.items():
+        target = f"≤ {targets[label]}" if label in targets else ""
+        print(f"{label:<28} {statistics.median(times):>8.1f} {min(times):>8.1f} "
+              f"{max(times):>8.1f} {statistics.median(CPU[label]):>8.1f} {target:>8}")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,191 @@
+"""The audit log: one record per change to a node, in ``_ledger/audit.jsonl``.
+
+Every node creation, update, move and supersession (the write path), and every approve, revert,
+confirm, reject and lift (the person's verbs) appends exactly one record whose subject is the
+node's id. ``before``/``after`` are file hashes (sha256 of the file text, ``Node.file_hash``) and
+both texts are kept in ``_objects/``, so any recorded version can be shown again
+(``osk show NODE@HASH``) and the vault can be read as it stood at a past time (``validity``).
+
+A record also says which version readers were *served* after it: inside a protected region an
+agent's edit changes the working copy but not what is served, so such a record is ``pending``
+and its ``served`` is the approved version. Edits made by hand outside osk leave no record;
+``osk log`` says so when a node's file no longer matches its last recorded version.
+
+Standard library only at import time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from osk import clock, objects
+from osk.errors import ObjectMissing
+from osk.ledger import Ledger, Record
+from osk.vault import Vault
+
+AUDIT = "audit"
+WRITE_ACTIONS = ("create", "update", "move", "supersede")
+PERSON_ACTIONS = ("approve", "revert", "confirm", "reject", "lift")
+ACTIONS = WRITE_ACTIONS + PERSON_ACTIONS
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One audit record, as read back."""
+
+    id: str
+    at: str  # ledger envelope time (UTC, seconds; real clock)
+    time: str  # record time in the vault's clock (minute precision; honours OSK_NOW)
+    action: str
+    actor: str
+    node_id: str
+    path: str
+    before: str | None
+    after: str | None
+    served: str | None
+    has_served: bool  # lift changes no version, so it carries no served value
+    pending: bool
+    detail: dict[str, object] = field(default_factory=dict)
+
+    @classmethod
+    def from_record(cls, record: Record) -> Entry:
+        data = record.data
+
+        def text(key: str) -> str | None:
+            value = data.get(key)
+            return value if isinstance(value, str) else None
+
+        detail = data.get("detail")
+        return cls(
+            id=record.id, at=record.at, time=text("time") or record.at, action=record.kind,
+            actor=text("actor") or "?", node_id=record.subject, path=text("path") or "",
+            before=text("before"), after=text("after"), served=text("served"),
+            has_served="served" in data, pending=bool(data.get("pending")),
+            detail=dict(detail) if isinstance(detail, dict) else {},
+        )
+
+    @property
+    def path_after(self) -> str:
+        """Where the node is after this change (a move names it in ``detail.to``)."""
+        return str(self.detail.get("to") or self.path)
+
+    @property
+    def path_before(self) -> str:
+        return str(self.detail.get("from") or self.path)
+
+    @property
+    def served_before(self) -> str | None:
+        """What readers were served just before this record (for reading the past)."""
+        if self.action == "create":
+            return None
+        if self.pending or self.action == "revert":
+            return self.served  # neither changes what is served
+        return self.before
+
+
+def record(
+    vault: Vault,
+    *,
+    actor: str,
+    action: str,
+    node_id: str,
+    path: str,
+    before: str | None,
+    after: str | None,
+    detail: Mapping[str, object] | None = None,
+) -> Entry:
+    """Append one audit record. ``before``/``after`` must already be stored objects.
+
+    The write path calls this after the node file is written, under the mutation lock; use
+    ``record_change`` to store the texts and record in one call.
+    """
+    if action not in ACTIONS:
+        raise ValueError(f"unknown audit action {action!r}; known: {', '.join(ACTIONS)}")
+    if not actor or not isinstance(actor, str):
+        raise ValueError("an audit record needs an actor ('user', 'agent' or 'agent:SESSION')")
+    if not node_id:
+        raise ValueError("an audit record needs the node's id")
+    for name, sha in (("before", before), ("after", after)):
+        if sha is not None and not objects.has(vault, sha):
+            raise ObjectMissing(
+                f"audit {name}={sha} is not a stored object; call objects.put(vault, text) "
+                f"before audit.record",
+                sha=sha,
+            )
+    if before is None and after is None and action != "lift":
+        raise ValueError(f"an audit {action} record needs a before or an after hash")
+    data: dict[str, object] = {
+        "actor": actor, "path": path, "before": before, "after": after,
+        "time": clock.now_text(),
+    }
+    if action != "lift":
+        served, pending = _served_after(vault, action, path, after)
+        data["served"] = served
+        if pending:
+            data["pending"] = True
+    if detail:
+        data["detail"] = dict(detail)
+    return Entry.from_record(Ledger(vault, AUDIT).append(action, node_id, data))
+
+
+def record_change(
+    vault: Vault,
+    *,
+    actor: str,
+    action: str,
+    node_id: str,
+    path: str,
+    before_text: str | None,
+    after_text: str | None,
+    detail: Mapping[str, object] | None = None,
+) -> Entry:
+    """Store both texts as objects, then append the audit record."""
+    before = objects.put(vault, before_text) if before_text is not None else None
+    after = objects.put(vault, after_text) if after_text is not None else None
+    return record(vault, actor=actor, action=action, node_id=node_id, path=path,
+                  before=before, after=after, detail=detail)
+
+
+def _served_after(vault: Vault, action: str, path: str, after: str | None) -> tuple[
+    str | None, bool
+]:
+    if action in PERSON_ACTIONS:
+        return after, False
+    from osk import protection
+
+    current = protection.state(vault)
+    if current.region_of(path) is None:
+        return after, False
+    approved = current.approved_sha(path)
+    return approved, approved != after
+
+
+# -- reading ----------------------------------------------------------------------------------
+def entries(vault: Vault) -> list[Entry]:
+    """Every audit record in causal (id) order."""
+    view = Ledger(vault, AUDIT).read()
+    return [Entry.from_record(r) for r in sorted(view.records, key=lambda r: r.id)]
+
+
+def history(vault: Vault, node_id: str) -> list[Entry]:
+    """A node's records, oldest first."""
+    view = Ledger(vault, AUDIT).read()
+    return [Entry.from_record(r) for r in sorted(view.for_subject(node_id), key=lambda r: r.id)]
+
+
+def by_node(vault: Vault) -> dict[str, list[Entry]]:
+    grouped: dict[str, list[Entry]] = {}
+    for entry in entries(vault):
+        grouped.setdefault(entry.node_id, []).append(entry)
+    return grouped
+
+
+def versions(entries_of_node: list[Entry]) -> list[str]:
+    """Every version hash a node's history names, oldest first, each once."""
+    seen: list[str] = []
+    for entry in entries_of_node:
+        for sha in (entry.before, entry.after):
+            if sha and sha not in seen:
+                seen.append(sha)
+    return seen

@@ -1,0 +1,305 @@
+"""The person's commands: protected regions, review, audit history, trust and tombstones.
+
+`osk protect|unprotect|approve|revert PATH`, `osk confirm NODE`, `osk reject NODE --reason …`
+and `osk lift KEY` change what agents are served and are refused unless stdin is a terminal
+(the engine functions check it themselves; governance/authority.md). `osk review`, `osk log`,
+`osk show` and `osk tombstones` only read and work anywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from osk.cli import add_json_flag
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    def path_command(name: str, help_text: str, handler) -> None:
+        parser = sub.add_parser(name, help=help_text)
+        parser.add_argument("path", help="a folder or node file inside a Space")
+        parser.set_defaults(handler=handler)
+
+    path_command("protect", "protect a folder or node: readers are served its approved "
+                            "snapshot (terminal only)", run_protect)
+    path_command("unprotect", "stop protecting a region with no pending changes "
+                              "(terminal only)", run_unprotect)
+    path_command("approve", "make the pending changes under PATH the approved version "
+                            "(terminal only)", run_approve)
+    path_command("revert", "return the working copy under PATH to the approved snapshot "
+                           "(terminal only)", run_revert)
+
+    review = sub.add_parser("review", help="show pending changes in protected regions as diffs")
+    review.add_argument("path", nargs="?", help="only changes under this path")
+    add_json_flag(review)
+    review.set_defaults(handler=run_review)
+
+    log = sub.add_parser("log", help="the audit history of one node, or of the whole vault")
+    log.add_argument("node", nargs="?", help="a node's title or id")
+    log.add_argument("--limit", type=int, default=50, help="newest N records (default 50)")
+    add_json_flag(log)
+    log.set_defaults(handler=run_log)
+
+    show = sub.add_parser("show", help="print a recorded version: NODE@HASH (hash prefix ok)")
+    show.add_argument("ref", metavar="NODE@HASH")
+    show.set_defaults(handler=run_show)
+
+    confirm = sub.add_parser("confirm", help="mark a node as your confirmed fact "
+                                             "(terminal only)")
+    confirm.add_argument("node", help="a node's title or id")
+    confirm.set_defaults(handler=run_confirm)
+
+    reject = sub.add_parser("reject", help="remove a claim and refuse it if written again "
+                                           "(terminal only)")
+    reject.add_argument("node", help="a node's title or id")
+    reject.add_argument("--reason", required=True, help="why; agents are shown this")
+    reject.set_defaults(handler=run_reject)
+
+    tombs = sub.add_parser("tombstones", help="list rejected claims")
+    tombs.add_argument("--all", action="store_true", help="include lifted tombstones")
+    add_json_flag(tombs)
+    tombs.set_defaults(handler=run_tombstones)
+
+    lift = sub.add_parser("lift", help="lift a tombstone so the claim may be written again "
+                                       "(terminal only)")
+    lift.add_argument("key", help="a tombstone key (prefix of at least 6 characters)")
+    lift.add_argument("--reason", default="", help="why it is lifted")
+    lift.set_defaults(handler=run_lift)
+
+
+def _vault(args: argparse.Namespace):
+    from osk.vault import locate
+
+    return locate(args.vault)
+
+
+def _path(vault, text: str) -> str:
+    from osk.protection import vault_path
+
+    return vault_path(vault, text, Path.cwd())
+
+
+# -- protected regions ------------------------------------------------------------------------
+def run_protect(args: argparse.Namespace) -> int:
+    from osk import protection
+
+    vault = _vault(args)
+    done = protection.protect(vault, _path(vault, args.path))
+    print(f"Protected {done.region}: {len(done.files)} node file(s) in the approved snapshot. "
+          f"Edits there now wait for `osk review` / `osk approve` / `osk revert`.")
+    return 0
+
+
+def run_unprotect(args: argparse.Namespace) -> int:
+    from osk import protection
+
+    vault = _vault(args)
+    region = protection.unprotect(vault, _path(vault, args.path))
+    print(f"Unprotected {region}: its working copy is served again.")
+    return 0
+
+
+def run_approve(args: argparse.Namespace) -> int:
+    from osk import protection
+
+    vault = _vault(args)
+    rel = _path(vault, args.path)
+    changes = protection.approve(vault, rel)
+    if not changes:
+        print(f"Nothing pending under {rel}.")
+    for change in changes:
+        print(f"Approved {change.kind}: {change.path}")
+    return 0
+
+
+def run_revert(args: argparse.Namespace) -> int:
+    from osk import protection
+
+    vault = _vault(args)
+    rel = _path(vault, args.path)
+    changes = protection.revert(vault, rel)
+    if not changes:
+        print(f"Nothing pending under {rel}.")
+    for change in changes:
+        kept = f" (discarded text kept as {change.working[:12]})" if change.working else ""
+        print(f"Reverted {change.kind}: {change.path}{kept}")
+    return 0
+
+
+def run_review(args: argparse.Namespace) -> int:
+    from osk import protection
+
+    vault = _vault(args)
+    under = _path(vault, args.path) if args.path else None
+    changes = protection.pending(vault, under)
+    if args.json:
+        print(json.dumps([
+            {"path": c.path, "region": c.region, "kind": c.kind, "approved": c.approved,
+             "working": c.working, "forked": c.forked, "diff": protection.diff(vault, c)}
+            for c in changes
+        ], ensure_ascii=False, indent=2))
+        return 0
+    if not changes:
+        regions = protection.regions(vault)
+        print("No pending changes." if regions else "No protected regions.")
+        return 0
+    for change in changes:
+        fork = " — approvals diverged across devices; approve or revert to decide" \
+            if change.forked else ""
+        print(f"# {change.kind}: {change.path} (region {change.region}){fork}")
+        print(protection.diff(vault, change), end="")
+    print(f"{len(changes)} pending change(s). Decide with `osk approve PATH` or "
+          f"`osk revert PATH`.")
+    return 0
+
+
+# -- audit ------------------------------------------------------------------------------------
+def _node_history(vault, ref: str):
+    """Audit entries of a node named by id or title (a rejected node is found by either)."""
+    from osk import audit
+    from osk.catalog import Catalog
+    from osk.errors import NodeNotFound, OskError
+    from osk.node import title_from_path
+    from osk.titles import title_key
+
+    grouped = audit.by_node(vault)
+    if ref in grouped:
+        return ref, grouped[ref]
+    catalog = Catalog(vault)
+    catalog.refresh()
+    try:
+        found = catalog.get(ref)
+    except OskError:
+        found = None
+    if found is not None:
+        return found.id, grouped.get(found.id, [])
+    wanted = title_key(ref)
+    ids = {nid for nid, items in grouped.items()
+           for e in items if e.path and title_key(title_from_path(e.path_after)) == wanted}
+    if len(ids) == 1:
+        node_id = ids.pop()
+        return node_id, grouped[node_id]
+    raise NodeNotFound(
+        f"no node or audit history for {ref!r}" if not ids else
+        f"{ref!r} names {len(ids)} different nodes in the audit log; use an id",
+        ref=ref,
+    )
+
+
+def run_log(args: argparse.Namespace) -> int:
+    from osk import audit
+
+    vault = _vault(args)
+    note = ""
+    if args.node:
+        node_id, items = _node_history(vault, args.node)
+        note = _drift_note(vault, items)
+    else:
+        items = audit.entries(vault)
+    items = items[-args.limit:] if args.limit > 0 else items
+    if args.json:
+        print(json.dumps([e.__dict__ for e in items], ensure_ascii=False, indent=2))
+        return 0
+    if not items:
+        print("No audit records.")
+    for entry in items:
+        change = f"{(entry.before or '-')[:12]} -> {(entry.after or '-')[:12]}"
+        pending = " (pending review)" if entry.pending else ""
+        where = entry.path_after if entry.action != "move" else \
+            f"{entry.path_before} => {entry.path_after}"
+        print(f"{entry.time}  {entry.action:<9} {entry.actor:<14} {where}  {change}{pending}")
+    if note:
+        print(note)
+    return 0
+
+
+def _drift_note(vault, items) -> str:
+    """Say so when a node's file no longer matches its last recorded version."""
+    from osk.fsutil import sha256_text
+
+    if not items or items[-1].after is None:
+        return ""
+    last = items[-1]
+    rel = last.path_after
+    path = vault.abs(rel)
+    if not path.is_file():
+        return f"Note: {rel} no longer exists; it was removed outside osk."
+    if sha256_text(path.read_text(encoding="utf-8")) != last.after:
+        return (f"Note: {rel} differs from its last recorded version; it was changed "
+                f"outside osk (by hand), which the audit log does not record.")
+    return ""
+
+
+def run_show(args: argparse.Namespace) -> int:
+    from osk import audit, objects
+    from osk.errors import NodeNotFound, OskError
+
+    vault = _vault(args)
+    ref, sep, prefix = args.ref.rpartition("@")
+    if not sep or not ref or len(prefix) < 6:
+        raise OskError("give NODE@HASH with at least 6 characters of the hash "
+                       "(`osk log NODE` lists them)")
+    node_id, items = _node_history(vault, ref)
+    matches = [sha for sha in audit.versions(items) if sha.startswith(prefix.lower())]
+    if len(matches) != 1:
+        raise NodeNotFound(
+            f"{'no' if not matches else len(matches)} recorded version(s) of {ref!r} start "
+            f"with {prefix!r}; `osk log {ref}` lists its versions", ref=args.ref,
+        )
+    print(objects.get(vault, matches[0]), end="")
+    return 0
+
+
+# -- trust and tombstones ---------------------------------------------------------------------
+def run_confirm(args: argparse.Namespace) -> int:
+    from osk import trust
+
+    done = trust.confirm(_vault(args), args.node)
+    if done.after is None:
+        print(f"{done.path} is already confirmed.")
+    else:
+        print(f"Confirmed {done.path}: it is now your fact, not an agent's inference.")
+    return 0
+
+
+def run_reject(args: argparse.Namespace) -> int:
+    from osk import tombstones
+
+    vault = _vault(args)
+    tomb = tombstones.reject(vault, args.node, reason=args.reason)
+    print(f"Rejected {tomb.title!r} ({tomb.path} removed; text kept as {(tomb.object or '')[:12]})."
+          f"\nTombstone {tomb.key[:12]}: agents writing this claim again are refused.")
+    left = tombstones.aftermath(vault, tomb)
+    if left.twins:
+        print("These nodes carry the same claim (their next edit will be refused; reject them "
+              "too if it is wrong there as well):\n  " + "\n  ".join(left.twins))
+    if left.citing:
+        print(f"These nodes cite [[{tomb.title}]], which no longer exists (`osk validate` "
+              f"lists the dangling link):\n  " + "\n  ".join(left.citing))
+    return 0
+
+
+def run_tombstones(args: argparse.Namespace) -> int:
+    from osk import tombstones
+
+    vault = _vault(args)
+    items = tombstones.all_tombstones(vault) if args.all else tombstones.active(vault)
+    if args.json:
+        print(json.dumps([t.__dict__ for t in items], ensure_ascii=False, indent=2))
+        return 0
+    if not items:
+        print("No tombstones.")
+    for tomb in items:
+        state = " (lifted)" if tomb.lifted else " (forked: devices disagree)" if tomb.forked \
+            else ""
+        print(f"{tomb.key[:12]}  {tomb.time}  {tomb.title}{state}\n    reason: {tomb.reason}")
+    return 0
+
+
+def run_lift(args: argparse.Namespace) -> int:
+    from osk import tombstones
+
+    tomb = tombstones.lift(_vault(args), args.key, reason=args.reason)
+    print(f"Lifted tombstone {tomb.key[:12]} ({tomb.title!r}); the claim may be written again.")
+    return 0

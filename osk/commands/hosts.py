@@ -1,0 +1,409 @@
+"""`osk setup HOST` and `osk doctor`: connect osk to an agent host, then check the connection."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import selectors
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from osk.hostsetup import Context
+    from osk.vault import Vault
+
+HOSTS = ("claude", "codex", "kiro", "antigravity")
+HOOK_HOSTS = ("claude", "codex", "kiro")  # hosts whose hooks osk setup registers
+# Tools the rules files and the background review prompt name; the server must offer them.
+NEEDED_TOOLS = ("search", "read_node", "read_raw", "overview", "create_node", "update_node",
+                "append_raw", "scope_memory")
+MCP_TIMEOUT = 60.0
+HOOK_TIMEOUT = 30.0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    setup = sub.add_parser(
+        "setup", help="register osk's MCP server, hooks and rules with an agent host",
+        description="Register the osk MCP server, hooks and rules/steering file with HOST. "
+                    "Shows the exact changes and asks before writing; existing settings are "
+                    "kept byte for byte outside osk's own entries.",
+    )
+    setup.add_argument("host", choices=HOSTS)
+    setup.add_argument("--project", metavar="DIR",
+                       help="set up this project only, where the host supports it "
+                            "(default: your user-level settings)")
+    setup.add_argument("--remove", action="store_true", help="undo osk setup for this host")
+    setup.add_argument("--yes", action="store_true",
+                       help="apply without asking (for scripts)")
+    setup.add_argument("--dry-run", action="store_true",
+                       help="show the changes and write nothing")
+    setup.set_defaults(handler=run_setup)
+
+    doctor = sub.add_parser(
+        "doctor", help="check the vault, host setup, MCP server and hooks end to end",
+        description="Check that the vault is found and valid, that detected hosts have osk "
+                    "registered, that the MCP server starts and lists its tools, and that a "
+                    "dry-run hook succeeds. Exits 1 when something needs fixing.",
+    )
+    doctor.add_argument("--project", metavar="DIR",
+                        help="check the project-level setup of this project")
+    doctor.add_argument("--host", action="append", choices=HOSTS,
+                        help="check this host (repeatable; default: every host found here)")
+    doctor.set_defaults(handler=run_doctor)
+
+
+# ---------------------------------------------------------------------------------------------
+# osk setup
+# ---------------------------------------------------------------------------------------------
+
+
+def _project(value: str | None) -> Path | None:
+    from osk.errors import SetupError
+
+    if value is None:
+        return None
+    path = Path(value).expanduser().resolve()
+    if not path.is_dir():
+        raise SetupError(f"--project {value}: no such folder; nothing was changed")
+    return path
+
+
+def run_setup(args: argparse.Namespace) -> int:
+    from osk import hostsetup
+    from osk.errors import SetupError
+    from osk.vault import locate
+
+    project = _project(args.project)
+    vault = None if args.remove else locate(args.vault).root
+    ctx = hostsetup.default_context(vault, project)
+    plan = hostsetup.plan(args.host, ctx, remove=args.remove)
+    where = f"project {project}" if project else "your user settings"
+    if plan.empty:
+        state = "not set up" if args.remove else "already set up"
+        print(f"osk is {state} for {args.host} in {where}: nothing to change.")
+        return 0
+    action = "remove osk from" if args.remove else "set up osk for"
+    print(f"osk setup will {action} {args.host} in {where}:\n")
+    sys.stdout.write(plan.diff())
+    if args.dry_run:
+        print("\nDry run: nothing was written.")
+        return 0
+    if not args.yes:
+        if not sys.stdin.isatty():
+            raise SetupError(
+                "osk setup asks before it changes files, and stdin is not a terminal: pass "
+                "--yes to apply the changes shown above (or --dry-run to only show them). "
+                "Nothing was changed."
+            )
+        reply = input(f"\nApply these changes to {len(plan.changes)} file(s)? [y/N] ")
+        if reply.strip().lower() not in {"y", "yes"}:
+            print("Nothing was changed.")
+            return 1
+    backup = hostsetup.apply(plan, ctx)
+    print()
+    for change in plan.changes:
+        verb = ("created" if change.before is None else
+                "removed" if change.after is None else "updated")
+        print(f"{verb} {change.path}")
+    if backup is not None:
+        print(f"Previous versions are in {backup}")
+    if not args.remove:
+        print(plan.note)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# osk doctor
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool | None  # None: information only
+    detail: str
+    fix: str = ""
+
+
+def run_doctor(args: argparse.Namespace) -> int:
+    from osk import hostsetup
+    from osk.errors import OskError
+    from osk.vault import locate
+
+    checks: list[Check] = []
+    project = _project(args.project)
+    try:
+        vault = locate(args.vault)
+    except OskError as exc:
+        checks.append(Check("vault", False, str(exc), "create one with `osk init PATH` and "
+                                                       "export OSK_VAULT=PATH"))
+        return _report(checks)
+    checks.extend(check_vault(vault))
+    ctx = hostsetup.default_context(vault.root, project)
+    hosts = args.host or hostsetup.detected_hosts(ctx)
+    if not hosts:
+        checks.append(Check("hosts", None, "no agent host found on this machine",
+                            "run `osk setup HOST` for claude, codex, kiro or antigravity"))
+    for host in hosts:
+        checks.extend(check_host(host, ctx))
+    checks.append(check_mcp(ctx.osk_command, vault.root))
+    for host in hosts:
+        if host in HOOK_HOSTS:
+            checks.append(check_hook(ctx.osk_command, vault.root, host, project))
+    checks.extend(check_growth(vault, hosts))
+    checks.extend(check_hook_log(vault))
+    return _report(checks)
+
+
+def _report(checks: list[Check]) -> int:
+    failed = 0
+    for check in checks:
+        mark = "ok  " if check.ok else "info" if check.ok is None else "FAIL"
+        print(f"[{mark}] {check.name}: {check.detail}")
+        if check.fix and check.ok is not True:
+            print(f"       fix: {check.fix}")
+        failed += check.ok is False
+    print()
+    print("All checks passed." if not failed else f"{failed} check(s) failed.")
+    return 1 if failed else 0
+
+
+def check_vault(vault: Vault) -> list[Check]:
+    from osk.errors import OskError
+    from osk.vault import SPACES
+
+    try:
+        vault.settings()
+    except OskError as exc:
+        return [Check("vault", False, str(exc), "fix osk.toml by hand")]
+    missing = [name for name in SPACES if not (vault.root / name).is_dir()]
+    if missing:
+        return [Check("vault", False, f"{vault.root} lacks the folders {', '.join(missing)}",
+                      "recreate them (empty folders are fine)")]
+    checks = [Check("vault", True, f"{vault.root}")]
+    try:
+        from osk import validate
+
+        findings = validate.run(vault)
+    except OskError as exc:
+        return [*checks, Check("validators", False, str(exc), "run `osk validate`")]
+    if findings:
+        first = findings[0]
+        checks.append(Check("validators", False,
+                            f"{len(findings)} finding(s); first: {first.path}: {first.message}",
+                            "run `osk validate` for the full list"))
+    else:
+        checks.append(Check("validators", True, "no findings"))
+    return checks
+
+
+def check_host(host: str, ctx: Context) -> list[Check]:
+    from osk import hostsetup
+    from osk.errors import OskError
+
+    where = f" --project {ctx.project}" if ctx.project else ""
+    try:
+        plan = hostsetup.plan(host, ctx)
+    except OskError as exc:
+        return [Check(f"{host} setup", False, str(exc))]
+    if plan.empty:
+        detail = "MCP server, hooks and rules are registered for this vault"
+        checks = [Check(f"{host} setup", True, detail)]
+        if host == "codex":
+            checks.append(Check("codex hooks", None, "Codex runs new hooks only once trusted",
+                                "open Codex and trust the osk hooks in /hooks"))
+        return checks
+    others = hostsetup.installed_vaults(host, ctx)
+    if others and str(ctx.vault) not in others:
+        detail = f"registered for another vault ({', '.join(others)})"
+    elif others:
+        detail = f"registered but out of date ({len(plan.changes)} file(s) would change)"
+    else:
+        detail = "osk is not registered" + ("" if ctx.project else " at user level")
+    fix = f"osk setup {host}{where}"
+    if not ctx.project and not others:
+        fix += " (or, for a per-project setup, check it with osk doctor --project DIR)"
+    return [Check(f"{host} setup", False, detail, fix)]
+
+
+def check_mcp(command: tuple[str, ...], vault_root: Path) -> Check:
+    """Start `osk mcp` and speak JSON-RPC to it: initialize, then tools/list."""
+    argv = [*command, "--vault", str(vault_root), "mcp"]
+    try:
+        tools = list_tools(argv, timeout=MCP_TIMEOUT)
+    except (OSError, ValueError, TimeoutError) as exc:
+        return Check("mcp server", False, f"`{' '.join(argv)}` failed: {exc}",
+                     "run that command by hand to see its error")
+    missing = [name for name in NEEDED_TOOLS if name not in tools]
+    if missing:
+        return Check("mcp server", False,
+                     f"started, but lacks the tool(s) {', '.join(missing)} "
+                     f"({len(tools)} tools listed)", "reinstall osk")
+    return Check("mcp server", True, f"started and listed {len(tools)} tools")
+
+
+class _Lines:
+    """Newline-delimited JSON-RPC messages from a process's stdout, read with a deadline."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stdout is not None
+        self.fd = proc.stdout.fileno()
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(proc.stdout, selectors.EVENT_READ)
+        self.buffer = b""
+
+    def response(self, want_id: int, deadline: float) -> dict[str, object]:
+        while True:
+            while b"\n" in self.buffer:
+                line, self.buffer = self.buffer.split(b"\n", 1)
+                if not line.strip():
+                    continue
+                message = json.loads(line)
+                if isinstance(message, dict) and message.get("id") == want_id:
+                    return message
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not self.selector.select(remaining):
+                raise TimeoutError("no answer from the MCP server in time")
+            chunk = os.read(self.fd, 65536)
+            if not chunk:
+                raise ValueError("the MCP server exited before answering")
+            self.buffer += chunk
+
+
+def list_tools(argv: list[str], *, timeout: float) -> list[str]:
+    deadline = time.monotonic() + timeout
+    with tempfile.TemporaryFile() as errors:
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=errors)
+        try:
+            lines = _Lines(proc)
+            _send(proc, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "osk-doctor", "version": "1"}}})
+            init = lines.response(1, deadline)
+            if "error" in init:
+                raise ValueError(f"initialize was refused: {init['error']}")
+            _send(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+            _send(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}})
+            listed = lines.response(2, deadline)
+            if "error" in listed:
+                raise ValueError(f"tools/list was refused: {listed['error']}")
+            result = listed.get("result")
+            tools = result.get("tools", []) if isinstance(result, dict) else []
+            return [str(t.get("name")) for t in tools if isinstance(t, dict)]
+        except (TimeoutError, ValueError) as exc:
+            errors.seek(0)
+            tail = errors.read().decode("utf-8", "replace").strip().splitlines()[-3:]
+            raise type(exc)(f"{exc}{': ' + ' | '.join(tail) if tail else ''}") from exc
+        finally:
+            _close(proc)
+
+
+def _send(proc: subprocess.Popen[bytes], message: dict[str, object]) -> None:
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(json.dumps(message).encode("utf-8") + b"\n")
+        proc.stdin.flush()
+    except BrokenPipeError as exc:
+        try:
+            proc.wait(timeout=5)  # let it finish writing its error before we read it
+        except subprocess.TimeoutExpired:
+            pass
+        raise ValueError("the MCP server exited before answering") from exc
+
+
+def _close(proc: subprocess.Popen[bytes]) -> None:
+    """End the server this check started: close its stdin, then terminate it if it lingers."""
+    try:
+        if proc.stdin is not None:
+            proc.stdin.close()
+        proc.wait(timeout=5)
+    except (subprocess.TimeoutExpired, BrokenPipeError, OSError):
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    if proc.stdout is not None:
+        proc.stdout.close()
+
+
+def check_hook(command: tuple[str, ...], vault_root: Path, host: str,
+               project: Path | None) -> Check:
+    """Run `osk hook session-start --dry-run` as the host would, and look for trouble."""
+    from osk.hooks import hooklog
+    from osk.vault import Vault
+
+    cwd = project or Path.cwd()
+    payload = {"session_id": "osk-doctor", "cwd": str(cwd), "hook_event_name": "SessionStart",
+               "source": "startup", "transcript_path": None}
+    argv = [*command, "hook", "session-start", "--host", host, "--vault", str(vault_root),
+            "--dry-run"]
+    log = hooklog.log_path(Vault(vault_root))
+    size = log.stat().st_size if log.exists() else 0
+    try:
+        done = subprocess.run(argv, input=json.dumps(payload).encode("utf-8"),
+                              capture_output=True, timeout=HOOK_TIMEOUT, cwd=cwd)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Check(f"{host} hook", False, f"`{' '.join(argv)}` failed: {exc}")
+    grown = log.exists() and log.stat().st_size > size
+    problem = done.stderr.decode("utf-8", "replace").strip()
+    if done.returncode != 0 or problem or grown:
+        detail = problem or (log.read_text(encoding="utf-8")[size:].strip() if grown else
+                             f"exit code {done.returncode}")
+        return Check(f"{host} hook", False, f"the dry-run session-start hook reported: {detail}",
+                     f"see {log}")
+    out = done.stdout.decode("utf-8", "replace").strip()
+    if host in ("claude", "codex") and out.startswith("{"):
+        try:
+            json.loads(out)
+        except ValueError:
+            return Check(f"{host} hook", False, "the hook printed malformed JSON",
+                         f"see {log}")
+    return Check(f"{host} hook", True, f"a dry-run session start succeeded ({len(out)} chars)")
+
+
+def check_growth(vault: Vault, hosts: list[str]) -> list[Check]:
+    from osk import growth
+
+    checks = []
+    for state in growth.status(vault):
+        if state.host not in hosts:
+            continue
+        name = f"{state.host} background reviews"
+        if not growth.enabled():
+            checks.append(Check(name, None, f"switched off ({growth.ENV_SWITCH}=off); "
+                                            f"reviews run in-session"))
+        elif state.cli is None:
+            checks.append(Check(name, None, f"`{growth.FORK_CLIS[state.host]}` is not on "
+                                            f"PATH; reviews run in-session"))
+        elif state.fallback == "unfinished":
+            checks.append(Check(
+                name, False, state.detail or "background reviews did not finish; reviews run "
+                                             "in-session for now",
+                f"read the job logs in {growth.growth_dir(vault) / 'logs'}, then delete "
+                f"{growth.fallback_path(vault, state.host)} to try forks again"))
+        else:
+            checks.append(Check(name, True, f"forks of {state.cli} after every "
+                                            f"{growth.CADENCE} answers"))
+    return checks
+
+
+def check_hook_log(vault: Vault) -> list[Check]:
+    from osk.hooks import hooklog
+
+    path = hooklog.log_path(vault)
+    if not path.exists():
+        return []
+    lines = path.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+    if not lines:
+        return []
+    return [Check("hook log", None, f"{len(lines)} line(s); latest: {lines[-1]}",
+                  f"see {path}")]

@@ -1,0 +1,133 @@
+"""`osk search QUERY` and `osk import FILE.jsonl`.
+
+Both go through the engine (so search applies the session's scope isolation, locality and
+markers exactly as the MCP tool does, and import writes through the validated write path).
+The engine is imported inside the handlers: building the parser must stay cheap.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from osk.cli import add_json_flag, add_scope_flag
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    search = sub.add_parser("search", help="ranked nodes for a query (what the search tool sees)")
+    search.add_argument("query", help="words, or a node's title")
+    search.add_argument("--k", type=int, default=8, help="how many hits (default 8, at most 50)")
+    search.add_argument("--as-of", dest="as_of",
+                        help="only claims valid at this time (2026-03-01 or a full timestamp)")
+    add_scope_flag(search)
+    add_json_flag(search)
+    search.set_defaults(handler=run_search)
+
+    load = sub.add_parser("import", help="load nodes from a JSON Lines file through the write "
+                                         "path; rejected lines are reported, the rest load")
+    load.add_argument("file", help="JSON Lines: title, summary, body, space, scope, "
+                                   "optional cluster, derived_from, valid_from, valid_to, "
+                                   "supersedes ('-' reads stdin)")
+    load.add_argument("--drafter", default="osk-import",
+                      help="recorded as each node's drafter (default osk-import)")
+    add_json_flag(load)
+    load.set_defaults(handler=run_import)
+
+
+# -- search -------------------------------------------------------------------------------------
+def run_search(args: argparse.Namespace) -> int:
+    from osk.engine import Engine
+
+    engine = Engine.open(args.vault, cwd=Path.cwd(), scope=args.scope, actor="user")
+    result = engine.search(args.query, k=args.k, as_of=args.as_of)
+    if args.json:
+        print(json.dumps({"scope": result.scope, "query": result.query,
+                          "hits": [_hit(hit) for hit in result.hits]},
+                         ensure_ascii=False, indent=2))
+        return 0
+    if not result.hits:
+        print(f"No nodes match {args.query!r} (scope {result.scope}).", file=sys.stderr)
+        return 0
+    for rank, hit in enumerate(result.hits, start=1):
+        markers = f"  [{', '.join(hit.markers)}]" if hit.markers else ""
+        print(f"{rank:2}. {hit.title}  ({hit.score:.3f}){markers}")
+        print(f"    {hit.path}")
+        print(f"    {hit.summary}")
+    return 0
+
+
+def _hit(hit: Any) -> dict[str, Any]:
+    return {"title": hit.title, "path": hit.path, "id": hit.id, "summary": hit.summary,
+            "updated": hit.updated, "score": hit.score, "markers": list(hit.markers),
+            "space": hit.space, "scope": hit.scope, "match": hit.match}
+
+
+# -- import -------------------------------------------------------------------------------------
+def run_import(args: argparse.Namespace) -> int:
+    from osk.search.importer import Importer, Report, read_lines
+    from osk.vault import locate
+
+    if args.file == "-":
+        texts = sys.stdin.read().splitlines()
+    else:
+        with open(args.file, encoding="utf-8") as handle:
+            texts = handle.read().splitlines()
+    lines, rejected, unknown = read_lines(texts)
+    report = Report(rejected=list(rejected), ignored_keys=unknown)
+    for item in rejected:
+        print(f"line {item.number}: rejected: {item.reason}", file=sys.stderr)
+    if unknown:
+        print(f"ignored unknown keys: {', '.join(sorted(unknown))}", file=sys.stderr)
+    vault = locate(args.vault)
+    importer = Importer(vault, cwd=Path.cwd(), drafter=args.drafter)
+    bar = Progress(sys.stderr)
+    importer.run(lines, progress=bar.update, report=report)
+    bar.close()
+    unreadable = set(rejected)
+    for item in report.rejected:
+        if item not in unreadable:
+            print(f"line {item.number}: rejected: {item.reason}", file=sys.stderr)
+    importer.finish()
+    if args.json:
+        print(json.dumps({
+            "created": [{"line": n, "title": t, "path": p} for n, t, p in report.created],
+            "hubs": report.hubs,
+            "rejected": [{"line": r.number, "reason": r.reason} for r in report.rejected],
+        }, ensure_ascii=False, indent=2))
+    else:
+        print(f"Imported {len(report.created)} node(s)"
+              + (f" and {len(report.hubs)} cluster hub(s)" if report.hubs else "")
+              + f"; rejected {len(report.rejected)} line(s).")
+    return 1 if report.rejected else 0
+
+
+class Progress:
+    """A one-line progress bar on a terminal; a line per tenth of the way otherwise."""
+
+    WIDTH = 30
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.shown = -1
+
+    def update(self, done: int, total: int) -> None:
+        if total <= 0:
+            return
+        share = done / total
+        if self.tty:
+            filled = int(share * self.WIDTH)
+            self.stream.write(f"\rimporting [{'#' * filled}{'.' * (self.WIDTH - filled)}] "
+                              f"{done}/{total}")
+            self.stream.flush()
+        elif int(share * 10) > self.shown:
+            self.shown = int(share * 10)
+            print(f"importing: {done}/{total} ({share:.0%})", file=self.stream)
+
+    def close(self) -> None:
+        if self.tty:
+            self.stream.write("\n")
+            self.stream.flush()

@@ -1,0 +1,689 @@
+"""The engine: the one object the CLI and the MCP server call.
+
+An ``Engine`` holds a vault, its catalog, the session (key, scope, binding), the rechecks table,
+what this session has read, and the search index. It has one method per tool; each validates
+nothing the surface already validated, makes the engine calls, and returns a dataclass that
+names the session's active scope.
+
+Scope isolation (vault setting ``scope_isolation``, default on) is applied here to every read:
+``search``, ``read_node`` and ``read_raw`` see another project's Scope nodes and raw records only
+when that scope is listed in ``shared_scopes``.
+
+Modules written by other engineers (``osk.search``, ``osk.candidates``, ``osk.scope_memory``,
+``osk.protection``, ``osk.trust``, ``osk.raw``) are imported where they are used, through
+``optional()``, so the engine works in a tree where one of them is still missing.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from osk import write
+from osk.catalog import Catalog, Changes
+from osk.edges import FileTarget, RawTarget, parse_target
+from osk.errors import EdgeError, LedgerError, NodeNotFound, OskError, ScopeError
+from osk.fsutil import sha256_bytes
+from osk.ledger import Ledger
+from osk.node import Node
+from osk.node import parse as parse_node
+from osk.rechecks import Candidate, ReadLog, Rechecks
+from osk.sessions import Routing, Session, open_session
+from osk.vault import SCOPE, SPACES, Vault, locate, scope_of
+from osk.write import MoveResult, Place, ReciteResult, WriteContext, WriteResult
+
+PAGE_CHARS = 4000  # read_node: at most this many body characters per call
+RAW_CHARS = 6000  # read_raw: the review view's cap
+MAX_K = 50
+REFRESH_SECONDS = 1.0  # reads re-stat the vault at most this often (writes always do)
+_RECORD = re.compile(r"^_raw/(?P<key>[^/#]+)/(?P<conv>[^/#]+?)(?:\.md)?$")
+_HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+
+
+def optional(name: str) -> ModuleType | None:
+    """``osk.<name>`` if it exists yet (modules other engineers are still writing)."""
+    module_name = f"osk.{name}"
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name == module_name:
+            return None
+        raise
+
+
+# -- results -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Heading:
+    level: int
+    title: str
+    start: int  # character offsets in the body
+    end: int
+
+
+@dataclass(frozen=True)
+class NodeRead:
+    scope: str  # the session's active scope
+    id: str
+    title: str
+    path: str
+    space: str | None
+    node_scope: str | None
+    summary: str
+    created: str
+    updated: str
+    author: str
+    drafter: str
+    trust: str
+    derived_from: tuple[str, ...]
+    conflicts: tuple[str, ...]
+    text: str  # this page of the body
+    start: int
+    end: int
+    total_chars: int
+    complete: bool  # the whole body was returned in this call
+    next_start: int | None  # pass as start= to read on; None at the end of the page range
+    hash: str | None  # file hash authorising a full replacement; only with a complete read
+    outline: tuple[Heading, ...]
+    section: str | None
+    pending: bool  # a change waits for the person's review; the approved version is shown
+    markers: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RawRead:
+    scope: str
+    coordinate: str
+    kind: str  # round | record | file
+    text: str
+    start: int
+    end: int
+    total_chars: int
+    complete: bool
+    next_start: int | None
+    hash: str | None  # the round's or file's hash (what a citation binds to)
+    rounds: tuple[int, ...]  # the round(s) shown
+    next_rounds: tuple[int, ...] = ()  # a cut record view: pass as rounds= to read on
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    scope: str
+    coordinate: str  # cite it as [[coordinate]]
+    number: int
+    hash: str
+    duplicate: bool  # the completion was already captured: nothing written
+    path: str  # the record file, vault-relative
+
+
+@dataclass(frozen=True)
+class ForkInfo:
+    ledger: str
+    subject: str
+    description: str
+
+
+@dataclass(frozen=True)
+class Overview:
+    scope: str
+    session_key: str
+    bound: bool
+    explicit_scope: bool
+    isolation: bool
+    shared_scopes: tuple[str, ...]
+    counts: dict[str, int]  # visible nodes per Space, plus "scope" for the active scope's
+    rechecks: tuple[Candidate, ...]
+    conflicts: tuple[Any, ...]  # open candidates (osk.candidates.Candidate)
+    pending_evictions: tuple[Any, ...]  # osk.scope_memory.Eviction
+    forks: tuple[ForkInfo, ...]
+    damaged_ledgers: tuple[str, ...]
+    problems: tuple[str, ...]  # unreadable node files, duplicate ids and titles
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    scope: str
+    query: str
+    hits: tuple[Any, ...]  # osk.search.Hit
+
+
+@dataclass(frozen=True)
+class RecheckReport:
+    scope: str
+    candidates: tuple[Candidate, ...]
+
+
+# -- the engine ----------------------------------------------------------------------------------
+@dataclass
+class Engine:
+    """One session's view of one vault. Not thread-safe: a surface that runs tools on worker
+    threads serialises calls (the MCP server holds a lock around each one)."""
+
+    vault: Vault
+    catalog: Catalog
+    rechecks: Rechecks
+    routing: Routing
+    reads: ReadLog
+    actor: str
+    _ctx: WriteContext
+    _index: Any = None
+    _index_failed: bool = False
+    _refreshed_at: float = field(default=float("-inf"))
+
+    @classmethod
+    def open(cls, vault: Vault | str | Path | None = None, *, cwd: Path | None = None,
+             scope: str | None = None, actor: str = "agent") -> Engine:
+        """Open the vault (``--vault``/``OSK_VAULT``/cwd) for a session working in ``cwd``."""
+        if actor not in (write.AGENT, write.USER):
+            raise ValueError(f"actor must be 'agent' or 'user', not {actor!r}")
+        found = vault if isinstance(vault, Vault) else locate(vault, cwd)
+        session = open_session(found, (cwd or Path.cwd()), scope)
+        catalog, rechecks, routing, reads = Catalog(found), Rechecks(found), Routing(found), \
+            ReadLog()
+        ctx = WriteContext(found, catalog, session, actor, rechecks, reads, routing)
+        engine = cls(found, catalog, rechecks, routing, reads, actor, ctx)
+        engine.refresh()
+        return engine
+
+    @property
+    def session(self) -> Session:
+        return self._ctx.session
+
+    @property
+    def scope(self) -> str:
+        return self.session.scope
+
+    # -- freshness -----------------------------------------------------------------------
+    def refresh(self) -> Changes:
+        """Re-stat the vault's node files; feed what changed to the search index."""
+        self._ctx.reload_settings()
+        changes = self.catalog.refresh()
+        if changes:
+            self._ctx.seen.append(changes)
+        self._refreshed_at = time.monotonic()
+        self._sync_index()
+        return changes
+
+    def _fresh(self) -> None:
+        if time.monotonic() - self._refreshed_at >= REFRESH_SECONDS:
+            self.refresh()
+
+    def _search_index(self) -> Any:
+        """The search index, created on first use. Its first search walks the vault by stat,
+        so changes made before it existed need not be replayed into it."""
+        if self._index is None and not self._index_failed:
+            search = optional("search")
+            factory = getattr(search, "SearchIndex", None) if search is not None else None
+            if factory is None:
+                self._index_failed = True
+                return None
+            self._index = factory(self.vault)
+            self._ctx.take_changes()
+        return self._index
+
+    def _sync_index(self) -> None:
+        """Hand the catalog's changes to the index so a write is searchable on return."""
+        changes = self._ctx.take_changes()
+        if self._index is not None and changes:
+            self._index.sync(self.catalog, changes)
+
+    def _after_write(self) -> None:
+        """Make a write searchable and refresh the hook snapshot of recheck candidates.
+
+        Runs after refused writes too (the lock's refresh may have seen other changes). A
+        failure here must not hide the write's own outcome: an index that cannot take the
+        change is dropped and rebuilt by the next search's walk; a damaged rechecks ledger is
+        reported by overview and the validators.
+        """
+        try:
+            self._sync_index()
+        except OskError:
+            self._index = None
+        try:
+            self.rechecks.candidates(self.catalog)
+        except OskError:
+            pass
+
+    # -- writing -------------------------------------------------------------------------
+    def create_node(self, title: str, summary: str, body: str, *, space: str, cluster: str,
+                    drafter: str, scope: str | None = None, derived_from: Sequence[str] = (),
+                    conflicts: Sequence[str] = (), valid_from: str | None = None,
+                    valid_to: str | None = None, supersedes: str | None = None) -> WriteResult:
+        try:
+            return write.create_node(
+                self._ctx, title=title, summary=summary, body=body,
+                place=Place(space, cluster, scope), drafter=drafter, derived_from=derived_from,
+                conflicts=conflicts, valid_from=valid_from, valid_to=valid_to,
+                supersedes=supersedes)
+        finally:
+            self._after_write()
+
+    def update_node(self, ref: str, *, body: str | None = None, expect_hash: str | None = None,
+                    old_text: str | None = None, new_text: str | None = None,
+                    summary: str | None = None, derived_from: Sequence[str] | None = None,
+                    conflicts: Sequence[str] | None = None, drafter: str | None = None,
+                    recheck_of: Sequence[str] = (), valid_from: str | None = None,
+                    valid_to: str | None = None, supersedes: str | None = None,
+                    ) -> WriteResult:
+        """Replace the body (with ``expect_hash``), edit one passage (``old_text`` ->
+        ``new_text``), or change summary/edges. ``recheck_of`` names the recheck candidates
+        this call resolves: with changes it is a correction; with none, a re-citation."""
+        try:
+            return write.update_node(
+                self._ctx, ref, body=body, expect_hash=expect_hash, old_text=old_text,
+                new_text=new_text, summary=summary, derived_from=derived_from,
+                conflicts=conflicts, drafter=drafter, recheck_of=recheck_of,
+                valid_from=valid_from, valid_to=valid_to, supersedes=supersedes)
+        finally:
+            self._after_write()
+
+    def recite(self, candidates: Sequence[str]) -> ReciteResult:
+        """Close recheck candidates as unchanged, at the target states this session read."""
+        try:
+            return write.recite(self._ctx, candidates)
+        finally:
+            self._after_write()
+
+    def move_nodes(self, refs: Sequence[str], *, space: str, cluster: str,
+                   scope: str | None = None) -> MoveResult:
+        try:
+            return write.move_nodes(self._ctx, refs, Place(space, cluster, scope))
+        finally:
+            self._after_write()
+
+    def move_cluster(self, cluster: str, *, space: str, to_space: str) -> MoveResult:
+        try:
+            return write.move_cluster(self._ctx, cluster, space=space, to_space=to_space)
+        finally:
+            self._after_write()
+
+    def append_raw(self, conversation: str, *, user: str, assistant: str,
+                   tools: Sequence[str] = (), completion: str = "", host: str = "",
+                   ) -> AppendResult:
+        """Capture one round into this session's raw record (the hooks' path)."""
+        from osk import raw
+
+        ref = raw.append_round(self.vault, self.session.key.key, conversation, raw.RoundInput(
+            user=user, assistant=assistant, tools=tuple(tools), completion=completion,
+            host=host))
+        return AppendResult(self.scope, ref.coordinate, ref.number, ref.hash, ref.duplicate,
+                            ref.path)
+
+    # -- reading nodes ---------------------------------------------------------------------
+    def read_node(self, ref: str, *, section: str | None = None, start: int | None = None,
+                  length: int | None = None) -> NodeRead:
+        """A node by title or id. A long body comes in pages of at most 4,000 characters:
+        by ``section`` (a heading from ``outline``) and/or by ``start``/``length``. The hash
+        that authorises a full replacement comes only with a complete read."""
+        self._fresh()
+        node = self.visible_node(ref)
+        shown, pending = self._served(node)
+        body = shown.body
+        outline = outline_of(body)
+        lo, hi, label = _section_span(outline, body, section)
+        begin = lo + max(0, start or 0)
+        if begin > hi:
+            raise OskError(f"start {start} is past the end ({hi - lo} characters)", start=start)
+        size = PAGE_CHARS if length is None else max(1, min(int(length), PAGE_CHARS))
+        end = min(hi, begin + size)
+        complete = begin == 0 and end == len(body)
+        self.reads.note(f"node:{node.id}", shown.body_hash, begin, end, len(body))
+        return NodeRead(
+            scope=self.scope, id=node.id, title=node.title, path=node.path, space=node.space,
+            node_scope=node.scope, summary=shown.meta.summary, created=shown.meta.created,
+            updated=shown.meta.updated, author=shown.meta.author, drafter=shown.meta.drafter,
+            trust=shown.meta.trust_state, derived_from=tuple(shown.meta.derived_from),
+            conflicts=tuple(shown.meta.conflicts), text=body[begin:end], start=begin, end=end,
+            total_chars=len(body), complete=complete,
+            next_start=(end - lo) if end < hi else None,
+            hash=node.file_hash if complete and not pending else None,
+            outline=outline, section=label, pending=pending,
+            markers=tuple(self.markers([node.id]).get(node.id, [])),
+        )
+
+    def visible_node(self, ref: str) -> Node:
+        """The node ``ref`` names if this session may see it, re-read from disk."""
+        try:
+            node = self.catalog.get(ref)
+        except NodeNotFound:
+            self.refresh()
+            node = self.catalog.get(ref)
+        if not self.session.can_see_scope(node.scope):
+            raise NodeNotFound(
+                f"no node with id or title {ref!r}; search first, then use a returned title "
+                f"or id", ref=ref,
+            )
+        if _stale(self.vault, self.catalog, node.path):  # the CAS hash must be exact
+            self.catalog.note_written(node.path)
+        fresh = self.catalog.by_path(node.path)
+        if fresh is None:
+            return self.catalog.get(ref)  # raises the file's contract error or NodeNotFound
+        return fresh
+
+    def _served(self, node: Node) -> tuple[Node, bool]:
+        protection = optional("protection")
+        if protection is None:
+            return node, False
+        served = protection.served(self.vault, node.path, node.text)
+        if served.text is None:
+            raise NodeNotFound(
+                f"{node.title!r} is a new node in a protected region waiting for the "
+                f"person's approval; it is not served yet", ref=node.title,
+            )
+        if served.text == node.text:
+            return node, bool(served.pending)
+        return parse_node(node.path, served.text), bool(served.pending)
+
+    # -- reading raw records and project files -------------------------------------------------
+    def read_raw(self, coordinate: str, *, rounds: Sequence[int] | None = None,
+                 start: int = 0, length: int | None = None) -> RawRead:
+        """A raw round (``_raw/KEY/CONV#Round N``), a record (``_raw/KEY/CONV``, optionally
+        ``rounds``) as the review view, or a project file (``file:PATH``); at most 6,000
+        characters per call. ``start`` pages on (for a record view: characters to skip in its
+        first chosen round, as the view's cut notice says)."""
+        text = coordinate.strip()
+        inner = text[2:-2] if text.startswith("[[") and text.endswith("]]") else text
+        record = _RECORD.match(inner)
+        if record:
+            return self._read_record(record["key"], record["conv"], rounds, max(0, start))
+        target = parse_target(inner)
+        size = RAW_CHARS if length is None else max(1, min(int(length), RAW_CHARS))
+        if isinstance(target, RawTarget):
+            return self._read_round(target, max(0, start), size)
+        if isinstance(target, FileTarget):
+            return self._read_file(target, max(0, start), size)
+        raise EdgeError(
+            f"{coordinate!r} is a node title; read it with read_node. read_raw takes "
+            f"_raw/KEY/CONVERSATION#Round N, _raw/KEY/CONVERSATION or file:PATH",
+            coordinate=coordinate,
+        )
+
+    def _check_raw_visible(self, key: str) -> None:
+        if key == self.session.key.key:
+            return
+        if not self.session.can_see_scope(self.routing.scope_for(key)):
+            raise NodeNotFound(
+                f"no raw record _raw/{key}/… visible to this session (scope {self.scope!r})",
+                ref=key,
+            )
+
+    def _read_round(self, target: RawTarget, start: int, size: int) -> RawRead:
+        from osk import raw
+
+        self._check_raw_visible(target.key)
+        found = raw.read_round(self.vault, target, strict=False)
+        body = str(found.text)
+        end = min(len(body), start + size)
+        self.reads.note(f"raw:{target.coordinate}", str(found.hash), start, end, len(body))
+        return RawRead(self.scope, target.coordinate, "round", body[start:end], start, end,
+                       len(body), start == 0 and end == len(body),
+                       end if end < len(body) else None, str(found.hash), (target.round,))
+
+    def _read_record(self, key: str, conversation: str, rounds: Sequence[int] | None,
+                     skip: int) -> RawRead:
+        from osk import raw
+
+        self._check_raw_visible(key)
+        record = raw.read_record(self.vault, key, conversation, strict=False)
+        view = raw.review(self.vault, key, conversation, rounds=rounds, cap=RAW_CHARS,
+                          skip=skip)
+        cut_inside = view.cut and view.next_skip > 0
+        for index, number in enumerate(view.shown):
+            partial = (index == 0 and skip > 0) or (cut_inside and number == view.shown[-1])
+            if not partial:  # shown in full: the session has read this round
+                found = record.round(number)
+                self.reads.note(f"raw:{found.coordinate}", str(found.hash), 0, 1, 1)
+        nxt = view.next_skip if cut_inside else None
+        return RawRead(self.scope, f"_raw/{key}/{conversation}", "record", view.text, skip,
+                       skip + len(view.text), len(view.text), not view.cut, nxt, None,
+                       tuple(view.shown), tuple(view.next_rounds))
+
+    def _read_file(self, target: FileTarget, start: int, size: int) -> RawRead:
+        root = self.session.repo_root
+        if root is None:
+            raise EdgeError("this session works in no Git repository, so file: paths have no "
+                            "project folder to resolve against", link=target.link)
+        base = root.resolve()
+        path = (base / target.path).resolve()
+        if base not in path.parents or not path.is_file():
+            raise NodeNotFound(f"no file {target.path} in {base}", ref=target.link)
+        data = path.read_bytes()
+        try:
+            body = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise EdgeError(f"{target.path} is not UTF-8 text", link=target.link) from None
+        digest = sha256_bytes(data)
+        end = min(len(body), start + size)
+        self.reads.note(f"file:{self.session.key.key}:{target.path}", digest, start, end,
+                        len(body))
+        return RawRead(self.scope, target.link, "file", body[start:end], start, end, len(body),
+                       start == 0 and end == len(body), end if end < len(body) else None,
+                       digest, ())
+
+    # -- search and markers ----------------------------------------------------------------
+    def search(self, query: str, *, k: int = 8, as_of: str | None = None) -> SearchResult:
+        """Ranked hits visible to this session, each with its markers."""
+        self._fresh()
+        index = self._search_index()
+        if index is None:
+            raise OskError("search is not available in this installation (osk.search has no "
+                           "SearchIndex)")
+        self._sync_index()
+        hits = index.search(query, k=max(1, min(int(k), MAX_K)), scope=self.scope,
+                            visible=self.visible, markers=self.markers, as_of=as_of)
+        return SearchResult(self.scope, query, tuple(hits))
+
+    def visible(self, doc: object) -> bool:
+        """Scope isolation for one search document (anything with ``.path``, or a path)."""
+        path = getattr(doc, "path", doc)
+        return self.session.can_see_scope(scope_of(str(path)))
+
+    def markers(self, node_ids: Iterable[str]) -> dict[str, list[str]]:
+        """recheck / conflict / pending / inferred for each id that has any."""
+        wanted = list(node_ids)
+        stale = self.rechecks.stale_node_ids(self.catalog)
+        conflicted = _open_party_ids(self.vault)
+        protection, trust = optional("protection"), optional("trust")
+        result: dict[str, list[str]] = {}
+        for node_id in wanted:
+            found: list[str] = []
+            if node_id in stale:
+                found.append("recheck")
+            if node_id in conflicted:
+                found.append("conflict")
+            node = _node_or_none(self.catalog, node_id)
+            if node is not None and protection is not None:
+                try:
+                    if protection.served(self.vault, node.path, node.text).pending:
+                        found.append("pending")
+                except OskError:
+                    found.append("pending")
+            if node is not None and trust is not None and trust.marker(node):
+                found.append(str(trust.marker(node)))
+            if found:
+                result[node_id] = sorted(found)
+        return result
+
+    # -- rechecks and overview ---------------------------------------------------------------
+    def recheck(self) -> RecheckReport:
+        """Recheck candidates whose citing node this session can see."""
+        self.refresh()
+        return RecheckReport(self.scope, tuple(self._visible_candidates()))
+
+    def _visible_candidates(self) -> list[Candidate]:
+        """Candidates of nodes this session can see, naming only visible ``next`` nodes."""
+        found = []
+        for cand in self.rechecks.candidates(self.catalog):
+            if not self.session.can_see_scope(cand.scope):
+                continue
+            keep = [(i, t) for i, t in zip(cand.next_ids, _titles(self.catalog, cand.next_ids),
+                                            strict=True)
+                    if t is not None and self.session.can_see_scope(t[1])]
+            found.append(replace(cand, next_ids=tuple(i for i, _ in keep),
+                                 next=tuple(sorted(t[0] for _, t in keep))))
+        return found
+
+    def overview(self) -> Overview:
+        self.refresh()
+        counts = {space: 0 for space in SPACES}
+        counts["scope"] = 0
+        for node in self.catalog.nodes():
+            if node.space in counts and self.session.can_see_scope(node.scope):
+                counts[node.space] += 1
+                if node.space == SCOPE and node.scope == self.scope:
+                    counts["scope"] += 1
+        forks, damaged = self._ledger_health()
+        return Overview(
+            scope=self.scope, session_key=self.session.key.key, bound=self.session.bound,
+            explicit_scope=self.session.explicit, isolation=self.session.isolation,
+            shared_scopes=tuple(sorted(self.session.shared)), counts=counts,
+            rechecks=tuple(self._visible_candidates()),
+            conflicts=tuple(self._open_conflicts()),
+            pending_evictions=tuple(self._pending_evictions()),
+            forks=tuple(forks), damaged_ledgers=tuple(damaged), problems=tuple(self._problems()),
+        )
+
+    def _open_conflicts(self) -> list[Any]:
+        candidates = optional("candidates")
+        if candidates is None:
+            return []
+        found = []
+        try:
+            open_items = candidates.Candidates(self.vault).open()
+        except LedgerError:
+            return []  # listed under damaged_ledgers
+        for item in open_items:
+            parties = getattr(item, "parties", ())
+            if all(self.session.can_see_scope(scope_of(getattr(p, "path", ""))) for p in parties):
+                found.append(item)
+        return found
+
+    def _pending_evictions(self) -> list[Any]:
+        memory = optional("scope_memory")
+        if memory is None:
+            return []
+        try:
+            return list(memory.ScopeMemory(self.vault, self.scope).pending_evictions())
+        except LedgerError:
+            return []  # listed under damaged_ledgers
+
+    def _ledger_health(self) -> tuple[list[ForkInfo], list[str]]:
+        forks: list[ForkInfo] = []
+        damaged: list[str] = []
+        folder = self.vault.ledger_dir
+        for path in sorted(folder.glob("*.jsonl")) if folder.is_dir() else []:
+            try:
+                view = Ledger(self.vault, path.stem).read()
+            except LedgerError as exc:
+                damaged.append(str(exc))
+                continue
+            forks.extend(ForkInfo(f.ledger, f.subject, f.describe()) for f in view.forks())
+        return forks, damaged
+
+    def _problems(self) -> list[str]:
+        problems = [str(error) for error in self.catalog.errors()]
+        for node_id, paths in self.catalog.duplicate_ids().items():
+            problems.append(f"id {node_id} is carried by {', '.join(paths)}")
+        for _, paths in self.catalog.duplicate_titles().items():
+            problems.append(f"one title is claimed by {', '.join(paths)}")
+        return problems
+
+    def scope_check(self, scope: str | None) -> None:
+        """Refuse a per-call scope that differs from the session's (surfaces call this)."""
+        if scope is not None and scope != self.scope:
+            raise ScopeError(f"this session works in scope {self.scope!r}, not {scope!r}",
+                             scope=self.scope, wanted=scope)
+
+
+# -- helpers -------------------------------------------------------------------------------------
+def outline_of(body: str) -> tuple[Heading, ...]:
+    """Markdown headings outside fenced code, with the character span each one covers."""
+    found: list[tuple[int, str, int]] = []
+    offset, fenced = 0, False
+    for line in body.splitlines(keepends=True):
+        stripped = line.rstrip("\r\n")
+        if _FENCE.match(stripped):
+            fenced = not fenced
+        elif not fenced:
+            match = _HEADING.match(stripped)
+            if match:
+                found.append((len(match[1]), match[2].strip(), offset))
+        offset += len(line)
+    headings = []
+    for i, (level, title, start) in enumerate(found):
+        end = next((s for lv, _, s in found[i + 1:] if lv <= level), len(body))
+        headings.append(Heading(level, title, start, end))
+    return tuple(headings)
+
+
+def _section_span(outline: Sequence[Heading], body: str,
+                  section: str | None) -> tuple[int, int, str | None]:
+    if section is None or not section.strip():
+        return 0, len(body), None
+    wanted = section.strip().lstrip("#").strip().casefold()
+    for heading in outline:
+        if heading.title.casefold() == wanted:
+            return heading.start, heading.end, heading.title
+    listing = "; ".join(h.title for h in outline) or "the body has no headings"
+    raise NodeNotFound(f"no heading {section!r} in this node; its headings: {listing}",
+                       ref=section)
+
+
+def _titles(catalog: Catalog, node_ids: Sequence[str]) -> list[tuple[str, str | None] | None]:
+    found: list[tuple[str, str | None] | None] = []
+    for node_id in node_ids:
+        node = _node_or_none(catalog, node_id)
+        found.append((node.title, node.scope) if node is not None else None)
+    return found
+
+
+def _stale(vault: Vault, catalog: Catalog, rel: str) -> bool:
+    """Whether the catalog's entry for ``rel`` may be older than the file (stat or race)."""
+    entry = catalog.entries.get(rel)
+    try:
+        st = vault.abs(rel).stat()
+    except OSError:
+        return True
+    stat = (st.st_size, st.st_mtime_ns, st.st_ino)
+    return entry is None or entry.stat != stat or time.time_ns() - st.st_mtime_ns < 2_000_000_000
+
+
+def _node_or_none(catalog: Catalog, node_id: str) -> Node | None:
+    try:
+        return catalog.get(node_id)
+    except OskError:
+        return None
+
+
+def _open_party_ids(vault: Vault) -> set[str]:
+    candidates = optional("candidates")
+    if candidates is None:
+        return set()
+    try:
+        return set(candidates.Candidates(vault).open_party_ids())
+    except LedgerError:
+        return set()  # a damaged candidates ledger is reported by overview and validators
+
+
+__all__ = [
+    "AppendResult",
+    "Engine",
+    "ForkInfo",
+    "Heading",
+    "MoveResult",
+    "NodeRead",
+    "Overview",
+    "RawRead",
+    "RecheckReport",
+    "ReciteResult",
+    "SearchResult",
+    "WriteResult",
+    "optional",
+    "outline_of",
+]

@@ -1,0 +1,522 @@
+"""Protected regions: the person's approved snapshot is what every reader is served.
+
+A person protects a folder (or one node file) inside a Space at a terminal. osk keeps every node
+file under it as a content-addressed object and records the snapshot in the approvals ledger.
+From then on an edit inside the region, by an agent through the write path or by hand in an
+editor, is a *pending change*: the working copy on disk changes, but ``served`` hands readers
+(catalog, search, read_node, injection) the approved version and says a change is pending. The
+person approves (the working copy becomes the new snapshot) or reverts (the working copy goes
+back to the snapshot; the discarded text is kept as an object and recorded).
+
+A node created inside a region after it was protected is a pending creation: it is served as
+absent until approved. A node deleted by hand inside a region is a pending deletion: the approved
+text is still served (``absent``) until the person approves the deletion or reverts it.
+
+Who may do what is governance/authority.md. The verbs that change approvals call
+``require_person`` themselves, so no surface can reach them without a terminal on stdin.
+Protected regions are a review gate, not a security boundary: someone with a shell can edit the
+ledger. Standard library only at import time; node parsing is imported where it is needed.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from osk import objects
+from osk.errors import AuthorityError, ContractError, OskError, ProtectedRegionError
+from osk.fsutil import atomic_write, fsync_dir, sha256_text
+from osk.ledger import Ledger, LedgerView
+from osk.locks import file_lock
+from osk.vault import SPACES, Vault
+
+APPROVALS = "approvals"
+PENDING_MARKER = "pending"  # the marker a search hit / read carries when a change waits
+GOVERNANCE_REF = "governance/authority.md"
+
+StatKey = tuple[int, int, int]
+
+
+# -- the person's-authority guard --------------------------------------------------------------
+def require_person(action: str) -> None:
+    """Refuse unless stdin is a terminal (governance/authority.md, "Only at a terminal").
+
+    There is deliberately no parameter, flag or environment variable that skips this check.
+    """
+    try:
+        at_terminal = sys.stdin is not None and sys.stdin.isatty()
+    except (ValueError, OSError):  # a closed or detached stdin is not a terminal
+        at_terminal = False
+    if not at_terminal:
+        raise AuthorityError(
+            f"`osk {action}` is reserved for a person at a terminal, and stdin is not a "
+            f"terminal ({GOVERNANCE_REF}); run it yourself in an interactive shell. There is no "
+            f"flag to bypass this",
+            action=action,
+        )
+
+
+# -- state: regions and approved snapshots, rebuilt when the approvals ledger changes ---------
+@dataclass(frozen=True)
+class State:
+    regions: tuple[str, ...] = ()
+    approved: dict[str, str] = field(default_factory=dict)  # path -> approved sha (present)
+    forked: frozenset[str] = frozenset()  # paths whose approvals diverge across devices
+
+    def region_of(self, rel: str) -> str | None:
+        for region in self.regions:
+            if within(rel, region):
+                return region
+        return None
+
+    def approved_sha(self, rel: str) -> str | None:
+        """The approved version of ``rel``; None means "absent when approved"."""
+        return self.approved.get(rel)
+
+
+_EMPTY = State()
+_cache: dict[Path, tuple[StatKey, State]] = {}
+
+
+def within(rel: str, prefix: str) -> bool:
+    return rel == prefix or rel.startswith(prefix.rstrip("/") + "/")
+
+
+def generation(vault: Vault) -> StatKey | None:
+    """The approvals ledger's stat: when it changes, served versions may have changed.
+
+    A catalog that caches parsed nodes re-reads the files in ``regions`` (old and new) when
+    this value differs from the one it saw last.
+    """
+    try:
+        st = vault.ledger_path(APPROVALS).stat()
+    except FileNotFoundError:
+        return None
+    return (st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+def state(vault: Vault) -> State:
+    """Regions and snapshots; one stat per call while the approvals ledger is unchanged."""
+    key = generation(vault)
+    if key is None:
+        return _EMPTY
+    path = vault.ledger_path(APPROVALS)
+    cached = _cache.get(path)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    built = _build(Ledger(vault, APPROVALS).read())
+    _cache[path] = (key, built)
+    return built
+
+
+def _build(view: LedgerView) -> State:
+    regions: set[str] = set()
+    approved: dict[str, str] = {}
+
+    def clear(region: str) -> None:
+        for path in [p for p in approved if within(p, region)]:
+            del approved[path]
+
+    # Ids grow along parents, so id order replays the ledger causally.
+    for record in sorted(view.records, key=lambda r: r.id):
+        data = record.data
+        if record.kind == "protect":
+            region = str(data["region"])
+            regions.add(region)
+            clear(region)
+            files = data.get("files") or {}
+            assert isinstance(files, dict)
+            approved.update({str(k): str(v) for k, v in files.items()})
+        elif record.kind == "unprotect":
+            region = str(data["region"])
+            regions.discard(region)
+            clear(region)
+        elif record.kind in ("approve", "revert"):
+            path = str(data["path"])
+            if not any(within(path, r) for r in regions):
+                continue
+            sha = data.get("approved")
+            if sha is None:
+                approved.pop(path, None)
+            else:
+                approved[path] = str(sha)
+    forked = frozenset(
+        fork.subject.removeprefix("file:") for fork in view.forks()
+        if fork.subject.startswith("file:")
+    )
+    return State(tuple(sorted(regions)), approved, forked)
+
+
+def regions(vault: Vault) -> tuple[str, ...]:
+    return state(vault).regions
+
+
+def region_of(vault: Vault, rel: str) -> str | None:
+    return state(vault).region_of(rel)
+
+
+# -- what readers are served --------------------------------------------------------------------
+@dataclass(frozen=True)
+class Served:
+    """What a reader shows for one file. ``text`` None: treat the file as absent (a node created
+    inside a protected region and not yet approved)."""
+
+    text: str | None
+    pending: bool
+
+
+def served(vault: Vault, rel: str, working_text: str) -> Served:
+    """The version readers must show for ``rel`` given the working copy's text.
+
+    Outside protected regions this is the working text. Raises ObjectMissing when the approved
+    snapshot is not on this device (not yet synced): readers must not fall back to the working
+    copy, which is exactly what the gate withholds.
+    """
+    current = state(vault)
+    if not current.regions or current.region_of(rel) is None:
+        return Served(working_text, False)
+    approved = current.approved_sha(rel)
+    if approved is None:
+        return Served(None, True)
+    if sha256_text(working_text) == approved:
+        return Served(working_text, False)
+    return Served(objects.get(vault, approved), True)
+
+
+def is_pending(vault: Vault, rel: str) -> bool:
+    """Whether ``rel`` has a change waiting for review, judged from the working copy on disk.
+
+    Use this rather than ``served(...).pending`` when the text at hand may already be the
+    served (approved) text, e.g. a node from a catalog that parses served versions.
+    """
+    current = state(vault)
+    if current.region_of(rel) is None:
+        return False
+    path = vault.abs(rel)
+    working = sha256_text(path.read_text(encoding="utf-8")) if path.is_file() else None
+    return working != current.approved_sha(rel)
+
+
+def absent(vault: Vault) -> dict[str, str]:
+    """Approved files missing from the working copy (pending deletions): path -> approved sha.
+
+    The catalog walks the disk, so it adds these itself if it wants to keep serving them.
+    """
+    current = state(vault)
+    return {rel: sha for rel, sha in current.approved.items() if not vault.abs(rel).is_file()}
+
+
+# -- pending changes -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Change:
+    path: str
+    region: str
+    approved: str | None  # sha of the approved version; None: absent when approved
+    working: str | None  # sha of the working copy; None: deleted from the working copy
+    forked: bool = False
+
+    @property
+    def kind(self) -> str:
+        if self.approved is None:
+            return "create"
+        if self.working is None:
+            return "delete"
+        return "update" if self.approved != self.working else "fork"
+
+
+def pending(vault: Vault, under: str | None = None) -> list[Change]:
+    """Every pending change (and every forked approval) in protected regions, by path."""
+    current = state(vault)
+    found: dict[str, Change] = {}
+    for region in current.regions:
+        if under is not None and not (within(region, under) or within(under, region)):
+            continue
+        seen: set[str] = set()
+        for rel in _node_files(vault, region):
+            seen.add(rel)
+            sha = sha256_text(vault.abs(rel).read_text(encoding="utf-8"))
+            approved = current.approved_sha(rel)
+            if approved != sha or rel in current.forked:
+                found[rel] = Change(rel, region, approved, sha, rel in current.forked)
+        for rel, approved in current.approved.items():
+            if within(rel, region) and rel not in seen:
+                found[rel] = Change(rel, region, approved, None, rel in current.forked)
+    return [found[rel] for rel in sorted(found) if under is None or within(rel, under)]
+
+
+def _node_files(vault: Vault, region: str) -> Iterator[str]:
+    base = vault.abs(region)
+    if base.is_file():
+        yield region
+        return
+    for folder, dirs, files in os.walk(base):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(files):
+            if name.endswith(".md") and not name.startswith("."):
+                yield vault.rel(Path(folder) / name)
+
+
+def check_writable(vault: Vault, rel: str) -> None:
+    """Refuse an osk write to ``rel`` while a change there already waits for the person.
+
+    The writer could not see that change (readers are served the approved version), so a second
+    edit would be built on text it never read.
+    """
+    current = state(vault)
+    region = current.region_of(rel)
+    if region is None:
+        return
+    path = vault.abs(rel)
+    working = sha256_text(path.read_text(encoding="utf-8")) if path.is_file() else None
+    approved = current.approved_sha(rel)
+    if working != approved:
+        raise ProtectedRegionError(
+            f"{rel} is in protected region {region} and already has a change waiting for the "
+            f"person's review; it cannot be edited again until they run `osk approve {rel}` "
+            f"or `osk revert {rel}` at a terminal ({GOVERNANCE_REF})",
+            path=rel, region=region,
+        )
+
+
+def check_move(vault: Vault, source: str, target: str) -> None:
+    """Refuse moving a node into, out of, or within a protected region."""
+    current = state(vault)
+    for rel in (source, target):
+        region = current.region_of(rel)
+        if region is not None:
+            raise ProtectedRegionError(
+                f"moving {source} to {target} touches protected region {region}; only the "
+                f"person moves nodes there (`osk unprotect {region}`, move, `osk protect "
+                f"{region}`) ({GOVERNANCE_REF})",
+                path=rel, region=region,
+            )
+
+
+def diff(vault: Vault, change: Change) -> str:
+    """A unified diff from the approved version to the working copy."""
+    old = objects.get(vault, change.approved) if change.approved else ""
+    new = vault.abs(change.path).read_text(encoding="utf-8") if change.working else ""
+    before = f"a/{change.path}" if change.approved else "/dev/null"
+    after = f"b/{change.path}" if change.working else "/dev/null"
+    lines = difflib.unified_diff(
+        old.splitlines(keepends=True), new.splitlines(keepends=True), before, after
+    )
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+# -- the person's verbs -------------------------------------------------------------------------
+def vault_path(vault: Vault, text: str, cwd: Path | None = None) -> str:
+    """A vault-relative POSIX path from what a person typed (absolute, cwd- or vault-relative).
+
+    A relative path that exists from the working directory is taken from there; otherwise it is
+    read as vault-relative (so a deleted file's path still names its pending deletion).
+    """
+    given = Path(text).expanduser()
+    if given.is_absolute():
+        try:
+            return vault.rel(given)
+        except ValueError:
+            raise OskError(f"{text} is outside the vault {vault.root}") from None
+    local = (cwd or Path.cwd()) / given
+    if local.exists():
+        try:
+            return vault.rel(local)
+        except ValueError:
+            pass
+    rel = PurePosixPath(text.replace("\\", "/")).as_posix().strip("/")
+    if rel in ("", ".") or ".." in PurePosixPath(rel).parts:
+        raise OskError(f"{text!r} is not a path inside the vault {vault.root}")
+    return rel
+
+
+def _in_space(rel: str) -> None:
+    top = PurePosixPath(rel).parts[:1]
+    if not top or top[0] not in SPACES:
+        raise ProtectedRegionError(
+            f"{rel} is not inside a Space; protected regions are folders or node files under "
+            f"{', '.join(SPACES)}",
+            path=rel,
+        )
+
+
+def _approvals(vault: Vault) -> Ledger:
+    return Ledger(vault, APPROVALS)
+
+
+def mutation_lock(vault: Vault):  # the vault's one mutation lock (osk/locks.py)
+    return file_lock(vault.mutation_lock_path())
+
+
+@dataclass(frozen=True)
+class Protected:
+    region: str
+    files: dict[str, str]
+
+
+def protect(vault: Vault, rel: str) -> Protected:
+    """Snapshot every node file under ``rel`` and start serving that snapshot."""
+    require_person("protect")
+    _in_space(rel)
+    path = vault.abs(rel)
+    if not path.is_dir() and not (path.is_file() and rel.endswith(".md")):
+        raise ProtectedRegionError(f"{rel} is neither a folder nor a node file in the vault",
+                                   path=rel)
+    with mutation_lock(vault):
+        current = state(vault)
+        for region in current.regions:
+            if within(rel, region) or within(region, rel):
+                raise ProtectedRegionError(
+                    f"{rel} overlaps protected region {region}; regions do not nest "
+                    f"(unprotect {region} first to protect a different extent)",
+                    path=rel, region=region,
+                )
+        files = {
+            node_rel: objects.put(vault, vault.abs(node_rel).read_text(encoding="utf-8"))
+            for node_rel in _node_files(vault, rel)
+        }
+        _approvals(vault).append("protect", f"region:{rel}", {"region": rel, "files": files})
+    return Protected(rel, files)
+
+
+def unprotect(vault: Vault, rel: str) -> str:
+    """Stop protecting region ``rel``; refused while changes in it wait for review."""
+    require_person("unprotect")
+    with mutation_lock(vault):
+        current = state(vault)
+        if rel not in current.regions:
+            listing = ", ".join(current.regions) or "none"
+            raise ProtectedRegionError(
+                f"{rel} is not a protected region (protected: {listing})", path=rel
+            )
+        waiting = [c.path for c in pending(vault, rel)]
+        if waiting:
+            raise ProtectedRegionError(
+                f"{rel} has {len(waiting)} change(s) waiting for review ({', '.join(waiting)}); "
+                f"approve or revert them first (`osk review`)",
+                path=rel, pending=waiting,
+            )
+        _approvals(vault).append("unprotect", f"region:{rel}", {"region": rel})
+    return rel
+
+
+def approve(vault: Vault, rel: str) -> list[Change]:
+    """Make every pending change under ``rel`` the approved version."""
+    require_person("approve")
+    from osk import audit
+
+    with mutation_lock(vault):
+        changes = _changes_under(vault, rel)
+        texts = {c.path: _working_text(vault, c) for c in changes}
+        _check_snapshots(vault, changes)  # check all first: a refused approve writes nothing
+        for change in changes:
+            text = texts[change.path]
+            if text is not None:
+                _check_contract(change.path, text)
+        for change in changes:
+            text = texts[change.path]
+            after = objects.put(vault, text) if text is not None else None
+            _record(vault, "approve", change.path, after, previous=change.approved)
+            audit.record(
+                vault, actor="user", action="approve",
+                node_id=_node_id(vault, change, text), path=change.path,
+                before=change.approved, after=after,
+                detail={"region": change.region, "kind": change.kind},
+            )
+    return changes
+
+
+def revert(vault: Vault, rel: str) -> list[Change]:
+    """Return the working copy under ``rel`` to the approved snapshot; keep what is discarded."""
+    require_person("revert")
+    from osk import audit
+
+    with mutation_lock(vault):
+        changes = [c for c in _changes_under(vault, rel) if c.approved != c.working]
+        _check_snapshots(vault, changes)
+        for change in changes:
+            text = _working_text(vault, change)
+            discarded = objects.put(vault, text) if text is not None else None
+            target = vault.abs(change.path)
+            if change.approved is None:
+                target.unlink()
+                fsync_dir(target.parent)
+            else:
+                atomic_write(target, objects.get(vault, change.approved))
+            _record(vault, "revert", change.path, change.approved, discarded=discarded)
+            audit.record(
+                vault, actor="user", action="revert",
+                node_id=_node_id(vault, change, text), path=change.path,
+                before=discarded, after=change.approved,
+                detail={"region": change.region, "kind": change.kind},
+            )
+    return changes
+
+
+def record_person_write(vault: Vault, rel: str, sha: str | None) -> None:
+    """Approve a write the person made at a terminal (confirm, reject) inside a region.
+
+    The caller holds the mutation lock and has already written the file.
+    """
+    if region_of(vault, rel) is not None:
+        _record(vault, "approve", rel, sha, previous=state(vault).approved_sha(rel))
+
+
+def _record(vault: Vault, kind: str, rel: str, approved: str | None, **extra: object) -> None:
+    _approvals(vault).append(kind, f"file:{rel}", {"path": rel, "approved": approved, **extra})
+
+
+def _changes_under(vault: Vault, rel: str) -> list[Change]:
+    current = state(vault)
+    if not any(within(rel, r) or within(r, rel) for r in current.regions):
+        listing = ", ".join(current.regions) or "none"
+        raise ProtectedRegionError(
+            f"{rel} is not in a protected region (protected: {listing})", path=rel
+        )
+    return pending(vault, rel)
+
+
+def _check_snapshots(vault: Vault, changes: list[Change]) -> None:
+    """Refuse before writing anything when an approved version is not on this device."""
+    for change in changes:
+        if change.approved is not None:
+            objects.get(vault, change.approved)  # raises ObjectMissing, naming the object
+
+
+def _working_text(vault: Vault, change: Change) -> str | None:
+    if change.working is None:
+        return None
+    return vault.abs(change.path).read_text(encoding="utf-8")
+
+
+def _check_contract(rel: str, text: str) -> None:
+    from osk import node
+
+    try:
+        node.parse(rel, text)
+    except ContractError as exc:
+        raise ContractError(
+            f"cannot approve {rel}: the working copy breaks the node contract ({exc}); fix it "
+            f"or run `osk revert {rel}`",
+            path=rel,
+        ) from None
+
+
+def _node_id(vault: Vault, change: Change, text: str | None) -> str:
+    """The node's id from whichever version is readable, for the audit record's subject."""
+    from osk import node
+
+    for candidate in (text, objects.get(vault, change.approved) if change.approved else None):
+        if candidate is None:
+            continue
+        try:
+            data, _ = node.split_frontmatter(change.path, candidate)
+        except ContractError:
+            continue
+        value = data.get("id")
+        if isinstance(value, str) and value.strip():
+            return value
+    return f"path:{change.path}"

@@ -1,0 +1,996 @@
+"""Raw conversation records (governance/raw.md): numbered, hashed, append-only rounds.
+
+One Markdown file per conversation, ``_raw/KEY/CONVERSATION.md``, readable in Obsidian. Each
+round is a ``## Round N`` heading (so ``[[_raw/KEY/CONV#Round N]]`` resolves), an HTML comment
+header that carries the round's byte length and sha256, the round's text, and an end comment.
+The length makes the framing exact: a round's text may contain lines that look like our
+headings or comments without confusing the parser. docs/FORMAT.md ("Raw records") has the
+byte-level grammar.
+
+Rules kept here:
+
+- raw-append-only: an append is accepted only when the file's bytes are exactly the bytes this
+  device last acknowledged (or, with no device state, a well-formed record whose every round
+  matches its recorded hash); otherwise it is refused with the round and byte offset, and
+  nothing is written.
+- stable coordinates: a round's hash covers its text without trailing newlines, and a round's
+  bytes never change after it is written, so ``_raw/KEY/CONV#Round N`` always names the same
+  text.
+- the secret filter runs inside ``append_round``; the header records the kinds and counts of
+  what was removed, never the secret.
+- a crash never damages an acknowledged round: bytes after the last complete round that form
+  the beginning of the next round are an interrupted append (never acknowledged), and the next
+  append removes them before writing.
+
+Capture cost does not grow with the record: device state (``.osk/raw/KEY/CONV.json``) holds
+the file's stat identity as of the last acknowledged append, the round count, a hash chain over
+the acknowledged bytes, and the completion ids captured. While the file's identity is unchanged
+an append reads only that state; when it differs, the whole record is verified once.
+
+Standard library only (locks through osk.locks): this module is on the hook path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import unicodedata
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import quote, unquote
+
+from osk import clock
+from osk.edges import RAW_PREFIX, RawTarget
+from osk.errors import RawNotFound, RawRecordError
+from osk.fsutil import fsync_dir
+from osk.locks import file_lock
+from osk.secrets import redact
+from osk.vault import RAW_DIR, Vault
+
+FORMAT_VERSION = 1
+REVIEW_CAP = 6000
+MAX_NAME_BYTES = 120
+_WRITE_CHUNK = 1 << 20  # bytes per write(2): large rounds are written in pieces
+_O_BINARY = getattr(os, "O_BINARY", 0)  # Windows: no newline translation
+
+PREAMBLE = (
+    "\n> Raw conversation record kept by osk: append-only, one section per round. Editing it "
+    "makes further captures refuse; see docs/FORMAT.md.\n"
+)
+_FIELD_SAFE = ":+@/,"  # besides letters, digits and "_.-~": kept as is in header values
+_RESERVED = {"CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(1, 10)),
+             *(f"LPT{i}" for i in range(1, 10))}
+_FENCE_OPEN = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")
+
+
+# -- public data --------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RoundInput:
+    """One finished turn: what the user said, what the assistant answered, the tools it ran.
+
+    ``completion`` is the host's id of the finished turn; a second append with the same id is a
+    no-op, which makes captures safe to retry.
+    """
+
+    user: str
+    assistant: str
+    tools: tuple[str, ...] = ()
+    completion: str = ""
+    host: str = ""
+    at: str | None = None
+
+
+@dataclass(frozen=True)
+class RoundRef:
+    """What ``append_round`` acknowledged (or found already captured, ``duplicate=True``)."""
+
+    key: str
+    conversation: str
+    number: int
+    hash: str
+    duplicate: bool = False
+    redacted: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def target(self) -> RawTarget:
+        return RawTarget(self.key, self.conversation, self.number)
+
+    @property
+    def coordinate(self) -> str:
+        return self.target.coordinate
+
+    @property
+    def link(self) -> str:
+        return self.target.link
+
+    @property
+    def path(self) -> str:
+        return self.target.record_path
+
+
+@dataclass(frozen=True)
+class Round:
+    key: str
+    conversation: str
+    number: int
+    text: str                 # the round's content: its ### User / ### Assistant / ### Tools
+    hash: str                 # sha256 of ``text`` without trailing newlines, as it is now
+    recorded_hash: str        # the sha256 written in the round's header at capture
+    at: str
+    host: str
+    completion: str
+    user: str
+    assistant: str
+    tools: tuple[str, ...]
+    redacted: tuple[tuple[str, int], ...]
+    offset: int               # byte offset of the round's frame in the file
+
+    @property
+    def intact(self) -> bool:
+        return self.hash == self.recorded_hash
+
+    @property
+    def target(self) -> RawTarget:
+        return RawTarget(self.key, self.conversation, self.number)
+
+    @property
+    def coordinate(self) -> str:
+        return self.target.coordinate
+
+
+@dataclass(frozen=True)
+class RawRecord:
+    key: str
+    conversation: str
+    path: Path
+    rel: str
+    host: str
+    host_conversation: str
+    created: str
+    rounds: tuple[Round, ...]
+    torn_tail: int = 0        # bytes of an interrupted append after the last round (ignored)
+
+    @property
+    def damaged(self) -> tuple[int, ...]:
+        """Rounds whose text no longer matches the hash recorded at capture."""
+        return tuple(r.number for r in self.rounds if not r.intact)
+
+    def round(self, number: int) -> Round:
+        if 1 <= number <= len(self.rounds):
+            return self.rounds[number - 1]
+        raise RawNotFound(
+            f"{self.rel} has no round {number}; it has {_count_text(len(self.rounds))}",
+            path=self.rel, round=number,
+        )
+
+
+@dataclass(frozen=True)
+class RecordId:
+    key: str
+    conversation: str
+
+    @property
+    def path(self) -> str:
+        return f"{RAW_PREFIX}{self.key}/{self.conversation}.md"
+
+
+@dataclass(frozen=True)
+class Review:
+    """A capped view of chosen rounds; ``next_rounds``/``next_skip`` say where to read on."""
+
+    text: str
+    shown: tuple[int, ...]
+    cut: bool
+    next_rounds: tuple[int, ...] = ()
+    next_skip: int = 0
+
+
+# -- names and paths ------------------------------------------------------------------------
+
+def record_name(text: str) -> str:
+    """A session key or host conversation id as a portable file name (idempotent).
+
+    Names made of letters, digits, ``_``, ``.`` and ``-`` (starting with a letter, digit or
+    ``_``) are kept as they are; anything else is cleaned and suffixed with 8 hex digits of the
+    original's sha256, so two different ids never share a record.
+    """
+    if not isinstance(text, str) or not text.strip():
+        raise RawRecordError("a raw record needs a non-empty session key and conversation id")
+    nfc = unicodedata.normalize("NFC", text)
+    if _portable_name(nfc) and nfc == text:
+        return nfc
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    cleaned = re.sub(r"[^\w.-]+", "-", nfc).strip(".-")
+    while len(cleaned.encode("utf-8")) > MAX_NAME_BYTES - 9:
+        cleaned = cleaned[:-1].rstrip(".-")
+    return f"{cleaned}-{digest[:8]}" if cleaned else digest[:16]
+
+
+def _portable_name(name: str) -> bool:
+    return (bool(re.fullmatch(r"\w[\w.-]*", name)) and not name.endswith(".")
+            and len(name.encode("utf-8")) <= MAX_NAME_BYTES
+            and name.split(".")[0].upper() not in _RESERVED)
+
+
+def record_path(vault: Vault, key: str, conversation: str) -> Path:
+    return vault.raw_dir / record_name(key) / f"{record_name(conversation)}.md"
+
+
+def record_key_of(text: str) -> RecordId:
+    """The record named by a coordinate (``_raw/K/C#Round N``, as a link or bare) or a path."""
+    inner = text[2:-2] if text.startswith("[[") and text.endswith("]]") else text
+    inner = inner.strip().split("#", 1)[0]
+    if inner.endswith(".md"):
+        inner = inner[:-3]
+    parts = inner.split("/")
+    if len(parts) != 3 or parts[0] != RAW_DIR or not parts[1] or not parts[2]:
+        raise RawRecordError(
+            f"{text!r} names no raw record; expected _raw/KEY/CONVERSATION#Round N or "
+            f"_raw/KEY/CONVERSATION.md", text=text,
+        )
+    return RecordId(parts[1], parts[2])
+
+
+def list_records(vault: Vault) -> list[RecordId]:
+    root = vault.raw_dir
+    if not root.is_dir():
+        return []
+    return [RecordId(p.parent.name, p.stem) for p in sorted(root.glob("*/*.md"))]
+
+
+def parse_rounds(spec: str) -> tuple[int, ...]:
+    """``"3-5,8"`` → ``(3, 4, 5, 8)``: the round selection a surface can pass through."""
+    chosen: set[int] = set()
+    for piece in spec.replace(" ", "").split(","):
+        match = re.fullmatch(r"([1-9][0-9]*)(?:-([1-9][0-9]*))?", piece)
+        if not match:
+            raise RawRecordError(f"round selection {spec!r} is malformed; write e.g. 3-5,8")
+        first = int(match[1])
+        last = int(match[2] or first)
+        if last < first:
+            raise RawRecordError(f"round range {piece!r} runs backwards; write {last}-{first}")
+        chosen.update(range(first, last + 1))
+    return tuple(sorted(chosen))
+
+
+def _ranges(numbers: Iterable[int]) -> str:
+    runs: list[list[int]] = []
+    for n in sorted(numbers):
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def _count_text(count: int) -> str:
+    return "no complete rounds" if count == 0 else f"rounds 1-{count}"
+
+
+# -- rendering ------------------------------------------------------------------------------
+
+def _head(number: int, fields: list[tuple[str, str]]) -> bytes:
+    encoded = " ".join(f"{name}={quote(value, safe=_FIELD_SAFE)}" for name, value in fields)
+    return f"\n## Round {number}\n<!-- osk-round {encoded} -->\n".encode()
+
+
+def _trailer(number: int) -> bytes:
+    return f"\n<!-- /osk-round {number} -->\n".encode()
+
+
+def _glue(kind: str, index: int) -> bytes:
+    if kind == "user":
+        return b"### User\n\n"
+    if kind == "assistant":
+        return b"\n\n### Assistant\n\n"
+    return b"\n\n### Tools\n\n" if index == 2 else b"\n\n"
+
+
+def _open_fence(text: str) -> str:
+    """The fence still open at the end of ``text`` (CommonMark-style), or "".
+
+    The closer is written after the section so one unbalanced fence cannot swallow the rest of
+    the record in Obsidian; it is part of the round's framing, not of the section's text.
+    """
+    fence = ""
+    for line in text.split("\n"):
+        match = _FENCE_OPEN.match(line)
+        if not match:
+            continue
+        run = match[1]
+        if not fence:
+            if not (run[0] == "`" and "`" in match[2]):
+                fence = run
+        elif run[0] == fence[0] and len(run) >= len(fence) and not match[2].strip():
+            fence = ""
+    return fence
+
+
+def _fence_code(fence: str) -> str:
+    return "" if not fence else ("b" if fence[0] == "`" else "t") + str(len(fence))
+
+
+def _fence_of(code: str) -> str:
+    if not code:
+        return ""
+    match = re.fullmatch(r"([bt])([3-9]|[1-9][0-9]+)", code)
+    if not match:
+        raise ValueError(code)
+    return ("`" if match[1] == "b" else "~") * int(match[2])
+
+
+def _content(sections: list[tuple[str, str]]) -> tuple[bytes, str]:
+    """The round's content bytes and its ``parts`` header value."""
+    pieces: list[bytes] = []
+    parts: list[str] = []
+    for index, (kind, text) in enumerate(sections):
+        data = text.encode("utf-8")
+        fence = _open_fence(text)
+        pieces += [_glue(kind, index), data]
+        if fence:
+            pieces.append(b"\n" + fence.encode())
+        parts.append(f"{kind}:{len(data)}" + (f":{_fence_code(fence)}" if fence else ""))
+    return b"".join(pieces), ",".join(parts)
+
+
+def content_hash(content: bytes) -> str:
+    """A round's hash: sha256 of its content without trailing newlines."""
+    return hashlib.sha256(content.rstrip(b"\n")).hexdigest()
+
+
+def _front_matter(key: str, conversation: str, host_conversation: str, host: str,
+                  created: str) -> bytes:
+    def q(value: str) -> str:
+        return json.dumps(value, ensure_ascii=False)
+
+    return (
+        f"---\nosk-raw: {FORMAT_VERSION}\nkey: {q(key)}\nconversation: {q(conversation)}\n"
+        f"host-conversation: {q(host_conversation)}\nhost: {q(host)}\ncreated: {q(created)}\n"
+        f"---\n{PREAMBLE}"
+    ).encode()
+
+
+# -- parsing ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Frame:
+    number: int
+    start: int
+    end: int
+    fields: dict[str, str]
+    content: bytes
+    sections: tuple[tuple[str, str], ...]
+    recorded_hash: str
+    actual_hash: str
+
+
+@dataclass
+class _Scan:
+    front: dict[str, object]
+    header_end: int
+    frames: list[_Frame]
+    torn_start: int | None  # where an interrupted append begins (None: the file is whole)
+    size: int
+
+    @property
+    def end(self) -> int:
+        return self.frames[-1].end if self.frames else self.header_end
+
+
+_FRONT_START = b"---\nosk-raw:"
+_ROUND_ONE = b"\n## Round 1\n<!-- osk-round "
+_HEAD_LINE = re.compile(rb"<!-- osk-round ([^\n]*) -->")
+_REQUIRED = ("n", "at", "host", "completion", "bytes", "sha256", "parts", "redacted")
+
+
+def _damage(rel: str, message: str, **facts: object) -> RawRecordError:
+    return RawRecordError(
+        f"{rel}: {message}. The record is append-only: restore it from Git history "
+        f"(git log -p -- {rel}); docs/FORMAT.md describes the format for a repair by hand",
+        path=rel, **facts,
+    )
+
+
+def _scan(data: bytes, rel: str) -> _Scan:
+    """Split a record into frames; raise RawRecordError naming the round and byte offset."""
+    interrupted_creation = _Scan({}, 0, [], 0, len(data))
+    if not data.startswith(_FRONT_START):
+        if _FRONT_START.startswith(data):
+            return interrupted_creation
+        raise _damage(rel, "does not start with the osk-raw front matter (offset 0)", offset=0)
+    close = data.find(b"\n---\n", 3)
+    if close < 0:
+        if _plausible_front(data):
+            return interrupted_creation
+        raise _damage(rel, "its front matter is not closed by a '---' line", offset=0)
+    first = data.find(_ROUND_ONE, close + 1)
+    if first < 0:
+        # Round 1 never completed its heading: an interrupted creation, if nothing else is there.
+        if (PREAMBLE.encode() + _ROUND_ONE).startswith(data[close + 5:]):
+            return interrupted_creation
+        raise _damage(rel, f"no '## Round 1' heading with its osk-round header follows the "
+                      f"front matter (byte offset {close + 5})", offset=close + 5)
+    front = _parse_front(data[4:close + 1], rel)
+    frames: list[_Frame] = []
+    position = first
+    while position < len(data):
+        frame = _parse_frame(data, position, len(frames) + 1, rel)
+        if frame is None:
+            break
+        frames.append(frame)
+        position = frame.end
+    if not frames:
+        return interrupted_creation
+    torn = position if position < len(data) else None
+    return _Scan(front, first, frames, torn, len(data))
+
+
+def _plausible_front(data: bytes) -> bool:
+    """An unclosed front matter whose complete lines are all 'name: value' (a cut creation)."""
+    lines = data.split(b"\n")
+    return all(re.fullmatch(rb"[a-z][a-z-]*: .*", line) for line in lines[1:-1])
+
+
+def _parse_front(block: bytes, rel: str) -> dict[str, object]:
+    values: dict[str, object] = {}
+    for number, line in enumerate(block.decode("utf-8", "replace").splitlines(), start=2):
+        name, sep, raw = line.partition(": ")
+        if not sep:
+            raise _damage(rel, f"front matter line {number} is not 'name: value'", line=number)
+        try:
+            values[name] = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise _damage(rel, f"front matter line {number} has a malformed value ({exc})",
+                          line=number) from exc
+    version = values.get("osk-raw")
+    if version != FORMAT_VERSION:
+        raise RawRecordError(
+            f"{rel}: osk-raw format {version!r} is not {FORMAT_VERSION}, the format this osk "
+            f"reads and appends. Nothing was written; upgrade osk, or restore the file",
+            path=rel,
+        )
+    return values
+
+
+def _parse_frame(data: bytes, start: int, number: int, rel: str) -> _Frame | None:
+    """The frame of round ``number`` at ``start``; None when the bytes end inside it (torn)."""
+    def bad(why: str) -> RawRecordError:
+        return _damage(rel, f"round {number} (byte offset {start}): {why}",
+                       round=number, offset=start)
+
+    heading = f"\n## Round {number}\n<!-- osk-round ".encode()
+    rest = data[start:start + len(heading)]
+    if rest != heading[:len(rest)]:
+        raise bad(f"expected the heading '## Round {number}' and its osk-round header "
+                  f"after round {number - 1}; found other bytes")
+    if len(rest) < len(heading):
+        return None
+    line_end = data.find(b"\n", start + len(heading))
+    if line_end < 0:
+        return None
+    match = _HEAD_LINE.fullmatch(data, start + len(heading) - len(b"<!-- osk-round "), line_end)
+    if not match:
+        raise bad("the osk-round header line is damaged")
+    fields = _parse_fields(match[1], bad)
+    if fields["n"] != str(number):
+        raise bad(f"its header says n={fields['n']}")
+    try:
+        length = int(fields["bytes"])
+        parts = _parse_parts(fields["parts"])
+    except ValueError as exc:
+        raise bad(f"header field bytes= or parts= is malformed ({exc})") from exc
+    body_start = line_end + 1
+    body_end = body_start + length
+    trailer = _trailer(number)
+    if len(data) < body_end + len(trailer):
+        available = data[body_end:]
+        if len(data) > body_end and not trailer.startswith(available):
+            raise bad(f"its text is not {length} bytes long as its header says "
+                      f"(the text was edited)")
+        return None
+    if data[body_end:body_end + len(trailer)] != trailer:
+        raise bad(f"its text is not {length} bytes long as its header says (the text was "
+                  f"edited, or the end marker '<!-- /osk-round {number} -->' was changed)")
+    content = data[body_start:body_end]
+    sections = _split_sections(content, parts)
+    if sections is None:
+        raise bad("its section headings (### User, ### Assistant, ### Tools) do not sit where "
+                  "its header's parts= puts them (the text was edited)")
+    return _Frame(number, start, body_end + len(trailer), fields, content, sections,
+                  fields["sha256"], content_hash(content))
+
+
+def _parse_fields(raw: bytes, bad) -> dict[str, str]:
+    fields: dict[str, str] = {}
+    try:
+        text = raw.decode("ascii")
+    except UnicodeDecodeError as exc:
+        raise bad("the osk-round header holds non-ASCII bytes") from exc
+    for item in text.split(" "):
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise bad(f"header item {item!r} is not name=value")
+        fields[name] = unquote(value, errors="strict")
+    missing = [name for name in _REQUIRED if name not in fields]
+    if missing:
+        raise bad(f"its header lacks {', '.join(missing)}")
+    if not re.fullmatch(r"[0-9a-f]{64}", fields["sha256"]):
+        raise bad("its header's sha256 is not 64 lowercase hex digits")
+    return fields
+
+
+def _parse_parts(value: str) -> list[tuple[str, int, str]]:
+    parts: list[tuple[str, int, str]] = []
+    for index, item in enumerate(value.split(",")):
+        bits = item.split(":")
+        if len(bits) not in (2, 3):
+            raise ValueError(item)
+        kind = bits[0]
+        expected = ("user", "assistant")[index] if index < 2 else "tool"
+        if kind != expected:
+            raise ValueError(f"part {index + 1} is {kind!r}, expected {expected!r}")
+        length = int(bits[1])
+        if length < 0:
+            raise ValueError(item)
+        parts.append((kind, length, _fence_of(bits[2]) if len(bits) == 3 else ""))
+    if len(parts) < 2:
+        raise ValueError("a round has at least user and assistant parts")
+    return parts
+
+
+def _split_sections(content: bytes, parts: list[tuple[str, int, str]]
+                    ) -> tuple[tuple[str, str], ...] | None:
+    sections: list[tuple[str, str]] = []
+    position = 0
+    for index, (kind, length, fence) in enumerate(parts):
+        glue = _glue(kind, index)
+        if content[position:position + len(glue)] != glue:
+            return None
+        position += len(glue)
+        piece = content[position:position + length]
+        if len(piece) != length:
+            return None
+        position += length
+        if fence:
+            closer = b"\n" + fence.encode()
+            if content[position:position + len(closer)] != closer:
+                return None
+            position += len(closer)
+        try:
+            sections.append((kind, piece.decode("utf-8")))
+        except UnicodeDecodeError:
+            return None
+    return tuple(sections) if position == len(content) else None
+
+
+def _parse_findings(value: str) -> tuple[tuple[str, int], ...]:
+    found: list[tuple[str, int]] = []
+    for item in filter(None, value.split(",")):
+        kind, _, count = item.rpartition(":")
+        found.append((kind, int(count) if count.isdigit() else 0))
+    return tuple(found)
+
+
+def _round_of(key: str, conversation: str, frame: _Frame) -> Round:
+    sections = dict(frame.sections[:2])
+    fields = frame.fields
+    return Round(
+        key=key, conversation=conversation, number=frame.number,
+        text=frame.content.decode("utf-8"), hash=frame.actual_hash,
+        recorded_hash=frame.recorded_hash, at=fields["at"], host=fields["host"],
+        completion=fields["completion"], user=sections["user"],
+        assistant=sections["assistant"],
+        tools=tuple(text for kind, text in frame.sections[2:]),
+        redacted=_parse_findings(fields["redacted"]), offset=frame.start,
+    )
+
+
+# -- reading ------------------------------------------------------------------------------
+
+_READ_CACHE: dict[Path, tuple[tuple[int, ...], RawRecord]] = {}
+_READ_CACHE_SIZE = 16
+
+
+def _identity(stat: os.stat_result) -> tuple[int, ...]:
+    return (stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino, stat.st_dev)
+
+
+def read_record(vault: Vault, key: str, conversation: str, *, strict: bool = True) -> RawRecord:
+    """Parse and verify a record. ``strict`` refuses a record with a round whose text changed.
+
+    An interrupted append at the end (``torn_tail``) is ignored: it was never acknowledged.
+    """
+    key, conversation = record_name(key), record_name(conversation)
+    path = vault.raw_dir / key / f"{conversation}.md"
+    rel = f"{RAW_DIR}/{key}/{conversation}.md"
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        raise RawNotFound(f"no raw record {rel}", path=rel) from None
+    identity = _identity(stat)
+    cached = _READ_CACHE.get(path)
+    if cached and cached[0] == identity:
+        record = cached[1]
+    else:
+        scan = _scan(path.read_bytes(), rel)
+        record = _record_of(key, conversation, path, rel, scan)
+        if len(_READ_CACHE) >= _READ_CACHE_SIZE:
+            _READ_CACHE.pop(next(iter(_READ_CACHE)))
+        _READ_CACHE[path] = (identity, record)
+    if strict and record.damaged:
+        first = record.round(record.damaged[0])
+        raise _damage(rel, f"round {first.number} (byte offset {first.offset}) no longer matches "
+                      f"the hash recorded when it was captured", round=first.number,
+                      offset=first.offset)
+    return record
+
+
+def _record_of(key: str, conversation: str, path: Path, rel: str, scan: _Scan) -> RawRecord:
+    front = scan.front
+    return RawRecord(
+        key=key, conversation=conversation, path=path, rel=rel,
+        host=str(front.get("host", "")), host_conversation=str(front.get("host-conversation", "")),
+        created=str(front.get("created", "")),
+        rounds=tuple(_round_of(key, conversation, f) for f in scan.frames),
+        torn_tail=0 if scan.torn_start is None else scan.size - scan.torn_start,
+    )
+
+
+def read_round(vault: Vault, target: RawTarget, *, strict: bool = True) -> Round:
+    """The round a coordinate names; ``strict`` refuses a round whose text changed."""
+    record = read_record(vault, target.key, target.conversation, strict=False)
+    found = record.round(target.round)
+    if strict and not found.intact:
+        raise _damage(record.rel, f"round {found.number} (byte offset {found.offset}) no longer "
+                      f"matches the hash recorded when it was captured", round=found.number,
+                      offset=found.offset)
+    return found
+
+
+def round_hash(vault: Vault, target: RawTarget) -> str:
+    """The hash of the round's text as it is now (a changed round reopens its citations)."""
+    return read_round(vault, target, strict=False).hash
+
+
+# -- device state ---------------------------------------------------------------------------
+
+@dataclass
+class _State:
+    identity: list[int]
+    rounds: int
+    chain: str
+    completions: dict[str, tuple[int, str]] = field(default_factory=dict)  # id -> (n, hash)
+
+    def to_json(self) -> str:
+        return json.dumps({"v": 1, "identity": self.identity, "rounds": self.rounds,
+                           "chain": self.chain, "completions": self.completions},
+                          ensure_ascii=False, separators=(",", ":"))
+
+
+def _state_path(vault: Vault, key: str, conversation: str) -> Path:
+    return vault.state("raw", key, f"{conversation}.json")
+
+
+def _load_state(path: Path) -> _State | None:
+    """The last acknowledged append; None when missing or unreadable (a full verify follows)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        completions = {str(k): (int(v[0]), str(v[1])) for k, v in data["completions"].items()}
+        return _State(list(data["identity"]), int(data["rounds"]), str(data["chain"]),
+                      completions)
+    except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
+        return None
+
+
+def _save_state(path: Path, state: _State) -> None:
+    # Not fsynced: the state is a cache of facts the record itself holds. Losing it, or finding
+    # it older than the record, costs one full verification on the next append.
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.write_text(state.to_json(), encoding="utf-8")
+    os.replace(temporary, path)
+
+
+def _chain(previous: str, frame_bytes: bytes) -> str:
+    step = hashlib.sha256(frame_bytes).hexdigest()
+    return hashlib.sha256(f"{previous}:{step}".encode()).hexdigest()
+
+
+# -- appending ------------------------------------------------------------------------------
+
+@dataclass
+class _Position:
+    """Where the next round goes, as established under the record's lock."""
+
+    rounds: int
+    chain: str
+    completions: dict[str, tuple[int, str]]
+    truncate_to: int | None = None  # drop an interrupted append first
+    create: bool = False
+
+
+def append_round(vault: Vault, key: str, conversation: str, round: RoundInput) -> RoundRef:
+    """Append one round (secret-filtered) to ``_raw/KEY/CONVERSATION.md``.
+
+    Refuses with RawRecordError, writing nothing, when the record is not exactly what this
+    device last acknowledged (or, without device state, not a well-formed record). A round whose
+    ``completion`` id is already in the record is not written again (``duplicate=True``).
+    """
+    sections, findings = _prepared(round)
+    at = _at_text(round.at)
+    key_name, conversation_name = record_name(key), record_name(conversation)
+    path = vault.raw_dir / key_name / f"{conversation_name}.md"
+    rel = f"{RAW_DIR}/{key_name}/{conversation_name}.md"
+    state_path = _state_path(vault, key_name, conversation_name)
+    with file_lock(vault.lock_path(f"raw/{key_name}/{conversation_name}")):
+        state = _load_state(state_path)
+        position = _position(path, rel, state, key_name, conversation_name)
+        known = position.completions.get(round.completion) if round.completion else None
+        if known is not None:
+            return RoundRef(key_name, conversation_name, known[0], known[1], duplicate=True)
+        number = position.rounds + 1
+        content, parts = _content(sections)
+        digest = content_hash(content)
+        frame = _head(number, [
+            ("n", str(number)), ("at", at), ("host", round.host),
+            ("completion", round.completion), ("bytes", str(len(content))), ("sha256", digest),
+            ("parts", parts), ("redacted", ",".join(f"{k}:{c}" for k, c in findings)),
+        ]) + content + _trailer(number)
+        chain = position.chain
+        data = frame
+        if position.create:
+            header = _front_matter(key_name, conversation_name, conversation, round.host, at)
+            chain = hashlib.sha256(header).hexdigest()
+            data = header + frame
+        stat = _write(path, data, position.truncate_to, position.create)
+        completions = dict(position.completions)
+        if round.completion:
+            completions[round.completion] = (number, digest)
+        _save_state(state_path, _State(list(_identity(stat)), number, _chain(chain, frame),
+                                       completions))
+    return RoundRef(key_name, conversation_name, number, digest, redacted=tuple(findings))
+
+
+def _prepared(round: RoundInput) -> tuple[list[tuple[str, str]], list[tuple[str, int]]]:
+    """Check the input's types, then secret-filter every section (callers cannot skip it)."""
+    if not isinstance(round, RoundInput):
+        raise RawRecordError(f"append_round takes a RoundInput, not {type(round).__name__}")
+    tools = round.tools
+    texts = [("user", round.user), ("assistant", round.assistant),
+             *(("tool", t) for t in (tools if isinstance(tools, tuple | list) else [tools]))]
+    for name, value in [*texts, ("completion", round.completion), ("host", round.host)]:
+        if not isinstance(value, str):
+            raise RawRecordError(f"round field {name} must be text, not {type(value).__name__}")
+    counts: dict[str, int] = {}
+    sections: list[tuple[str, str]] = []
+    for kind, text in texts:
+        filtered = redact(_valid_unicode(text).rstrip("\r\n"))
+        for found, count in filtered.findings:
+            counts[found] = counts.get(found, 0) + count
+        sections.append((kind, filtered.text))
+    return sections, sorted(counts.items())
+
+
+def _valid_unicode(text: str) -> str:
+    """Lone surrogates (from a lenient JSON decode) become U+FFFD so the text encodes."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def _at_text(at: str | None) -> str:
+    if at is None:
+        return clock.now_text()
+    try:
+        return clock.format_minute(clock.parse(at))
+    except (TypeError, ValueError) as exc:
+        raise RawRecordError(
+            f"round time {at!r} is not an ISO 8601 time with a UTC offset ({exc})", at=at,
+        ) from exc
+
+
+def _position(path: Path, rel: str, state: _State | None, key: str,
+              conversation: str) -> _Position:
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        if state is not None and state.rounds > 0:
+            raise _refusal(rel, f"the record is gone, but this device acknowledged "
+                           f"{state.rounds} round(s) in it", state) from None
+        return _Position(0, "", {}, create=True)
+    if state is not None and state.identity == list(_identity(stat)) and _tail_ok(path, state):
+        return _Position(state.rounds, state.chain, state.completions)
+    return _verified(path, rel, state, key, conversation)
+
+
+def _tail_ok(path: Path, state: _State) -> bool:
+    """O(1) sanity check on the fast path: the file still ends with the last round's marker."""
+    trailer = _trailer(state.rounds)
+    try:
+        with path.open("rb") as handle:
+            handle.seek(-len(trailer), os.SEEK_END)
+            return handle.read() == trailer
+    except OSError:
+        return False
+
+
+def _verified(path: Path, rel: str, state: _State | None, key: str,
+              conversation: str) -> _Position:
+    """The slow path: verify every round, compare with what this device acknowledged."""
+    data = path.read_bytes()
+    scan = _scan(data, rel)
+    for frame in scan.frames:
+        if frame.actual_hash != frame.recorded_hash:
+            raise _damage(rel, f"round {frame.number} (byte offset {frame.start}) no longer "
+                          f"matches the hash recorded when it was captured",
+                          round=frame.number, offset=frame.start)
+    if scan.frames and (scan.front.get("key") != key
+                        or scan.front.get("conversation") != conversation):
+        raise _damage(rel, f"its front matter names key {scan.front.get('key')!r} and "
+                      f"conversation {scan.front.get('conversation')!r}, not {key!r} and "
+                      f"{conversation!r} (the file was moved or edited)", offset=0)
+    chain = hashlib.sha256(data[:scan.header_end]).hexdigest() if scan.frames else ""
+    chains = [chain]
+    for frame in scan.frames:
+        chains.append(_chain(chains[-1], data[frame.start:frame.end]))
+    if state is not None and state.rounds > 0:
+        _check_acknowledged(rel, scan, chains, state)
+    completions: dict[str, tuple[int, str]] = {}
+    for frame in scan.frames:
+        completion = frame.fields["completion"]
+        if completion and completion not in completions:
+            completions[completion] = (frame.number, frame.recorded_hash)
+    return _Position(len(scan.frames), chains[-1], completions,
+                     truncate_to=scan.torn_start, create=not scan.frames)
+
+
+def _check_acknowledged(rel: str, scan: _Scan, chains: list[str], state: _State) -> None:
+    count = len(scan.frames)
+    if count < state.rounds:
+        where = scan.end
+        raise _refusal(rel, f"this device acknowledged {state.rounds} round(s) but the record "
+                       f"now holds {count} complete round(s); it was cut at byte offset {where} "
+                       f"(round {count + 1} is missing or incomplete)", state,
+                       round=count + 1, offset=where)
+    if chains[state.rounds] != state.chain:
+        raise _refusal(rel, f"bytes this device acknowledged (the front matter or rounds "
+                       f"1-{state.rounds}) were changed, though each round still matches its "
+                       f"recorded hash", state, offset=0)
+
+
+def _refusal(rel: str, message: str, state: _State, **facts: object) -> RawRecordError:
+    return RawRecordError(
+        f"{rel}: {message}. Nothing was written. Restore the record from Git history "
+        f"(git log -p -- {rel}); if the change is intended, delete this device's state for the "
+        f"record (.osk/raw/{rel[len(RAW_DIR) + 1:-3]}.json) so the record is accepted as it is",
+        path=rel, **facts,
+    )
+
+
+def _write(path: Path, data: bytes, truncate_to: int | None, create: bool) -> os.stat_result:
+    """Write under the lock: drop an interrupted append, append, fsync; fsync new folders."""
+    new_folders = [p for p in (path.parent.parent, path.parent) if not p.exists()]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _O_BINARY, 0o644)
+    try:
+        if truncate_to is not None:
+            os.ftruncate(fd, truncate_to)
+        _write_all(fd, data)
+        os.fsync(fd)
+        stat = os.fstat(fd)
+    finally:
+        os.close(fd)
+    if create:
+        fsync_dir(path.parent)
+        for folder in reversed(new_folders):
+            fsync_dir(folder.parent)
+    return stat
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view[:_WRITE_CHUNK])
+        view = view[written:]
+
+
+# -- review ---------------------------------------------------------------------------------
+
+def review(vault: Vault, key: str, conversation: str,
+           rounds: Iterable[int] | str | None = None, cap: int = REVIEW_CAP,
+           skip: int = 0) -> Review:
+    """Chosen rounds as one text of at most ``cap`` characters, saying where it was cut.
+
+    ``skip`` drops that many characters of the first chosen round (to page through a round
+    longer than the cap). A round that does not fit whole is cut inside when a useful piece of
+    it fits (or when it is the first), otherwise the view stops before it.
+    """
+    if cap < 1000:
+        raise RawRecordError(f"a review needs a cap of at least 1,000 characters, not {cap:,}")
+    if skip < 0:
+        raise RawRecordError(f"skip must be 0 or more, not {skip}")
+    record = read_record(vault, key, conversation, strict=False)
+    chosen = _chosen(record, rounds)
+    text = f"# Raw record {record.rel}: rounds {_ranges(chosen)} of {len(record.rounds)}\n\n"
+    shown: list[int] = []
+    for index, number in enumerate(chosen):
+        found = record.rounds[number - 1]
+        offset = skip if index == 0 else 0
+        head = _review_heading(found, offset)
+        body = found.text[offset:]
+        later = chosen[index + 1:]
+        reserve = len(_stop_notice(cap, number, later)) if later else 0
+        if len(text) + len(head) + len(body) + 2 + reserve <= cap:
+            text += f"{head}{body}\n\n"
+            shown.append(number)
+            continue
+        rest = chosen[index:]
+        longest = _cut_notice(cap, found, offset + len(body), rest)
+        room = cap - len(text) - len(head) - 2 - len(longest)
+        if room < _MIN_PIECE and shown:
+            notice = _stop_notice(cap, shown[-1], rest)
+            return Review(text + notice, tuple(shown), True, rest, 0)
+        piece = body[:max(room, 0)]
+        shown.append(number)
+        notice = _cut_notice(cap, found, offset + len(piece), rest)
+        return Review(f"{text}{head}{piece}\n\n{notice}", tuple(shown), True, rest,
+                      offset + len(piece))
+    return Review(text, tuple(shown), False)
+
+
+_MIN_PIECE = 300  # characters: less than this of a round is not worth showing after others
+
+
+def _stop_notice(cap: int, after: int, rest: tuple[int, ...]) -> str:
+    return (f"[cut at the {cap:,}-character cap after round {after}. To read on, ask for "
+            f"rounds {_ranges(rest)}.]\n")
+
+
+def _cut_notice(cap: int, found: Round, upto: int, rest: tuple[int, ...]) -> str:
+    return (f"[cut at the {cap:,}-character cap inside round {found.number}: shown up to "
+            f"character {upto:,} of {len(found.text):,}. To read on, ask for rounds "
+            f"{_ranges(rest)} with skip {upto}.]\n")
+
+
+def review_view(vault: Vault, key: str, conversation: str,
+                rounds: Iterable[int] | str | None = None, cap: int = REVIEW_CAP,
+                skip: int = 0) -> str:
+    return review(vault, key, conversation, rounds, cap, skip).text
+
+
+def _chosen(record: RawRecord, rounds: Iterable[int] | str | None) -> tuple[int, ...]:
+    count = len(record.rounds)
+    if rounds is None:
+        chosen = tuple(range(1, count + 1))
+    elif isinstance(rounds, str):
+        chosen = parse_rounds(rounds)
+    else:
+        chosen = tuple(sorted(set(rounds)))
+    if not chosen:
+        raise RawNotFound(f"{record.rel} has {_count_text(count)}; nothing to review",
+                          path=record.rel)
+    missing = [n for n in chosen if not 1 <= n <= count]
+    if missing:
+        raise RawNotFound(f"{record.rel} has no round {_ranges(missing)}; it has "
+                          f"{_count_text(count)}", path=record.rel, round=missing[0])
+    return chosen
+
+
+def _review_heading(found: Round, offset: int) -> str:
+    notes = [found.at]
+    if found.host:
+        notes.append(found.host)
+    if found.redacted:
+        notes.append("redacted " + ", ".join(f"{k} ×{c}" for k, c in found.redacted))
+    if not found.intact:
+        notes.append("WARNING: text changed since capture (hash differs)")
+    if offset:
+        notes.append(f"continued from character {offset:,}")
+    return f"## {found.coordinate} · {' · '.join(notes)}\n"
+

@@ -1,0 +1,623 @@
+"""Rechecks: citations bound to the bytes they were made against.
+
+Every ``derived-from`` edge of a node is a *citation pair*: the citing node and its target (a
+node, a raw round, a project file). The rechecks ledger records, for each pair, the citing node's
+body hash and the target's hash at the time the citation was made. When either no longer matches,
+the pair is a *recheck candidate*: the claim may no longer follow from its evidence, and the agent
+must re-read the target and either re-cite it unchanged or correct the node.
+
+Ledger shape (``_ledger/rechecks.jsonl``): one record per write of a citing node, subject
+``citing:<node id>``, holding that node's complete pair set, so a write costs one append and two
+devices that change one node's citations concurrently produce a reported fork. Data:
+
+- ``citing`` (id), ``title`` (for people reading the ledger), ``via`` (create, update, correct,
+  recite), ``corrected`` (the body hash the node had after its latest recheck correction, or
+  null: a target whose current body came from a correction makes its citers' candidates
+  ``cascade``), and ``pairs``: ``[{target, kind, link, root, citing_hash, target_hash, via}]``.
+
+Target keys: ``node:<id>`` (ids survive moves), ``raw:<coordinate>``, ``file:<key>:<path>``
+(``root`` records the worktree the path resolved against on the writing device).
+
+Carrying forward: when osk rewrites a citing node's body, every pair whose recorded citing hash
+matched the old body is re-recorded with the new body hash and its *old* target hash, so a pair
+that was current stays current and a pair whose target had changed stays a candidate. A pair whose
+citing hash did not match (the node was edited by hand) is kept as it was: still a candidate.
+
+This module's import is light (no pydantic): the catalog, node and raw modules are imported
+where they are used, so ``stale_summary`` can serve the session-start hook.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from osk.edges import NodeTarget, parse_target
+from osk.errors import EdgeError, LedgerFork, OskError
+from osk.fsutil import atomic_write, sha256_bytes, sha256_text
+from osk.ledger import Ledger, LedgerView, Record
+from osk.titles import title_key
+from osk.vault import Vault, scope_of
+
+if TYPE_CHECKING:
+    from osk.catalog import Catalog
+    from osk.edges import RawTarget
+    from osk.node import Node
+
+LEDGER = "rechecks"
+KIND_PAIRS = "pairs"
+SUMMARY_FILE = ("rechecks", "summary.json")
+
+StatKey = tuple[int, int, int]
+
+
+# -- the pair table ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class TargetRef:
+    key: str  # node:<id> | raw:<coordinate> | file:<session key>:<path>
+    kind: str  # node | raw | file
+    link: str  # the link as the node writes it, "[[…]]"
+    root: str | None = None  # file targets: the worktree the path resolved against
+
+
+@dataclass(frozen=True)
+class Pair:
+    citing_id: str
+    target: TargetRef
+    citing_hash: str
+    target_hash: str | None
+    via: str
+    forked: bool = False
+
+    def to_data(self) -> dict[str, object]:
+        return {"target": self.target.key, "kind": self.target.kind, "link": self.target.link,
+                "root": self.target.root, "citing_hash": self.citing_hash,
+                "target_hash": self.target_hash, "via": self.via}
+
+    @classmethod
+    def from_data(cls, citing_id: str, data: Mapping[str, object]) -> Pair:
+        root = data.get("root")
+        target = TargetRef(str(data["target"]), str(data["kind"]), str(data.get("link", "")),
+                           str(root) if root else None)
+        target_hash = data.get("target_hash")
+        return cls(citing_id, target, str(data["citing_hash"]),
+                   str(target_hash) if target_hash else None, str(data.get("via", "")))
+
+
+@dataclass(frozen=True)
+class Citations:
+    """One citing node's current pair set, as the ledger holds it."""
+
+    citing_id: str
+    pairs: dict[str, Pair]  # target key -> pair
+    corrected: str | None  # body hash after the node's latest recheck correction
+    record_id: str | None = None
+    forked: bool = False
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A citation whose recorded hashes no longer match: re-read the target, then re-cite it
+    unchanged or correct the citing node."""
+
+    id: str  # a short handle: name it in update_node(recheck_of=[…])
+    citing_id: str
+    citing_title: str
+    citing_path: str
+    target: str  # the link, with a node target's current title
+    target_key: str
+    recorded_hash: str | None
+    current_hash: str | None  # None: the target is gone
+    reason: str  # target-changed | target-missing | citing-edited | forked
+    next: tuple[str, ...]  # titles of the nodes that cite the citing node
+    next_ids: tuple[str, ...]
+    cascade: bool  # the target's current body came from a recheck correction
+    scope: str | None  # the citing node's scope (None for Domain and Person)
+
+
+def candidate_id(citing_id: str, target_key: str) -> str:
+    return sha256_text(f"{citing_id}\n{target_key}")[:12]
+
+
+# -- current target states -----------------------------------------------------------------
+class TargetHasher:
+    """Current hashes of citation targets, cached by file stat so a query pays for changes."""
+
+    UNVERIFIABLE = "\0unverifiable"  # a file target whose worktree is not on this device
+
+    def __init__(self, vault: Vault) -> None:
+        self.vault = vault
+        self._pass: dict[str, StatKey | None] | None = None  # stats of one candidates() pass
+        self._raw: dict[str, tuple[StatKey, dict[int, str]]] = {}
+        self._files: dict[str, tuple[StatKey, str | None]] = {}
+        self._bodies: dict[int, tuple[object, str]] = {}
+        self._roots: dict[str, str] | None = None
+
+    def body_hash(self, node: Node) -> str:
+        cached = self._bodies.get(id(node))
+        if cached is not None and cached[0] is node:
+            return cached[1]
+        value = sha256_text(node.body)
+        if len(self._bodies) > 50_000:
+            self._bodies.clear()
+        self._bodies[id(node)] = (node, value)
+        return value
+
+    def current(self, target: TargetRef, catalog: Catalog) -> str | None:
+        if target.kind == "node":
+            found = node_by_id(catalog, target.key[len("node:"):])
+            return self.body_hash(found) if found is not None else None
+        if target.kind == "raw":
+            return self.raw_hash(parse_raw(target.key[len("raw:"):]))
+        return self.file_hash(target)
+
+    @contextmanager
+    def one_pass(self) -> Iterator[None]:
+        """Within the block, stat each raw record and file at most once (a pass over the pair
+        table); outside it every lookup stats afresh."""
+        self._pass, self._roots = {}, None
+        try:
+            yield
+        finally:
+            self._pass = None
+
+    def _stat_once(self, key: str, path: Callable[[], Path]) -> StatKey | None:
+        if self._pass is None:
+            return _stat(path())
+        if key not in self._pass:
+            self._pass[key] = _stat(path())
+        return self._pass[key]
+
+    def raw_hash(self, target: RawTarget) -> str | None:
+        from osk import raw
+
+        stat = self._stat_once(target.record_path,
+                               lambda: self.vault.abs(target.record_path))
+        if stat is None:
+            return None
+        cached = self._raw.get(target.record_path)
+        if cached is None or cached[0] != stat or _racy(stat):
+            try:
+                record = raw.read_record(self.vault, target.key, target.conversation,
+                                         strict=False)
+            except (OSError, ValueError, KeyError, OskError):
+                return None  # a damaged record is reported by the validators, not here
+            hashes = {int(r.number): str(r.hash) for r in record.rounds}
+            cached = (stat, hashes)
+            self._raw[target.record_path] = cached
+        return cached[1].get(target.round)
+
+    def file_hash(self, target: TargetRef) -> str | None:
+        path = self.file_path(target)
+        if path is None:
+            return self.UNVERIFIABLE
+        stat = self._stat_once(str(path), lambda: path)
+        if stat is None:
+            return None
+        cached = self._files.get(str(path))
+        if cached is None or cached[0] != stat or _racy(stat):
+            try:
+                cached = (stat, sha256_bytes(path.read_bytes()))
+            except OSError:
+                cached = (stat, None)
+            self._files[str(path)] = cached
+        return cached[1]
+
+    def file_path(self, target: TargetRef) -> Path | None:
+        """Where a file target lives on this device, or None when its worktree is unknown."""
+        _, key, rel = target.key.split(":", 2)
+        root = Path(target.root) if target.root else None
+        if root is None or not root.is_dir():
+            if self._roots is None:
+                from osk.sessions import known_roots
+
+                self._roots = known_roots(self.vault)
+            known = self._roots.get(key)
+            root = Path(known) if known else None
+        if root is None or not root.is_dir():
+            return None
+        return root / rel
+
+
+def parse_raw(coordinate: str) -> RawTarget:
+    from osk.edges import RawTarget
+
+    target = parse_target(coordinate)
+    if not isinstance(target, RawTarget):
+        raise EdgeError(f"{coordinate!r} is not a raw coordinate")
+    return target
+
+
+def node_by_id(catalog: Catalog, node_id: str) -> Node | None:
+    try:
+        found = catalog.get(node_id)
+    except OskError:
+        return None
+    return found if found.id == node_id else None
+
+
+_RACE_NS = 2_000_000_000  # a file this fresh may change again without its stat changing
+
+
+def _racy(stat: StatKey) -> bool:
+    return time.time_ns() - stat[1] < _RACE_NS
+
+
+def _stat(path: Path) -> StatKey | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+# -- what a session has read -----------------------------------------------------------------
+@dataclass
+class ReadLog:
+    """Which target states this session has read in full (possibly over several pages).
+
+    A re-citation records only a state listed here; anything else answers ``recheck_unread``.
+    """
+
+    _full: set[tuple[str, str]] = field(default_factory=set)
+    _spans: dict[tuple[str, str], list[tuple[int, int]]] = field(default_factory=dict)
+
+    def note(self, target_key: str, state_hash: str, start: int, end: int, total: int) -> bool:
+        """Record that characters [start, end) of a ``total``-long state were shown."""
+        token = (target_key, state_hash)
+        if token in self._full:
+            return True
+        spans = sorted([*self._spans.get(token, []), (max(0, start), min(total, end))])
+        merged: list[tuple[int, int]] = []
+        for lo, hi in spans:
+            if merged and lo <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
+            else:
+                merged.append((lo, hi))
+        if total == 0 or (len(merged) == 1 and merged[0][0] == 0 and merged[0][1] >= total):
+            self._full.add(token)
+            self._spans.pop(token, None)
+            return True
+        self._spans[token] = merged
+        return False
+
+    def has_read(self, target_key: str, state_hash: str | None) -> bool:
+        return state_hash is not None and (target_key, state_hash) in self._full
+
+
+# -- the ledger --------------------------------------------------------------------------------
+class Rechecks:
+    """The rechecks ledger as an in-memory table, reloaded only when the file changes."""
+
+    def __init__(self, vault: Vault) -> None:
+        self.vault = vault
+        self.ledger = Ledger(vault, LEDGER)
+        self.hasher = TargetHasher(vault)
+        self._stat: StatKey | None = None
+        self._table: dict[str, Citations] = {}
+        self._citers: dict[str, list[str]] = {}
+        self._citers_for: object = None
+        self._summary_key: tuple[object, ...] | None = None
+
+    # -- the table ---------------------------------------------------------------------
+    def table(self) -> dict[str, Citations]:
+        stat = _stat(self.ledger.path)
+        if stat != self._stat or stat is None:
+            self._table = build_table(self.ledger.read()) if stat is not None else {}
+            self._stat = stat
+        return self._table
+
+    def citations(self, node_id: str) -> Citations | None:
+        return self.table().get(node_id)
+
+    def check_readable(self) -> None:
+        """Raise LedgerError now if the ledger is damaged, before a write starts (parsing
+        only when the file changed since this table last read it)."""
+        self.table()
+
+    def _append(self, citations: Citations, title: str, via: str) -> Record:
+        data = {
+            "citing": citations.citing_id,
+            "title": title,
+            "via": via,
+            "corrected": citations.corrected,
+            "pairs": [pair.to_data() for pair in citations.pairs.values()],
+        }
+        self.table()  # the table now matches the file as of self._stat
+        known = self._stat
+        record = self.ledger.append(KIND_PAIRS, f"citing:{citations.citing_id}", data)
+        after = _stat(self.ledger.path)
+        line = len(record.to_json().encode("utf-8")) + 1
+        known_size = known[0] if known is not None else 0
+        same_file = known is None or (after is not None and after[2] == known[2])
+        if after is not None and same_file and after[0] == known_size + line:
+            # Only our line was added: update the table in place instead of reparsing.
+            self._table[citations.citing_id] = replace(citations, record_id=record.id,
+                                                       forked=False)
+            self._citers_for = None
+            self._stat = after
+        else:
+            self._stat = None  # someone else appended too: reload on the next read
+        return record
+
+    # -- recording ---------------------------------------------------------------------
+    def after_write(self, before: Node | None, after: Node, edges: Sequence[Edge], *,
+                    corrected: Mapping[str, str] | None = None, via: str = "write",
+                    ) -> Record | None:
+        """Record ``after``'s citation pairs; carry complete pairs forward across a body change.
+
+        ``edges`` are ``after``'s derived-from links; ``Edge.target`` is None for a link that
+        no longer resolves (kept from before: its old pair, if any, stays as it was).
+        ``corrected`` maps target keys to the target state the session read while correcting.
+        """
+        corrected = dict(corrected or {})
+        previous = self.citations(after.id)
+        old_pairs = previous.pairs if previous else {}
+        body_before = before.body_hash if before is not None else None
+        body_after = after.body_hash
+        pairs: dict[str, Pair] = {}
+        for edge in edges:
+            if edge.target is None:
+                for pair in old_pairs.values():
+                    if _same_link(pair.target.link, edge.link):
+                        pairs[pair.target.key] = pair
+                continue
+            key = edge.target.key
+            old = old_pairs.get(key)
+            if key in corrected:
+                pairs[key] = Pair(after.id, edge.target, body_after, corrected[key], "correct")
+            elif old is None:
+                pairs[key] = Pair(after.id, edge.target, body_after, edge.current_hash, via)
+            elif old.forked:
+                pairs[key] = old
+            elif body_before is not None and old.citing_hash == body_before:
+                pairs[key] = Pair(after.id, edge.target, body_after, old.target_hash, old.via)
+            else:
+                pairs[key] = old
+        marker = previous.corrected if previous else None
+        if corrected and body_before != body_after:
+            marker = body_after
+        new = Citations(after.id, pairs, marker)
+        if previous is not None and not previous.forked and previous.pairs == pairs \
+                and previous.corrected == marker:
+            return None
+        if previous is None and not pairs:
+            return None
+        return self._append(new, after.title, "correct" if corrected else via)
+
+    def recite(self, citing: Node, readings: Mapping[str, str]) -> Record:
+        """Re-cite ``citing``'s targets at the states the session read (target key -> hash)."""
+        previous = self.citations(citing.id)
+        pairs = dict(previous.pairs) if previous else {}
+        body = citing.body_hash
+        for key, state in readings.items():
+            old = pairs[key]
+            pairs[key] = Pair(citing.id, old.target, body, state, "recite")
+        marker = previous.corrected if previous else None
+        return self._append(Citations(citing.id, pairs, marker), citing.title, "recite")
+
+    # -- candidates --------------------------------------------------------------------
+    def candidates(self, catalog: Catalog | None = None) -> list[Candidate]:
+        """Every pair whose recorded hashes no longer match, with ``next`` and ``cascade``.
+
+        Pass the caller's catalog (the engine's is kept fresh); without one, a catalog of the
+        vault is read now.
+        """
+        if catalog is None:
+            from osk.catalog import Catalog
+
+            catalog = Catalog(self.vault)
+            catalog.refresh()
+        table = self.table()
+        if self._citers_for is not table:
+            self._citers, self._citers_for = _citers(table), table
+        citers = self._citers
+        with self.hasher.one_pass():
+            found = self._collect(catalog, table, citers)
+        found.sort(key=lambda c: (c.citing_path, c.target_key))
+        self._write_summary(found)
+        return found
+
+    def _collect(self, catalog: Catalog, table: dict[str, Citations],
+                 citers: dict[str, list[str]]) -> list[Candidate]:
+        found: list[Candidate] = []
+        for citing_id, citations in table.items():
+            citing = node_by_id(catalog, citing_id)
+            if citing is None:
+                continue  # the citing node is gone (deleted by hand): nothing to recheck
+            live = _live_links(citing)
+            citing_hash = self.hasher.body_hash(citing)
+            for pair in citations.pairs.values():
+                if not _link_in(pair.target.link, live):
+                    continue  # the edge was removed by hand; the next write drops the pair
+                current = self.hasher.current(pair.target, catalog)
+                if current == TargetHasher.UNVERIFIABLE:
+                    continue
+                reason = _reason(pair, current, citing_hash)
+                if reason is None:
+                    continue
+                found.append(self._candidate(catalog, table, citers, citing, pair, current,
+                                             reason))
+        return found
+
+    def _candidate(self, catalog: Catalog, table: dict[str, Citations],
+                   citers: dict[str, list[str]], citing: Node, pair: Pair, current: str | None,
+                   reason: str) -> Candidate:
+        link = pair.target.link
+        cascade = False
+        if pair.target.kind == "node":
+            target_node = node_by_id(catalog, pair.target.key[len("node:"):])
+            if target_node is not None:
+                link = f"[[{target_node.title}]]"
+                marker = table.get(target_node.id)
+                cascade = bool(marker and marker.corrected
+                               and marker.corrected == self.hasher.body_hash(target_node))
+        next_nodes = [n for n in (node_by_id(catalog, i) for i in citers.get(citing.id, []))
+                      if n is not None]
+        return Candidate(
+            id=candidate_id(citing.id, pair.target.key),
+            citing_id=citing.id,
+            citing_title=citing.title,
+            citing_path=citing.path,
+            target=link,
+            target_key=pair.target.key,
+            recorded_hash=pair.target_hash,
+            current_hash=current,
+            reason=reason,
+            next=tuple(sorted(n.title for n in next_nodes)),
+            next_ids=tuple(sorted(n.id for n in next_nodes)),
+            cascade=cascade,
+            scope=scope_of(citing.path),
+        )
+
+    def stale_node_ids(self, catalog: Catalog | None = None) -> set[str]:
+        """The ids of nodes with at least one recheck candidate (the ``recheck`` marker)."""
+        return {c.citing_id for c in self.candidates(catalog)}
+
+    def _write_summary(self, found: Sequence[Candidate]) -> None:
+        """Keep a small snapshot for the session-start hook, rewritten only when it changes."""
+        key = tuple((c.id, c.reason, c.cascade, c.next, c.citing_path, c.target, c.citing_title)
+                    for c in found)
+        if key == self._summary_key:
+            return
+        by_scope: dict[str, list[dict[str, object]]] = {}
+        for cand in found:
+            by_scope.setdefault(cand.scope or "", []).append({
+                "id": cand.id, "citing": cand.citing_title, "path": cand.citing_path,
+                "target": cand.target, "reason": cand.reason, "cascade": cand.cascade,
+                "next": list(cand.next),
+            })
+        text = json.dumps({"scopes": by_scope}, ensure_ascii=False, sort_keys=True, indent=1)
+        path = self.vault.state(*SUMMARY_FILE)
+        try:
+            if not path.exists() or path.read_text(encoding="utf-8") != text + "\n":
+                atomic_write(path, text + "\n")
+        except OSError:
+            return
+        self._summary_key = key
+
+
+@dataclass(frozen=True)
+class Edge:
+    """A derived-from link as the write path resolved it."""
+
+    link: str
+    target: TargetRef | None  # None: a link the node already had that no longer resolves
+    current_hash: str | None = None
+
+
+def build_table(view: LedgerView) -> dict[str, Citations]:
+    table: dict[str, Citations] = {}
+    for subject in list(view.subjects()):
+        if not subject.startswith("citing:"):
+            continue
+        citing_id = subject[len("citing:"):]
+        tops = view.maxima(subject)
+        if not tops:
+            continue
+        try:
+            view.current(subject)
+            table[citing_id] = _citations(citing_id, tops[0], forked=False)
+        except LedgerFork:
+            table[citing_id] = _merge_fork(citing_id, tops)
+    return table
+
+
+def _citations(citing_id: str, record: Record, *, forked: bool) -> Citations:
+    pairs: dict[str, Pair] = {}
+    for item in record.data.get("pairs", []) or []:
+        if isinstance(item, Mapping):
+            pair = Pair.from_data(citing_id, item)
+            pairs[pair.target.key] = replace(pair, forked=forked)
+    corrected = record.data.get("corrected")
+    return Citations(citing_id, pairs, str(corrected) if corrected else None, record.id, forked)
+
+
+def _merge_fork(citing_id: str, tops: Sequence[Record]) -> Citations:
+    """Concurrent records for one citing node: pairs all branches agree on stand; the rest are
+    candidates (``forked``) until the next re-citation or correction joins the branches."""
+    branches = [_citations(citing_id, r, forked=False) for r in tops]
+    keys = {k for b in branches for k in b.pairs}
+    pairs: dict[str, Pair] = {}
+    for key in sorted(keys):
+        versions = [b.pairs.get(key) for b in branches]
+        present = [v for v in versions if v is not None]
+        agreed = len(present) == len(versions) and all(
+            (v.citing_hash, v.target_hash) == (present[0].citing_hash, present[0].target_hash)
+            for v in present)
+        pairs[key] = present[0] if agreed else replace(present[0], forked=True)
+    markers = {b.corrected for b in branches}
+    corrected = markers.pop() if len(markers) == 1 else None
+    return Citations(citing_id, pairs, corrected, max(r.id for r in tops), True)
+
+
+def _citers(table: Mapping[str, Citations]) -> dict[str, list[str]]:
+    """Target node id -> ids of the nodes whose pairs cite it."""
+    result: dict[str, list[str]] = {}
+    for citing_id, citations in table.items():
+        for pair in citations.pairs.values():
+            if pair.target.kind == "node":
+                result.setdefault(pair.target.key[len("node:"):], []).append(citing_id)
+    return result
+
+
+def _reason(pair: Pair, current: str | None, citing_hash: str) -> str | None:
+    if pair.forked:
+        return "forked"
+    if current is None:
+        return "target-missing"
+    if current != pair.target_hash:
+        return "target-changed"
+    if citing_hash != pair.citing_hash:
+        return "citing-edited"
+    return None
+
+
+def _live_links(node: Node) -> list[str]:
+    return list(node.meta.derived_from)
+
+
+def _same_link(a: str, b: str) -> bool:
+    return _link_identity(a) == _link_identity(b)
+
+
+def _link_in(link: str, links: Iterable[str]) -> bool:
+    wanted = _link_identity(link)
+    return any(_link_identity(other) == wanted for other in links)
+
+
+@lru_cache(maxsize=65536)
+def _link_identity(link: str) -> str:
+    try:
+        target = parse_target(link)
+    except EdgeError:
+        return link
+    if isinstance(target, NodeTarget):
+        return "node:" + title_key(target.title)
+    return target.link
+
+
+# -- the light read for hooks -----------------------------------------------------------------
+def stale_summary(vault: Vault, scope: str | None) -> list[dict[str, object]]:
+    """Recheck candidates a session of ``scope`` sees, as last computed on this device: the
+    scope's own, then Domain and Person ones (which every session sees).
+
+    Light (json only), for the session-start hook. It reflects the vault as of the last engine
+    call on this device (every write and every search recomputes it); a hand edit made since
+    then shows up after the next engine call.
+    """
+    try:
+        data = json.loads(vault.state(*SUMMARY_FILE).read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError, OSError):
+        return []
+    scopes = data.get("scopes", {}) if isinstance(data, dict) else {}
+    if not isinstance(scopes, dict):
+        return []
+    items = [*(scopes.get(scope, []) if scope else []), *scopes.get("", [])]
+    return [dict(item) for item in items if isinstance(item, dict)]

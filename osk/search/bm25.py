@@ -1,0 +1,315 @@
+"""BM25 Okapi over an inverted index that changes one document at a time.
+
+The scores are those of ``rank_bm25.BM25Okapi`` (k1 = 1.5, b = 0.75, epsilon = 0.25) on the
+same token lists, including its idf floor: a term in more than half of the documents has a
+negative raw idf, ``log(N - df + 0.5) - log(df + 0.5)``, and rank-bm25 replaces it with
+``epsilon * average_idf``, where the average runs over the raw idf of every term in the corpus
+(negative ones included). That average depends on N, so it cannot be kept as a running sum;
+we keep a histogram of document frequencies (how many terms occur in exactly d documents) and
+evaluate the average over its distinct d values, which are few, only when a query needs it.
+
+Documents are small integer slots. Postings live in two layers: the *base*, three flat arrays
+loaded from disk as they are (no per-entry work at load time), and *materialised* per-term
+dicts, made from the base the first time a term is changed or needs random access. Adding or
+removing one document touches only that document's terms: nothing is rebuilt on one change.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from array import array
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+
+K1 = 1.5
+B = 0.75
+EPSILON = 0.25
+
+Query = Iterable[str] | Mapping[str, float]
+Pairs = Iterable[tuple[int, int]]
+
+
+class Bm25:
+    """Postings ``term -> {slot: tf}``, document lengths, and BM25Okapi scoring."""
+
+    def __init__(self, k1: float = K1, b: float = B, epsilon: float = EPSILON) -> None:
+        self.k1, self.b, self.epsilon = k1, b, epsilon
+        self.lengths: dict[int, int] = {}
+        self.total_length = 0
+        self._dicts: dict[str, dict[int, int]] = {}  # materialised terms shadow the base
+        self._base_index: dict[str, int] = {}
+        self._base_offsets = array("I", [0])
+        self._base_slots = array("I")
+        self._base_tfs = array("I")
+        self._histogram: Counter[int] | None = None  # built on first need, then maintained
+        self._average_idf: tuple[int, float] | None = None
+        self._norms: dict[int, float] | None = None
+
+    # -- loading and saving ------------------------------------------------------------------
+    @classmethod
+    def from_base(
+        cls,
+        terms: list[str],
+        offsets: array,
+        slots: array,
+        tfs: array,
+        lengths: dict[int, int],
+    ) -> Bm25:
+        """Adopt persisted arrays as the base layer; term ``i`` owns ``offsets[i]:offsets[i+1]``."""
+        if len(offsets) != len(terms) + 1 or len(slots) != len(tfs):
+            raise ValueError("postings arrays do not fit together")
+        if offsets[0] != 0 or offsets[-1] != len(slots):
+            raise ValueError("postings offsets do not cover the postings")
+        index = cls()
+        index._base_index = {term: i for i, term in enumerate(terms)}
+        if len(index._base_index) != len(terms):
+            raise ValueError("a term appears twice in the postings")
+        index._base_offsets, index._base_slots, index._base_tfs = offsets, slots, tfs
+        index.lengths = lengths
+        index.total_length = sum(lengths.values())
+        return index
+
+    def to_base(self) -> tuple[list[str], array, array, array]:
+        """The current postings as (terms, offsets, slots, tfs), for writing to disk."""
+        terms: list[str] = []
+        offsets, slots, tfs = array("I", [0]), array("I"), array("I")
+        for term in self._all_terms():
+            before = len(slots)
+            materialised = self._dicts.get(term)
+            if materialised is not None:
+                slots.extend(materialised.keys())
+                tfs.extend(materialised.values())
+            else:
+                i = self._base_index[term]
+                a, b = self._base_offsets[i], self._base_offsets[i + 1]
+                slots.extend(self._base_slots[a:b])
+                tfs.extend(self._base_tfs[a:b])
+            if len(slots) > before:
+                terms.append(term)
+                offsets.append(len(slots))
+        return terms, offsets, slots, tfs
+
+    def _all_terms(self) -> Iterable[str]:
+        yield from self._base_index
+        for term in self._dicts:
+            if term not in self._base_index:
+                yield term
+
+    # -- postings access ---------------------------------------------------------------------
+    def df(self, term: str) -> int:
+        materialised = self._dicts.get(term)
+        if materialised is not None:
+            return len(materialised)
+        i = self._base_index.get(term)
+        return 0 if i is None else self._base_offsets[i + 1] - self._base_offsets[i]
+
+    def pairs(self, term: str) -> Pairs:
+        """(slot, tf) for every document holding ``term``."""
+        materialised = self._dicts.get(term)
+        if materialised is not None:
+            return materialised.items()
+        i = self._base_index.get(term)
+        if i is None:
+            return ()
+        a, b = self._base_offsets[i], self._base_offsets[i + 1]
+        return zip(self._base_slots[a:b], self._base_tfs[a:b], strict=True)
+
+    def postings(self, term: str) -> dict[int, int]:
+        """The term's postings as a dict (materialised and kept: later changes edit it)."""
+        materialised = self._dicts.get(term)
+        if materialised is None:
+            materialised = self._dicts[term] = dict(self.pairs(term))
+        return materialised
+
+    # -- changing ----------------------------------------------------------------------------
+    def add(self, slot: int, frequencies: Mapping[str, int], length: int) -> None:
+        """Index a document under a free slot."""
+        if slot in self.lengths:
+            raise KeyError(f"slot {slot} is already indexed; remove it first")
+        histogram = self._histogram
+        dicts = self._dicts
+        for term, tf in frequencies.items():
+            docs = dicts.get(term)
+            if docs is None:
+                docs = self.postings(term)
+            if histogram is not None:
+                if docs:
+                    histogram[len(docs)] -= 1
+                histogram[len(docs) + 1] += 1
+            docs[slot] = tf
+        self.lengths[slot] = length
+        self.total_length += length
+        self._changed()
+
+    def remove(self, slot: int, terms: Iterable[str]) -> None:
+        """Drop a document; ``terms`` are its distinct terms (the caller keeps them)."""
+        length = self.lengths.pop(slot, None)
+        if length is None:
+            return
+        self.total_length -= length
+        histogram = self._histogram
+        for term in terms:
+            docs = self.postings(term)
+            if slot not in docs:
+                continue
+            if histogram is not None:
+                histogram[len(docs)] -= 1
+            del docs[slot]
+            if histogram is not None and docs:
+                histogram[len(docs)] += 1
+        self._changed()
+
+    def _changed(self) -> None:
+        self._average_idf = None
+        self._norms = None
+
+    # -- statistics --------------------------------------------------------------------------
+    @property
+    def size(self) -> int:
+        return len(self.lengths)
+
+    def average_idf(self) -> float:
+        """Mean raw idf over all terms, as rank-bm25 computes it for its epsilon floor."""
+        n = self.size
+        cached = self._average_idf
+        if cached is not None and cached[0] == n:
+            return cached[1]
+        histogram = self._histogram
+        if histogram is None:
+            histogram = self._histogram = Counter(self.df(term) for term in self._all_terms())
+            histogram.pop(0, None)
+        total = 0.0
+        terms = 0
+        for df, count in histogram.items():
+            if count and df:
+                total += count * (math.log(n - df + 0.5) - math.log(df + 0.5))
+                terms += count
+        value = total / terms if terms else 0.0
+        self._average_idf = (n, value)
+        return value
+
+    def floored(self, query: Query, floor: float) -> bool:
+        """Whether ``floor`` raises the idf of any known term of ``query``."""
+        terms = query.keys() if isinstance(query, Mapping) else set(query)
+        return any(self.df(term) and self.idf(term) < floor for term in terms)
+
+    def idf(self, term: str) -> float:
+        df = self.df(term)
+        if not df:
+            return 0.0
+        raw = math.log(self.size - df + 0.5) - math.log(df + 0.5)
+        return self.epsilon * self.average_idf() if raw < 0 else raw
+
+    def norms(self) -> dict[int, float]:
+        """``k1 * (1 - b + b * dl / avgdl)`` per document, recomputed after a change."""
+        norms = self._norms
+        if norms is None:
+            avgdl = self.total_length / self.size if self.size else 1.0
+            base = self.k1 * (1 - self.b)
+            slope = self.k1 * self.b / avgdl if avgdl else 0.0
+            norms = self._norms = {slot: base + slope * dl for slot, dl in self.lengths.items()}
+        return norms
+
+    # -- scoring -----------------------------------------------------------------------------
+    def weights(self, query: Query, floor: float | None = None) -> list[tuple[str, float]]:
+        """Distinct known query terms with ``count * idf``, largest first.
+
+        rank-bm25 adds a term's contribution once per occurrence in the query, so a repeated
+        query term weighs its count times. A mapping gives each term its (possibly
+        fractional) count directly, which is how query expansion adds terms at lower weight.
+        ``floor`` raises any idf below it (see ``top``).
+        """
+        counts = query if isinstance(query, Mapping) else Counter(query)
+        pairs = [(term, count * (self.idf(term) if floor is None else max(self.idf(term), floor)))
+                 for term, count in counts.items() if count and self.df(term)]
+        pairs.sort(key=lambda pair: -pair[1])
+        return pairs
+
+    def scores(self, query: Query) -> dict[int, float]:
+        """BM25 score of every document sharing a term with the query (others score 0)."""
+        norms = self.norms()
+        k1p1 = self.k1 + 1
+        acc: dict[int, float] = {}
+        get = acc.get
+        for term, weight in self.weights(query):
+            w = weight * k1p1
+            for slot, tf in self.pairs(term):
+                acc[slot] = get(slot, 0.0) + w * tf / (tf + norms[slot])
+        return acc
+
+    def score(self, slot: int, query: Query, floor: float | None = None) -> float:
+        """The BM25 score of one document (0.0 when it shares no term with the query)."""
+        norms = self.norms()
+        k1p1 = self.k1 + 1
+        total = 0.0
+        for term, weight in self.weights(query, floor):
+            tf = self.postings(term).get(slot)
+            if tf:
+                total += weight * k1p1 * tf / (tf + norms[slot])
+        return total
+
+    def top(
+        self,
+        query: Query,
+        k: int,
+        *,
+        factor: Callable[[int], float],
+        max_factor: float,
+        floor: float | None = None,
+    ) -> dict[int, float]:
+        """Exact BM25 scores of a set of documents that holds every document that can reach
+        the top ``k`` by ``score * factor(slot)`` (a factor of 0 means "never returned").
+
+        With ``floor``, idf values below it are raised to it first, so every document that
+        shares a term with the query scores above zero. This only matters in corpora of one
+        or two documents, where rank-bm25's floor is itself negative and a note would not be
+        found by its own words; a caller that passes a floor gets BM25 scores only when no
+        weight was raised (``floored`` tells).
+
+        Term at a time, highest weight first. Once the k-th best candidate already beats
+        anything a document not seen yet could still collect from the remaining terms (their
+        weights times ``k1 + 1`` times ``max_factor``), the remaining terms are only added to
+        the candidates already held instead of opening every document in their long posting
+        lists. Every remaining term is still added to every candidate, so scores stay exact.
+        """
+        weights = self.weights(query, floor)
+        if not weights:
+            return {}
+        norms = self.norms()
+        k1p1 = self.k1 + 1
+        # A non-positive weight (tiny corpora, where even the idf floor is negative) breaks
+        # the bound, so such queries are scored exhaustively.
+        prunable = weights[-1][1] > 0 and k > 0
+        remaining = [0.0] * (len(weights) + 1)
+        for i in range(len(weights) - 1, -1, -1):
+            remaining[i] = remaining[i + 1] + weights[i][1] * k1p1
+        acc: dict[int, float] = {}
+        get = acc.get
+        closed = False
+        for i, (term, weight) in enumerate(weights):
+            w = weight * k1p1
+            df = self.df(term)
+            if not closed and prunable and df > 4 * len(acc) and len(acc) >= k:
+                closed = _kth(acc, k, factor) > remaining[i] * max_factor
+            if closed and df <= len(acc):
+                for slot, tf in self.pairs(term):
+                    if slot in acc:
+                        acc[slot] += w * tf / (tf + norms[slot])
+            elif closed:
+                docs = self.postings(term)
+                for slot in acc:
+                    tf = docs.get(slot)
+                    if tf:
+                        acc[slot] += w * tf / (tf + norms[slot])
+            else:
+                for slot, tf in self.pairs(term):
+                    acc[slot] = get(slot, 0.0) + w * tf / (tf + norms[slot])
+        return acc
+
+
+def _kth(acc: dict[int, float], k: int, factor: Callable[[int], float]) -> float:
+    """A lower bound on the k-th largest final score among the candidates (0 if unknown)."""
+    best = heapq.nlargest(4 * k + 16, acc.items(), key=lambda item: item[1])
+    ranked = sorted((score * factor(slot) for slot, score in best), reverse=True)
+    return ranked[k - 1] if len(ranked) >= k and ranked[k - 1] > 0 else 0.0

@@ -1,0 +1,196 @@
+"""The indexed documents in memory: one record per node, its postings, and the title tables.
+
+``Corpus`` is what the index keeps and what ranking reads. It changes one document at a time
+(``store``/``remove``) and turns into a snapshot and back (``snapshot``/``from_snapshot``).
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from osk.search import store
+from osk.search.bm25 import Bm25
+
+RACE_WINDOW_NS = 2_000_000_000  # same window as the catalog: FAT's mtime is 2 s coarse
+
+StatKey = tuple[int, int, int]
+
+
+@dataclass(slots=True)
+class SearchDoc:
+    """What the index knows about one node; ``visible`` callbacks receive these."""
+
+    path: str
+    id: str
+    title: str
+    summary: str
+    updated: str
+    space: str
+    scope: str | None
+    trust: str | None
+    created: float | None  # epoch seconds
+    valid_from: float | None
+    valid_to: float | None
+    supersedes: str | None  # title key of the node this one replaces
+    stat: StatKey
+    file_hash: str
+    read_ns: int  # when the file was read (time.time_ns, taken before reading)
+    length: int  # number of terms
+    title_key: str
+    loose_key: str
+
+    def record(self) -> list[Any]:
+        return [self.path, self.id, self.title, self.summary, self.updated, self.space,
+                self.scope, self.trust, self.created, self.valid_from, self.valid_to,
+                self.supersedes, *self.stat, self.file_hash, self.read_ns, self.length,
+                self.title_key, self.loose_key]
+
+    @classmethod
+    def from_record(cls, record: list[Any]) -> SearchDoc:
+        (path, node_id, title, summary, updated, space, scope, trust, created, valid_from,
+         valid_to, supersedes, size, mtime_ns, inode, file_hash, read_ns, length, tkey,
+         lkey) = record
+        return cls(path, node_id, title, summary, updated, space, scope, trust, created,
+                   valid_from, valid_to, supersedes, (size, mtime_ns, inode), file_hash,
+                   read_ns, length, tkey, lkey)
+
+    @property
+    def starts(self) -> float | None:
+        """When the claim starts to hold: valid_from, else created (osk.validity.start_of)."""
+        return self.valid_from if self.valid_from is not None else self.created
+
+    @property
+    def racy(self) -> bool:
+        """Read so soon after its last modification that a same-stat rewrite could hide."""
+        return self.read_ns - self.stat[1] < RACE_WINDOW_NS
+
+
+class Corpus:
+    """Documents by slot, their BM25 postings, and lookups by path, title and supersession."""
+
+    def __init__(self) -> None:
+        self.bm25 = Bm25()
+        self.docs: dict[int, SearchDoc] = {}
+        self.slot_of: dict[str, int] = {}
+        self.by_title: dict[str, set[int]] = {}  # title key -> slots
+        self.by_loose: dict[str, set[int]] = {}  # loose title key -> slots
+        self.successors: dict[str, set[int]] = {}  # title key -> slots that supersede it
+        self.version = 0  # bumped on every change
+        self._free: list[int] = []
+        self._next_slot = 0
+        self._doc_terms: dict[int, str] = {}  # distinct terms of documents stored here
+        self._base_terms: tuple[array, bytes] = (array("I", [0]), b"")
+        self._supersession: tuple[int, list[tuple[int, int]], set[int]] | None = None
+
+    # -- snapshots ----------------------------------------------------------------------------
+    @classmethod
+    def from_snapshot(cls, snapshot: store.Snapshot) -> Corpus:
+        corpus = cls()
+        lengths: dict[int, int] = {}
+        for slot, record in enumerate(snapshot.docs):
+            if record is None:
+                corpus._free.append(slot)
+                continue
+            doc = SearchDoc.from_record(record)
+            if snapshot.lengths[slot] != doc.length:
+                raise store.Damaged(f"length of slot {slot} disagrees with its record")
+            corpus.docs[slot] = doc
+            lengths[slot] = doc.length
+        corpus.bm25 = Bm25.from_base(snapshot.terms, snapshot.offsets, snapshot.slots,
+                                     snapshot.tfs, lengths)
+        corpus._base_terms = (snapshot.doc_term_offsets, snapshot.doc_terms)
+        corpus._next_slot = len(snapshot.docs)
+        corpus._free.reverse()  # reuse low slots first
+        for slot, doc in corpus.docs.items():
+            corpus.slot_of[doc.path] = slot
+            corpus._link(slot, doc)
+        return corpus
+
+    def snapshot(self, generation: str, params: dict[str, Any]) -> store.Snapshot:
+        terms, offsets, slots, tfs = self.bm25.to_base()
+        lengths = array("I", [0] * self._next_slot)
+        records: list[list[Any] | None] = [None] * self._next_slot
+        blobs: list[bytes] = [b""] * self._next_slot
+        for slot, doc in self.docs.items():
+            lengths[slot] = doc.length
+            records[slot] = doc.record()
+            blobs[slot] = " ".join(self.terms_of(slot)).encode("utf-8")
+        term_offsets = array("I", [0])
+        for blob in blobs:
+            term_offsets.append(term_offsets[-1] + len(blob))
+        return store.Snapshot(generation, params, terms, records, offsets, slots, tfs,
+                              lengths, term_offsets, b"".join(blobs))
+
+    # -- reading ------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.docs)
+
+    def get(self, path: str) -> SearchDoc | None:
+        slot = self.slot_of.get(path)
+        return None if slot is None else self.docs[slot]
+
+    def terms_of(self, slot: int) -> list[str]:
+        """A document's distinct terms: kept when it was stored in this process, else read
+        from the snapshot's per-document section (needed only to remove it)."""
+        terms = self._doc_terms.get(slot)
+        if terms is None:
+            offsets, blob = self._base_terms
+            terms = blob[offsets[slot]:offsets[slot + 1]].decode("utf-8")
+        return terms.split(" ") if terms else []
+
+    def supersession(self) -> tuple[list[tuple[int, int]], set[int]]:
+        """(superseded slot, superseding slot) pairs and the superseded slots; cached until
+        the corpus changes."""
+        cached = self._supersession
+        if cached is None or cached[0] != self.version:
+            pairs = [(old, new) for key, successors in self.successors.items()
+                     for old in self.by_title.get(key, ()) for new in successors if old != new]
+            cached = self._supersession = (self.version, pairs, {p[0] for p in pairs})
+        return cached[1], cached[2]
+
+    # -- changing -----------------------------------------------------------------------------
+    def store(self, doc: SearchDoc, frequencies: Mapping[str, int]) -> None:
+        """Add a document, or replace the one at the same path (only its postings change)."""
+        slot = self.slot_of.get(doc.path)
+        if slot is not None:
+            self._unlink(slot, self.docs[slot])
+            self.bm25.remove(slot, self.terms_of(slot))
+        else:
+            slot = self._free.pop() if self._free else self._next_slot
+            self._next_slot = max(self._next_slot, slot + 1)
+            self.slot_of[doc.path] = slot
+        self.docs[slot] = doc
+        self._doc_terms[slot] = " ".join(frequencies)
+        self.bm25.add(slot, frequencies, doc.length)
+        self._link(slot, doc)
+
+    def remove(self, path: str) -> bool:
+        slot = self.slot_of.pop(path, None)
+        if slot is None:
+            return False
+        doc = self.docs.pop(slot)
+        self._unlink(slot, doc)
+        self.bm25.remove(slot, self.terms_of(slot))
+        self._doc_terms.pop(slot, None)
+        self._free.append(slot)
+        return True
+
+    def _link(self, slot: int, doc: SearchDoc) -> None:
+        self.version += 1
+        self.by_title.setdefault(doc.title_key, set()).add(slot)
+        self.by_loose.setdefault(doc.loose_key, set()).add(slot)
+        if doc.supersedes:
+            self.successors.setdefault(doc.supersedes, set()).add(slot)
+
+    def _unlink(self, slot: int, doc: SearchDoc) -> None:
+        self.version += 1
+        for table, key in ((self.by_title, doc.title_key), (self.by_loose, doc.loose_key),
+                           (self.successors, doc.supersedes)):
+            slots = table.get(key) if key else None
+            if slots is not None:
+                slots.discard(slot)
+                if not slots:
+                    del table[key]

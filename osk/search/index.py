@@ -1,0 +1,507 @@
+"""SearchIndex: the vault's incremental, persisted search index, kept fresh without rebuilds.
+
+Freshness. The index is a cache of the node files, validated by stat key (size, mtime_ns,
+inode) the way the catalog is. Three paths keep it current:
+
+- ``sync(catalog, changes)``: the engine hands over what its catalog just (re)read, after a
+  write or its own refresh. Only those paths are touched.
+- A throttled walk: ``search`` stats the Space folders at most once per ``refresh_interval``
+  (1 s) and re-reads only files whose stat key changed. Any search that starts one interval
+  or more after a person's hand edit, add or delete sees it, and a burst of searches stats
+  nothing. We chose this over a background thread: no second thread shares the index with
+  the engine, nothing runs while nobody searches (a server can sit idle all day), and the
+  cost is bounded and paid where it is visible (docs/performance.md has the walk time per
+  vault size).
+- The mtime race: a file read less than ``RACE_WINDOW_NS`` after its mtime may be rewritten
+  within the same clock tick without its stat key changing, so such an entry is re-read (and
+  compared by content hash) on every walk until it is old enough, in this process and after
+  a reload.
+
+Protected regions (``osk.protection``): what is indexed is what readers are served, the
+approved version while a change waits for review; when the approvals ledger changes, the
+files in the old and new regions are read again.
+
+Persistence (``store``): a snapshot plus a journal of per-document changes under
+``vault.state("index")``. A missing, damaged or outdated snapshot is rebuilt from the files.
+Each change appends one journal line; the snapshot is rewritten once the journal holds a
+quarter of the corpus (or on ``flush``), so no single change rewrites the corpus.
+
+Ranking is ``ranking.Ranking``; the documents and postings are ``corpus.Corpus``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+import unicodedata
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from osk import clock
+from osk.errors import OskError, SearchError
+from osk.fsutil import sha256_text
+from osk.search import store
+from osk.search.bm25 import EPSILON, K1, B
+from osk.search.corpus import RACE_WINDOW_NS, Corpus, SearchDoc, StatKey
+from osk.search.ranking import Hit, Markers, Ranking, Visible
+from osk.search.tokenize import TOKENIZER_VERSION, loose_key, tokenize
+from osk.titles import title_key
+from osk.vault import SCOPE, SPACES, Vault
+
+if TYPE_CHECKING:
+    from osk.catalog import Catalog, Changes
+    from osk.node import Node
+
+DEFAULT_K = 8
+MAX_K = 50
+REFRESH_INTERVAL = 1.0  # seconds between freshness walks started by searches
+
+# osk.protection.APPROVALS (a test keeps the two equal): while this ledger does not exist no
+# region is protected, and the index never imports osk.protection.
+APPROVALS_LEDGER = "approvals"
+
+# What a snapshot was built with; one that differs is rebuilt, not trusted.
+PARAMS: dict[str, Any] = {
+    "tokenizer": TOKENIZER_VERSION, "k1": K1, "b": B, "epsilon": EPSILON,
+    "fields": "title+summary+body",
+}
+
+
+@dataclass
+class Refreshed:
+    """What one freshness walk changed (vault-relative paths)."""
+
+    added: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.added or self.changed or self.removed)
+
+
+class SearchIndex:
+    """The search index of one vault. Cheap to construct; loads on first use."""
+
+    def __init__(self, vault: Vault, *, refresh_interval: float = REFRESH_INTERVAL) -> None:
+        self.vault = vault
+        self.directory = vault.state("index")
+        self.refresh_interval = refresh_interval
+        self.load_report = ""  # how the last load went: loaded / built / rebuilt: reason
+        self._root = str(vault.root)
+        self._lock = threading.RLock()
+        self._loaded = False
+        self._reset_memory()
+
+    def _reset_memory(self) -> None:
+        self._corpus = Corpus()
+        self._rejects: dict[str, tuple[StatKey, int]] = {}  # unusable files: stat, read time
+        self._regions: tuple[str, ...] = ()
+        self._approvals: object = None  # the approvals ledger's stat when regions were read
+        self._last_walk = -math.inf
+        self._generation = ""
+        self._journal_ops = 0
+        self._pending: list[list[Any]] = []
+
+    # -- public API ---------------------------------------------------------------------------
+    def sync(self, catalog: Catalog, changes: Changes, *, walked: bool = False) -> None:
+        """Apply what the catalog just read: added/changed paths re-index, removed ones go.
+
+        ``walked``: the catalog has just stat-ed every node file (a full refresh, including one
+        that found nothing). Once this index has walked the files itself, such a walk counts as
+        its own and the next search does not stat everything again.
+        """
+        with self._lock:
+            self._ensure_loaded()
+            now = time.time_ns()
+            for rel in (*changes.added, *changes.changed):
+                if not _searchable_path(rel):
+                    continue
+                entry = catalog.entries.get(rel)
+                if entry is None or entry.node is None:
+                    self._drop(rel)
+                    continue
+                doc = self._corpus.get(rel)  # a catalog's first refresh reports all as added
+                if doc is not None and doc.stat == entry.stat and not doc.racy:
+                    continue
+                self._put_node(entry.node, entry.stat, now)
+            for rel in changes.removed:
+                self._drop(rel)
+            if walked and self._last_walk > -math.inf:
+                for rel in self._check_protection():
+                    self._reread(rel, now)
+                self._last_walk = time.monotonic()
+            self._commit()
+
+    def refresh(self) -> Refreshed:
+        """Walk the Spaces now and re-read whatever changed on disk."""
+        with self._lock:
+            self._ensure_loaded()
+            result = self._walk_and_reconcile()
+            self._commit()
+            return result
+
+    def search(
+        self,
+        query: str,
+        *,
+        k: int = DEFAULT_K,
+        scope: str | None = None,
+        visible: Visible | None = None,
+        markers: Markers | None = None,
+        as_of: str | datetime | None = None,
+    ) -> list[Hit]:
+        """Ranked hits for ``query`` (the order is described in ``osk.search.ranking``).
+
+        ``scope``: the session's scope (locality). ``visible(doc)``: False hides a node (scope
+        isolation). ``markers(ids)``: extra markers per node id (recheck, conflict, …).
+        ``as_of``: only nodes that existed and were valid then (a date or a timestamp).
+        """
+        if not isinstance(query, str) or not query.strip():
+            raise SearchError("the search query is empty; give words or a title to look for")
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise SearchError(f"k must be a whole number from 1 to {MAX_K} (got {k!r})")
+        k = min(k, MAX_K)
+        moment = _moment(as_of)
+        with self._lock:
+            self._ensure_loaded()
+            if time.monotonic() - self._last_walk >= self.refresh_interval:
+                self._walk_and_reconcile()
+                self._commit()
+            ranking = Ranking(self._corpus, scope=scope, visible=visible, moment=moment,
+                              explicit_time=as_of is not None)
+            return ranking.hits(ranking.rank(query, k), markers)
+
+    def flush(self) -> None:
+        """Fold the journal into a fresh snapshot (a bulk import calls this at its end)."""
+        with self._lock:
+            if self._loaded:
+                self._commit()
+                self._compact()
+
+    def rebuild(self) -> None:
+        """Forget everything persisted and index the files again."""
+        with self._lock:
+            self._reset_memory()
+            self._build("rebuilt: requested")
+            self._loaded = True
+
+    def __len__(self) -> int:
+        with self._lock:
+            self._ensure_loaded()
+            return len(self._corpus)
+
+    def doc(self, path: str) -> SearchDoc | None:
+        with self._lock:
+            self._ensure_loaded()
+            return self._corpus.get(path)
+
+    # -- loading ------------------------------------------------------------------------------
+    def _ensure_loaded(self) -> None:
+        if self._loaded:
+            return
+        try:
+            snapshot = store.read_snapshot(self.directory, PARAMS)
+            self._corpus = Corpus.from_snapshot(snapshot)
+            self._generation = snapshot.generation
+        except store.Missing:
+            self._reset_memory()
+            self._build("built: no index on disk")
+        except (store.Damaged, ValueError, TypeError, KeyError, IndexError) as exc:
+            self._reset_memory()
+            self._build(f"rebuilt: damaged index ({exc})")
+        else:
+            ops, unusable = store.read_journal(self.directory, self._generation)
+            try:
+                for op in ops:
+                    self._replay(op)
+            except (ValueError, TypeError, KeyError, IndexError) as exc:
+                self._reset_memory()
+                self._build(f"rebuilt: damaged journal ({exc})")
+            else:
+                self.load_report = "loaded"
+                self._journal_ops = len(ops)
+                if unusable or self._journal_ops > self._compact_threshold():
+                    self._compact()
+        self._loaded = True
+
+    def _build(self, report: str) -> None:
+        now = time.time_ns()
+        for rel, stat in _walk(self.vault.root):
+            self._read_file(rel, stat, None, now)
+        self._last_walk = time.monotonic()
+        self._pending.clear()
+        self._compact()
+        self.load_report = report
+
+    def _replay(self, op: list[Any]) -> None:
+        kind = op[0]
+        if kind == "put":
+            doc = SearchDoc.from_record(op[1])
+            self._corpus.store(doc, {str(term): int(tf) for term, tf in op[2].items()})
+        elif kind == "stat":
+            doc = self._corpus.get(op[1])
+            if doc is not None:
+                doc.stat, doc.read_ns = (op[2], op[3], op[4]), op[5]
+        elif kind == "del":
+            self._corpus.remove(op[1])
+        else:
+            raise ValueError(f"unknown journal record {kind!r}")
+
+    # -- persistence --------------------------------------------------------------------------
+    def _compact_threshold(self) -> int:
+        return max(500, len(self._corpus) // 4)
+
+    def _commit(self) -> None:
+        """Append pending changes to the journal; fold it into a snapshot when it is long."""
+        if not self._pending:
+            return
+        ops, self._pending = self._pending, []
+        try:
+            store.append_journal(self.directory, ops)
+        except OSError:
+            self._compact()  # the journal vanished or cannot be written: start a fresh pair
+            return
+        self._journal_ops += len(ops)
+        if self._journal_ops > self._compact_threshold():
+            self._compact()
+
+    def _compact(self) -> None:
+        generation = store.new_generation()
+        self.directory.mkdir(parents=True, exist_ok=True)
+        store.write_snapshot(self.directory, self._corpus.snapshot(generation, PARAMS))
+        store.reset_journal(self.directory, generation)
+        self._generation = generation
+        self._journal_ops = 0
+        self._pending.clear()
+
+    # -- freshness ----------------------------------------------------------------------------
+    def _walk_and_reconcile(self) -> Refreshed:
+        result = Refreshed()
+        now = time.time_ns()
+        corpus = self._corpus
+        seen: dict[str, StatKey] = dict(_walk(self.vault.root))
+        forced = self._check_protection()
+        for rel, stat in seen.items():
+            doc = corpus.get(rel)
+            if doc is None:
+                rejected = self._rejects.get(rel)
+                if (rejected is not None and rejected[0] == stat and not _racy(*rejected)
+                        and rel not in forced):
+                    continue
+                if self._read_file(rel, stat, None, now):
+                    result.added.append(rel)
+            elif doc.stat != stat or doc.racy or rel in forced:
+                before = doc.file_hash
+                if not self._read_file(rel, stat, None if rel in forced else doc, now):
+                    result.removed.append(rel)
+                elif corpus.get(rel).file_hash != before:  # type: ignore[union-attr]
+                    result.changed.append(rel)
+        for rel in [rel for rel in corpus.slot_of if rel not in seen]:
+            self._drop(rel)
+            result.removed.append(rel)
+        for rel in [rel for rel in self._rejects if rel not in seen]:
+            del self._rejects[rel]
+        self._last_walk = time.monotonic()
+        return result
+
+    def _reread(self, rel: str, now: int) -> None:
+        try:
+            st = os.stat(os.path.join(self._root, rel))
+        except FileNotFoundError:
+            self._drop(rel)
+            return
+        self._read_file(rel, (st.st_size, st.st_mtime_ns, st.st_ino), None, now)
+
+    def _read_file(self, rel: str, stat: StatKey, previous: SearchDoc | None, now: int) -> bool:
+        """(Re)index one file; False when it is gone or not a valid node (then unindexed)."""
+        try:
+            with open(os.path.join(self._root, rel), encoding="utf-8") as handle:
+                text = handle.read()
+        except FileNotFoundError:
+            self._drop(rel)
+            return False
+        except (OSError, UnicodeDecodeError):
+            self._reject(rel, stat, now)
+            return False
+        file_hash = sha256_text(text)
+        if previous is not None and previous.file_hash == file_hash:
+            previous.stat, previous.read_ns = stat, now
+            self._pending.append(["stat", rel, *stat, now])
+            return True
+        node = _parse(rel, text)
+        if node is None:
+            self._reject(rel, stat, now)
+            return False
+        self._put_node(node, stat, now, file_hash, force=previous is None)
+        return rel in self._corpus.slot_of
+
+    def _reject(self, rel: str, stat: StatKey, now: int) -> None:
+        self._drop(rel)
+        self._rejects[rel] = (stat, now)
+
+    # -- protected regions ----------------------------------------------------------------------
+    def _served(self, rel: str, node: Node) -> Node | None:
+        """The version readers must see (the approved one while a protected change waits), or
+        None while the file must be treated as absent: a pending creation, or an approved
+        version that has not reached this device yet."""
+        if not self._protected():
+            return node
+        protection = _protection()
+        try:
+            served = protection.served(self.vault, rel, node.text)
+        except OskError:
+            return None
+        if served.text is None:
+            return None
+        return node if served.text == node.text else _parse(rel, served.text)
+
+    def _protected(self) -> bool:
+        return self.vault.ledger_path(APPROVALS_LEDGER).exists()
+
+    def _check_protection(self) -> set[str]:
+        """Paths to re-read because the protected regions or their approvals changed."""
+        if not self._protected():
+            stale_regions, self._regions, self._approvals = self._regions, (), None
+        else:
+            protection = _protection()
+            generation = protection.generation(self.vault)
+            if generation == self._approvals:
+                return set()
+            regions = protection.regions(self.vault)
+            stale_regions = (*self._regions, *regions)
+            self._regions, self._approvals = regions, generation
+        if not stale_regions:
+            return set()
+        return {rel for rel in (*self._corpus.slot_of, *self._rejects)
+                if any(rel == r or rel.startswith(r.rstrip("/") + "/") for r in stale_regions)}
+
+    # -- changing the index ---------------------------------------------------------------------
+    def _put_node(self, node: Node, stat: StatKey, read_ns: int, file_hash: str = "",
+                  *, force: bool = False) -> None:
+        rel = node.path
+        file_hash = file_hash or node.file_hash
+        current = self._corpus.get(rel)
+        if current is not None and not force and current.file_hash == file_hash:
+            if current.stat != stat or current.read_ns != read_ns:
+                current.stat, current.read_ns = stat, read_ns
+                self._pending.append(["stat", rel, *stat, read_ns])
+            return
+        served = self._served(rel, node)
+        if served is None:  # readers must treat it as absent for now
+            self._reject(rel, stat, read_ns)
+            return
+        self._rejects.pop(rel, None)
+        meta = served.meta
+        title = _title_of(rel)
+        tokens = tokenize(title) + tokenize(meta.summary) + tokenize(served.body)
+        frequencies = Counter(tokens)
+        supersedes = _link_title(meta.supersedes)
+        doc = SearchDoc(
+            path=rel, id=meta.id, title=title, summary=meta.summary, updated=meta.updated,
+            space=rel.split("/", 1)[0], scope=_scope_of(rel), trust=meta.trust_state,
+            created=_epoch(meta.created), valid_from=_epoch(meta.valid_from),
+            valid_to=_epoch(meta.valid_to),
+            supersedes=title_key(supersedes) if supersedes else None,
+            stat=stat, file_hash=file_hash, read_ns=read_ns, length=len(tokens),
+            title_key=title_key(title), loose_key=loose_key(title),
+        )
+        self._corpus.store(doc, frequencies)
+        self._pending.append(["put", doc.record(), dict(frequencies)])
+
+    def _drop(self, rel: str) -> None:
+        if self._corpus.remove(rel):
+            self._pending.append(["del", rel])
+
+
+# -- helpers ------------------------------------------------------------------------------------
+def _walk(root: Path) -> Iterator[tuple[str, StatKey]]:
+    """Every ``.md`` file under the three Spaces with its stat key (hidden entries skipped)."""
+    for space in SPACES:
+        yield from _walk_dir(root / space, space)
+
+
+def _walk_dir(directory: Path | str, prefix: str) -> Iterator[tuple[str, StatKey]]:
+    try:
+        with os.scandir(directory) as it:
+            entries = list(it)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    for entry in entries:
+        name = entry.name
+        if name.startswith("."):
+            continue
+        rel = f"{prefix}/{name}"
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                yield from _walk_dir(entry.path, rel)
+            elif name.endswith(".md") and entry.is_file(follow_symlinks=False):
+                st = entry.stat(follow_symlinks=False)
+                yield rel, (st.st_size, st.st_mtime_ns, st.st_ino)
+        except FileNotFoundError:
+            continue
+
+
+def _racy(stat: StatKey, read_ns: int) -> bool:
+    return read_ns - stat[1] < RACE_WINDOW_NS
+
+
+def _title_of(rel: str) -> str:
+    """A node's title from its path (osk.node.title_from_path, without pathlib's cost)."""
+    return unicodedata.normalize("NFC", rel.rsplit("/", 1)[-1].removesuffix(".md"))
+
+
+def _scope_of(rel: str) -> str | None:
+    parts = rel.split("/", 2)
+    return parts[1] if len(parts) == 3 and parts[0] == SCOPE else None
+
+
+def _searchable_path(rel: str) -> bool:
+    return rel.split("/", 1)[0] in SPACES and rel.endswith(".md")
+
+
+def _parse(rel: str, text: str) -> Node | None:
+    from osk import node as node_mod  # pydantic: imported only when a file must be read
+    from osk.errors import ContractError
+
+    try:
+        return node_mod.parse(rel, text)
+    except ContractError:
+        return None
+
+
+def _protection() -> Any:
+    from osk import protection  # only once an approvals ledger exists (see _protected)
+
+    return protection
+
+
+def _link_title(link: str | None) -> str | None:
+    if not link:
+        return None
+    inner = link[2:-2] if link.startswith("[[") and link.endswith("]]") else link
+    return inner.split("|", 1)[0].split("#", 1)[0].strip() or None
+
+
+def _epoch(text: str | None) -> float | None:
+    return clock.parse(text).timestamp() if text else None
+
+
+def _moment(as_of: str | datetime | None) -> float:
+    if as_of is None:
+        return clock.now().timestamp()
+    if isinstance(as_of, datetime):
+        if as_of.tzinfo is None:
+            raise SearchError("as_of must carry a UTC offset, e.g. 2026-11-29T18:02+09:00")
+        return as_of.timestamp()
+    from osk.validity import parse_as_of  # one reading of as_of for every reader
+
+    try:
+        return parse_as_of(as_of).timestamp()
+    except OskError as exc:
+        raise SearchError(str(exc)) from None

@@ -1,0 +1,238 @@
+"""Ranking one query over the corpus: title precedence, BM25, locality, validity, markers.
+
+The order (weights tuned on the dev set; the figures are in docs/performance.md):
+
+1. A query equal to a title after NFC + case folding ranks first; then a query equal to a
+   title up to punctuation and spacing (titles cannot hold ``: / # ?``); then by score.
+2. score = BM25 of the query's terms (function words dropped, a small cross-language
+   expansion: ``expand``) over title + summary + body, × locality × validity, plus what a
+   superseded node passes on to the node that supersedes it.
+3. Locality: the session's own scope ×2.0, Domain and Person ×1.5, other scopes ×1.0. Only
+   the ratios matter; 4:3:2 was the best of the grid tried and its neighbours scored within
+   0.01 nDCG.
+4. Validity: a node superseded by another (whose ``supersedes`` names it and whose claim has
+   started), or past its ``valid_to``, or before its ``valid_from``, is demoted ×0.75 and
+   marked ``superseded`` / ``expired`` / ``not-yet-valid``; its successor gains the demoted
+   node's score, so the newer node outranks the one it replaces. With an explicit ``as_of``
+   only nodes that existed and were valid then are returned.
+
+Isolation is not a ranking matter: ``visible`` (the caller's rule, e.g. ``scope_visibility``)
+removes a node before anything else looks at it. Workbench and ``_governance`` files never
+enter the corpus; ``factor`` refuses them again as a guard.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from osk.search.corpus import Corpus, SearchDoc
+from osk.search.expand import query_terms
+from osk.search.tokenize import loose_key
+from osk.titles import title_key
+from osk.vault import SCOPE, SPACES, Vault
+
+LOCALITY_OWN = 2.0
+LOCALITY_SHARED = 1.5  # Domain and Person
+LOCALITY_OTHER = 1.0
+VALIDITY_DEMOTION = 0.75
+IDF_FLOOR = 0.01  # ranking only: keeps a one- or two-note vault findable (see Bm25.top)
+
+Visible = Callable[[SearchDoc], bool]
+Markers = Callable[[list[str]], Mapping[str, Iterable[str]]]
+Ranked = tuple[int, int, float, float]  # slot, title tier, final score, bm25
+
+
+@dataclass(frozen=True)
+class Hit:
+    title: str
+    path: str
+    id: str
+    summary: str
+    updated: str
+    score: float  # the ranking score (BM25 × locality × validity, plus inheritance)
+    markers: tuple[str, ...] = ()
+    space: str = ""
+    scope: str | None = None
+    match: str = "text"  # "title" | "title-loose" | "text"
+    bm25: float = 0.0  # BM25Okapi of the query's terms alone
+
+
+def scope_visibility(vault: Vault, scope: str | None) -> Visible | None:
+    """The vault's isolation rule as a ``visible`` callback for a session bound to ``scope``.
+
+    With ``scope_isolation`` on (the default), another scope's nodes are invisible unless the
+    person listed that scope in ``shared_scopes``. A session bound to no scope sees all.
+    """
+    settings = vault.settings()
+    if not settings.scope_isolation or scope is None:
+        return None
+    allowed = frozenset(title_key(name) for name in (scope, *settings.shared_scopes))
+    return lambda doc: doc.space != SCOPE or title_key(doc.scope or "") in allowed
+
+
+class Ranking:
+    """One query's view of the corpus: who may be returned, and with what factor."""
+
+    def __init__(self, corpus: Corpus, *, scope: str | None, visible: Visible | None,
+                 moment: float, explicit_time: bool) -> None:
+        self.corpus = corpus
+        self.scope = scope
+        self.scope_key = title_key(scope) if scope is not None else None
+        self.visible = visible
+        self.moment = moment
+        self.explicit_time = explicit_time
+        self._factors: dict[int, float] = {}
+        self._pairs, self._superseded = corpus.supersession()
+
+    # -- the order ----------------------------------------------------------------------------
+    def rank(self, query: str, k: int) -> list[Ranked]:
+        """The best k, best first.
+
+        Only as many candidates as can still reach the top k are looked at (visibility,
+        validity): candidates come in descending BM25 order and stop once even the largest
+        factor cannot lift the next one past the k-th best final score. Nodes in a
+        supersession pair are scored explicitly, so what they pass on is exact too.
+        """
+        corpus, factor = self.corpus, self.factor
+        bm25 = corpus.bm25
+        terms = query_terms(query)
+        # the largest factor any node can get: its own scope's only when there is a scope
+        ceiling = max(LOCALITY_SHARED, LOCALITY_OTHER,
+                      LOCALITY_OWN if self.scope is not None else 0.0)
+        raw = bm25.top(terms, k, factor=factor, max_factor=ceiling, floor=IDF_FLOOR)
+        for slot in {slot for pair in self._pairs for slot in pair}.difference(raw):
+            score = bm25.score(slot, terms, floor=IDF_FLOOR)
+            if score:
+                raw[slot] = score
+        pool: dict[int, float] = {}
+        for slot in self._superseded.intersection(raw):
+            successor = self._current_successor(slot)
+            if successor is not None and factor(slot) > 0:
+                if successor not in pool:
+                    pool[successor] = raw.get(successor, 0.0) * factor(successor)
+                pool[successor] += raw[slot] * factor(slot)
+        tiers: dict[int, int] = {}
+        for tier, table, key in ((1, corpus.by_loose, loose_key(query)),
+                                 (2, corpus.by_title, title_key(query))):
+            for slot in table.get(key, ()) if key else ():
+                if factor(slot) > 0:
+                    tiers[slot] = tier
+                    pool.setdefault(slot, raw.get(slot, 0.0) * factor(slot))
+        best = heapq.nsmallest(k, pool.values())  # a min-heap: best[0] is the k-th best
+        heapq.heapify(best)
+        first = heapq.nlargest(2 * k + 16, raw.items(), key=_second)
+        self._take(first, pool, best, k, ceiling)
+        if len(first) < len(raw):  # the rest, only as far as it could still reach the top k
+            bar = best[0] / ceiling * (1 - 1e-12) if len(best) >= k else -math.inf
+            seen = {slot for slot, _ in first}
+            rest = sorted(((slot, score) for slot, score in raw.items()
+                           if score >= bar and slot not in seen), key=_second, reverse=True)
+            self._take(rest, pool, best, k, ceiling)
+        docs = corpus.docs
+        order = sorted(pool, key=lambda s: (-tiers.get(s, 0), -pool[s], docs[s].path))[:k]
+        if bm25.floored(terms, IDF_FLOOR):  # tiny corpus: report true BM25 scores
+            raw = {s: bm25.score(s, terms) for s in order}
+        return [(s, tiers.get(s, 0), pool[s], raw.get(s, 0.0)) for s in order]
+
+    def _take(self, candidates: list[tuple[int, float]], pool: dict[int, float],
+              best: list[float], k: int, ceiling: float) -> None:
+        """Score candidates (best BM25 first) into ``pool`` until none can reach the top k."""
+        factor = self.factor
+        for slot, score in candidates:
+            if len(best) >= k and score * ceiling < best[0]:
+                break
+            if slot in pool or factor(slot) <= 0:
+                continue
+            final = pool[slot] = score * factor(slot)
+            if len(best) < k:
+                heapq.heappush(best, final)
+            elif final > best[0]:
+                heapq.heapreplace(best, final)
+
+    # -- factors ------------------------------------------------------------------------------
+    def factor(self, slot: int) -> float:
+        """Locality × validity for a node, 0 when it must not be returned. Cached per query."""
+        value = self._factors.get(slot)
+        if value is None:
+            value = self._factors[slot] = self._factor(slot)
+        return value
+
+    def _factor(self, slot: int) -> float:
+        doc = self.corpus.docs[slot]
+        if doc.space not in SPACES:  # Workbench and _governance never reach the corpus
+            return 0.0
+        if self.visible is not None and not self.visible(doc):
+            return 0.0
+        valid = _valid_at(doc, self.moment)
+        if self.explicit_time and (not valid or (doc.created or 0.0) > self.moment):
+            return 0.0
+        if doc.space == SCOPE:
+            own = self.scope is not None and doc.scope is not None and (
+                doc.scope == self.scope or title_key(doc.scope) == self.scope_key)
+            value = LOCALITY_OWN if own else LOCALITY_OTHER
+        else:
+            value = LOCALITY_SHARED
+        if not valid or (slot in self._superseded and self._superseded_by(doc) is not None):
+            value *= VALIDITY_DEMOTION
+        return value
+
+    def _superseded_by(self, doc: SearchDoc) -> int | None:
+        """A node in force that names ``doc`` in its ``supersedes`` (lowest slot if several)."""
+        for slot in sorted(self.corpus.successors.get(doc.title_key, ())):
+            successor = self.corpus.docs[slot]
+            if successor.path == doc.path or (successor.starts or 0.0) > self.moment:
+                continue
+            if self.explicit_time and not _valid_at(successor, self.moment):
+                continue
+            return slot
+        return None
+
+    def _current_successor(self, slot: int) -> int | None:
+        """The newest node in the supersession chain after ``slot`` that may be returned."""
+        current, seen = slot, {slot}
+        for _ in range(16):
+            nxt = self._superseded_by(self.corpus.docs[current])
+            if nxt is None or nxt in seen:
+                break
+            seen.add(nxt)
+            current = nxt
+        return current if current != slot and self.factor(current) > 0 else None
+
+    # -- hits ---------------------------------------------------------------------------------
+    def hits(self, ranked: list[Ranked], markers: Markers | None) -> list[Hit]:
+        docs = [self.corpus.docs[slot] for slot, *_ in ranked]
+        extra = markers([doc.id for doc in docs]) if markers and docs else {}
+        hits = []
+        for doc, (_, tier, score, bm25) in zip(docs, ranked, strict=True):
+            labels = set(extra.get(doc.id, ()))
+            labels.update(self.validity_markers(doc))
+            hits.append(Hit(
+                title=doc.title, path=doc.path, id=doc.id, summary=doc.summary,
+                updated=doc.updated, score=round(score, 6), markers=tuple(sorted(labels)),
+                space=doc.space, scope=doc.scope,
+                match=("text", "title-loose", "title")[tier], bm25=bm25,
+            ))
+        return hits
+
+    def validity_markers(self, doc: SearchDoc) -> list[str]:
+        labels = []
+        if doc.title_key in self.corpus.successors and self._superseded_by(doc) is not None:
+            labels.append("superseded")
+        if doc.valid_to is not None and doc.valid_to <= self.moment:
+            labels.append("expired")
+        if doc.valid_from is not None and doc.valid_from > self.moment:
+            labels.append("not-yet-valid")
+        return labels
+
+
+def _valid_at(doc: SearchDoc, moment: float) -> bool:
+    if doc.valid_from is not None and doc.valid_from > moment:
+        return False
+    return not (doc.valid_to is not None and doc.valid_to <= moment)
+
+
+def _second(item: tuple[int, float]) -> float:
+    return item[1]

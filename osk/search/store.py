@@ -1,0 +1,204 @@
+"""The search index on disk: a snapshot plus an append-only journal, in device state.
+
+Both files live in ``.osk/index/`` (never synced). They are a cache of what the node files
+say: every entry carries the stat key of the file it was read from, and a loader trusts an
+entry only while the file still has that stat key (see ``SearchIndex``). So a lost journal
+line, a stale snapshot or a second process's concurrent write costs a re-read, never a wrong
+answer, and the files need no lock.
+
+Snapshot (``snapshot.bin``)::
+
+    OSK-SEARCH-INDEX\\n
+    {"version": 1, "params": {...}, "generation": "...", "sections": [...], "crc32": N}\\n
+    <meta JSON><offsets><slots><tfs><lengths><doc term offsets><doc terms>
+
+``meta`` is UTF-8 JSON (the vocabulary and per-document records); the array sections are raw
+``array('I')`` bytes in the machine's byte order, and the last one is each document's distinct
+terms as UTF-8 (needed only to remove a document), so loading them is a copy, not a parse.
+The CRC covers every byte after the header line, so truncation and bit damage are both
+caught. No pickle or marshal: nothing in these files is ever executed or trusted blindly.
+
+Journal (``journal.jsonl``): a header line naming the snapshot generation it extends, then
+one ``CRC32HEX JSON`` line per change. A journal for another generation is ignored; replay
+stops at the first damaged line (a torn append), and the index then rewrites both files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import uuid
+import zlib
+from array import array
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from osk.fsutil import atomic_write
+
+FORMAT_VERSION = 1
+MAGIC = b"OSK-SEARCH-INDEX\n"
+SNAPSHOT = "snapshot.bin"
+JOURNAL = "journal.jsonl"
+_ARRAY_SECTIONS = ("offsets", "slots", "tfs", "lengths", "doc_term_offsets")
+
+
+class Damaged(Exception):
+    """A persisted index file cannot be used; the message says why. The index rebuilds."""
+
+
+class Missing(Damaged):
+    """There is no persisted index yet."""
+
+
+@dataclass
+class Snapshot:
+    generation: str
+    params: dict[str, Any]
+    terms: list[str]
+    docs: list[list[Any] | None]  # by slot; None for a free slot
+    offsets: array
+    slots: array
+    tfs: array
+    lengths: array  # by slot
+    doc_term_offsets: array  # by slot, one more than slots: doc i's terms are
+    doc_terms: bytes  # doc_terms[doc_term_offsets[i]:doc_term_offsets[i + 1]], space-joined
+
+
+def new_generation() -> str:
+    return uuid.uuid4().hex
+
+
+# -- snapshot -------------------------------------------------------------------------------
+def write_snapshot(directory: Path, snapshot: Snapshot) -> int:
+    """Write the snapshot atomically; returns its size in bytes."""
+    meta = json.dumps(
+        {"terms": snapshot.terms, "docs": snapshot.docs},
+        ensure_ascii=False, separators=(",", ":"),
+    ).encode("utf-8")
+    parts = ([meta] + [getattr(snapshot, name).tobytes() for name in _ARRAY_SECTIONS]
+             + [snapshot.doc_terms])
+    body = b"".join(parts)
+    header = {
+        "version": FORMAT_VERSION,
+        "params": snapshot.params,
+        "generation": snapshot.generation,
+        "byteorder": sys.byteorder,
+        "itemsize": array("I").itemsize,
+        "sections": [len(part) for part in parts],
+        "crc32": zlib.crc32(body),
+    }
+    data = MAGIC + json.dumps(header, separators=(",", ":")).encode("ascii") + b"\n" + body
+    atomic_write(directory / SNAPSHOT, data)
+    return len(data)
+
+
+def read_snapshot(directory: Path, params: dict[str, Any]) -> Snapshot:
+    """Read and check the snapshot; raise Missing or Damaged (with the reason) otherwise."""
+    try:
+        data = (directory / SNAPSHOT).read_bytes()
+    except FileNotFoundError:
+        raise Missing("no index on disk") from None
+    except OSError as exc:
+        raise Damaged(f"unreadable ({exc})") from None
+    if not data.startswith(MAGIC):
+        raise Damaged("not an osk search index (bad magic)")
+    end = data.find(b"\n", len(MAGIC))
+    if end < 0:
+        raise Damaged("header is truncated")
+    try:
+        header = json.loads(data[len(MAGIC):end])
+    except ValueError:
+        raise Damaged("header is not JSON") from None
+    if not isinstance(header, dict):
+        raise Damaged("header is not an object")
+    if header.get("version") != FORMAT_VERSION:
+        raise Damaged(f"format version {header.get('version')!r}, expected {FORMAT_VERSION}")
+    if header.get("params") != params:
+        raise Damaged("built with other tokenizer or ranking parameters")
+    if header.get("byteorder") != sys.byteorder or header.get("itemsize") != array("I").itemsize:
+        raise Damaged("written on a machine with another byte order")
+    body = memoryview(data)[end + 1:]
+    sections = header.get("sections")
+    if (not isinstance(sections, list) or len(sections) != 2 + len(_ARRAY_SECTIONS)
+            or sum(sections) != len(body)):
+        raise Damaged("sections do not add up to the file size (truncated?)")
+    if zlib.crc32(body) != header.get("crc32"):
+        raise Damaged("checksum mismatch")
+    return _decode(header, body, sections)
+
+
+def _decode(header: dict[str, Any], body: memoryview, sections: list[int]) -> Snapshot:
+    position = sections[0]
+    try:
+        meta = json.loads(bytes(body[:position]))
+        terms, docs = meta["terms"], meta["docs"]
+    except (ValueError, KeyError, TypeError):
+        raise Damaged("metadata is not the expected JSON") from None
+    arrays = []
+    for size in sections[1:-1]:
+        values = array("I")
+        if size % values.itemsize:
+            raise Damaged("an array section has a partial item")
+        values.frombytes(body[position:position + size])
+        arrays.append(values)
+        position += size
+    offsets, slots, tfs, lengths, doc_term_offsets = arrays
+    doc_terms = bytes(body[position:])
+    if (not isinstance(terms, list) or not isinstance(docs, list) or len(lengths) != len(docs)
+            or len(doc_term_offsets) != len(docs) + 1
+            or (docs and doc_term_offsets[-1] != len(doc_terms))):
+        raise Damaged("metadata does not match the arrays")
+    return Snapshot(str(header.get("generation")), header["params"], terms, docs,
+                    offsets, slots, tfs, lengths, doc_term_offsets, doc_terms)
+
+
+# -- journal --------------------------------------------------------------------------------
+def reset_journal(directory: Path, generation: str) -> None:
+    head = json.dumps({"journal": FORMAT_VERSION, "generation": generation}) + "\n"
+    atomic_write(directory / JOURNAL, head.encode("ascii"))
+
+
+def append_journal(directory: Path, ops: list[list[Any]]) -> None:
+    """Append change records in one write. Not fsynced: losing the tail costs a re-read."""
+    lines = []
+    for op in ops:
+        text = json.dumps(op, ensure_ascii=False, separators=(",", ":"))
+        lines.append(f"{zlib.crc32(text.encode('utf-8')):08x} {text}\n")
+    payload = "".join(lines).encode("utf-8")
+    fd = os.open(directory / JOURNAL, os.O_WRONLY | os.O_APPEND)
+    try:
+        os.write(fd, payload)
+    finally:
+        os.close(fd)
+
+
+def read_journal(directory: Path, generation: str) -> tuple[list[list[Any]], bool]:
+    """The journal's records for ``generation`` and whether anything in it was unusable."""
+    try:
+        raw = (directory / JOURNAL).read_bytes()
+    except FileNotFoundError:
+        return [], True
+    lines = raw.split(b"\n")
+    try:
+        head = json.loads(lines[0])
+    except ValueError:
+        return [], True
+    if not isinstance(head, dict) or head.get("generation") != generation:
+        return [], True
+    ops: list[list[Any]] = []
+    for line in lines[1:]:
+        if not line:
+            continue
+        crc, _, text = line.partition(b" ")
+        try:
+            if int(crc, 16) != zlib.crc32(text):
+                return ops, True
+            op = json.loads(text)
+        except ValueError:
+            return ops, True
+        if not isinstance(op, list) or not op:
+            return ops, True
+        ops.append(op)
+    return ops, not raw.endswith(b"\n")

@@ -1,0 +1,130 @@
+"""Turning text into index terms.
+
+Latin-script text becomes lowercase ASCII words (runs of ``a-z0-9``; ``MAX_PATH`` gives ``max``
+and ``path``), with plural endings removed (see ``stem``). Hangul, kana and CJK ideographs
+have no spaces between words (or, for Korean, particles glued onto them), so a run of those
+characters becomes its overlapping character bigrams: ``검색하면`` gives ``검색 색하 하면``,
+and a query ``검색`` finds it. A one-character run is kept as a unigram. Mixed Korean/English
+text yields both kinds of terms, so either language finds it.
+
+Text is NFKC-normalised and case folded first, so full-width Latin letters, decomposed Hangul
+and compatibility jamo read like their ordinary forms; Latin letters also lose their
+accents. Everything here is stdlib and cheap to import.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+# Bump when tokenize() changes what it emits: a persisted index built by another version is
+# rebuilt rather than trusted.
+TOKENIZER_VERSION = 1
+
+_CJK_RANGES = (
+    "\u1100-\u11ff"  # Hangul jamo
+    "\u3040-\u309f"  # hiragana
+    "\u30a0-\u30ff"  # katakana
+    "\u3130-\u318f"  # Hangul compatibility jamo
+    "\u31f0-\u31ff"  # katakana phonetic extensions
+    "\u3400-\u4dbf"  # CJK extension A
+    "\u4e00-\u9fff"  # CJK unified ideographs
+    "\ua960-\ua97f"  # Hangul jamo extended-A
+    "\uac00-\ud7a3"  # Hangul syllables
+    "\ud7b0-\ud7ff"  # Hangul jamo extended-B
+    "\uf900-\ufaff"  # CJK compatibility ideographs
+    "\uff66-\uff9f"  # half-width katakana
+    "\U00020000-\U0002ffff"  # CJK extensions B-F and supplement
+)
+_CJK = re.compile(f"[{_CJK_RANGES}]")
+_TOKEN = re.compile(f"[a-z0-9]+|[{_CJK_RANGES}]+")
+_WORD = re.compile(f"[a-z0-9]+|[{_CJK_RANGES}]+|[^\\W_]+")
+
+
+class _LatinFold(dict[int, str]):
+    """Per-character fold for str.translate: Latin letters lose their accents (é → e), so
+    "café" is the word ``cafe``; every other character maps to itself. Filled on first use."""
+
+    def __missing__(self, code: int) -> str:
+        char = chr(code)
+        folded = char
+        if not _CJK.match(char):
+            stripped = "".join(
+                c for c in unicodedata.normalize("NFKD", char) if not unicodedata.combining(c)
+            )
+            if stripped.isascii() and stripped:
+                folded = stripped
+        self[code] = folded
+        return folded
+
+
+_FOLD = _LatinFold()
+
+
+def normalise(text: str) -> str:
+    """NFKC, case folding, accents off Latin letters: where every term and title key starts."""
+    if text.isascii():
+        return text.lower()
+    return unicodedata.normalize("NFKC", text).casefold().translate(_FOLD)
+
+
+def stem(word: str) -> str:
+    """A light English stemmer: plural ``-s``/``-es``/``-ies`` and a final ``-e`` come off, so
+    hash/hashes, file/files, cache/caches and query/queries each meet in one term.
+
+    Words ending in ``ss``, ``us`` and ``is`` (class, status, redis) keep their ``s``. Nothing
+    else is stripped: a full stemmer merges too much for identifiers and flags. Terms are only
+    compared with terms made the same way, so ``cach`` is never shown to anyone.
+    """
+    if len(word) <= 3 or word.isdigit():
+        return word
+    if word.endswith("ies") and not word.endswith(("eies", "aies")):
+        return word[:-3] + "y"
+    if word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        word = word[:-1]
+    if word.endswith("e") and len(word) > 3:
+        word = word[:-1]
+    return word
+
+
+class _StemCache(dict[str, str]):
+    """word -> stem, filled on first sight: a vault repeats its words, so this is a lookup."""
+
+    def __missing__(self, word: str) -> str:
+        value = stem(word)
+        if len(self) < 500_000:  # bounded: a stream of random identifiers cannot grow it
+            self[word] = value
+        return value
+
+
+_STEMS = _StemCache()
+# Every ASCII character that is not a lowercase letter or digit becomes a space, so that
+# ``str.split`` yields exactly the ``[a-z0-9]+`` runs (4x faster than a regex findall).
+_ASCII_SPLIT = str.maketrans({code: " " for code in range(128)
+                              if not (chr(code).isdigit() or "a" <= chr(code) <= "z")})
+
+
+def tokenize(text: str) -> list[str]:
+    """Index terms of ``text``, in order, duplicates kept (BM25 counts them)."""
+    folded = normalise(text)
+    stems = _STEMS
+    if folded.isascii():  # the common case: one C-level findall, one dict lookup per word
+        return [stems[word] for word in folded.translate(_ASCII_SPLIT).split()]
+    terms: list[str] = []
+    for run in _TOKEN.findall(folded):
+        if run[0] < "\u0080":
+            terms.append(stems[run])
+        elif len(run) == 1:
+            terms.append(run)
+        else:
+            terms.extend([run[i : i + 2] for i in range(len(run) - 1)])
+    return terms
+
+
+def loose_key(text: str) -> str:
+    """A title compared without punctuation or spacing: the words of the text, space-joined.
+
+    Titles cannot hold ``: / # ? "`` and friends (they are file names), so a query typed with
+    the punctuation a person would naturally use still matches the stored title loosely.
+    """
+    return " ".join(_WORD.findall(normalise(text)))

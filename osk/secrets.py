@@ -1,0 +1,499 @@
+"""The secret filter (governance/raw.md, rule 3 "Secret filter").
+
+Every raw append and every scope memory write passes through ``redact`` first. A secret is
+replaced by a marker that names its kind, ``[REDACTED:github-token]``; in an assignment only the
+value is replaced, so ``password=[REDACTED:password]`` still reads as what it was.
+
+The filter is a set of detectors. Each finds spans of the text that hold a secret; overlapping
+spans merge into one, named by the most specific detector among them. Two promises shape every
+rule below:
+
+- recall on what people actually paste: key blocks, cloud and service tokens, JWTs, credentials
+  in headers, URLs, env files, JSON, YAML, INI files and command lines;
+- precision on ordinary code and prose: ``password_hash = hash(pw)``, ``token_count = 3``,
+  ``if token == None``, ``def f(password: str)``, hashes, UUIDs and base64 blobs pass through
+  byte for byte. Where the two conflict (an unquoted value in code that may be a variable name),
+  a value is redacted only when it does not look like an identifier.
+
+Redaction is idempotent: no detector matches a marker, so filtering twice equals filtering once.
+Standard library only: this module is on the hook path.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+_MARKER = re.compile(r"\[REDACTED:[a-z0-9-]+\]")
+
+
+def marker(kind: str) -> str:
+    return f"[REDACTED:{kind}]"
+
+
+@dataclass(frozen=True)
+class Redacted:
+    """The filtered text and what was removed: ``findings`` is ``[(kind, count)]`` by kind."""
+
+    text: str
+    findings: list[tuple[str, int]]
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.findings)
+
+    @property
+    def count(self) -> int:
+        return sum(count for _, count in self.findings)
+
+
+@dataclass(frozen=True)
+class _Span:
+    start: int
+    end: int
+    kind: str
+    rank: int  # lower is more specific; names a merged span
+
+
+def redact(text: str) -> Redacted:
+    """Replace every secret in ``text`` with a ``[REDACTED:kind]`` marker."""
+    counts: Counter[str] = Counter()
+    for _ in range(_MAX_PASSES):
+        spans = sorted(_spans(text), key=lambda s: (s.start, s.rank))
+        if not spans:
+            break
+        text = _replaced(text, _merged(spans), counts)
+    return Redacted(text, sorted((kind, n) for kind, n in counts.items() if n > 0))
+
+
+# A replacement can expose a key that a secret's last characters hid (``…XYZ_password=x``), so
+# the filter runs again on its own output until nothing is found: idempotent by construction.
+_MAX_PASSES = 32  # in practice one or two; the bound only guards against a pathological input
+
+
+def _replaced(text: str, spans: Iterator[_Span], counts: Counter[str]) -> str:
+    pieces: list[str] = []
+    position = 0
+    for span in spans:
+        for inner in _MARKER.finditer(text, span.start, span.end):  # a marker swallowed again
+            counts[inner.group()[10:-1]] -= 1
+        pieces.append(text[position:span.start])
+        pieces.append(marker(span.kind))
+        counts[span.kind] += 1
+        position = span.end
+    pieces.append(text[position:])
+    return "".join(pieces)
+
+
+def _merged(spans: list[_Span]) -> Iterator[_Span]:
+    """Union overlapping spans so no part of any detected secret survives."""
+    current = spans[0]
+    for span in spans[1:]:
+        if span.start < current.end:
+            best = span if span.rank < current.rank else current
+            current = _Span(current.start, max(current.end, span.end), best.kind, best.rank)
+        else:
+            yield current
+            current = span
+    yield current
+
+
+def _spans(text: str) -> Iterator[_Span]:
+    lower = text.lower()
+    for rank, (detector, needles, lower_needles) in enumerate(_DETECTORS):
+        if not (any(n in text for n in needles) or any(n in lower for n in lower_needles)):
+            continue
+        for start, end, kind in detector(text):
+            if end > start:
+                yield _Span(start, end, kind, rank)
+
+
+Found = Iterator[tuple[int, int, str]]
+
+# -- value heuristics -----------------------------------------------------------------------
+
+_IDENT_PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+_NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
+_KEYWORDS = frozenset({
+    "none", "null", "nil", "true", "false", "undefined", "~", "yes", "no", "on", "off",
+    "required", "optional", "redacted",
+})
+_TYPE_WORDS = frozenset({
+    "str", "string", "int", "integer", "bool", "boolean", "bytes", "float", "number", "any",
+    "object", "text", "char", "varchar", "uuid", "list", "dict", "secretstr",
+})
+_MASK_CHARS = frozenset("*xX•·.-_#?")
+
+
+def _placeholder(value: str) -> bool:
+    """Values that stand for a secret without being one: $VAR, {{ tpl }}, <yours>, ***, 'pass'."""
+    s = value.strip()
+    if len(s) < 3 or _MARKER.fullmatch(s) or set(s) <= _MASK_CHARS or "***" in s:
+        return True
+    if s.startswith(("$", "{")) or "{{" in s or "{%" in s or s.lower() in _STAND_INS:
+        return True
+    if s.startswith("%") and (s.endswith("%") or s.startswith("%(") or len(s) <= 3):
+        return True
+    return s[0] == "<" and s[-1] == ">"
+
+
+_STAND_INS = frozenset({"pass", "password", "passwd", "pwd", "secret", "token", "apikey",
+                        "api_key", "api-key", "changeme"})
+
+
+def _names_itself(value: str, kind: str) -> bool:
+    """``CHALLENGE_PASSWORD = "challengePassword"``, ``client_secret="my-client-secret"``: a
+    digit-free name that contains its own key word is a label, not a secret."""
+    word = {"password": "pass", "api-key": "key", "access-key": "key",
+            "private-key": "key"}.get(kind, kind)
+    flat = value.lower()
+    return (word in flat and not any(c.isdigit() for c in value)
+            and bool(re.fullmatch(r"[A-Za-z_.-]+", value)))
+
+
+def _identifier_like(value: str) -> bool:
+    """A name or attribute path with no digits: in code, a variable rather than a literal."""
+    return bool(_IDENT_PATH.fullmatch(value)) and not any(c.isdigit() for c in value)
+
+
+def _literal_like(value: str) -> bool:
+    if _identifier_like(value) or _NUMBER.fullmatch(value):
+        return False
+    if "." in value and _IDENT_PATH.fullmatch(value):
+        return False  # module.attribute, self.field: code even with digits in a name
+    return not any(c in value for c in "([{")
+
+
+def _credential_like(value: str, scheme: str) -> bool:
+    """Header credentials: reject prose such as 'Authorization: Basic authentication is…'."""
+    if len(value) < 8:
+        return False
+    mixed = any(c.isupper() for c in value) and any(c.islower() for c in value)
+    if scheme == "basic":
+        return len(value) % 4 == 0 and (mixed or any(c.isdigit() or c == "=" for c in value))
+    return any(c.isdigit() or c in "+/=_.-~" for c in value) or (mixed and len(value) >= 16)
+
+
+def _line_prefix(text: str, position: int) -> str:
+    return text[text.rfind("\n", 0, position) + 1:position]
+
+
+def _rest_of_line(text: str, position: int) -> str:
+    end = text.find("\n", position)
+    return text[position:] if end < 0 else text[position:end]
+
+
+def _ends_statement(rest: str, yaml: bool = False) -> bool:
+    tail = rest.strip()
+    if not tail:
+        return True
+    if yaml:
+        return tail.startswith("#")
+    return tail.startswith(("#", "//", ",", ")", ";", "}", "]", "--"))
+
+
+def _mixed_token(body: str) -> bool:
+    return (any(c.isdigit() for c in body) and any(c.isupper() for c in body)
+            and any(c.islower() for c in body))
+
+
+def _has_digit(body: str) -> bool:
+    return any(c.isdigit() for c in body)
+
+
+def _each(pattern: re.Pattern[str], text: str,
+          accept: Callable[[re.Match[str]], tuple[int, int, str] | None]) -> Found:
+    position = 0
+    while (match := pattern.search(text, position)) is not None:
+        span = accept(match)
+        if span is None:
+            position = match.start() + 1
+            continue
+        yield span
+        position = match.end()
+
+
+# -- detectors: whole-match tokens ------------------------------------------------------------
+
+# (kind, pattern, check on the part after the first "-", substrings one of which must occur)
+_TOKENS: tuple[tuple[str, re.Pattern[str], Callable[[str], bool] | None, tuple[str, ...]],
+               ...] = (
+    ("aws-access-key-id", re.compile(
+        r"(?<![A-Za-z0-9+/])(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|ANPA|ANVA|AROA|APKA|ASCA)"
+        r"[A-Z0-9]{16}(?![A-Za-z0-9])"), None,
+     ("AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AIPA", "ANPA", "ANVA", "AROA", "APKA",
+      "ASCA")),
+    ("github-token", re.compile(
+        r"(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{36,251}|github_pat_[A-Za-z0-9_]{22,255})"
+        r"(?![A-Za-z0-9_])"), None, ("gh", "github_pat_")),
+    ("gitlab-token", re.compile(r"(?<![A-Za-z0-9_-])glpat-[A-Za-z0-9_-]{20,}"), None,
+     ("glpat-",)),
+    ("slack-token", re.compile(
+        r"(?<![A-Za-z0-9_-])(?:xox[abeoprs]|xoxe\.xox[bp]|xapp)-[A-Za-z0-9-]{10,}"), _has_digit,
+     ("xox", "xapp-")),
+    ("anthropic-key", re.compile(r"(?<![A-Za-z0-9_-])sk-ant-[A-Za-z0-9_-]{20,}"), None,
+     ("sk-ant-",)),
+    ("openai-key", re.compile(
+        r"(?<![A-Za-z0-9_-])sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"), _mixed_token,
+     ("sk-",)),
+    ("stripe-key", re.compile(r"(?<![A-Za-z0-9_])(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}"),
+     None, ("k_live_", "k_test_")),
+    ("google-api-key", re.compile(r"(?<![A-Za-z0-9_-])AIza[0-9A-Za-z_-]{35}(?![A-Za-z0-9_-])"),
+     None, ("AIza",)),
+    ("npm-token", re.compile(r"(?<![A-Za-z0-9_])npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])"), None,
+     ("npm_",)),
+    ("pypi-token", re.compile(r"(?<![A-Za-z0-9_-])pypi-AgE[A-Za-z0-9_-]{50,}"), None,
+     ("pypi-AgE",)),
+    ("huggingface-token", re.compile(r"(?<![A-Za-z0-9_])hf_[A-Za-z0-9]{34,40}(?![A-Za-z0-9])"),
+     None, ("hf_",)),
+    ("jwt", re.compile(
+        r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{6,}\.ey[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]*"), None,
+     ("eyJ",)),
+)
+
+
+def _token_detector(kind: str, pattern: re.Pattern[str],
+                    check: Callable[[str], bool] | None) -> Callable[[str], Found]:
+    def accept(match: re.Match[str]) -> tuple[int, int, str] | None:
+        body = match.group().split("-", 1)[-1]
+        return (match.start(), match.end(), kind) if check is None or check(body) else None
+
+    def detect(text: str) -> Found:
+        return _each(pattern, text, accept)
+    return detect
+
+
+# -- detectors: private key blocks ------------------------------------------------------------
+
+_PEM_BEGIN = re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")
+_PEM_END = re.compile(r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")
+_PEM_HEADER_LINE = re.compile(r"(?m)^[ \t]*[A-Za-z][A-Za-z-]*:[^\n]*$")
+_PEM_JUNK = re.compile(r"\\[nr]|\s")
+_PEM_BODY = re.compile(r"[A-Za-z0-9+/=]{16,}")
+# An unterminated block (a paste cut short): the base64 lines that follow the BEGIN line.
+_PEM_TAIL = re.compile(
+    r"(?:(?:\\n|\r?\n)(?:[ \t]*(?:\\n|\r?\n))?[ \t]*"
+    r"(?:[A-Za-z][A-Za-z-]*: [^\n\\]*|[A-Za-z0-9+/=]{16,}(?=[ \t]*(?:\\n|\r?\n|$|[\"',]))))+"
+)
+
+
+def _private_keys(text: str) -> Found:
+    position = 0
+    end: re.Match[str] | None = None
+    while (begin := _PEM_BEGIN.search(text, position)) is not None:
+        if end is not None and end.start() < begin.end():
+            end = None
+        if end is None:
+            end = _PEM_END.search(text, begin.end())
+            if end is None:  # no END anywhere later: every remaining block is unterminated
+                yield from _unterminated_keys(text, begin)
+                return
+        following = _PEM_BEGIN.search(text, begin.end(), end.start())
+        if following is None:
+            body = _PEM_JUNK.sub("", _PEM_HEADER_LINE.sub("", text[begin.end():end.start()]))
+            if _PEM_BODY.fullmatch(body):
+                yield begin.start(), end.end(), "private-key"
+            else:  # something else sits before END: judge the BEGIN block on its own
+                yield from _unterminated_keys(text, begin, limit=end.start())
+            position = end.end()
+            continue
+        yield from _unterminated_keys(text, begin, limit=following.start())
+        position = following.start()
+
+
+def _unterminated_keys(text: str, begin: re.Match[str], limit: int | None = None) -> Found:
+    """A block cut short (a paste that lost its END line): BEGIN and the base64 lines after."""
+    while begin is not None:
+        stop = len(text) if limit is None else limit
+        tail = _PEM_TAIL.match(text, begin.end(), stop)
+        if tail is not None and _PEM_BODY.search(tail.group()):
+            yield begin.start(), tail.end(), "private-key"
+        if limit is not None:
+            return
+        begin = _PEM_BEGIN.search(text, begin.end())
+
+
+# -- detectors: credentials in context --------------------------------------------------------
+
+_AWS_SECRET = re.compile(
+    r"(?i)(?<![A-Za-z0-9])(?:aws[-_ ]?secret[-_ ]?(?:access[-_ ]?)?key|secret[-_ ]?access[-_ ]?key)"
+    r"(?:[ \t]*\[[^\]\n]*\])?[\"']?[ \t]*(?:=>|:=|=|:)[ \t]*[\"']?"
+    r"(?P<secret>[A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])"
+)
+
+
+def _aws_secrets(text: str) -> Found:
+    for match in _AWS_SECRET.finditer(text):
+        yield match.start("secret"), match.end("secret"), "aws-secret-key"
+
+
+_AUTH_HEADER = re.compile(
+    r"(?i)(?<![A-Za-z0-9-])(?:proxy-)?authorization[\"']?[ \t]*[:=][ \t]*[\"']?"
+    r"(?P<scheme>bearer|basic|token|bot)[ \t]+(?P<secret>[A-Za-z0-9._~+/=-]++)(?!:)"
+)
+_AUTH_KINDS = {"bearer": "bearer-token", "basic": "basic-auth", "token": "auth-token",
+               "bot": "auth-token"}
+
+
+def _auth_headers(text: str) -> Found:
+    def accept(match: re.Match[str]) -> tuple[int, int, str] | None:
+        scheme = match["scheme"].lower()
+        if not _credential_like(match["secret"], scheme):
+            return None
+        return match.start("secret"), match.end("secret"), _AUTH_KINDS[scheme]
+    return _each(_AUTH_HEADER, text, accept)
+
+
+_SLACK_WEBHOOK = re.compile(
+    r"https://hooks\.slack\.com/(?:services|workflows|triggers)/(?P<secret>T[A-Z0-9]{6,}/"
+    r"[A-Za-z0-9/_-]{8,})"
+)
+
+
+def _slack_webhooks(text: str) -> Found:
+    for match in _SLACK_WEBHOOK.finditer(text):
+        yield match.start("secret"), match.end("secret"), "slack-webhook"
+
+
+_URL_PASSWORD = re.compile(
+    r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{1,30}://(?P<user>[^\s:/@'\"<>\[\]]*)"
+    r":(?P<secret>[^\s/?#'\"<>]+)@(?=[A-Za-z0-9\[])"
+)
+
+
+def _url_passwords(text: str) -> Found:
+    def accept(match: re.Match[str]) -> tuple[int, int, str] | None:
+        if _placeholder(match["secret"]):
+            return None
+        return match.start("secret"), match.end("secret"), "password"
+    return _each(_URL_PASSWORD, text, accept)
+
+
+# Key names (lower-cased, separators removed) whose value is a secret, by suffix.
+_KEY_SUFFIXES = (
+    ("passphrase", "password"), ("password", "password"), ("passwd", "password"),
+    ("secretkey", "secret"), ("secret", "secret"), ("apikey", "api-key"),
+    ("accesskey", "access-key"), ("privatekey", "private-key"), ("token", "token"),
+)
+_KEY_SEPARATORS = re.compile(r"[-_.]")
+
+_ASSIGNMENT = re.compile(
+    r"(?<![A-Za-z0-9_.$@-])(?P<dash>--?)?(?P<kq>[\"']?)(?P<key>[A-Za-z_][A-Za-z0-9_.-]*+)(?P=kq)"
+    r"(?P<pre>[ \t]*)(?P<sep>:=|=>|=(?!=)|:(?![:/]))(?P<post>[ \t]*)"
+    r"(?P<value>\[REDACTED:[a-z0-9-]+\]|\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\\\n]|\\.)*'|`[^`\n]*`"
+    r"|[^\s\"'`,;&)}\]]+)?"
+)
+
+
+def _key_kind(key: str) -> str | None:
+    flat = _KEY_SEPARATORS.sub("", key.lower())
+    for suffix, kind in _KEY_SUFFIXES:
+        if flat.endswith(suffix):
+            return kind
+    return None
+
+
+def _token_shaped(value: str) -> bool:
+    """A ``token`` key also names parser tokens (``token = "def"``); real ones look random."""
+    if len(value) < 8 or any(c.isspace() for c in value):
+        return False
+    mixed = any(c.isupper() for c in value) and any(c.islower() for c in value)
+    return any(c.isdigit() for c in value) or (mixed and len(value) >= 20)
+
+
+def _assignments(text: str) -> Found:
+    position = 0
+    while (match := _ASSIGNMENT.search(text, position)) is not None:
+        span = _assignment_span(text, match)
+        if span is None:
+            position = match.end("key")  # a rejected value may hold the next key: look again
+            continue
+        yield span
+        position = match.end()
+
+
+def _assignment_span(text: str, match: re.Match[str]) -> tuple[int, int, str] | None:
+    kind = _key_kind(match["key"])
+    value = match["value"]
+    if kind is None or not value or _MARKER.fullmatch(value):
+        return None
+    quoted = value[0] in "\"'`"
+    literal = value[1:-1] if quoted else value
+    if kind == "token" and not _token_shaped(literal):
+        return None
+    if _names_itself(literal, kind) or "public" in match["key"].lower():
+        return None
+    start = match.start("value")
+    if quoted:
+        return None if _placeholder(literal) else (start + 1, match.end("value") - 1, kind)
+    return (start, match.end("value"), kind) if _unquoted_secret(text, match, value) else None
+
+
+def _unquoted_secret(text: str, match: re.Match[str], value: str) -> bool:
+    """Decide whether an unquoted value is a literal secret or code (a name, a call, a type)."""
+    if _placeholder(value) or value.lower() in _KEYWORDS:
+        return False
+    rest = _rest_of_line(text, match.end("value"))
+    if match["sep"] == ":":
+        # YAML or a Python/TS annotation: only a key that begins its line, a value that ends
+        # it, and a value that is not a type name.
+        prefix = _line_prefix(text, match.start())
+        bare = value.rstrip(";,")
+        return (prefix.strip() in ("", "-") and _ends_statement(rest, yaml=True)
+                and bare.lower() not in _TYPE_WORDS
+                and not re.fullmatch(r"[A-Z][A-Za-z]*", bare)
+                and value[0] not in "|>!&*[{")
+    previous = _line_prefix(text, match.start()).rstrip()[-1:]
+    code = (bool(match["pre"] or match["post"]) or match["sep"] != "="
+            or previous in ("(", ",") or rest.lstrip().startswith((",", ")")))
+    if code and not match["dash"]:
+        return _ends_statement(rest) and _literal_like(value)
+    # KEY=value in an env file, a shell line, a URL query or --flag=value; a call, an index or
+    # a value cut short by a quote (``parts['x']``) is still code.
+    return not any(c in value for c in "([{") and rest[:1] not in ("'", '"')
+
+
+_CLI_FLAG = re.compile(
+    r"(?<![A-Za-z0-9_-])--?(?P<key>password|passwd|pass|token|secret|api-key|apikey|"
+    r"access-token|auth-token)[ \t]+(?P<value>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'-][^\s\"';,)]*)"
+)
+
+
+def _cli_flags(text: str) -> Found:
+    return _each(_CLI_FLAG, text, _cli_span)
+
+
+def _cli_span(match: re.Match[str]) -> tuple[int, int, str] | None:
+    value = match["value"]
+    kind = _key_kind(match["key"]) or "password"
+    quoted = value[0] in "\"'"
+    literal = value[1:-1] if quoted else value
+    if (kind == "token" and not _token_shaped(literal)) or _placeholder(literal):
+        return None
+    if quoted:
+        return match.start("value") + 1, match.end("value") - 1, kind
+    return (match.start("value"), match.end("value"), kind) if _literal_like(value) else None
+
+
+# Most specific first: a merged span is named by the earliest detector that found part of it.
+# Each detector runs only when one of its needles occurs (lower-case needles are looked for in
+# the lower-cased text): a substring test is far cheaper than a regex scan.
+_DETECTORS: tuple[tuple[Callable[[str], Found], tuple[str, ...], tuple[str, ...]], ...] = (
+    (_private_keys, ("PRIVATE KEY",), ()),
+    (_aws_secrets, (), ("secret",)),
+    *((_token_detector(kind, pattern, check), needles, ())
+      for kind, pattern, check, needles in _TOKENS),
+    (_slack_webhooks, ("hooks.slack.com",), ()),
+    (_auth_headers, (), ("authorization",)),
+    (_url_passwords, ("://",), ()),
+    (_cli_flags, (), ("pass", "token", "secret", "apikey", "api-key")),
+    (_assignments, (), ("pass", "secret", "token", "key")),
+)
+
+KINDS = (
+    "private-key", "aws-secret-key", *(kind for kind, _, _, _ in _TOKENS), "slack-webhook",
+    "bearer-token", "basic-auth", "auth-token", "password", "secret", "token", "api-key",
+    "access-key",
+)

@@ -1,0 +1,74 @@
+"""Session-start injection: recheck notes, evictions and folding to the host's budget."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hookkit import context_of, make_project, payload, run_hook
+
+from osk.errors import LimitError
+from osk.hooks.harness import Budget
+from osk.hooks.inject import Section, compose
+from osk.rechecks import SUMMARY_FILE
+from osk.scope_memory import ScopeMemory
+from osk.sessions import Routing
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    return make_project(tmp_path / "shop")
+
+
+def start(project: Path, tmp_path: Path, host: str = "claude") -> str:
+    data = payload(host, "session_start", transcript=tmp_path / "t.jsonl", cwd=project)
+    done = run_hook("session-start", host, data, cwd=project)
+    assert done.returncode == 0, done.stderr
+    return context_of(done.stdout, "SessionStart")
+
+
+def test_recheck_notes_and_eviction_items_follow_the_scope_memory(vault, project, tmp_path):
+    memory = ScopeMemory(vault, "shop")
+    memory.write(text="x" * 1400 + "\n- keep me\n", expect_hash=memory.read()[1])
+    with pytest.raises(LimitError):
+        memory.write(text="y" * 1600, expect_hash=memory.read()[1])
+    memory.write(text="- keep me\n", expect_hash=memory.read()[1])  # shrinks: an eviction
+    summary = vault.state(*SUMMARY_FILE)
+    summary.parent.mkdir(parents=True, exist_ok=True)
+    summary.write_text(json.dumps({"scopes": {"shop": [
+        {"id": "c1", "citing": "Checkout dates are UTC", "target": "[[Date formatting]]",
+         "reason": "target changed", "cascade": False, "next": []}]}}), encoding="utf-8")
+    context = start(project, tmp_path)
+    order = [context.index(s) for s in ("## Scope memory (shop", "## Recheck notes",
+                                        "## Eviction items")]
+    assert order == sorted(order)
+    assert "Checkout dates are UTC cites [[Date formatting]]: target changed" in context
+    assert "1 line(s) cut from the scope memory" in context
+
+
+def test_an_unbound_key_is_told_where_its_first_node_will_bind_it(vault, project, tmp_path):
+    context = start(project, tmp_path)
+    assert "not bound yet" in context and "by default to shop" in context
+    Routing(vault).bind("shop", "webshop")
+    bound = start(project, tmp_path, host="codex")
+    assert 'scope="webshop"' in bound and "not bound yet" not in bound
+
+
+def test_folding_keeps_within_the_budget_and_counts_what_it_left_out():
+    budget = Budget(max_chars=700, max_bytes=10_000)
+    sections = [Section("Recheck notes", tuple(f"node {n} cites a changed target" for n in
+                                              range(40))),
+                Section("Eviction items", ("one evicted line",))]
+    text = compose("<osk-memory>\n## Scope memory (s, hash 0)\nnote", sections, budget)
+    assert len(text) <= 700 and text.endswith("</osk-memory>")
+    assert "## Recheck notes (40)" in text and "more; call `overview` to see them all" in text
+    shown = text.count("cites a changed target")
+    assert 0 < shown < 40 and f"… {40 - shown} more" in text
+
+
+def test_folding_measures_bytes_too():
+    budget = Budget(max_chars=10_000, max_bytes=300)
+    text = compose("<osk-memory>", [Section("Notes", tuple("ü" * 40 for _ in range(10)))],
+                   budget)
+    assert len(text.encode("utf-8")) <= 300 and "more; call `overview`" in text

@@ -1,0 +1,151 @@
+"""BM25 scores equal rank-bm25's BM25Okapi on identical tokens, through every change."""
+
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+from rank_bm25 import BM25Okapi
+
+from osk.search.bm25 import Bm25
+
+TRIALS = int(os.environ.get("OSK_SEARCH_TRIALS", "25"))
+TOLERANCE = 1e-9
+
+
+def random_corpus(rng: random.Random, docs: int, vocabulary: int) -> list[list[str]]:
+    words = [f"w{i}" for i in range(vocabulary)]
+    weights = [1 / (i + 1) for i in range(vocabulary)]  # Zipf-like: some terms in most docs
+    return [rng.choices(words, weights, k=rng.randint(1, 30)) for _ in range(docs)]
+
+
+def build(corpus: list[list[str]]) -> Bm25:
+    index = Bm25()
+    for slot, tokens in enumerate(corpus):
+        index.add(slot, _counts(tokens), len(tokens))
+    return index
+
+
+def _counts(tokens: list[str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for token in tokens:
+        counts[token] = counts.get(token, 0) + 1
+    return counts
+
+
+def assert_parity(ours: Bm25, slots: list[int], corpus: list[list[str]], query: list[str]):
+    expected = BM25Okapi(corpus).get_scores(query)
+    got = ours.scores(query)
+    for slot, want in zip(slots, expected, strict=True):
+        assert got.get(slot, 0.0) == pytest.approx(float(want), abs=TOLERANCE), (slot, query)
+
+
+def test_scores_match_bm25okapi_on_random_corpora_including_negative_idf_terms():
+    rng = random.Random(5)
+    for _ in range(TRIALS):
+        corpus = random_corpus(rng, rng.randint(2, 60), rng.randint(3, 40))
+        index = build(corpus)
+        vocabulary = sorted({t for doc in corpus for t in doc})
+        query = rng.choices(vocabulary, k=rng.randint(1, 6)) + ["never-seen"]
+        assert_parity(index, list(range(len(corpus))), corpus, query)
+
+
+def test_a_term_in_more_than_half_the_documents_gets_the_epsilon_floor():
+    corpus = [["common", "a"], ["common", "b"], ["common", "c"], ["d"]]
+    index = build(corpus)
+    reference = BM25Okapi(corpus)
+    assert reference.idf["common"] == pytest.approx(0.25 * reference.average_idf)
+    assert index.idf("common") == pytest.approx(reference.idf["common"], abs=TOLERANCE)
+    assert_parity(index, [0, 1, 2, 3], corpus, ["common", "d"])
+
+
+def test_a_term_in_exactly_half_the_documents_has_idf_zero_not_the_floor():
+    corpus = [["half", "x"], ["half", "y"], ["z"], ["w"]]
+    index = build(corpus)
+    assert BM25Okapi(corpus).idf["half"] == 0.0
+    assert index.idf("half") == 0.0
+    assert_parity(index, [0, 1, 2, 3], corpus, ["half", "z"])
+
+
+def test_a_corpus_where_every_idf_is_negative_scores_negatively_like_the_reference():
+    corpus = [["only", "only"]]  # N = 1: log(0.5) - log(1.5) < 0, so the floor is negative
+    index = build(corpus)
+    assert index.scores(["only"])[0] < 0
+    assert_parity(index, [0], corpus, ["only"])
+
+
+def test_a_repeated_query_term_counts_once_per_occurrence():
+    corpus = [["a", "b"], ["b", "c"], ["c", "d"], ["e"]]
+    assert_parity(build(corpus), [0, 1, 2, 3], corpus, ["a", "a", "c"])
+
+
+def test_scores_stay_equal_to_a_fresh_reference_after_adds_removals_and_replacements():
+    rng = random.Random(11)
+    for _ in range(TRIALS):
+        words = [f"t{i}" for i in range(rng.randint(4, 30))]
+        live: dict[int, list[str]] = {}
+        index = Bm25()
+        for step in range(rng.randint(5, 80)):
+            action = rng.random()
+            if live and action < 0.3:
+                slot = rng.choice(sorted(live))
+                index.remove(slot, set(live.pop(slot)))
+            elif live and action < 0.5:
+                slot = rng.choice(sorted(live))
+                index.remove(slot, set(live[slot]))
+                live[slot] = rng.choices(words, k=rng.randint(1, 20))
+                index.add(slot, _counts(live[slot]), len(live[slot]))
+            else:
+                slot = step + 1000
+                live[slot] = rng.choices(words, k=rng.randint(1, 20))
+                index.add(slot, _counts(live[slot]), len(live[slot]))
+        if not live:
+            continue
+        slots = sorted(live)
+        query = rng.choices(words, k=rng.randint(1, 5))
+        assert_parity(index, slots, [live[s] for s in slots], query)
+
+
+def test_scores_survive_a_round_trip_through_the_persisted_arrays_and_later_changes():
+    rng = random.Random(3)
+    corpus = random_corpus(rng, 40, 25)
+    index = build(corpus)
+    terms, offsets, slots, tfs = index.to_base()
+    loaded = Bm25.from_base(terms, offsets, slots, tfs, dict(index.lengths))
+    query = ["w0", "w1", "w7", "w7", "w20"]
+    assert_parity(loaded, list(range(40)), corpus, query)
+    loaded.remove(3, set(corpus[3]))
+    corpus[3] = ["w1", "w1", "new"]
+    loaded.add(3, _counts(corpus[3]), 3)
+    assert_parity(loaded, list(range(40)), corpus, query + ["new"])
+
+
+def test_pruned_top_k_finds_the_same_best_documents_as_scoring_everything():
+    rng = random.Random(7)
+    skipped = 0
+    for _ in range(TRIALS):
+        corpus = random_corpus(rng, rng.randint(200, 600), rng.randint(50, 300))
+        index = build(corpus)
+        factors = {slot: rng.choice([0.0, 1.0, 1.5, 2.0]) for slot in range(len(corpus))}
+        vocabulary = sorted({t for doc in corpus for t in doc}, key=lambda t: (index.df(t), t))
+        # rare terms pick the candidates; common ones are where pruning skips documents
+        query = (rng.choices(vocabulary[: len(vocabulary) // 2], k=rng.randint(1, 3))
+                 + rng.choices(vocabulary[-5:], k=rng.randint(1, 4)))
+        k = rng.randint(1, 10)
+        everything = index.scores(query)
+        exhaustive = {s: v * factors[s] for s, v in everything.items()}
+        pruned = index.top(query, k, factor=factors.__getitem__, max_factor=2.0)
+        best = sorted((v for v in exhaustive.values() if v > 0), reverse=True)[:k]
+        found = sorted((v * factors[s] for s, v in pruned.items() if v * factors[s] > 0),
+                       reverse=True)[:k]
+        assert found == pytest.approx(best, abs=TOLERANCE)
+        for slot, value in pruned.items():  # every score handed back is exact
+            assert value == pytest.approx(everything[slot], abs=TOLERANCE)
+        skipped += len(pruned) < len(exhaustive)
+    assert skipped > TRIALS // 3  # the pruning path really ran
+
+
+def test_an_empty_index_scores_nothing():
+    assert Bm25().scores(["anything"]) == {}
+    assert Bm25().top(["anything"], 5, factor=lambda s: 1.0, max_factor=1.0) == {}

@@ -1,0 +1,71 @@
+"""`osk import` and `osk search` as a person runs them: real processes, a real vault."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from osk.vault import Vault
+
+
+def osk(vault: Vault, *args: str, cwd: Path, stdin: str | None = None):
+    return subprocess.run(
+        [sys.executable, "-m", "osk", "--vault", str(vault.root), *args],
+        cwd=cwd, input=stdin, capture_output=True, text=True, encoding="utf-8",
+    )
+
+
+def line(**fields: object) -> str:
+    return json.dumps(fields, ensure_ascii=False)
+
+
+def test_import_loads_valid_lines_reports_each_rejected_one_and_search_finds_them(
+        vault: Vault, tmp_path: Path):
+    source = tmp_path / "nodes.jsonl"
+    source.write_text("\n".join([
+        line(title="Release steps", summary="How alpha ships.", body="Tag, build, upload.",
+             space="scope", scope="alpha"),
+        line(title="Bad: title", summary="x", body="y", space="domain"),
+        line(title="Cites a later line", summary="Depends on the glossary.",
+             body="See the glossary.", space="domain", derived_from=["Glossary"]),
+        "{not json",
+        line(title="Glossary", summary="Words we use.", body="A walrus is a big seal.",
+             space="domain", id="d-1", lang="en"),
+        line(title="Orphan", summary="x", body="y", space="domain", derived_from=["Nowhere"]),
+        line(title="Needs a scope", summary="x", body="y", space="scope"),
+        line(title="배포 절차", summary="한국어 노트", body="배포는 태그를 붙여서 한다.",
+             space="person"),
+    ]) + "\n", encoding="utf-8")
+    done = osk(vault, "import", str(source), cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert "Imported 4 node(s)" in done.stdout
+    rejected = [row for row in done.stderr.splitlines() if "rejected" in row]
+    assert [row.split(":")[0] for row in rejected] == [
+        "line 4", "line 7", "line 2", "line 6"]  # unreadable lines first, then write refusals
+    assert "contains ':'" in done.stderr and "Nowhere" in done.stderr
+    assert "importing:" in done.stderr  # the progress report
+    found = osk(vault, "search", "walrus seal", "--json", cwd=tmp_path)
+    hits = json.loads(found.stdout)["hits"]
+    assert hits[0]["title"] == "Glossary" and hits[0]["space"] == "Domain"
+    korean = osk(vault, "search", "배포", "--json", cwd=tmp_path)
+    assert [h["title"] for h in json.loads(korean.stdout)["hits"]] == ["배포 절차"]
+
+
+def test_search_from_another_scope_cannot_see_a_projects_nodes_until_it_is_shared(
+        vault: Vault, tmp_path: Path):
+    source = tmp_path / "nodes.jsonl"
+    source.write_text(line(title="Alpha secret", summary="Alpha only.",
+                           body="the pangolin protocol", space="scope", scope="alpha") + "\n",
+                      encoding="utf-8")
+    assert osk(vault, "import", str(source), cwd=tmp_path).returncode == 0
+    own = osk(vault, "search", "pangolin", "--scope", "alpha", cwd=tmp_path)
+    assert "Alpha secret" in own.stdout
+    other = osk(vault, "search", "pangolin", "--scope", "beta", "--json", cwd=tmp_path)
+    assert json.loads(other.stdout)["hits"] == []
+    settings = vault.root / "osk.toml"
+    settings.write_text(settings.read_text("utf-8").replace(
+        "shared_scopes = []", 'shared_scopes = ["alpha"]'), "utf-8")
+    shared = osk(vault, "search", "pangolin", "--scope", "beta", "--json", cwd=tmp_path)
+    assert [h["title"] for h in json.loads(shared.stdout)["hits"]] == ["Alpha secret"]

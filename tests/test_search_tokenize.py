@@ -1,0 +1,71 @@
+"""Tokenizer: ASCII words for Latin text, character bigrams for Hangul, kana and CJK."""
+
+from __future__ import annotations
+
+import unicodedata
+
+from osk.search.expand import query_terms
+from osk.search.tokenize import loose_key, tokenize
+
+
+def test_latin_text_becomes_lowercase_ascii_words_split_at_punctuation_and_underscores():
+    assert tokenize("MAX_PATH x-amz-checksum-crc32 Foo.BAR") == [
+        "max", "path", "x", "amz", "checksum", "crc32", "foo", "bar"
+    ]
+
+
+def test_plural_endings_are_stemmed_so_singular_and_plural_meet():
+    assert tokenize("hashes files queries tests") == tokenize("hash file query test")
+    assert tokenize("class status redis") == ["class", "status", "redis"]
+
+
+def test_korean_runs_become_overlapping_bigrams_so_a_word_with_a_particle_is_found():
+    assert tokenize("검색하면") == ["검색", "색하", "하면"]
+    assert set(tokenize("검색")) <= set(tokenize("한국어로 검색하면 조사 붙은 단어"))
+
+
+def test_a_single_hangul_syllable_is_kept_as_a_unigram():
+    assert tokenize("틱 이 빠르다") == ["틱", "이", "빠르", "르다"]
+
+
+def test_mixed_korean_and_english_text_is_findable_by_either_language():
+    terms = set(tokenize("GC 모드는 workstation 으로 둔다"))
+    assert {"gc", "workstation"} <= terms
+    assert set(tokenize("모드")) <= terms
+
+
+def test_japanese_kana_and_chinese_ideographs_become_bigrams_too():
+    assert tokenize("テスト") == ["テス", "スト"]
+    assert tokenize("中文检索") == ["中文", "文检", "检索"]
+    assert tokenize("Hello世界") == ["hello", "世界"]
+
+
+def test_decomposed_hangul_and_full_width_latin_read_like_their_ordinary_forms():
+    decomposed = unicodedata.normalize("NFD", "검색")
+    assert tokenize(decomposed) == tokenize("검색")
+    assert tokenize("ＡＢＣ") == ["abc"]
+
+
+def test_latin_letters_lose_their_accents():
+    assert tokenize("Café naïve") == tokenize("cafe naive")
+
+
+def test_loose_title_key_ignores_punctuation_that_titles_cannot_hold():
+    assert loose_key("Lag compensation: server-side rewind") == loose_key(
+        "Lag compensation - server side rewind"
+    )
+    assert loose_key("사이드바 구조: order") == "사이드바 구조 order"
+
+
+def test_a_korean_query_is_expanded_with_english_terms_at_lower_weight_and_vice_versa():
+    korean = query_terms("배포 절차")
+    assert korean["deploy"] < 1.0 and korean["배포"] == 1.0
+    english = query_terms("how do we deploy")
+    assert 0 < english["배포"] < 1.0
+    assert query_terms("how do we deploy", expansion_weight=0) == {"deploy": 1.0}
+
+
+def test_function_words_leave_a_query_unless_nothing_else_is_left():
+    assert set(query_terms("How do I run the tests?")) == {
+        "run", "test", "방법", "실행", "테스", "스트"}  # "how" still expands to 방법
+    assert set(query_terms("what is it", expansion_weight=0)) == {"what", "is", "it"}

@@ -1,0 +1,215 @@
+"""The real `osk mcp` process over stdio, driven by the official `mcp` client."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp
+import pytest
+from mcp import StdioServerParameters
+
+from osk import validate
+from osk.ledger import Ledger
+from osk.server import TOOL_NAMES
+from osk.vault import Vault
+
+pytestmark = pytest.mark.anyio
+
+HUB = {"title": "cache", "summary": "What we know about the cache", "body": "The cache hub.\n",
+       "space": "scope", "cluster": "cache", "drafter": "test-model"}
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    path = tmp_path / "work" / "app"
+    path.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q"], cwd=path, check=True)
+    subprocess.run(["git", "commit", "-q", "--allow-empty", "-m", "root"], cwd=path, check=True)
+    return path
+
+
+def params(vault: Vault, cwd: Path) -> StdioServerParameters:
+    env = {k: v for k, v in os.environ.items() if k != "OSK_VAULT"}
+    return StdioServerParameters(command=sys.executable,
+                                 args=["-m", "osk", "mcp", "--vault", str(vault.root)],
+                                 env=env, cwd=str(cwd))
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    found = {}
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in {".osk", ".git"}]
+        for name in files:
+            path = Path(folder) / name
+            found[str(path.relative_to(root))] = path.read_bytes()
+    return found
+
+
+async def ok(client: mcp.Client, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    result = await client.call_tool(name, args)
+    assert not result.is_error, result.content[0].text
+    assert result.structured_content is not None
+    return result.structured_content
+
+
+async def test_the_real_server_lists_twelve_strict_tools_and_rejects_a_misspelling(
+        vault: Vault, repo: Path):
+    async with mcp.Client(params(vault, repo), mode="legacy") as client:
+        tools = (await client.list_tools()).tools
+        assert [t.name for t in tools] == list(TOOL_NAMES)
+        assert all(t.input_schema["additionalProperties"] is False for t in tools)
+        await ok(client, "create_node", HUB)
+        before = snapshot(vault.root)
+        result = await client.call_tool("update_node", {"node": "cache", "body": "Gone.\n",
+                                                        "expect_hahs": "whatever"})
+        assert result.is_error
+        assert "unknown argument(s) 'expect_hahs'" in result.content[0].text
+        assert snapshot(vault.root) == before
+
+
+async def test_cite_search_change_the_source_see_the_candidate_read_recite_and_close_over_stdio(
+        vault: Vault, repo: Path):
+    async with mcp.Client(params(vault, repo)) as client:
+        raw = await ok(client, "append_raw", {"conversation": "c1", "user": "Cache TTL?",
+                                              "assistant": "60 seconds, set in config.py."})
+        await ok(client, "create_node", HUB)
+        await ok(client, "create_node", {**HUB, "title": "TTL source", "summary": "the TTL",
+                                          "body": "The TTL is 60 seconds.\n"})
+        cited = await ok(client, "create_node", {
+            **HUB, "title": "Cache policy", "summary": "how long entries live",
+            "body": "Entries live a while.\n",
+            "derived_from": ["[[TTL source]]", f"[[{raw['coordinate']}]]"]})
+        assert cited["scope"] == "app" and cited["bound"]
+        hits = (await ok(client, "search", {"query": "entries live"}))["hits"]
+        assert hits[0]["title"] == "Cache policy" and hits[0]["markers"] == []
+
+        source = vault.root / "Scope/app/cache/TTL source.md"  # a person edits it by hand
+        source.write_text(source.read_text(encoding="utf-8").replace("60", "90"),
+                          encoding="utf-8")
+        os.utime(source, ns=(source.stat().st_atime_ns, source.stat().st_mtime_ns + 10**9))
+        view = await ok(client, "overview", {})
+        (candidate,) = [c for c in view["rechecks"] if c["citing_title"] == "Cache policy"]
+        assert candidate["target"] == "[[TTL source]]" and candidate["next"] == []
+        hits = (await ok(client, "search", {"query": "entries live"}))["hits"]
+        assert "recheck" in hits[0]["markers"]
+
+        unread = await client.call_tool("update_node", {"node": "Cache policy",
+                                                        "recheck_of": [candidate["id"]]})
+        assert unread.is_error and "recheck-read-first" in unread.content[0].text
+        page = await ok(client, "read_node", {"node": "TTL source"})
+        assert "90 seconds" in page["text"]
+        recited = await ok(client, "update_node", {"node": "Cache policy",
+                                                   "recheck_of": [candidate["id"]]})
+        assert recited["action"] == "recited" and recited["closed"] == [candidate["id"]]
+        view = await ok(client, "overview", {})
+        assert [c for c in view["rechecks"] if c["citing_title"] == "Cache policy"] == []
+
+
+async def test_two_server_processes_writing_at_once_lose_nothing(vault: Vault, repo: Path,
+                                                                 tmp_path: Path):
+    other = tmp_path / "work" / "other-checkout"
+    subprocess.run(["git", "worktree", "add", "-q", "--detach", str(other)], cwd=repo,
+                   check=True)
+    per_session = int(os.environ.get("OSK_CONCURRENT_WRITES", "6"))  # raise by hand to soak
+    async with mcp.Client(params(vault, repo)) as first, \
+            mcp.Client(params(vault, other)) as second:
+        await ok(first, "create_node", {**HUB, "title": "shared", "cluster": "shared",
+                                         "space": "domain"})
+        start = await ok(first, "scope_memory", {"action": "read"})
+        await ok(first, "scope_memory", {"action": "replace", "text": "<!-- end -->\n",
+                                         "expect_hash": start["hash"]})
+
+        async def session(client: mcp.Client, name: str) -> None:
+            for i in range(per_session):
+                await ok(client, "create_node", {**HUB, "title": f"{name} fact {i}",
+                                                  "summary": f"fact {i} from {name}",
+                                                  "space": "domain", "cluster": "shared"})
+                await ok(client, "append_raw", {"conversation": f"conv-{name}", "user": f"q{i}",
+                                                "assistant": f"a{i}"})
+                await ok(client, "scope_memory", {"action": "edit", "edits": [
+                    {"old_text": "<!-- end -->", "new_text": f"- {name} {i}\n<!-- end -->"}]})
+            await ok(client, "record_candidate", {"type": "duplication",
+                                                  "parties": [f"{name} fact 0", f"{name} fact 1"]})
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(session, first, "A")
+            group.start_soon(session, second, "B")
+        hits = (await ok(second, "search", {"query": "fact", "k": 50}))["hits"]
+
+    titles = {h["title"] for h in hits}
+    assert {f"{n} fact {i}" for n in "AB" for i in range(per_session)} <= titles
+    note = (vault.memory_dir / "app.md").read_text(encoding="utf-8")
+    assert sorted(line for line in note.splitlines() if line.startswith("- ")) == sorted(
+        f"- {n} {i}" for n in "AB" for i in range(per_session))
+    for path in sorted(vault.ledger_dir.glob("*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            json.loads(line)
+        assert Ledger(vault, path.stem).read().forks() == []
+    assert len(Ledger(vault, "candidates").read().records) == 2
+    assert validate.run(vault) == []
+
+
+def test_the_server_writes_nothing_but_protocol_messages_to_stdout(vault: Vault, repo: Path):
+    messages = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw-test", "version": "0"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+         "params": {"name": "create_node", "arguments": HUB}},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+         "params": {"name": "search", "arguments": {"query": "cache", "bogus": True}}},
+        {"jsonrpc": "2.0", "id": 4, "method": "tools/list"},
+    ]
+    stdin = "".join(json.dumps(m) + "\n" for m in messages)
+    env = {k: v for k, v in os.environ.items() if k != "OSK_VAULT"}
+    env["OSK_VAULT"] = str(vault.root)
+    process = subprocess.Popen([sys.executable, "-m", "osk", "mcp"], cwd=repo, env=env,
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, encoding="utf-8")
+    replies: dict[int, dict[str, Any]] = {}
+    assert process.stdin is not None and process.stdout is not None
+    process.stdin.write(stdin)
+    process.stdin.flush()
+    watchdog = threading.Timer(60, process.kill)  # bounds the wait if the server hangs
+    watchdog.start()
+    try:
+        for line in process.stdout:  # the server answers four requests, then we close stdin
+            message = json.loads(line)
+            assert message["jsonrpc"] == "2.0"
+            replies[message["id"]] = message
+            if len(replies) == 4:
+                break
+        rest, _err = process.communicate(timeout=60)
+    finally:
+        watchdog.cancel()
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert rest.strip() == ""
+    assert sorted(replies) == [1, 2, 3, 4]
+    assert replies[2]["result"]["structuredContent"]["path"] == "Scope/app/cache/cache.md"
+    assert replies[3]["result"]["isError"] is True
+    assert len(replies[4]["result"]["tools"]) == 12
+
+
+def test_osk_mcp_without_a_vault_exits_with_a_clear_error(tmp_path: Path):
+    env = {k: v for k, v in os.environ.items() if k != "OSK_VAULT"}
+    result = subprocess.run([sys.executable, "-m", "osk", "mcp"], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, encoding="utf-8", timeout=60,
+                            stdin=subprocess.DEVNULL)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert "no osk vault found" in result.stderr

@@ -1,0 +1,166 @@
+"""`osk doctor`: the vault, each host's registration, a real `osk mcp` and a dry-run hook."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from osk import growth, hostsetup
+from osk.cli import main
+from osk.vault import Vault
+
+
+@pytest.fixture
+def home(_isolated_home: Path) -> Path:
+    return _isolated_home
+
+
+def doctor(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, list[str]]:
+    code = main(["doctor", *args])
+    out = capsys.readouterr().out
+    return code, out.splitlines()
+
+
+def line(lines: list[str], prefix: str) -> str:
+    (found,) = [text for text in lines if text.startswith(prefix)]
+    return found
+
+
+def test_doctor_passes_a_complete_setup_with_a_real_server_and_hook(
+    vault: Vault, home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["setup", "claude", "--yes"]) == 0
+    capsys.readouterr()
+
+    code, lines = doctor(capsys, "--host", "claude")
+
+    assert code == 0, "\n".join(lines)
+    assert line(lines, "[ok  ] vault:") == f"[ok  ] vault: {vault.root}"
+    assert line(lines, "[ok  ] claude setup:").endswith("registered for this vault")
+    assert line(lines, "[ok  ] mcp server:").startswith("[ok  ] mcp server: started and listed ")
+    assert line(lines, "[ok  ] claude hook:").startswith(
+        "[ok  ] claude hook: a dry-run session start succeeded")
+    assert lines[-1] == "All checks passed."
+
+
+def test_doctor_names_a_detected_host_without_osk_and_how_to_fix_it(
+    vault: Vault, home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (home / ".codex").mkdir()  # Codex is installed here, osk is not registered with it
+
+    code, lines = doctor(capsys)
+
+    assert code == 1
+    failed = "[FAIL] codex setup: osk is not registered at user level"
+    assert line(lines, "[FAIL] codex setup:") == failed
+    assert lines[lines.index(failed) + 1].startswith("       fix: osk setup codex (or, ")
+    assert not any(text.startswith("[") and "claude" in text for text in lines)
+
+
+def test_doctor_notices_a_host_set_up_for_another_vault(
+    vault: Vault, home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ctx = hostsetup.Context(home=home, vault=tmp_path / "elsewhere",
+                            osk_command=hostsetup.osk_command(), codex_home=home / ".codex")
+    hostsetup.apply(hostsetup.plan("kiro", ctx), ctx)
+
+    code, lines = doctor(capsys, "--host", "kiro")
+
+    assert code == 1
+    assert line(lines, "[FAIL] kiro setup:") == (
+        f"[FAIL] kiro setup: registered for another vault ({tmp_path / 'elsewhere'})")
+
+
+def test_doctor_checks_a_project_setup_when_asked(
+    vault: Vault, home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    assert main(["setup", "kiro", "--project", str(project), "--yes"]) == 0
+    capsys.readouterr()
+
+    code, lines = doctor(capsys, "--host", "kiro", "--project", str(project))
+
+    assert code == 0, "\n".join(lines)
+    assert line(lines, "[ok  ] kiro hook:").startswith("[ok  ] kiro hook: a dry-run")
+
+
+def test_doctor_without_a_vault_says_how_to_make_one(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, lines = doctor(capsys)
+
+    assert code == 1
+    assert line(lines, "[FAIL] vault:").startswith("[FAIL] vault: no osk vault found")
+    assert "osk init PATH" in lines[1]
+
+
+def test_doctor_reports_a_server_that_does_not_start(
+    vault: Vault, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    broken = tmp_path / "broken-osk"
+    broken.write_text("#!/bin/sh\necho 'no such module' >&2\nexit 1\n", encoding="utf-8")
+    broken.chmod(0o755)
+    monkeypatch.setattr(hostsetup, "osk_command", lambda: (str(broken),))
+
+    code, lines = doctor(capsys, "--host", "antigravity")
+
+    assert code == 1
+    assert line(lines, "[FAIL] mcp server:").endswith(
+        "failed: the MCP server exited before answering: no such module")
+
+
+def test_doctor_reports_a_server_that_lacks_the_tools_osk_relies_on(
+    vault: Vault, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = tmp_path / "tiny_server.py"
+    script.write_text(
+        "import json, sys\n"
+        "for raw in sys.stdin:\n"
+        "    msg = json.loads(raw)\n"
+        "    if 'id' not in msg:\n"
+        "        continue\n"
+        "    result = {'protocolVersion': '2025-06-18', 'capabilities': {},\n"
+        "              'serverInfo': {'name': 'tiny', 'version': '0'}}\n"
+        "    if msg['method'] == 'tools/list':\n"
+        "        result = {'tools': [{'name': 'search', 'inputSchema': {}}]}\n"
+        "    print(json.dumps({'jsonrpc': '2.0', 'id': msg['id'], 'result': result}),"
+        " flush=True)\n",
+        encoding="utf-8")
+    monkeypatch.setattr(hostsetup, "osk_command", lambda: (sys.executable, str(script)))
+
+    code, lines = doctor(capsys, "--host", "antigravity")
+
+    assert code == 1
+    assert "lacks the tool(s) read_node, read_raw, overview" in line(lines, "[FAIL] mcp server:")
+
+
+def test_doctor_reports_background_reviews_that_fell_back(
+    vault: Vault, home: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert main(["setup", "claude", "--yes"]) == 0
+    fake = tmp_path / "bin" / "claude"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\nexit 0\n", encoding="utf-8")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}:/usr/bin:/bin")
+    growth.set_fallback(vault, "claude", "unfinished", "2 background reviews in a row did not "
+                                                        "finish; reviews run in-session")
+    capsys.readouterr()
+
+    code, lines = doctor(capsys, "--host", "claude")
+
+    assert code == 1
+    failed = line(lines, "[FAIL] claude background reviews:")
+    assert failed.endswith(": 2 background reviews in a row did not finish; reviews run "
+                           "in-session")
+    fix = lines[lines.index(failed) + 1]
+    assert str(growth.fallback_path(vault, "claude")) in fix
+    flag = json.loads(growth.fallback_path(vault, "claude").read_text(encoding="utf-8"))
+    assert flag["reason"] == "unfinished"

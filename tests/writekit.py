@@ -1,0 +1,76 @@
+"""Shared helpers for the write-path tests (sessions, write, rechecks, engine).
+
+Imported by those test modules; fixtures defined here are re-exported by importing them.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from osk.engine import Engine
+from osk.vault import Vault
+
+
+def git(cwd: Path, *args: str) -> str:
+    result = subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True)
+    return result.stdout.strip()
+
+
+def make_repo(path: Path, *, files: dict[str, str] | None = None, commit: bool = True) -> Path:
+    """A real git repository with one commit (unless ``commit`` is False)."""
+    path.mkdir(parents=True, exist_ok=True)
+    git(path, "init", "-q", "-b", "main")
+    for rel, text in (files or {"README.md": f"{path.name}\n"}).items():
+        target = path / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+    if commit:
+        git(path, "add", "-A")
+        git(path, "commit", "-q", "-m", "first")
+    return path
+
+
+def snapshot(vault: Vault) -> dict[str, bytes]:
+    """Every byte of the vault that a write could change (device state and .git excluded)."""
+    found: dict[str, bytes] = {}
+    for path in sorted(vault.root.rglob("*")):
+        rel = path.relative_to(vault.root).as_posix()
+        if rel.split("/")[0] in {".osk", ".git"}:
+            continue
+        found[rel + ("/" if path.is_dir() else "")] = b"" if path.is_dir() else path.read_bytes()
+    return found
+
+
+def write_toml(vault: Vault, text: str) -> None:
+    (vault.root / "osk.toml").write_text(text, encoding="utf-8")
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return make_repo(tmp_path / "work" / "proj", files={
+        "README.md": "proj\n", "src/app.py": "print('hello')\n",
+    })
+
+
+@pytest.fixture
+def eng(vault: Vault, repo: Path) -> Engine:
+    return Engine.open(vault, cwd=repo)
+
+
+@pytest.fixture
+def hub(eng: Engine) -> str:
+    """The hub of cluster ``auth`` in the session's scope."""
+    eng.create_node("auth", "How this project authenticates", "The auth cluster.\n",
+                    space="Scope", cluster="auth", drafter="test-model")
+    return "auth"
+
+
+def create(eng: Engine, title: str, *, cluster: str = "auth", space: str = "Scope",
+           body: str | None = None, derived_from: tuple[str, ...] = (),
+           summary: str | None = None):
+    return eng.create_node(title, summary or f"About {title}", body or f"{title} body.\n",
+                           space=space, cluster=cluster, drafter="test-model",
+                           derived_from=derived_from)
