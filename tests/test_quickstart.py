@@ -1,0 +1,31 @@
+"""The README's first command: the scripted session runs end to end and shows each behaviour."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+
+def test_quickstart_walks_capture_distil_recall_and_recheck(tmp_path: Path):
+    result = subprocess.run(
+        [sys.executable, "-m", "osk", "quickstart", "--keep", str(tmp_path / "demo")],
+        capture_output=True, text=True, encoding="utf-8", timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "(1 round after two Stop events)" in out
+    assert "offers 12 tools" in out
+    assert "search hit now carries markers=['recheck']" in out
+    assert "recheck_unread" in out
+    assert "update_node(recheck_of=…) -> recited, closed 1 candidate" in out
+    assert "unknown argument(s) 'limit'" in out
+    assert "osk validate -> exit 0 (0 finding(s))" in out
+    assert "pushed" in out
+    assert result.stderr == ""
+    vault = tmp_path / "demo" / "vault"
+    node = vault / "Scope" / "tidepool" / "release" / "Releases are built with cargo dist.md"
+    assert '"[[file:docs/release.md]]"' in node.read_text(encoding="utf-8")
+    log = subprocess.run(["git", "log", "--oneline"], cwd=vault, capture_output=True,
+                         text=True, check=True).stdout
+    assert len(log.splitlines()) >= 2
