@@ -71,7 +71,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(handler(args) or 0)
     except OskError as exc:
-        print(f"Error: {exc}", file=sys.stderr)
+        rule = f" (rule: {exc.rule})" if exc.rule else ""
+        print(f"Error: {exc}{rule}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("Interrupted.", file=sys.stderr)

@@ -193,3 +193,17 @@ class SurfaceError(OskError):
     refuses to start rather than serve tools that silently drop a misspelt argument."""
 
     rule = "strict-arguments"
+
+
+class LockTimeout(OskError, TimeoutError):
+    """A lock stayed held by another process past its timeout (osk.locks)."""
+
+    rule = "busy-vault"
+
+    def __init__(self, path: object, timeout: float) -> None:
+        super().__init__(
+            f"the vault is busy: lock {path} was still held after {timeout:g} s by another "
+            f"osk process; retry in a moment (if no osk process is running, the lock file "
+            f"may be deleted)",
+            path=path, timeout=timeout,
+        )

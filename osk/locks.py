@@ -17,6 +17,10 @@ import time
 from pathlib import Path
 from types import TracebackType
 
+from osk.errors import LockTimeout
+
+__all__ = ["FileLock", "LockTimeout", "file_lock"]
+
 DEFAULT_TIMEOUT = 30.0
 
 if os.name == "nt":  # pragma: no cover - exercised on Windows only
@@ -45,14 +49,6 @@ else:
 
     def _unlock(fd: int) -> None:
         fcntl.flock(fd, fcntl.LOCK_UN)
-
-
-class LockTimeout(TimeoutError):
-    """The lock was still held by another process when the timeout ran out."""
-
-    def __init__(self, path: Path, timeout: float) -> None:
-        super().__init__(f"lock {path} still held after {timeout:g} s")
-        self.path = path
 
 
 class FileLock:
