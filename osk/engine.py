@@ -144,6 +144,7 @@ class Overview:
     forks: tuple[ForkInfo, ...]
     damaged_ledgers: tuple[str, ...]
     problems: tuple[str, ...]  # unreadable node files, duplicate ids and titles
+    conflict_copies: tuple[str, ...] = ()  # sync conflict copies waiting for a person to merge
 
 
 @dataclass(frozen=True)
@@ -499,10 +500,10 @@ class Engine:
                 found.append("conflict")
             node = _node_or_none(self.catalog, node_id)
             if node is not None and protection is not None:
-                try:
-                    if protection.served(self.vault, node.path, node.text).pending:
+                try:  # judged from the working copy on disk, whatever text we hold
+                    if protection.is_pending(self.vault, node.path):
                         found.append("pending")
-                except OskError:
+                except (OskError, OSError, UnicodeDecodeError):
                     found.append("pending")
             if node is not None and trust is not None and trust.marker(node):
                 found.append(str(trust.marker(node)))
@@ -547,6 +548,7 @@ class Engine:
             conflicts=tuple(self._open_conflicts()),
             pending_evictions=tuple(self._pending_evictions()),
             forks=tuple(forks), damaged_ledgers=tuple(damaged), problems=tuple(self._problems()),
+            conflict_copies=tuple(self._conflict_copies()),
         )
 
     def _open_conflicts(self) -> list[Any]:
@@ -586,8 +588,31 @@ class Engine:
             forks.extend(ForkInfo(f.ledger, f.subject, f.describe()) for f in view.forks())
         return forks, damaged
 
+    def _conflict_copies(self) -> list[str]:
+        """Sync conflict copies this session may see (another project's stay hidden)."""
+        sync = optional("sync")
+        finder = getattr(sync, "conflict_copies", None) if sync is not None else None
+        if finder is None:
+            return []
+        return [str(rel) for rel in finder(self.vault) if self._may_see_path(str(rel))]
+
+    def _may_see_path(self, rel: str) -> bool:
+        record = _RECORD.match(rel.split("#", 1)[0])
+        if record:
+            key = record["key"]
+            if key == self.session.key.key:
+                return True
+            try:
+                return self.session.can_see_scope(self.routing.scope_for(key))
+            except OskError:  # a forked or damaged routing ledger: overview reports it
+                return False
+        return self.session.can_see_scope(scope_of(rel))
+
     def _problems(self) -> list[str]:
-        problems = [str(error) for error in self.catalog.errors()]
+        # A conflict copy has no contract id on purpose; it is listed under conflict_copies.
+        is_copy = getattr(optional("sync"), "is_conflict_copy", None) or (lambda _rel: False)
+        problems = [str(entry.error) for entry in self.catalog.entries.values()
+                    if entry.error is not None and not is_copy(entry.path)]
         for node_id, paths in self.catalog.duplicate_ids().items():
             problems.append(f"id {node_id} is carried by {', '.join(paths)}")
         for _, paths in self.catalog.duplicate_titles().items():

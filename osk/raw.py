@@ -235,6 +235,20 @@ def record_key_of(text: str) -> RecordId:
     return RecordId(parts[1], parts[2])
 
 
+def lock_path(vault: Vault, rel: str) -> Path:
+    """The lock ``append_round`` holds on the record ``rel`` names (its path or a coordinate).
+
+    Anything else that rewrites a record file (a sync landing) holds it too, so an append never
+    interleaves with that rewrite. Raises RawRecordError when ``rel`` names no record.
+    """
+    record = record_key_of(rel)
+    return _record_lock(vault, record_name(record.key), record_name(record.conversation))
+
+
+def _record_lock(vault: Vault, key_name: str, conversation_name: str) -> Path:
+    return vault.lock_path(f"raw/{key_name}/{conversation_name}")
+
+
 def list_records(vault: Vault) -> list[RecordId]:
     root = vault.raw_dir
     if not root.is_dir():
@@ -726,7 +740,7 @@ def append_round(vault: Vault, key: str, conversation: str, round: RoundInput) -
     path = vault.raw_dir / key_name / f"{conversation_name}.md"
     rel = f"{RAW_DIR}/{key_name}/{conversation_name}.md"
     state_path = _state_path(vault, key_name, conversation_name)
-    with file_lock(vault.lock_path(f"raw/{key_name}/{conversation_name}")):
+    with file_lock(_record_lock(vault, key_name, conversation_name)):
         state = _load_state(state_path)
         position = _position(path, rel, state, key_name, conversation_name)
         known = position.completions.get(round.completion) if round.completion else None

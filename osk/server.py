@@ -109,6 +109,9 @@ class ReadRawArgs(Args):
         min_length=1,
         description="_raw/KEY/CONVERSATION#Round N (one round), _raw/KEY/CONVERSATION (a review "
                     "view of the record) or file:PATH (a project file)")
+    rounds: list[Annotated[int, Field(ge=1)]] | None = Field(
+        None, description="a record view only: the round numbers to show (next_rounds of the "
+                          "previous view continues a cut one)")
     start: int = Field(0, ge=0, description="character offset (next_start of the previous page)")
     length: int | None = Field(None, ge=1, le=6000, description="characters (at most 6,000)")
 
@@ -292,6 +295,7 @@ class RawOut(Out):
     next_start: int | None
     hash: str | None
     rounds: list[int]
+    next_rounds: list[int] = Field(description="a cut record view: pass as rounds to read on")
 
 
 class RecheckOut(Item):
@@ -349,6 +353,9 @@ class OverviewOut(Out):
     forks: list[ForkOut]
     damaged_ledgers: list[str]
     problems: list[str]
+    conflict_copies: list[str] = Field(description="sync conflict copies (two devices changed "
+                                                   "one file); a person merges each into its "
+                                                   "original and deletes it")
 
 
 class FindingOut(Item):
@@ -373,20 +380,16 @@ class WriteOut(Out):
     trust: str | None
     closed: list[str]
     superseded: str | None
+    pending: bool = Field(description="true: the node is in a protected region and this change "
+                                      "waits for the person's review (readers still get the "
+                                      "approved version)")
 
 
-class UpdateOut(Out):
+class UpdateOut(WriteOut):
     action: str = Field(description="updated, unchanged or recited")
-    id: str | None = None
-    title: str | None = None
-    path: str | None = None
-    hash: str | None = None
-    bound: bool | None = None
-    bound_now: bool = False
-    trust: str | None = None
-    closed: list[str] = Field(default_factory=list, description="recheck candidates closed")
-    superseded: str | None = None
-    recited: list[str] = Field(default_factory=list, description="nodes re-cited unchanged")
+    closed: list[str] = Field(description="recheck candidates this call closed")
+    recited: list[str] = Field(default_factory=list,
+                               description="nodes re-cited unchanged (action recited)")
 
 
 class MovedOut(Item):
@@ -413,6 +416,7 @@ class AppendOut(Out):
     number: int
     hash: str
     duplicate: bool
+    path: str = Field(description="the raw record file, vault-relative")
 
 
 class RedactionOut(Item):
@@ -456,7 +460,7 @@ def _read_node(engine: Any, a: ReadNodeArgs) -> Out:
 
 
 def _read_raw(engine: Any, a: ReadRawArgs) -> Out:
-    found = engine.read_raw(a.coordinate, start=a.start, length=a.length)
+    found = engine.read_raw(a.coordinate, rounds=a.rounds, start=a.start, length=a.length)
     return RawOut.model_validate(found, from_attributes=True)
 
 
@@ -487,10 +491,10 @@ def _update_node(engine: Any, a: UpdateNodeArgs) -> Out:
         new_text=a.new_text, summary=a.summary, derived_from=a.derived_from,
         conflicts=a.conflicts, drafter=a.drafter, recheck_of=a.recheck_of,
         valid_from=a.valid_from, valid_to=a.valid_to, supersedes=a.supersedes)
-    if hasattr(result, "nodes"):  # a re-citation: nothing in the node changed
-        return UpdateOut(scope=result.scope, action="recited", closed=list(result.closed),
-                         recited=list(result.nodes))
-    return UpdateOut.model_validate(result, from_attributes=True)
+    out = UpdateOut.model_validate(result, from_attributes=True)
+    if result.action == "recited":
+        out.recited = [result.title]
+    return out
 
 
 def _move_nodes(engine: Any, a: MoveNodesArgs) -> Out:
@@ -572,8 +576,8 @@ SPECS: tuple[Spec, ...] = (
          description=(
         "What this session needs to know: its session key and scope binding, node counts per "
         "Space, recheck candidates (a cited source changed: read it, then update_node with "
-        "recheck_of), open conflict candidates, pending scope-memory evictions, ledger forks "
-        "and damaged files.")),
+        "recheck_of), open conflict candidates, pending scope-memory evictions, ledger forks, "
+        "damaged files and sync conflict copies.")),
     Spec("run_validators", NoArgs, ValidateOut, _run_validators, read_only=True,
          idempotent=True, description=(
         "Check the whole vault (node contract, duplicate ids and titles, dangling edges, "

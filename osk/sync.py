@@ -20,8 +20,10 @@ One cycle (``sync_once``) runs in this order:
    joins it (``osk.ledger``).
 4. **Land** the rebased commit in the vault: each file that differs is rewritten atomically,
    then the branch and index move. Appends made to a ledger or raw record while the cycle ran
-   are carried over onto the new content. A landing is journalled in ``.osk/sync/landing.json``
-   first, so an interrupted landing is finished by the next cycle.
+   are carried over onto the new content; each such file lands under the lock its appends
+   take (``raw.lock_path`` for a raw record), so no append interleaves with the rewrite. A
+   landing is journalled in ``.osk/sync/landing.json`` first, so an interrupted landing is
+   finished by the next cycle.
 5. **Push**. A rejected push (another device pushed first) goes back to step 2, a bounded number
    of times; an unreachable remote marks the vault offline, with its commits kept.
 
@@ -73,7 +75,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from osk import clock
-from osk.errors import OskError, SyncError
+from osk.errors import OskError, RawRecordError, SyncError
 from osk.fsutil import atomic_write
 from osk.ledger import device_id
 from osk.locks import LockTimeout, file_lock
@@ -973,7 +975,7 @@ def _land(cycle: _Cycle, old: str, new: str) -> None:
 
 def _land_file(cycle: _Cycle, rel: str, old_sha: str, new_sha: str, new_mode: str) -> None:
     repo, vault = cycle.repo, cycle.vault
-    lock = vault.lock_path(f"ledger-{PurePosixPath(rel).stem}") if _is_ledger(rel) else None
+    lock = _append_lock(vault, rel)
     with _locked(lock, 60.0, f"an append to {rel} is stuck") if lock else _nothing():
         path = vault.abs(rel)
         old = repo.blob(old_sha) if old_sha != _ZERO else None
@@ -999,6 +1001,21 @@ def _land_file(cycle: _Cycle, rel: str, old_sha: str, new_sha: str, new_mode: st
             _write(vault, copy, _copy_content(rel, current), "100644")
             cycle.result.conflict_copies.append(copy)
         _write(vault, rel, new, new_mode)
+
+
+def _append_lock(vault: Vault, rel: str) -> Path | None:
+    """The lock an append to ``rel`` takes (a ledger or a raw record), held while it lands so
+    the append cannot interleave with the rewrite; None for files nobody appends to."""
+    if _is_ledger(rel):
+        return vault.lock_path(f"ledger-{PurePosixPath(rel).stem}")
+    if _is_raw(rel) and rel.endswith(".md") and not is_conflict_copy(rel):
+        from osk import raw
+
+        try:
+            return raw.lock_path(vault, rel)
+        except RawRecordError:
+            return None  # not a record file (_raw/README.md, say): nothing appends to it
+    return None
 
 
 def _read_current(path: Path) -> bytes | None:

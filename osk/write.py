@@ -185,6 +185,7 @@ class WriteResult:
     trust: str | None
     closed: tuple[str, ...] = ()  # recheck candidates this call closed
     superseded: str | None = None  # the node whose validity this write closed
+    pending: bool = False  # inside a protected region: the change waits for the person
 
 
 @dataclass(frozen=True)
@@ -292,6 +293,10 @@ def update_node(ctx: WriteContext, ref: str, *, body: str | None = None,
                 valid_to: str | None = None, supersedes: str | None = None) -> WriteResult:
     with locked(ctx):
         node = node_for_write(ctx, ref)
+        # A change already waiting for the person's review was never shown to this agent
+        # (readers are served the approved version), so refuse plainly now rather than with
+        # an anchor or hash error against a working copy it never saw.
+        _check_not_pending(ctx, node.path)
         new_body = _new_body(node, body, expect_hash, old_text, new_text)
         spot = spot_of(node.path)
         links = list(node.meta.derived_from) if derived_from is None else list(derived_from)
@@ -321,7 +326,8 @@ def update_node(ctx: WriteContext, ref: str, *, body: str | None = None,
         check_ledgers(ctx)
         _authority_content_checks(ctx, node.title, new_body, node.path,
                                   meta_changes.get("valid_from", node.meta.valid_from),
-                                  meta_changes.get("valid_to", node.meta.valid_to))
+                                  meta_changes.get("valid_to", node.meta.valid_to),
+                                  protected_checked=True)
         data = {**current, **meta_changes, "updated": clock.now_text(), "author": ctx.author,
                 "trust": _trust(ctx, node.space, node.meta.trust_state, new=False)}
         meta = node_mod.validate_meta(node.path, _drop_none(data))
@@ -596,7 +602,7 @@ def _after_move(ctx: WriteContext, plan: dict[str, tuple[Node, str]], spot: Spot
         ctx.note(added=[target], removed=[node.path])
         moved.append(Moved(node.id, node.title, node.path, target))
         _audit(ctx, "move", node, before_text=node.text, after_text=node.text,
-               detail={"from": node.path, "to": target})
+               path=target, detail={"from": node.path, "to": target})
     bound_now = bind_if_first(ctx, spot) if plan else False
     return MoveResult(ctx.session.scope, tuple(moved), ctx.session.bound, bound_now)
 
@@ -674,12 +680,12 @@ def _check_move_topology(ctx: WriteContext, plan: dict[str, tuple[Node, str]],
                 cited = by_title.get(title_key(target.title))
                 if cited is None or not (citing_moved or title_key(target.title) in moved_keys):
                     continue
-                _topology(ctx, _where(final[citing.id]), "node", _where(final[cited.id]),
-                          citing=citing.title, link=link, moving=True)
+                check_topology(_where(final[citing.id]), "node", _where(final[cited.id]),
+                               citing=citing.title, link=link, moving=True)
             elif isinstance(target, RawTarget) and citing_moved:
                 raw_scope = ctx.routing.scope_for(target.key)
-                _topology(ctx, _where(final[citing.id]), "raw", (None, raw_scope),
-                          citing=citing.title, link=link, moving=True)
+                check_topology(_where(final[citing.id]), "raw", (None, raw_scope),
+                               citing=citing.title, link=link, moving=True)
 
 
 def _rename(vault: Vault, source: str, target: str) -> None:
@@ -887,8 +893,8 @@ def _resolve_node(ctx: WriteContext, target: NodeTarget, spot: Spot, *, citing_i
         )
     if citing_id is not None and cited.id == citing_id:
         raise EdgeError(f"{target.link}: a node cannot cite itself", link=target.link)
-    _topology(ctx, (spot.space, spot.scope), "node", (cited.space, cited.scope),
-              citing=None, link=target.link)
+    check_topology((spot.space, spot.scope), "node", (cited.space, cited.scope),
+                   link=target.link)
     body_hash = ctx.rechecks.hasher.body_hash(cited)
     ref = TargetRef(f"node:{cited.id}", "node", f"[[{cited.title}]]")
     return Resolved(ref.link, ref, body_hash)
@@ -896,8 +902,7 @@ def _resolve_node(ctx: WriteContext, target: NodeTarget, spot: Spot, *, citing_i
 
 def _resolve_raw(ctx: WriteContext, target: RawTarget, spot: Spot, *, tolerate: bool) -> Resolved:
     raw_scope = ctx.routing.scope_for(target.key)
-    _topology(ctx, (spot.space, spot.scope), "raw", (None, raw_scope), citing=None,
-              link=target.link)
+    check_topology((spot.space, spot.scope), "raw", (None, raw_scope), link=target.link)
     if not (target.key == ctx.session.key.key or ctx.session.can_see_scope(raw_scope)):
         raise EdgeError(f"{target.link}: no such raw record in the scopes this session can see",
                         link=target.link)
@@ -933,12 +938,6 @@ def _resolve_file(ctx: WriteContext, target: FileTarget, *, tolerate: bool) -> R
         raise EdgeError(f"{target.link}: no such file in {base}", link=target.link)
     ref = TargetRef(f"file:{ctx.session.key.key}:{target.path}", "file", target.link, str(base))
     return Resolved(target.link, ref, sha256_bytes(path.read_bytes()))
-
-
-def _topology(ctx: WriteContext | None, where: tuple[str | None, str | None], kind: str,
-              cited: tuple[str | None, str | None], *, citing: str | None, link: str,
-              moving: bool = False) -> None:
-    check_topology(where, kind, cited, citing=citing, link=link, moving=moving)
 
 
 def check_topology(where: tuple[str | None, str | None], kind: str,
@@ -1036,16 +1035,28 @@ def bind_if_first(ctx: WriteContext, spot: Spot) -> bool:
 
 
 def _authority_content_checks(ctx: WriteContext, title: str, body: str, rel: str,
-                              valid_from: str | None, valid_to: str | None) -> None:
+                              valid_from: str | None, valid_to: str | None, *,
+                              protected_checked: bool = False) -> None:
     tombstones = authority("tombstones")  # AUTHORITY: a rejected claim is not written again
     if tombstones is not None:
         tombstones.check(ctx.vault, title, body)
-    protection = authority("protection")  # AUTHORITY: one pending change per protected file
-    if protection is not None:
-        protection.check_writable(ctx.vault, rel)
+    if not protected_checked:
+        _check_not_pending(ctx, rel)
     validity = authority("validity")  # AUTHORITY: valid_from <= valid_to
     if validity is not None:
         validity.check_interval(valid_from, valid_to)
+
+
+def _check_not_pending(ctx: WriteContext, rel: str) -> None:
+    protection = authority("protection")  # AUTHORITY: one pending change per protected file
+    if protection is not None:
+        protection.check_writable(ctx.vault, rel)
+
+
+def _is_pending(ctx: WriteContext, rel: str) -> bool:
+    """Whether ``rel`` now waits for the person's review (a write inside a protected region)."""
+    protection = authority("protection")
+    return bool(protection is not None and protection.is_pending(ctx.vault, rel))
 
 
 def _trust(ctx: WriteContext, space: str | None, current: str | None, *, new: bool) -> str | None:
@@ -1090,14 +1101,16 @@ def _close_supersede(ctx: WriteContext, closing: object, meta: Frontmatter,
 
 
 def _audit(ctx: WriteContext, action: str, node: Node, *, before_text: str | None,
-           after_text: str | None, detail: dict[str, object] | None = None) -> None:
+           after_text: str | None, path: str | None = None,
+           detail: dict[str, object] | None = None) -> None:
+    """One audit record; ``path`` is where the node is after the change (a move's target)."""
     audit = authority("audit")  # AUTHORITY: one audit record per node mutation
     if audit is None:
         return
     info = {"session": ctx.session.key.key, "drafter": node.meta.drafter, **(detail or {})}
     audit.record_change(ctx.vault, actor=ctx.audit_actor, action=action, node_id=node.id,
-                        path=node.path, before_text=before_text, after_text=after_text,
-                        detail=info)
+                        path=path or node.path, before_text=before_text,
+                        after_text=after_text, detail=info)
 
 
 # -- small helpers ---------------------------------------------------------------------------------
@@ -1123,7 +1136,7 @@ def _result(ctx: WriteContext, action: str, node: Node, bound_now: bool, *,
             closed: tuple[str, ...] = (), superseded: str | None = None) -> WriteResult:
     return WriteResult(action, node.id, node.title, node.path, sha256_text(node.text),
                        ctx.session.scope, ctx.session.bound, bound_now, node.meta.trust_state,
-                       closed, superseded)
+                       closed, superseded, _is_pending(ctx, node.path))
 
 
 __all__ = [

@@ -112,3 +112,36 @@ def test_a_file_without_a_valid_front_matter_block_is_a_contract_error(text: str
 def test_trust_state_defaults_from_the_author():
     assert node.Frontmatter.model_validate(GOOD).trust_state == "inferred"
     assert node.Frontmatter.model_validate({**GOOD, "author": "user"}).trust_state == "confirmed"
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=300, derandomize=True, deadline=None)
+@given(summary=st.text(min_size=1, max_size=80).filter(
+           lambda s: s.strip() and node._printable_line(s)),
+       drafter=st.sampled_from(["claude-opus-4", "yes", "1.5", "2026-11-29", "a: b", "x #y",
+                                "null", "gpt 5 ", "human"]))
+def test_the_fast_header_reader_agrees_with_yaml_on_everything_render_writes(summary, drafter):
+    import yaml
+
+    meta = node.Frontmatter.model_validate({**GOOD, "summary": summary, "drafter": drafter})
+    text = node.render(meta, "Body.\n")
+    header = text[len("---\n"):text.index("\n---\n") + 1]
+    fast = node._canonical_header(header)
+    assert fast is not None
+    assert fast == yaml.safe_load(header)
+
+
+def test_control_characters_and_line_separators_are_not_a_summary():
+    for bad in ("tab\u0007bell", "next\u0085line", "para\u2029graph", "del\u007f"):
+        text = text_with(summary="PLACEHOLDER").replace('"PLACEHOLDER"', json.dumps(bad))
+        with pytest.raises(ContractError, match="printable"):
+            node.parse("Domain/A.md", text)
+
+
+def test_hand_written_yaml_falls_back_to_the_yaml_reader():
+    header = "id: x\nsummary: >\n  folded\n"
+    assert node._canonical_header(header) is None
+    assert node._canonical_header("summary: 42\n") is None

@@ -393,4 +393,5 @@ async def test_a_changed_source_reopens_its_citer_until_it_is_read_and_recited(s
         recited = await ok(client, "update_node", {"node": "Cache policy",
                                                    "recheck_of": [candidate["id"]]})
         assert recited["action"] == "recited" and recited["closed"] == [candidate["id"]]
+        assert recited["recited"] == ["Cache policy"] and recited["pending"] is False
         assert (await ok(client, "overview", {}))["rechecks"] == []

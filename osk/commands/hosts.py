@@ -152,7 +152,7 @@ def run_doctor(args: argparse.Namespace) -> int:
                             "run `osk setup HOST` for claude, codex, kiro or antigravity"))
     for host in hosts:
         checks.extend(check_host(host, ctx))
-    checks.append(check_mcp(ctx.osk_command, vault.root))
+    checks.append(check_mcp(ctx.osk_command, vault.root, project))
     for host in hosts:
         if host in HOOK_HOSTS:
             checks.append(check_hook(ctx.osk_command, vault.root, host, project))
@@ -232,11 +232,12 @@ def check_host(host: str, ctx: Context) -> list[Check]:
     return [Check(f"{host} setup", False, detail, fix)]
 
 
-def check_mcp(command: tuple[str, ...], vault_root: Path) -> Check:
-    """Start `osk mcp` and speak JSON-RPC to it: initialize, then tools/list."""
+def check_mcp(command: tuple[str, ...], vault_root: Path, project: Path | None) -> Check:
+    """Start `osk mcp` as a host would (in the project) and speak JSON-RPC to it: initialize,
+    then tools/list."""
     argv = [*command, "--vault", str(vault_root), "mcp"]
     try:
-        tools = list_tools(argv, timeout=MCP_TIMEOUT)
+        tools = list_tools(argv, timeout=MCP_TIMEOUT, cwd=project)
     except (OSError, ValueError, TimeoutError) as exc:
         return Check("mcp server", False, f"`{' '.join(argv)}` failed: {exc}",
                      "run that command by hand to see its error")
@@ -276,11 +277,11 @@ class _Lines:
             self.buffer += chunk
 
 
-def list_tools(argv: list[str], *, timeout: float) -> list[str]:
+def list_tools(argv: list[str], *, timeout: float, cwd: Path | None = None) -> list[str]:
     deadline = time.monotonic() + timeout
     with tempfile.TemporaryFile() as errors:
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=errors)
+                                stderr=errors, cwd=cwd)
         try:
             lines = _Lines(proc)
             _send(proc, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {

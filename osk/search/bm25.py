@@ -74,6 +74,11 @@ class Bm25:
         """The current postings as (terms, offsets, slots, tfs), for writing to disk."""
         terms: list[str] = []
         offsets, slots, tfs = array("I", [0]), array("I"), array("I")
+        base_slots, base_tfs = self._base_slots, self._base_tfs
+        if base_slots.typecode != "I":
+            base_slots = array("I", base_slots)
+        if base_tfs.typecode != "I":  # loaded as 16-bit; extend() needs one item type
+            base_tfs = array("I", base_tfs)
         for term in self._all_terms():
             before = len(slots)
             materialised = self._dicts.get(term)
@@ -83,8 +88,8 @@ class Bm25:
             else:
                 i = self._base_index[term]
                 a, b = self._base_offsets[i], self._base_offsets[i + 1]
-                slots.extend(self._base_slots[a:b])
-                tfs.extend(self._base_tfs[a:b])
+                slots.extend(base_slots[a:b])
+                tfs.extend(base_tfs[a:b])
             if len(slots) > before:
                 terms.append(term)
                 offsets.append(len(slots))

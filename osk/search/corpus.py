@@ -82,7 +82,7 @@ class Corpus:
         self._free: list[int] = []
         self._next_slot = 0
         self._doc_terms: dict[int, str] = {}  # distinct terms of documents stored here
-        self._base_terms: tuple[array, bytes] = (array("I", [0]), b"")
+        self._base_terms: tuple[array, array, list[str]] = (array("I", [0]), array("I"), [])
         self._supersession: tuple[int, list[tuple[int, int]], set[int]] | None = None
 
     # -- snapshots ----------------------------------------------------------------------------
@@ -101,7 +101,7 @@ class Corpus:
             lengths[slot] = doc.length
         corpus.bm25 = Bm25.from_base(snapshot.terms, snapshot.offsets, snapshot.slots,
                                      snapshot.tfs, lengths)
-        corpus._base_terms = (snapshot.doc_term_offsets, snapshot.doc_terms)
+        corpus._base_terms = (snapshot.doc_term_offsets, snapshot.doc_terms, snapshot.terms)
         corpus._next_slot = len(snapshot.docs)
         corpus._free.reverse()  # reuse low slots first
         for slot, doc in corpus.docs.items():
@@ -113,16 +113,17 @@ class Corpus:
         terms, offsets, slots, tfs = self.bm25.to_base()
         lengths = array("I", [0] * self._next_slot)
         records: list[list[Any] | None] = [None] * self._next_slot
-        blobs: list[bytes] = [b""] * self._next_slot
-        for slot, doc in self.docs.items():
-            lengths[slot] = doc.length
-            records[slot] = doc.record()
-            blobs[slot] = " ".join(self.terms_of(slot)).encode("utf-8")
-        term_offsets = array("I", [0])
-        for blob in blobs:
-            term_offsets.append(term_offsets[-1] + len(blob))
+        number = {term: i for i, term in enumerate(terms)}
+        term_offsets, term_ids = array("I", [0]), array("I")
+        for slot in range(self._next_slot):
+            doc = self.docs.get(slot)
+            if doc is not None:
+                lengths[slot] = doc.length
+                records[slot] = doc.record()
+                term_ids.extend([number[term] for term in self.terms_of(slot)])
+            term_offsets.append(len(term_ids))
         return store.Snapshot(generation, params, terms, records, offsets, slots, tfs,
-                              lengths, term_offsets, b"".join(blobs))
+                              lengths, term_offsets, term_ids)
 
     # -- reading ------------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -137,8 +138,8 @@ class Corpus:
         from the snapshot's per-document section (needed only to remove it)."""
         terms = self._doc_terms.get(slot)
         if terms is None:
-            offsets, blob = self._base_terms
-            terms = blob[offsets[slot]:offsets[slot + 1]].decode("utf-8")
+            offsets, ids, vocabulary = self._base_terms
+            return [vocabulary[i] for i in ids[offsets[slot]:offsets[slot + 1]]]
         return terms.split(" ") if terms else []
 
     def supersession(self) -> tuple[list[tuple[int, int]], set[int]]:

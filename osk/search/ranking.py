@@ -8,8 +8,8 @@ The order (weights tuned on the dev set; the figures are in docs/performance.md)
    expansion: ``expand``) over title + summary + body, × locality × validity, plus what a
    superseded node passes on to the node that supersedes it.
 3. Locality: the session's own scope ×2.0, Domain and Person ×1.5, other scopes ×1.0. Only
-   the ratios matter; 4:3:2 was the best of the grid tried and its neighbours scored within
-   0.01 nDCG.
+   the ratios matter; 4:3:2 was the best of the grid tried, its neighbours scored within 0.007
+   nDCG@10, and giving Domain/Person the weight of either neighbour lost 0.02.
 4. Validity: a node superseded by another (whose ``supersedes`` names it and whose claim has
    started), or past its ``valid_to``, or before its ``valid_from``, is demoted ×0.75 and
    marked ``superseded`` / ``expired`` / ``not-yet-valid``; its successor gains the demoted
@@ -116,7 +116,7 @@ class Ranking:
                 pool[successor] += raw[slot] * factor(slot)
         tiers: dict[int, int] = {}
         for tier, table, key in ((1, corpus.by_loose, loose_key(query)),
-                                 (2, corpus.by_title, title_key(query))):
+                                 (2, corpus.by_title, title_key(query.strip()))):
             for slot in table.get(key, ()) if key else ():
                 if factor(slot) > 0:
                     tiers[slot] = tier

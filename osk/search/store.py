@@ -12,9 +12,10 @@ Snapshot (``snapshot.bin``)::
     {"version": 1, "params": {...}, "generation": "...", "sections": [...], "crc32": N}\\n
     <meta JSON><offsets><slots><tfs><lengths><doc term offsets><doc terms>
 
-``meta`` is UTF-8 JSON (the vocabulary and per-document records); the array sections are raw
-``array('I')`` bytes in the machine's byte order, and the last one is each document's distinct
-terms as UTF-8 (needed only to remove a document), so loading them is a copy, not a parse.
+``meta`` is UTF-8 JSON (the vocabulary and per-document records); the other sections are raw
+``array`` bytes in the machine's byte order (the header names each one's type and size), so
+loading them is a copy, not a parse. ``doc terms`` lists each document's distinct terms as
+vocabulary numbers; it is read only to remove a document.
 The CRC covers every byte after the header line, so truncation and bit damage are both
 caught. No pickle or marshal: nothing in these files is ever executed or trusted blindly.
 
@@ -41,7 +42,8 @@ FORMAT_VERSION = 1
 MAGIC = b"OSK-SEARCH-INDEX\n"
 SNAPSHOT = "snapshot.bin"
 JOURNAL = "journal.jsonl"
-_ARRAY_SECTIONS = ("offsets", "slots", "tfs", "lengths", "doc_term_offsets")
+# The array sections, in file order. "tfs" is written as 16-bit when every count fits.
+_ARRAYS = ("offsets", "slots", "tfs", "lengths", "doc_term_offsets", "doc_terms")
 
 
 class Damaged(Exception):
@@ -56,14 +58,14 @@ class Missing(Damaged):
 class Snapshot:
     generation: str
     params: dict[str, Any]
-    terms: list[str]
-    docs: list[list[Any] | None]  # by slot; None for a free slot
+    terms: list[str]  # the vocabulary; term i owns postings offsets[i]:offsets[i + 1]
+    docs: list[list[Any] | None]  # document records by slot; None for a free slot
     offsets: array
     slots: array
     tfs: array
     lengths: array  # by slot
-    doc_term_offsets: array  # by slot, one more than slots: doc i's terms are
-    doc_terms: bytes  # doc_terms[doc_term_offsets[i]:doc_term_offsets[i + 1]], space-joined
+    doc_term_offsets: array  # by slot plus one: document i's distinct terms are
+    doc_terms: array  # terms[j] for j in doc_terms[doc_term_offsets[i]:doc_term_offsets[i + 1]]
 
 
 def new_generation() -> str:
@@ -77,16 +79,21 @@ def write_snapshot(directory: Path, snapshot: Snapshot) -> int:
         {"terms": snapshot.terms, "docs": snapshot.docs},
         ensure_ascii=False, separators=(",", ":"),
     ).encode("utf-8")
-    parts = ([meta] + [getattr(snapshot, name).tobytes() for name in _ARRAY_SECTIONS]
-             + [snapshot.doc_terms])
+    arrays = [getattr(snapshot, name) for name in _ARRAYS]
+    tfs = arrays[2]
+    if tfs.typecode != "H" and (not tfs or max(tfs) <= 0xFFFF):
+        arrays[2] = array("H", tfs)
+    parts = [meta] + [values.tobytes() for values in arrays]
     body = b"".join(parts)
     header = {
         "version": FORMAT_VERSION,
         "params": snapshot.params,
         "generation": snapshot.generation,
         "byteorder": sys.byteorder,
-        "itemsize": array("I").itemsize,
-        "sections": [len(part) for part in parts],
+        "sizes": {code: array(code).itemsize for code in "HI"},
+        "sections": [["meta", "json", len(meta)]] + [
+            [name, values.typecode, len(part)]
+            for name, values, part in zip(_ARRAYS, arrays, parts[1:], strict=True)],
         "crc32": zlib.crc32(body),
     }
     data = MAGIC + json.dumps(header, separators=(",", ":")).encode("ascii") + b"\n" + body
@@ -117,38 +124,47 @@ def read_snapshot(directory: Path, params: dict[str, Any]) -> Snapshot:
         raise Damaged(f"format version {header.get('version')!r}, expected {FORMAT_VERSION}")
     if header.get("params") != params:
         raise Damaged("built with other tokenizer or ranking parameters")
-    if header.get("byteorder") != sys.byteorder or header.get("itemsize") != array("I").itemsize:
-        raise Damaged("written on a machine with another byte order")
+    if (header.get("byteorder") != sys.byteorder
+            or header.get("sizes") != {code: array(code).itemsize for code in "HI"}):
+        raise Damaged("written on a machine with another byte order or integer size")
     body = memoryview(data)[end + 1:]
     sections = header.get("sections")
-    if (not isinstance(sections, list) or len(sections) != 2 + len(_ARRAY_SECTIONS)
-            or sum(sections) != len(body)):
+    expected = ["meta", *_ARRAYS]
+    try:
+        names = [section[0] for section in sections]
+        sizes = [int(section[2]) for section in sections]
+        codes = [section[1] for section in sections]
+    except (TypeError, IndexError, KeyError, ValueError):
+        raise Damaged("the header's section list is malformed") from None
+    if names != expected or sum(sizes) != len(body):
         raise Damaged("sections do not add up to the file size (truncated?)")
     if zlib.crc32(body) != header.get("crc32"):
         raise Damaged("checksum mismatch")
-    return _decode(header, body, sections)
+    return _decode(header, body, codes, sizes)
 
 
-def _decode(header: dict[str, Any], body: memoryview, sections: list[int]) -> Snapshot:
-    position = sections[0]
+def _decode(header: dict[str, Any], body: memoryview, codes: list[str],
+            sizes: list[int]) -> Snapshot:
+    position = sizes[0]
     try:
         meta = json.loads(bytes(body[:position]))
         terms, docs = meta["terms"], meta["docs"]
     except (ValueError, KeyError, TypeError):
         raise Damaged("metadata is not the expected JSON") from None
     arrays = []
-    for size in sections[1:-1]:
-        values = array("I")
+    for code, size in zip(codes[1:], sizes[1:], strict=True):
+        if code not in ("H", "I"):
+            raise Damaged(f"unknown array type {code!r}")
+        values = array(code)
         if size % values.itemsize:
             raise Damaged("an array section has a partial item")
         values.frombytes(body[position:position + size])
         arrays.append(values)
         position += size
-    offsets, slots, tfs, lengths, doc_term_offsets = arrays
-    doc_terms = bytes(body[position:])
+    offsets, slots, tfs, lengths, doc_term_offsets, doc_terms = arrays
     if (not isinstance(terms, list) or not isinstance(docs, list) or len(lengths) != len(docs)
             or len(doc_term_offsets) != len(docs) + 1
-            or (docs and doc_term_offsets[-1] != len(doc_terms))):
+            or doc_term_offsets[-1] != len(doc_terms)):
         raise Damaged("metadata does not match the arrays")
     return Snapshot(str(header.get("generation")), header["params"], terms, docs,
                     offsets, slots, tfs, lengths, doc_term_offsets, doc_terms)

@@ -1,4 +1,4 @@
-"""The JSON splice editor behind `osk setup`: any document, any layout, exact round trips."""
+"""The config-text editors behind `osk setup`: any document, any layout, exact round trips."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from osk.configtext import JsonHook, JsonMember, JsonText, OwnedFile, TextBlock
 from osk.errors import SetupError
-from osk.hostsetup import JsonHook, JsonMember, JsonText
 
 EXAMPLES = int(os.environ.get("OSK_SETUP_EXAMPLES", "150"))
 PATH = Path("/home/someone/settings.json")
@@ -115,3 +115,39 @@ def test_new_members_follow_the_files_indentation() -> None:
 def test_text_that_is_not_a_json_object_is_refused(text: str) -> None:
     with pytest.raises(SetupError, match=str(PATH)):
         JsonText(text, PATH)
+
+
+@settings(max_examples=EXAMPLES, derandomize=True, deadline=None)
+@given(text=st.text(st.sampled_from("ab #\n<>-!"), max_size=40))
+def test_our_markdown_block_comes_and_goes_leaving_the_users_text_byte_for_byte(
+    text: str
+) -> None:
+    if ">>> osk" in text:
+        return
+    edit = TextBlock(PATH.with_name("GEMINI.md"), "antigravity", "Call append_raw.\n", "<!--")
+
+    installed, memo = edit.apply(text, False, None)
+
+    assert installed is not None and installed.startswith(text)
+    assert "Call append_raw.\n<!-- <<< osk <<< -->" in installed
+    assert edit.apply(installed, False, memo)[0] == installed  # idempotent
+    assert edit.apply(installed, True, memo)[0] == text
+
+
+def test_a_block_with_a_begin_line_but_no_end_line_is_refused() -> None:
+    edit = TextBlock(PATH.with_name("GEMINI.md"), "antigravity", "ours\n", "<!--")
+    installed, _ = edit.apply("mine\n", False, None)
+    assert installed is not None
+    damaged = installed.replace("<!-- <<< osk <<< -->\n", "")
+
+    with pytest.raises(SetupError, match="no end line"):
+        edit.apply(damaged, True, None)
+
+
+def test_a_file_that_is_not_ours_is_refused_where_a_whole_file_of_ours_goes() -> None:
+    edit = OwnedFile(PATH.with_name("osk.md"), "ours, managed by osk setup\n",
+                     lambda text: "managed by osk setup" in text)
+
+    assert edit.apply(None, False, None)[0] == "ours, managed by osk setup\n"
+    with pytest.raises(SetupError, match="was not written by osk setup"):
+        edit.apply("the user's own notes\n", False, None)
