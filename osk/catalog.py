@@ -3,10 +3,18 @@
 The catalog parses each node file once and re-parses only files whose (size, mtime, inode)
 changed, so a long-lived server pays for a change, not for the vault. ``refresh`` reports what
 changed so the search index can update just those postings.
+
+A snapshot in device state (``.osk/catalog/snapshot.json``) keeps each node's stat, front
+matter and hashes, so a new process (a hook, a CLI command, a server starting) restores
+unchanged nodes without reading their files; their text is read on first use. An entry is
+trusted only when the file's stat still matches and the bytes were read safely after the
+mtime race window. The snapshot is a cache: delete it and the next load reads every file.
 """
 
 from __future__ import annotations
 
+import atexit
+import json
 import os
 import time
 from collections.abc import Iterator
@@ -15,6 +23,7 @@ from pathlib import Path
 
 from osk import node as node_mod
 from osk.errors import ContractError, DuplicateId, NodeNotFound, OskError, TitleError
+from osk.fsutil import atomic_write
 from osk.node import Node
 from osk.titles import title_key
 from osk.vault import SPACES, Vault
@@ -41,22 +50,34 @@ class Changes:
         return bool(self.added or self.changed or self.removed)
 
 
+SNAPSHOT_SAVE_SECONDS = 30.0
+
+
 @dataclass
 class Catalog:
     vault: Vault
     entries: dict[str, Entry] = field(default_factory=dict)
     _by_id: dict[str, list[str]] = field(default_factory=dict)
     _by_title: dict[str, list[str]] = field(default_factory=dict)
+    _snapshot: dict[str, dict] | None = None
+    _dirty: bool = False
+    _saved_at: float = 0.0
 
     # -- refreshing ---------------------------------------------------------------------
     def refresh(self) -> Changes:
         """Stat every node file; re-read the ones that changed. Returns what changed."""
+        if self._snapshot is None:
+            self._snapshot = _load_snapshot(self.vault)
+            atexit.register(self.save_snapshot)
         seen: dict[str, StatKey] = dict(self._walk())
         added, changed = [], []
+        read_any = False
         for rel, stat in seen.items():
             old = self.entries.get(rel)
             if old is None or old.stat != stat or not _settled(old):
-                entry = self._load(rel, stat)
+                entry = self._restore(rel, stat) if old is None else None
+                if entry is None:
+                    entry, read_any = self._load(rel, stat), True
                 if old is None:
                     added.append(rel)
                 elif old.stat != stat or _content_differs(old, entry):
@@ -65,10 +86,57 @@ class Catalog:
         removed = [rel for rel in self.entries if rel not in seen]
         for rel in removed:
             self._drop(rel)
-        return Changes(tuple(added), tuple(changed), tuple(removed))
+        result = Changes(tuple(added), tuple(changed), tuple(removed))
+        self._dirty = self._dirty or read_any or bool(removed)
+        if self._dirty and time.monotonic() - self._saved_at >= SNAPSHOT_SAVE_SECONDS:
+            self.save_snapshot()
+        return result
+
+    # -- the snapshot -------------------------------------------------------------------
+    def _restore(self, rel: str, stat: StatKey) -> Entry | None:
+        """An entry rebuilt from the snapshot, if it still describes this file exactly."""
+        saved = (self._snapshot or {}).get(rel)
+        try:
+            if not saved or tuple(saved["stat"]) != stat:
+                return None
+            read_at = int(saved["read_at"])
+            # Written by save_snapshot from validated models, under this contract's version.
+            fields = saved["meta"]
+            if not isinstance(fields, dict) or not _REQUIRED_FIELDS <= fields.keys():
+                return None
+            meta = node_mod.Frontmatter.model_construct(**fields)
+            hashes = {"file_hash": str(saved["file_hash"]), "body_hash": str(saved["body_hash"])}
+        except (KeyError, TypeError, ValueError):
+            return None  # a damaged entry: read the file instead
+        if read_at - stat[1] < _RACE_WINDOW_NS:
+            return None
+        path = os.path.join(self.vault.root, rel)
+        restored = Node(rel, meta, loader=lambda: _read_text(path), **hashes)
+        return Entry(rel, stat, restored, None, read_at)
+
+    def save_snapshot(self) -> None:
+        """Write the snapshot of every valid node (device state; atomic)."""
+        if not self._dirty:
+            return
+        entries = {
+            rel: {"stat": list(entry.stat), "read_at": entry.read_at_ns,
+                  "meta": entry.node.meta.model_dump(exclude_none=True),
+                  "file_hash": entry.node.file_hash, "body_hash": entry.node.body_hash}
+            for rel, entry in self.entries.items()
+            if entry.node is not None and _settled(entry)
+        }
+        payload = json.dumps({"version": _SNAPSHOT_VERSION, "entries": entries},
+                             ensure_ascii=False, separators=(",", ":"))
+        try:
+            atomic_write(_snapshot_path(self.vault), payload)
+        except OSError:
+            return  # a cache: failing to save it costs the next process a full read
+        self._dirty = False
+        self._saved_at = time.monotonic()
 
     def note_written(self, rel: str) -> None:
         """Record a file osk itself just wrote, without waiting for the next walk."""
+        self._dirty = True
         path = self.vault.abs(rel)
         try:
             stat = _stat_key(path.stat())
@@ -78,6 +146,7 @@ class Catalog:
             self._put(self._load(rel, stat))
 
     def note_removed(self, rel: str) -> None:
+        self._dirty = True
         self._drop(rel)
 
     def _walk(self) -> Iterator[tuple[str, StatKey]]:
@@ -89,7 +158,7 @@ class Catalog:
     def _load(self, rel: str, stat: StatKey) -> Entry:
         read_at = time.time_ns()
         try:
-            text = self.vault.abs(rel).read_text(encoding="utf-8")
+            text = _read_text(os.path.join(self.vault.root, rel))
             return Entry(rel, stat, node_mod.parse(rel, text), None, read_at)
         except ContractError as exc:
             return Entry(rel, stat, None, exc, read_at)
@@ -204,6 +273,32 @@ def _settled(entry: Entry) -> bool:
     safely after the window; from then on the stat alone vouches for it.
     """
     return entry.read_at_ns - entry.stat[1] >= _RACE_WINDOW_NS
+
+
+def _read_text(path: str) -> str:
+    with open(path, encoding="utf-8", newline="") as handle:
+        return handle.read()
+
+
+_REQUIRED_FIELDS = {name for name, info in node_mod.Frontmatter.model_fields.items()
+                    if info.is_required()}
+# The snapshot is valid only for the contract it was written under.
+_SNAPSHOT_VERSION = f"1:{','.join(node_mod.KEYS)}"
+
+
+def _snapshot_path(vault: Vault) -> Path:
+    return vault.state("catalog", "snapshot.json")
+
+
+def _load_snapshot(vault: Vault) -> dict[str, dict]:
+    try:
+        data = json.loads(_snapshot_path(vault).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict) or data.get("version") != _SNAPSHOT_VERSION:
+        return {}
+    entries = data.get("entries")
+    return entries if isinstance(entries, dict) else {}
 
 
 def _unlink_index(index: dict[str, list[str]], key: str, rel: str) -> None:

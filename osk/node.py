@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal
 
@@ -115,11 +115,12 @@ class Frontmatter(BaseModel):
 
 
 def _printable_line(text: str) -> bool:
-    """No control characters, line or paragraph separators, or unpaired surrogates."""
-    return not any(unicodedata.category(ch) in _UNPRINTABLE and ch != "\t" for ch in text)
+    """No control characters (tab aside), line or paragraph separators, or lone surrogates."""
+    return _UNPRINTABLE.search(text) is None
 
 
-_UNPRINTABLE = {"Cc", "Cs", "Zl", "Zp"}
+# Unicode categories Cc (but tab), Zl, Zp and Cs, spelled out for speed.
+_UNPRINTABLE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 
 
 KEYS = tuple(
@@ -131,14 +132,50 @@ REQUIRED_KEYS = tuple(
 )
 
 
-@dataclass(frozen=True)
 class Node:
-    """A parsed node file. ``path`` is vault-relative POSIX."""
+    """A node file: vault-relative POSIX ``path``, validated front matter, and its text.
 
-    path: str
-    meta: Frontmatter
-    body: str
-    text: str
+    A node the catalog restored from its snapshot carries its hashes but not its text; the text
+    is read on first use, so loading a large vault does not read every file.
+    """
+
+    __slots__ = ("path", "meta", "_text", "_body_start", "_loader", "_file_hash", "_body_hash")
+
+    def __init__(self, path: str, meta: Frontmatter, body: str | None = None,
+                 text: str | None = None, *, loader: Callable[[], str] | None = None,
+                 file_hash: str | None = None, body_hash: str | None = None) -> None:
+        if text is None and loader is None:
+            raise ValueError("a node needs its text or a way to read it")
+        self.path = path
+        self.meta = meta
+        self._text = text
+        self._body_start = len(text) - len(body) if text is not None and body is not None else None
+        self._loader = loader
+        self._file_hash = file_hash
+        self._body_hash = body_hash
+
+    def __repr__(self) -> str:
+        return f"Node({self.path!r}, id={self.meta.id!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Node):
+            return NotImplemented
+        return (self.path, self.meta, self.text) == (other.path, other.meta, other.text)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable caches inside; compare, never hash
+
+    @property
+    def text(self) -> str:
+        if self._text is None:
+            assert self._loader is not None
+            self._text = self._loader()
+        return self._text
+
+    @property
+    def body(self) -> str:
+        if self._body_start is None:
+            self._body_start = len(self.text) - len(split_frontmatter(self.path, self.text)[1])
+        return self.text[self._body_start:]
 
     @property
     def title(self) -> str:
@@ -163,12 +200,16 @@ class Node:
     @property
     def file_hash(self) -> str:
         """Hash of the whole file: what a compare-and-swap full replacement must name."""
-        return sha256_text(self.text)
+        if self._file_hash is None:
+            self._file_hash = sha256_text(self.text)
+        return self._file_hash
 
     @property
     def body_hash(self) -> str:
         """Hash of the body: what citations bind to."""
-        return body_hash(self.body)
+        if self._body_hash is None:
+            self._body_hash = body_hash(self.body)
+        return self._body_hash
 
 
 def body_hash(body: str) -> str:
@@ -176,7 +217,9 @@ def body_hash(body: str) -> str:
 
 
 def title_from_path(path: str) -> str:
-    return unicodedata.normalize("NFC", PurePosixPath(path).stem)
+    name = path.rsplit("/", 1)[-1]
+    stem = name[:-3] if name.endswith(".md") else PurePosixPath(name).stem
+    return unicodedata.normalize("NFC", stem)
 
 
 # -- parsing -------------------------------------------------------------------------------
@@ -258,7 +301,7 @@ def _canonical_header(header: str) -> dict[str, Any] | None:
             if not isinstance(decoded, str):
                 return None
             data[key] = decoded
-        elif _is_plain(value):
+        elif _reads_as_string(value):
             data[key] = value
         else:
             return None
@@ -329,23 +372,20 @@ def _scalar(value: object) -> str:
 
 
 def _is_plain(text: str) -> bool:
-    """Whether YAML reads ``text`` unquoted as exactly this string."""
-    return bool(
-        _PLAIN.match(text)
-        and not text.endswith(" ")
-        and ": " not in text
-        and " #" not in text
-        and text.lower() not in _AMBIGUOUS
-        and not _looks_numeric(text)
-    )
+    """Whether osk writes ``text`` unquoted: YAML reads it back as this very string, and no
+    other common YAML reader (Obsidian's YAML 1.2, for one) could take it for a boolean."""
+    return _reads_as_string(text) and text.lower() not in _AMBIGUOUS
 
 
-def _looks_numeric(text: str) -> bool:
-    try:
-        float(text.replace("_", ""))
-        return True
-    except ValueError:
-        return text.count("-") == 2 and text[:4].isdigit() and len(text) <= 10
+def _reads_as_string(text: str) -> bool:
+    """Whether PyYAML reads the unquoted scalar ``text`` as exactly this string."""
+    if not _PLAIN.match(text) or text.endswith(" ") or ": " in text or " #" in text:
+        return False
+    # YAML resolves a plain scalar to null, bool, int, float or timestamp by these patterns.
+    return not any(pattern.match(text) for _tag, pattern in _RESOLVERS.get(text[0], ()))
+
+
+_RESOLVERS = yaml.SafeLoader.yaml_implicit_resolvers
 
 
 def file_hash_of_bytes(data: bytes) -> str:

@@ -109,7 +109,7 @@ class Vault:
         return path.resolve().relative_to(self.root.resolve()).as_posix()
 
     def abs(self, rel_path: str) -> Path:
-        return self.root / PurePosixPath(rel_path)
+        return self.root / rel_path  # POSIX separators work on every platform osk supports
 
 
 def space_of(rel_path: str) -> str | None:

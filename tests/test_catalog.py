@@ -83,3 +83,71 @@ def test_refresh_reports_added_changed_and_removed_files_and_skips_non_node_fold
     assert changes.changed == ("Domain/A.md",)
     assert changes.removed == ("Domain/B.md",)
     assert not catalog.refresh()
+
+
+def _age(vault: Vault, rel: str, seconds: int = 10) -> None:
+    """Move a file's mtime into the past, out of the race window, as time would."""
+    path = vault.abs(rel)
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns - seconds * 1_000_000_000))
+
+
+def test_a_new_process_restores_unchanged_nodes_from_the_snapshot_without_reading_them(
+    vault: Vault, monkeypatch
+):
+    import osk.catalog as catalog_mod
+
+    for name in ("A", "B"):
+        write_node(vault, f"Domain/{name}.md", f"id-{name}", body=f"Body {name}.\n")
+        _age(vault, f"Domain/{name}.md")
+    first = Catalog(vault)
+    first.refresh()
+    first.save_snapshot()
+    assert (vault.state("catalog", "snapshot.json")).is_file()
+    write_node(vault, "Domain/B.md", "id-B", body="Changed while no osk ran.\n")
+
+    reads: list[str] = []
+    real = catalog_mod._read_text
+    monkeypatch.setattr(catalog_mod, "_read_text", lambda p: reads.append(p) or real(p))
+    second = Catalog(vault)
+    second.refresh()
+    assert [os.path.basename(p) for p in reads] == ["B.md"]  # A came from the snapshot
+    a = second.get("A")
+    assert a.body_hash == first.get("A").body_hash
+    assert a.body == "Body A.\n" and a.text.startswith("---\n")
+    assert second.get("B").body == "Changed while no osk ran.\n"
+
+
+def test_a_damaged_or_foreign_snapshot_is_ignored(vault: Vault):
+    write_node(vault, "Domain/A.md", "id-A")
+    _age(vault, "Domain/A.md")
+    path = vault.state("catalog", "snapshot.json")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for junk in ("{not json", '{"version": "0:old", "entries": {}}',
+                 '{"version": "%s", "entries": {"Domain/A.md": {"stat": 5}}}'):
+        import osk.catalog as catalog_mod
+
+        path.write_text(junk.replace("%s", catalog_mod._SNAPSHOT_VERSION), encoding="utf-8")
+        catalog = Catalog(vault)
+        catalog.refresh()
+        assert catalog.get("A").id == "id-A"
+
+
+def test_a_snapshot_entry_missing_contract_fields_is_read_from_the_file(vault: Vault):
+    import json as json_mod
+
+    import osk.catalog as catalog_mod
+
+    write_node(vault, "Domain/A.md", "id-A")
+    _age(vault, "Domain/A.md")
+    first = Catalog(vault)
+    first.refresh()
+    first.save_snapshot()
+    path = vault.state("catalog", "snapshot.json")
+    data = json_mod.loads(path.read_text(encoding="utf-8"))
+    del data["entries"]["Domain/A.md"]["meta"]["summary"]
+    path.write_text(json_mod.dumps(data), encoding="utf-8")
+    assert data["version"] == catalog_mod._SNAPSHOT_VERSION
+    second = Catalog(vault)
+    second.refresh()
+    assert second.get("A").meta.summary == "About Domain/A.md."
