@@ -15,20 +15,12 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # argparse is imported lazily: `osk hook …` never builds a parser
     import argparse
 
-COMMAND_MODULES = (
-    "osk.commands.vault",
-    "osk.commands.nodes",
-    "osk.commands.search",
-    "osk.commands.authority",
-    "osk.commands.sync",
-    "osk.commands.hosts",
-    "osk.commands.demo",
-)
-
-
 def build_parser() -> argparse.ArgumentParser:
     import argparse
-    import importlib
+
+    # Imported here, not at the top: each command module imports this one, and `osk hook …`
+    # must not pay for them.
+    from osk.commands import authority, demo, hosts, nodes, search, sync, vault
 
     parser = argparse.ArgumentParser(
         prog="osk", description="A local-first memory vault for coding agents."
@@ -37,13 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
                                         "current directory's ancestors)")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:  # a command group still being written
-            if exc.name != name:
-                raise
-            continue
+    for module in (vault, nodes, search, authority, sync, hosts, demo):
         module.register(sub)
     return parser
 
@@ -86,6 +72,29 @@ def add_json_flag(parser: argparse.ArgumentParser) -> None:
 
 def add_scope_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scope", help="act for this scope (default: the current repository's)")
+
+
+def json_text(value: object) -> str:
+    """What --json prints: engine results (dataclasses, containers, paths) as indented JSON."""
+    import json
+
+    return json.dumps(_plain(value), ensure_ascii=False, indent=2)
+
+
+def _plain(value: object) -> object:
+    import dataclasses
+    from pathlib import Path
+
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)
+                if not f.name.startswith("_")}
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_plain(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    return value
 
 
 if __name__ == "__main__":

@@ -20,6 +20,11 @@ FILE_PREFIX = "file:"
 _RAW = re.compile(r"^_raw/(?P<key>[^/#]+)/(?P<conv>[^/#]+)#Round (?P<n>[1-9][0-9]*)$")
 
 
+def raw_record(key: str, conversation: str) -> str:
+    """``_raw/KEY/CONVERSATION``: how coordinates, reminders and manifests name a raw record."""
+    return f"{RAW_PREFIX}{key}/{conversation}"
+
+
 @dataclass(frozen=True)
 class NodeTarget:
     title: str
@@ -37,11 +42,11 @@ class RawTarget:
 
     @property
     def record_path(self) -> str:
-        return f"{RAW_PREFIX}{self.key}/{self.conversation}.md"
+        return f"{raw_record(self.key, self.conversation)}.md"
 
     @property
     def coordinate(self) -> str:
-        return f"{RAW_PREFIX}{self.key}/{self.conversation}#Round {self.round}"
+        return f"{raw_record(self.key, self.conversation)}#Round {self.round}"
 
     @property
     def link(self) -> str:
@@ -88,3 +93,13 @@ def parse_target(text: str) -> Target:
             f"cite the node by its title"
         )
     return NodeTarget(inner)
+
+
+def node_title(link: str) -> str | None:
+    """The title ``link`` cites when it names a node; None for raw rounds, project files and
+    malformed links (``osk validate`` reports those)."""
+    try:
+        target = parse_target(link)
+    except EdgeError:
+        return None
+    return target.title if isinstance(target, NodeTarget) else None

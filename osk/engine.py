@@ -8,24 +8,18 @@ names the session's active scope.
 Scope isolation (vault setting ``scope_isolation``, default on) is applied here to every read:
 ``search``, ``read_node`` and ``read_raw`` see another project's Scope nodes and raw records only
 when that scope is listed in ``shared_scopes``.
-
-Modules written by other engineers (``osk.search``, ``osk.candidates``, ``osk.scope_memory``,
-``osk.protection``, ``osk.trust``, ``osk.raw``) are imported where they are used, through
-``optional()``, so the engine works in a tree where one of them is still missing.
 """
 
 from __future__ import annotations
 
-import importlib
 import re
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
-from osk import write
+from osk import candidates, protection, raw, raw_review, scope_memory, sync, trust, write
 from osk.catalog import Catalog, Changes
 from osk.edges import FileTarget, RawTarget, parse_target
 from osk.errors import EdgeError, LedgerError, NodeNotFound, OskError, ScopeError
@@ -34,6 +28,7 @@ from osk.ledger import Ledger
 from osk.node import Node
 from osk.node import parse as parse_node
 from osk.rechecks import Candidate, ReadLog, Rechecks
+from osk.search import SearchIndex
 from osk.sessions import Routing, Session, open_session
 from osk.vault import SCOPE, SPACES, Vault, locate, scope_of
 from osk.write import MoveResult, Place, ReciteResult, WriteContext, WriteResult
@@ -45,17 +40,6 @@ REFRESH_SECONDS = 1.0  # reads re-stat the vault at most this often (writes alwa
 _RECORD = re.compile(r"^_raw/(?P<key>[^/#]+)/(?P<conv>[^/#]+?)(?:\.md)?$")
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
-
-
-def optional(name: str) -> ModuleType | None:
-    """``osk.<name>`` if it exists yet (modules other engineers are still writing)."""
-    module_name = f"osk.{name}"
-    try:
-        return importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name == module_name:
-            return None
-        raise
 
 
 # -- results -------------------------------------------------------------------------------------
@@ -173,8 +157,7 @@ class Engine:
     reads: ReadLog
     actor: str
     _ctx: WriteContext
-    _index: Any = None
-    _index_failed: bool = False
+    _index: SearchIndex | None = None
     _refreshed_at: float = field(default=float("-inf"))
 
     @classmethod
@@ -204,35 +187,37 @@ class Engine:
     def refresh(self) -> Changes:
         """Re-stat the vault's node files; feed what changed to the search index."""
         self._ctx.reload_settings()
-        changes = self.catalog.refresh()
-        if changes:
-            self._ctx.seen.append(changes)
+        changes = self._ctx.fresh.full()
+        self._ctx.keep(changes)
         self._refreshed_at = time.monotonic()
         self._sync_index()
         return changes
 
     def _fresh(self) -> None:
-        if time.monotonic() - self._refreshed_at >= REFRESH_SECONDS:
+        """Reads: a full refresh when the last one (a read's or a write's) is a second old."""
+        if time.monotonic() - max(self._refreshed_at, self._ctx.fresh.full_at) \
+                >= REFRESH_SECONDS:
             self.refresh()
 
-    def _search_index(self) -> Any:
+    def _search_index(self) -> SearchIndex:
         """The search index, created on first use. Its first search walks the vault by stat,
         so changes made before it existed need not be replayed into it."""
-        if self._index is None and not self._index_failed:
-            search = optional("search")
-            factory = getattr(search, "SearchIndex", None) if search is not None else None
-            if factory is None:
-                self._index_failed = True
-                return None
-            self._index = factory(self.vault)
+        if self._index is None:
+            self._index = SearchIndex(self.vault)
             self._ctx.take_changes()
+            self._ctx.fresh.take_walked()
         return self._index
 
     def _sync_index(self) -> None:
-        """Hand the catalog's changes to the index so a write is searchable on return."""
+        """Hand the catalog's changes to the index so a write is searchable on return.
+
+        After a full catalog refresh the index is told it was walked (``walked``), so its own
+        once-a-second walk does not stat every node file a second time.
+        """
         changes = self._ctx.take_changes()
-        if self._index is not None and changes:
-            self._index.sync(self.catalog, changes)
+        walked = self._ctx.fresh.take_walked()
+        if self._index is not None and (changes or walked):
+            self._index.sync(self.catalog, changes, walked=walked)
 
     def _after_write(self) -> None:
         """Make a write searchable and refresh the hook snapshot of recheck candidates.
@@ -308,8 +293,6 @@ class Engine:
                    tools: Sequence[str] = (), completion: str = "", host: str = "",
                    ) -> AppendResult:
         """Capture one round into this session's raw record (the hooks' path)."""
-        from osk import raw
-
         ref = raw.append_round(self.vault, self.session.key.key, conversation, raw.RoundInput(
             user=user, assistant=assistant, tools=tuple(tools), completion=completion,
             host=host))
@@ -368,9 +351,6 @@ class Engine:
         return fresh
 
     def _served(self, node: Node) -> tuple[Node, bool]:
-        protection = optional("protection")
-        if protection is None:
-            return node, False
         served = protection.served(self.vault, node.path, node.text)
         if served.text is None:
             raise NodeNotFound(
@@ -415,8 +395,6 @@ class Engine:
             )
 
     def _read_round(self, target: RawTarget, start: int, size: int) -> RawRead:
-        from osk import raw
-
         self._check_raw_visible(target.key)
         found = raw.read_round(self.vault, target, strict=False)
         body = str(found.text)
@@ -428,11 +406,9 @@ class Engine:
 
     def _read_record(self, key: str, conversation: str, rounds: Sequence[int] | None,
                      skip: int) -> RawRead:
-        from osk import raw
-
         self._check_raw_visible(key)
         record = raw.read_record(self.vault, key, conversation, strict=False)
-        view = raw.review(self.vault, key, conversation, rounds=rounds, cap=RAW_CHARS,
+        view = raw_review.review(self.vault, key, conversation, rounds=rounds, cap=RAW_CHARS,
                           skip=skip)
         cut_inside = view.cut and view.next_skip > 0
         for index, number in enumerate(view.shown):
@@ -472,9 +448,6 @@ class Engine:
         """Ranked hits visible to this session, each with its markers."""
         self._fresh()
         index = self._search_index()
-        if index is None:
-            raise OskError("search is not available in this installation (osk.search has no "
-                           "SearchIndex)")
         self._sync_index()
         hits = index.search(query, k=max(1, min(int(k), MAX_K)), scope=self.scope,
                             visible=self.visible, markers=self.markers, as_of=as_of)
@@ -490,7 +463,6 @@ class Engine:
         wanted = list(node_ids)
         stale = self.rechecks.stale_node_ids(self.catalog)
         conflicted = _open_party_ids(self.vault)
-        protection, trust = optional("protection"), optional("trust")
         result: dict[str, list[str]] = {}
         for node_id in wanted:
             found: list[str] = []
@@ -499,14 +471,15 @@ class Engine:
             if node_id in conflicted:
                 found.append("conflict")
             node = _node_or_none(self.catalog, node_id)
-            if node is not None and protection is not None:
+            if node is not None:
                 try:  # judged from the working copy on disk, whatever text we hold
                     if protection.is_pending(self.vault, node.path):
                         found.append("pending")
                 except (OskError, OSError, UnicodeDecodeError):
                     found.append("pending")
-            if node is not None and trust is not None and trust.marker(node):
-                found.append(str(trust.marker(node)))
+            marker = trust.marker(node) if node is not None else None
+            if marker:
+                found.append(marker)
             if found:
                 result[node_id] = sorted(found)
         return result
@@ -552,9 +525,6 @@ class Engine:
         )
 
     def _open_conflicts(self) -> list[Any]:
-        candidates = optional("candidates")
-        if candidates is None:
-            return []
         found = []
         try:
             open_items = candidates.Candidates(self.vault).open()
@@ -567,11 +537,8 @@ class Engine:
         return found
 
     def _pending_evictions(self) -> list[Any]:
-        memory = optional("scope_memory")
-        if memory is None:
-            return []
         try:
-            return list(memory.ScopeMemory(self.vault, self.scope).pending_evictions())
+            return list(scope_memory.ScopeMemory(self.vault, self.scope).pending_evictions())
         except LedgerError:
             return []  # listed under damaged_ledgers
 
@@ -590,11 +557,7 @@ class Engine:
 
     def _conflict_copies(self) -> list[str]:
         """Sync conflict copies this session may see (another project's stay hidden)."""
-        sync = optional("sync")
-        finder = getattr(sync, "conflict_copies", None) if sync is not None else None
-        if finder is None:
-            return []
-        return [str(rel) for rel in finder(self.vault) if self._may_see_path(str(rel))]
+        return [rel for rel in sync.conflict_copies(self.vault) if self._may_see_path(str(rel))]
 
     def _may_see_path(self, rel: str) -> bool:
         record = _RECORD.match(rel.split("#", 1)[0])
@@ -610,9 +573,8 @@ class Engine:
 
     def _problems(self) -> list[str]:
         # A conflict copy has no contract id on purpose; it is listed under conflict_copies.
-        is_copy = getattr(optional("sync"), "is_conflict_copy", None) or (lambda _rel: False)
         problems = [str(entry.error) for entry in self.catalog.entries.values()
-                    if entry.error is not None and not is_copy(entry.path)]
+                    if entry.error is not None and not sync.is_conflict_copy(entry.path)]
         for node_id, paths in self.catalog.duplicate_ids().items():
             problems.append(f"id {node_id} is carried by {', '.join(paths)}")
         for _, paths in self.catalog.duplicate_titles().items():
@@ -687,9 +649,6 @@ def _node_or_none(catalog: Catalog, node_id: str) -> Node | None:
 
 
 def _open_party_ids(vault: Vault) -> set[str]:
-    candidates = optional("candidates")
-    if candidates is None:
-        return set()
     try:
         return set(candidates.Candidates(vault).open_party_ids())
     except LedgerError:
@@ -709,6 +668,5 @@ __all__ = [
     "ReciteResult",
     "SearchResult",
     "WriteResult",
-    "optional",
     "outline_of",
 ]

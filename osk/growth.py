@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import signal
 import sys
@@ -37,7 +36,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from osk.edges import RawTarget, raw_record
 from osk.fsutil import atomic_write
+from osk.hooks.main import GROWTH_FORK_ENV
+from osk.hooks.state import conversation_name
 from osk.locks import LockTimeout, file_lock
 from osk.vault import Vault
 
@@ -50,11 +52,9 @@ RETRY_AFTER = 24 * 3600  # seconds before a fallen-back host is tried again
 START_GRACE = 120  # seconds a spawned runner has to take its job's lock
 FORK_CLIS = {"claude": "claude", "codex": "codex"}  # hosts whose CLI can fork a session
 
-ENV_FORK = "OSK_GROWTH_FORK"  # set in a fork's environment
+ENV_FORK = GROWTH_FORK_ENV  # set in a fork's environment (named where every hook reads it)
 ENV_JOB = "OSK_GROWTH_JOB"
 ENV_SWITCH = "OSK_GROWTH"  # "off": no background forks on this device (in-session reviews)
-
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -84,16 +84,11 @@ def job_log_path(vault: Vault, job_id: str) -> Path:
 
 
 def _conversation_path(vault: Vault, host: str, session_id: str) -> Path:
-    return vault.state("growth", "conversations", host, f"{_safe(session_id)}.json")
+    return vault.state("growth", "conversations", host, f"{conversation_name(session_id)}.json")
 
 
 def _host_path(vault: Vault, host: str) -> Path:
     return vault.state("growth", "hosts", f"{host}.json")
-
-
-def _safe(name: str) -> str:
-    cleaned = _UNSAFE.sub("-", name).strip(".-")[:100]
-    return cleaned or "conversation"
 
 
 def _load(path: Path) -> dict[str, object]:
@@ -168,7 +163,7 @@ def on_final_answer(
     """
     if is_fork_process() or host not in FORK_CLIS or not enabled() or not session_id:
         return None
-    with _locked(vault, f"growth-{host}-{_safe(session_id)}"):
+    with _locked(vault, f"growth-{host}-{conversation_name(session_id)}"):
         conv_path = _conversation_path(vault, host, session_id)
         conv = _load(conv_path)
         conv["answers"] = _int(conv.get("answers")) + 1
@@ -577,12 +572,12 @@ def build_manifest(vault: Vault, job: dict[str, object]) -> dict[str, object]:
     host, session_id = str(job["host"]), str(job["session_id"])
     key, conversation, rounds = _raw_record(vault, host, session_id)
     scope = _scope_of(vault, key, job.get("cwd"))
-    with _locked(vault, f"growth-{host}-{_safe(session_id)}"):
+    with _locked(vault, f"growth-{host}-{conversation_name(session_id)}"):
         conv_path = _conversation_path(vault, host, session_id)
         conv = _load(conv_path)
         first = _int(conv.get("reviewed_through")) + 1
         round_items = [
-            {"kind": "round", "target": f"_raw/{key}/{conversation}#Round {n}"}
+            {"kind": "round", "target": RawTarget(key, conversation, n).coordinate}
             for n in range(first, rounds + 1)
         ] if key else []
         items = _bounded(round_items, _recheck_items(vault, scope), _eviction_items(vault, scope))
@@ -591,7 +586,7 @@ def build_manifest(vault: Vault, job: dict[str, object]) -> dict[str, object]:
             conv["reviewed_through"] = first + len(taken) - 1
             _save(conv_path, conv)
     batches = [items[i : i + BATCH_SIZE] for i in range(0, len(items), BATCH_SIZE)]
-    return {"scope": scope, "record": f"_raw/{key}/{conversation}" if key else None,
+    return {"scope": scope, "record": raw_record(key, conversation) if key else None,
             "items": items, "batches": batches}
 
 
@@ -615,7 +610,7 @@ def _raw_record(vault: Vault, host: str, session_id: str) -> tuple[str, str, int
     from the record itself (the hook state's count is the fallback).
     """
     from osk.errors import OskError
-    from osk.hooks.state import StateStore, conversation_name
+    from osk.hooks.state import StateStore
     from osk.raw import read_record
 
     conversation = conversation_name(session_id)

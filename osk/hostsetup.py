@@ -41,11 +41,12 @@ from osk.configtext import (
 )
 from osk.errors import SetupError
 from osk.fsutil import atomic_write
+from osk.hooks import adapters
+from osk.hooks.adapters import HOSTS
+from osk.hooks.adapters.common import HOOK_EVENT_NAMES
 from osk.hooks.rules import rules_text
 
-HOSTS = ("claude", "codex", "kiro", "antigravity")
 SERVER_NAME = "osk"
-TIMEOUTS = {"session-start": 15, "prompt-submit": 10, "stop": 30}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -88,6 +89,11 @@ def osk_command() -> tuple[str, ...]:
     if found:
         return (str(Path(found).absolute()),)
     return (str(Path(sys.executable).absolute()), "-m", "osk")
+
+
+def hook_timeout(host: str, event: str) -> int:
+    """The seconds a host is told to allow one of our hooks: the host adapter's budget."""
+    return adapters.get(host).budget.timeouts[event]
 
 
 def hook_command(ctx: Context, event: str, host: str) -> str:
@@ -140,7 +146,7 @@ def _claude_group(ctx: Context, event: str, host: str) -> dict[str, JsonValue]:
         group["matcher"] = "startup|resume|clear|compact"
     group["hooks"] = [
         {"type": "command", "command": hook_command(ctx, event, host),
-         "timeout": TIMEOUTS[event]}
+         "timeout": hook_timeout(host, event)}
     ]
     return group
 
@@ -157,13 +163,9 @@ def _group_is_ours(event: str, host: str) -> Callable[[JsonValue], bool]:
     return check
 
 
-CLAUDE_EVENTS = {"session-start": "SessionStart", "prompt-submit": "UserPromptSubmit",
-                 "stop": "Stop"}
-
-
 def _hook_edits(ctx: Context, host: str, path: Path) -> list[Edit]:
     edits: list[Edit] = []
-    for event, name in CLAUDE_EVENTS.items():
+    for event, name in HOOK_EVENT_NAMES.items():  # Claude's and Codex's hooks.json alike
         group = _claude_group(ctx, event, host) if ctx.vault is not None else {}
         edits.append(JsonHook(path, name, group, _group_is_ours(event, host)))
     return edits
@@ -226,7 +228,7 @@ def _kiro_ide_hook(ctx: Context) -> str:
         "version": "1.0.0",
         "when": {"type": "promptSubmit"},
         "then": {"type": "runCommand", "command": hook_command(ctx, "prompt-submit", "kiro"),
-                 "timeout": TIMEOUTS["prompt-submit"]},
+                 "timeout": hook_timeout("kiro", "prompt-submit")},
     }
     return json.dumps(hook, indent=2, ensure_ascii=False) + "\n"
 
@@ -236,7 +238,7 @@ def _kiro_cli_hooks(ctx: Context) -> str:
     hooks = [
         {"name": f"osk-{event}", "trigger": trigger,
          "action": {"type": "command", "command": hook_command(ctx, event, "kiro")},
-         "timeout": TIMEOUTS[event], "enabled": True}
+         "timeout": hook_timeout("kiro", event), "enabled": True}
         for event, trigger in (("session-start", "SessionStart"),
                                ("prompt-submit", "UserPromptSubmit"))
     ]

@@ -166,12 +166,15 @@ def _capture(demo: Demo) -> None:
     stop = _payload(demo, "Stop", stop_hook_active=False, last_assistant_message=ANSWER)
     demo.hook("stop", stop)
     demo.hook("stop", stop)  # hosts may fire Stop twice: the round is captured once
-    records = sorted((demo.vault / "_raw").rglob("*.md"))
-    record = records[0]
-    text = record.read_text(encoding="utf-8")
-    demo.say(f"raw record: {record.relative_to(demo.vault)}  "
+    from osk.edges import RawTarget
+    from osk.raw import list_records
+    from osk.vault import Vault
+
+    record = list_records(Vault(demo.vault))[0]
+    text = (demo.vault / record.path).read_text(encoding="utf-8")
+    demo.say(f"raw record: {record.path}  "
              f"({text.count('## Round ')} round after two Stop events)")
-    coordinate = f"{record.relative_to(demo.vault).with_suffix('').as_posix()}#Round 1"
+    coordinate = RawTarget(record.key, record.conversation, 1).coordinate
     demo.say(f"coordinate: {coordinate}")
     demo.coordinate = coordinate  # type: ignore[attr-defined]
 

@@ -30,6 +30,7 @@ where they are used, so ``stale_summary`` can serve the session-start hook.
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -40,7 +41,7 @@ from typing import TYPE_CHECKING
 
 from osk.edges import NodeTarget, parse_target
 from osk.errors import EdgeError, LedgerFork, OskError
-from osk.fsutil import atomic_write, sha256_bytes, sha256_text
+from osk.fsutil import sha256_bytes, sha256_text
 from osk.ledger import Ledger, LedgerView, Record
 from osk.titles import title_key
 from osk.vault import Vault, scope_of
@@ -293,25 +294,111 @@ class ReadLog:
 
 # -- the ledger --------------------------------------------------------------------------------
 class Rechecks:
-    """The rechecks ledger as an in-memory table, reloaded only when the file changes."""
+    """The rechecks ledger as an in-memory table, and its candidates kept up to date.
+
+    The table is reloaded only when the ledger file changes, and then only for the subjects
+    of the records appended since (when the file grew; a rewritten file is read whole).
+
+    Candidates are computed per citing node and remembered. A citing node's candidates depend
+    on its record in the table, its own file, the files of the nodes it cites (their bodies,
+    titles and correction markers), the titles of the nodes citing it (``next``), and the raw
+    records and project files it cites. Each ``candidates`` call finds what changed since the
+    last one (table records, catalog entries by identity, one stat per cited raw record or
+    project file) and recomputes only the citing nodes that depend on it, so a write or a
+    search pays for what changed, not for the size of the table.
+    """
 
     def __init__(self, vault: Vault) -> None:
         self.vault = vault
         self.ledger = Ledger(vault, LEDGER)
         self.hasher = TargetHasher(vault)
         self._stat: StatKey | None = None
+        self._view: LedgerView | None = None  # the view the table was built from
         self._table: dict[str, Citations] = {}
-        self._citers: dict[str, list[str]] = {}
-        self._citers_for: object = None
+        # indexes over the table
+        self._citers: dict[str, set[str]] = {}  # cited node id -> citing ids
+        self._cites: dict[str, set[str]] = {}  # citing id -> cited node ids
+        self._sources: dict[str, set[str]] = {}  # raw record / project file -> citing ids
+        self._source_refs: dict[str, TargetRef] = {}  # how to look at a source
+        self._uses: dict[str, set[str]] = {}  # citing id -> sources
+        # remembered candidates
+        self._catalog: Catalog | None = None
+        self._entries: dict[str, object] = {}  # catalog entries as last looked at, by path
+        self._tokens: dict[str, tuple[str, StatKey | None]] = {}  # source -> state last seen
+        self._paths: dict[str, Path | None] = {}  # file source -> where it resolved
+        self._roots_stat: StatKey | None = None
+        self._memo: dict[str, list[Candidate]] = {}
+        self._dirty: set[str] = set()
+        self._found: list[Candidate] | None = None
         self._summary_key: tuple[object, ...] | None = None
+        self._summarised: list[Candidate] | None = None  # the list the snapshot was written for
 
     # -- the table ---------------------------------------------------------------------
     def table(self) -> dict[str, Citations]:
         stat = _stat(self.ledger.path)
-        if stat != self._stat or stat is None:
-            self._table = build_table(self.ledger.read()) if stat is not None else {}
-            self._stat = stat
+        if stat is None:
+            self._view = None
+            self._replace({})
+        elif stat != self._stat:
+            self._reload(self.ledger.read())
+        self._stat = stat
         return self._table
+
+    def _reload(self, view: LedgerView) -> None:
+        old = self._view
+        if old is not None and _extends(view, old):
+            table = dict(self._table)
+            fresh = view.records[len(old.records):]
+            for subject in {r.subject for r in fresh if r.subject.startswith("citing:")}:
+                citing_id = subject[len("citing:"):]
+                value = _subject_citations(view, subject, citing_id)
+                if value is None:
+                    table.pop(citing_id, None)
+                else:
+                    table[citing_id] = value
+        else:
+            table = build_table(view)
+        self._view = view
+        self._replace(table)
+
+    def _replace(self, table: dict[str, Citations]) -> None:
+        old = self._table
+        for citing_id in old.keys() | table.keys():
+            before, after = old.get(citing_id), table.get(citing_id)
+            if before != after:
+                self._changed(citing_id, before, after)
+        self._table = table
+
+    def _changed(self, citing_id: str, before: Citations | None,
+                 after: Citations | None) -> None:
+        """Update the indexes for one citing node's new record; mark what depends on it."""
+        self._dirty.add(citing_id)
+        self._dirty |= self._citers.get(citing_id, set())  # their cascade flag reads its marker
+        for node_id in self._cites.pop(citing_id, set()):
+            self._unlink(self._citers, node_id, citing_id)
+            self._dirty.add(node_id)  # its ``next`` names its citers
+        for source in self._uses.pop(citing_id, set()):
+            self._unlink(self._sources, source, citing_id)
+        for pair in after.pairs.values() if after is not None else ():
+            target = pair.target
+            if target.kind == "node":
+                node_id = target.key[len("node:"):]
+                self._citers.setdefault(node_id, set()).add(citing_id)
+                self._cites.setdefault(citing_id, set()).add(node_id)
+                self._dirty.add(node_id)
+            else:
+                source = _source_key(target)
+                self._sources.setdefault(source, set()).add(citing_id)
+                self._source_refs.setdefault(source, target)
+                self._uses.setdefault(citing_id, set()).add(source)
+
+    @staticmethod
+    def _unlink(index: dict[str, set[str]], key: str, value: str) -> None:
+        found = index.get(key)
+        if found is not None:
+            found.discard(value)
+            if not found:
+                del index[key]
 
     def citations(self, node_id: str) -> Citations | None:
         return self.table().get(node_id)
@@ -338,9 +425,11 @@ class Rechecks:
         same_file = known is None or (after is not None and after[2] == known[2])
         if after is not None and same_file and after[0] == known_size + line:
             # Only our line was added: update the table in place instead of reparsing.
-            self._table[citations.citing_id] = replace(citations, record_id=record.id,
-                                                       forked=False)
-            self._citers_for = None
+            new = replace(citations, record_id=record.id, forked=False)
+            self._changed(citations.citing_id, self._table.get(citations.citing_id), new)
+            self._table[citations.citing_id] = new
+            view = self.ledger.read()  # the ledger's cache already holds the grown view
+            self._view = view if view.by_id.get(record.id) is not None else None
             self._stat = after
         else:
             self._stat = None  # someone else appended too: reload on the next read
@@ -415,40 +504,107 @@ class Rechecks:
             catalog = Catalog(self.vault)
             catalog.refresh()
         table = self.table()
-        if self._citers_for is not table:
-            self._citers, self._citers_for = _citers(table), table
-        citers = self._citers
+        if catalog is not self._catalog:  # another catalog: nothing remembered holds for it
+            self._catalog, self._entries = catalog, {}
+            self._memo.clear()
+            self._found = None
+            self._dirty |= table.keys()
+        self._note_catalog(catalog)
         with self.hasher.one_pass():
-            found = self._collect(catalog, table, citers)
-        found.sort(key=lambda c: (c.citing_path, c.target_key))
-        self._write_summary(found)
-        return found
+            self._note_sources()
+            dirty, self._dirty = self._dirty, set()
+            for citing_id in dirty:
+                found = self._collect_one(catalog, table, citing_id)
+                if found != self._memo.get(citing_id, []):
+                    self._found = None
+                if found:
+                    self._memo[citing_id] = found
+                else:
+                    self._memo.pop(citing_id, None)
+        if self._found is None:
+            self._found = sorted((c for found in self._memo.values() for c in found),
+                                 key=lambda c: (c.citing_path, c.target_key))
+        if self._summarised is not self._found:
+            self._write_summary(self._found)
+        return list(self._found)
 
-    def _collect(self, catalog: Catalog, table: dict[str, Citations],
-                 citers: dict[str, list[str]]) -> list[Candidate]:
+    def _note_catalog(self, catalog: Catalog) -> None:
+        """Mark what depends on the catalog entries that changed since the last look."""
+        seen = self._entries
+        changed: set[str] = set()
+        entries = catalog.entries
+        for rel, entry in entries.items():
+            old = seen.get(rel)
+            if old is not entry:
+                seen[rel] = entry
+                _ids_of(old, changed)
+                _ids_of(entry, changed)
+        if len(seen) != len(entries):
+            for rel in [rel for rel in seen if rel not in entries]:
+                _ids_of(seen.pop(rel), changed)
+        for node_id in changed:
+            self._dirty.add(node_id)
+            self._dirty |= self._citers.get(node_id, set())
+            self._dirty |= self._cites.get(node_id, set())
+
+    def _note_sources(self) -> None:
+        """One stat per cited raw record and project file; mark the citers of changed ones."""
+        from osk.sessions import roots_path
+
+        roots = _stat(roots_path(self.vault))
+        if roots != self._roots_stat:
+            self._paths.clear()  # where a file citation resolves may have changed
+            self._roots_stat = roots
+        for source, citing_ids in self._sources.items():
+            token = self._token(source)
+            if token != self._tokens.get(source) or _racy_token(token):
+                self._tokens[source] = token
+                self._dirty |= citing_ids
+        for source in [s for s in self._tokens if s not in self._sources]:
+            del self._tokens[source]
+
+    def _token(self, source: str) -> tuple[str, StatKey | None]:
+        """A source's state: where it is and its stat (None: missing or unresolvable)."""
+        target = self._source_refs[source]
+        path = self._paths.get(source)
+        if target.kind == "raw":
+            if path is None:
+                path = self.vault.abs(parse_raw(target.key[len("raw:"):]).record_path)
+                self._paths[source] = path
+            return (str(path), _stat(path))
+        stat = _stat(path) if path is not None else None
+        if stat is None:  # resolve again: the file or its worktree may have moved
+            path = self.hasher.file_path(target)
+            self._paths[source] = path
+            stat = _stat(path) if path is not None else None
+        return (str(path), stat)
+
+    def _collect_one(self, catalog: Catalog, table: dict[str, Citations],
+                     citing_id: str) -> list[Candidate]:
+        """The candidates of one citing node, as they stand now."""
+        citations = table.get(citing_id)
+        if citations is None:
+            return []
+        citing = node_by_id(catalog, citing_id)
+        if citing is None:
+            return []  # the citing node is gone (deleted by hand): nothing to recheck
+        live = _live_links(citing)
+        citing_hash = self.hasher.body_hash(citing)
         found: list[Candidate] = []
-        for citing_id, citations in table.items():
-            citing = node_by_id(catalog, citing_id)
-            if citing is None:
-                continue  # the citing node is gone (deleted by hand): nothing to recheck
-            live = _live_links(citing)
-            citing_hash = self.hasher.body_hash(citing)
-            for pair in citations.pairs.values():
-                if not _link_in(pair.target.link, live):
-                    continue  # the edge was removed by hand; the next write drops the pair
-                current = self.hasher.current(pair.target, catalog)
-                if current == TargetHasher.UNVERIFIABLE:
-                    continue
-                reason = _reason(pair, current, citing_hash)
-                if reason is None:
-                    continue
-                found.append(self._candidate(catalog, table, citers, citing, pair, current,
-                                             reason))
+        for pair in citations.pairs.values():
+            if not _link_in(pair.target.link, live):
+                continue  # the edge was removed by hand; the next write drops the pair
+            current = self.hasher.current(pair.target, catalog)
+            if current == TargetHasher.UNVERIFIABLE:
+                continue
+            reason = _reason(pair, current, citing_hash)
+            if reason is None:
+                continue
+            found.append(self._candidate(catalog, table, citing, pair, current, reason))
         return found
 
-    def _candidate(self, catalog: Catalog, table: dict[str, Citations],
-                   citers: dict[str, list[str]], citing: Node, pair: Pair, current: str | None,
-                   reason: str) -> Candidate:
+    def _candidate(self, catalog: Catalog, table: dict[str, Citations], citing: Node,
+                   pair: Pair, current: str | None, reason: str) -> Candidate:
         link = pair.target.link
         cascade = False
         if pair.target.kind == "node":
@@ -458,8 +614,8 @@ class Rechecks:
                 marker = table.get(target_node.id)
                 cascade = bool(marker and marker.corrected
                                and marker.corrected == self.hasher.body_hash(target_node))
-        next_nodes = [n for n in (node_by_id(catalog, i) for i in citers.get(citing.id, []))
-                      if n is not None]
+        next_nodes = [n for n in (node_by_id(catalog, i)
+                                  for i in self._citers.get(citing.id, ())) if n is not None]
         return Candidate(
             id=candidate_id(citing.id, pair.target.key),
             citing_id=citing.id,
@@ -481,10 +637,15 @@ class Rechecks:
         return {c.citing_id for c in self.candidates(catalog)}
 
     def _write_summary(self, found: Sequence[Candidate]) -> None:
-        """Keep a small snapshot for the session-start hook, rewritten only when it changes."""
+        """Keep a small snapshot for the session-start hook, rewritten only when it changes.
+
+        Device state that the next engine call recomputes, so it is replaced atomically but
+        not fsynced: a crash can only leave the previous snapshot.
+        """
         key = tuple((c.id, c.reason, c.cascade, c.next, c.citing_path, c.target, c.citing_title)
                     for c in found)
         if key == self._summary_key:
+            self._summarised = found if isinstance(found, list) else None
             return
         by_scope: dict[str, list[dict[str, object]]] = {}
         for cand in found:
@@ -493,14 +654,46 @@ class Rechecks:
                 "target": cand.target, "reason": cand.reason, "cascade": cand.cascade,
                 "next": list(cand.next),
             })
-        text = json.dumps({"scopes": by_scope}, ensure_ascii=False, sort_keys=True, indent=1)
+        # Compact: the C encoder (``indent`` would select the pure-Python one, ten times slower).
+        text = json.dumps({"scopes": by_scope}, ensure_ascii=False, sort_keys=True,
+                          separators=(",", ":"))
         path = self.vault.state(*SUMMARY_FILE)
         try:
             if not path.exists() or path.read_text(encoding="utf-8") != text + "\n":
-                atomic_write(path, text + "\n")
+                _replace_unsynced(path, text + "\n")
         except OSError:
             return
         self._summary_key = key
+        self._summarised = found if isinstance(found, list) else None
+
+
+def _replace_unsynced(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temp.write_text(text, encoding="utf-8")
+    os.replace(temp, path)
+
+
+def _extends(view: LedgerView, old: LedgerView) -> bool:
+    """Whether ``view`` is ``old`` plus appended records: the ledger's reader shares the
+    record objects only when the file grew and its earlier bytes are unchanged."""
+    count = len(old.records)
+    return len(view.records) >= count and (count == 0
+                                            or view.records[count - 1] is old.records[-1])
+
+
+def _source_key(target: TargetRef) -> str:
+    return f"{target.key}\0{target.root or ''}"
+
+
+def _ids_of(entry: object, into: set[str]) -> None:
+    node = getattr(entry, "node", None)
+    if node is not None:
+        into.add(node.id)
+
+
+def _racy_token(token: tuple[str, StatKey | None]) -> bool:
+    return token[1] is not None and _racy(token[1])
 
 
 @dataclass(frozen=True)
@@ -518,15 +711,21 @@ def build_table(view: LedgerView) -> dict[str, Citations]:
         if not subject.startswith("citing:"):
             continue
         citing_id = subject[len("citing:"):]
-        tops = view.maxima(subject)
-        if not tops:
-            continue
-        try:
-            view.current(subject)
-            table[citing_id] = _citations(citing_id, tops[0], forked=False)
-        except LedgerFork:
-            table[citing_id] = _merge_fork(citing_id, tops)
+        value = _subject_citations(view, subject, citing_id)
+        if value is not None:
+            table[citing_id] = value
     return table
+
+
+def _subject_citations(view: LedgerView, subject: str, citing_id: str) -> Citations | None:
+    tops = view.maxima(subject)
+    if not tops:
+        return None
+    try:
+        view.current(subject)
+    except LedgerFork:
+        return _merge_fork(citing_id, tops)
+    return _citations(citing_id, tops[0], forked=False)
 
 
 def _citations(citing_id: str, record: Record, *, forked: bool) -> Citations:
@@ -555,16 +754,6 @@ def _merge_fork(citing_id: str, tops: Sequence[Record]) -> Citations:
     markers = {b.corrected for b in branches}
     corrected = markers.pop() if len(markers) == 1 else None
     return Citations(citing_id, pairs, corrected, max(r.id for r in tops), True)
-
-
-def _citers(table: Mapping[str, Citations]) -> dict[str, list[str]]:
-    """Target node id -> ids of the nodes whose pairs cite it."""
-    result: dict[str, list[str]] = {}
-    for citing_id, citations in table.items():
-        for pair in citations.pairs.values():
-            if pair.target.kind == "node":
-                result.setdefault(pair.target.key[len("node:"):], []).append(citing_id)
-    return result
 
 
 def _reason(pair: Pair, current: str | None, citing_hash: str) -> str | None:

@@ -193,10 +193,7 @@ class ScopeMemory:
         return self._marker.exists()
 
     def _forget_refusal(self) -> None:
-        try:
-            self._marker.unlink()
-        except FileNotFoundError:
-            pass
+        self._marker.unlink(missing_ok=True)
 
     def _record_eviction(self, before: str, after: str, before_hash: str) -> Eviction | None:
         removed = removed_lines(before, after)

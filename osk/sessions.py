@@ -390,14 +390,15 @@ def checked_scope_name(scope: str) -> str:
 
 
 # -- where a key's files live on this device ----------------------------------------------
-def _roots_path(vault: Vault) -> Path:
+def roots_path(vault: Vault) -> Path:
+    """Where ``known_roots`` keeps its map (callers stat it to notice a change)."""
     return vault.state("sessions", "worktrees.json")
 
 
 def known_roots(vault: Vault) -> dict[str, str]:
     """Device state: session key -> the last worktree root seen for it on this device."""
     try:
-        data = json.loads(_roots_path(vault).read_text(encoding="utf-8"))
+        data = json.loads(roots_path(vault).read_text(encoding="utf-8"))
     except (FileNotFoundError, ValueError, OSError):
         return {}
     return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
@@ -411,6 +412,7 @@ def remember_root(vault: Vault, key: str, root: Path) -> None:
     try:
         with file_lock(vault.lock_path("sessions-worktrees")):
             merged = {**known_roots(vault), key: str(root)}
-            atomic_write(_roots_path(vault), json.dumps(merged, sort_keys=True, indent=1) + "\n")
+            atomic_write(roots_path(vault),
+                         json.dumps(merged, sort_keys=True, indent=1) + "\n")
     except (OSError, OskError):
         pass  # only used to re-check file citations from another session on this device

@@ -18,14 +18,15 @@ The person lifts a tombstone with ``osk lift KEY``; the rejected text stays in t
 
 from __future__ import annotations
 
-import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
 from osk import clock
+from osk.edges import node_title
 from osk.errors import OskError, TombstoneError
 from osk.fsutil import sha256_text
 from osk.ledger import Ledger, LedgerView
+from osk.titles import title_key
 from osk.vault import Vault
 
 TOMBSTONES = "tombstones"
@@ -33,8 +34,8 @@ MIN_PREFIX = 6
 
 
 def normalise(text: str) -> str:
-    folded = unicodedata.normalize("NFC", unicodedata.normalize("NFC", text).casefold())
-    return " ".join(folded.split())
+    """Compared as titles are (``title_key``: NFC, case folded), with whitespace runs folded."""
+    return " ".join(title_key(text).split())
 
 
 def claim_key(title: str, body: str) -> str:
@@ -156,18 +157,18 @@ class Aftermath:
 
 def aftermath(vault: Vault, tomb: Tombstone) -> Aftermath:
     from osk.catalog import Catalog
-    from osk.titles import title_key
 
     catalog = Catalog(vault)
     catalog.refresh()
-    link = title_key(f"[[{tomb.title}]]")
+    wanted = title_key(tomb.title)
     twins, citing = [], []
     for item in catalog.nodes():
         if claim_key(item.title, item.body) == tomb.key or (
             tomb.content is not None and content_key(item.body) == tomb.content
         ):
             twins.append(item.path)
-        if any(title_key(target) == link for target in item.meta.derived_from):
+        cited = (node_title(link) for link in item.meta.derived_from)
+        if any(title is not None and title_key(title) == wanted for title in cited):
             citing.append(item.path)
     return Aftermath(tuple(sorted(twins)), tuple(sorted(citing)))
 

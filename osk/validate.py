@@ -12,17 +12,17 @@ would put a person's authority on the agent's tool surface (see ``AUTHORITY_VERB
 from __future__ import annotations
 
 import ast
-import importlib
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from osk import edges
+from osk import edges, raw, sync
 from osk.catalog import Catalog
 from osk.errors import EdgeError, LedgerError, OskError
 from osk.ledger import Ledger
 from osk.node import Node
+from osk.sessions import Routing
 from osk.titles import check_portable, title_key
 from osk.vault import (
     MEMORY_DIR,
@@ -61,16 +61,9 @@ def run(vault: Vault, catalog: Catalog | None = None) -> list[Finding]:
     # A sync conflict copy has no contract id on purpose (so the node it was copied from stays
     # readable); it is reported once, as a conflict copy for a person to merge, never as a
     # broken node, ledger or raw record.
-    is_copy = _copy_test()
-    findings = [f for f in findings if not is_copy(f.path)]
+    findings = [f for f in findings if not sync.is_conflict_copy(f.path)]
     findings.extend(_sync_conflicts(vault, catalog))
     return sorted(set(findings))
-
-
-def _copy_test() -> Callable[[str], bool]:
-    sync = _optional("osk.sync")
-    test = getattr(sync, "is_conflict_copy", None) if sync is not None else None
-    return test if test is not None else (lambda _path: False)
 
 
 def _finding(rule: str, path: str, message: str) -> Finding:
@@ -119,7 +112,7 @@ def _placement(vault: Vault, catalog: Catalog) -> Iterator[Finding]:
 
 def _edges(vault: Vault, catalog: Catalog) -> Iterator[Finding]:
     workbench = _workbench_titles(vault)
-    routing = _routing(vault)
+    routing = Routing(vault)
     for node in catalog.nodes():
         for field_name, links in (("derived-from", node.meta.derived_from),
                                   ("conflicts", node.meta.conflicts)):
@@ -135,7 +128,7 @@ def _edges(vault: Vault, catalog: Catalog) -> Iterator[Finding]:
 
 
 def _edge_problems(vault: Vault, catalog: Catalog, node: Node, target: edges.Target,
-                   workbench: set[str], routing) -> Iterator[tuple[str, str]]:
+                   workbench: set[str], routing: Routing) -> Iterator[tuple[str, str]]:
     if isinstance(target, edges.NodeTarget):
         paths = catalog.paths_with_title(target.title)
         if not paths:
@@ -156,7 +149,7 @@ def _edge_problems(vault: Vault, catalog: Catalog, node: Node, target: edges.Tar
 
 
 def _raw_edge_problems(vault: Vault, node: Node, target: edges.RawTarget,
-                       routing) -> Iterator[tuple[str, str]]:
+                       routing: Routing) -> Iterator[tuple[str, str]]:
     owner = _raw_scope(routing, target.key)
     problem = _topology(node, "raw", (None, owner), target.link)
     if problem:
@@ -164,18 +157,14 @@ def _raw_edge_problems(vault: Vault, node: Node, target: edges.RawTarget,
     if not vault.abs(target.record_path).is_file():
         yield ("dangling-edge", f"the raw record {target.record_path} does not exist")
         return
-    raw = _optional("osk.raw")
-    if raw is not None:
-        try:
-            raw.read_round(vault, target)
-        except OskError as exc:
-            yield ("dangling-edge", f"round {target.round} cannot be read: {exc}")
+    try:
+        raw.read_round(vault, target)
+    except OskError as exc:
+        yield ("dangling-edge", f"round {target.round} cannot be read: {exc}")
 
 
-def _raw_scope(routing, key: str) -> str:
+def _raw_scope(routing: Routing, key: str) -> str:
     """The scope a raw record's session key writes to (the key's own name while unbound)."""
-    if routing is None:
-        return key
     try:
         return str(routing.scope_for(key))
     except OskError:  # a forked binding: reported by the ledger check
@@ -228,9 +217,8 @@ def _ledgers(vault: Vault, catalog: Catalog) -> Iterator[Finding]:
 
 
 def _raw_records(vault: Vault, catalog: Catalog) -> Iterator[Finding]:
-    raw = _optional("osk.raw")
     root = vault.root / RAW_DIR
-    if raw is None or not root.is_dir():
+    if not root.is_dir():
         return
     for path in sorted(root.glob("*/*.md")):
         key, conversation = path.parent.name, path.stem
@@ -255,24 +243,10 @@ def _scope_memory(vault: Vault, catalog: Catalog) -> Iterator[Finding]:
 
 
 def _sync_conflicts(vault: Vault, catalog: Catalog) -> Iterator[Finding]:
-    sync = _optional("osk.sync")
-    finder = getattr(sync, "conflict_copies", None) if sync is not None else None
-    if finder is None:
-        return
-    original_of = getattr(sync, "original_of", None)
-    for copy in finder(vault):
-        rel = copy if isinstance(copy, str) else _rel_of(vault, copy)
-        original = f" of {original_of(rel)}" if original_of is not None else ""
+    for rel in sync.conflict_copies(vault):
         yield _finding("sync-conflicts", rel,
-                       f"a sync conflict copy{original}: two devices changed this node; merge "
-                       f"what holds into the original and delete this copy")
-
-
-def _rel_of(vault: Vault, item: object) -> str:
-    path = getattr(item, "path", item)
-    if isinstance(path, Path):
-        return vault.rel(path) if path.is_absolute() else path.as_posix()
-    return str(path)
+                       f"a sync conflict copy of {sync.original_of(rel)}: two devices changed "
+                       f"this node; merge what holds into the original and delete this copy")
 
 
 def _workbench_titles(vault: Vault) -> set[str]:
@@ -280,22 +254,6 @@ def _workbench_titles(vault: Vault) -> set[str]:
     if not root.is_dir():
         return set()
     return {title_key(p.stem) for p in root.rglob("*.md")}
-
-
-def _routing(vault: Vault):  # -> sessions.Routing | None
-    sessions = _optional("osk.sessions")
-    factory = getattr(sessions, "Routing", None) if sessions is not None else None
-    return factory(vault) if factory is not None else None
-
-
-def _optional(module: str):  # -> ModuleType | None
-    """A module another engineer owns that may not exist in a partial checkout."""
-    try:
-        return importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        if exc.name != module:
-            raise
-        return None
 
 
 def _unprefixed(message: str, path: Path) -> str:

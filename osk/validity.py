@@ -29,7 +29,7 @@ from datetime import datetime, time
 from typing import TYPE_CHECKING, Any
 
 from osk import clock
-from osk.errors import ContractError, NodeNotFound, ObjectMissing, OskError, ValidityError
+from osk.errors import ContractError, NodeNotFound, ObjectMissing, ValidityError
 from osk.titles import title_key
 from osk.vault import Vault
 
@@ -87,19 +87,13 @@ class Supersessions:
 
     @classmethod
     def build(cls, nodes: Iterable[Any]) -> Supersessions:
-        from osk.edges import NodeTarget, parse_target
+        from osk.edges import node_title
 
         found: dict[str, list[str]] = {}
         for item in nodes:
-            link = item.meta.supersedes
-            if not link:
-                continue
-            try:
-                target = parse_target(link)
-            except OskError:
-                continue
-            if isinstance(target, NodeTarget):
-                found.setdefault(title_key(target.title), []).append(item.title)
+            cited = node_title(item.meta.supersedes) if item.meta.supersedes else None
+            if cited is not None:
+                found.setdefault(title_key(cited), []).append(item.title)
         return cls({k: tuple(sorted(v)) for k, v in found.items()})
 
     def superseded_by(self, node: Any) -> tuple[str, ...]:

@@ -1,7 +1,9 @@
 """The write path: the one place where node write rules live.
 
 Every create, update, re-citation and move runs here, under the vault's one mutation lock, with
-the catalog refreshed inside the lock so another process's write is seen. Each rule is checked
+the catalog made fresh inside the lock so another process's write is seen (``Freshness``: a
+folder check on every write, a full re-stat at most once a second, and a re-read of every file
+the write depends on). Each rule is checked
 before anything is written; a refusal raises an ``OskError`` whose ``rule`` names the rule, and
 leaves the vault, its ledgers and the object store exactly as they were.
 
@@ -25,21 +27,20 @@ Rules enforced here (each error class names its rule):
 
 The person's authority (protected regions, tombstones, trust, validity, audit) is enforced by
 ``osk.protection``, ``osk.tombstones``, ``osk.trust``, ``osk.validity`` and ``osk.audit``; this
-module calls them at the points marked ``AUTHORITY``, through ``authority()`` so the write path
-still runs in a tree where one of them is missing.
+module calls them at the points marked ``AUTHORITY``.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
-from collections.abc import Iterator, Sequence
+import stat as stat_mod
+import time
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
-from types import ModuleType
 
-from osk import clock, ids
+from osk import audit, clock, ids, protection, tombstones, trust, validity
 from osk import node as node_mod
 from osk.catalog import Catalog, Changes
 from osk.edges import FileTarget, NodeTarget, RawTarget, Target, parse_target
@@ -71,23 +72,6 @@ AGENT = "agent"
 _SPACE_NAMES = {s.lower(): s for s in SPACES}
 
 
-# -- AUTHORITY integration -----------------------------------------------------------------------
-def authority(name: str) -> ModuleType | None:
-    """The AUTHORITY engineer's module ``osk.<name>``, or None while it does not exist.
-
-    Called for: ``tombstones.check``, ``trust.trust_for_new`` / ``trust_for_update``,
-    ``protection.check_writable`` / ``check_move``, ``validity.check_interval`` /
-    ``start_of`` / ``prepare_close`` / ``close_superseded``, ``audit.record_change``.
-    """
-    module_name = f"osk.{name}"
-    try:
-        return importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name == module_name:
-            return None
-        raise
-
-
 # -- context and results -------------------------------------------------------------------------
 @dataclass
 class WriteContext:
@@ -101,8 +85,12 @@ class WriteContext:
     reads: ReadLog
     routing: Routing
     seen: list[Changes] = field(default_factory=list)  # catalog changes, for the search index
+    fresh: Freshness = field(init=False)
     _settings_stat: tuple[int, int, int] | None = None
     _ledgers: dict[str, Ledger] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.fresh = Freshness(self.vault, self.catalog)
 
     def ledger(self, name: str) -> Ledger:
         """One Ledger object per name, so its stat-keyed cache survives between writes."""
@@ -134,11 +122,21 @@ class WriteContext:
 
     def note(self, added: Sequence[str] = (), changed: Sequence[str] = (),
              removed: Sequence[str] = ()) -> None:
+        """Tell the catalog (and, through ``seen``, the search index) what this write did."""
         for rel in (*added, *changed):
             self.catalog.note_written(rel)
         for rel in removed:
             self.catalog.note_removed(rel)
+        self.fresh.noted(added, removed)
         self.seen.append(Changes(tuple(added), tuple(changed), tuple(removed)))
+
+    def keep(self, changes: Changes) -> None:
+        if changes:
+            self.seen.append(changes)
+
+    def freshen(self, rels: Iterable[str]) -> None:
+        """Re-read these node files now if they changed (see ``Freshness.freshen``)."""
+        self.keep(self.fresh.freshen(rels))
 
     def take_changes(self) -> Changes:
         """Everything the catalog saw change since the last call, merged, for the index."""
@@ -222,16 +220,267 @@ class Spot:
     cluster_root: str
 
 
+# -- freshness under the lock --------------------------------------------------------------------
+FULL_REFRESH_SECONDS = 1.0  # a write re-stats every node file at most this often
+RACE_NS = 2_000_000_000  # a file this fresh may change again without its stat changing
+FINE_RACE_NS = 100_000_000  # the same for a folder on a file system with fine timestamps
+
+StatKey = tuple[int, ...]
+
+
+@dataclass
+class _Folder:
+    stat: StatKey  # taken before the listing, so a later change shows as a different stat
+    seen_ns: int  # when that stat was taken
+    files: set[str]  # node file names in it
+    folders: set[str]  # sub-folder names
+    file_stats: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # at listing
+
+
+class Freshness:
+    """Keeps the catalog exact for what a write checks, without stat-ing every node file.
+
+    A full catalog refresh stats every node file (20-30 ms at 5,000 nodes): too slow for every
+    write. Under the mutation lock a write instead stats the Space folders only (about one per
+    cluster) and re-lists a folder whose stat changed, then re-reads just the files the write
+    depends on (``freshen``). The full refresh still runs when the last one is a second old.
+
+    Why this is exact for the write rules:
+
+    - Every change another osk process makes to a node file (create, update, move, delete,
+      approve, revert, sync landing) is a rename or unlink inside a Space folder (atomic_write
+      replaces a file through a new inode), which changes that folder's stat; the lock means no
+      osk write runs while we look. So a folder whose stat is unchanged holds exactly the files,
+      and the same inodes, it held when it was last listed, and a changed folder is re-listed
+      and its files re-stat-ed. Title uniqueness (titles are file names), hub presence, and the
+      path of every node are therefore as exact as a full walk would make them.
+    - A folder or file changed within the file system's timestamp granularity of when we
+      looked at it may change again without its stat changing: such a folder is re-listed
+      (``_racy_folder``), and such a file re-read (``RACE_NS``), on every check until we look
+      at it late enough.
+    - What a folder stat cannot show is a person editing a file's bytes in place with an
+      editor. Such an edit is never serialised with osk's writes (editors take no osk lock), so
+      it can land a moment after any check anyway. The files a write's outcome depends on are
+      re-stat-ed individually before use (``freshen``: the node being changed, the nodes it
+      cites, the citations the recheck gate reads), so the write itself never acts on stale
+      bytes; any other file is re-read by the full refresh within a second.
+    """
+
+    def __init__(self, vault: Vault, catalog: Catalog) -> None:
+        self.vault = vault
+        self.catalog = catalog
+        self.full_at = float("-inf")  # monotonic time of the last full refresh
+        self._walked = False
+        self._folders: dict[str, _Folder] = {}
+
+    # -- the two checks ----------------------------------------------------------------------
+    def ensure(self, *, full: bool = False) -> Changes:
+        """What a write does under the lock: a full refresh if due (or asked), else the
+        folder check."""
+        if full or time.monotonic() - self.full_at >= FULL_REFRESH_SECONDS:
+            return self.full()
+        return self.quick()
+
+    def full(self) -> Changes:
+        """Stat every node file (``Catalog.refresh``); the folders are listed first, so a
+        change made while the walk runs shows up at the next ``quick``."""
+        self._folders = {}
+        for space in SPACES:  # names only: the catalog's walk stats the files
+            self._scan(space, [], stats=False)
+        changes = self.catalog.refresh()
+        self.full_at = time.monotonic()
+        self._walked = True
+        return changes
+
+    def take_walked(self) -> bool:
+        """Whether a full refresh ran since the last call (the search index need not walk)."""
+        walked, self._walked = self._walked, False
+        return walked
+
+    def quick(self) -> Changes:
+        """Stat the known folders; re-list changed ones and re-read what changed in them."""
+        added: list[str] = []
+        changed: list[str] = []
+        removed: list[str] = []
+        for space in SPACES:
+            self._check(space, added, changed, removed)
+        return Changes(tuple(added), tuple(changed), tuple(removed))
+
+    def freshen(self, rels: Iterable[str]) -> Changes:
+        """Re-read node files whose stat differs from the catalog's, or that are fresh enough
+        to have changed unseen (the same rule as the catalog's own race guard)."""
+        changed: list[str] = []
+        removed: list[str] = []
+        now = time.time_ns()
+        for rel in dict.fromkeys(rels):
+            entry = self.catalog.entries.get(rel)
+            stat = _file_stat(self.vault.abs(rel))
+            if stat is None:
+                if entry is not None:
+                    self.catalog.note_removed(rel)
+                    removed.append(rel)
+                continue
+            if entry is None or entry.stat != stat or now - stat[1] < RACE_NS:
+                self.catalog.note_written(rel)
+                changed.append(rel)
+        return Changes((), tuple(changed), tuple(removed))
+
+    def noted(self, added: Sequence[str], removed: Sequence[str]) -> None:
+        """Keep the folder listings in step with files this process wrote or removed."""
+        for rel in added:
+            folder, _, name = rel.rpartition("/")
+            if folder in self._folders:
+                self._folders[folder].files.add(name)
+        for rel in removed:
+            folder, _, name = rel.rpartition("/")
+            if folder in self._folders:
+                self._folders[folder].files.discard(name)
+
+    # -- folders ------------------------------------------------------------------------------
+    def _scan(self, rel: str, found: list[tuple[str, tuple[int, int, int]]],
+              *, stats: bool = True) -> None:
+        """Record ``rel`` and everything under it; append its node files to ``found``."""
+        listed = _list_folder(self.vault.root / rel, top="/" not in rel, stats=stats)
+        if listed is None:
+            return
+        self._folders[rel] = listed
+        found.extend((f"{rel}/{name}", stat) for name, stat in listed.file_stats.items())
+        for name in listed.folders:
+            self._scan(f"{rel}/{name}", found, stats=stats)
+
+    def _check(self, rel: str, added: list[str], changed: list[str],
+               removed: list[str]) -> None:
+        known = self._folders.get(rel)
+        path = self.vault.root / rel
+        stat = _folder_stat(path, top="/" not in rel)
+        if stat is None:
+            if known is not None:
+                self._vanish(rel, removed)
+            return
+        if known is None:
+            found: list[tuple[str, tuple[int, int, int]]] = []
+            self._scan(rel, found)
+            self._take(found, added, changed)
+            return
+        if known.stat == stat and not _racy_folder(known):
+            for name in sorted(known.folders):
+                self._check(f"{rel}/{name}", added, changed, removed)
+            return
+        listed = _list_folder(path, top="/" not in rel)
+        if listed is None:
+            self._vanish(rel, removed)
+            return
+        self._folders[rel] = listed
+        for name in known.files - listed.files:
+            self._remove(f"{rel}/{name}", removed)
+        self._take([(f"{rel}/{name}", stat) for name, stat in listed.file_stats.items()],
+                   added, changed)
+        for name in known.folders - listed.folders:
+            self._vanish(f"{rel}/{name}", removed)
+        for name in sorted(listed.folders):
+            self._check(f"{rel}/{name}", added, changed, removed)
+
+    def _take(self, files: Iterable[tuple[str, tuple[int, int, int]]], added: list[str],
+              changed: list[str]) -> None:
+        """Read the listed files that the catalog lacks or holds at another stat."""
+        entries = self.catalog.entries
+        for rel, stat in files:
+            entry = entries.get(rel)
+            if entry is None:
+                self.catalog.note_written(rel)
+                added.append(rel)
+            elif entry.stat != stat:
+                self.catalog.note_written(rel)
+                changed.append(rel)
+
+    def _remove(self, rel: str, removed: list[str]) -> None:
+        if rel in self.catalog.entries:
+            self.catalog.note_removed(rel)
+            removed.append(rel)
+
+    def _vanish(self, rel: str, removed: list[str]) -> None:
+        """A folder is gone: forget it and every node file the catalog holds under it."""
+        prefix = rel + "/"
+        for name in [f for f in self._folders if f == rel or f.startswith(prefix)]:
+            del self._folders[name]
+        for path in [p for p in self.catalog.entries if p.startswith(prefix)]:
+            self._remove(path, removed)
+
+
+def _racy_folder(folder: _Folder) -> bool:
+    """Whether a change made just after ``folder`` was listed could leave its stat as it was.
+
+    That needs the change to land in the same timestamp tick as the folder's last one. A file
+    system whose timestamps are not whole multiples of 10 ms records them finely, and its
+    clock ticks at most every 10 ms (Linux, macOS, Windows), so 100 ms is a safe margin there;
+    anything coarser (FAT's 2 s, HFS+'s 1 s) gets the catalog's 2 s.
+    """
+    changed = max(folder.stat[0], folder.stat[1])
+    window = FINE_RACE_NS if changed % 10_000_000 else RACE_NS
+    return folder.seen_ns - changed < window
+
+
+def _folder_stat(path: Path, *, top: bool) -> StatKey | None:
+    try:
+        st = os.stat(path, follow_symlinks=top)  # the catalog follows only the Space folders
+    except OSError:
+        return None
+    if not stat_mod.S_ISDIR(st.st_mode):
+        return None
+    return (st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_size)
+
+
+def _list_folder(path: Path, *, top: bool, stats: bool = True) -> _Folder | None:
+    """A folder's node files (with their stats, unless ``stats`` is False) and sub-folders,
+    chosen exactly as ``Catalog.refresh`` walks."""
+    stat = _folder_stat(path, top=top)
+    seen = time.time_ns()
+    if stat is None:
+        return None
+    files: set[str] = set()
+    folders: set[str] = set()
+    file_stats: dict[str, tuple[int, int, int]] = {}
+    try:
+        with os.scandir(path) as entries:
+            for entry in entries:
+                name = entry.name
+                if name.startswith("."):
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    folders.add(name)
+                elif name.endswith(".md") and entry.is_file(follow_symlinks=False):
+                    if stats:
+                        try:
+                            st = entry.stat(follow_symlinks=False)
+                        except FileNotFoundError:
+                            continue  # removed while we listed: it is not there
+                        file_stats[name] = (st.st_size, st.st_mtime_ns, st.st_ino)
+                    files.add(name)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return _Folder(stat, seen, files, folders, file_stats)
+
+
+def _file_stat(path: Path) -> tuple[int, int, int] | None:
+    """The catalog's stat key for a node file (size, mtime, inode), or None when missing."""
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return None
+    if not stat_mod.S_ISREG(st.st_mode):
+        return None
+    return (st.st_size, st.st_mtime_ns, st.st_ino)
+
+
 # -- the lock ------------------------------------------------------------------------------------
 @contextmanager
-def locked(ctx: WriteContext) -> Iterator[None]:
-    """Hold the vault mutation lock with the catalog refreshed inside it."""
+def locked(ctx: WriteContext, *, full: bool = False) -> Iterator[None]:
+    """Hold the vault mutation lock with the catalog made fresh inside it (``Freshness``;
+    ``full`` stats every node file, for writes that read the whole vault, such as moves)."""
     try:
         with file_lock(ctx.vault.mutation_lock_path()):
             ctx.reload_settings()
-            changes = ctx.catalog.refresh()
-            if changes:
-                ctx.seen.append(changes)
+            ctx.keep(ctx.fresh.ensure(full=full))
             yield
     except LockTimeout as exc:
         raise OskError(
@@ -407,6 +656,7 @@ def recheck_gate(ctx: WriteContext, node: Node, recheck_of: list[str], changes_c
     """
     if not recheck_of and not changes_content:
         return {}
+    freshen_citations(ctx, [node.id], hops=2)
     candidates = ctx.rechecks.candidates(ctx.catalog)
     mine = {c.id: c for c in candidates if c.citing_id == node.id}
     unknown = [cid for cid in recheck_of if cid not in mine]
@@ -440,6 +690,31 @@ def recheck_gate(ctx: WriteContext, node: Node, recheck_of: list[str], changes_c
     if unread:
         raise _unread(unread)
     return corrections
+
+
+def freshen_citations(ctx: WriteContext, citing_ids: Iterable[str], *, hops: int) -> None:
+    """Re-read the node files a recheck decision about ``citing_ids`` reads, if they changed:
+    the citing nodes, the nodes they cite and, with ``hops=2``, the nodes those cite (a
+    cited node's own candidates decide the cascade stop). Raw records and project files are
+    stat-ed by ``Rechecks.candidates`` itself."""
+    wanted = set(citing_ids)
+    frontier = set(wanted)
+    for _ in range(hops):
+        step: set[str] = set()
+        for node_id in frontier:
+            citations = ctx.rechecks.citations(node_id)
+            for pair in citations.pairs.values() if citations else ():
+                if pair.target.kind == "node":
+                    step.add(pair.target.key[len("node:"):])
+        frontier = step - wanted
+        wanted |= step
+    paths = []
+    for node_id in sorted(wanted):
+        try:
+            paths.append(ctx.catalog.get(node_id).path)
+        except OskError:
+            continue  # gone or ambiguous: the candidates say so
+    ctx.freshen(paths)
 
 
 def _cascade_stop(node: Node, candidates: Sequence[Candidate],
@@ -484,6 +759,10 @@ def recite(ctx: WriteContext, candidate_ids: Sequence[str]) -> ReciteResult:
 
 def _recite_locked(ctx: WriteContext, candidate_ids: list[str]) -> ReciteResult:
     candidates = {c.id: c for c in ctx.rechecks.candidates(ctx.catalog)}
+    named = [candidates[cid].citing_id for cid in candidate_ids if cid in candidates]
+    if named:  # a re-citation records the target states as they are now: re-read first
+        freshen_citations(ctx, named, hops=1)
+        candidates = {c.id: c for c in ctx.rechecks.candidates(ctx.catalog)}
     unknown = [cid for cid in candidate_ids if cid not in candidates]
     if unknown:
         raise RecheckError(
@@ -521,7 +800,7 @@ def _recite_locked(ctx: WriteContext, candidate_ids: list[str]) -> ReciteResult:
 def move_nodes(ctx: WriteContext, refs: Sequence[str], place: Place) -> MoveResult:
     """Move nodes to another folder. Titles do not change, so every ``[[Title]]`` link still
     finds its node; ledgers name nodes by id, so citations and candidates follow too."""
-    with locked(ctx):
+    with locked(ctx, full=True):  # the topology check reads every node's citations
         spot = resolve_place(ctx, place)
         plan: dict[str, tuple[Node, str]] = {}
         for ref in refs:
@@ -557,7 +836,7 @@ def move_cluster(ctx: WriteContext, cluster: str, *, space: str, to_space: str) 
 
     Scope clusters move from and to the session's scope.
     """
-    with locked(ctx):
+    with locked(ctx, full=True):  # the topology check reads every node's citations
         name = check_portable(cluster)
         source = resolve_place(ctx, Place(space, name))
         target = resolve_place(ctx, Place(to_space, name))
@@ -617,9 +896,7 @@ def _check_move_targets(ctx: WriteContext, plan: dict[str, tuple[Node, str]]) ->
 
 
 def _check_protected_moves(ctx: WriteContext, plan: dict[str, tuple[Node, str]]) -> None:
-    protection = authority("protection")  # AUTHORITY: moves in or out of protected regions
-    if protection is None:
-        return
+    # AUTHORITY: moves in or out of protected regions
     for node, target in plan.values():
         protection.check_move(ctx.vault, node.path, target)
 
@@ -794,8 +1071,9 @@ def check_hub(ctx: WriteContext, spot: Spot, title: str) -> None:
 
 
 def node_for_write(ctx: WriteContext, ref: str) -> Node:
-    """The node ``ref`` names, if this session may see and change it."""
-    node = ctx.catalog.get(ref)
+    """The node ``ref`` names, re-read if its file changed, if this session may see and
+    change it."""
+    node = current_node(ctx, ref)
     if not ctx.session.can_see_scope(node.scope):
         raise NodeNotFound(
             f"no node with id or title {ref!r}; search first, then use a returned title or id",
@@ -803,6 +1081,25 @@ def node_for_write(ctx: WriteContext, ref: str) -> Node:
         )
     check_writable_node(ctx, node)
     return node
+
+
+def current_node(ctx: WriteContext, ref: str) -> Node:
+    """The node ``ref`` (title or id) names, with its file's current bytes.
+
+    Titles are file names, so a title lookup is exact after the lock's folder check; an id is
+    in the file's bytes, so an id that a person wrote into an existing file by hand in the
+    last second is found by a full refresh before ``ref`` is declared unknown.
+    """
+    try:
+        node = ctx.catalog.get(ref)
+    except NodeNotFound:
+        ctx.keep(ctx.fresh.full())
+        node = ctx.catalog.get(ref)
+    except OskError:
+        ctx.freshen(ctx.catalog.paths_with_title(ref))  # a broken file may be fixed by now
+        node = ctx.catalog.get(ref)
+    ctx.freshen([node.path])
+    return ctx.catalog.get(ref)
 
 
 def check_writable_node(ctx: WriteContext, node: Node) -> None:
@@ -878,6 +1175,8 @@ def _resolve_node(ctx: WriteContext, target: NodeTarget, spot: Spot, *, citing_i
     if PurePosixPath(target.title).parts[:1] == (WORKBENCH,) or _in_workbench(ctx, target.title):
         raise _workbench(target.link)
     try:
+        cited = ctx.catalog.get(target.title)
+        ctx.freshen([cited.path])  # the citation binds to the cited body as it is now
         cited = ctx.catalog.get(target.title)
     except NodeNotFound:
         if tolerate:
@@ -1017,8 +1316,7 @@ def check_ledgers(ctx: WriteContext) -> None:
     the session's binding is forked (LedgerError / LedgerFork name the line or the records)."""
     ctx.routing.scope_for(ctx.session.key.key)
     ctx.rechecks.check_readable()
-    if authority("audit") is not None:
-        ctx.ledger("audit").read()
+    ctx.ledger("audit").read()
 
 
 def bind_if_first(ctx: WriteContext, spot: Spot) -> bool:
@@ -1037,32 +1335,23 @@ def bind_if_first(ctx: WriteContext, spot: Spot) -> bool:
 def _authority_content_checks(ctx: WriteContext, title: str, body: str, rel: str,
                               valid_from: str | None, valid_to: str | None, *,
                               protected_checked: bool = False) -> None:
-    tombstones = authority("tombstones")  # AUTHORITY: a rejected claim is not written again
-    if tombstones is not None:
-        tombstones.check(ctx.vault, title, body)
+    tombstones.check(ctx.vault, title, body)  # AUTHORITY: a rejected claim is not written again
     if not protected_checked:
         _check_not_pending(ctx, rel)
-    validity = authority("validity")  # AUTHORITY: valid_from <= valid_to
-    if validity is not None:
-        validity.check_interval(valid_from, valid_to)
+    validity.check_interval(valid_from, valid_to)  # AUTHORITY: valid_from <= valid_to
 
 
 def _check_not_pending(ctx: WriteContext, rel: str) -> None:
-    protection = authority("protection")  # AUTHORITY: one pending change per protected file
-    if protection is not None:
-        protection.check_writable(ctx.vault, rel)
+    protection.check_writable(ctx.vault, rel)  # AUTHORITY: one pending change per protected file
 
 
 def _is_pending(ctx: WriteContext, rel: str) -> bool:
     """Whether ``rel`` now waits for the person's review (a write inside a protected region)."""
-    protection = authority("protection")
-    return bool(protection is not None and protection.is_pending(ctx.vault, rel))
+    return protection.is_pending(ctx.vault, rel)
 
 
 def _trust(ctx: WriteContext, space: str | None, current: str | None, *, new: bool) -> str | None:
-    trust = authority("trust")  # AUTHORITY: the trust state an agent's or person's write gets
-    if trust is None:
-        return current if not new else None
+    # AUTHORITY: the trust state an agent's or person's write gets
     if new:
         return str(trust.trust_for_new(space, ctx.actor))
     return str(trust.trust_for_update(space, ctx.actor, current))
@@ -1071,9 +1360,7 @@ def _trust(ctx: WriteContext, space: str | None, current: str | None, *, new: bo
 def _prepare_supersede(ctx: WriteContext, meta: Frontmatter, supersedes: str | None) -> object:
     if not supersedes:
         return None
-    validity = authority("validity")  # AUTHORITY: supersession closes the old node's validity
-    if validity is None:
-        return None
+    # AUTHORITY: supersession closes the old node's validity
     closing = validity.prepare_close(ctx.vault, ctx.catalog, supersedes=_supersedes_link(
         supersedes), start=validity.start_of(meta), new_id=meta.id, actor=ctx.actor)
     old = ctx.catalog.by_path(closing.path)
@@ -1089,8 +1376,6 @@ def _close_supersede(ctx: WriteContext, closing: object, meta: Frontmatter,
                      new: Node) -> str | None:
     if closing is None:
         return None
-    validity = authority("validity")
-    assert validity is not None
     done = validity.close_superseded(
         ctx.vault, ctx.catalog, supersedes=meta.supersedes or "", start=validity.start_of(meta),
         actor=ctx.audit_actor, new_id=new.id, new_title=new.title,
@@ -1104,9 +1389,7 @@ def _audit(ctx: WriteContext, action: str, node: Node, *, before_text: str | Non
            after_text: str | None, path: str | None = None,
            detail: dict[str, object] | None = None) -> None:
     """One audit record; ``path`` is where the node is after the change (a move's target)."""
-    audit = authority("audit")  # AUTHORITY: one audit record per node mutation
-    if audit is None:
-        return
+    # AUTHORITY: one audit record per node mutation
     info = {"session": ctx.session.key.key, "drafter": node.meta.drafter, **(detail or {})}
     audit.record_change(ctx.vault, actor=ctx.audit_actor, action=action, node_id=node.id,
                         path=path or node.path, before_text=before_text,

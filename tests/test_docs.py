@@ -221,3 +221,14 @@ def test_the_documented_fork_repair_closes_a_forked_session_binding(vault):
     exec(compile(_repair_block("close-fork"), "docs/FORMAT.md", "exec"), {})
     assert Routing(vault).scope_for("assetctl") == "assetctl"
     assert Ledger(vault, "routing").read().forks() == []
+
+
+# -- hosts -----------------------------------------------------------------------------------
+def test_the_hosts_page_links_a_setup_page_for_every_host_and_every_page_exists():
+    from osk.hooks.adapters import HOSTS
+
+    linked = set(re.findall(r"\]\(hosts/([\w-]+)\.md\)", _text(DOCS / "hosts.md")))
+    pages = {path.stem for path in (DOCS / "hosts").glob("*.md")}
+    assert linked == pages == set(HOSTS), (
+        f"docs/hosts.md links {sorted(linked)}; docs/hosts/ holds {sorted(pages)}; "
+        f"the hosts are {sorted(HOSTS)}")

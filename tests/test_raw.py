@@ -19,7 +19,8 @@ import pytest
 from osk import raw
 from osk.edges import RawTarget, parse_target
 from osk.errors import RawNotFound, RawRecordError
-from osk.raw import RoundInput, append_round, read_record, read_round, review, review_view
+from osk.raw import RoundInput, append_round, read_record, read_round
+from osk.raw_review import REVIEW_CAP, review, review_view
 from osk.vault import Vault
 
 AT = "2025-11-29T18:00+09:00"
@@ -521,7 +522,7 @@ def test_a_review_never_exceeds_its_cap_and_says_how_to_read_on(vault: Vault):
     for n in range(1, 13):
         append_round(vault, KEY, CONV, RoundInput(f"q{n}", f"{n:02d} " * 300, at=AT))
     view = review(vault, KEY, CONV)
-    assert len(view.text) <= raw.REVIEW_CAP and view.cut
+    assert len(view.text) <= REVIEW_CAP and view.cut
     assert view.shown[0] == 1 and view.next_rounds[-1] == 12
     assert view.next_rounds[0] in (view.shown[-1], view.shown[-1] + 1)
     assert view.text.endswith(

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
-import types
 from pathlib import Path
 
 from osk import node as node_mod
@@ -29,9 +27,14 @@ def write_node(vault: Vault, rel: str, body: str = "Body.\n", *, node_id: str | 
 
 
 def snapshot(root: Path) -> dict[str, tuple[int, int]]:
-    """Every file's size and mtime, to show that validation changed nothing."""
+    """Every vault file's size and mtime, to show that validation changed nothing.
+
+    Device state (``.osk/``: caches such as the catalog snapshot, never synced) is not the
+    vault's content; a validation run may refresh those caches.
+    """
     found = {}
-    for folder, _dirs, files in os.walk(root):
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not (folder == str(root) and d == ".osk")]
         for name in files:
             path = Path(folder) / name
             stat = path.stat()
@@ -168,13 +171,13 @@ def test_findings_render_one_per_line_naming_file_and_rule(vault: Vault):
         "path": rel, "rule": "cluster-hubs", "message": finding.message}
 
 
-def test_sync_conflict_copies_named_by_the_sync_module_are_reported(vault: Vault, monkeypatch):
-    fake = types.ModuleType("osk.sync")
-    fake.conflict_copies = lambda v: [vault.root / "Workbench" / "Note (conflict).md"]  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "osk.sync", fake)
+def test_a_sync_conflict_copy_outside_the_spaces_is_reported_once(vault: Vault):
+    copy = vault.root / "Workbench" / "Note (sync conflict 2026-01-02 0304 laptop).md"
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    copy.write_text("work state\n", encoding="utf-8")
     findings = validate.run(vault)
     assert [(f.path, f.rule) for f in findings] == [
-        ("Workbench/Note (conflict).md", "sync-conflicts")]
+        ("Workbench/Note (sync conflict 2026-01-02 0304 laptop).md", "sync-conflicts")]
 
 
 def test_a_real_sync_conflict_copy_is_reported_naming_its_original(vault: Vault):

@@ -9,10 +9,9 @@ and `osk lift KEY` change what agents are served and are refused unless stdin is
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
-from osk.cli import add_json_flag
+from osk.cli import add_json_flag, json_text
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -134,11 +133,11 @@ def run_review(args: argparse.Namespace) -> int:
     under = _path(vault, args.path) if args.path else None
     changes = protection.pending(vault, under)
     if args.json:
-        print(json.dumps([
+        print(json_text([
             {"path": c.path, "region": c.region, "kind": c.kind, "approved": c.approved,
              "working": c.working, "forked": c.forked, "diff": protection.diff(vault, c)}
             for c in changes
-        ], ensure_ascii=False, indent=2))
+        ]))
         return 0
     if not changes:
         regions = protection.regions(vault)
@@ -199,7 +198,7 @@ def run_log(args: argparse.Namespace) -> int:
         items = audit.entries(vault)
     items = items[-args.limit:] if args.limit > 0 else items
     if args.json:
-        print(json.dumps([e.__dict__ for e in items], ensure_ascii=False, indent=2))
+        print(json_text(items))
         return 0
     if not items:
         print("No audit records.")
@@ -286,7 +285,7 @@ def run_tombstones(args: argparse.Namespace) -> int:
     vault = _vault(args)
     items = tombstones.all_tombstones(vault) if args.all else tombstones.active(vault)
     if args.json:
-        print(json.dumps([t.__dict__ for t in items], ensure_ascii=False, indent=2))
+        print(json_text(items))
         return 0
     if not items:
         print("No tombstones.")

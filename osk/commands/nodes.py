@@ -7,13 +7,11 @@ stay cheap, and nothing here may pull the MCP SDK into any other command.
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
-from osk.cli import add_json_flag, add_scope_flag
+from osk.cli import add_json_flag, add_scope_flag, json_text
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -70,7 +68,7 @@ def run_overview(args: argparse.Namespace) -> int:
     engine = _engine(args)
     found = engine.overview()
     if args.json:
-        print(_json(found))
+        print(json_text(found))
         return 0
     print("\n".join(overview_lines(found)))
     return 0
@@ -81,7 +79,7 @@ def run_read(args: argparse.Namespace) -> int:
     found = engine.read_node(args.node, section=args.section, start=args.start,
                              length=args.length)
     if args.json:
-        print(_json(found))
+        print(json_text(found))
         return 0
     print(f"# {found.title}  ({found.path})")
     print(f"{found.summary}")
@@ -135,20 +133,3 @@ def _engine(args: argparse.Namespace) -> Any:
 
     return Engine.open(args.vault, cwd=Path.cwd(), scope=getattr(args, "scope", None),
                        actor="user")
-
-
-def _json(value: Any) -> str:
-    return json.dumps(_plain(value), ensure_ascii=False, indent=2)
-
-
-def _plain(value: Any) -> Any:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)
-                if not f.name.startswith("_")}
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [_plain(v) for v in value]
-    if isinstance(value, Path):
-        return str(value)
-    return value

@@ -61,12 +61,13 @@ def count_prompt(vault: Vault, adapter: Adapter, payload: HookPayload, *,
 
 def _expected_record(vault: Vault, payload: HookPayload, conversation: str) -> str:
     """Where this conversation's rounds will be recorded, before the first capture."""
+    from osk.edges import raw_record
     from osk.errors import OskError
     from osk.hooks.capture import session_key_text
     from osk.raw import record_name
 
     try:
-        return f"_raw/{record_name(session_key_text(vault, payload))}/{record_name(conversation)}"
+        return raw_record(record_name(session_key_text(vault, payload)), record_name(conversation))
     except (OskError, ValueError):  # no working directory: the reminder stays generic
         return ""
 
@@ -84,10 +85,6 @@ def reset_workspace_count(vault: Vault, adapter: Adapter, payload: HookPayload) 
 
 def in_session_reviews(vault: Vault, adapter: Adapter) -> bool:
     """False when background growth reviews this host's sessions in a fork instead."""
-    try:
-        from osk import growth
-    except ModuleNotFoundError as exc:
-        if exc.name != "osk.growth":
-            raise
-        return True
+    from osk import growth
+
     return bool(growth.in_session_review(vault, adapter.name))

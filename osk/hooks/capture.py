@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from osk.edges import raw_record
 from osk.hooks.adapters.common import merge_final
 from osk.hooks.harness import Adapter, HookPayload, TurnRecord
 from osk.hooks.state import ConversationState, StateStore, conversation_name
@@ -94,7 +95,7 @@ def _capture(vault: Vault, adapter: Adapter, payload: HookPayload, state: Conver
         ))
         state.remember(turn.completion)
         state.rounds = max(state.rounds, ref.number)
-        state.record = f"_raw/{ref.key}/{ref.conversation}"
+        state.record = raw_record(ref.key, ref.conversation)
         if not ref.duplicate:
             written.append(ref.number)
             state.answers += 1

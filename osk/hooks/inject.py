@@ -10,17 +10,14 @@ When this conversation already received the same scope-memory hash (a resumed se
 note is replaced by a one-line pointer; after a compaction the full note is injected again, since
 the earlier one may have been summarised away.
 
-Notes other than the scope memory come from optional providers named in ``PROVIDERS``: a
+Notes other than the scope memory come from the providers listed in ``providers()``: a
 function ``f(vault, scope)`` returning that scope's items ("" for Domain and Person), each shown
 as one line. The owning module must keep its import light (standard library and osk's light
-modules), since it runs on every session start; a module that does not define the function is
-not imported at all.
+modules), since it runs on every session start.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -47,13 +44,19 @@ def _plain_item(item: object) -> str:
     return str(item)
 
 
-# (section title, module, function, item renderer): each function returns the items of a scope.
-PROVIDERS: tuple[tuple[str, str, str, Callable[[object], str]], ...] = (
-    ("Recheck notes: re-read each target, then re-cite or correct", "osk.rechecks",
-     "stale_summary", _recheck_item),
-    ("Pending reviews", "osk.candidates", "pending_summary", _plain_item),
-    ("Pending reviews", "osk.growth", "pending_reviews", _plain_item),
-)
+Provider = tuple[str, Callable[[Vault, str], Sequence[object]], Callable[[object], str]]
+
+
+def providers() -> tuple[Provider, ...]:
+    """(section title, function, item renderer): each function returns the items of a scope."""
+    from osk import candidates, growth, rechecks  # imported only when a session starts
+
+    return (
+        ("Recheck notes: re-read each target, then re-cite or correct", rechecks.stale_summary,
+         _recheck_item),
+        ("Pending reviews", candidates.pending_summary, _plain_item),
+        ("Pending reviews", growth.pending_reviews, _plain_item),
+    )
 
 
 @dataclass(frozen=True)
@@ -118,34 +121,12 @@ def resolve_scope(vault: Vault, payload: HookPayload, *, claim: bool = True) -> 
 
 def provided_sections(vault: Vault, scope: str) -> list[Section]:
     merged: dict[str, list[str]] = {}
-    for title, module, function, render in PROVIDERS:
-        provider = _light_provider(module, function)
-        if provider is None:
-            continue
+    for title, provider, render in providers():
         items = [render(item) for item in provider(vault, scope)]
         if scope:  # notes about Domain and Person nodes concern every scope
             items += [render(item) for item in provider(vault, "")]
         merged.setdefault(title, []).extend(i for i in items if i)
     return [Section(title, tuple(items)) for title, items in merged.items()]
-
-
-def _light_provider(module: str, function: str) -> Callable[[Vault, str], Sequence[str]] | None:
-    """``module.function`` when the module exists and defines it; never imports it otherwise.
-
-    Looking at the source first keeps a session start from paying for importing a heavy module
-    that has no summary to give.
-    """
-    spec = importlib.util.find_spec(module)
-    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
-        return None
-    try:
-        with open(spec.origin, encoding="utf-8") as handle:
-            if f"def {function}(" not in handle.read():
-                return None
-    except OSError:
-        return None
-    found = getattr(importlib.import_module(module), function, None)
-    return found if callable(found) else None
 
 
 def _evictions(evictions: Sequence[object]) -> Section:

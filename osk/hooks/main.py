@@ -147,10 +147,8 @@ def dispatch(vault: Vault, request: Request, raw: bytes, env: Mapping[str, str])
 
 
 def in_growth_fork(env: Mapping[str, str]) -> bool:
-    """True inside a background review fork (``osk.growth.ENV_FORK`` is set in its environment).
-
-    Read here rather than through ``osk.growth`` so that every hook does not pay for importing
-    it; a test keeps the two names equal.
+    """True inside a background review fork (``osk.growth`` sets this variable in its
+    environment, taking the name from here so that every hook reads it without importing growth).
     """
     return bool(env.get(GROWTH_FORK_ENV))
 
@@ -166,13 +164,9 @@ def stop(vault: Vault, adapter: Adapter, payload: HookPayload, dry_run: bool) ->
 
 
 def after_final_answer(vault: Vault, adapter: Adapter, payload: HookPayload) -> None:
-    """Tell background growth a final answer was captured (SETUP's module, when installed)."""
-    try:
-        from osk import growth
-    except ModuleNotFoundError as exc:
-        if exc.name != "osk.growth":
-            raise
-        return
+    """Tell background growth a final answer was captured (it may start a review)."""
+    from osk import growth
+
     growth.on_final_answer(vault, host=adapter.name, session_id=payload.session_id,
                            transcript_path=payload.transcript_path,
                            cwd=payload.cwd if payload.cwd is not None else Path.cwd())

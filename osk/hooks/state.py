@@ -11,7 +11,6 @@ per-conversation lock serialises hooks that fire at the same time.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Iterator
@@ -19,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from osk.fsutil import atomic_write
+from osk.fsutil import atomic_write, sha256_text
 from osk.locks import file_lock
 from osk.vault import Vault
 
@@ -84,14 +83,14 @@ def conversation_name(session_id: str) -> str:
     cleaned = _UNSAFE.sub("-", session_id).strip(".-")[:100]
     if cleaned == session_id:
         return cleaned
-    digest = hashlib.sha256(session_id.encode("utf-8")).hexdigest()
+    digest = sha256_text(session_id)
     return f"{cleaned}-{digest[:8]}" if cleaned else f"conversation-{digest[:16]}"
 
 
 def workspace_name(host: str, cwd: Path | None) -> str:
     """A stand-in conversation name for hosts whose hooks name no conversation (per workspace)."""
     where = str(cwd.resolve()) if cwd else ""
-    return f"{host}-workspace-" + hashlib.sha256(where.encode("utf-8")).hexdigest()[:12]
+    return f"{host}-workspace-" + sha256_text(where)[:12]
 
 
 class StateStore:

@@ -14,13 +14,13 @@ completion id of a round is its ``turn_id``.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from osk.fsutil import sha256_text
 from osk.hooks.adapters.common import RoundBuilder, additional_context, minute_time
 from osk.hooks.harness import (
     Budget,
@@ -145,8 +145,8 @@ class _Walk:
             self.claimed.add(turn_id)
         start = self.turn_start if self.turn_start is not None else line.offset
         self.turn_start = None
-        completion = turn_id or "line-" + hashlib.sha256(
-            f"{line.obj.get('timestamp')}\n{text}".encode()).hexdigest()[:16]
+        completion = turn_id or "line-" + sha256_text(
+            f"{line.obj.get('timestamp')}\n{text}")[:16]
         self.current = RoundBuilder(start=start, user=text, completion=completion,
                                     turn_id=turn_id, at=minute_time(line.obj.get("timestamp")))
 
