@@ -23,12 +23,10 @@ from pathlib import Path
 
 from osk import node as node_mod
 from osk.errors import ContractError, DuplicateId, NodeNotFound, OskError, TitleError
-from osk.fsutil import atomic_write
+from osk.fsutil import RACE_WINDOW_NS, StatKey, atomic_write
 from osk.node import Node
 from osk.titles import title_key
 from osk.vault import SPACES, Vault
-
-StatKey = tuple[int, int, int]
 
 
 @dataclass(frozen=True)
@@ -150,10 +148,7 @@ class Catalog:
         self._drop(rel)
 
     def _walk(self) -> Iterator[tuple[str, StatKey]]:
-        for space in SPACES:
-            top = self.vault.root / space
-            if top.is_dir():
-                yield from _walk_dir(top, space)
+        return walk_nodes(self.vault)
 
     def _load(self, rel: str, stat: StatKey) -> Entry:
         read_at = time.time_ns()
@@ -239,7 +234,16 @@ def _ambiguity(ref: str, paths: list[str], *, by_id: bool) -> OskError:
     )
 
 
-def _walk_dir(directory: Path, prefix: str) -> Iterator[tuple[str, StatKey]]:
+def walk_nodes(vault: Vault) -> Iterator[tuple[str, StatKey]]:
+    """Every ``.md`` file under the three Spaces with its stat key, hidden entries skipped.
+
+    The one traversal behind the catalog's and the search index's freshness checks.
+    """
+    for space in SPACES:
+        yield from _walk_dir(os.path.join(vault.root, space), space)
+
+
+def _walk_dir(directory: str, prefix: str) -> Iterator[tuple[str, StatKey]]:
     try:
         with os.scandir(directory) as it:
             entries = list(it)
@@ -249,20 +253,20 @@ def _walk_dir(directory: Path, prefix: str) -> Iterator[tuple[str, StatKey]]:
         if entry.name.startswith("."):
             continue
         rel = f"{prefix}/{entry.name}"
-        if entry.is_dir(follow_symlinks=False):
-            yield from _walk_dir(Path(entry.path), rel)
-        elif entry.name.endswith(".md") and entry.is_file(follow_symlinks=False):
-            try:
+        try:  # a file removed during the walk is simply not there
+            if entry.is_dir(follow_symlinks=False):
+                yield from _walk_dir(entry.path, rel)
+            elif entry.name.endswith(".md") and entry.is_file(follow_symlinks=False):
                 yield rel, _stat_key(entry.stat(follow_symlinks=False))
-            except FileNotFoundError:
-                continue
+        except FileNotFoundError:
+            continue
 
 
 def _stat_key(stat: os.stat_result) -> StatKey:
     return (stat.st_size, stat.st_mtime_ns, stat.st_ino)
 
 
-_RACE_WINDOW_NS = 2_000_000_000  # coarse filesystems (FAT: 2 s) can hide a same-size rewrite
+_RACE_WINDOW_NS = RACE_WINDOW_NS  # a module name, so a test can narrow the window
 
 
 def _settled(entry: Entry) -> bool:

@@ -21,9 +21,9 @@ from typing import Any
 
 from osk import candidates, protection, raw, raw_review, scope_memory, sync, trust, write
 from osk.catalog import Catalog, Changes
-from osk.edges import FileTarget, RawTarget, parse_target
+from osk.edges import FileTarget, RawTarget, parse_target, raw_record
 from osk.errors import EdgeError, LedgerError, NodeNotFound, OskError, ScopeError
-from osk.fsutil import sha256_bytes
+from osk.fsutil import RACE_WINDOW_NS, sha256_bytes
 from osk.ledger import Ledger
 from osk.node import Node
 from osk.node import parse as parse_node
@@ -417,7 +417,7 @@ class Engine:
                 found = record.round(number)
                 self.reads.note(f"raw:{found.coordinate}", str(found.hash), 0, 1, 1)
         nxt = view.next_skip if cut_inside else None
-        return RawRead(self.scope, f"_raw/{key}/{conversation}", "record", view.text, skip,
+        return RawRead(self.scope, raw_record(key, conversation), "record", view.text, skip,
                        skip + len(view.text), len(view.text), not view.cut, nxt, None,
                        tuple(view.shown), tuple(view.next_rounds))
 
@@ -638,7 +638,7 @@ def _stale(vault: Vault, catalog: Catalog, rel: str) -> bool:
     except OSError:
         return True
     stat = (st.st_size, st.st_mtime_ns, st.st_ino)
-    return entry is None or entry.stat != stat or time.time_ns() - st.st_mtime_ns < 2_000_000_000
+    return entry is None or entry.stat != stat or time.time_ns() - st.st_mtime_ns < RACE_WINDOW_NS
 
 
 def _node_or_none(catalog: Catalog, node_id: str) -> Node | None:

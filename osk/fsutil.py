@@ -10,6 +10,11 @@ import os
 import tempfile
 from pathlib import Path
 
+#: A file read this soon after its mtime may be rewritten again with the same size and mtime
+#: (FAT keeps mtimes to 2 s), so every stat-keyed cache re-reads such a file until it settles.
+RACE_WINDOW_NS = 2_000_000_000
+StatKey = tuple[int, int, int]  # (size, mtime_ns, inode): what stat-keyed caches compare
+
 
 def fsync_dir(directory: Path) -> None:
     """Make a rename or creation inside ``directory`` durable (a no-op where unsupported)."""

@@ -29,7 +29,7 @@ from pathlib import Path, PurePosixPath
 
 from osk import objects
 from osk.errors import AuthorityError, ContractError, OskError, ProtectedRegionError
-from osk.fsutil import atomic_write, fsync_dir, sha256_text
+from osk.fsutil import StatKey, atomic_write, fsync_dir, sha256_text
 from osk.ledger import Ledger, LedgerView
 from osk.locks import file_lock
 from osk.vault import SPACES, Vault
@@ -37,8 +37,6 @@ from osk.vault import SPACES, Vault
 APPROVALS = "approvals"
 PENDING_MARKER = "pending"  # the marker a search hit / read carries when a change waits
 GOVERNANCE_REF = "governance/authority.md"
-
-StatKey = tuple[int, int, int]
 
 
 # -- the person's-authority guard --------------------------------------------------------------

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING
 
 from osk.edges import NodeTarget, parse_target
 from osk.errors import EdgeError, LedgerFork, OskError
-from osk.fsutil import sha256_bytes, sha256_text
+from osk.fsutil import RACE_WINDOW_NS, StatKey, sha256_bytes, sha256_text
 from osk.ledger import Ledger, LedgerView, Record
 from osk.titles import title_key
 from osk.vault import Vault, scope_of
@@ -54,8 +54,6 @@ if TYPE_CHECKING:
 LEDGER = "rechecks"
 KIND_PAIRS = "pairs"
 SUMMARY_FILE = ("rechecks", "summary.json")
-
-StatKey = tuple[int, int, int]
 
 
 # -- the pair table ----------------------------------------------------------------------
@@ -243,7 +241,7 @@ def node_by_id(catalog: Catalog, node_id: str) -> Node | None:
     return found if found.id == node_id else None
 
 
-_RACE_NS = 2_000_000_000  # a file this fresh may change again without its stat changing
+_RACE_NS = RACE_WINDOW_NS  # a module name, so a test can narrow the window
 
 
 def _racy(stat: StatKey) -> bool:
@@ -773,16 +771,18 @@ def _live_links(node: Node) -> list[str]:
 
 
 def _same_link(a: str, b: str) -> bool:
-    return _link_identity(a) == _link_identity(b)
+    return link_identity(a) == link_identity(b)
 
 
 def _link_in(link: str, links: Iterable[str]) -> bool:
-    wanted = _link_identity(link)
-    return any(_link_identity(other) == wanted for other in links)
+    wanted = link_identity(link)
+    return any(link_identity(other) == wanted for other in links)
 
 
 @lru_cache(maxsize=65536)
-def _link_identity(link: str) -> str:
+def link_identity(link: str) -> str:
+    """What two links have in common when they cite the same thing (a node's title after case
+    folding, or the raw/file coordinate); a malformed link stands for itself."""
     try:
         target = parse_target(link)
     except EdgeError:

@@ -26,12 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from osk import clock
-from osk.errors import AnchorError, LimitError, ScopeError, StaleHash, TitleError
+from osk.errors import AnchorError, LimitError, ScopeError, StaleHash
 from osk.fsutil import atomic_write, sha256_text
 from osk.ids import uuid7
 from osk.ledger import Ledger, LedgerView, Record
 from osk.locks import file_lock
-from osk.titles import check_portable
+from osk.sessions import checked_scope_name
 from osk.vault import Vault
 
 CAP = 1500
@@ -90,7 +90,7 @@ class ScopeMemory:
 
     def __init__(self, vault: Vault, scope: str) -> None:
         self.vault = vault
-        self.scope = checked_scope(scope)
+        self.scope = checked_scope_name(scope)
         self.path = vault.memory_dir / f"{self.scope}.md"
 
     # -- reading ------------------------------------------------------------------------
@@ -259,13 +259,6 @@ def _pending(view: LedgerView, subject: str) -> Eviction | None:
     if any(r.kind == KIND_SETTLE for r in view.maxima(subject)):
         return None
     return Eviction.from_record(min(evicts, key=lambda r: r.id))
-
-
-def checked_scope(scope: str) -> str:
-    try:
-        return check_portable(scope)
-    except TitleError as exc:
-        raise ScopeError(f"scope name {scope!r} cannot be a file name: {exc}", scope=scope) from exc
 
 
 def _redact(text: str) -> tuple[str, list[tuple[str, int]]]:

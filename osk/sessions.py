@@ -32,11 +32,11 @@ import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from osk.errors import LedgerFork, OskError, ScopeError
+from osk.errors import LedgerFork, OskError, ScopeError, TitleError
 from osk.fsutil import atomic_write, sha256_text
 from osk.ledger import Ledger, LedgerView
 from osk.locks import file_lock
-from osk.titles import title_key
+from osk.titles import check_portable, title_key
 from osk.vault import Vault
 
 LEDGER = "routing"
@@ -359,6 +359,7 @@ class Routing:
 
 def open_session(vault: Vault, cwd: Path, scope: str | None = None) -> Session:
     """Resolve the session for ``cwd``: its key, its scope, and the vault's isolation setting."""
+    named = checked_scope_name(scope) if scope is not None else None  # refuse before claiming
     key = session_key(cwd, vault)
     settings = vault.settings()
     routing = Routing(vault)
@@ -368,10 +369,7 @@ def open_session(vault: Vault, cwd: Path, scope: str | None = None) -> Session:
         routed = routing.scope_for(key.key)
     except LedgerFork as exc:  # reads go on in the key's own scope; writes refuse (check_ledgers)
         bound, routed, fork = True, key.key, str(exc)
-    if scope is not None:
-        chosen, explicit = checked_scope_name(scope), True
-    else:
-        chosen, explicit = routed, False
+    chosen, explicit = (named, True) if named is not None else (routed, False)
     if key.repo_root is not None:
         remember_root(vault, key.key, key.repo_root)
     return Session(key, chosen, bound, explicit, settings.scope_isolation,
@@ -379,14 +377,16 @@ def open_session(vault: Vault, cwd: Path, scope: str | None = None) -> Session:
 
 
 def checked_scope_name(scope: str) -> str:
-    name = unicodedata.normalize("NFC", scope)
-    if portable_name(name) != name or name in {".", ".."}:
-        raise ScopeError(
-            f"scope name {scope!r} is not a portable folder name; use letters, digits, '-', "
-            f"'_' or spaces (no {''.join(sorted(_UNSAFE))}, no leading or trailing dots)",
-            scope=scope,
-        )
-    return name
+    """The NFC form of a scope name, or ScopeError. The one rule for every scope name (session
+    ``--scope``, scope memory): a single portable folder name, as strict as a node title."""
+    if isinstance(scope, str) and "/" in scope:
+        raise ScopeError(f"scope name {scope!r} contains '/'; a scope is one folder, not a path",
+                         scope=scope)
+    try:
+        return check_portable(scope)
+    except TitleError as exc:
+        raise ScopeError(f"scope name {scope!r} is not a portable folder name: {exc}",
+                         scope=scope) from exc
 
 
 # -- where a key's files live on this device ----------------------------------------------

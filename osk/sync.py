@@ -1081,11 +1081,14 @@ def status(vault: Vault, *, remote: str = DEFAULT_REMOTE) -> SyncStatus:
 
 
 # -- daemon ---------------------------------------------------------------------------------
-def fingerprint(vault: Vault) -> str:
-    """A cheap digest of the uncommitted changes: it moves whenever a file is written."""
+def fingerprint(vault: Vault, *, committed_only: bool = False) -> str:
+    """A cheap digest of the uncommitted changes: it moves whenever a file is written.
+
+    ``committed_only`` gives the digest the vault would have with nothing left to commit.
+    """
     with _open(vault.root) as repo:
         digest = hashlib.sha256((repo.sha("HEAD") or "").encode())
-        for code, rel in _status_paths(repo):
+        for code, rel in [] if committed_only else _status_paths(repo):
             try:
                 stat = vault.abs(rel).stat()
                 stamp = f"{stat.st_size}:{stat.st_mtime_ns}"
@@ -1115,7 +1118,10 @@ def daemon(vault: Vault, *, interval: float = 300.0, poll: float = 5.0,
             report(_one_cycle(vault, remote))
             cycles += 1
             due = time.monotonic() + interval
-            synced_print = previous = _safe_fingerprint(vault)
+            # What a cycle leaves synced is the committed state: a write that landed after the
+            # commit still shows as a change, and triggers the next cycle once quiet.
+            synced_print = _safe_fingerprint(vault, committed_only=True)
+            previous = _safe_fingerprint(vault)
             continue
         previous = current
         stop.wait(max(0.0, min(poll, due - time.monotonic())))
@@ -1130,8 +1136,8 @@ def _one_cycle(vault: Vault, remote: str) -> str:
         return f"{stamp} Error: {exc}"
 
 
-def _safe_fingerprint(vault: Vault) -> str:
+def _safe_fingerprint(vault: Vault, *, committed_only: bool = False) -> str:
     try:
-        return fingerprint(vault)
+        return fingerprint(vault, committed_only=committed_only)
     except SyncError as exc:
         return f"error:{exc}"

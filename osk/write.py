@@ -58,11 +58,11 @@ from osk.errors import (
     StaleHash,
     TitleError,
 )
-from osk.fsutil import atomic_write, fsync_dir, sha256_bytes, sha256_text
+from osk.fsutil import RACE_WINDOW_NS, atomic_write, fsync_dir, sha256_bytes, sha256_text
 from osk.ledger import Ledger
 from osk.locks import LockTimeout, file_lock
 from osk.node import Frontmatter, Node
-from osk.rechecks import Candidate, Edge, ReadLog, Rechecks, TargetRef
+from osk.rechecks import Candidate, Edge, ReadLog, Rechecks, TargetRef, link_identity
 from osk.sessions import Routing, Session
 from osk.titles import check_portable, title_key
 from osk.vault import DOMAIN, MARKER, SCOPE, SPACES, WORKBENCH, Vault
@@ -222,7 +222,7 @@ class Spot:
 
 # -- freshness under the lock --------------------------------------------------------------------
 FULL_REFRESH_SECONDS = 1.0  # a write re-stats every node file at most this often
-RACE_NS = 2_000_000_000  # a file this fresh may change again without its stat changing
+RACE_NS = RACE_WINDOW_NS  # a file this fresh may change again without its stat changing
 FINE_RACE_NS = 100_000_000  # the same for a folder on a file system with fine timestamps
 
 StatKey = tuple[int, ...]
@@ -670,12 +670,12 @@ def recheck_gate(ctx: WriteContext, node: Node, recheck_of: list[str], changes_c
     if changes_content and ctx.actor != USER:
         _cascade_stop(node, candidates, mine)
     kept_keys = {e.target.key for e in edges if e.target is not None}
-    kept_links = {_link_identity(e.link) for e in edges}
+    kept_links = {link_identity(e.link) for e in edges}
     corrections: dict[str, str] = {}
     unread: list[Candidate] = []
     for cid in recheck_of:
         cand = mine[cid]
-        if cand.target_key not in kept_keys and _link_identity(cand.target) not in kept_links:
+        if cand.target_key not in kept_keys and link_identity(cand.target) not in kept_links:
             continue  # corrected by dropping the citation: nothing to bind
         if cand.current_hash is None:
             raise RecheckError(
@@ -1127,14 +1127,14 @@ def _edge(resolved: Resolved) -> Edge:
 def resolve_edges(ctx: WriteContext, links: Sequence[str], spot: Spot, *, field_name: str,
                   citing_id: str | None = None, known: Sequence[str] = ()) -> list[Resolved]:
     """Parse, resolve and check every link; ``known`` links may dangle (the node had them)."""
-    known_ids = {_link_identity(k) for k in known}
+    known_ids = {link_identity(k) for k in known}
     result: list[Resolved] = []
     seen: set[str] = set()
     for text in links:
         target = parse_target(text)
         resolved = _resolve(ctx, target, spot, field_name=field_name, citing_id=citing_id,
-                            tolerate=_link_identity(target.link) in known_ids)
-        identity = _link_identity(resolved.link)
+                            tolerate=link_identity(target.link) in known_ids)
+        identity = link_identity(resolved.link)
         if identity in seen:
             continue
         seen.add(identity)
@@ -1298,16 +1298,6 @@ def _workbench(link: str) -> EdgeError:
         f"{link}: Workbench holds transit and work state, which no node cites; cite the node or "
         f"raw round the work came from", link=link,
     )
-
-
-def _link_identity(link: str) -> str:
-    try:
-        target = parse_target(link)
-    except OskError:
-        return link
-    if isinstance(target, NodeTarget):
-        return "node:" + title_key(target.title)
-    return target.link
 
 
 # -- ledgers, binding, authority -------------------------------------------------------------------

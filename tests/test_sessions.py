@@ -13,6 +13,7 @@ from writekit import git, make_repo, snapshot
 from osk import sessions
 from osk.errors import LedgerFork, ScopeError
 from osk.ledger import Ledger
+from osk.scope_memory import ScopeMemory
 from osk.sessions import Routing, open_session, portable_name, session_key
 from osk.vault import Vault
 
@@ -192,6 +193,27 @@ def test_an_explicit_scope_must_be_a_portable_folder_name(vault: Vault, tmp_path
     repo = make_repo(tmp_path / "proj")
     with pytest.raises(ScopeError):
         open_session(vault, repo, scope="a/b")
+
+
+@pytest.mark.parametrize("name", ["NUL", "com1", "x" * 256])
+def test_a_session_scope_and_a_scope_memory_refuse_the_same_unportable_names(
+        vault: Vault, tmp_path: Path, name: str):
+    # Windows device names and over-long names were once accepted as an explicit --scope
+    # while the scope memory refused them; both now follow one rule.
+    repo = make_repo(tmp_path / "proj")
+    before = snapshot(vault)
+    with pytest.raises(ScopeError):
+        open_session(vault, repo, scope=name)
+    with pytest.raises(ScopeError):
+        ScopeMemory(vault, name)
+    assert snapshot(vault) == before
+
+
+def test_a_session_scope_and_a_scope_memory_accept_the_same_portable_name(
+        vault: Vault, tmp_path: Path):
+    repo = make_repo(tmp_path / "proj")
+    assert open_session(vault, repo, scope="Mobile app").scope == "Mobile app"
+    assert ScopeMemory(vault, "Mobile app").scope == "Mobile app"
 
 
 def test_two_devices_claiming_one_name_keep_stable_keys_and_report_the_fork(

@@ -8,12 +8,11 @@ The engine is imported inside the handlers: building the parser must stay cheap.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from osk.cli import add_json_flag, add_scope_flag
+from osk.cli import add_json_flag, add_scope_flag, json_text
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -44,9 +43,8 @@ def run_search(args: argparse.Namespace) -> int:
     engine = Engine.open(args.vault, cwd=Path.cwd(), scope=args.scope, actor="user")
     result = engine.search(args.query, k=args.k, as_of=args.as_of)
     if args.json:
-        print(json.dumps({"scope": result.scope, "query": result.query,
-                          "hits": [_hit(hit) for hit in result.hits]},
-                         ensure_ascii=False, indent=2))
+        print(json_text({"scope": result.scope, "query": result.query,
+                         "hits": [_hit(hit) for hit in result.hits]}))
         return 0
     if not result.hits:
         print(f"No nodes match {args.query!r} (scope {result.scope}).", file=sys.stderr)
@@ -92,11 +90,11 @@ def run_import(args: argparse.Namespace) -> int:
             print(f"line {item.number}: rejected: {item.reason}", file=sys.stderr)
     importer.finish()
     if args.json:
-        print(json.dumps({
+        print(json_text({
             "created": [{"line": n, "title": t, "path": p} for n, t, p in report.created],
             "hubs": report.hubs,
             "rejected": [{"line": r.number, "reason": r.reason} for r in report.rejected],
-        }, ensure_ascii=False, indent=2))
+        }))
     else:
         print(f"Imported {len(report.created)} node(s)"
               + (f" and {len(report.hubs)} cluster hub(s)" if report.hubs else "")

@@ -11,12 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from osk.fsutil import RACE_WINDOW_NS, StatKey
 from osk.search import store
 from osk.search.bm25 import Bm25
-
-RACE_WINDOW_NS = 2_000_000_000  # same window as the catalog: FAT's mtime is 2 s coarse
-
-StatKey = tuple[int, int, int]
 
 
 @dataclass(slots=True)

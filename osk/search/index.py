@@ -40,7 +40,6 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from osk import clock
@@ -232,7 +231,7 @@ class SearchIndex:
 
     def _build(self, report: str) -> None:
         now = time.time_ns()
-        for rel, stat in _walk(self.vault.root):
+        for rel, stat in _walk(self.vault):
             self._read_file(rel, stat, None, now)
         self._last_walk = time.monotonic()
         self._pending.clear()
@@ -285,7 +284,7 @@ class SearchIndex:
         result = Refreshed()
         now = time.time_ns()
         corpus = self._corpus
-        seen: dict[str, StatKey] = dict(_walk(self.vault.root))
+        seen: dict[str, StatKey] = dict(_walk(self.vault))
         forced = self._check_protection()
         for rel, stat in seen.items():
             doc = corpus.get(rel)
@@ -420,31 +419,11 @@ class SearchIndex:
 
 
 # -- helpers ------------------------------------------------------------------------------------
-def _walk(root: Path) -> Iterator[tuple[str, StatKey]]:
-    """Every ``.md`` file under the three Spaces with its stat key (hidden entries skipped)."""
-    for space in SPACES:
-        yield from _walk_dir(root / space, space)
+def _walk(vault: Vault) -> Iterator[tuple[str, StatKey]]:
+    """The catalog's traversal (imported here: osk.catalog loads pydantic via osk.node)."""
+    from osk.catalog import walk_nodes
 
-
-def _walk_dir(directory: Path | str, prefix: str) -> Iterator[tuple[str, StatKey]]:
-    try:
-        with os.scandir(directory) as it:
-            entries = list(it)
-    except (FileNotFoundError, NotADirectoryError):
-        return
-    for entry in entries:
-        name = entry.name
-        if name.startswith("."):
-            continue
-        rel = f"{prefix}/{name}"
-        try:
-            if entry.is_dir(follow_symlinks=False):
-                yield from _walk_dir(entry.path, rel)
-            elif name.endswith(".md") and entry.is_file(follow_symlinks=False):
-                st = entry.stat(follow_symlinks=False)
-                yield rel, (st.st_size, st.st_mtime_ns, st.st_ino)
-        except FileNotFoundError:
-            continue
+    return walk_nodes(vault)
 
 
 def _racy(stat: StatKey, read_ns: int) -> bool:

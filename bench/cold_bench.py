@@ -1,0 +1,122 @@
+"""What a new process pays before its first answer, at 5,000 nodes (run by hand, not in CI).
+
+Prints the median wall time over several fresh processes of:
+
+- `osk search QUERY` from the CLI (interpreter, imports, catalog restore, index load, query);
+- the same with the catalog snapshot removed first (every node file read and parsed);
+- in process: `Engine.open` and the first `Engine.search` separately;
+- an `osk mcp` server from spawn to its first search result over stdio (the MCP SDK import
+  alone is most of it; hosts start the server with the session, before the first question).
+
+Usage: ``python bench/cold_bench.py [--size 5000] [--runs 5]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT))
+
+from search_bench import make_vault  # noqa: E402  (the synthetic vault the search bench uses)
+
+IN_PROCESS = """
+import sys, time
+t0 = time.perf_counter()
+from pathlib import Path
+from osk.engine import Engine
+t1 = time.perf_counter()
+engine = Engine.open(sys.argv[1], cwd=Path(sys.argv[2]), scope=sys.argv[3])
+t2 = time.perf_counter()
+engine.search(sys.argv[4])
+t3 = time.perf_counter()
+print(t1 - t0, t2 - t1, t3 - t2)
+"""
+
+MCP_FIRST = """
+import sys, time, anyio
+t0 = time.perf_counter()
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+async def main():
+    params = StdioServerParameters(command=sys.executable,
+                                   args=["-m", "osk", "--vault", sys.argv[1], "mcp"],
+                                   cwd=sys.argv[2])
+    start = time.perf_counter()
+    with open(sys.devnull, "w") as errlog:
+        async with stdio_client(params, errlog=errlog) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                ready = time.perf_counter()
+                await session.call_tool("search", {"query": sys.argv[3]})
+                done = time.perf_counter()
+    print(ready - start, done - ready)
+
+anyio.run(main)
+"""
+
+
+def median_ms(values: list[float]) -> str:
+    return f"{statistics.median(values) * 1000:.0f} ms"
+
+
+def wall(args: list[str], env: dict[str, str] | None = None) -> float:
+    start = time.perf_counter()
+    subprocess.run(args, check=True, capture_output=True, env=env)
+    return time.perf_counter() - start
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--size", type=int, default=5000)
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        vault, paths, _ = make_vault(Path(tmp), args.size)
+        query = " ".join(Path(paths[0]).stem.split()[:2])  # two words of a real title
+        scope = "atlas"
+        cwd = Path(tmp)
+        cli = [sys.executable, "-m", "osk", "--vault", str(vault), "search", query,
+               "--scope", scope]
+        subprocess.run(cli, check=True, capture_output=True)  # builds index and snapshot
+        warm_cli = [wall(cli) for _ in range(args.runs)]
+        snapshot = vault / ".osk" / "catalog" / "snapshot.json"
+        no_snapshot = []
+        for _ in range(args.runs):
+            snapshot.unlink(missing_ok=True)
+            no_snapshot.append(wall(cli))
+        subprocess.run(cli, check=True, capture_output=True)
+        parts = []
+        for _ in range(args.runs):
+            out = subprocess.run([sys.executable, "-c", IN_PROCESS, str(vault), str(cwd), scope,
+                                  query], check=True, capture_output=True, text=True).stdout
+            parts.append([float(x) for x in out.split()])
+        mcp = []
+        for _ in range(max(3, args.runs // 2)):
+            out = subprocess.run([sys.executable, "-c", MCP_FIRST, str(vault), str(cwd), query],
+                                 check=True, capture_output=True, text=True,
+                                 env={**os.environ}).stdout
+            mcp.append([float(x) for x in out.split()])
+        python = [wall([sys.executable, "-c", "pass"]) for _ in range(args.runs)]
+    print(f"{args.size} nodes, median of {args.runs} fresh processes")
+    print(f"  python -c pass                          {median_ms(python)}")
+    print(f"  osk search (CLI), snapshots on disk     {median_ms(warm_cli)}")
+    print(f"  osk search (CLI), no catalog snapshot   {median_ms(no_snapshot)}")
+    print(f"  in process: import osk.engine           {median_ms([p[0] for p in parts])}")
+    print(f"  in process: Engine.open                 {median_ms([p[1] for p in parts])}")
+    print(f"  in process: first search                {median_ms([p[2] for p in parts])}")
+    print(f"  osk mcp: spawn to initialized           {median_ms([m[0] for m in mcp])}")
+    print(f"  osk mcp: first search call              {median_ms([m[1] for m in mcp])}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
