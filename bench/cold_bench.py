@@ -41,7 +41,7 @@ print(t1 - t0, t2 - t1, t3 - t2)
 """
 
 MCP_FIRST = """
-import sys, time, anyio
+import os, sys, time, anyio
 t0 = time.perf_counter()
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
@@ -51,7 +51,7 @@ async def main():
                                    args=["-m", "osk", "--vault", sys.argv[1], "mcp"],
                                    cwd=sys.argv[2])
     start = time.perf_counter()
-    with open(sys.devnull, "w") as errlog:
+    with open(os.devnull, "w") as errlog:
         async with stdio_client(params, errlog=errlog) as (read, write):
             async with ClientSession(read, write) as session:
                 await session.initialize()
@@ -101,10 +101,11 @@ def main() -> int:
             parts.append([float(x) for x in out.split()])
         mcp = []
         for _ in range(max(3, args.runs // 2)):
-            out = subprocess.run([sys.executable, "-c", MCP_FIRST, str(vault), str(cwd), query],
-                                 check=True, capture_output=True, text=True,
-                                 env={**os.environ}).stdout
-            mcp.append([float(x) for x in out.split()])
+            done = subprocess.run([sys.executable, "-c", MCP_FIRST, str(vault), str(cwd),
+                                   query], capture_output=True, text=True, env={**os.environ})
+            if done.returncode:
+                raise SystemExit(f"the MCP measurement failed:\n{done.stderr[-2000:]}")
+            mcp.append([float(x) for x in done.stdout.split()])
         python = [wall([sys.executable, "-c", "pass"]) for _ in range(args.runs)]
     print(f"{args.size} nodes, median of {args.runs} fresh processes")
     print(f"  python -c pass                          {median_ms(python)}")

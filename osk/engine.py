@@ -444,6 +444,15 @@ class Engine:
                        digest, ())
 
     # -- search and markers ----------------------------------------------------------------
+    def warm(self) -> None:
+        """Load what the first search would otherwise load: the index and the recheck table.
+
+        The MCP server calls this before it answers the host's handshake, so the session's
+        first question does not pay for it.
+        """
+        self._search_index().refresh()
+        self.rechecks.stale_node_ids(self.catalog)
+
     def search(self, query: str, *, k: int = 8, as_of: str | None = None) -> SearchResult:
         """Ranked hits visible to this session, each with its markers."""
         self._fresh()

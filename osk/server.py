@@ -795,6 +795,7 @@ def serve(vault: str | None, cwd: Path) -> int:
 
     found = locate(vault, cwd)
     engine = Engine.open(found, cwd=cwd)  # fail at start, where the host shows it, not later
+    engine.warm()
     server = build_server(lambda: engine)
     log.info("osk %s serving %s for session %s (scope %s)", __version__, found.root,
              engine.session.key.key, engine.scope)
