@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 import tomllib
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -290,7 +291,7 @@ def _json_after(
 Memo = dict[str, object]  # what an install created, so that removal undoes exactly that
 
 
-class Edit:
+class Edit(ABC):
     """A change to one file.
 
     ``apply`` maps the file's current text (None = absent) to its new text. An edit that adds
@@ -304,9 +305,10 @@ class Edit:
     def key(self) -> str:
         return str(self.path)
 
+    @abstractmethod
     def apply(self, text: str | None, remove: bool, memo: Memo | None) -> tuple[str | None,
                                                                                 Memo | None]:
-        raise NotImplementedError
+        """The file's new text (None: remove the file) and the memo to keep."""
 
 
 def _levels(memo: Memo) -> int:
