@@ -303,11 +303,14 @@ async def _strictness(demo: Demo, client: Any) -> None:
 
 
 def _person(demo: Demo) -> None:
-    demo.step("The person, at a terminal: validate, history, sync to a remote")
+    demo.step("The person: validate, the terminal-only authority, history, sync to a remote")
     validate = demo.osk("validate")
     findings = validate.stdout.strip().splitlines()
     demo.say(f"osk validate -> exit {validate.returncode} "
              f"({len(findings)} finding(s){': ' + findings[0] if findings else ''})")
+    refused = demo.osk("protect", "Scope/tidepool", stdin="", check=False)
+    demo.say(f"osk protect from a script (stdin is not a terminal) -> exit {refused.returncode}:")
+    demo.say(textwrap.fill(refused.stderr.strip(), 84), indent=5)
     log = demo.osk("log", "Releases are built with cargo dist")
     for line in log.stdout.strip().splitlines()[:4]:
         demo.say(line)

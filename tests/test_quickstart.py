@@ -21,6 +21,7 @@ def test_quickstart_walks_capture_distil_recall_and_recheck(tmp_path: Path):
     assert "update_node(recheck_of=…) -> recited, closed 1 candidate" in out
     assert "unknown argument(s) 'limit'" in out
     assert "osk validate -> exit 0 (0 finding(s))" in out
+    assert "osk protect from a script (stdin is not a terminal) -> exit 5" in out
     assert "pushed" in out
     assert result.stderr == ""
     vault = tmp_path / "demo" / "vault"
