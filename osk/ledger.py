@@ -193,7 +193,10 @@ class Ledger:
             return cached.view
         view = self._grown(cached, key) if cached is not None else None
         if view is None:
-            view = _build_view(self.name, parse_lines(self.path, self.path.read_bytes()))
+            data = self.path.read_bytes()
+            view = _build_view(self.name, parse_lines(self.path, data))
+            if data and not data.endswith(b"\n"):
+                return view  # an unfinished tail: do not cache a view of a moving file
         self._remember(key, view)
         return view
 
@@ -224,6 +227,37 @@ class Ledger:
         with _CACHE_LOCK:
             _CACHE[self.path] = _Cached(key, digest, view)
 
+    def _settle_tail(self) -> None:
+        """Under the ledger lock no append is in flight, so an unfinished last line is a write
+        a crash cut short. A tail that is a whole record (only its newline missing) gets the
+        newline; anything else is moved, byte for byte, to device state
+        (``.osk/ledger-torn/``) and cut off, so the ledger is whole again and nothing is lost.
+        """
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return
+        if not data or data.endswith(b"\n"):
+            return
+        cut = data.rfind(b"\n") + 1
+        tail = data[cut:]
+        known = {r.id for r in parse_lines(self.path, data)}
+        try:
+            record = _parse_line(self.path, 0, tail, set())
+            whole = all(parent in known for parent in record.parents)
+        except LedgerError:
+            whole = False
+        if whole:
+            append_durably(self.path, b"\n")
+            return
+        aside = self.vault.state("ledger-torn", f"{self.name}-{uuid7()}.bin")
+        aside.parent.mkdir(parents=True, exist_ok=True)
+        aside.write_bytes(tail)
+        with open(self.path, "rb+") as handle:
+            handle.truncate(cut)
+            handle.flush()
+            os.fsync(handle.fileno())
+
     # -- writing ----------------------------------------------------------------------
     def append(self, kind: str, subject: str, data: Mapping[str, object] | None = None) -> Record:
         """Append one record under the ledger's lock; refuses a damaged ledger."""
@@ -232,6 +266,7 @@ class Ledger:
         if clash:
             raise ValueError(f"ledger data may not use envelope keys {sorted(clash)}")
         with file_lock(self.vault.lock_path(f"ledger-{self.name}")):
+            self._settle_tail()
             view = self.read()
             record = Record(
                 id=uuid7(after=view.max_id),
@@ -268,14 +303,13 @@ _CACHE_LOCK = threading.Lock()
 
 
 def parse_lines(path: Path, data: bytes) -> list[Record]:
-    """Parse ledger bytes into records, checking the structure every append relies on."""
-    if data and not data.endswith(b"\n"):
-        last = data.count(b"\n") + 1
-        raise LedgerError(
-            f"{path}: line {last} is incomplete (no trailing newline; a write was cut short). "
-            f"Remove that partial line by hand, then retry",
-            path=str(path), line=last,
-        )
+    """Parse ledger bytes into records, checking the structure every append relies on.
+
+    Bytes after the last newline are an append still in progress in another process, or one a
+    crash cut short: never acknowledged, so readers leave them out (the next append settles
+    them, see ``Ledger._settle_tail``).
+    """
+    data = data[: data.rfind(b"\n") + 1]
     records: list[Record] = []
     seen: set[str] = set()
     for number, raw in enumerate(data.split(b"\n")[:-1] if data else [], start=1):

@@ -51,7 +51,6 @@ def test_ids_grow_even_when_the_ledger_holds_an_id_from_a_clock_in_the_future(va
         ('{"id": "x"}\n', 1, "missing"),
         ("not json\n", 1, "not a JSON object"),
         ("VALID\n{\"half\": \n", 2, "not a JSON object"),
-        ("VALID\nVALID_NO_NEWLINE", 2, "incomplete"),
         ("VALID\nDUPLICATE\n", 2, "appears twice"),
         ("ORPHAN\n", 1, "not in the ledger"),
     ],
@@ -64,8 +63,7 @@ def test_a_damaged_ledger_is_refused_naming_the_line_and_nothing_is_appended(
                         "kind": "k", "subject": "s"})
     orphan = json.dumps({"id": ids.uuid7(), "parents": [ids.uuid7()], "device": "d", "at": "t",
                          "kind": "k", "subject": "s"})
-    text = (content.replace("VALID_NO_NEWLINE", valid).replace("VALID", valid)
-            .replace("DUPLICATE", valid).replace("ORPHAN", orphan))
+    text = content.replace("VALID", valid).replace("DUPLICATE", valid).replace("ORPHAN", orphan)
     ledger.path.write_text(text, encoding="utf-8")
     before = ledger.path.read_bytes()
     with pytest.raises(LedgerError) as caught:
@@ -202,3 +200,79 @@ def test_a_reader_sees_another_process_append_and_a_hand_edit_before_the_end(vau
     with pytest.raises(LedgerError) as caught:
         ledger.read()
     assert caught.value.line == 1
+
+
+def test_a_torn_last_line_is_invisible_to_readers_and_set_aside_by_the_next_append(
+    vault: Vault,
+):
+    ledger = Ledger(vault, "audit")
+    kept = ledger.append("create", "a")
+    torn = b'{"id":"0193-half-a-rec'
+    with open(ledger.path, "ab") as handle:  # what a power cut mid-write leaves behind
+        handle.write(torn)
+    assert [r.id for r in Ledger(vault, "audit").read().records] == [kept.id]
+    after = Ledger(vault, "audit").append("update", "a")
+    assert after.parents == (kept.id,)
+    assert ledger.path.read_bytes().endswith(b"\n") and torn not in ledger.path.read_bytes()
+    aside = list(vault.state("ledger-torn").iterdir())
+    assert [p.read_bytes() for p in aside] == [torn]
+    assert [r.id for r in Ledger(vault, "audit").read().records] == [kept.id, after.id]
+
+
+def test_a_whole_record_missing_only_its_newline_is_kept(vault: Vault):
+    ledger = Ledger(vault, "audit")
+    first = ledger.append("create", "a")
+    second = ledger.append("update", "a")
+    ledger.path.write_bytes(ledger.path.read_bytes()[:-1])  # the newline never reached disk
+    assert [r.id for r in Ledger(vault, "audit").read().records] == [first.id]
+    third = Ledger(vault, "audit").append("update", "b")
+    assert [r.id for r in Ledger(vault, "audit").read().records] == [first.id, second.id,
+                                                                     third.id]
+    assert not vault.state("ledger-torn").exists()
+
+
+KILLED_WRITER = """
+import sys
+from pathlib import Path
+from osk.ledger import Ledger
+from osk.vault import Vault
+ledger = Ledger(Vault(Path(sys.argv[1])), "audit")
+i = 0
+while True:
+    record = ledger.append("update", f"{sys.argv[2]}-{i}", {"pad": "x" * (i % 700)})
+    print(record.id, flush=True)  # printed only once the append returned: acknowledged
+    i += 1
+"""
+
+
+@pytest.mark.crash
+def test_appenders_killed_at_random_moments_lose_no_acknowledged_record(vault: Vault):
+    import os
+    import random
+    import signal
+    import time
+
+    rng = random.Random(20261129)
+    trials = int(os.environ.get("OSK_CRASH_TRIALS", "4"))
+    acknowledged: set[str] = set()
+    for _ in range(trials):
+        procs = [subprocess.Popen([sys.executable, "-c", KILLED_WRITER, str(vault.root),
+                                   f"w{n}"], stdout=subprocess.PIPE, text=True)
+                 for n in range(3)]
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not Ledger(vault, "audit").path.exists():
+            time.sleep(0.01)
+        time.sleep(0.3 + rng.random() * 0.7)  # let them race, then cut them off mid-stream
+        for proc in procs:
+            proc.send_signal(signal.SIGKILL)
+        for proc in procs:
+            out, _ = proc.communicate(timeout=30)
+            acknowledged.update(line for line in out.split() if line)
+    final = Ledger(vault, "audit").append("check", "end")
+    view = Ledger(vault, "audit").read()
+    assert acknowledged, "the writers never got an append acknowledged"
+    assert acknowledged <= set(view.by_id)
+    assert view.heads == (final.id,)
+    lines = Ledger(vault, "audit").path.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == len(view.records)
+    assert all(isinstance(json.loads(line), dict) for line in lines)
