@@ -17,6 +17,7 @@ import atexit
 import json
 import os
 import time
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,7 +52,7 @@ class Changes:
 SNAPSHOT_SAVE_SECONDS = 30.0
 
 
-@dataclass
+@dataclass(eq=False)
 class Catalog:
     vault: Vault
     entries: dict[str, Entry] = field(default_factory=dict)
@@ -66,7 +67,7 @@ class Catalog:
         """Stat every node file; re-read the ones that changed. Returns what changed."""
         if self._snapshot is None:
             self._snapshot = _load_snapshot(self.vault)
-            atexit.register(self.save_snapshot)
+            _LIVE.add(self)
         seen: dict[str, StatKey] = dict(self._walk())
         added, changed = [], []
         read_any = False
@@ -277,6 +278,17 @@ def _settled(entry: Entry) -> bool:
     safely after the window; from then on the stat alone vouches for it.
     """
     return entry.read_at_ns - entry.stat[1] >= _RACE_WINDOW_NS
+
+
+# Catalogs still alive when the process exits save their snapshot then. Held weakly, so a
+# catalog that was dropped (a validator run in a long-lived server) is freed, not kept.
+_LIVE: weakref.WeakSet[Catalog] = weakref.WeakSet()
+
+
+@atexit.register
+def _save_live_snapshots() -> None:
+    for catalog in list(_LIVE):
+        catalog.save_snapshot()
 
 
 def _read_text(path: str) -> str:

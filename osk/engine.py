@@ -22,7 +22,7 @@ from typing import Any
 from osk import candidates, protection, raw, raw_review, scope_memory, sync, trust, write
 from osk.catalog import Catalog, Changes
 from osk.edges import FileTarget, RawTarget, parse_target, raw_record
-from osk.errors import EdgeError, LedgerError, NodeNotFound, OskError, ScopeError
+from osk.errors import EdgeError, LedgerError, NodeNotFound, OskError
 from osk.fsutil import RACE_WINDOW_NS, sha256_bytes
 from osk.ledger import Ledger
 from osk.node import Node
@@ -589,12 +589,6 @@ class Engine:
         for _, paths in self.catalog.duplicate_titles().items():
             problems.append(f"one title is claimed by {', '.join(paths)}")
         return problems
-
-    def scope_check(self, scope: str | None) -> None:
-        """Refuse a per-call scope that differs from the session's (surfaces call this)."""
-        if scope is not None and scope != self.scope:
-            raise ScopeError(f"this session works in scope {self.scope!r}, not {scope!r}",
-                             scope=self.scope, wanted=scope)
 
 
 # -- helpers -------------------------------------------------------------------------------------

@@ -191,21 +191,22 @@ class Ledger:
             cached = _CACHE.get(self.path)
         if cached is not None and cached.key == key:
             return cached.view
-        view = self._grown(cached, key) if cached is not None else None
+        # One read of the file serves the parse and the digest the cache keeps.
+        data = self.path.read_bytes()
+        view = self._grown(cached, key, data) if cached is not None else None
         if view is None:
-            data = self.path.read_bytes()
             view = _build_view(self.name, parse_lines(self.path, data))
             if data and not data.endswith(b"\n"):
                 return view  # an unfinished tail: do not cache a view of a moving file
-        self._remember(key, view)
+        self._remember(key, view, hashlib.blake2b(data[: key[0]], digest_size=16))
         return view
 
-    def _grown(self, cached: _Cached, key: tuple[int, int, int]) -> LedgerView | None:
+    def _grown(self, cached: _Cached, key: tuple[int, int, int],
+               data: bytes) -> LedgerView | None:
         size, _, inode = key
         old_size = cached.key[0]
         if inode != cached.key[2] or size <= old_size:
             return None
-        data = self.path.read_bytes()
         prefix = hashlib.blake2b(data[:old_size], digest_size=16)
         if prefix.digest() != cached.digest.digest():
             return None  # something before the old end changed: parse it all
@@ -221,9 +222,7 @@ class Ledger:
         return cached.view.extended(records)
 
     def _remember(self, key: tuple[int, int, int], view: LedgerView,
-                  digest: hashlib.blake2b | None = None) -> None:
-        if digest is None:
-            digest = hashlib.blake2b(self.path.read_bytes()[: key[0]], digest_size=16)
+                  digest: hashlib.blake2b) -> None:
         with _CACHE_LOCK:
             _CACHE[self.path] = _Cached(key, digest, view)
 

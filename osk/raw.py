@@ -44,7 +44,7 @@ from urllib.parse import quote, unquote
 from osk import clock
 from osk.edges import RAW_PREFIX, RawTarget
 from osk.errors import RawNotFound, RawRecordError
-from osk.fsutil import fsync_dir
+from osk.fsutil import fsync_dir, replace_unsynced
 from osk.locks import file_lock
 from osk.secrets import redact
 from osk.vault import RAW_DIR, Vault
@@ -666,10 +666,7 @@ def _load_state(path: Path) -> _State | None:
 def _save_state(path: Path, state: _State) -> None:
     # Not fsynced: the state is a cache of facts the record itself holds. Losing it, or finding
     # it older than the record, costs one full verification on the next append.
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(state.to_json(), encoding="utf-8")
-    os.replace(temporary, path)
+    replace_unsynced(path, state.to_json())
 
 
 def _chain(previous: str, frame_bytes: bytes) -> str:
@@ -779,7 +776,7 @@ def _position(path: Path, rel: str, state: _State | None, key: str,
     except FileNotFoundError:
         if state is not None and state.rounds > 0:
             raise _refusal(rel, f"the record is gone, but this device acknowledged "
-                           f"{state.rounds} round(s) in it", state) from None
+                           f"{state.rounds} round(s) in it") from None
         return _Position(0, "", {}, create=True)
     if state is not None and state.identity == list(_identity(stat)) and _tail_ok(path, state):
         return _Position(state.rounds, state.chain, state.completions)
@@ -833,15 +830,15 @@ def _check_acknowledged(rel: str, scan: _Scan, chains: list[str], state: _State)
         where = scan.end
         raise _refusal(rel, f"this device acknowledged {state.rounds} round(s) but the record "
                        f"now holds {count} complete round(s); it was cut at byte offset {where} "
-                       f"(round {count + 1} is missing or incomplete)", state,
+                       f"(round {count + 1} is missing or incomplete)",
                        round=count + 1, offset=where)
     if chains[state.rounds] != state.chain:
         raise _refusal(rel, f"bytes this device acknowledged (the front matter or rounds "
                        f"1-{state.rounds}) were changed, though each round still matches its "
-                       f"recorded hash", state, offset=0)
+                       f"recorded hash", offset=0)
 
 
-def _refusal(rel: str, message: str, state: _State, **facts: object) -> RawRecordError:
+def _refusal(rel: str, message: str, **facts: object) -> RawRecordError:
     return RawRecordError(
         f"{rel}: {message}. Nothing was written. Restore the record from Git history "
         f"(git log -p -- {rel}); if the change is intended, delete this device's state for the "

@@ -30,7 +30,6 @@ where they are used, so ``stale_summary`` can serve the session-start hook.
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -41,7 +40,7 @@ from typing import TYPE_CHECKING
 
 from osk.edges import NodeTarget, parse_target
 from osk.errors import EdgeError, LedgerFork, OskError
-from osk.fsutil import RACE_WINDOW_NS, StatKey, sha256_bytes, sha256_text
+from osk.fsutil import RACE_WINDOW_NS, StatKey, replace_unsynced, sha256_bytes, sha256_text
 from osk.ledger import Ledger, LedgerView, Record
 from osk.titles import title_key
 from osk.vault import Vault, scope_of
@@ -364,11 +363,10 @@ class Rechecks:
         for citing_id in old.keys() | table.keys():
             before, after = old.get(citing_id), table.get(citing_id)
             if before != after:
-                self._changed(citing_id, before, after)
+                self._changed(citing_id, after)
         self._table = table
 
-    def _changed(self, citing_id: str, before: Citations | None,
-                 after: Citations | None) -> None:
+    def _changed(self, citing_id: str, after: Citations | None) -> None:
         """Update the indexes for one citing node's new record; mark what depends on it."""
         self._dirty.add(citing_id)
         self._dirty |= self._citers.get(citing_id, set())  # their cascade flag reads its marker
@@ -424,7 +422,7 @@ class Rechecks:
         if after is not None and same_file and after[0] == known_size + line:
             # Only our line was added: update the table in place instead of reparsing.
             new = replace(citations, record_id=record.id, forked=False)
-            self._changed(citations.citing_id, self._table.get(citations.citing_id), new)
+            self._changed(citations.citing_id, new)
             self._table[citations.citing_id] = new
             view = self.ledger.read()  # the ledger's cache already holds the grown view
             self._view = view if view.by_id.get(record.id) is not None else None
@@ -658,18 +656,11 @@ class Rechecks:
         path = self.vault.state(*SUMMARY_FILE)
         try:
             if not path.exists() or path.read_text(encoding="utf-8") != text + "\n":
-                _replace_unsynced(path, text + "\n")
+                replace_unsynced(path, text + "\n")
         except OSError:
             return
         self._summary_key = key
         self._summarised = found if isinstance(found, list) else None
-
-
-def _replace_unsynced(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temp.write_text(text, encoding="utf-8")
-    os.replace(temp, path)
 
 
 def _extends(view: LedgerView, old: LedgerView) -> bool:
@@ -801,12 +792,24 @@ def stale_summary(vault: Vault, scope: str | None) -> list[dict[str, object]]:
     call on this device (every write and every search recomputes it); a hand edit made since
     then shows up after the next engine call.
     """
+    scopes = _summary_scopes(vault)
+    items = [*(scopes.get(scope, []) if scope else []), *scopes.get("", [])]
+    return [dict(item) for item in items if isinstance(item, dict)]
+
+
+def scope_notes(vault: Vault, scope: str) -> list[dict[str, object]]:
+    """The recheck candidates of ``scope`` alone (``""``: the Domain and Person ones), in the
+    form of the session-start hook's providers, which ask for ``""`` separately."""
+    items = _summary_scopes(vault).get(scope, [])
+    return [dict(item) for item in items if isinstance(item, dict)]
+
+
+def _summary_scopes(vault: Vault) -> dict[str, list[object]]:
     try:
         data = json.loads(vault.state(*SUMMARY_FILE).read_text(encoding="utf-8"))
     except (FileNotFoundError, ValueError, OSError):
-        return []
+        return {}
     scopes = data.get("scopes", {}) if isinstance(data, dict) else {}
     if not isinstance(scopes, dict):
-        return []
-    items = [*(scopes.get(scope, []) if scope else []), *scopes.get("", [])]
-    return [dict(item) for item in items if isinstance(item, dict)]
+        return {}
+    return {str(k): v for k, v in scopes.items() if isinstance(v, list)}

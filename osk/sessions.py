@@ -269,13 +269,18 @@ class Routing:
         return self.ledger.read()
 
     # -- bindings -----------------------------------------------------------------------
+    def route(self, key: str) -> tuple[str, bool]:
+        """The scope ``key`` writes to (its binding, or the scope named after it) and whether
+        the ledger binds it, from one look at the ledger. LedgerFork when the binding forked."""
+        record = self._view().current(f"key:{key}")
+        return (str(record.data["scope"]), True) if record is not None else (key, False)
+
     def scope_for(self, key: str) -> str:
         """The scope ``key`` writes to: its binding, or the scope named after it."""
-        record = self._view().current(f"key:{key}")
-        return str(record.data["scope"]) if record is not None else key
+        return self.route(key)[0]
 
     def is_bound(self, key: str) -> bool:
-        return self._view().current(f"key:{key}") is not None
+        return self.route(key)[1]
 
     def keys_for_scope(self, scope: str) -> set[str]:
         """Every key whose scope is ``scope`` (bound to it, or unbound and named like it).
@@ -365,8 +370,7 @@ def open_session(vault: Vault, cwd: Path, scope: str | None = None) -> Session:
     routing = Routing(vault)
     fork = None
     try:
-        bound = routing.is_bound(key.key)
-        routed = routing.scope_for(key.key)
+        routed, bound = routing.route(key.key)
     except LedgerFork as exc:  # reads go on in the key's own scope; writes refuse (check_ledgers)
         bound, routed, fork = True, key.key, str(exc)
     chosen, explicit = (named, True) if named is not None else (routed, False)

@@ -151,3 +151,35 @@ def test_a_snapshot_entry_missing_contract_fields_is_read_from_the_file(vault: V
     second = Catalog(vault)
     second.refresh()
     assert second.get("A").meta.summary == "About Domain/A.md."
+
+
+def test_a_live_catalog_saves_its_snapshot_at_exit_and_a_dropped_one_is_freed(vault: Vault):
+    import gc
+    import json as json_mod
+    import subprocess
+    import sys
+
+    import osk.catalog as catalog_mod
+
+    script = (
+        "import sys\n"
+        "from osk.catalog import Catalog\n"
+        "from osk.vault import Vault\n"
+        "from tests.test_catalog import write_node\n"
+        "v = Vault(__import__('pathlib').Path(sys.argv[1]))\n"
+        "c = Catalog(v); c.refresh()\n"
+        "from tests.test_catalog import _age\n"
+        "write_node(v, 'Domain/Late.md', 'id-late'); _age(v, 'Domain/Late.md')\n"
+        "c.note_written('Domain/Late.md')\n"
+    )
+    subprocess.run([sys.executable, "-c", script, str(vault.root)], check=True,
+                   cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    saved = json_mod.loads(vault.state("catalog", "snapshot.json").read_text(encoding="utf-8"))
+    assert "Domain/Late.md" in saved["entries"]
+
+    dropped = Catalog(vault)
+    dropped.refresh()
+    assert dropped in catalog_mod._LIVE
+    del dropped
+    gc.collect()
+    assert not any(c.vault == vault for c in catalog_mod._LIVE)

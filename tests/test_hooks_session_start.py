@@ -72,3 +72,17 @@ def test_folding_measures_bytes_too():
     text = compose("<osk-memory>", [Section("Notes", tuple("ü" * 40 for _ in range(10)))],
                    budget)
     assert len(text.encode("utf-8")) <= 300 and "more; call `overview`" in text
+
+
+def test_a_domain_recheck_note_is_shown_once_in_a_scoped_session(vault, project, tmp_path):
+    summary = vault.state(*SUMMARY_FILE)
+    summary.parent.mkdir(parents=True, exist_ok=True)
+    summary.write_text(json.dumps({"scopes": {
+        "shop": [{"id": "c1", "citing": "Checkout dates are UTC", "target": "[[Dates]]",
+                  "reason": "target changed", "cascade": False, "next": []}],
+        "": [{"id": "c2", "citing": "Retry with backoff", "target": "[[Patterns]]",
+              "reason": "target changed", "cascade": False, "next": []}],
+    }}), encoding="utf-8")
+    context = start(project, tmp_path)
+    assert "## Recheck notes: re-read each target, then re-cite or correct (2)" in context
+    assert context.count("Retry with backoff cites [[Patterns]]") == 1

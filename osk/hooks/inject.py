@@ -30,7 +30,7 @@ OVERVIEW = "call `overview` to see them all"
 
 
 def _recheck_item(item: object) -> str:
-    """One line of ``osk.rechecks.stale_summary``."""
+    """One line of ``osk.rechecks.scope_notes``."""
     if not isinstance(item, Mapping):
         return str(item)
     citing, target = item.get("citing") or item.get("path"), item.get("target")
@@ -52,7 +52,7 @@ def providers() -> tuple[Provider, ...]:
     from osk import candidates, growth, rechecks  # imported only when a session starts
 
     return (
-        ("Recheck notes: re-read each target, then re-cite or correct", rechecks.stale_summary,
+        ("Recheck notes: re-read each target, then re-cite or correct", rechecks.scope_notes,
          _recheck_item),
         ("Pending reviews", candidates.pending_summary, _plain_item),
         ("Pending reviews", growth.pending_reviews, _plain_item),
@@ -112,9 +112,9 @@ def resolve_scope(vault: Vault, payload: HookPayload, *, claim: bool = True) -> 
     if payload.cwd is None:
         return None
     key = sessions.session_key(payload.cwd, vault if claim else None).key
-    routing = sessions.Routing(vault)
     try:
-        return Scoped(key, routing.scope_for(key), routing.is_bound(key))
+        scope, bound = sessions.Routing(vault).route(key)
+        return Scoped(key, scope, bound)
     except LedgerFork as exc:  # two devices bound the key differently: say so, inject no scope
         return Scoped(key, "", False, problem=str(exc))
 
