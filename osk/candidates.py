@@ -13,7 +13,8 @@ to body hashes too: a front-matter-only change (a trust confirmation, a moved fi
 re-open a candidate a person already dismissed.
 
 Records live in ``_ledger/candidates.jsonl``: ``candidate`` (filed by an agent through the
-``record_candidate`` tool) and ``dismiss`` (a person's decision; no agent tool writes it).
+``record_candidate`` tool) and ``dismiss`` (a person's decision; no agent tool writes it: the
+person runs ``osk dismiss KEY --reason TEXT`` at a terminal, which calls ``dismiss_at_terminal``).
 
 This module is light (standard library and osk's light modules): the session-start hook lists
 open candidates through ``pending_summary``.
@@ -40,6 +41,8 @@ TYPES: tuple[str, ...] = ("contradiction", "duplication", "competition", "delega
 SYMMETRIC = frozenset({"contradiction", "duplication", "competition"})
 MAX_PARTIES = 8
 MAX_NOTE = 2000
+MIN_PREFIX = 8  # hex characters of a key a person must type to name one candidate
+_HEX = frozenset("0123456789abcdef")
 
 KIND_CANDIDATE = "candidate"
 KIND_DISMISS = "dismiss"  # a person's decision; never written through the MCP surface
@@ -137,13 +140,23 @@ class Candidates:
         return Candidate.from_record(record, "open"), True
 
     def dismiss(self, key: str, reason: str, *, actor: str = "user") -> Candidate:
-        """A person's decision that a candidate needs no action. Never reachable through MCP."""
+        """A person's decision that a candidate needs no action. Never reachable through MCP.
+
+        This is the ledger operation; it does not check for a terminal. The person's verb is
+        ``dismiss_at_terminal`` (``osk dismiss``), and the MCP surface lint keeps every
+        ``dismiss`` out of the server.
+        """
         with file_lock(self.vault.lock_path(f"{LEDGER}-record")):
             view = self.ledger.read()
             found = _latest(view, key)
             if found is None:
                 raise CandidateError(
-                    f"no candidate with key {key}; list open candidates with `osk overview`",
+                    f"no candidate with key {key}; list open candidates with `osk candidates`",
+                    key=key,
+                )
+            if found.status == "dismissed":
+                raise CandidateError(
+                    f"candidate {key[:12]} is already dismissed; `osk candidates --all` shows it",
                     key=key,
                 )
             self.ledger.append(KIND_DISMISS, key, {"reason": reason, "actor": actor})
@@ -162,6 +175,53 @@ class Candidates:
     def open_party_ids(self) -> set[str]:
         """Ids of every node that is a party to an open candidate (search's ``conflict`` marker)."""
         return {party.id for candidate in self.open() for party in candidate.parties}
+
+
+def find(vault: Vault, prefix: str) -> Candidate:
+    """The one candidate (open or dismissed) whose key starts with ``prefix``.
+
+    A person types a key from ``osk candidates``; at least ``MIN_PREFIX`` hex characters, so a
+    short prefix cannot name a different candidate filed later by accident.
+    """
+    wanted = prefix.strip().lower()
+    if len(wanted) < MIN_PREFIX or not set(wanted) <= _HEX:
+        raise CandidateError(
+            f"{prefix!r} is not a candidate key: give at least {MIN_PREFIX} hex characters of "
+            f"it (`osk candidates` lists the keys)",
+            key=prefix,
+        )
+    matches = [c for c in Candidates(vault).all() if c.key.startswith(wanted)]
+    if not matches:
+        raise CandidateError(
+            f"no candidate key starts with {wanted!r}; `osk candidates --all` lists them",
+            key=wanted,
+        )
+    if len(matches) > 1:
+        raise CandidateError(
+            f"{len(matches)} candidate keys start with {wanted!r}; give more of the key",
+            key=wanted,
+        )
+    return matches[0]
+
+
+def dismiss_at_terminal(vault: Vault, prefix: str, *, reason: str) -> Candidate:
+    """The person's verb: dismiss one open candidate (refused unless stdin is a terminal).
+
+    No audit record: the audit ledger records changes to nodes, and a dismissal changes none.
+    The ``dismiss`` record itself carries the person's reason, actor and time.
+    """
+    from osk import protection  # light, but only the person's verb needs it
+
+    protection.require_person("dismiss")
+    if not reason.strip():
+        raise CandidateError("say why the candidate needs no action: --reason TEXT")
+    found = find(vault, prefix)
+    if found.status == "dismissed":
+        raise CandidateError(
+            f"candidate {found.key[:12]} is already dismissed; `osk candidates --all` shows it",
+            key=found.key,
+        )
+    return Candidates(vault).dismiss(found.key, reason.strip(), actor="user")
 
 
 def pending_summary(vault: Vault, scope: str) -> list[str]:

@@ -6,7 +6,8 @@ refused, never truncated, and the refusal tells the agent to distil the detail i
 keep a pointer here. The first shrinking write after such a refusal records the lines it removes
 in the evictions ledger *before* the file changes, so nothing squeezed out by the cap is lost:
 the evicted lines stay pending until they are settled (distilled into a node, or dismissed by a
-person). Ordinary cleanup, with no refusal before it, is not recorded; Git history has it.
+person at a terminal: ``osk settle ID --dismissed``). Ordinary cleanup, with no refusal before
+it, is not recorded; Git history has it.
 
 A refusal leaves the vault untouched. This device remembers it in device state
 (``.osk/scope-memory/<scope>.refused``), which is never synced: a refusal on one device and the
@@ -39,6 +40,7 @@ EVICTIONS = "evictions"
 KIND_EVICT = "evict"
 KIND_SETTLE = "settle"
 SETTLEMENTS = ("distilled", "dismissed")
+MIN_PREFIX = 8  # characters of an eviction id a person must type to name one
 
 
 @dataclass(frozen=True)
@@ -169,16 +171,23 @@ class ScopeMemory:
         if how == "distilled" and not node:
             raise ScopeError("an eviction settled as distilled must name the node that now "
                              "holds its lines")
-        pending = {e.id for e in self.pending_evictions()}
-        if eviction_id not in pending:
-            raise ScopeError(
-                f"no pending eviction {eviction_id!r} in scope {self.scope!r}; the pending ones "
-                f"are listed by overview",
-                eviction=eviction_id,
-            )
-        Ledger(self.vault, EVICTIONS).append(KIND_SETTLE, eviction_id, {
-            "scope": self.scope, "how": how, "node": node, "actor": actor,
-        })
+        # Our own lock around check-then-append, so one eviction is settled once.
+        with file_lock(self.vault.lock_path(f"{EVICTIONS}-settle")):
+            pending = {e.id for e in self.pending_evictions()}
+            if eviction_id not in pending:
+                raise ScopeError(
+                    f"no pending eviction {eviction_id!r} in scope {self.scope!r}; the pending "
+                    f"ones are listed by overview and `osk evictions`",
+                    eviction=eviction_id,
+                )
+            if how == "dismissed":
+                # Dropping evicted lines unread is the person's decision (governance/scopes.md).
+                from osk import protection
+
+                protection.require_person("settle")
+            Ledger(self.vault, EVICTIONS).append(KIND_SETTLE, eviction_id, {
+                "scope": self.scope, "how": how, "node": node, "actor": actor,
+            })
 
     # -- the refusal marker (device state) ----------------------------------------------
     @property
@@ -249,6 +258,36 @@ def pending_evictions(vault: Vault, scope: str | None = None) -> list[Eviction]:
         if eviction is not None and (scope is None or eviction.scope == scope):
             found.append(eviction)
     return sorted(found, key=lambda e: e.record_id)
+
+
+def find_pending(vault: Vault, prefix: str) -> Eviction:
+    """The one pending eviction, in any scope, whose id starts with ``prefix`` (8+ chars)."""
+    wanted = prefix.strip().lower()
+    if len(wanted) < MIN_PREFIX:
+        raise ScopeError(
+            f"give at least {MIN_PREFIX} characters of the eviction id (`osk evictions` lists "
+            f"them), not {prefix!r}",
+            eviction=prefix,
+        )
+    matches = [e for e in pending_evictions(vault) if e.id.lower().startswith(wanted)]
+    if len(matches) != 1:
+        raise ScopeError(
+            f"no pending eviction id starts with {wanted!r}; `osk evictions` lists them"
+            if not matches else
+            f"{len(matches)} pending evictions start with {wanted!r}; give more of the id",
+            eviction=wanted,
+        )
+    return matches[0]
+
+
+def dismiss_at_terminal(vault: Vault, prefix: str) -> Eviction:
+    """The person's verb: settle one pending eviction as dismissed (terminal only)."""
+    from osk import protection  # light, but only the person's verb needs it
+
+    protection.require_person("settle")
+    found = find_pending(vault, prefix)
+    ScopeMemory(vault, found.scope).settle(found.id, "dismissed", actor="user")
+    return found
 
 
 def _pending(view: LedgerView, subject: str) -> Eviction | None:

@@ -1,9 +1,11 @@
-"""The person's commands: protected regions, review, audit history, trust and tombstones.
+"""The person's commands: protected regions, review, audit history, trust, tombstones, and the
+candidates and scope-memory evictions agents leave for the person.
 
-`osk protect|unprotect|approve|revert PATH`, `osk confirm NODE`, `osk reject NODE --reason …`
-and `osk lift KEY` change what agents are served and are refused unless stdin is a terminal
-(the engine functions check it themselves; governance/authority.md). `osk review`, `osk log`,
-`osk show` and `osk tombstones` only read and work anywhere.
+`osk protect|unprotect|approve|revert PATH`, `osk confirm NODE`, `osk reject NODE --reason …`,
+`osk lift KEY`, `osk dismiss KEY --reason …` and `osk settle ID --dismissed` are the person's
+decisions and are refused unless stdin is a terminal (the engine functions check it themselves;
+governance/authority.md). `osk review`, `osk log`, `osk show`, `osk tombstones`,
+`osk candidates` and `osk evictions` only read and work anywhere.
 """
 
 from __future__ import annotations
@@ -65,6 +67,32 @@ def register(sub: argparse._SubParsersAction) -> None:
     lift.add_argument("key", help="a tombstone key (prefix of at least 6 characters)")
     lift.add_argument("--reason", default="", help="why it is lifted")
     lift.set_defaults(handler=run_lift)
+
+    cands = sub.add_parser("candidates", help="list the conflict candidates agents filed for you")
+    cands.add_argument("--all", action="store_true", help="include dismissed candidates")
+    add_json_flag(cands)
+    cands.set_defaults(handler=run_candidates)
+
+    dismiss = sub.add_parser("dismiss", help="dismiss a candidate as needing no action "
+                                             "(terminal only)")
+    dismiss.add_argument("key", help="a candidate key (prefix of at least 8 hex characters)")
+    dismiss.add_argument("--reason", required=True, help="why it needs no action")
+    dismiss.set_defaults(handler=run_dismiss)
+
+    evictions = sub.add_parser("evictions", help="list scope-memory lines squeezed out by the "
+                                                 "cap and not yet settled")
+    evictions.add_argument("--scope", help="only this scope's evictions (default: every scope)")
+    add_json_flag(evictions)
+    evictions.set_defaults(handler=run_evictions)
+
+    settle = sub.add_parser("settle", help="settle a pending eviction as dismissed: its lines "
+                                           "are dropped (terminal only)")
+    settle.add_argument("eviction", metavar="EVICTION_ID",
+                        help="an eviction id (prefix of at least 8 characters)")
+    settle.add_argument("--dismissed", action="store_true", required=True,
+                        help="required: the lines need not be kept (agents settle an eviction "
+                             "as distilled into a node)")
+    settle.set_defaults(handler=run_settle)
 
 
 def _vault(args: argparse.Namespace):
@@ -301,4 +329,68 @@ def run_lift(args: argparse.Namespace) -> int:
 
     tomb = tombstones.lift(_vault(args), args.key, reason=args.reason)
     print(f"Lifted tombstone {tomb.key[:12]} ({tomb.title!r}); the claim may be written again.")
+    return 0
+
+
+# -- candidates and evictions -----------------------------------------------------------------
+def run_candidates(args: argparse.Namespace) -> int:
+    from osk.candidates import Candidates
+
+    store = Candidates(_vault(args))
+    items = store.all() if args.all else store.open()
+    if args.json:
+        print(json_text(items))
+        return 0
+    if not items:
+        print("No candidates." if args.all else "No open candidates.")
+        return 0
+    for item in items:
+        state = " (dismissed)" if item.status == "dismissed" else ""
+        titles = " / ".join(f"[[{p.title}]]" for p in item.parties)
+        print(f"{item.key[:12]}  {item.at}  {item.type}{state}\n    parties: {titles}")
+        if item.note:
+            print(f"    note: {item.note}")
+    waiting = sum(1 for item in items if item.status == "open")
+    print(f"{waiting} open candidate(s). Dismiss one that needs no action with "
+          f"`osk dismiss KEY --reason TEXT`; fix the nodes otherwise.")
+    return 0
+
+
+def run_dismiss(args: argparse.Namespace) -> int:
+    from osk.candidates import dismiss_at_terminal
+
+    done = dismiss_at_terminal(_vault(args), args.key, reason=args.reason)
+    titles = " / ".join(f"[[{p.title}]]" for p in done.parties)
+    print(f"Dismissed {done.type} candidate {done.key[:12]} between {titles}; it is no longer "
+          f"shown to agents.")
+    return 0
+
+
+def run_evictions(args: argparse.Namespace) -> int:
+    from osk.scope_memory import pending_evictions
+    from osk.sessions import checked_scope_name
+
+    scope = checked_scope_name(args.scope) if args.scope else None
+    items = pending_evictions(_vault(args), scope)
+    if args.json:
+        print(json_text(items))
+        return 0
+    if not items:
+        print("No pending evictions.")
+        return 0
+    for item in items:
+        print(f"{item.id}  {item.at}  scope {item.scope}: {len(item.lines)} line(s)")
+        for line in item.lines:
+            print(f"    {line}")
+    print(f"{len(items)} pending eviction(s). Agents distil them into nodes; drop one with "
+          f"`osk settle ID --dismissed`.")
+    return 0
+
+
+def run_settle(args: argparse.Namespace) -> int:
+    from osk.scope_memory import dismiss_at_terminal
+
+    done = dismiss_at_terminal(_vault(args), args.eviction)
+    print(f"Settled eviction {done.id} (scope {done.scope}, {len(done.lines)} line(s)) as "
+          f"dismissed; it is no longer pending.")
     return 0
