@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from osk.errors import CandidateError
@@ -43,6 +44,10 @@ MAX_PARTIES = 8
 MAX_NOTE = 2000
 MIN_PREFIX = 8  # hex characters of a key a person must type to name one candidate
 _HEX = frozenset("0123456789abcdef")
+
+# The open candidates last worked out per ledger file, with the view they came from (the view
+# object is kept, so an identity check cannot match a different view at a reused address).
+_OPEN: dict[Path, tuple[LedgerView, tuple[Candidate, ...]]] = {}
 
 KIND_CANDIDATE = "candidate"
 KIND_DISMISS = "dismiss"  # a person's decision; never written through the MCP surface
@@ -164,13 +169,28 @@ class Candidates:
 
     # -- reading ------------------------------------------------------------------------
     def all(self) -> list[Candidate]:
-        view = self.ledger.read()
+        return self._all_of(self.ledger.read())
+
+    @staticmethod
+    def _all_of(view: LedgerView) -> list[Candidate]:
         found = [_latest(view, subject) for subject in list(view.subjects())]
         return sorted((c for c in found if c is not None), key=lambda c: c.record_id)
 
     def open(self) -> list[Candidate]:
-        """Candidates no person has dismissed, oldest first."""
-        return [c for c in self.all() if c.status == "open"]
+        """Candidates no person has dismissed, oldest first.
+
+        Remembered per ledger view: ``Ledger.read`` hands back the same view object while the
+        file is unchanged (and a new one after any change), so a process that asks twice for
+        the same bytes, such as the session-start hook listing the scope and then Domain and
+        Person, works out each candidate's status once.
+        """
+        view = self.ledger.read()
+        cached = _OPEN.get(self.ledger.path)
+        if cached is not None and cached[0] is view:
+            return list(cached[1])
+        found = [c for c in self._all_of(view) if c.status == "open"]
+        _OPEN[self.ledger.path] = (view, tuple(found))
+        return found
 
     def open_party_ids(self) -> set[str]:
         """Ids of every node that is a party to an open candidate (search's ``conflict`` marker)."""

@@ -165,6 +165,31 @@ def test_pending_summary_lists_a_candidate_once_under_its_scope_or_under_shared(
     assert pending_summary(vault, "web") == []
 
 
+def test_listing_the_scope_and_then_shared_works_out_each_status_once_until_the_ledger_changes(
+        vault, pair, monkeypatch):
+    from osk import candidates as candidates_mod
+    from osk.candidates import pending_summary
+
+    candidates = Candidates(vault)
+    filed, _ = candidates.record("contradiction", list(pair))
+    looked_up: list[str] = []
+    real_latest = candidates_mod._latest
+
+    def counting(view, key):
+        looked_up.append(key)
+        return real_latest(view, key)
+
+    monkeypatch.setattr(candidates_mod, "_latest", counting)
+    assert pending_summary(vault, "app") == []
+    (shared,) = pending_summary(vault, "")
+    assert looked_up == [filed.key]  # the second list reused the first one's statuses
+    assert filed.key[:12] in shared
+    candidates.dismiss(filed.key, "a person decided")
+    looked_up.clear()
+    assert pending_summary(vault, "") == []  # a changed ledger is read again
+    assert looked_up == [filed.key]
+
+
 def test_the_module_imports_only_light_modules():
     import subprocess
     import sys

@@ -17,9 +17,9 @@ import writekit
 from writekit import create, make_repo, snapshot
 
 from osk import catalog as catalog_mod
+from osk import freshness as freshness_mod
 from osk import ids, raw
 from osk import rechecks as rechecks_mod
-from osk import write as write_mod
 from osk.catalog import Catalog
 from osk.engine import Engine
 from osk.errors import OskError, StaleHash, TitleError
@@ -36,7 +36,7 @@ TRIALS = int(os.environ.get("OSK_FRESHNESS_TRIALS", "60"))
 @pytest.fixture
 def no_full_refresh(monkeypatch: pytest.MonkeyPatch) -> None:
     """Writes see changes through the folder check and per-file re-reads only."""
-    monkeypatch.setattr(write_mod, "FULL_REFRESH_SECONDS", float("inf"))
+    monkeypatch.setattr(freshness_mod, "FULL_REFRESH_SECONDS", float("inf"))
 
 
 @pytest.fixture
