@@ -96,7 +96,8 @@ async def test_cite_search_change_the_source_see_the_candidate_read_recite_and_c
         assert hits[0]["title"] == "Cache policy" and hits[0]["markers"] == []
 
         source = vault.root / "Scope/app/cache/TTL source.md"  # a person edits it by hand
-        source.write_text(source.read_text(encoding="utf-8").replace("60", "90"),
+        # Only the body's words: a bare "60" could also occur in the node's hex id.
+        source.write_text(source.read_text(encoding="utf-8").replace("60 seconds", "90 seconds"),
                           encoding="utf-8")
         os.utime(source, ns=(source.stat().st_atime_ns, source.stat().st_mtime_ns + 10**9))
         view = await ok(client, "overview", {})
