@@ -25,7 +25,9 @@ One cycle (``sync_once``) runs in this order:
    landing is journalled in ``.osk/sync/landing.json`` first, so an interrupted landing is
    finished by the next cycle.
 5. **Push**. A rejected push (another device pushed first) goes back to step 2, a bounded number
-   of times; an unreachable remote marks the vault offline, with its commits kept.
+   of times; an unreachable remote marks the vault offline, with its commits kept. A remote
+   that answers but refuses our credentials is not "offline": the cycle fails with the
+   reason (a key or token to fix), its commits kept all the same.
 
 Conflicts. Ledgers never conflict (union). Raw records are per device and conversation, so they
 should not; if one does, both versions are kept. A node edited on two devices keeps **the
@@ -72,7 +74,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, NoReturn
 
 from osk import clock
 from osk.errors import OskError, RawRecordError, SyncError
@@ -204,6 +206,16 @@ class SyncStatus:
 
 class _Unreachable(Exception):
     """The remote could not be reached; the message is git's first error line."""
+
+
+# What git, ssh and HTTPS remotes print when the remote was reached and refused us: waiting
+# will not help, the person has to fix a key, a token or a URL. Anything else that fails to
+# reach the remote (no route, no DNS, a drive not mounted) is treated as offline.
+_ACCESS_REFUSED = (
+    "permission denied", "authentication failed", "could not read username",
+    "could not read password", "host key verification failed", "repository not found",
+    "returned error: 401", "returned error: 403", "access denied",
+)  # not "access rights": git adds that hint to every ssh failure, an unknown host included
 
 
 # -- conflict copies ------------------------------------------------------------------------
@@ -768,7 +780,7 @@ def _fetch(cycle: _Cycle) -> str | None:
     if result.status != 0:
         if "couldn't find remote ref" in result.err:
             return None
-        raise _Unreachable(_first_error(result))
+        _raise_unless_reached(cycle, result)
     return cycle.repo.sha(cycle.tracking)
 
 
@@ -786,6 +798,21 @@ def _push(cycle: _Cycle, head: str) -> bool:
                         f"every commit is kept locally")
     if "[rejected]" in text:
         return False
+    _raise_unless_reached(cycle, result)
+
+
+def _raise_unless_reached(cycle: _Cycle, result: _Run) -> NoReturn:
+    """Raise SyncError when the remote refused our credentials, else _Unreachable."""
+    lines = [line.strip() for line in (result.err + result.out).splitlines() if line.strip()]
+    refused = [line for line in lines if any(sign in line.lower() for sign in _ACCESS_REFUSED)]
+    if refused:
+        raise SyncError(
+            f"{cycle.remote} refused access ({refused[0][:300]}); the remote was reached, so "
+            f"this is not a network outage. Check the key, token or credential helper git "
+            f"uses for {cycle.remote} (`git -C {cycle.vault.root} fetch {cycle.remote}` shows "
+            f"the same error); every commit is kept locally",
+            remote=cycle.remote,
+        )
     raise _Unreachable(_first_error(result))
 
 

@@ -347,6 +347,46 @@ def test_an_unreachable_remote_keeps_commits_locally_and_they_are_pushed_later(
     )
 
 
+# What OpenSSH prints (then exits 255) for an unknown host and for a key the server refuses.
+SSH_SAYS = {
+    "no-dns": "ssh: Could not resolve hostname vault.example: Name or service not known",
+    "refused": "git@vault.example: Permission denied (publickey).",
+}
+
+
+def ssh_stand_in(tmp_path: Path, case: str) -> str:
+    script = tmp_path / f"ssh-{case}"
+    script.write_text(f"#!/bin/sh\necho '{SSH_SAYS[case]}' >&2\nexit 255\n", encoding="utf-8")
+    script.chmod(0o755)
+    return str(script)
+
+
+@pytest.mark.parametrize("case", ["no-dns", "refused"])
+def test_a_refused_key_is_an_error_to_fix_while_an_unknown_host_is_offline(
+    pinned_clock, pair, tmp_path, monkeypatch, capsys, case,
+):
+    a, _ = pair
+    git(a.root, "remote", "set-url", "origin", "git@vault.example:me/vault.git")
+    monkeypatch.setenv("GIT_SSH_COMMAND", ssh_stand_in(tmp_path, case))
+    write_node(a, "Domain/Written on the train.md", "1\n")
+    code = main(["--vault", str(a.root), "sync"])
+    out, err = capsys.readouterr()
+    assert git(a.root, "log", "-1", "--format=%s").startswith("osk sync: nodes: 1 added")
+    status = sync.status(a)
+    if case == "no-dns":
+        assert code == 75 and out.startswith("Offline: origin is unreachable (")
+        assert status.offline_since == NOW and status.failed_at is None
+        return
+    assert code == 1 and out == ""
+    assert err.startswith("Error: origin refused access (git@vault.example: Permission denied "
+                          "(publickey).); the remote was reached, so this is not a network "
+                          "outage.")
+    assert err.rstrip().endswith("every commit is kept locally")
+    assert status.offline_since is None and status.failed_at == NOW
+    assert status.line().endswith(f"online; last attempt failed at {NOW}: origin refused "
+                                  f"access (git@vault.example: Permission denied (publickey).)")
+
+
 def test_status_counts_pending_changes_and_commits_behind(pinned_clock, pair, capsys):
     a, b = pair
     write_node(a, "Domain/New.md", "1\n")
