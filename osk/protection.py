@@ -23,7 +23,7 @@ from __future__ import annotations
 import difflib
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -401,13 +401,18 @@ def unprotect(vault: Vault, rel: str) -> str:
     return rel
 
 
-def approve(vault: Vault, rel: str) -> list[Change]:
-    """Make every pending change under ``rel`` the approved version."""
+def approve(vault: Vault, rel: str, *, shown: Sequence[Change] | None = None) -> list[Change]:
+    """Make every pending change under ``rel`` the approved version.
+
+    ``shown`` is what the person was shown and agreed to: if the pending changes differ from
+    it when the lock is taken (an agent wrote meanwhile), nothing is approved.
+    """
     require_person("approve")
     from osk import audit
 
     with mutation_lock(vault):
-        changes = _changes_under(vault, rel)
+        changes = to_approve(vault, rel)
+        _check_shown("approve", rel, changes, shown)
         texts = {c.path: _working_text(vault, c) for c in changes}
         _check_snapshots(vault, changes)  # check all first: a refused approve writes nothing
         for change in changes:
@@ -427,13 +432,17 @@ def approve(vault: Vault, rel: str) -> list[Change]:
     return changes
 
 
-def revert(vault: Vault, rel: str) -> list[Change]:
-    """Return the working copy under ``rel`` to the approved snapshot; keep what is discarded."""
+def revert(vault: Vault, rel: str, *, shown: Sequence[Change] | None = None) -> list[Change]:
+    """Return the working copy under ``rel`` to the approved snapshot; keep what is discarded.
+
+    ``shown`` works as for ``approve``: a change the person did not see is not discarded.
+    """
     require_person("revert")
     from osk import audit
 
     with mutation_lock(vault):
-        changes = [c for c in _changes_under(vault, rel) if c.approved != c.working]
+        changes = to_revert(vault, rel)
+        _check_shown("revert", rel, changes, shown)
         _check_snapshots(vault, changes)
         for change in changes:
             text = _working_text(vault, change)
@@ -465,6 +474,35 @@ def record_person_write(vault: Vault, rel: str, sha: str | None) -> None:
 
 def _record(vault: Vault, kind: str, rel: str, approved: str | None, **extra: object) -> None:
     _approvals(vault).append(kind, f"file:{rel}", {"path": rel, "approved": approved, **extra})
+
+
+def to_approve(vault: Vault, rel: str) -> list[Change]:
+    """What ``approve(rel)`` would decide now: every pending change and forked approval."""
+    return _changes_under(vault, rel)
+
+
+def to_revert(vault: Vault, rel: str) -> list[Change]:
+    """What ``revert(rel)`` would undo now (a fork whose working copy is approved stays)."""
+    return [c for c in _changes_under(vault, rel) if c.approved != c.working]
+
+
+_PAST = {"approve": "approved", "revert": "reverted"}
+
+
+def _check_shown(verb: str, rel: str, changes: list[Change],
+                 shown: Sequence[Change] | None) -> None:
+    if shown is None:
+        return
+    now = {(c.path, c.approved, c.working) for c in changes}
+    seen = {(c.path, c.approved, c.working) for c in shown}
+    if now != seen:
+        moved = sorted({path for path, _, _ in now ^ seen})
+        raise ProtectedRegionError(
+            f"the pending changes under {rel} changed after they were shown to you "
+            f"({', '.join(moved)}); nothing was {_PAST[verb]}. Look again "
+            f"(`osk review {rel}`) and run `osk {verb} {rel}` again",
+            path=rel, changed=moved,
+        )
 
 
 def _changes_under(vault: Vault, rel: str) -> list[Change]:

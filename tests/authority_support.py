@@ -82,8 +82,10 @@ class Run:
     err: str
 
 
-def osk(vault: Vault, *args: str, tty: bool = False, timeout: float = 60.0) -> Run:
-    """Run the real CLI in a subprocess, stdin a pipe or (``tty=True``) a real pseudo-terminal."""
+def osk(vault: Vault, *args: str, tty: bool = False, answer: str = "",
+        timeout: float = 60.0) -> Run:
+    """Run the real CLI in a subprocess, stdin a pipe or (``tty=True``) a real pseudo-terminal
+    on which ``answer`` is already typed (what the person answers to a question)."""
     env = {**os.environ, "OSK_VAULT": str(vault.root), "PYTHONPATH": str(ROOT)}
     command = [sys.executable, "-m", "osk", *args]
     if not tty:
@@ -92,6 +94,7 @@ def osk(vault: Vault, *args: str, tty: bool = False, timeout: float = 60.0) -> R
         return Run(done.returncode, done.stdout, done.stderr)
     controller, terminal = os.openpty()
     try:
+        os.write(controller, answer.encode())
         done = subprocess.run(command, stdin=terminal, capture_output=True, text=True, env=env,
                               timeout=timeout, cwd=vault.root, encoding="utf-8")
     finally:

@@ -36,6 +36,7 @@ def populated(vault: Vault) -> Vault:
     ["unprotect", "Person/prefs"],
     ["approve", "Person/prefs"],
     ["revert", "Person/prefs"],
+    ["approve", "Person/prefs", "--yes"],  # --yes skips the question, never the terminal
     ["confirm", "Editor"],
     ["reject", "Editor", "--reason", "wrong"],
     ["lift", "abcdef123456"],
@@ -83,14 +84,22 @@ def test_the_whole_review_lane_runs_at_a_real_terminal(populated: Vault):
     review = osk(vault, "review")
     assert "+The person edits in Vim." in review.out and "1 pending change(s)" in review.out
 
-    result = osk(vault, "revert", "Person/prefs", tty=True)
+    result = osk(vault, "revert", "Person/prefs", tty=True, answer="y\n")
     assert result.code == 0, result.err
+    assert result.out.startswith("Pending under Person/prefs:\n"
+                                 "  update  Person/prefs/Editor.md  (+1 -1 lines)\n"
+                                 "Revert these 1 change(s)? [y/N] ")
     assert "Reverted update: Person/prefs/Editor.md" in result.out
     assert read(vault, NODE) == approved
 
     agent_write(vault, NODE, edited)
-    result = osk(vault, "approve", NODE, tty=True)
+    result = osk(vault, "approve", NODE, tty=True, answer="n\n")
+    assert (result.code, result.out.splitlines()[-1]) == (0, "Approve these 1 change(s)? "
+                                                             "[y/N] Nothing approved.")
+    assert protection.served(vault, NODE, edited).pending  # declined: nothing decided
+    result = osk(vault, "approve", NODE, "--yes", tty=True)
     assert result.code == 0, result.err
+    assert "[y/N]" not in result.out and "Approved update: Person/prefs/Editor.md" in result.out
     assert protection.served(vault, NODE, edited) == protection.Served(edited, False)
 
     result = osk(vault, "unprotect", "Person/prefs", tty=True)

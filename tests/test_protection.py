@@ -133,6 +133,26 @@ def test_a_second_write_is_refused_while_a_change_waits(vault: Vault, protected:
     protection.check_writable(vault, NODE)
 
 
+def test_a_change_made_after_the_person_was_shown_the_list_is_not_decided_unseen(
+        vault: Vault, protected: str):
+    agent_write(vault, NODE, edit_body(vault, NODE, "Vim.\n"))
+    shown = protection.to_approve(vault, REGION)
+    assert [c.path for c in shown] == [NODE]
+    other = f"{REGION}/Shell.md"  # written while the person reads the list
+    agent_write(vault, other, node_text(body="Fish.\n"))
+    approvals = Ledger(vault, "approvals").path.read_bytes()
+    with pytest.raises(ProtectedRegionError, match=f"changed after they were shown to you "
+                                                   f"\\({other}\\); nothing was approved"):
+        protection.approve(vault, REGION, shown=shown)
+    assert Ledger(vault, "approvals").path.read_bytes() == approvals
+    assert protection.is_pending(vault, NODE) and protection.is_pending(vault, other)
+    with pytest.raises(ProtectedRegionError, match="nothing was reverted"):
+        protection.revert(vault, REGION, shown=protection.to_revert(vault, NODE))
+    assert read(vault, other) and protection.is_pending(vault, other)
+    done = protection.approve(vault, REGION, shown=protection.to_approve(vault, REGION))
+    assert sorted(c.path for c in done) == [NODE, other]
+
+
 def test_moves_into_or_out_of_a_region_are_refused(vault: Vault, protected: str):
     with pytest.raises(ProtectedRegionError, match="touches protected region"):
         protection.check_move(vault, NODE, "Person/other/Editor.md")
@@ -197,7 +217,7 @@ def test_approvals_recorded_by_another_process_are_seen_without_restarting(
     edited = edit_body(vault, NODE, "Vim.\n")
     agent_write(vault, NODE, edited)
     assert protection.served(vault, NODE, edited).pending
-    result = osk(vault, "approve", NODE, tty=True)
+    result = osk(vault, "approve", NODE, tty=True, answer="yes\n")
     assert result.code == 0, result.err
     assert protection.served(vault, NODE, edited) == protection.Served(edited, False)
 

@@ -26,10 +26,18 @@ def register(sub: argparse._SubParsersAction) -> None:
                             "snapshot (terminal only)", run_protect)
     path_command("unprotect", "stop protecting a region with no pending changes "
                               "(terminal only)", run_unprotect)
-    path_command("approve", "make the pending changes under PATH the approved version "
-                            "(terminal only)", run_approve)
-    path_command("revert", "return the working copy under PATH to the approved snapshot "
-                           "(terminal only)", run_revert)
+    for name, help_text, handler in (
+        ("approve", "make the pending changes under PATH the approved version, after showing "
+                    "them (terminal only)", run_approve),
+        ("revert", "return the working copy under PATH to the approved snapshot, after "
+                   "showing what is discarded (terminal only)", run_revert),
+    ):
+        parser = sub.add_parser(name, help=help_text)
+        parser.add_argument("path", help="a folder or node file inside a Space")
+        parser.add_argument("--yes", action="store_true",
+                            help="do not ask before deciding the changes listed (the terminal "
+                                 "is still required)")
+        parser.set_defaults(handler=handler)
 
     review = sub.add_parser("review", help="show pending changes in protected regions as diffs")
     review.add_argument("path", nargs="?", help="only changes under this path")
@@ -132,10 +140,11 @@ def run_approve(args: argparse.Namespace) -> int:
 
     vault = _vault(args)
     rel = _path(vault, args.path)
-    changes = protection.approve(vault, rel)
-    if not changes:
-        print(f"Nothing pending under {rel}.")
-    for change in changes:
+    protection.require_person("approve")  # before asking anything
+    shown = protection.to_approve(vault, rel)
+    if not _agreed(vault, "approve", rel, shown, args.yes):
+        return 0
+    for change in protection.approve(vault, rel, shown=shown):
         print(f"Approved {change.kind}: {change.path}")
     return 0
 
@@ -145,13 +154,44 @@ def run_revert(args: argparse.Namespace) -> int:
 
     vault = _vault(args)
     rel = _path(vault, args.path)
-    changes = protection.revert(vault, rel)
-    if not changes:
-        print(f"Nothing pending under {rel}.")
-    for change in changes:
+    protection.require_person("revert")
+    shown = protection.to_revert(vault, rel)
+    if not _agreed(vault, "revert", rel, shown, args.yes):
+        return 0
+    for change in protection.revert(vault, rel, shown=shown):
         kept = f" (discarded text kept as {change.working[:12]})" if change.working else ""
         print(f"Reverted {change.kind}: {change.path}{kept}")
     return 0
+
+
+def _agreed(vault, verb: str, rel: str, changes: list, assume_yes: bool) -> bool:
+    """List what ``verb`` would decide and ask the person (unless ``--yes``).
+
+    The engine then decides exactly these changes or nothing: see ``protection.approve``.
+    """
+    from osk import protection
+
+    if not changes:
+        print(f"Nothing pending under {rel}.")
+        return False
+    print(f"Pending under {rel}:")
+    for change in changes:
+        added = removed = 0
+        for line in protection.diff(vault, change).splitlines()[2:]:
+            added += line.startswith("+")
+            removed += line.startswith("-")
+        print(f"  {change.kind:<7} {change.path}  (+{added} -{removed} lines)")
+    if assume_yes:
+        return True
+    question = f"{verb.capitalize()} these {len(changes)} change(s)? [y/N] "
+    try:
+        answer = input(question)
+    except EOFError:
+        answer = ""
+    if answer.strip().lower() in {"y", "yes"}:
+        return True
+    print(f"Nothing {'reverted' if verb == 'revert' else 'approved'}.")
+    return False
 
 
 def run_review(args: argparse.Namespace) -> int:
