@@ -28,14 +28,13 @@ from osk.ledger import Ledger
 from osk.node import Node
 from osk.node import parse as parse_node
 from osk.rechecks import Candidate, ReadLog, Rechecks
-from osk.search import SearchIndex
+from osk.search import DEFAULT_K, SearchIndex
 from osk.sessions import Routing, Session, open_session
 from osk.vault import SCOPE, SPACES, Vault, locate, scope_of
 from osk.write import MoveResult, Place, ReciteResult, WriteContext, WriteResult
 
 PAGE_CHARS = 4000  # read_node: at most this many body characters per call
 RAW_CHARS = 6000  # read_raw: the review view's cap
-MAX_K = 50
 REFRESH_SECONDS = 1.0  # reads re-stat the vault at most this often (writes always do)
 _RECORD = re.compile(r"^_raw/(?P<key>[^/#]+)/(?P<conv>[^/#]+?)(?:\.md)?$")
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$")
@@ -453,12 +452,13 @@ class Engine:
         self._search_index().refresh()
         self.rechecks.stale_node_ids(self.catalog)
 
-    def search(self, query: str, *, k: int = 8, as_of: str | None = None) -> SearchResult:
-        """Ranked hits visible to this session, each with its markers."""
+    def search(self, query: str, *, k: int = DEFAULT_K, as_of: str | None = None) -> SearchResult:
+        """Ranked hits visible to this session, each with its markers (k is capped at
+        ``MAX_K``; below 1 is refused)."""
         self._fresh()
         index = self._search_index()
         self._sync_index()
-        hits = index.search(query, k=max(1, min(int(k), MAX_K)), scope=self.scope,
+        hits = index.search(query, k=k, scope=self.scope,
                             visible=self.visible, markers=self.markers, as_of=as_of)
         return SearchResult(self.scope, query, tuple(hits))
 

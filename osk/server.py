@@ -35,6 +35,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from osk import __version__
 from osk.errors import OskError, SurfaceError
+from osk.search.index import DEFAULT_K, MAX_K
 
 log = logging.getLogger("osk.server")
 
@@ -89,7 +90,8 @@ Timestamp = Annotated[str | None, Field(
 
 class SearchArgs(Args):
     query: str = Field(min_length=1, description="words to look for; an exact title ranks first")
-    k: int = Field(8, ge=1, le=50, description="how many hits (default 8, at most 50)")
+    k: int = Field(DEFAULT_K, ge=1, le=MAX_K,
+                   description=f"how many hits (default {DEFAULT_K}, at most {MAX_K})")
     as_of: Timestamp = Field(None, description="answer as the vault stood at this time "
                                                "(record time), for claims valid then")
 

@@ -69,3 +69,38 @@ def test_search_from_another_scope_cannot_see_a_projects_nodes_until_it_is_share
         "shared_scopes = []", 'shared_scopes = ["alpha"]'), "utf-8")
     shared = osk(vault, "search", "pangolin", "--scope", "beta", "--json", cwd=tmp_path)
     assert [h["title"] for h in json.loads(shared.stdout)["hits"]] == ["Alpha secret"]
+
+
+def test_an_unreadable_import_file_is_a_clear_error_and_imports_nothing(
+        vault: Vault, tmp_path: Path):
+    undecodable = tmp_path / "latin1.jsonl"
+    undecodable.write_bytes(line(title="Caf\u00e9", summary="x", body="y",
+                                 space="domain").encode("latin-1"))
+    for name, reason in ((tmp_path / "missing.jsonl", "No such file or directory"),
+                         (tmp_path, "Is a directory"),
+                         (undecodable, "'utf-8' codec can't decode")):
+        done = osk(vault, "import", str(name), cwd=tmp_path)
+        assert done.returncode == 1 and done.stdout == ""
+        assert done.stderr.startswith(f"Error: cannot read {name}: {reason}")
+        assert "nothing was imported" in done.stderr and "Traceback" not in done.stderr
+    found = osk(vault, "search", "Café", "--json", cwd=tmp_path)
+    assert json.loads(found.stdout)["hits"] == []
+
+
+def test_search_k_defaults_to_8_is_capped_at_50_and_below_1_is_refused(
+        vault: Vault, tmp_path: Path):
+    source = tmp_path / "many.jsonl"
+    source.write_text("\n".join(line(title=f"Walrus fact {i}", summary="walrus", body="walrus",
+                                     space="domain") for i in range(60)) + "\n",
+                      encoding="utf-8")
+    assert osk(vault, "import", str(source), cwd=tmp_path).returncode == 0
+
+    def count(*extra: str) -> int:
+        done = osk(vault, "search", "walrus", "--json", *extra, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        return len(json.loads(done.stdout)["hits"])
+
+    assert (count(), count("--k", "3"), count("--k", "70")) == (8, 3, 50)
+    refused = osk(vault, "search", "walrus", "--k", "0", cwd=tmp_path)
+    assert refused.returncode == 1
+    assert refused.stderr == "Error: k must be a whole number from 1 to 50 (got 0) (rule: search)\n"

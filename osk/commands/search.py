@@ -18,7 +18,7 @@ from osk.cli import add_json_flag, add_scope_flag, json_text
 def register(sub: argparse._SubParsersAction) -> None:
     search = sub.add_parser("search", help="ranked nodes for a query (what the search tool sees)")
     search.add_argument("query", help="words, or a node's title")
-    search.add_argument("--k", type=int, default=8, help="how many hits (default 8, at most 50)")
+    search.add_argument("--k", type=int, help="how many hits (default 8, at most 50)")
     search.add_argument("--as-of", dest="as_of",
                         help="only claims valid at this time (2026-03-01 or a full timestamp)")
     add_scope_flag(search)
@@ -41,7 +41,8 @@ def run_search(args: argparse.Namespace) -> int:
     from osk.engine import Engine
 
     engine = Engine.open(args.vault, cwd=Path.cwd(), scope=args.scope, actor="user")
-    result = engine.search(args.query, k=args.k, as_of=args.as_of)
+    wanted = {} if args.k is None else {"k": args.k}  # the engine owns the default and cap
+    result = engine.search(args.query, as_of=args.as_of, **wanted)
     if args.json:
         print(json_text({"scope": result.scope, "query": result.query,
                          "hits": [_hit(hit) for hit in result.hits]}))
@@ -64,6 +65,17 @@ def _hit(hit: Any) -> dict[str, Any]:
 
 
 # -- import -------------------------------------------------------------------------------------
+def _read_import_file(name: str) -> list[str]:
+    from osk.errors import OskError
+
+    try:
+        return Path(name).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise OskError(f"cannot read {name}: {reason}; give a JSONL file in UTF-8 (one node "
+                       f"per line) or - for standard input; nothing was imported") from None
+
+
 def run_import(args: argparse.Namespace) -> int:
     from osk.search.importer import Importer, Report, read_lines
     from osk.vault import locate
@@ -71,8 +83,7 @@ def run_import(args: argparse.Namespace) -> int:
     if args.file == "-":
         texts = sys.stdin.read().splitlines()
     else:
-        with open(args.file, encoding="utf-8") as handle:
-            texts = handle.read().splitlines()
+        texts = _read_import_file(args.file)
     lines, rejected, unknown = read_lines(texts)
     report = Report(rejected=list(rejected), ignored_keys=unknown)
     for item in rejected:
