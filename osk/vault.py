@@ -163,8 +163,22 @@ def init(path: Path, *, git: bool = True) -> Vault:
     root = path.expanduser().resolve()
     if (root / MARKER).exists():
         raise OskError(f"{root} is already an osk vault; nothing changed")
+    if root.exists() and not root.is_dir():
+        raise OskError(f"{root} is a file, not a folder; choose an empty or new folder")
     if root.exists() and any(p.name != ".git" for p in root.iterdir()):
         raise OskError(f"{root} exists and is not empty; choose an empty or new folder")
+    existed = root.exists()
+    try:
+        _fill(root, git=git)
+    except (OSError, OskError) as exc:
+        _undo_init(root, existed)
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise OskError(f"could not create a vault in {root} ({reason}); nothing was left "
+                       f"behind") from None
+    return Vault(root)
+
+
+def _fill(root: Path, *, git: bool) -> None:
     from importlib import resources
 
     root.mkdir(parents=True, exist_ok=True)
@@ -172,10 +186,25 @@ def init(path: Path, *, git: bool = True) -> Vault:
     _copy_tree(resources.files("osk.governance"), root / GOVERNANCE)
     for folder in (*SPACES, WORKBENCH, RAW_DIR, LEDGER_DIR, MEMORY_DIR):
         (root / folder).mkdir(exist_ok=True)
-    vault = Vault(root)
     if git:
         _git_init(root)
-    return vault
+
+
+def _undo_init(root: Path, existed: bool) -> None:
+    """Remove what a failed ``init`` wrote: the folder it made, or (in a folder that was
+    empty but for a ``.git``) everything but that ``.git``."""
+    import shutil
+
+    if not existed:
+        shutil.rmtree(root, ignore_errors=True)
+        return
+    for entry in root.iterdir() if root.is_dir() else ():
+        if entry.name == ".git":
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
 
 
 def _copy_tree(source, target: Path) -> None:  # source: importlib Traversable
@@ -199,7 +228,15 @@ def _git_init(root: Path) -> None:
     import subprocess
 
     def run(*args: str) -> None:
-        subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
+        try:
+            subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
+        except FileNotFoundError:
+            raise OskError("git is not installed; install git, which osk uses to keep the "
+                           "vault's history and to sync it") from None
+        except subprocess.CalledProcessError as exc:
+            said = exc.stderr.decode("utf-8", "replace").strip().splitlines()
+            verb = next(a for a in args if not a.startswith("-") and "=" not in a)
+            raise OskError(f"`git {verb}` failed: {said[0] if said else exc}") from None
 
     if not (root / ".git").exists():
         run("init", "-q", "-b", "main")
@@ -209,7 +246,4 @@ def _git_init(root: Path) -> None:
         ["git", "config", "user.email"], cwd=root, capture_output=True
     ).returncode == 0
     extra = [] if has_identity else env_name
-    subprocess.run(
-        ["git", *extra, "commit", "-q", "-m", "osk: new vault"],
-        cwd=root, check=True, capture_output=True,
-    )
+    run(*extra, "commit", "-q", "-m", "osk: new vault")

@@ -38,6 +38,24 @@ def test_init_refuses_an_existing_vault_or_a_non_empty_folder(tmp_path: Path):
         init(tmp_path / "busy")
 
 
+def test_init_refuses_a_file_and_a_failed_init_leaves_nothing_behind(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    (tmp_path / "a-file").write_text("x", encoding="utf-8")
+    with pytest.raises(OskError, match="is a file, not a folder"):
+        init(tmp_path / "a-file")
+    monkeypatch.setenv("PATH", str(tmp_path / "no-git-here"))  # git cannot be found
+    with pytest.raises(OskError, match=r"could not create a vault in .*\(git is not "
+                                       r"installed; .*\); nothing was left behind"):
+        init(tmp_path / "new")
+    assert not (tmp_path / "new").exists()
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(OskError, match="nothing was left behind"):
+        init(tmp_path / "empty")
+    assert list((tmp_path / "empty").iterdir()) == []
+    monkeypatch.undo()
+    assert (init(tmp_path / "empty").root / "osk.toml").is_file()  # and it can be tried again
+
+
 def test_locate_prefers_the_flag_then_the_environment_then_the_ancestors(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
