@@ -27,8 +27,9 @@ def test_a_payload_that_is_not_json_is_logged_and_the_turn_goes_on(vault, projec
     done = run_hook(event, "claude", b"{not json", cwd=project)
     assert (done.returncode, done.stdout) == (0, "")
     log = hook_log(vault)
-    assert log.count("\n") == 1 and f"claude {event}: failed: JSONDecodeError" in log
-    assert "JSONDecodeError" in done.stderr
+    said = "failed: ValueError: the hook payload on stdin is not JSON text (Expecting"
+    assert log.count("\n") == 1 and f"claude {event}: {said}" in log
+    assert said in done.stderr
 
 
 def test_a_missing_transcript_is_logged_and_nothing_is_written(vault, project, tmp_path):

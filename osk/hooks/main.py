@@ -115,10 +115,13 @@ def read_stdin() -> bytes:
 
 
 def decode_payload(raw: bytes) -> Mapping[str, object]:
-    text = raw.decode("utf-8").strip()
-    if not text:
-        return {}
-    data = json.loads(text)
+    try:
+        text = raw.decode("utf-8").strip()
+        data = json.loads(text) if text else {}
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"the hook payload on stdin is not JSON text ({exc}); hosts send one "
+                         f"JSON object, so this hook was run by hand or by another program"
+                         ) from None
     if not isinstance(data, dict):
         raise ValueError(f"the hook payload is a JSON {type(data).__name__}, not an object")
     return data
