@@ -27,6 +27,11 @@ linear gains, Recall@5 of the grade-2 nodes, MRR@10 of the first grade-2 node; p
 ``superseded`` the share where the newer node outranks the older; for ``none`` the share of
 queries that return any hit (a false-positive measure; neither system abstains).
 
+The semantic channel (``osk.search.semantic``) is on when its model is found on this machine
+(``OSK_MODEL_DIR`` …). Then every node is embedded before the first query, and each isolation
+setting is also run with the channel off (``OSK_SEMANTIC=0``), in the same run, so the two
+can be compared; ``--semantic off`` runs the lexical engine only.
+
 The baseline is rank-bm25's ``BM25Okapi`` over title + summary + body, tokenized as lowercase
 ASCII words plus Hangul/kana/CJK bigrams (no stemming, no expansion), with no scope features:
 the "plain BM25" line of the dataset README.
@@ -37,9 +42,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import re
 import sys
 import tempfile
+import time
 import unicodedata
 from collections import defaultdict
 from pathlib import Path
@@ -114,6 +121,20 @@ def set_isolation(vault: Any, on: bool) -> None:
 
 
 # -- running ------------------------------------------------------------------------------------
+def semantic_ready(vault: Any, base: Path) -> bool:
+    """Embed every node now (so no query pays for it); False when the channel is off."""
+    from osk.engine import Engine
+
+    index = Engine.open(vault, cwd=base / "no-project")._search_index()
+    if index.vectors is None:
+        return False
+    started = time.perf_counter()
+    index.embed_missing(budget=None)
+    print(f"embedded {len(index)} nodes in {time.perf_counter() - started:.1f} s",
+          file=sys.stderr)
+    return True
+
+
 def run_osk(vault: Any, base: Path, queries: list[dict[str, Any]], titles: dict[str, str]):
     from osk.engine import Engine
 
@@ -233,7 +254,12 @@ def main() -> int:
                         help="fill supersedes from 'Supersedes \"Title\"' sentences")
     parser.add_argument("--keep", type=Path, help="build the vault here and keep it")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--semantic", choices=("auto", "off"), default="auto",
+                        help="auto: with and without the semantic channel when its model is "
+                             "found; off: lexical only")
     args = parser.parse_args()
+    if args.semantic == "off":
+        os.environ["OSK_SEMANTIC"] = "0"
     sys.path.insert(0, str(ROOT))
     corpus, queries = load(args.dataset)
     with tempfile.TemporaryDirectory() as scratch:
@@ -246,10 +272,14 @@ def main() -> int:
         baseline = score(queries, run_baseline(corpus, queries), corpus)
         results = {}
         settings = {"on": [True], "off": [False], "both": [True, False]}[args.isolation]
+        channels = [True, False] if semantic_ready(vault, base) else [False]
         for isolation in settings:
             set_isolation(vault, isolation)
-            results[f"isolation {'on' if isolation else 'off'}"] = score(
-                queries, run_osk(vault, base, queries, titles), corpus)
+            for semantic in channels:
+                os.environ["OSK_SEMANTIC"] = "1" if semantic else "0"
+                label = f"isolation {'on' if isolation else 'off'}"
+                label += ", semantic channel" if semantic else ", lexical only"
+                results[label] = score(queries, run_osk(vault, base, queries, titles), corpus)
     if args.json:
         print(json.dumps({"baseline": baseline, **results}, indent=2))
         return 0

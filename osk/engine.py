@@ -13,6 +13,7 @@ when that scope is listed in ``shared_scopes``.
 from __future__ import annotations
 
 import re
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -143,6 +144,20 @@ class RecheckReport:
     candidates: tuple[Candidate, ...]
 
 
+def _embed_until_done(index: SearchIndex) -> None:
+    """The semantic catch-up thread: embed until nothing is missing (writes made while it ran
+    included); a failure only logs, the lexical channel keeps serving."""
+    import logging
+
+    try:
+        for _ in range(10):  # a node whose text cannot be read stays missing: bounded
+            if index.embed_missing(budget=0.0) == 0:  # counts, embeds nothing
+                return
+            index.embed_missing(budget=None)
+    except Exception:
+        logging.getLogger("osk.engine").exception("embedding nodes for search failed")
+
+
 # -- the engine ----------------------------------------------------------------------------------
 @dataclass
 class Engine:
@@ -158,6 +173,8 @@ class Engine:
     _ctx: WriteContext
     _index: SearchIndex | None = None
     _refreshed_at: float = field(default=float("-inf"))
+    embed_after_writes: bool = False  # the MCP server's choice: see embed_in_background
+    _embedder: threading.Thread | None = None
 
     @classmethod
     def open(cls, vault: Vault | str | Path | None = None, *, cwd: Path | None = None,
@@ -234,6 +251,8 @@ class Engine:
             self.rechecks.candidates(self.catalog)
         except OskError:
             pass
+        if self.embed_after_writes and self._index is not None:
+            self.embed_in_background()
 
     # -- writing -------------------------------------------------------------------------
     def create_node(self, title: str, summary: str, body: str, *, space: str, cluster: str,
@@ -451,6 +470,26 @@ class Engine:
         """
         self._search_index().refresh()
         self.rechecks.stale_node_ids(self.catalog)
+
+    def embed_nodes(self) -> int:
+        """Give every indexed node its semantic vector now; how many could not get one.
+        Returns 0 at once when the semantic channel is off."""
+        return self._search_index().embed_missing(budget=None)
+
+    def embed_in_background(self) -> None:
+        """Embed nodes that lack a vector in a daemon thread, unless one is already at it.
+
+        Minutes for a large vault the first time (tens of milliseconds a node), so the MCP
+        server starts this when it opens and (``embed_after_writes``) after each write: a
+        search then finds the vector ready instead of computing it, and until then finds the
+        node by its words. The thread touches only the search index, which has its own lock.
+        """
+        index = self._search_index()
+        if index.vectors is None or (self._embedder is not None and self._embedder.is_alive()):
+            return
+        self._embedder = threading.Thread(target=_embed_until_done, args=(index,),
+                                          name="osk-embed", daemon=True)
+        self._embedder.start()
 
     def search(self, query: str, *, k: int = DEFAULT_K, as_of: str | None = None) -> SearchResult:
         """Ranked hits visible to this session, each with its markers (k is capped at

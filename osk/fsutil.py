@@ -53,12 +53,15 @@ def atomic_write(path: Path, data: bytes | str) -> None:
     fsync_dir(path.parent)
 
 
-def replace_unsynced(path: Path, text: str) -> None:
+def replace_unsynced(path: Path, text: str | bytes) -> None:
     """Replace ``path`` with ``text`` atomically but without fsync: for device-state caches
     whose loss or staleness after a crash costs only a recomputation."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(text, encoding="utf-8")
+    if isinstance(text, bytes):
+        temporary.write_bytes(text)
+    else:
+        temporary.write_text(text, encoding="utf-8")
     os.replace(temporary, path)
 
 

@@ -798,6 +798,8 @@ def serve(vault: str | None, cwd: Path) -> int:
     found = locate(vault, cwd)
     engine = Engine.open(found, cwd=cwd)  # fail at start, where the host shows it, not later
     engine.warm()
+    engine.embed_after_writes = True  # the semantic channel's vectors, off the request path
+    engine.embed_in_background()
     server = build_server(lambda: engine)
     log.info("osk %s serving %s for session %s (scope %s)", __version__, found.root,
              engine.session.key.key, engine.scope)

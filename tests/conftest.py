@@ -23,6 +23,9 @@ def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
     )
     monkeypatch.delenv("OSK_VAULT", raising=False)
     monkeypatch.delenv("OSK_NOW", raising=False)
+    # Search is lexical unless a test turns the semantic channel on (test_semantic.py): its
+    # model costs tens of milliseconds a node, and ranking tests fix the lexical order.
+    monkeypatch.setenv("OSK_SEMANTIC", "0")
     return home
 
 

@@ -143,7 +143,7 @@ def test_pruned_top_k_finds_the_same_best_documents_as_scoring_everything():
         for slot, value in pruned.items():  # every score handed back is exact
             assert value == pytest.approx(everything[slot], abs=TOLERANCE)
         skipped += len(pruned) < len(exhaustive)
-    assert skipped > TRIALS // 3  # the pruning path really ran
+    assert skipped > TRIALS // 5  # the pruning path really ran (about 1 trial in 3 here)
 
 
 def test_an_empty_index_scores_nothing():

