@@ -75,6 +75,8 @@ def wall(args: list[str], env: dict[str, str] | None = None) -> float:
 
 
 def main() -> int:
+    # The lexical index's figures: the semantic channel has its own bench (semantic_bench.py).
+    os.environ["OSK_SEMANTIC"] = "0"
     parser = argparse.ArgumentParser()
     parser.add_argument("--size", type=int, default=5000)
     parser.add_argument("--runs", type=int, default=5)

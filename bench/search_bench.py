@@ -342,6 +342,8 @@ def report(size: int, f: dict[str, float], snapshot: int) -> None:
 
 
 def main() -> int:
+    # The lexical index's figures: the semantic channel has its own bench (semantic_bench.py).
+    os.environ["OSK_SEMANTIC"] = "0"
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="1000,5000,50000",
                         help="comma-separated node counts (default 1000,5000,50000)")

@@ -275,6 +275,9 @@ def bench_size(base: Path, size: int, calls: int, profile: bool, top: int) -> di
 
 
 def main() -> int:
+    # Writes without the semantic channel's background embedding competing for the CPU (its
+    # cost is measured by semantic_bench.py; writes themselves never embed).
+    os.environ["OSK_SEMANTIC"] = "0"
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,5000")
     parser.add_argument("--calls", type=int, default=50)
