@@ -138,6 +138,24 @@ def test_with_the_channel_off_no_model_is_loaded_and_nothing_is_embedded(
     assert not vault.state("index", "vectors").exists()
 
 
+def test_scope_isolation_holds_for_the_semantic_channel_too(vault: Vault, tiny_model: Path):
+    from test_search_index import write_node
+
+    from osk.search import SearchIndex
+    from osk.search.ranking import scope_visibility
+
+    write_node(vault, "Scope/alpha/Secret plan.md", "the cache ttl is 60 seconds")
+    write_node(vault, "Domain/Release.md", "build the release")
+    index = SearchIndex(vault)
+    assert index.embed_missing(budget=None) == 0
+    query = "Secret plan\nA note.\nthe cache ttl is 60 seconds\n"  # its vector, exactly
+    seen_from_alpha = index.search(query, scope="alpha", visible=scope_visibility(vault,
+                                                                                  "alpha"))
+    assert [h.title for h in seen_from_alpha][:1] == ["Secret plan"]  # positive control
+    seen_from_beta = index.search(query, scope="beta", visible=scope_visibility(vault, "beta"))
+    assert [h.title for h in seen_from_beta] == ["Release"]
+
+
 def test_a_damaged_model_falls_back_to_lexical_search_instead_of_failing(
         vault: Vault, tiny_model: Path, caplog: pytest.LogCaptureFixture):
     data = (tiny_model / "model.safetensors").read_bytes()
