@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -471,10 +471,10 @@ class Engine:
         self._search_index().refresh()
         self.rechecks.stale_node_ids(self.catalog)
 
-    def embed_nodes(self) -> int:
+    def embed_nodes(self, progress: Callable[[int, int], None] | None = None) -> int:
         """Give every indexed node its semantic vector now; how many could not get one.
         Returns 0 at once when the semantic channel is off."""
-        return self._search_index().embed_missing(budget=None)
+        return self._search_index().embed_missing(budget=None, progress=progress)
 
     def embed_in_background(self) -> None:
         """Embed nodes that lack a vector in a daemon thread, unless one is already at it.

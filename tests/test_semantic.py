@@ -216,3 +216,30 @@ def test_the_mcp_server_embeds_every_node_in_the_background_before_any_search(
         server.wait(timeout=30)
         server.stdout.close()
         server.stderr.close()
+
+
+def test_osk_embed_gives_every_node_its_vector_and_says_so(
+        vault: Vault, tiny_model: Path, monkeypatch: pytest.MonkeyPatch):
+    import os
+    import subprocess
+    import sys
+
+    eng = engine(vault)
+    for i in range(3):
+        write(eng, f"Fact {i}", f"The cache ttl is {i} seconds.")
+
+    def osk_embed() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "osk", "--vault", str(vault.root), "embed"],
+                              capture_output=True, text=True, env={**os.environ}, cwd=vault.root)
+
+    done = osk_embed()
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("every node has its vector (")
+    assert "embedding: 4/4 (100%)" in done.stderr
+    keys = json.loads(vault.state("index", "vectors", "keys.json").read_text("utf-8"))["keys"]
+    assert len(keys) == 4
+    monkeypatch.setenv("OSK_SEMANTIC", "0")
+    off = osk_embed()
+    assert (off.returncode, off.stdout) == (1, "")
+    assert off.stderr == ("Error: the semantic channel is off (OSK_SEMANTIC=0): search is "
+                          "lexical\n")

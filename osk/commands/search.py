@@ -1,4 +1,4 @@
-"""`osk search QUERY` and `osk import FILE.jsonl`.
+"""`osk search QUERY`, `osk embed` and `osk import FILE.jsonl`.
 
 Both go through the engine (so search applies the session's scope isolation, locality and
 markers exactly as the MCP tool does, and import writes through the validated write path).
@@ -24,6 +24,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_scope_flag(search)
     add_json_flag(search)
     search.set_defaults(handler=run_search)
+
+    embed = sub.add_parser("embed", help="give every node its semantic-search vector now "
+                                         "(the MCP server does this in the background)")
+    embed.set_defaults(handler=run_embed)
 
     load = sub.add_parser("import", help="load nodes from a JSON Lines file through the write "
                                          "path; rejected lines are reported, the rest load")
@@ -62,6 +66,30 @@ def _hit(hit: Any) -> dict[str, Any]:
     return {"title": hit.title, "path": hit.path, "id": hit.id, "summary": hit.summary,
             "updated": hit.updated, "score": hit.score, "markers": list(hit.markers),
             "space": hit.space, "scope": hit.scope, "match": hit.match}
+
+
+# -- embed --------------------------------------------------------------------------------------
+def run_embed(args: argparse.Namespace) -> int:
+    import time
+
+    from osk.engine import Engine
+    from osk.search import semantic
+
+    on, text = semantic.status()
+    if not on:
+        hint = f"; to turn it on: {semantic.INSTALL_HINT}" if semantic.enabled() else ""
+        print(f"Error: the semantic channel is {text}{hint}", file=sys.stderr)
+        return 1
+    engine = Engine.open(args.vault, cwd=Path.cwd(), actor="user")
+    bar = Progress(sys.stderr, "embedding")
+    started = time.monotonic()
+    missing = engine.embed_nodes(progress=bar.update)
+    bar.close()
+    seconds = time.monotonic() - started
+    done = f"every node has its vector ({seconds:.1f} s)"
+    print(done if not missing else f"{missing} node(s) could not be embedded (changed or "
+                                   f"unreadable while this ran; run it again)")
+    return 0 if not missing else 1
 
 
 # -- import -------------------------------------------------------------------------------------
@@ -118,8 +146,9 @@ class Progress:
 
     WIDTH = 30
 
-    def __init__(self, stream: TextIO) -> None:
+    def __init__(self, stream: TextIO, label: str = "importing") -> None:
         self.stream = stream
+        self.label = label
         self.tty = stream.isatty()
         self.shown = -1
 
@@ -129,12 +158,12 @@ class Progress:
         share = done / total
         if self.tty:
             filled = int(share * self.WIDTH)
-            self.stream.write(f"\rimporting [{'#' * filled}{'.' * (self.WIDTH - filled)}] "
+            self.stream.write(f"\r{self.label} [{'#' * filled}{'.' * (self.WIDTH - filled)}] "
                               f"{done}/{total}")
             self.stream.flush()
         elif int(share * 10) > self.shown:
             self.shown = int(share * 10)
-            print(f"importing: {done}/{total} ({share:.0%})", file=self.stream)
+            print(f"{self.label}: {done}/{total} ({share:.0%})", file=self.stream)
 
     def close(self) -> None:
         if self.tty:

@@ -38,7 +38,7 @@ import threading
 import time
 import unicodedata
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -213,7 +213,8 @@ class SearchIndex:
                                              for slot, doc in self._corpus.docs.items()})
         return self._content_slots[1]
 
-    def embed_missing(self, *, budget: float | None) -> int:
+    def embed_missing(self, *, budget: float | None,
+                      progress: Callable[[int, int], None] | None = None) -> int:
         """Give indexed nodes without a vector one, within ``budget`` seconds (None: all);
         return how many still lack one. A no-op (0) when the semantic channel is off."""
         if self.vectors is None:
@@ -222,7 +223,7 @@ class SearchIndex:
             self._ensure_loaded()
             wanted = {doc.content_hash: doc.path for doc in self._corpus.docs.values()}
         missing = self.vectors.catch_up(wanted, lambda key: self._content(wanted[key], key),
-                                        budget=budget)
+                                        budget=budget, progress=progress)
         if not missing and budget is None:
             self.vectors.forget_except(set(wanted))
         return missing

