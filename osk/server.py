@@ -555,10 +555,11 @@ def _scope_memory(engine: Any, a: ScopeMemoryArgs) -> Out:
 
 SPECS: tuple[Spec, ...] = (
     Spec("search", SearchArgs, SearchOut, _search, read_only=True, idempotent=True, description=(
-        "Search the memory vault (BM25 over titles, summaries and bodies; this project's scope "
-        "ranks first). Call it before answering anything about earlier work and before writing "
-        "a node, so you correct an existing node instead of duplicating it. Returns title, "
-        "path, id, summary, updated, score and markers (recheck: it cites a changed source; "
+        "Search the memory vault (BM25 over titles, summaries and bodies, plus meaning when "
+        "the semantic model is installed; this project's scope ranks first). Call it before "
+        "answering anything about earlier work and before writing a node, so you correct an "
+        "existing node instead of duplicating it. Returns title, path, id, summary, updated, "
+        "score and markers (recheck: it cites a changed source; "
         "conflict: party to an open candidate). read_node a hit before citing or relying on "
         "it.")),
     Spec("read_node", ReadNodeArgs, NodeOut, _read_node, read_only=True, idempotent=True,
