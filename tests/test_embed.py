@@ -60,6 +60,10 @@ def test_safetensors_are_read_by_name_and_shape(tmp_path: Path):
     tensors = read_safetensors(folder / "model.safetensors")
     assert tensors["embeddings.word_embeddings.weight"].shape == (25, 4)
     assert tensors["encoder.layer.0.intermediate.dense.weight"].dtype == np.float32
+    data = (folder / "model.safetensors").read_bytes()
+    (folder / "model.safetensors").write_bytes(data[:-100])
+    with pytest.raises(ValueError, match="model.safetensors is not a complete safetensors"):
+        read_safetensors(folder / "model.safetensors")
 
 
 def test_the_model_is_found_through_the_environment_and_refused_when_incomplete(

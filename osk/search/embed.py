@@ -152,22 +152,24 @@ class WordPiece:
 
 # -- the encoder ----------------------------------------------------------------------------
 def read_safetensors(path: Path) -> dict[str, np.ndarray]:
-    """The tensors of a ``.safetensors`` file (a length-prefixed JSON header, then raw data)."""
+    """The tensors of a ``.safetensors`` file (a length-prefixed JSON header, then raw data);
+    ValueError naming the file when it is cut short or not that format."""
     kinds = {"F32": np.float32, "F16": np.float16, "I64": np.int64}
     data = path.read_bytes()
-    (size,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + size])
-    base = 8 + size
-    tensors: dict[str, np.ndarray] = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        begin, end = info["data_offsets"]
-        array = np.frombuffer(data, dtype=kinds[info["dtype"]], count=-1,
-                              offset=base + begin)[: (end - begin) // np.dtype(
-                                  kinds[info["dtype"]]).itemsize]
-        tensors[name] = array.reshape(info["shape"]).astype(np.float32, copy=False) \
-            if info["dtype"] != "I64" else array.reshape(info["shape"])
+    try:
+        (size,) = struct.unpack("<Q", data[:8])
+        header = json.loads(data[8:8 + size])
+        tensors: dict[str, np.ndarray] = {}
+        for name, info in header.items():
+            if name == "__metadata__":
+                continue
+            kind = kinds[info["dtype"]]
+            begin, end = info["data_offsets"]
+            array = np.frombuffer(data, dtype=kind, count=(end - begin) // np.dtype(kind).itemsize,
+                                  offset=8 + size + begin).reshape(info["shape"])
+            tensors[name] = array if kind is np.int64 else array.astype(np.float32, copy=False)
+    except (struct.error, ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{path} is not a complete safetensors file ({exc!r})") from None
     return tensors
 
 

@@ -66,7 +66,7 @@ class Hit:
     id: str
     summary: str
     updated: str
-    score: float  # the ranking score (BM25 × locality × validity, plus inheritance)
+    score: float  # BM25 × locality × validity (+ inheritance); fused with meaning when on
     markers: tuple[str, ...] = ()
     space: str = ""
     scope: str | None = None
