@@ -27,6 +27,12 @@ Each change appends one journal line; the snapshot is rewritten once the journal
 quarter of the corpus (or on ``flush``), so no single change rewrites the corpus.
 
 Ranking is ``ranking.Ranking``; the documents and postings are ``corpus.Corpus``.
+
+The semantic channel (``semantic.Vectors``, on when its model is installed) keeps one vector
+per indexed text beside this index. A search fuses it with the lexical order after embedding
+what is missing for at most ``SEMANTIC_BUDGET`` seconds; ``embed_missing(budget=None)`` is
+the full catch-up the MCP server runs in a background thread. If the model fails, the index
+logs it and searches lexically for the rest of the process.
 """
 
 from __future__ import annotations
