@@ -144,16 +144,19 @@ class RecheckReport:
     candidates: tuple[Candidate, ...]
 
 
+BACKGROUND_PACE = 1.0  # the background catch-up rests as long as it works: half the cores
+
+
 def _embed_until_done(index: SearchIndex) -> None:
     """The semantic catch-up thread: embed until nothing is missing (writes made while it ran
-    included); a failure only logs, the lexical channel keeps serving."""
+    included), at ``BACKGROUND_PACE``; a failure only logs, the lexical channel keeps serving."""
     import logging
 
     try:
         for _ in range(10):  # a node whose text cannot be read stays missing: bounded
             if index.embed_missing(budget=0.0) == 0:  # counts, embeds nothing
                 return
-            index.embed_missing(budget=None)
+            index.embed_missing(budget=None, pace=BACKGROUND_PACE)
     except Exception:
         logging.getLogger("osk.engine").exception("embedding nodes for search failed")
 

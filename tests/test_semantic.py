@@ -101,6 +101,18 @@ def test_a_text_that_is_gone_is_skipped_and_a_zero_budget_embeds_nothing(
     assert store.has("k1") and not store.has("gone")
 
 
+def test_a_paced_catch_up_rests_between_batches_and_an_unpaced_one_does_not(
+        tmp_path: Path, tiny_model: Path, monkeypatch: pytest.MonkeyPatch):
+    rests: list[float] = []
+    monkeypatch.setattr(semantic.time, "sleep", rests.append)
+    texts = {f"k{i}": f"cache {i}" for i in range(20)}
+    Vectors(tmp_path / "a", tiny_model).catch_up(texts, texts.get, budget=None, batch=8)
+    assert rests == []
+    Vectors(tmp_path / "b", tiny_model).catch_up(texts, texts.get, budget=None, batch=8,
+                                                 pace=1.0)
+    assert len(rests) == 3 and all(rest > 0 for rest in rests)  # one per batch of 8
+
+
 # -- search ---------------------------------------------------------------------------------
 def test_search_embeds_the_nodes_and_keeps_their_vectors_as_device_state(
         vault: Vault, tiny_model: Path):

@@ -152,22 +152,23 @@ class WordPiece:
 
 # -- the encoder ----------------------------------------------------------------------------
 def read_safetensors(path: Path) -> dict[str, np.ndarray]:
-    """The tensors of a ``.safetensors`` file (a length-prefixed JSON header, then raw data);
-    ValueError naming the file when it is cut short or not that format."""
+    """The tensors of a ``.safetensors`` file (a length-prefixed JSON header, then raw data),
+    as read-only views of the memory-mapped file: only the pages used are read, and processes
+    using the same model share them. ValueError naming the file when it is cut short or not
+    that format."""
     kinds = {"F32": np.float32, "F16": np.float16, "I64": np.int64}
-    data = path.read_bytes()
     try:
-        (size,) = struct.unpack("<Q", data[:8])
-        header = json.loads(data[8:8 + size])
+        data = np.memmap(path, dtype=np.uint8, mode="r")
+        (size,) = struct.unpack("<Q", data[:8].tobytes())
+        header = json.loads(data[8:8 + size].tobytes())
         tensors: dict[str, np.ndarray] = {}
         for name, info in header.items():
             if name == "__metadata__":
                 continue
-            kind = kinds[info["dtype"]]
-            begin, end = info["data_offsets"]
-            array = np.frombuffer(data, dtype=kind, count=(end - begin) // np.dtype(kind).itemsize,
-                                  offset=8 + size + begin).reshape(info["shape"])
-            tensors[name] = array if kind is np.int64 else array.astype(np.float32, copy=False)
+            begin, end = (8 + size + offset for offset in info["data_offsets"])
+            if end > len(data):
+                raise ValueError(f"{name} ends past the end of the file")
+            tensors[name] = data[begin:end].view(kinds[info["dtype"]]).reshape(info["shape"])
     except (struct.error, ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"{path} is not a complete safetensors file ({exc!r})") from None
     return tensors
@@ -245,12 +246,12 @@ class Encoder:
                                     for part in ("query", "key", "value")], axis=1),
                 qkv_bias=np.concatenate([get(f"{att}self.{part}.bias")
                                          for part in ("query", "key", "value")]),
-                out=get(f"{att}output.dense.weight").T.copy(),
+                out=get(f"{att}output.dense.weight").T,
                 out_bias=get(f"{att}output.dense.bias"),
                 norm1=(get(f"{att}output.LayerNorm.weight"), get(f"{att}output.LayerNorm.bias")),
-                up=get(f"{p}intermediate.dense.weight").T.copy(),
+                up=get(f"{p}intermediate.dense.weight").T,
                 up_bias=get(f"{p}intermediate.dense.bias"),
-                down=get(f"{p}output.dense.weight").T.copy(),
+                down=get(f"{p}output.dense.weight").T,
                 down_bias=get(f"{p}output.dense.bias"),
                 norm2=(get(f"{p}output.LayerNorm.weight"), get(f"{p}output.LayerNorm.bias")),
             ))

@@ -220,16 +220,18 @@ class SearchIndex:
         return self._content_slots[1]
 
     def embed_missing(self, *, budget: float | None,
-                      progress: Callable[[int, int], None] | None = None) -> int:
+                      progress: Callable[[int, int], None] | None = None,
+                      pace: float = 0.0) -> int:
         """Give indexed nodes without a vector one, within ``budget`` seconds (None: all);
-        return how many still lack one. A no-op (0) when the semantic channel is off."""
+        return how many still lack one. A no-op (0) when the semantic channel is off.
+        ``pace`` as in ``Vectors.catch_up``."""
         if self.vectors is None:
             return 0
         with self._lock:
             self._ensure_loaded()
             wanted = {doc.content_hash: doc.path for doc in self._corpus.docs.values()}
         missing = self.vectors.catch_up(wanted, lambda key: self._content(wanted[key], key),
-                                        budget=budget, progress=progress)
+                                        budget=budget, progress=progress, pace=pace)
         if not missing and budget is None:
             self.vectors.forget_except(set(wanted))
         return missing

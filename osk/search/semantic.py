@@ -147,13 +147,15 @@ class Vectors:
 
     # -- writing ------------------------------------------------------------------------------
     def catch_up(self, keys: Iterable[str], text: Text, *, budget: float | None,
-                 batch: int = 8, progress: Progress | None = None) -> int:
+                 batch: int = 8, progress: Progress | None = None, pace: float = 0.0) -> int:
         """Embed keys that have no vector yet, within ``budget`` seconds (None: all of them).
 
         Returns how many are still missing (out of time, or their text gone: ``text`` gave
         None). Saves as it goes, so an interrupted catch-up keeps
         what it computed. While another thread catches up (the MCP server's background one),
-        a search's call returns at once rather than embedding the same nodes twice.
+        a search's call returns at once rather than embedding the same nodes twice. ``pace``:
+        seconds to rest per second of work, so a background catch-up leaves the cores to the
+        person's own builds (1.0: about half the machine).
         """
         keys = list(dict.fromkeys(keys))
         if not self._catching_up.acquire(blocking=budget is None):
@@ -161,12 +163,12 @@ class Vectors:
                 self._load()
                 return sum(1 for key in keys if key not in self._rows)
         try:
-            return self._catch_up(keys, text, budget, batch, progress)
+            return self._catch_up(keys, text, budget, batch, progress, pace)
         finally:
             self._catching_up.release()
 
     def _catch_up(self, keys: list[str], text: Text, budget: float | None, batch: int,
-                  progress: Progress | None) -> int:
+                  progress: Progress | None, pace: float) -> int:
         import numpy as np
 
         deadline = None if budget is None else time.monotonic() + budget
@@ -180,7 +182,10 @@ class Vectors:
             chosen = [(key, text(key)) for key in missing[start:start + batch]]
             chosen = [(key, body) for key, body in chosen if body is not None]
             if chosen:
+                began = time.monotonic()
                 vectors = self.encoder().embed([body for _, body in chosen])
+                if pace:
+                    time.sleep(pace * (time.monotonic() - began))
                 with self._lock:
                     self._add([key for key, _ in chosen], vectors.astype(np.float32, copy=False))
                     if time.monotonic() - self._saved_at >= SAVE_EVERY:
