@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from osk.search.semantic import status as semantic_status
+
 SESSION_ID = "3f6c2a10-5b7e-4c1d-9e8f-0a1b2c3d4e5f"
 PROJECT = "tidepool"
 RELEASE_DOC = """# Releasing tidepool
@@ -266,6 +268,9 @@ async def _distil(demo: Demo, client: Any) -> None:
     demo.step("Recall: search finds it, and the next session starts with the scope memory")
     for hit in hits[:2]:
         demo.say(f"{hit['score']:.2f}  {hit['title']}  markers={hit['markers']}")
+    demo.say("(ranked by words and by meaning: the semantic channel is on)"
+             if semantic_status()[0] else
+             "(ranked by words; the semantic channel, off here, adds meaning: docs/search.md)")
     first = demo.hook("session-start", _payload(demo, "SessionStart", source="startup"))
     again = demo.hook("session-start", _payload(demo, "SessionStart", source="resume"))
     demo.say("session start now injects:")
