@@ -168,6 +168,41 @@ def test_scope_isolation_holds_for_the_semantic_channel_too(vault: Vault, tiny_m
     assert [h.title for h in seen_from_beta] == ["Release"]
 
 
+def test_a_pending_edit_in_a_protected_region_is_not_embedded_until_approved(
+        vault: Vault, tiny_model: Path, monkeypatch: pytest.MonkeyPatch):
+    import sys
+
+    from authority_support import FakeTerminal, agent_write, edit_body, node_text
+
+    from osk import node, protection
+    from osk.fsutil import sha256_text
+    from osk.search import SearchIndex
+    from osk.search.corpus import SearchDoc
+
+    monkeypatch.setattr(sys, "stdin", FakeTerminal())
+    rel = "Person/prefs/Editor.md"
+    agent_write(vault, rel, node_text(body="The person edits in Helix.\n", author="user"),
+                actor="user")
+    protection.protect(vault, "Person/prefs")
+    agent_write(vault, rel, edit_body(vault, rel, "The person edits in Vim.\n"))
+
+    def embedded_key() -> str:
+        index = SearchIndex(vault)
+        index.refresh()  # what a search does first: sees the approval
+        assert index.embed_missing(budget=None) == 0
+        keys = json.loads(vault.state("index", "vectors", "keys.json").read_text("utf-8"))
+        (key,) = keys["keys"]
+        return key
+
+    def key_of(body: str) -> str:
+        summary = node.parse(rel, vault.abs(rel).read_text("utf-8")).meta.summary
+        return sha256_text(SearchDoc.content_text("Editor", summary, body))
+
+    assert embedded_key() == key_of("The person edits in Helix.\n")  # the approved text
+    protection.approve(vault, rel)
+    assert embedded_key() == key_of("The person edits in Vim.\n")
+
+
 def test_a_damaged_model_falls_back_to_lexical_search_instead_of_failing(
         vault: Vault, tiny_model: Path, caplog: pytest.LogCaptureFixture):
     data = (tiny_model / "model.safetensors").read_bytes()
