@@ -20,7 +20,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from osk import candidates, protection, raw, raw_review, scope_memory, sync, trust, write
+from osk import (
+    candidates,
+    conflict_copies,
+    protection,
+    raw,
+    raw_review,
+    scope_memory,
+    trust,
+    write,
+)
 from osk.catalog import Catalog, Changes
 from osk.edges import FileTarget, RawTarget, parse_target, raw_record
 from osk.errors import EdgeError, LedgerError, NodeNotFound, OskError
@@ -608,7 +617,8 @@ class Engine:
 
     def _conflict_copies(self) -> list[str]:
         """Sync conflict copies this session may see (another project's stay hidden)."""
-        return [rel for rel in sync.conflict_copies(self.vault) if self._may_see_path(str(rel))]
+        return [rel for rel in conflict_copies.conflict_copies(self.vault)
+                if self._may_see_path(str(rel))]
 
     def _may_see_path(self, rel: str) -> bool:
         record = _RECORD.match(rel.split("#", 1)[0])
@@ -625,7 +635,7 @@ class Engine:
     def _problems(self) -> list[str]:
         # A conflict copy has no contract id on purpose; it is listed under conflict_copies.
         problems = [str(entry.error) for entry in self.catalog.entries.values()
-                    if entry.error is not None and not sync.is_conflict_copy(entry.path)]
+                    if entry.error is not None and not conflict_copies.is_conflict_copy(entry.path)]
         for node_id, paths in self.catalog.duplicate_ids().items():
             problems.append(f"id {node_id} is carried by {', '.join(paths)}")
         for _, paths in self.catalog.duplicate_titles().items():

@@ -32,20 +32,12 @@ One cycle (``sync_once``) runs in this order:
 Conflicts. Ledgers never conflict (union). Raw records are per device and conversation, so they
 should not; if one does, both versions are kept. A node edited on two devices keeps **the
 version the remote already has** at its path (it is what every other device already sees), and
-the local version is written beside it as a *conflict copy*::
-
-    Scope/proj/Cluster/Title (sync conflict 2026-11-29 1802 3f9a1c0b2d4e).md
-
-(time of the sync, this device's id, and `` 2``, `` 3``… if that name is taken). The name
-ends in ``.md`` so Obsidian shows it next to the node. In a node's copy the ``id:`` line is
-turned into a YAML comment naming the id, so the copy carries no contract id: the catalog's
-duplicate-id rule does not make the original unreadable, and the copy is neither searched nor
-citable until a person merges it into the node and deletes it. ``conflict_copies(vault)`` lists
-the copies for the validators and the overview. A node deleted on one device and edited on the
-other keeps the edit (at the path when the remote still has the node, as a conflict copy when
-the remote deleted it). A file a person edits by hand while a cycle lands a different version
-of it gets the same treatment (their text becomes the copy). Copies of anything but nodes keep
-their bytes unchanged. No file is ever left with conflict markers.
+the local version is written beside it as a *conflict copy* (``osk.conflict_copies``: its name,
+and the commented-out id that keeps the original readable). A node deleted on one device and
+edited on the other keeps the edit (at the path when the remote still has the node, as a
+conflict copy when the remote deleted it). A file a person edits by hand while a cycle lands a
+different version of it gets the same treatment (their text becomes the copy). Copies of
+anything but nodes keep their bytes unchanged. No file is ever left with conflict markers.
 
 Interrupted cycles. A killed cycle leaves at most: a scratch clone (discarded and redone), a
 landing journal (the landing is finished), and stale git lock files such as ``index.lock``
@@ -66,7 +58,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import shutil
 import threading
 import time
@@ -77,11 +68,18 @@ from pathlib import Path, PurePosixPath
 from typing import Any, NoReturn
 
 from osk import clock
+from osk.conflict_copies import (
+    conflict_copies,
+    copy_content,
+    copy_name,
+    is_conflict_copy,
+    is_node_path,
+)
 from osk.errors import OskError, RawRecordError, SyncError
 from osk.fsutil import atomic_write
 from osk.ledger import device_id
 from osk.locks import LockTimeout, file_lock
-from osk.vault import LEDGER_DIR, RAW_DIR, SPACES, STATE_DIR, Vault
+from osk.vault import LEDGER_DIR, RAW_DIR, STATE_DIR, Vault
 
 DEFAULT_REMOTE = "origin"
 PUSH_ATTEMPTS = 5
@@ -93,10 +91,6 @@ CHECKPOINTS = ("committed", "fetched", "rebase-stopped", "rebased", "landing", "
 _ZERO = "0" * 40
 _EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 _NAMES_SHOWN = 12
-_COPY = re.compile(
-    r" \(sync conflict \d{4}-\d{2}-\d{2} \d{4} [0-9A-Za-z_-]+(?: \d+)?\)(?=\.[^./]+$|$)"
-)
-_SKIP_DIRS = frozenset({".git", STATE_DIR, ".obsidian", ".trash"})
 # Git runs non-interactively: no editor, no credential prompt on a terminal nobody watches.
 _ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_EDITOR": "true", "GIT_SEQUENCE_EDITOR": "true",
         "GIT_MERGE_AUTOEDIT": "no"}
@@ -218,63 +212,7 @@ _ACCESS_REFUSED = (
 )  # not "access rights": git adds that hint to every ssh failure, an unknown host included
 
 
-# -- conflict copies ------------------------------------------------------------------------
-def conflict_copies(vault: Vault) -> list[str]:
-    """Every sync conflict copy in the vault (vault-relative paths), for validators/overview."""
-    found: list[str] = []
-    for directory, dirs, files in os.walk(vault.root):
-        dirs[:] = [d for d in dirs if d not in _SKIP_DIRS]
-        found.extend(vault.rel(Path(directory) / name) for name in files if is_conflict_copy(name))
-    return sorted(found)
-
-
-def is_conflict_copy(rel: str) -> bool:
-    return bool(_COPY.search(PurePosixPath(rel).name))
-
-
-def original_of(rel: str) -> str:
-    """The path a conflict copy was made beside (the node to merge it into)."""
-    path = PurePosixPath(rel)
-    return str(path.with_name(_COPY.sub("", path.name, count=1)))
-
-
-def _copy_name(rel: str, device: str, taken: Callable[[str], bool]) -> str:
-    path = PurePosixPath(rel)
-    stamp = clock.now().strftime("%Y-%m-%d %H%M")
-    suffix = "".join(path.suffixes[-1:])
-    stem = path.name[: len(path.name) - len(suffix)] if suffix else path.name
-    for number in range(1, 1000):
-        extra = f" {number}" if number > 1 else ""
-        name = str(path.with_name(f"{stem} (sync conflict {stamp} {device}{extra}){suffix}"))
-        if not taken(name):
-            return name
-    raise SyncError(f"could not choose a free conflict-copy name beside {rel}")
-
-
-def _copy_content(rel: str, data: bytes) -> bytes:
-    """A node's copy loses its contract id (kept as a comment) so the original stays readable."""
-    if not _is_node(rel):
-        return data
-    lines = data.split(b"\n")
-    if not lines or lines[0].rstrip(b"\r").lstrip(b"\xef\xbb\xbf") != b"---":
-        return data
-    for index, line in enumerate(lines[1:], start=1):
-        if line.rstrip(b"\r") == b"---":
-            break
-        if line.startswith(b"id:"):
-            node_id = line[3:].strip().decode("utf-8", "replace")
-            lines[index] = (f"# sync conflict copy of id {node_id}: merge it into the node by "
-                            f"hand, then delete this file").encode()
-            break
-    return b"\n".join(lines)
-
-
 # -- path kinds -----------------------------------------------------------------------------
-def _is_node(rel: str) -> bool:
-    parts = PurePosixPath(rel).parts
-    return rel.endswith(".md") and len(parts) > 1 and parts[0] in SPACES
-
-
 def _is_ledger(rel: str) -> bool:
     parts = PurePosixPath(rel).parts
     return len(parts) == 2 and parts[0] == LEDGER_DIR and rel.endswith(".jsonl")
@@ -701,7 +639,7 @@ def _summarise(names: list[str], numstat: str) -> dict[str, Any]:
         if code[0] in "RC":
             source, target = names[index + 1], names[index + 2]
             index += 3
-            if _is_node(source) and _is_node(target) and code[0] == "R":
+            if is_node_path(source) and is_node_path(target) and code[0] == "R":
                 moved.append((_title(source), _title(target)))
             elif not (_append_only(target) or is_conflict_copy(target)):
                 other.append(target)
@@ -710,7 +648,7 @@ def _summarise(names: list[str], numstat: str) -> dict[str, Any]:
         index += 2
         if is_conflict_copy(rel):
             copies.append(rel)
-        elif _is_node(rel):
+        elif is_node_path(rel):
             {"A": added, "D": removed}.get(code[0], changed).append(_title(rel))
         elif not _append_only(rel):
             other.append(rel)
@@ -927,8 +865,8 @@ def _resolve_path(cycle: _Cycle, work: _Repo, rel: str, ours: tuple[str, str] | 
         (work.root / rel).unlink(missing_ok=True)
     if not theirs:
         return []
-    copy = _copy_name(rel, cycle.device, lambda name: _tracked(work, name))
-    _put(work, copy, theirs[0], work.store(_copy_content(rel, work.blob(theirs[1]))))
+    copy = copy_name(rel, cycle.device, lambda name: _tracked(work, name))
+    _put(work, copy, theirs[0], work.store(copy_content(rel, work.blob(theirs[1]))))
     cycle.result.conflict_copies.append(copy)
     return [f"{rel}: this device's version is in {copy}"]
 
@@ -1024,8 +962,8 @@ def _land_file(cycle: _Cycle, rel: str, old_sha: str, new_sha: str, new_mode: st
                 _write(vault, rel, _union(new, current), new_mode)
                 return
         if current is not None:  # changed here while the cycle ran: keep it beside the node
-            copy = _copy_name(rel, cycle.device, lambda name: vault.abs(name).exists())
-            _write(vault, copy, _copy_content(rel, current), "100644")
+            copy = copy_name(rel, cycle.device, lambda name: vault.abs(name).exists())
+            _write(vault, copy, copy_content(rel, current), "100644")
             cycle.result.conflict_copies.append(copy)
         _write(vault, rel, new, new_mode)
 

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from osk import edges, raw, sync
+from osk import conflict_copies, edges, raw
 from osk.catalog import Catalog
 from osk.errors import EdgeError, LedgerError, OskError
 from osk.ledger import Ledger
@@ -61,7 +61,7 @@ def run(vault: Vault, catalog: Catalog | None = None) -> list[Finding]:
     # A sync conflict copy has no contract id on purpose (so the node it was copied from stays
     # readable); it is reported once, as a conflict copy for a person to merge, never as a
     # broken node, ledger or raw record.
-    findings = [f for f in findings if not sync.is_conflict_copy(f.path)]
+    findings = [f for f in findings if not conflict_copies.is_conflict_copy(f.path)]
     findings.extend(_sync_conflicts(vault, catalog))
     return sorted(set(findings))
 
@@ -243,10 +243,11 @@ def _scope_memory(vault: Vault, catalog: Catalog) -> Iterator[Finding]:
 
 
 def _sync_conflicts(vault: Vault, catalog: Catalog) -> Iterator[Finding]:
-    for rel in sync.conflict_copies(vault):
+    for rel in conflict_copies.conflict_copies(vault):
         yield _finding("sync-conflicts", rel,
-                       f"a sync conflict copy of {sync.original_of(rel)}: two devices changed "
-                       f"this node; merge what holds into the original and delete this copy")
+                       f"a sync conflict copy of {conflict_copies.original_of(rel)}: two devices "
+                       f"changed this node; merge what holds into the original and delete this "
+                       f"copy")
 
 
 def _workbench_titles(vault: Vault) -> set[str]:

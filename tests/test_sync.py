@@ -18,7 +18,7 @@ from sync_support import (
     write_node,
 )
 
-from osk import sync
+from osk import conflict_copies, sync
 from osk.catalog import Catalog
 from osk.cli import main
 from osk.errors import SyncError
@@ -167,7 +167,7 @@ def test_a_ledger_still_merges_line_by_line_when_the_union_rule_was_removed(pair
     sync.sync_once(a)
     for device in (a, b):
         assert {r.id for r in Ledger(device, "routing").read().records} == {on_a.id, on_b.id}
-        assert sync.conflict_copies(device) == []
+        assert conflict_copies.conflict_copies(device) == []
         assert_settled(device)
 
 
@@ -213,8 +213,8 @@ def test_the_same_node_edited_on_two_devices_keeps_both_versions_and_a_validator
         assert copy_text.endswith("---\nSteep at 85 degrees.\n")
         assert (f"# sync conflict copy of id {node_id}: merge it into the node by hand, then "
                 f"delete this file\n") in copy_text
-        assert sync.conflict_copies(device) == [copy]
-        assert sync.original_of(copy) == "Domain/Tea/Green tea.md"
+        assert conflict_copies.conflict_copies(device) == [copy]
+        assert conflict_copies.original_of(copy) == "Domain/Tea/Green tea.md"
         catalog = Catalog(device)
         catalog.refresh()
         assert catalog.get(node_id).path == "Domain/Tea/Green tea.md"  # still readable
@@ -240,7 +240,7 @@ def test_a_node_deleted_on_one_device_and_edited_on_the_other_keeps_the_edit(pai
     sync.sync_once(b)
     for device in (a, b):
         assert body_of(device, "Domain/Tea/Green tea.md") == "one, and more\n"
-        assert sync.conflict_copies(device) == []
+        assert conflict_copies.conflict_copies(device) == []
         assert_settled(device)
 
 
@@ -502,8 +502,8 @@ def test_the_first_sync_publishes_to_an_empty_remote(tmp_path, capsys):
 
 def test_conflict_copy_names_are_recognised_and_lead_back_to_the_node():
     copy = "Scope/p/c/Plan (sync conflict 2026-11-29 1802 3f9a1c0b2d4e 2).md"
-    assert sync.is_conflict_copy(copy)
-    assert sync.original_of(copy) == "Scope/p/c/Plan.md"
-    assert not sync.is_conflict_copy("Scope/p/c/Plan (sync conflict notes).md")
-    assert sync.original_of("_raw/k/conv (sync conflict 2026-11-29 1802 ab).md") == \
+    assert conflict_copies.is_conflict_copy(copy)
+    assert conflict_copies.original_of(copy) == "Scope/p/c/Plan.md"
+    assert not conflict_copies.is_conflict_copy("Scope/p/c/Plan (sync conflict notes).md")
+    assert conflict_copies.original_of("_raw/k/conv (sync conflict 2026-11-29 1802 ab).md") == \
         "_raw/k/conv.md"

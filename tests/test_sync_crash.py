@@ -21,7 +21,7 @@ from sync_support import (
     write_node,
 )
 
-from osk import sync
+from osk import conflict_copies, sync
 from osk.ledger import Ledger
 
 pytestmark = pytest.mark.crash
@@ -83,7 +83,7 @@ def test_a_sync_killed_at_any_checkpoint_is_completed_by_the_next_cycle(tmp_path
         assert device.abs("_raw/repo-x/conv-a.md").read_text(encoding="utf-8") == "round from a\n"
         assert device.abs("_raw/repo-x/conv-b.md").read_text(encoding="utf-8") == "round from b\n"
         assert body_of(device, "Domain/Only b.md") == "b\n"
-        copies = sync.conflict_copies(device)
+        copies = conflict_copies.conflict_copies(device)
         assert len(copies) == 1
         kept = {body_of(device, "Domain/Tea.md"),
                 device.abs(copies[0]).read_text(encoding="utf-8").split("---\n")[-1]}

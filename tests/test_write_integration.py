@@ -12,7 +12,7 @@ from authority_support import FakeTerminal
 from sync_support import make_devices
 from writekit import create, snapshot
 
-from osk import audit, protection, raw, sync, validate
+from osk import audit, conflict_copies, protection, raw, sync, validate
 from osk.engine import Engine
 from osk.errors import ProtectedRegionError
 from osk.fsutil import atomic_write
@@ -106,7 +106,7 @@ def test_a_move_is_audited_at_the_new_path_with_the_old_one_in_its_detail(eng: E
 def conflict_copy(vault: Vault, rel: str) -> str:
     """A copy of ``rel`` as sync writes it beside a node edited on two devices (no id)."""
     copy = rel[:-3] + " (sync conflict 2026-01-02 0304 laptop).md"
-    atomic_write(vault.abs(copy), sync._copy_content(rel, vault.abs(rel).read_bytes()))
+    atomic_write(vault.abs(copy), conflict_copies.copy_content(rel, vault.abs(rel).read_bytes()))
     return copy
 
 
