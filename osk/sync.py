@@ -77,6 +77,7 @@ from osk.conflict_copies import (
 )
 from osk.errors import OskError, RawRecordError, SyncError
 from osk.fsutil import atomic_write
+from osk.gitrepo import GitRepo, GitRun, literal, open_repo, split_z
 from osk.ledger import device_id
 from osk.locks import LockTimeout, file_lock
 from osk.vault import LEDGER_DIR, RAW_DIR, STATE_DIR, Vault
@@ -84,16 +85,12 @@ from osk.vault import LEDGER_DIR, RAW_DIR, STATE_DIR, Vault
 DEFAULT_REMOTE = "origin"
 PUSH_ATTEMPTS = 5
 NETWORK_TIMEOUT = 120.0
-LOCAL_TIMEOUT = 600.0
 SYNC_LOCK_TIMEOUT = 300.0
 STALE_LOCK_WAIT = 1.5
 CHECKPOINTS = ("committed", "fetched", "rebase-stopped", "rebased", "landing", "landed", "pushed")
 _ZERO = "0" * 40
 _EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 _NAMES_SHOWN = 12
-# Git runs non-interactively: no editor, no credential prompt on a terminal nobody watches.
-_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_EDITOR": "true", "GIT_SEQUENCE_EDITOR": "true",
-        "GIT_MERGE_AUTOEDIT": "no"}
 # The scratch rebase must not be steered by the person's global rebase settings or hooks.
 _SCRATCH_CONFIG = ("rebase.autoStash=false", "rebase.autoSquash=false", "rebase.updateRefs=false",
                    "rebase.backend=merge", "advice.detachedHead=false", "gc.auto=0")
@@ -231,102 +228,14 @@ def _is_temp(rel: str) -> bool:
     return name.startswith(".") and name.endswith(".tmp")
 
 
-# -- git plumbing ---------------------------------------------------------------------------
-@dataclass(frozen=True)
-class _Run:
-    status: int
-    out: str
-    err: str
-
-
-class _Repo:
-    """A repository driven through GitPython: porcelain commands plus its object database."""
-
-    def __init__(self, root: Path, config: Iterable[str] = ()) -> None:
-        try:
-            from git import Repo
-            from git.exc import InvalidGitRepositoryError, NoSuchPathError
-        except ImportError as exc:  # GitPython refuses to load without a git executable
-            raise SyncError(f"git cannot be run ({exc}); install git and sync again") from exc
-
-        try:
-            self.repo = Repo(str(root))
-        except (InvalidGitRepositoryError, NoSuchPathError) as exc:
-            raise SyncError(f"{root} is not a git repository; make it one with "
-                            f"`git -C {root} init` and add a remote") from exc
-        self.root = root
-        self.config = list(config)
-        self.git_dir = Path(self.repo.git_dir)
-
-    def close(self) -> None:
-        self.repo.close()
-
-    def run(self, *args: str, check: bool = True, timeout: float = LOCAL_TIMEOUT) -> _Run:
-        command = ["git"]
-        for item in self.config:
-            command += ["-c", item]
-        status, out, err = self.repo.git.execute(
-            [*command, *args], with_extended_output=True, with_exceptions=False,
-            kill_after_timeout=timeout, env=_ENV, strip_newline_in_stdout=False,
-        )
-        result = _Run(int(status or 0), str(out), str(err))
-        if check and result.status != 0:
-            detail = (result.err.strip() or result.out.strip()).splitlines()[-3:]
-            raise SyncError(f"git {args[0]} failed in {self.root}: {' / '.join(detail)}",
-                            command=list(args), status=result.status)
-        return result
-
-    def sha(self, rev: str) -> str | None:
-        result = self.run("rev-parse", "--verify", "-q", f"{rev}^{{commit}}", check=False)
-        return result.out.strip() or None if result.status == 0 else None
-
-    def is_ancestor(self, older: str, newer: str) -> bool:
-        return self.run("merge-base", "--is-ancestor", older, newer, check=False).status == 0
-
-    def count(self, revisions: str) -> int:
-        return int(self.run("rev-list", "--count", revisions).out.strip() or 0)
-
-    def blob(self, sha: str) -> bytes:
-        return bytes(self.repo.odb.stream(bytes.fromhex(sha)).read())
-
-    def store(self, data: bytes) -> str:
-        from io import BytesIO
-
-        from gitdb import IStream
-
-        stream = self.repo.odb.store(IStream(b"blob", len(data), BytesIO(data)))
-        return stream.hexsha.decode("ascii")
-
-    def set_entry(self, rel: str, mode: str, sha: str) -> None:
-        self.run("update-index", "--add", "--cacheinfo", f"{mode},{sha},{rel}")
-
-
-@contextmanager
-def _open(root: Path, config: Iterable[str] = ()) -> Iterator[_Repo]:
-    repo = _Repo(root, config)
-    try:
-        yield repo
-    finally:
-        repo.close()
-
-
-def _literal(rel: str) -> str:
-    """A path as a pathspec that matches only itself (file names may hold * ? [ ])."""
-    return f":(literal){rel}"
-
-
-def _split_z(text: str) -> list[str]:
-    return [item for item in text.split("\0") if item]
-
-
-def _status_paths(repo: _Repo, *pathspec: str) -> list[tuple[str, str]]:
+def _status_paths(repo: GitRepo, *pathspec: str) -> list[tuple[str, str]]:
     """(XY, path) for every changed or untracked file; ignored files and device state left out."""
     fields = repo.run("status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames",
                       "--", *(pathspec or (".",)), f":(exclude){STATE_DIR}").out.split("\0")
     return [(item[:2], item[3:]) for item in fields if len(item) > 3]
 
 
-def _identity(repo: _Repo, vault: Vault) -> list[str]:
+def _identity(repo: GitRepo, vault: Vault) -> list[str]:
     """A committer identity for machines that have none configured (sync must not stop)."""
     if repo.run("config", "user.email", check=False).out.strip():
         return []
@@ -363,7 +272,7 @@ class _State:
 @dataclass
 class _Cycle:
     vault: Vault
-    repo: _Repo
+    repo: GitRepo
     remote: str
     branch: str
     checkpoint: Checkpoint | None
@@ -409,7 +318,7 @@ def sync_once(vault: Vault, *, remote: str = DEFAULT_REMOTE, push_attempts: int 
 def _run_cycle(vault: Vault, remote: str, attempts: int, checkpoint: Checkpoint | None,
                interrupted: bool) -> SyncResult:
     state = _State.load(vault)
-    with _open(vault.root) as repo:
+    with open_repo(vault.root) as repo:
         repo.config = _identity(repo, vault)
         branch = _current_branch(repo, remote)
         cycle = _Cycle(vault, repo, remote, branch, checkpoint, device_id(vault),
@@ -468,7 +377,7 @@ def _offline(cycle: _Cycle, state: _State, reason: str) -> SyncResult:
     return result
 
 
-def _current_branch(repo: _Repo, remote: str) -> str:
+def _current_branch(repo: GitRepo, remote: str) -> str:
     result = repo.run("symbolic-ref", "-q", "--short", "HEAD", check=False)
     if result.status != 0:
         raise SyncError(f"{repo.root} is not on a branch (detached HEAD); check out the vault's "
@@ -505,7 +414,7 @@ def _pause_for_tests(name: str) -> None:
 
 
 # -- recovery -------------------------------------------------------------------------------
-def _refuse_foreign_operations(repo: _Repo) -> None:
+def _refuse_foreign_operations(repo: GitRepo) -> None:
     """osk never merges or rebases in the vault itself, so one in progress is a person's."""
     git_dir = repo.git_dir
     states = {"rebase-merge": "a rebase", "rebase-apply": "a rebase or `git am`",
@@ -583,7 +492,7 @@ def _commit_into(cycle: _Cycle) -> None:
         cycle.result.commits.append(summary)
 
 
-def _commit_changes(vault: Vault, repo: _Repo, device: str) -> CommitSummary | None:
+def _commit_changes(vault: Vault, repo: GitRepo, device: str) -> CommitSummary | None:
     """Stage and commit the vault's changes; None when nothing changed. Caller holds the lock."""
     # Naming an ignored folder, even to exclude it, makes `git add` fail: exclude .osk/ only
     # when .gitignore does not already keep it out.
@@ -595,7 +504,7 @@ def _commit_changes(vault: Vault, repo: _Repo, device: str) -> CommitSummary | N
     if repo.run("ls-files", "-z", "--", STATE_DIR).out:
         repo.run("rm", "-r", "-q", "--cached", "--", STATE_DIR)  # device state is never synced
     head = repo.sha("HEAD") or _EMPTY_TREE
-    names = _split_z(repo.run("diff", "--cached", "-z", "--name-status", "-M", head).out)
+    names = split_z(repo.run("diff", "--cached", "-z", "--name-status", "-M", head).out)
     if not names:
         return None
     numstat = repo.run("diff", "--cached", "-z", "--numstat", "--no-renames", head, "--",
@@ -608,7 +517,7 @@ def _commit_changes(vault: Vault, repo: _Repo, device: str) -> CommitSummary | N
     return CommitSummary(sha=sha, subject=message.splitlines()[0], **summary)
 
 
-def _stage_complete_lines(vault: Vault, repo: _Repo) -> None:
+def _stage_complete_lines(vault: Vault, repo: GitRepo) -> None:
     """Stage ledgers and raw records up to their last newline: a torn append waits a cycle."""
     whole: list[str] = []
     for code, rel in _status_paths(repo, LEDGER_DIR, RAW_DIR):
@@ -617,7 +526,7 @@ def _stage_complete_lines(vault: Vault, repo: _Repo) -> None:
         path = vault.abs(rel)
         if not path.is_file():
             if code[1] == "D" or code[0] == "D":
-                repo.run("rm", "-q", "--cached", "--ignore-unmatch", "--", _literal(rel))
+                repo.run("rm", "-q", "--cached", "--ignore-unmatch", "--", literal(rel))
             continue
         data = path.read_bytes()
         complete = data[: data.rfind(b"\n") + 1]
@@ -627,7 +536,7 @@ def _stage_complete_lines(vault: Vault, repo: _Repo) -> None:
             mode = "100755" if os.access(path, os.X_OK) else "100644"
             repo.set_entry(rel, mode, repo.store(complete))
     for start in range(0, len(whole), 200):  # stay far below the command-line length limit
-        repo.run("add", "--", *map(_literal, whole[start:start + 200]))
+        repo.run("add", "--", *map(literal, whole[start:start + 200]))
 
 
 def _summarise(names: list[str], numstat: str) -> dict[str, Any]:
@@ -653,7 +562,7 @@ def _summarise(names: list[str], numstat: str) -> dict[str, Any]:
         elif not _append_only(rel):
             other.append(rel)
     ledgers, raw = [], []
-    for entry in _split_z(numstat):
+    for entry in split_z(numstat):
         count, _deleted, rel = entry.split("\t", 2)
         lines = int(count) if count.isdigit() else 0
         if _is_ledger(rel):
@@ -739,7 +648,7 @@ def _push(cycle: _Cycle, head: str) -> bool:
     _raise_unless_reached(cycle, result)
 
 
-def _raise_unless_reached(cycle: _Cycle, result: _Run) -> NoReturn:
+def _raise_unless_reached(cycle: _Cycle, result: GitRun) -> NoReturn:
     """Raise SyncError when the remote refused our credentials, else _Unreachable."""
     lines = [line.strip() for line in (result.err + result.out).splitlines() if line.strip()]
     refused = [line for line in lines if any(sign in line.lower() for sign in _ACCESS_REFUSED)]
@@ -754,7 +663,7 @@ def _raise_unless_reached(cycle: _Cycle, result: _Run) -> NoReturn:
     raise _Unreachable(_first_error(result))
 
 
-def _first_error(result: _Run) -> str:
+def _first_error(result: GitRun) -> str:
     lines = [line.strip() for line in (result.err + result.out).splitlines() if line.strip()]
     wanted = [line for line in lines if line.startswith(("fatal", "error", "!"))]
     return (wanted or lines or ["git gave no reason"])[0][:300]
@@ -795,7 +704,7 @@ def _rebase_in_scratch(cycle: _Cycle, local: str, upstream: str) -> str:
     hooks = scratch / ".git" / "osk-no-hooks"
     hooks.mkdir(exist_ok=True)
     config = [*cycle.repo.config, *_SCRATCH_CONFIG, f"core.hooksPath={hooks}"]
-    with _open(scratch, config) as work:
+    with open_repo(scratch, config) as work:
         work.run("sparse-checkout", "set", "--cone", check=False)  # top-level files only
         work.run("checkout", "-q", "--detach", local)
         started = work.run("rebase", "--merge", upstream, check=False)
@@ -820,14 +729,14 @@ def _rebase_in_scratch(cycle: _Cycle, local: str, upstream: str) -> str:
     return rebased
 
 
-def _index_differs(work: _Repo) -> bool:
+def _index_differs(work: GitRepo) -> bool:
     return work.run("diff", "--cached", "--quiet", "HEAD", check=False).status != 0
 
 
-def _resolve_step(cycle: _Cycle, work: _Repo, started: _Run) -> None:
+def _resolve_step(cycle: _Cycle, work: GitRepo, started: GitRun) -> None:
     """Resolve every unmerged path of the stopped step; never leave conflict markers."""
     stages: dict[str, dict[int, tuple[str, str]]] = {}
-    for entry in _split_z(work.run("ls-files", "-u", "-z").out):
+    for entry in split_z(work.run("ls-files", "-u", "-z").out):
         info, rel = entry.split("\t", 1)
         mode, sha, stage = info.split()
         stages.setdefault(rel, {})[int(stage)] = (mode, sha)
@@ -843,7 +752,7 @@ def _resolve_step(cycle: _Cycle, work: _Repo, started: _Run) -> None:
                          + "".join(f"- {note}\n" for note in notes))
 
 
-def _resolve_path(cycle: _Cycle, work: _Repo, rel: str, ours: tuple[str, str] | None,
+def _resolve_path(cycle: _Cycle, work: GitRepo, rel: str, ours: tuple[str, str] | None,
                   theirs: tuple[str, str] | None) -> list[str]:
     # In a rebase "ours" is the remote's version and "theirs" is the local commit's.
     if ours and theirs and _is_ledger(rel):
@@ -871,14 +780,14 @@ def _resolve_path(cycle: _Cycle, work: _Repo, rel: str, ours: tuple[str, str] | 
     return [f"{rel}: this device's version is in {copy}"]
 
 
-def _put(work: _Repo, rel: str, mode: str, sha: str) -> None:
+def _put(work: GitRepo, rel: str, mode: str, sha: str) -> None:
     """Resolve ``rel`` in the index and the worktree (rebase --continue checks both)."""
     work.set_entry(rel, mode, sha)
     work.run("checkout-index", "-f", "--", rel)
 
 
-def _tracked(work: _Repo, rel: str) -> bool:
-    return bool(work.run("ls-files", "-z", "--", _literal(rel)).out) or (work.root / rel).exists()
+def _tracked(work: GitRepo, rel: str) -> bool:
+    return bool(work.run("ls-files", "-z", "--", literal(rel)).out) or (work.root / rel).exists()
 
 
 def _union(ours: bytes, theirs: bytes) -> bytes:
@@ -893,9 +802,9 @@ def _union(ours: bytes, theirs: bytes) -> bytes:
     return b"".join(lines)
 
 
-def _dedupe_ledgers(cycle: _Cycle, work: _Repo, upstream: str) -> None:
+def _dedupe_ledgers(cycle: _Cycle, work: GitRepo, upstream: str) -> None:
     """A union merge can repeat a line both sides added; a ledger line must appear once."""
-    changed = _split_z(work.run("diff", "-z", "--name-only", upstream, "HEAD", "--",
+    changed = split_z(work.run("diff", "-z", "--name-only", upstream, "HEAD", "--",
                                 LEDGER_DIR).out)
     fixed = 0
     for rel in changed:
@@ -923,7 +832,7 @@ def _land(cycle: _Cycle, old: str, new: str) -> None:
     journal = _journal_path(cycle.vault)
     atomic_write(journal, json.dumps({"from": old, "to": new}) + "\n")
     repo = cycle.repo
-    raw = _split_z(repo.run("diff", "--raw", "--no-abbrev", "-z", "--no-renames", old, new).out)
+    raw = split_z(repo.run("diff", "--raw", "--no-abbrev", "-z", "--no-renames", old, new).out)
     first = True
     for meta, rel in zip(raw[0::2], raw[1::2], strict=True):
         _old_mode, new_mode, old_sha, new_sha, _code = meta.lstrip(":").split(" ")
@@ -1023,7 +932,7 @@ def _prune_empty_dirs(vault: Vault, directory: Path) -> None:
 def status(vault: Vault, *, remote: str = DEFAULT_REMOTE) -> SyncStatus:
     """Where the vault stands, from local refs and the saved state (no network)."""
     state = _State.load(vault)
-    with _open(vault.root) as repo:
+    with open_repo(vault.root) as repo:
         branch = _current_branch(repo, remote)
         tracking = f"refs/remotes/{remote}/{branch}"
         upstream = repo.sha(tracking)
@@ -1051,7 +960,7 @@ def fingerprint(vault: Vault, *, committed_only: bool = False) -> str:
 
     ``committed_only`` gives the digest the vault would have with nothing left to commit.
     """
-    with _open(vault.root) as repo:
+    with open_repo(vault.root) as repo:
         digest = hashlib.sha256((repo.sha("HEAD") or "").encode())
         for code, rel in [] if committed_only else _status_paths(repo):
             try:
