@@ -120,6 +120,7 @@ class SearchIndex:
         self._journal_ops = 0
         self._pending: list[list[Any]] = []
         self._content_slots: tuple[int, dict[str, int]] = (-1, {})
+        self._embedded_version = -1  # the corpus version at which every node had a vector
 
     # -- public API ---------------------------------------------------------------------------
     def sync(self, catalog: Catalog, changes: Changes, *, walked: bool = False) -> None:
@@ -203,7 +204,10 @@ class SearchIndex:
 
     def _semantic(self, ranking: Ranking, query: str) -> list[tuple[int, float]]:
         assert self.vectors is not None
-        self.embed_missing(budget=SEMANTIC_BUDGET)
+        version = self._corpus.version
+        if self._embedded_version != version:  # nothing changed since all had vectors: skip
+            if self.embed_missing(budget=SEMANTIC_BUDGET) == 0:
+                self._embedded_version = version
         slots = self._slots_by_content()
         # Locality and validity reorder these only within a factor of about 1.3 (see
         # SEMANTIC_LOCALITY), and hidden nodes drop out: look well past FUSION_DEPTH.
