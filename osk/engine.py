@@ -163,7 +163,7 @@ def _embed_until_done(index: SearchIndex) -> None:
 
     try:
         for _ in range(10):  # a node whose text cannot be read stays missing: bounded
-            if index.embed_missing(budget=0.0) == 0:  # counts, embeds nothing
+            if index.missing_vectors() == 0:
                 return
             index.embed_missing(budget=None, pace=BACKGROUND_PACE)
     except Exception:

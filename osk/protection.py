@@ -486,7 +486,7 @@ def to_revert(vault: Vault, rel: str) -> list[Change]:
     return [c for c in _changes_under(vault, rel) if c.approved != c.working]
 
 
-_PAST = {"approve": "approved", "revert": "reverted"}
+PAST = {"approve": "approved", "revert": "reverted"}  # for messages about the person's verbs
 
 
 def _check_shown(verb: str, rel: str, changes: list[Change],
@@ -499,7 +499,7 @@ def _check_shown(verb: str, rel: str, changes: list[Change],
         moved = sorted({path for path, _, _ in now ^ seen})
         raise ProtectedRegionError(
             f"the pending changes under {rel} changed after they were shown to you "
-            f"({', '.join(moved)}); nothing was {_PAST[verb]}. Look again "
+            f"({', '.join(moved)}); nothing was {PAST[verb]}. Look again "
             f"(`osk review {rel}`) and run `osk {verb} {rel}` again",
             path=rel, changed=moved,
         )

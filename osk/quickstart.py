@@ -269,7 +269,7 @@ async def _distil(demo: Demo, client: Any) -> None:
     for hit in hits[:2]:
         demo.say(f"{hit['score']:.2f}  {hit['title']}  markers={hit['markers']}")
     demo.say("(ranked by words and by meaning: the semantic channel is on)"
-             if semantic_status()[0] else
+             if semantic_status().on else
              "(ranked by words; the semantic channel, off here, adds meaning: docs/search.md)")
     first = demo.hook("session-start", _payload(demo, "SessionStart", source="startup"))
     again = demo.hook("session-start", _payload(demo, "SessionStart", source="resume"))

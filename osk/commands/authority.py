@@ -17,10 +17,11 @@ from osk.cli import add_json_flag, json_text
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    def path_command(name: str, help_text: str, handler) -> None:
+    def path_command(name: str, help_text: str, handler) -> argparse.ArgumentParser:
         parser = sub.add_parser(name, help=help_text)
         parser.add_argument("path", help="a folder or node file inside a Space")
         parser.set_defaults(handler=handler)
+        return parser
 
     path_command("protect", "protect a folder or node: readers are served its approved "
                             "snapshot (terminal only)", run_protect)
@@ -32,12 +33,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         ("revert", "return the working copy under PATH to the approved snapshot, after "
                    "showing what is discarded (terminal only)", run_revert),
     ):
-        parser = sub.add_parser(name, help=help_text)
-        parser.add_argument("path", help="a folder or node file inside a Space")
-        parser.add_argument("--yes", action="store_true",
-                            help="do not ask before deciding the changes listed (the terminal "
-                                 "is still required)")
-        parser.set_defaults(handler=handler)
+        path_command(name, help_text, handler).add_argument(
+            "--yes", action="store_true",
+            help="do not ask before deciding the changes listed (the terminal is still required)")
 
     review = sub.add_parser("review", help="show pending changes in protected regions as diffs")
     review.add_argument("path", nargs="?", help="only changes under this path")
@@ -190,7 +188,7 @@ def _agreed(vault, verb: str, rel: str, changes: list, assume_yes: bool) -> bool
         answer = ""
     if answer.strip().lower() in {"y", "yes"}:
         return True
-    print(f"Nothing {'reverted' if verb == 'revert' else 'approved'}.")
+    print(f"Nothing {protection.PAST[verb]}.")
     return False
 
 

@@ -207,9 +207,8 @@ def check_vault(vault: Vault) -> list[Check]:
 def check_semantic() -> Check:
     from osk.search import semantic
 
-    on, text = semantic.status()
-    return Check("semantic search", True if on else None, text,
-                 None if on or not semantic.enabled() else semantic.INSTALL_HINT)
+    state = semantic.status()
+    return Check("semantic search", True if state.on else None, state.text, state.fix)
 
 
 def check_host(host: str, ctx: Context) -> list[Check]:

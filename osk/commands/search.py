@@ -75,10 +75,10 @@ def run_embed(args: argparse.Namespace) -> int:
     from osk.engine import Engine
     from osk.search import semantic
 
-    on, text = semantic.status()
-    if not on:
-        hint = f"; to turn it on: {semantic.INSTALL_HINT}" if semantic.enabled() else ""
-        print(f"Error: the semantic channel is {text}{hint}", file=sys.stderr)
+    state = semantic.status()
+    if not state.on:
+        hint = f"; to turn it on: {state.fix}" if state.fix else ""
+        print(f"Error: the semantic channel is {state.text}{hint}", file=sys.stderr)
         return 1
     engine = Engine.open(args.vault, cwd=Path.cwd(), actor="user")
     bar = Progress(sys.stderr, "embedding")

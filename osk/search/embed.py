@@ -223,10 +223,6 @@ class Encoder:
         weights = read_safetensors(folder / "model.safetensors")
         self._load(weights, int(config["num_hidden_layers"]))
 
-    @property
-    def dimensions(self) -> int:
-        return self.width
-
     def _load(self, w: dict[str, Any], layers: int) -> None:
         def get(name: str) -> np.ndarray:
             for key in (name, f"bert.{name}"):

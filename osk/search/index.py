@@ -240,6 +240,15 @@ class SearchIndex:
             self.vectors.forget_except(set(wanted))
         return missing
 
+    def missing_vectors(self) -> int:
+        """How many indexed nodes have no vector (0 when the semantic channel is off)."""
+        if self.vectors is None:
+            return 0
+        with self._lock:
+            self._ensure_loaded()
+            keys = [doc.content_hash for doc in self._corpus.docs.values()]
+        return self.vectors.count_missing(keys)
+
     def _content(self, rel: str, content_hash: str) -> str | None:
         """The indexed text of ``rel`` if it still hashes to ``content_hash``, else None."""
         try:

