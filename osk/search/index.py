@@ -189,11 +189,9 @@ class SearchIndex:
                 self._commit()
             ranking = Ranking(self._corpus, scope=scope, visible=visible, moment=moment,
                               explicit_time=as_of is not None)
-            if self.vectors is None:
+            if self.vectors is None or not readable_by_model(query):
                 return ranking.hits(ranking.rank(query, k), markers)
             lexical = ranking.rank(query, max(k, FUSION_DEPTH))
-            if not readable_by_model(query):
-                return ranking.hits(lexical[:k], markers)
             try:
                 semantic = self._semantic(ranking, query)
             except Exception:  # a damaged model must not take search down: lexical it is
