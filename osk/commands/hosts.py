@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -47,14 +48,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     doctor = sub.add_parser(
         "doctor", help="check the vault, host setup, MCP server and hooks end to end",
-        description="Check that the vault is found and valid, that detected hosts have osk "
-                    "registered, that the MCP server starts and lists its tools, and that a "
-                    "dry-run hook succeeds. Exits 1 when something needs fixing.",
+        description="Check that the vault is found and valid and that the MCP server starts "
+                    "and lists its tools, then each host: whether osk is set up with it and, "
+                    "when it is, that its dry-run hook succeeds. Ends with a verdict line per "
+                    "host. A host osk is not set up with is information, not a failure: exits "
+                    "1 only when the vault, the server or a set-up host is broken.",
     )
     doctor.add_argument("--project", metavar="DIR",
                         help="check the project-level setup of this project")
     doctor.add_argument("--host", action="append", choices=HOSTS,
-                        help="check this host (repeatable; default: every host found here)")
+                        help="check only this host (repeatable; default: every host)")
     doctor.set_defaults(handler=run_doctor)
 
 
@@ -131,6 +134,48 @@ class Check:
     fix: str = ""
 
 
+@dataclass(frozen=True)
+class HostSite:
+    """One host that osk is set up with, as the per-host checks see it."""
+
+    host: str
+    ctx: Context
+    vault: Vault
+
+    @property
+    def project(self) -> Path | None:
+        return self.ctx.project
+
+
+@dataclass(frozen=True)
+class HostReport:
+    """One host's checks and the verdict line they add up to."""
+
+    host: str
+    state: str  # one of the keys of VERDICTS
+    checks: tuple[Check, ...] = ()
+
+    @property
+    def failed(self) -> int:
+        return sum(check.ok is False for check in self.checks)
+
+    def verdict(self) -> str:
+        text = f"{self.host}: {VERDICTS[self.state]}"
+        if self.state == "set up" and self.failed:
+            names = ", ".join(check.name for check in self.checks if check.ok is False)
+            text = f"{self.host}: BROKEN ({names})"
+        elif self.state == "not set up":
+            text += " (information, not a failure)"
+        return text
+
+
+VERDICTS = {
+    "set up": "working",
+    "not set up": "found here, osk not set up",
+    "absent": "not found on this machine",
+}
+
+
 def run_doctor(args: argparse.Namespace) -> int:
     from osk import hostsetup
     from osk.errors import OskError
@@ -143,36 +188,55 @@ def run_doctor(args: argparse.Namespace) -> int:
     except OskError as exc:
         checks.append(Check("vault", False, str(exc), "create one with `osk init PATH` and "
                                                        "export OSK_VAULT=PATH"))
-        return _report(checks)
+        return _report(checks, [])
     checks.extend(check_vault(vault))
     checks.append(check_semantic())
     ctx = hostsetup.default_context(vault.root, project)
-    hosts = args.host or hostsetup.detected_hosts(ctx)
-    if not hosts:
-        checks.append(Check("hosts", None, "no agent host found on this machine",
-                            "run `osk setup HOST` for claude, codex, kiro or antigravity"))
-    for host in hosts:
-        checks.extend(check_host(host, ctx))
     checks.append(check_mcp(ctx.osk_command, vault.root, project))
-    for host in hosts:
-        if host in HOOK_HOSTS:
-            checks.append(check_hook(ctx.osk_command, vault.root, host, project))
-    checks.extend(check_growth(vault, hosts))
     checks.extend(check_hook_log(vault))
-    return _report(checks)
+    detected = hostsetup.detected_hosts(ctx)
+    hosts = args.host or list(HOSTS)
+    reports = [check_one_host(host, host in detected, ctx, vault) for host in hosts]
+    return _report(checks, reports)
 
 
-def _report(checks: list[Check]) -> int:
-    failed = 0
+def check_one_host(host: str, detected: bool, ctx: Context, vault: Vault) -> HostReport:
+    """Whether osk is set up with ``host``; when it is, every per-host check."""
+    setup = check_host(host, ctx)
+    if setup.ok is None:  # not registered: information about this machine, not a failure
+        return HostReport(host, "not set up" if detected else "absent",
+                          (setup,) if detected else ())
+    checks = [setup]
+    if setup.ok:
+        site = HostSite(host, ctx, vault)
+        for check in HOST_CHECKS:
+            checks.extend(check(site))
+    return HostReport(host, "set up", tuple(checks))
+
+
+def _report(checks: list[Check], reports: list[HostReport]) -> int:
     for check in checks:
-        mark = "ok  " if check.ok else "info" if check.ok is None else "FAIL"
-        print(f"[{mark}] {check.name}: {check.detail}")
-        if check.fix and check.ok is not True:
-            print(f"       fix: {check.fix}")
-        failed += check.ok is False
+        _print_check(check)
+    for report in reports:
+        if report.checks:
+            print()
+            for check in report.checks:
+                _print_check(check)
+    if reports:
+        print("\nHosts:")
+        for report in reports:
+            print(f"  {report.verdict()}")
+    failed = sum(check.ok is False for check in checks) + sum(r.failed for r in reports)
     print()
     print("All checks passed." if not failed else f"{failed} check(s) failed.")
     return 1 if failed else 0
+
+
+def _print_check(check: Check) -> None:
+    mark = "ok  " if check.ok else "info" if check.ok is None else "FAIL"
+    print(f"[{mark}] {check.name}: {check.detail}")
+    if check.fix and check.ok is not True:
+        print(f"       fix: {check.fix}")
 
 
 def check_vault(vault: Vault) -> list[Check]:
@@ -211,7 +275,8 @@ def check_semantic() -> Check:
     return Check("semantic search", True if state.on else None, state.text, state.fix)
 
 
-def check_host(host: str, ctx: Context) -> list[Check]:
+def check_host(host: str, ctx: Context) -> Check:
+    """Whether osk is registered with ``host``: ok, broken (False), or not at all (None)."""
     from osk import hostsetup
     from osk.errors import OskError
 
@@ -219,25 +284,29 @@ def check_host(host: str, ctx: Context) -> list[Check]:
     try:
         plan = hostsetup.plan(host, ctx)
     except OskError as exc:
-        return [Check(f"{host} setup", False, str(exc))]
+        return Check(f"{host} setup", False, str(exc))
     if plan.empty:
-        detail = "MCP server, hooks and rules are registered for this vault"
-        checks = [Check(f"{host} setup", True, detail)]
-        if host == "codex":
-            checks.append(Check("codex hooks", None, "Codex runs new hooks only once trusted",
-                                "open Codex and trust the osk hooks in /hooks"))
-        return checks
+        return Check(f"{host} setup", True,
+                     "MCP server, hooks and rules are registered for this vault")
     others = hostsetup.installed_vaults(host, ctx)
-    if others and str(ctx.vault) not in others:
-        detail = f"registered for another vault ({', '.join(others)})"
-    elif others:
-        detail = f"registered but out of date ({len(plan.changes)} file(s) would change)"
-    else:
-        detail = "osk is not registered" + ("" if ctx.project else " at user level")
     fix = f"osk setup {host}{where}"
-    if not ctx.project and not others:
-        fix += " (or, for a per-project setup, check it with osk doctor --project DIR)"
-    return [Check(f"{host} setup", False, detail, fix)]
+    if not others:
+        if not ctx.project:
+            fix += " (or, for a per-project setup, check it with osk doctor --project DIR)"
+        detail = "osk is not registered" + ("" if ctx.project else " at user level")
+        return Check(f"{host} setup", None, detail, fix)
+    if str(ctx.vault) not in others:
+        detail = f"registered for another vault ({', '.join(others)})"
+    else:
+        detail = f"registered but out of date ({len(plan.changes)} file(s) would change)"
+    return Check(f"{host} setup", False, detail, fix)
+
+
+def check_codex_trust(site: HostSite) -> list[Check]:
+    if site.host != "codex":
+        return []
+    return [Check("codex hooks", None, "Codex runs new hooks only once trusted",
+                  "open Codex and trust the osk hooks in /hooks")]
 
 
 def check_mcp(command: tuple[str, ...], vault_root: Path, project: Path | None) -> Check:
@@ -344,8 +413,14 @@ def _close(proc: subprocess.Popen[bytes]) -> None:
         proc.stdout.close()
 
 
-def check_hook(command: tuple[str, ...], vault_root: Path, host: str,
-               project: Path | None) -> Check:
+def check_hook(site: HostSite) -> list[Check]:
+    if site.host not in HOOK_HOSTS:
+        return []
+    return [run_hook(site.ctx.osk_command, site.vault.root, site.host, site.project)]
+
+
+def run_hook(command: tuple[str, ...], vault_root: Path, host: str,
+             project: Path | None) -> Check:
     """Run `osk hook session-start --dry-run` as the host would, and look for trouble."""
     from osk.hooks import hooklog
     from osk.vault import Vault
@@ -379,30 +454,27 @@ def check_hook(command: tuple[str, ...], vault_root: Path, host: str,
     return Check(f"{host} hook", True, f"a dry-run session start succeeded ({len(out)} chars)")
 
 
-def check_growth(vault: Vault, hosts: list[str]) -> list[Check]:
+def check_growth(site: HostSite) -> list[Check]:
     from osk import growth
 
-    checks = []
-    for state in growth.status(vault):
-        if state.host not in hosts:
-            continue
-        name = f"{state.host} background reviews"
-        if not growth.enabled():
-            checks.append(Check(name, None, f"switched off ({growth.ENV_SWITCH}=off); "
-                                            f"reviews run in-session"))
-        elif state.cli is None:
-            checks.append(Check(name, None, f"`{growth.FORK_CLIS[state.host]}` is not on "
-                                            f"PATH; reviews run in-session"))
-        elif state.fallback == "unfinished":
-            checks.append(Check(
-                name, False, state.detail or "background reviews did not finish; reviews run "
-                                             "in-session for now",
-                f"read the job logs in {growth.growth_dir(vault) / 'logs'}, then delete "
-                f"{growth.fallback_path(vault, state.host)} to try forks again"))
-        else:
-            checks.append(Check(name, True, f"forks of {state.cli} after every "
-                                            f"{growth.CADENCE} answers"))
-    return checks
+    states = [state for state in growth.status(site.vault) if state.host == site.host]
+    if not states:
+        return []  # this host cannot fork sessions: reviews are always in-session
+    state = states[0]
+    name = f"{state.host} background reviews"
+    if not growth.enabled():
+        return [Check(name, None, f"switched off ({growth.ENV_SWITCH}=off); "
+                                  f"reviews run in-session")]
+    if state.cli is None:
+        return [Check(name, None, f"`{growth.FORK_CLIS[state.host]}` is not on "
+                                  f"PATH; reviews run in-session")]
+    if state.fallback == "unfinished":
+        return [Check(
+            name, False, state.detail or "background reviews did not finish; reviews run "
+                                         "in-session for now",
+            f"read the job logs in {growth.growth_dir(site.vault) / 'logs'}, then delete "
+            f"{growth.fallback_path(site.vault, state.host)} to try forks again")]
+    return [Check(name, True, f"forks of {state.cli} after every {growth.CADENCE} answers")]
 
 
 def check_hook_log(vault: Vault) -> list[Check]:
@@ -416,3 +488,13 @@ def check_hook_log(vault: Vault) -> list[Check]:
         return []
     return [Check("hook log", None, f"{len(lines)} line(s); latest: {lines[-1]}",
                   f"see {path}")]
+
+
+# The checks run for every host osk is set up with, in this order. A check that does not
+# concern a host returns nothing for it. Each returns Check objects named after the host, so
+# the host's verdict line can name what failed.
+HOST_CHECKS: tuple[Callable[[HostSite], list[Check]], ...] = (
+    check_codex_trust,
+    check_hook,
+    check_growth,
+)
