@@ -182,7 +182,25 @@ def _claude(ctx: Context) -> list[Edit]:
         mcp = JsonMember(claude_json, ("projects", str(ctx.project), "mcpServers", SERVER_NAME),
                          entry)
         settings = ctx.project / ".claude" / "settings.local.json"
-    return [mcp, *_hook_edits(ctx, "claude", settings)]
+    edits = [mcp, *_hook_edits(ctx, "claude", settings)]
+    ignore = _git_exclude(ctx.project) if ctx.project is not None else None
+    return edits if ignore is None else [*edits, ignore]
+
+
+def _git_exclude(project: Path) -> Edit | None:
+    """Keep Claude Code's personal settings out of git in the repository holding ``project``,
+    through the clone's own ``info/exclude`` (never committed, like the local scope itself);
+    None outside a repository. Claude Code ignores the file only when it creates it itself.
+
+    The pattern matches the file in any folder, so every project of one repository asks for
+    the same block and a second project's setup changes nothing."""
+    from osk.sessions import find_repo
+
+    repo = find_repo(project)
+    if repo is None:
+        return None
+    body = "**/.claude/settings.local.json\n"
+    return TextBlock(repo.common_dir / "info" / "exclude", "claude", body, "#")
 
 
 def _codex(ctx: Context) -> list[Edit]:

@@ -258,6 +258,27 @@ def test_claude_project_setup_uses_the_local_scope_and_the_uncommitted_settings_
     assert not (project / ".mcp.json").exists()
 
 
+def test_claude_project_setup_keeps_its_settings_file_out_of_git_and_remove_restores_exclude(
+    vault: Vault, home: Path, project: Path
+) -> None:
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    exclude = project / ".git" / "info" / "exclude"
+    before = exclude.read_bytes()
+    nested = project / "web"
+    nested.mkdir()
+
+    setup(home, vault.root, "claude", project)
+    second = hostsetup.plan("claude", context(home, vault.root, nested))
+
+    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"],
+                            cwd=project, capture_output=True, text=True, check=True).stdout
+    assert (project / ".claude" / "settings.local.json").is_file()
+    assert status == ""
+    assert [c.path for c in second.changes if c.path == exclude] == []  # one shared block
+    setup(home, None, "claude", project, remove=True)
+    assert exclude.read_bytes() == before
+
+
 def test_codex_gets_a_delimited_table_before_the_users_first_table(
     vault: Vault, home: Path, project: Path
 ) -> None:
