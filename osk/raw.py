@@ -24,8 +24,10 @@ Rules kept here:
 
 Capture cost does not grow with the record: device state (``.osk/raw/KEY/CONV.json``) holds
 the file's stat identity as of the last acknowledged append, the round count, a hash chain over
-the acknowledged bytes, and the completion ids captured. While the file's identity is unchanged
-an append reads only that state; when it differs, the whole record is verified once.
+the acknowledged bytes, and the latest completion ids; every completion id is in a hash file of
+fixed-size slots beside it (``osk.raw_ids``), so neither file is rewritten whole as the
+conversation grows. While the file's identity is unchanged an append reads only the state and
+a few slots of the index; when it differs, the whole record is verified once.
 
 Standard library only (locks through osk.locks): this module is on the hook path.
 """
@@ -41,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote, unquote
 
-from osk import clock
+from osk import clock, raw_ids
 from osk.edges import RAW_PREFIX, RawTarget
 from osk.errors import RawNotFound, RawRecordError
 from osk.fsutil import fsync_dir, replace_unsynced
@@ -50,6 +52,7 @@ from osk.secrets import redact
 from osk.vault import RAW_DIR, Vault
 
 FORMAT_VERSION = 1
+RECENT_COMPLETIONS = 16  # completion ids the JSON state keeps (all are in the index)
 MAX_NAME_BYTES = 120
 _WRITE_CHUNK = 1 << 20  # bytes per write(2): large rounds are written in pieces
 _O_BINARY = getattr(os, "O_BINARY", 0)  # Windows: no newline translation
@@ -640,16 +643,31 @@ class _State:
     identity: list[int]
     rounds: int
     chain: str
-    completions: dict[str, tuple[int, str]] = field(default_factory=dict)  # id -> (n, hash)
+    # The latest completion ids only (id -> (n, hash)), so a repeated hook is answered from
+    # this file; every id is in the record's completion index (osk.raw_ids).
+    completions: dict[str, tuple[int, str]] = field(default_factory=dict)
 
     def to_json(self) -> str:
-        return json.dumps({"v": 1, "identity": self.identity, "rounds": self.rounds,
+        return json.dumps({"v": 2, "identity": self.identity, "rounds": self.rounds,
                            "chain": self.chain, "completions": self.completions},
                           ensure_ascii=False, separators=(",", ":"))
 
 
 def _state_path(vault: Vault, key: str, conversation: str) -> Path:
     return vault.state("raw", key, f"{conversation}.json")
+
+
+def _ids_path(vault: Vault, key: str, conversation: str) -> Path:
+    return vault.state("raw", key, f"{conversation}.ids")
+
+
+def _recent(completions: dict[str, tuple[int, str]], completion: str, number: int,
+            digest: str) -> dict[str, tuple[int, str]]:
+    """The state's window of latest completion ids, with this one added."""
+    kept = dict(list(completions.items())[-(RECENT_COMPLETIONS - bool(completion)):])
+    if completion:
+        kept[completion] = (number, digest)
+    return kept
 
 
 def _load_state(path: Path) -> _State | None:
@@ -682,7 +700,8 @@ class _Position:
 
     rounds: int
     chain: str
-    completions: dict[str, tuple[int, str]]
+    recent: dict[str, tuple[int, str]]  # the state's window of latest completion ids
+    verified: dict[str, tuple[int, str]] | None = None  # every id, when the record was read
     truncate_to: int | None = None  # drop an interrupted append first
     create: bool = False
 
@@ -700,10 +719,15 @@ def append_round(vault: Vault, key: str, conversation: str, round: RoundInput) -
     path = vault.raw_dir / key_name / f"{conversation_name}.md"
     rel = f"{RAW_DIR}/{key_name}/{conversation_name}.md"
     state_path = _state_path(vault, key_name, conversation_name)
-    with file_lock(_record_lock(vault, key_name, conversation_name)):
+    with file_lock(_record_lock(vault, key_name, conversation_name)), \
+            raw_ids.CompletionIds(_ids_path(vault, key_name, conversation_name)) as index:
         state = _load_state(state_path)
         position = _position(path, rel, state, key_name, conversation_name)
-        known = position.completions.get(round.completion) if round.completion else None
+        known = position.recent.get(round.completion) if round.completion else None
+        if known is not None:
+            return RoundRef(key_name, conversation_name, known[0], known[1], duplicate=True)
+        position = _indexed(index, position, path, rel, state, key_name, conversation_name)
+        known = index.get(round.completion) if round.completion else None
         if known is not None:
             return RoundRef(key_name, conversation_name, known[0], known[1], duplicate=True)
         number = position.rounds + 1
@@ -721,12 +745,28 @@ def append_round(vault: Vault, key: str, conversation: str, round: RoundInput) -
             chain = hashlib.sha256(header).hexdigest()
             data = header + frame
         stat = _write(path, data, position.truncate_to, position.create)
-        completions = dict(position.completions)
-        if round.completion:
-            completions[round.completion] = (number, digest)
+        # The index first, the state last: a crash between them leaves a state that does not
+        # match the record, so the next append verifies the record and rebuilds the index.
+        index.add(round.completion, number, digest)
         _save_state(state_path, _State(list(_identity(stat)), number, _chain(chain, frame),
-                                       completions))
+                                       _recent(position.recent, round.completion, number,
+                                               digest)))
     return RoundRef(key_name, conversation_name, number, digest, redacted=tuple(findings))
+
+
+def _indexed(index: raw_ids.CompletionIds, position: _Position, path: Path, rel: str,
+             state: _State | None, key: str, conversation: str) -> _Position:
+    """Open the completion index for ``position``; rebuild it from the record when it is
+    missing or does not account for the acknowledged rounds (one verification)."""
+    if position.verified is None and index.open(position.rounds):
+        return position
+    if position.verified is None:
+        position = _verified(path, rel, state, key, conversation)
+    assert position.verified is not None
+    raw_ids.write_all(index.path, position.verified, position.rounds)
+    if not index.open(position.rounds):
+        raise RawRecordError(f"{index.path}: cannot open the completion index just written")
+    return position
 
 
 def _prepared(round: RoundInput) -> tuple[list[tuple[str, str]], list[tuple[str, int]]]:
@@ -777,7 +817,7 @@ def _position(path: Path, rel: str, state: _State | None, key: str,
         if state is not None and state.rounds > 0:
             raise _refusal(rel, f"the record is gone, but this device acknowledged "
                            f"{state.rounds} round(s) in it") from None
-        return _Position(0, "", {}, create=True)
+        return _Position(0, "", {}, verified={}, create=True)
     if state is not None and state.identity == list(_identity(stat)) and _tail_ok(path, state):
         return _Position(state.rounds, state.chain, state.completions)
     return _verified(path, rel, state, key, conversation)
@@ -820,7 +860,8 @@ def _verified(path: Path, rel: str, state: _State | None, key: str,
         completion = frame.fields["completion"]
         if completion and completion not in completions:
             completions[completion] = (frame.number, frame.recorded_hash)
-    return _Position(len(scan.frames), chains[-1], completions,
+    recent = dict(list(completions.items())[-RECENT_COMPLETIONS:])
+    return _Position(len(scan.frames), chains[-1], recent, verified=completions,
                      truncate_to=scan.torn_start, create=not scan.frames)
 
 

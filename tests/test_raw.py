@@ -210,6 +210,45 @@ def test_duplicates_are_still_recognised_after_device_state_is_lost(vault: Vault
     assert append_round(vault, KEY, CONV, rnd(3, "done-3")).number == 3
 
 
+def test_a_completion_far_back_in_a_long_record_is_still_a_duplicate(vault: Vault):
+    # More rounds than the JSON state's window of latest ids, and past the index's first
+    # doubling: the early ids are answered from the index file.
+    refs = [append_round(vault, KEY, CONV, rnd(n, f"done-{n}")) for n in range(1, 81)]
+    for n in (1, 2, 40, 64, 80):
+        again = append_round(vault, KEY, CONV, rnd(n, f"done-{n}"))
+        assert (again.number, again.hash, again.duplicate) == (n, refs[n - 1].hash, True)
+    assert read_record(vault, KEY, CONV).rounds[-1].number == 80
+
+
+def test_a_lost_or_stale_completion_index_is_rebuilt_from_the_record(vault: Vault):
+    index = vault.state("raw", KEY, f"{CONV}.ids")
+    first = [append_round(vault, KEY, CONV, rnd(n, f"done-{n}")) for n in range(1, 31)]
+    stale = index.read_bytes()  # accounts for 30 rounds
+    for n in range(31, 41):
+        append_round(vault, KEY, CONV, rnd(n, f"done-{n}"))
+    index.write_bytes(stale)  # as if the last ten index writes were lost
+    again = append_round(vault, KEY, CONV, rnd(35, "done-35"))
+    assert (again.number, again.duplicate) == (35, True)
+    index.unlink()
+    again = append_round(vault, KEY, CONV, rnd(3, "done-3"))
+    assert (again.number, again.hash, again.duplicate) == (3, first[2].hash, True)
+    index.write_bytes(b"OSKI" + bytes(40))  # damaged
+    assert append_round(vault, KEY, CONV, rnd(7, "done-7")).duplicate
+    assert append_round(vault, KEY, CONV, rnd(41, "done-41")).number == 41
+
+
+def test_device_state_stays_the_same_size_as_the_conversation_grows(vault: Vault):
+    for n in range(1, 21):
+        append_round(vault, KEY, CONV, rnd(n, f"completion-{n:06d}"))
+    early = state_file(vault).stat().st_size
+    for n in range(21, 301):
+        append_round(vault, KEY, CONV, rnd(n, f"completion-{n:06d}"))
+    # Only the round numbers in it grow (by a digit each, here): not the set of ids.
+    assert state_file(vault).stat().st_size <= early + 2 * (raw.RECENT_COMPLETIONS + 1)
+    state = json.loads(state_file(vault).read_text(encoding="utf-8"))
+    assert len(state["completions"]) == raw.RECENT_COMPLETIONS
+
+
 def test_rounds_without_a_completion_id_are_never_deduplicated(vault: Vault):
     refs = [append_round(vault, KEY, CONV, rnd(1)) for _ in range(3)]
     assert [r.number for r in refs] == [1, 2, 3]
