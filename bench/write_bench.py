@@ -257,20 +257,42 @@ def summary(times: dict[str, list[float]]) -> dict[str, dict[str, float]]:
             for name, values in times.items()}
 
 
-def bench_size(base: Path, size: int, calls: int, profile: bool, top: int) -> dict[str, Any]:
+def cached_vault(base: Path, size: int) -> tuple[Vault, Path, list[str], float]:
+    """The vault of ``size`` nodes under ``base``, built (and warmed) only when missing.
+
+    A vault built once is reused as it is: each run's writes stay in it, under titles tagged
+    with the run's start time, so a later run of the same size pays only for its own calls.
+    """
+    folder = base / f"n{size}"
+    ready = folder / "titles.json"
+    if ready.exists():
+        from osk.vault import locate
+
+        titles = json.loads(ready.read_text(encoding="utf-8"))
+        return locate(folder / "vault"), folder / "work" / SCOPE, titles, 0.0
+    shutil.rmtree(folder, ignore_errors=True)
     started = time.perf_counter()
-    vault, repo, titles = make_vault(base / f"n{size}", size)
+    vault, repo, titles = make_vault(folder, size)
     built = time.perf_counter() - started
+    print(f"{size:,} nodes: vault written in {built:.1f} s, first engine load + index build "
+          f"{warm_up_vault(vault, repo):.1f} s", flush=True)
+    ready.write_text(json.dumps(titles), encoding="utf-8")
+    return vault, repo, titles, built
+
+
+def bench_size(base: Path, size: int, calls: int, profile: bool, top: int) -> dict[str, Any]:
+    vault, repo, titles, built = cached_vault(base, size)
     loaded = warm_up_vault(vault, repo)
-    figures = summary(asyncio.run(drive_server(vault, repo, Plan(titles, calls, "mcp"))))
-    print(f"\n{size:,} nodes (vault written in {built:.1f} s, first engine load + index "
-          f"build {loaded:.1f} s), {calls} timed calls each through `osk mcp`:")
+    tag = f"mcp {int(time.time())}"
+    figures = summary(asyncio.run(drive_server(vault, repo, Plan(titles, calls, tag))))
+    print(f"\n{size:,} nodes (vault written in {built:.1f} s, 0: reused; engine load before "
+          f"the server {loaded:.1f} s), {calls} timed calls each through `osk mcp`:")
     print(f"  {'tool':<12} {'median ms':>10} {'p95 ms':>8} {'max ms':>8}")
     for name, values in figures.items():
         print(f"  {name:<12} {values['median_ms']:>10.1f} {values['p95_ms']:>8.1f} "
               f"{values['max_ms']:>8.1f}")
     if profile:
-        print(profile_in_process(vault, repo, Plan(titles, calls, "prof"), top))
+        print(profile_in_process(vault, repo, Plan(titles, calls, f"prof {int(time.time())}"), top))
     return {"size": size, **figures}
 
 
@@ -281,7 +303,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,5000")
     parser.add_argument("--calls", type=int, default=50)
-    parser.add_argument("--keep", type=Path, help="build the vaults here and keep them")
+    parser.add_argument("--keep", type=Path, help="build the vaults here and keep them; a "
+                        "vault already there is reused (e.g. /tmp/osk-bench-cache/write)")
     parser.add_argument("--profile", action="store_true", help="also profile in process")
     parser.add_argument("--top", type=int, default=35, help="profile rows to print")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
