@@ -25,6 +25,7 @@ from pathlib import Path
 from osk import node as node_mod
 from osk.errors import ContractError, DuplicateId, NodeNotFound, OskError, TitleError
 from osk.fsutil import RACE_WINDOW_NS, StatKey, atomic_write
+from osk.ids import check_identifier
 from osk.node import Node
 from osk.titles import title_key
 from osk.vault import SPACES, Vault
@@ -198,6 +199,7 @@ class Catalog:
 
     def get(self, ref: str) -> Node:
         """A node by id or title. Refuses while its id or title is claimed by two files."""
+        check_identifier("a node reference (title or id)", ref)
         paths = self._by_id.get(ref) or self._by_title.get(title_key(ref))
         if not paths:
             raise NodeNotFound(

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from osk.errors import EdgeError
+from osk.ids import check_identifier
 
 RAW_PREFIX = "_raw/"
 FILE_PREFIX = "file:"
@@ -67,6 +68,7 @@ Target = NodeTarget | RawTarget | FileTarget
 
 def parse_target(text: str) -> Target:
     """Parse a link (``[[…]]``) or a bare coordinate/title into a target."""
+    check_identifier("a link or coordinate", text)
     inner = text[2:-2] if text.startswith("[[") and text.endswith("]]") else text
     inner = inner.strip()
     if not inner:

@@ -34,6 +34,7 @@ from osk.catalog import Catalog, Changes
 from osk.edges import FileTarget, RawTarget, parse_target, raw_record
 from osk.errors import EdgeError, LedgerError, NodeNotFound, OskError
 from osk.fsutil import RACE_WINDOW_NS, sha256_bytes
+from osk.ids import check_identifier
 from osk.ledger import Ledger
 from osk.node import Node
 from osk.node import parse as parse_node
@@ -334,7 +335,8 @@ class Engine:
                   length: int | None = None) -> NodeRead:
         """A node by title or id. A long body comes in pages of at most 4,000 characters:
         by ``section`` (a heading from ``outline``) and/or by ``start``/``length``. The hash
-        that authorises a full replacement comes only with a complete read."""
+        that authorises a full replacement comes with the read that completes this session's
+        reading of the current version: one whole read, or the last of its pages."""
         self._fresh()
         node = self.visible_node(ref)
         shown, pending = self._served(node)
@@ -348,6 +350,9 @@ class Engine:
         end = min(hi, begin + size)
         complete = begin == 0 and end == len(body)
         self.reads.note(f"node:{node.id}", shown.body_hash, begin, end, len(body))
+        # The replacement hash is the file's, so the pages that earn it are counted per file
+        # version: every page of one version read (in any order) is a complete read.
+        whole = self.reads.note(f"file:{node.id}", node.file_hash, begin, end, len(body))
         return NodeRead(
             scope=self.scope, id=node.id, title=node.title, path=node.path, space=node.space,
             node_scope=node.scope, summary=shown.meta.summary, created=shown.meta.created,
@@ -356,7 +361,7 @@ class Engine:
             conflicts=tuple(shown.meta.conflicts), text=body[begin:end], start=begin, end=end,
             total_chars=len(body), complete=complete,
             next_start=(end - lo) if end < hi else None,
-            hash=node.file_hash if complete and not pending else None,
+            hash=node.file_hash if whole and not pending else None,
             outline=outline, section=label, pending=pending,
             markers=tuple(self.markers([node.id]).get(node.id, [])),
         )
@@ -398,7 +403,7 @@ class Engine:
         ``rounds``) as the review view, or a project file (``file:PATH``); at most 6,000
         characters per call. ``start`` pages on (for a record view: characters to skip in its
         first chosen round, as the view's cut notice says)."""
-        text = coordinate.strip()
+        text = check_identifier("coordinate", coordinate).strip()
         inner = text[2:-2] if text.startswith("[[") and text.endswith("]]") else text
         record = _RECORD.match(inner)
         if record:

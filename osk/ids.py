@@ -11,6 +11,13 @@ import os
 import time
 import uuid
 
+from osk.errors import LimitError
+
+#: The longest identifier osk accepts (a conversation or completion id, a session key, a host
+#: name, a node reference, a coordinate). Real ones are under 200 characters; the cap keeps a
+#: hostile one from costing time under a lock (a 300,000-character id once took 3.6 s).
+MAX_IDENTIFIER_CHARS = 1000
+
 
 def uuid7(after: str | None = None) -> str:
     """A new UUIDv7 string, strictly greater than ``after`` when one is given."""
@@ -52,3 +59,13 @@ def is_uuid7(text: str) -> bool:
         return uuid.UUID(text).version == 7 and str(uuid.UUID(text)) == text
     except (ValueError, AttributeError, TypeError):
         return False
+
+
+def check_identifier(what: str, value: str) -> str:
+    """``value``, refused with LimitError when it is longer than any identifier can be."""
+    if isinstance(value, str) and len(value) > MAX_IDENTIFIER_CHARS:
+        raise LimitError(
+            f"{what} is {len(value):,} characters long; an identifier is at most "
+            f"{MAX_IDENTIFIER_CHARS:,}", argument=what, length=len(value),
+        )
+    return value

@@ -47,6 +47,7 @@ from osk import clock, raw_ids
 from osk.edges import RAW_PREFIX, RawTarget
 from osk.errors import RawNotFound, RawRecordError
 from osk.fsutil import fsync_dir, replace_unsynced
+from osk.ids import check_identifier
 from osk.locks import file_lock
 from osk.secrets import redact
 from osk.vault import RAW_DIR, Vault
@@ -190,13 +191,14 @@ def record_name(text: str) -> str:
     """
     if not isinstance(text, str) or not text.strip():
         raise RawRecordError("a raw record needs a non-empty session key and conversation id")
+    check_identifier("a session key or conversation id", text)
     nfc = unicodedata.normalize("NFC", text)
     if _portable_name(nfc) and nfc == text:
         return nfc
     digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
     cleaned = re.sub(r"[^\w.-]+", "-", nfc).strip(".-")
-    while len(cleaned.encode("utf-8")) > MAX_NAME_BYTES - 9:
-        cleaned = cleaned[:-1].rstrip(".-")
+    budget = MAX_NAME_BYTES - 9
+    cleaned = cleaned.encode("utf-8")[:budget].decode("utf-8", "ignore").rstrip(".-")
     return f"{cleaned}-{digest[:8]}" if cleaned else digest[:16]
 
 
@@ -713,6 +715,8 @@ def append_round(vault: Vault, key: str, conversation: str, round: RoundInput) -
     device last acknowledged (or, without device state, not a well-formed record). A round whose
     ``completion`` id is already in the record is not written again (``duplicate=True``).
     """
+    check_identifier("completion", round.completion)
+    check_identifier("host", round.host)
     sections, findings = _prepared(round)
     at = _at_text(round.at)
     key_name, conversation_name = record_name(key), record_name(conversation)

@@ -566,8 +566,9 @@ SPECS: tuple[Spec, ...] = (
          description=(
         "Read a node by exact title or id. Long bodies come in pages of at most 4,000 "
         "characters: pass section (a heading from outline) and/or start/length; next_start "
-        "continues. hash (the expect_hash for a full replacement) is returned only when the "
-        "whole body was read in one call. Reading a node is what lets you re-cite it after it "
+        "continues. hash (the expect_hash for a full replacement) is returned by the read that "
+        "completes reading the current version: one whole read, or the last page once every "
+        "page was read. Reading a node is what lets you re-cite it after it "
         "changed.")),
     Spec("read_raw", ReadRawArgs, RawOut, _read_raw, read_only=True, idempotent=True,
          description=(

@@ -19,6 +19,15 @@ _RESERVED = {
 }
 
 
+# Characters that reorder the text around them (Unicode bidirectional controls): a title
+# carrying one can print as a different name than the one it is ("\u202eevil" shows reversed).
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
+                  "\u2066\u2067\u2068\u2069")
+# Unicode categories that print nothing on their own: format characters (zero-width space and
+# joiners), controls, separators and combining marks. A title made only of these looks empty.
+_UNSEEN = frozenset({"Cc", "Cf", "Cn", "Co", "Cs", "Zs", "Zl", "Zp", "Mn", "Me"})
+
+
 def title_key(title: str) -> str:
     """The form two titles are compared in: NFC, then case folded, then NFC again."""
     return unicodedata.normalize("NFC", unicodedata.normalize("NFC", title).casefold())
@@ -37,6 +46,18 @@ def check_portable(title: str) -> str:
         raise TitleError(
             f"title {title!r} contains {shown}, which cannot appear in a portable file name "
             f"or an Obsidian link; replace them"
+        )
+    spoofing = sorted({ch for ch in nfc if ch in _BIDI})
+    if spoofing:
+        shown = " ".join(f"U+{ord(ch):04X}" for ch in spoofing)
+        raise TitleError(
+            f"title {title!r} contains the bidirectional control(s) {shown}, which make a "
+            f"name print differently from what it is; remove them"
+        )
+    if all(unicodedata.category(ch) in _UNSEEN for ch in nfc):
+        raise TitleError(
+            f"title {title!r} prints as nothing (only invisible characters such as "
+            f"zero-width spaces); use visible text"
         )
     if nfc.endswith("."):
         raise TitleError(f"title {title!r} ends with a dot, which Windows drops; remove it")

@@ -63,14 +63,31 @@ def tier(node: Any, at: datetime | None = None) -> int:
 
 
 def check_interval(valid_from: str | None, valid_to: str | None) -> None:
-    """Refuse a validity interval that ends before it starts (the write path calls this)."""
-    start, end = _moment(valid_from), _moment(valid_to)
+    """Refuse a validity time that is not a time, or an interval that ends before it starts
+    (the write path calls this before anything else reads the two values)."""
+    start, end = _given("valid_from", valid_from), _given("valid_to", valid_to)
     if start is not None and end is not None and end < start:
         raise ValidityError(
             f"valid_to {valid_to} is before valid_from {valid_from}; a claim cannot stop "
             f"holding before it starts",
             valid_from=valid_from, valid_to=valid_to,
         )
+
+
+def _given(name: str, value: str | None) -> datetime | None:
+    """A validity time an agent or person passed, refused by name when it is not one."""
+    if value is None:
+        return None
+    try:
+        if isinstance(value, str) and clock.is_minute_timestamp(value):
+            return clock.parse(value)
+    except ValueError:
+        pass  # the right shape but no such day or hour (2026-13-45): refused below
+    raise ValidityError(
+        f"{name} {str(value)[:60]!r} is not a time: write an ISO 8601 time with minutes and "
+        f"a UTC offset, e.g. 2026-11-29T18:02+09:00",
+        **{name: str(value)[:60]},
+    )
 
 
 def start_of(meta: Frontmatter) -> str:

@@ -64,7 +64,7 @@ from osk.node import Frontmatter, Node
 from osk.rechecks import Candidate, Edge, ReadLog, Rechecks, TargetRef, link_identity
 from osk.sessions import Routing, Session
 from osk.titles import check_portable, title_key
-from osk.vault import DOMAIN, MARKER, SCOPE, SPACES, WORKBENCH, Vault
+from osk.vault import DOMAIN, MARKER, SCOPE, SPACES, WORKBENCH, Vault, scope_of
 
 USER = "user"
 AGENT = "agent"
@@ -793,11 +793,16 @@ def _where(rel: str) -> tuple[str | None, str | None]:
 def check_title_free(ctx: WriteContext, title: str, rel: str) -> None:
     taken = ctx.catalog.paths_with_title(title)
     if taken or ctx.vault.abs(rel).exists():
-        where = ", ".join(taken) or rel
+        # Where the other node lives is told only when this session may see it: naming a path
+        # in a hidden scope would leak that project's notes through a refusal.
+        shown = [p for p in taken if ctx.session.can_see_scope(scope_of(p))]
+        where = ", ".join(shown) or (rel if not taken else "")
+        held = f"is taken ({where})" if where else "is taken by a node in a scope this " \
+            "session cannot see"
         raise TitleError(
-            f"title {title!r} is taken ({where}); titles are unique across the whole vault "
-            f"after case folding. Update that node instead, or choose a more specific title",
-            title=title, paths=taken,
+            f"title {title!r} {held}; titles are unique across the whole vault after case "
+            f"folding. Update that node instead, or choose a more specific title",
+            title=title, paths=shown,
         )
 
 
