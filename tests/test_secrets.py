@@ -178,8 +178,11 @@ def test_each_sample_secret_is_replaced_by_a_marker_naming_its_kind(template, se
     assert result.findings == [(kind, 1)]
 
 
-def test_the_recall_table_covers_every_kind_the_filter_names():
-    assert {case[3] for case in RECALL} == set(KINDS)
+def test_the_recall_tables_cover_every_kind_the_filter_names():
+    from secret_corpus import positives
+
+    table = {kind for sample in positives() for kind, _ in redact(sample.text).findings}
+    assert {case[3] for case in RECALL} | table == set(KINDS)
 
 
 def test_an_env_file_with_several_secrets_keeps_its_names_and_counts_each_kind():
