@@ -51,6 +51,7 @@ class Changes:
 
 
 SNAPSHOT_SAVE_SECONDS = 30.0
+CHANGE_LOG_KEEP = 100_000  # changed paths the catalog remembers for changed_since
 
 
 @dataclass(eq=False)
@@ -62,6 +63,8 @@ class Catalog:
     _snapshot: dict[str, dict] | None = None
     _dirty: bool = False
     _saved_at: float = 0.0
+    _log: list[str] = field(default_factory=list)  # paths whose entry was put or dropped
+    _log_base: int = 0  # log items dropped from the front (see changed_since)
 
     # -- refreshing ---------------------------------------------------------------------
     def refresh(self) -> Changes:
@@ -166,6 +169,7 @@ class Catalog:
     def _put(self, entry: Entry) -> None:
         self._drop(entry.path)
         self.entries[entry.path] = entry
+        self._logged(entry.path)
         self._by_title.setdefault(title_key(node_mod.title_from_path(entry.path)), []).append(
             entry.path)
         if entry.node is not None:
@@ -175,9 +179,31 @@ class Catalog:
         old = self.entries.pop(rel, None)
         if old is None:
             return
+        self._logged(rel)
         _unlink_index(self._by_title, title_key(node_mod.title_from_path(rel)), rel)
         if old.node is not None:
             _unlink_index(self._by_id, old.node.id, rel)
+
+    def _logged(self, rel: str) -> None:
+        self._log.append(rel)
+        if len(self._log) > CHANGE_LOG_KEEP:
+            half = len(self._log) // 2
+            del self._log[:half]
+            self._log_base += half
+
+    # -- what changed -------------------------------------------------------------------
+    @property
+    def mark(self) -> int:
+        """A position in the catalog's change log: pass it to ``changed_since`` later."""
+        return self._log_base + len(self._log)
+
+    def changed_since(self, mark: int) -> list[str] | None:
+        """The paths whose entry was replaced, added or dropped since ``mark`` (repeats
+        possible), or None when the log no longer reaches back that far: a reader that keeps
+        derived state then looks at every entry once, as on first use."""
+        if mark < self._log_base or mark > self.mark:
+            return None
+        return self._log[mark - self._log_base:]
 
     # -- reading ------------------------------------------------------------------------
     def nodes(self) -> Iterator[Node]:

@@ -321,6 +321,7 @@ class Rechecks:
         # remembered candidates
         self._catalog: Catalog | None = None
         self._entries: dict[str, object] = {}  # catalog entries as last looked at, by path
+        self._mark: int | None = None  # the catalog's change-log position at that look
         self._tokens: dict[str, tuple[str, StatKey | None]] = {}  # source -> state last seen
         self._paths: dict[str, Path | None] = {}  # file source -> where it resolved
         self._roots_stat: StatKey | None = None
@@ -501,7 +502,7 @@ class Rechecks:
             catalog.refresh()
         table = self.table()
         if catalog is not self._catalog:  # another catalog: nothing remembered holds for it
-            self._catalog, self._entries = catalog, {}
+            self._catalog, self._entries, self._mark = catalog, {}, None
             self._memo.clear()
             self._found = None
             self._dirty |= table.keys()
@@ -525,17 +526,27 @@ class Rechecks:
         return list(self._found)
 
     def _note_catalog(self, catalog: Catalog) -> None:
-        """Mark what depends on the catalog entries that changed since the last look."""
+        """Mark what depends on the catalog entries that changed since the last look.
+
+        The catalog's change log names the paths touched since then, so this costs what
+        changed, not the vault's size; on first contact, or when the log no longer reaches
+        back, every entry is compared once.
+        """
         seen = self._entries
         changed: set[str] = set()
         entries = catalog.entries
-        for rel, entry in entries.items():
-            old = seen.get(rel)
+        touched = None if self._mark is None else catalog.changed_since(self._mark)
+        self._mark = catalog.mark
+        for rel in entries if touched is None else dict.fromkeys(touched):
+            old, entry = seen.get(rel), entries.get(rel)
             if old is not entry:
-                seen[rel] = entry
+                if entry is None:
+                    del seen[rel]
+                else:
+                    seen[rel] = entry
                 _ids_of(old, changed)
                 _ids_of(entry, changed)
-        if len(seen) != len(entries):
+        if touched is None and len(seen) != len(entries):
             for rel in [rel for rel in seen if rel not in entries]:
                 _ids_of(seen.pop(rel), changed)
         for node_id in changed:

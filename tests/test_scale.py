@@ -1,0 +1,151 @@
+"""Costs that must not grow with the vault stay exact: the recheck candidates a write
+recomputes come from the catalog's change log (what changed), never a pass over every entry,
+and still equal a computation from scratch.
+
+The randomized test uses a fixed seed; ``OSK_SCALE_TRIALS`` runs it longer by hand.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+import pytest
+import writekit
+from writekit import make_repo
+
+from osk import catalog as catalog_mod
+from osk import rechecks as rechecks_mod
+from osk.catalog import Catalog
+from osk.engine import Engine
+from osk.errors import OskError
+from osk.rechecks import Rechecks
+from osk.vault import Vault
+
+repo, eng, hub = writekit.repo, writekit.eng, writekit.hub  # shared fixtures
+
+SEED = 20261202
+TRIALS = int(os.environ.get("OSK_SCALE_TRIALS", "40"))
+
+
+class CountingEntries(dict):
+    """A catalog's entries that count passes over every entry."""
+
+    passes = 0
+
+    def __iter__(self):
+        CountingEntries.passes += 1
+        return super().__iter__()
+
+    def items(self):
+        CountingEntries.passes += 1
+        return super().items()
+
+    def values(self):
+        CountingEntries.passes += 1
+        return super().values()
+
+
+def test_the_candidates_after_a_write_never_pass_over_every_catalog_entry(
+        eng: Engine, hub: str):
+    for n in range(12):
+        eng.create_node(f"note {n}", "s", f"body {n}\n", space="Scope", cluster=hub,
+                        drafter="m", derived_from=[f"[[note {n - 1}]]"] if n else [])
+    eng.update_node("note 3", old_text="body 3", new_text="body three")
+    before = eng.rechecks.candidates(eng.catalog)
+    assert [c.citing_title for c in before] == ["note 4"]
+    eng.catalog.entries = CountingEntries(eng.catalog.entries)
+    CountingEntries.passes = 0
+    eng.update_node("note 7", old_text="body 7", new_text="body seven")
+    eng.catalog.note_written(eng.catalog.get("note 9").path)
+    found = eng.rechecks.candidates(eng.catalog)
+    assert CountingEntries.passes == 0
+    assert [c.citing_title for c in found] == ["note 4", "note 8"]
+    assert found == Rechecks(eng.vault).candidates()
+
+
+@pytest.mark.parametrize("keep", [catalog_mod.CHANGE_LOG_KEEP, 3])
+def test_incremental_candidates_equal_a_full_recomputation_after_random_catalog_changes(
+        vault: Vault, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, keep: int):
+    # keep=3: the catalog's change log is cut short all the time, so the candidates must
+    # notice they fell behind it and compare every entry instead.
+    monkeypatch.setattr(catalog_mod, "CHANGE_LOG_KEEP", keep)
+    monkeypatch.setattr(catalog_mod, "_RACE_WINDOW_NS", 0)
+    monkeypatch.setattr(rechecks_mod, "_RACE_NS", 0)
+    rng = random.Random(SEED + keep)
+    project = make_repo(tmp_path / "work" / "proj")
+    one, two = Engine.open(vault, cwd=project), Engine.open(vault, cwd=project)
+    one.create_node("auth", "hub", "Hub.\n", space="Scope", cluster="auth", drafter="m")
+    one.create_node("shared", "hub", "Hub.\n", space="Domain", cluster="shared", drafter="m")
+    titles = ["auth"]
+    for trial in range(TRIALS):
+        engine = rng.choice([one, one, two])
+        action = rng.choice(["create", "create", "update", "hand-edit", "hand-add", "delete",
+                             "move", "correct"])
+        try:
+            _act(engine, vault, rng, action, trial, titles)
+        except OskError:
+            pass  # a refused write (cascade stop, a node moved away) changes nothing
+        for session in (one, two):
+            session.refresh()
+            assert session.rechecks.candidates(session.catalog) == Rechecks(vault).candidates(), \
+                f"after {action} (trial {trial}, log kept {keep})"
+
+
+def _act(engine: Engine, vault: Vault, rng: random.Random, action: str, trial: int,
+         titles: list[str]) -> None:
+    if action == "create":
+        cites = rng.sample(titles, min(len(titles), rng.randint(0, 3)))
+        engine.create_node(f"t{trial}", "s", f"body {trial}\n", space="Scope", cluster="auth",
+                           drafter="m", derived_from=[f"[[{t}]]" for t in cites])
+        titles.append(f"t{trial}")
+    elif action == "update":
+        title = rng.choice(titles)
+        engine.update_node(title, body=f"new body {trial}\n",
+                           expect_hash=engine.read_node(title).hash)
+    elif action == "hand-edit":
+        path = vault.abs(engine.catalog.get(rng.choice(titles)).path)
+        path.write_text(path.read_text(encoding="utf-8") + f"hand {trial}\n", encoding="utf-8")
+    elif action == "hand-add" and len(titles) > 1:
+        # a copy under a new title and id: a person's new node citing what the original cited
+        node = engine.catalog.get(rng.choice(titles[1:]))
+        text = node.text.replace(f"id: {node.id}", "id: " + _fresh_id(), 1)
+        (vault.abs(node.path).parent / f"h{trial}.md").write_text(text, encoding="utf-8")
+        titles.append(f"h{trial}")
+    elif action == "delete" and len(titles) > 1:
+        title = titles.pop(rng.randrange(1, len(titles)))
+        vault.abs(engine.catalog.get(title).path).unlink()
+    elif action == "move" and len(titles) > 1:
+        title = rng.choice(titles[1:])
+        engine.move_nodes([title], space="Domain", cluster="shared")
+    elif action == "correct":
+        found = [c for c in engine.recheck().candidates if c.target_key.startswith("node:")]
+        if found:
+            cand = rng.choice(found)
+            engine.read_node(cand.target_key[len("node:"):])
+            engine.update_node(cand.citing_id, body=f"corrected {trial}\n",
+                               expect_hash=engine.read_node(cand.citing_id).hash,
+                               recheck_of=[cand.id])
+
+
+def _fresh_id() -> str:
+    from osk import ids
+
+    return ids.uuid7()
+
+
+def test_the_change_log_names_what_changed_since_a_mark_and_says_when_it_cannot(
+        vault: Vault, eng: Engine, hub: str, monkeypatch: pytest.MonkeyPatch):
+    catalog = eng.catalog
+    mark = catalog.mark
+    eng.create_node("Tokens", "s", "Tokens expire.\n", space="Scope", cluster=hub, drafter="m")
+    rel = catalog.get("Tokens").path
+    assert rel in (catalog.changed_since(mark) or [])
+    monkeypatch.setattr(catalog_mod, "CHANGE_LOG_KEEP", 2)
+    later = catalog.mark
+    for n in range(4):
+        eng.create_node(f"Extra {n}", "s", "x\n", space="Scope", cluster=hub, drafter="m")
+    assert catalog.changed_since(mark) is None  # the log no longer reaches back to it
+    assert catalog.changed_since(later) is None or rel not in catalog.changed_since(later)
+    assert Catalog(vault).changed_since(10**6) is None  # a mark from another catalog
