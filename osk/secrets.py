@@ -1,6 +1,7 @@
 """The secret filter (governance/raw.md, rule 3 "Secret filter").
 
-Every raw append and every scope memory write passes through ``redact`` first. A secret is
+Every raw append, every scope memory write and every node write (body and summary; a title is
+checked, see ``check_title``) passes through ``redact`` first. A secret is
 replaced by a marker that names its kind, ``[REDACTED:github-token]``; in an assignment only the
 value is replaced, so ``password=[REDACTED:password]`` still reads as what it was.
 
@@ -55,6 +56,31 @@ class _Span:
     end: int
     kind: str
     rank: int  # lower is more specific; names a merged span
+
+
+def merged_findings(*results: Redacted) -> tuple[tuple[str, int], ...]:
+    """The findings of several filtered texts as one ``((kind, count), …)``, by kind."""
+    counts: Counter[str] = Counter()
+    for result in results:
+        counts.update(dict(result.findings))
+    return tuple(sorted(counts.items()))
+
+
+def check_title(title: str) -> None:
+    """Refuse a title that holds a secret. A title is the node's file name and its link target,
+    committed and synced with it; a marker's brackets and colon cannot be in a portable file
+    name, and a node named after a marker helps nobody, so the writer chooses another title.
+    The refusal names the kind, never the title (it holds the secret)."""
+    found = redact(title)
+    if found.changed:
+        from osk.errors import TitleError
+
+        kinds = ", ".join(kind for kind, _ in found.findings)
+        raise TitleError(
+            f"the title holds what looks like a secret ({kinds}); a title is the node's file "
+            f"name, committed and synced with it, so it is never redacted in place: choose a "
+            f"title without it"
+        )
 
 
 def redact(text: str) -> Redacted:

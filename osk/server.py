@@ -371,6 +371,11 @@ class ValidateOut(Out):
     findings: list[FindingOut]
 
 
+class RedactionOut(Item):
+    kind: str
+    count: int
+
+
 class WriteOut(Out):
     action: str
     id: str
@@ -385,6 +390,9 @@ class WriteOut(Out):
     pending: bool = Field(description="true: the node is in a protected region and this change "
                                       "waits for the person's review (readers still get the "
                                       "approved version)")
+    redactions: list[RedactionOut] = Field(
+        default_factory=list, description="secrets the filter replaced by [REDACTED:kind] in "
+                                          "the body or summary before it was stored")
 
 
 class UpdateOut(WriteOut):
@@ -419,11 +427,6 @@ class AppendOut(Out):
     hash: str
     duplicate: bool
     path: str = Field(description="the raw record file, vault-relative")
-
-
-class RedactionOut(Item):
-    kind: str
-    count: int
 
 
 class MemoryOut(Out):

@@ -38,7 +38,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
-from osk import audit, clock, ids, protection, tombstones, trust, validity
+from osk import audit, clock, ids, protection, secrets, tombstones, trust, validity
 from osk import node as node_mod
 from osk.catalog import Catalog, Changes
 from osk.edges import FileTarget, NodeTarget, RawTarget, Target, parse_target
@@ -183,6 +183,13 @@ class WriteResult:
     closed: tuple[str, ...] = ()  # recheck candidates this call closed
     superseded: str | None = None  # the node whose validity this write closed
     pending: bool = False  # inside a protected region: the change waits for the person
+    redactions: tuple[Redaction, ...] = ()  # what the secret filter removed from this write
+
+
+@dataclass(frozen=True)
+class Redaction:
+    kind: str
+    count: int
 
 
 @dataclass(frozen=True)
@@ -241,6 +248,9 @@ def create_node(ctx: WriteContext, *, title: str, summary: str, body: str, place
                 drafter: str, derived_from: Sequence[str] = (), conflicts: Sequence[str] = (),
                 valid_from: str | None = None, valid_to: str | None = None,
                 supersedes: str | None = None) -> WriteResult:
+    secrets.check_title(title)  # before any message could echo the title
+    filtered_summary, filtered_body = secrets.redact(summary), secrets.redact(body)
+    summary, body = filtered_summary.text, filtered_body.text  # redacted before hashed or stored
     with locked(ctx):
         title = check_portable(title)
         spot = resolve_place(ctx, place)
@@ -276,7 +286,8 @@ def create_node(ctx: WriteContext, *, title: str, summary: str, body: str, place
         bound_now = bind_if_first(ctx, spot)
         _audit(ctx, "create", new, before_text=None, after_text=text)
         superseded = _close_supersede(ctx, closing, meta, new)
-        return _result(ctx, "created", new, bound_now, superseded=superseded)
+        return _result(ctx, "created", new, bound_now, superseded=superseded,
+                       redacted=secrets.merged_findings(filtered_summary, filtered_body))
 
 
 # -- update ------------------------------------------------------------------------------------
@@ -293,7 +304,12 @@ def update_node(ctx: WriteContext, ref: str, *, body: str | None = None,
         # (readers are served the approved version), so refuse plainly now rather than with
         # an anchor or hash error against a working copy it never saw.
         _check_not_pending(ctx, node.path)
-        new_body = _new_body(node, body, expect_hash, old_text, new_text)
+        # The secret filter runs on the body as it will be stored (an edit's new_text, and any
+        # secret an older filter let through), before it is hashed, cited or written.
+        filtered_body = secrets.redact(_new_body(node, body, expect_hash, old_text, new_text))
+        filtered_summary = secrets.redact(summary or "")
+        new_body = filtered_body.text
+        summary = None if summary is None else filtered_summary.text
         spot = spot_of(node.path)
         links = list(node.meta.derived_from) if derived_from is None else list(derived_from)
         clinks = list(node.meta.conflicts) if conflicts is None else list(conflicts)
@@ -339,7 +355,8 @@ def update_node(ctx: WriteContext, ref: str, *, body: str | None = None,
         _audit(ctx, "update", new, before_text=node.text, after_text=text)
         superseded = _close_supersede(ctx, closing, meta, new)
         closed = tuple(sorted(c for c in recheck_of))
-        return _result(ctx, "updated", new, bound_now, closed=closed, superseded=superseded)
+        return _result(ctx, "updated", new, bound_now, closed=closed, superseded=superseded,
+                       redacted=secrets.merged_findings(filtered_summary, filtered_body))
 
 
 def _new_body(node: Node, body: str | None, expect_hash: str | None, old_text: str | None,
@@ -1158,10 +1175,12 @@ def _parse_back(rel: str, text: str) -> Node:
 
 
 def _result(ctx: WriteContext, action: str, node: Node, bound_now: bool, *,
-            closed: tuple[str, ...] = (), superseded: str | None = None) -> WriteResult:
+            closed: tuple[str, ...] = (), superseded: str | None = None,
+            redacted: tuple[tuple[str, int], ...] = ()) -> WriteResult:
     return WriteResult(action, node.id, node.title, node.path, sha256_text(node.text),
                        ctx.session.scope, ctx.session.bound, bound_now, node.meta.trust_state,
-                       closed, superseded, _is_pending(ctx, node.path))
+                       closed, superseded, _is_pending(ctx, node.path),
+                       tuple(Redaction(kind, count) for kind, count in redacted))
 
 
 __all__ = [
