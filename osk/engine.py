@@ -16,7 +16,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +46,7 @@ from osk.write import MoveResult, Place, ReciteResult, WriteContext, WriteResult
 
 PAGE_CHARS = 4000  # read_node: at most this many body characters per call
 RAW_CHARS = 6000  # read_raw: the review view's cap
-REFRESH_SECONDS = 1.0  # reads re-stat the vault at most this often (writes always do)
+REFRESH_SECONDS = 1.0  # reads re-stat every node file at most this often (for hand edits)
 _RECORD = re.compile(r"^_raw/(?P<key>[^/#]+)/(?P<conv>[^/#]+?)(?:\.md)?$")
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
@@ -185,7 +185,6 @@ class Engine:
     actor: str
     _ctx: WriteContext
     _index: SearchIndex | None = None
-    _refreshed_at: float = field(default=float("-inf"))
     embed_after_writes: bool = False  # the MCP server's choice: see embed_in_background
     _embedder: threading.Thread | None = None
 
@@ -218,15 +217,22 @@ class Engine:
         self._ctx.reload_settings()
         changes = self._ctx.fresh.full()
         self._ctx.keep(changes)
-        self._refreshed_at = time.monotonic()
         self._sync_index()
         return changes
 
     def _fresh(self) -> None:
-        """Reads: a full refresh when the last one (a read's or a write's) is a second old."""
-        if time.monotonic() - max(self._refreshed_at, self._ctx.fresh.full_at) \
-                >= REFRESH_SECONDS:
+        """Reads: exact for every osk write, within a second for edits made by hand.
+
+        A full refresh when the last one (a read's or a write's) is a second old; otherwise,
+        when the vault generation moved (another osk process, or this one, wrote since the last
+        look), the folder check, which finds every change an osk writer makes
+        (``osk.freshness``). While nothing moved this costs one ``stat``.
+        """
+        if time.monotonic() - self._ctx.fresh.full_at >= REFRESH_SECONDS:
             self.refresh()
+        elif self._ctx.fresh.behind():
+            self._ctx.keep(self._ctx.fresh.quick())
+            self._sync_index(moved=True)
 
     def _search_index(self) -> SearchIndex:
         """The search index, created on first use. Its first search walks the vault by stat,
@@ -237,15 +243,17 @@ class Engine:
             self._ctx.fresh.take_walked()
         return self._index
 
-    def _sync_index(self) -> None:
+    def _sync_index(self, *, moved: bool = False) -> None:
         """Hand the catalog's changes to the index so a write is searchable on return.
 
         After a full catalog refresh the index is told it was walked (``walked``), so its own
-        once-a-second walk does not stat every node file a second time.
+        once-a-second walk does not stat every node file a second time. ``moved``: the vault
+        generation moved, so the index checks the approvals too (an approval changes what is
+        served without changing a node file).
         """
         changes = self._ctx.take_changes()
         walked = self._ctx.fresh.take_walked()
-        if self._index is not None and (changes or walked):
+        if self._index is not None and (changes or walked or moved):
             self._index.sync(self.catalog, changes, walked=walked)
 
     def _after_write(self) -> None:
@@ -337,7 +345,6 @@ class Engine:
         by ``section`` (a heading from ``outline``) and/or by ``start``/``length``. The hash
         that authorises a full replacement comes with the read that completes this session's
         reading of the current version: one whole read, or the last of its pages."""
-        self._fresh()
         node = self.visible_node(ref)
         shown, pending = self._served(node)
         body = shown.body
@@ -368,6 +375,7 @@ class Engine:
 
     def visible_node(self, ref: str) -> Node:
         """The node ``ref`` names if this session may see it, re-read from disk."""
+        self._fresh()
         try:
             node = self.catalog.get(ref)
         except NodeNotFound:

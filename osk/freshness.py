@@ -7,6 +7,11 @@ folder check on every write, a re-listing of folders whose stat changed, a re-re
 the write depends on (``freshen``), and the full refresh at most once a second. Why that is
 exact is argued in the class docstring below. ``osk.write`` holds one per ``WriteContext`` and
 runs ``ensure`` inside ``locked``.
+
+Reads run the same folder check (``quick``) outside the lock, but only when the vault
+generation moved since the last look (``behind``, one stat; ``osk.generation``). That is exact
+for every osk write acknowledged before the read began: its files were on disk before its bump,
+the read takes the stamp before it looks, and a write still under way bumps afterwards.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from osk import generation
 from osk.catalog import Catalog, Changes
 from osk.fsutil import RACE_WINDOW_NS
 from osk.vault import SPACES, Vault
@@ -71,6 +77,7 @@ class Freshness:
         self.vault = vault
         self.catalog = catalog
         self.full_at = float("-inf")  # monotonic time of the last full refresh
+        self.stamp: generation.Stamp | None = None  # the generation the last look began at
         self._walked = False
         self._folders: dict[str, _Folder] = {}
 
@@ -85,13 +92,19 @@ class Freshness:
     def full(self) -> Changes:
         """Stat every node file (``Catalog.refresh``); the folders are listed first, so a
         change made while the walk runs shows up at the next ``quick``."""
+        self.stamp = generation.current(self.vault)  # before looking: see osk.generation
+        started = time.monotonic()  # a hand edit made during the walk may be missed
         self._folders = {}
         for space in SPACES:  # names only: the catalog's walk stats the files
             self._scan(space, [], stats=False)
         changes = self.catalog.refresh()
-        self.full_at = time.monotonic()
+        self.full_at = started
         self._walked = True
         return changes
+
+    def behind(self) -> bool:
+        """Whether an osk process has written since the last look began (one ``stat``)."""
+        return generation.current(self.vault) != self.stamp
 
     def take_walked(self) -> bool:
         """Whether a full refresh ran since the last call (the search index need not walk)."""
@@ -100,6 +113,7 @@ class Freshness:
 
     def quick(self) -> Changes:
         """Stat the known folders; re-list changed ones and re-read what changed in them."""
+        self.stamp = generation.current(self.vault)
         added: list[str] = []
         changed: list[str] = []
         removed: list[str] = []

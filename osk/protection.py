@@ -24,14 +24,15 @@ import difflib
 import os
 import sys
 from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from osk import generation as vault_generation
 from osk import objects
 from osk.errors import AuthorityError, ContractError, OskError, ProtectedRegionError
 from osk.fsutil import StatKey, atomic_write, fsync_dir, sha256_text
 from osk.ledger import Ledger, LedgerView
-from osk.locks import file_lock
 from osk.vault import SPACES, Vault
 
 APPROVALS = "approvals"
@@ -345,8 +346,9 @@ def _approvals(vault: Vault) -> Ledger:
     return Ledger(vault, APPROVALS)
 
 
-def mutation_lock(vault: Vault):  # the vault's one mutation lock (osk/locks.py)
-    return file_lock(vault.mutation_lock_path())
+def mutation_lock(vault: Vault) -> AbstractContextManager[None]:
+    """The vault's one mutation lock; letting go moves the generation (``osk.generation``)."""
+    return vault_generation.mutation(vault)
 
 
 @dataclass(frozen=True)

@@ -67,7 +67,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, NoReturn
 
-from osk import clock
+from osk import clock, generation
 from osk.conflict_copies import (
     conflict_copies,
     copy_content,
@@ -86,6 +86,7 @@ DEFAULT_REMOTE = "origin"
 PUSH_ATTEMPTS = 5
 NETWORK_TIMEOUT = 120.0
 SYNC_LOCK_TIMEOUT = 300.0
+MUTATION_TIMEOUT = 60.0  # a landing waits this long for node writes under way
 STALE_LOCK_WAIT = 1.5
 CHECKPOINTS = ("committed", "fetched", "rebase-stopped", "rebased", "landing", "landed", "pushed")
 _ZERO = "0" * 40
@@ -394,13 +395,22 @@ def _locked(path: Path, timeout: float, what: str) -> Iterator[None]:
         with file_lock(path, timeout=timeout):
             yield
     except LockTimeout as exc:
-        raise SyncError(f"{what} (lock {path} still held after {timeout:.0f} s); "
-                        f"try again later") from exc
+        raise _busy(path, timeout, what) from exc
 
 
-def _mutation(vault: Vault) -> Any:
-    return _locked(vault.mutation_lock_path(), 60.0,
-                   "another osk process is writing the vault")
+@contextmanager
+def _mutation(vault: Vault) -> Iterator[None]:
+    """The vault mutation lock; a landing moves the generation, so readers look again."""
+    try:
+        with generation.mutation(vault, timeout=MUTATION_TIMEOUT):
+            yield
+    except LockTimeout as exc:
+        raise _busy(vault.mutation_lock_path(), MUTATION_TIMEOUT,
+                    "another osk process is writing the vault") from exc
+
+
+def _busy(path: Path, timeout: float, what: str) -> SyncError:
+    return SyncError(f"{what} (lock {path} still held after {timeout:.0f} s); try again later")
 
 
 def _pause_for_tests(name: str) -> None:

@@ -38,7 +38,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
-from osk import audit, clock, ids, protection, secrets, tombstones, trust, validity
+from osk import audit, clock, generation, ids, protection, secrets, tombstones, trust, validity
 from osk import node as node_mod
 from osk.catalog import Catalog, Changes
 from osk.edges import FileTarget, NodeTarget, RawTarget, Target, parse_target
@@ -59,7 +59,7 @@ from osk.errors import (
 from osk.freshness import Freshness
 from osk.fsutil import atomic_write, fsync_dir, sha256_bytes, sha256_text
 from osk.ledger import Ledger
-from osk.locks import LockTimeout, file_lock
+from osk.locks import LockTimeout
 from osk.node import Frontmatter, Node
 from osk.rechecks import Candidate, Edge, ReadLog, Rechecks, TargetRef, link_identity
 from osk.sessions import Routing, Session
@@ -232,7 +232,7 @@ def locked(ctx: WriteContext, *, full: bool = False) -> Iterator[None]:
     """Hold the vault mutation lock with the catalog made fresh inside it (``Freshness``;
     ``full`` stats every node file, for writes that read the whole vault, such as moves)."""
     try:
-        with file_lock(ctx.vault.mutation_lock_path()):
+        with generation.mutation(ctx.vault):  # readers in other processes look again
             ctx.reload_settings()
             ctx.keep(ctx.fresh.ensure(full=full))
             yield

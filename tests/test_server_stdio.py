@@ -16,6 +16,7 @@ import pytest
 from mcp import StdioServerParameters
 
 from osk import validate
+from osk.engine import REFRESH_SECONDS
 from osk.ledger import Ledger
 from osk.server import TOOL_NAMES
 from osk.vault import Vault
@@ -120,6 +121,9 @@ async def test_cite_search_change_the_source_see_the_candidate_read_recite_and_c
 
 async def test_two_server_processes_writing_at_once_lose_nothing(vault: Vault, repo: Path,
                                                                  tmp_path: Path):
+    """Each write one server acknowledges is found through the other server at once: the
+    vault generation (osk.generation) makes reads exact for osk's own writers, with no
+    waiting, however the two sessions interleave."""
     other = tmp_path / "work" / "other-checkout"
     subprocess.run(["git", "worktree", "add", "-q", "--detach", str(other)], cwd=repo,
                    check=True)
@@ -132,11 +136,19 @@ async def test_two_server_processes_writing_at_once_lose_nothing(vault: Vault, r
         await ok(first, "scope_memory", {"action": "replace", "text": "<!-- end -->\n",
                                          "expect_hash": start["hash"]})
 
-        async def session(client: mcp.Client, name: str) -> None:
+        async def session(client: mcp.Client, peer: mcp.Client, name: str) -> None:
             for i in range(per_session):
-                await ok(client, "create_node", {**HUB, "title": f"{name} fact {i}",
+                title = f"{name} fact {i}"
+                await ok(client, "create_node", {**HUB, "title": title,
                                                   "summary": f"fact {i} from {name}",
+                                                  "body": f"Draft {name}{i}.\n",
                                                   "space": "domain", "cluster": "shared"})
+                found = (await ok(peer, "search", {"query": title, "k": 50}))["hits"]
+                assert title in {h["title"] for h in found}
+                await ok(client, "update_node", {"node": title, "old_text": f"Draft {name}{i}",
+                                                  "new_text": f"Final {name}{i}"})
+                assert f"Final {name}{i}" in (await ok(peer, "read_node",
+                                                       {"node": title}))["text"]
                 await ok(client, "append_raw", {"conversation": f"conv-{name}", "user": f"q{i}",
                                                 "assistant": f"a{i}"})
                 await ok(client, "scope_memory", {"action": "edit", "edits": [
@@ -145,8 +157,8 @@ async def test_two_server_processes_writing_at_once_lose_nothing(vault: Vault, r
                                                   "parties": [f"{name} fact 0", f"{name} fact 1"]})
 
         async with anyio.create_task_group() as group:
-            group.start_soon(session, first, "A")
-            group.start_soon(session, second, "B")
+            group.start_soon(session, first, second, "A")
+            group.start_soon(session, second, first, "B")
         hits = (await ok(second, "search", {"query": "fact", "k": 50}))["hits"]
 
     titles = {h["title"] for h in hits}
@@ -160,6 +172,22 @@ async def test_two_server_processes_writing_at_once_lose_nothing(vault: Vault, r
         assert Ledger(vault, path.stem).read().forks() == []
     assert len(Ledger(vault, "candidates").read().records) == 2
     assert validate.run(vault) == []
+
+
+async def test_a_hand_edit_is_found_by_a_search_a_second_after_it(vault: Vault, repo: Path):
+    """What the generation cannot show (an editor's change) the once-a-second walk finds:
+    a search that starts REFRESH_SECONDS after the edit sees it (docs/search.md)."""
+    async with mcp.Client(params(vault, repo)) as client:
+        await ok(client, "create_node", HUB)
+        assert (await ok(client, "search", {"query": "cache"}))["hits"]  # the walk has run
+        path = vault.root / "Scope/app/cache/cache.md"
+        path.write_text(path.read_text(encoding="utf-8").replace(
+            "The cache hub.", "The cache hub, rewritten by hand: zeppelin."), encoding="utf-8")
+        await anyio.sleep(REFRESH_SECONDS)  # the documented bound, counted from the edit
+        hits = (await ok(client, "search", {"query": "zeppelin"}))["hits"]
+        assert [h["title"] for h in hits] == ["cache"]
+        page = await ok(client, "read_node", {"node": "cache"})
+        assert "zeppelin" in page["text"]
 
 
 def test_the_server_writes_nothing_but_protocol_messages_to_stdout(vault: Vault, repo: Path):

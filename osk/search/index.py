@@ -128,7 +128,8 @@ class SearchIndex:
 
         ``walked``: the catalog has just stat-ed every node file (a full refresh, including one
         that found nothing). Once this index has walked the files itself, such a walk counts as
-        its own and the next search does not stat everything again.
+        its own and the next search does not stat everything again. Every sync also checks the
+        approvals (one stat), since an approval changes what is served without changing a file.
         """
         with self._lock:
             self._ensure_loaded()
@@ -146,10 +147,11 @@ class SearchIndex:
                 self._put_node(entry.node, entry.stat, now)
             for rel in changes.removed:
                 self._drop(rel)
-            if walked and self._last_walk > -math.inf:
-                for rel in self._check_protection():
+            if self._last_walk > -math.inf:  # else the first search walks and checks
+                for rel in self._check_protection():  # an approval changes no node file
                     self._reread(rel, now)
-                self._last_walk = time.monotonic()
+                if walked:
+                    self._last_walk = time.monotonic()
             self._commit()
 
     def refresh(self) -> Refreshed:
@@ -367,6 +369,7 @@ class SearchIndex:
     def _walk_and_reconcile(self) -> Refreshed:
         result = Refreshed()
         now = time.time_ns()
+        started = time.monotonic()  # an edit made while we walk may be missed: count from here
         corpus = self._corpus
         seen: dict[str, StatKey] = dict(_walk(self.vault))
         forced = self._check_protection()
@@ -390,7 +393,7 @@ class SearchIndex:
             result.removed.append(rel)
         for rel in [rel for rel in self._rejects if rel not in seen]:
             del self._rejects[rel]
-        self._last_walk = time.monotonic()
+        self._last_walk = started
         return result
 
     def _reread(self, rel: str, now: int) -> None:
