@@ -20,7 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     # Imported here, not at the top: each command module imports this one, and `osk hook …`
     # must not pay for them.
-    from osk.commands import authority, demo, hosts, nodes, search, sync, vault
+    from osk.commands import authority, demo, hosts, nodes, redact, search, sync, vault
 
     parser = argparse.ArgumentParser(
         prog="osk", description="A local-first memory vault for coding agents."
@@ -29,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
                                         "current directory's ancestors)")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in (vault, nodes, search, authority, sync, hosts, demo):
+    for module in (vault, nodes, search, authority, redact, sync, hosts, demo):
         module.register(sub)
     return parser
 

@@ -195,6 +195,13 @@ class SurfaceError(OskError):
     rule = "strict-arguments"
 
 
+class RedactError(OskError):
+    """`osk redact` cannot do what was asked (no such record, the text is not in it, too short
+    a span); nothing was changed."""
+
+    rule = "person-redaction"
+
+
 class LockTimeout(OskError, TimeoutError):
     """A lock stayed held by another process past its timeout (osk.locks)."""
 

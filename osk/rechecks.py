@@ -112,7 +112,7 @@ class Candidate:
     target_key: str
     recorded_hash: str | None
     current_hash: str | None  # None: the target is gone
-    reason: str  # target-changed | target-missing | citing-edited | forked
+    reason: str  # target-changed | target-redacted | target-missing | citing-edited | forked
     next: tuple[str, ...]  # titles of the nodes that cite the citing node
     next_ids: tuple[str, ...]
     cascade: bool  # the target's current body came from a recheck correction
@@ -607,6 +607,8 @@ class Rechecks:
             reason = _reason(pair, current, citing_hash)
             if reason is None:
                 continue
+            if reason == "target-changed" and pair.target.kind == "raw":
+                reason = _redacted_reason(self.vault, pair.target.key, current)
             found.append(self._candidate(catalog, table, citing, pair, current, reason))
         return found
 
@@ -766,6 +768,16 @@ def _reason(pair: Pair, current: str | None, citing_hash: str) -> str | None:
     if citing_hash != pair.citing_hash:
         return "citing-edited"
     return None
+
+
+def _redacted_reason(vault: Vault, target_key: str, current: str | None) -> str:
+    """A raw round whose current text is the one a person's redaction left (``osk redact``)
+    changed for that reason alone: say so, so the agent knows the claim's evidence lost only a
+    secret. Imported here: the redactions ledger is read only when a raw round has changed."""
+    from osk.redaction import redacted_rounds
+
+    return "target-redacted" if current in redacted_rounds(vault).get(target_key, ()) \
+        else "target-changed"
 
 
 def _live_links(node: Node) -> list[str]:

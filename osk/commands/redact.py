@@ -1,0 +1,76 @@
+"""`osk redact`: the person removes a pasted secret from a raw record (terminal only)."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "redact", help="replace a text you type in a raw record by [REDACTED:by-person], "
+                       "record it in the redactions ledger, and say how to purge Git history "
+                       "(terminal only)")
+    parser.add_argument("target", help="_raw/KEY/CONVERSATION#Round N (one round) or "
+                                       "_raw/KEY/CONVERSATION (every round)")
+    parser.set_defaults(handler=run_redact)
+
+
+def run_redact(args: argparse.Namespace) -> int:
+    from osk import redaction
+    from osk.protection import require_person
+    from osk.vault import locate
+
+    vault = locate(args.vault)
+    target = redaction.parse(args.target)
+    require_person("redact")  # before asking anything
+    span = read_hidden("Text to redact (not shown as you type): ")
+    shown = redaction.preview(vault, target, span)
+    spans = sum(r.spans for r in shown.rounds)
+    print(f"In {target.path}: {spans} occurrence(s) of a {len(span)}-character text in "
+          f"round(s) {', '.join(str(r.number) for r in shown.rounds)}.")
+    if shown.affected:
+        print(f"{len(shown.affected)} citation(s) of these rounds will become recheck "
+              f"candidates (reason: redacted).")
+    code = confirmation_code(shown)
+    answer = input(f"Type {code} to redact them (anything else changes nothing): ")
+    if answer.strip().upper() != code:
+        print("Nothing redacted.")
+        return 0
+    done = redaction.redact(vault, target, span)
+    print(f"Redacted {spans} occurrence(s) in {target.path}; recorded in "
+          f"_ledger/{redaction.LEDGER}.jsonl ({done.record_id}).")
+    print(redaction.purge_instructions(vault, target))
+    return 0
+
+
+def confirmation_code(shown) -> str:
+    """Four characters from what is about to change: typed back, so a piped `yes` or a stray
+    Enter cannot confirm (the same shape as approve and revert)."""
+    seed = "\n".join([shown.target.path, *(f"{r.number}:{r.before}" for r in shown.rounds)])
+    return hashlib.sha256(seed.encode()).hexdigest()[:4].upper()
+
+
+def read_hidden(prompt: str) -> str:
+    """A line from the terminal with echo off (the text is a secret). Reads stdin itself,
+    not /dev/tty as getpass does, so the terminal checked by require_person is the one read."""
+    try:
+        import termios
+    except ImportError:  # Windows: getpass reads the console without echo
+        import getpass
+
+        return getpass.getpass(prompt)
+    fd = sys.stdin.fileno()
+    old = termios.tcgetattr(fd)
+    quiet = termios.tcgetattr(fd)
+    quiet[3] &= ~termios.ECHO
+    sys.stdout.write(prompt)
+    sys.stdout.flush()
+    termios.tcsetattr(fd, termios.TCSANOW, quiet)  # TCSANOW: keep what was typed ahead
+    try:
+        line = sys.stdin.readline()
+    finally:
+        termios.tcsetattr(fd, termios.TCSANOW, old)
+        sys.stdout.write("\n")
+    return line.rstrip("\r\n")

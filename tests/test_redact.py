@@ -1,0 +1,130 @@
+"""`osk redact`: the person removes a text from a raw record, end to end.
+
+The real CLI in a real pseudo-terminal (and refused from a pipe), a record cited by a node, the
+redactions ledger, the capture that follows, and `osk sync` carrying the redacted record to a
+second device through a bare remote on disk.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from authority_support import osk
+from sync_support import git, make_devices
+from writekit import make_repo
+
+from osk import raw, redaction, validate
+from osk.commands.redact import confirmation_code
+from osk.engine import Engine
+from osk.secrets import redact
+from osk.sync import sync_once
+from osk.vault import Vault
+
+# Not a pattern the secret filter knows: what a person pastes that no detector can catch.
+SPAN = "tulip-7-orbit-lamp"
+
+
+def conversation(vault: Vault, repo: Path) -> tuple[Engine, list[raw.RoundRef]]:
+    eng = Engine.open(vault, cwd=repo)
+    refs = [eng.append_raw("talk", user=f"the NAS login is {SPAN}, can you mount it?",
+                           assistant="Mounted with the login you gave."),
+            eng.append_raw("talk", user="and the backup?",
+                           assistant=f"Backed up using {SPAN} as well."),
+            eng.append_raw("talk", user="thanks", assistant="You are welcome.")]
+    eng.create_node("nas", "The NAS", "The NAS hub.\n", space="Scope", cluster="nas",
+                    drafter="test-model")
+    eng.create_node("Mounting the NAS", "How the NAS is mounted", "Mounted over SMB.\n",
+                    space="Scope", cluster="nas", drafter="test-model",
+                    derived_from=(refs[0].coordinate, refs[2].coordinate))
+    return eng, refs
+
+
+def run_redact(vault: Vault, target: str, code: str | None = None):
+    if code is None:
+        code = confirmation_code(redaction.preview(vault, redaction.parse(target), SPAN))
+    return osk(vault, "redact", target, tty=True, answer=f"{SPAN}\n{code}\n")
+
+
+def test_redact_rewrites_the_rounds_records_it_and_syncs_to_a_second_device(tmp_path: Path):
+    assert not redact(f"the NAS login is {SPAN}").changed  # the filter let it through
+    remote, (first, second) = make_devices(tmp_path, 2)
+    repo = make_repo(tmp_path / "work" / "proj")
+    eng, refs = conversation(first, repo)
+    record = first.abs(refs[0].path)
+    sync_once(first)
+    sync_once(second)
+    assert SPAN in second.abs(refs[0].path).read_text(encoding="utf-8")
+
+    run = run_redact(first, "_raw/proj/talk")
+    assert run.code == 0, run.err
+    assert "2 occurrence(s) of a 18-character text in round(s) 1, 2" in run.out
+    assert "1 citation(s) of these rounds will become recheck candidates" in run.out
+    assert "git filter-repo --replace-text" in run.out and "rotate the secret" in run.out
+    text = record.read_text(encoding="utf-8")
+    assert SPAN not in text and text.count("[REDACTED:by-person]") == 2
+    assert "redacted=by-person:1" in text
+
+    # The record is whole: every round matches its new hash; untouched rounds kept theirs.
+    rounds = raw.read_record(first, "proj", "talk").rounds
+    assert all(r.intact for r in rounds)
+    assert rounds[2].hash == refs[2].hash and rounds[0].hash != refs[0].hash
+
+    # The ledger says who, what and when, never the text.
+    ledger = (first.root / "_ledger" / "redactions.jsonl").read_text(encoding="utf-8")
+    assert SPAN not in ledger
+    (entry,) = [json.loads(line) for line in ledger.splitlines()]
+    assert entry["kind"] == "redact" and entry["subject"] == "raw:_raw/proj/talk.md"
+    assert entry["length"] == len(SPAN) and entry["by"]
+    assert [(r["n"], r["before"], r["spans"]) for r in entry["rounds"]] == [
+        (1, refs[0].hash, 1), (2, refs[1].hash, 1)]
+    assert [a["target"] for a in entry["affected"]] == ["raw:_raw/proj/talk#Round 1"]
+
+    # The citation of round 1 is a recheck candidate; the one of round 3 is not.
+    reopened = Engine.open(first, cwd=repo)
+    (cand,) = reopened.recheck().candidates
+    assert (cand.target, cand.reason) == ("[[_raw/proj/talk#Round 1]]", "target-redacted")
+
+    # Capture carries on: the device state was rebuilt from the new bytes.
+    after = reopened.append_raw("talk", user="one more", assistant="Sure.")
+    assert after.number == 4
+    assert [f for f in validate.run(first) if "raw" in f.rule] == []
+
+    sync_once(first)
+    sync_once(second)
+    synced = second.abs(refs[0].path).read_text(encoding="utf-8")
+    assert SPAN not in synced and "## Round 4" in synced
+    assert all(r.intact for r in raw.read_record(second, "proj", "talk").rounds)
+    assert (second.root / "_ledger" / "redactions.jsonl").read_text(encoding="utf-8") == ledger
+    # The old bytes are still in history: what the printed instructions are for.
+    assert SPAN in git(second.root, "log", "-p", "--", "_raw/proj/talk.md")
+    assert remote.exists()
+
+
+def test_one_round_only_and_a_wrong_code_changes_nothing(vault: Vault, tmp_path: Path):
+    _, refs = conversation(vault, make_repo(tmp_path / "work" / "proj"))
+    record = vault.abs(refs[0].path)
+    before = record.read_bytes()
+    run = run_redact(vault, "_raw/proj/talk#Round 2", code="NOPE")
+    assert run.code == 0 and "Nothing redacted." in run.out
+    assert record.read_bytes() == before and not (vault.root / "_ledger/redactions.jsonl").exists()
+    run = run_redact(vault, "_raw/proj/talk#Round 2")
+    assert run.code == 0, run.err
+    text = record.read_text(encoding="utf-8")
+    assert text.count(SPAN) == 1 and text.count("[REDACTED:by-person]") == 1
+
+
+def test_redact_is_refused_from_a_pipe_and_for_text_that_is_not_there(vault: Vault,
+                                                                      tmp_path: Path):
+    _, refs = conversation(vault, make_repo(tmp_path / "work" / "proj"))
+    before = vault.abs(refs[0].path).read_bytes()
+    piped = osk(vault, "redact", "_raw/proj/talk")
+    assert piped.code == 5 and "reserved for a person at a terminal" in piped.err
+    absent = osk(vault, "redact", "_raw/proj/talk", tty=True, answer="not-in-the-record\nX\n")
+    assert absent.code == 1 and "does not occur in _raw/proj/talk.md" in absent.err
+    short = osk(vault, "redact", "_raw/proj/talk", tty=True, answer="NAS\nX\n")
+    assert short.code == 1 and "at least 4 characters" in short.err
+    missing = osk(vault, "redact", "_raw/proj/other#Round 1", tty=True, answer=f"{SPAN}\nX\n")
+    assert missing.code == 1 and "no raw record _raw/proj/other.md" in missing.err
+    assert vault.abs(refs[0].path).read_bytes() == before
+    assert SPAN not in piped.out + absent.out + short.out + missing.out  # osk never prints it
