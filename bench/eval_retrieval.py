@@ -25,7 +25,8 @@ Metrics (grades from ``relevant``; "none" queries excluded from the averages): n
 linear gains, Recall@5 of the grade-2 nodes, MRR@10 of the first grade-2 node; per kind; for
 ``locality`` also the share of queries whose top hit comes from another project, for
 ``superseded`` the share where the newer node outranks the older; for ``none`` the share of
-queries that return any hit (a false-positive measure; neither system abstains).
+queries that return any hit (a false-positive measure; neither system abstains) and the AUC of
+the top hit's score as a test of "this query has an answer" (answerable against ``none``).
 
 The semantic channel (``osk.search.semantic``) is on when its model is found on this machine
 (``OSK_MODEL_DIR`` …). Then every node is embedded before the first query, and each isolation
@@ -186,9 +187,12 @@ def score(queries, ranked, corpus) -> dict[str, Any]:
     docs = {doc["id"]: doc for doc in corpus}
     per_kind: dict[str, list[tuple[float, float, float]]] = defaultdict(list)
     foreign_top, newer_first, none_hits = [], [], []
+    tops: dict[bool, list[float]] = {True: [], False: []}  # answerable? -> top hit's score
     for query in queries:
         hits = [doc_id for doc_id, _ in ranked[query["qid"]]]
         relevant: dict[str, int] = query["relevant"]
+        tops[query["kind"] != "none"].append(max((s for _, s in ranked[query["qid"]]),
+                                                 default=0.0))
         if query["kind"] == "none":
             none_hits.append(bool(hits))
             continue
@@ -214,7 +218,18 @@ def score(queries, ranked, corpus) -> dict[str, Any]:
     return {"table": table,
             "locality_foreign_top": _share(foreign_top),
             "superseded_newer_first": _share(newer_first),
-            "none_any_hit": _share(none_hits)}
+            "none_any_hit": _share(none_hits),
+            "none_auc": _auc(tops[True], tops[False])}
+
+
+def _auc(answerable: list[float], unanswerable: list[float]) -> float:
+    """How well the top hit's score tells an answerable query from a ``none`` one: the chance
+    that a random answerable query's top score beats a random ``none`` query's (ties half)."""
+    if not answerable or not unanswerable:
+        return float("nan")
+    wins = sum(1.0 if a > u else 0.5 if a == u else 0.0
+               for a in answerable for u in unanswerable)
+    return wins / (len(answerable) * len(unanswerable))
 
 
 def _replaces(newer: dict[str, Any], older: dict[str, Any]) -> bool:
@@ -244,6 +259,8 @@ def print_report(label: str, result: dict[str, Any], baseline: dict[str, Any]) -
                       ("none_any_hit", "none: queries returning any hit")):
         a, b = result[key], baseline[key]
         print(f"{text:44} osk {a[0]}/{a[1]}   bm25 {b[0]}/{b[1]}")
+    print(f"{'none: top-score AUC (answerable vs none)':44} osk {result['none_auc']:.3f}   "
+          f"bm25 {baseline['none_auc']:.3f}")
 
 
 def main() -> int:

@@ -268,9 +268,10 @@ async def _distil(demo: Demo, client: Any) -> None:
     demo.step("Recall: search finds it, and the next session starts with the scope memory")
     for hit in hits[:2]:
         demo.say(f"{hit['score']:.2f}  {hit['title']}  markers={hit['markers']}")
-    demo.say("(ranked by words and by meaning: the semantic channel is on)"
-             if semantic_status().on else
-             "(ranked by words; the semantic channel, off here, adds meaning: docs/search.md)")
+    meaning = semantic_status()
+    demo.say(f"(semantic search {meaning.text})")
+    if meaning.fix:
+        demo.say(f"(to rank by meaning in Korean and English alike: {meaning.fix})")
     first = demo.hook("session-start", _payload(demo, "SessionStart", source="startup"))
     again = demo.hook("session-start", _payload(demo, "SessionStart", source="resume"))
     demo.say("session start now injects:")

@@ -70,12 +70,12 @@ def test_the_model_is_found_through_the_environment_and_refused_when_incomplete(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     folder = write_tiny_model(tmp_path / "m")
     monkeypatch.setenv("OSK_MODEL_DIR", str(folder))
-    assert semantic.find_model() == folder
+    assert semantic.find_model() == semantic.english_model(folder)
     (folder / "vocab.txt").unlink()
-    assert semantic.find_model() != folder
+    assert semantic.find_model() != semantic.english_model(folder)
 
 
-real_model = semantic.find_model()
+real_model = semantic.find_english()
 needs_model = pytest.mark.skipif(
     real_model is None,
     reason="the all-MiniLM-L6-v2 files are not on this machine (see docs/search.md)")
@@ -84,7 +84,7 @@ needs_model = pytest.mark.skipif(
 @needs_model
 def test_the_real_model_matches_the_reference_implementation():
     data = json.loads(REFERENCE.read_text(encoding="utf-8"))
-    encoder = Encoder(real_model)
+    encoder = Encoder(real_model.folder)
     for text, expected in zip(data["sentences"], data["token_ids"], strict=True):
         assert encoder.tokenizer.ids(text) == expected, text
     ours = encoder.embed(data["sentences"])

@@ -26,6 +26,10 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mon
     return folder
 
 
+def tiny_store(directory: Path, folder: Path) -> Vectors:
+    return Vectors(directory, semantic.english_model(folder))
+
+
 def engine(vault: Vault) -> Engine:
     opened = Engine.open(vault, cwd=vault.root, scope=None)
     if not vault.abs("Domain/notes/notes.md").exists():
@@ -44,18 +48,21 @@ class _Docs(Corpus):
         self.docs = {slot: type("Doc", (), {"path": path})() for slot, path in paths.items()}
 
 
-def test_fusion_adds_meaning_to_the_lexical_order_above_a_similarity_floor():
+def test_fusion_adds_each_channel_relative_to_its_best_in_the_lexical_scores_units():
     corpus = _Docs({1: "a", 2: "b", 3: "c", 4: "d"})
     lexical = [(1, 0, 4.0, 2.0), (2, 0, 2.0, 1.0)]
-    floor = ranking.SEMANTIC_FLOOR
-    semantic_order = [(3, 1.0), (2, floor + (1 - floor) * 0.8), (4, floor - 0.1)]
+    floor, weight = ranking.SEMANTIC_FLOOR, ranking.SEMANTIC_WEIGHT
+    best = 0.9
+    semantic_order = [(3, best), (2, floor + (best - floor) * 0.8), (4, floor - 0.1)]
     fused = ranking.fuse(lexical, semantic_order, 10, corpus)
     scores = {slot: score for slot, _, score, _ in fused}
-    assert [slot for slot, *_ in fused] == [2, 1, 3, 4]
-    assert scores[1] == pytest.approx(1.0)
-    assert scores[2] == pytest.approx(0.5 + ranking.SEMANTIC_WEIGHT * 0.8)
-    assert scores[3] == pytest.approx(ranking.SEMANTIC_WEIGHT) and scores[4] == 0.0
-    assert [bm25 for *_, bm25 in fused] == [1.0, 2.0, 0.0, 0.0]  # only lexical hits have one
+    expected = {1: 4.0, 2: 4.0 * (0.5 + weight * 0.8), 3: 4.0 * weight, 4: 0.0}
+    assert scores == pytest.approx(expected)
+    assert [slot for slot, *_ in fused] == sorted(expected, key=lambda s: -expected[s])
+    assert dict((slot, bm25) for slot, *_, bm25 in fused) == {1: 2.0, 2: 1.0, 3: 0.0, 4: 0.0}
+    # a query whose words match weakly keeps a low top score: the scale is the lexical one
+    weak = ranking.fuse([(1, 0, 0.5, 0.5)], [(1, best)], 10, corpus)
+    assert weak[0][2] == pytest.approx(0.5 * (1 + weight))
 
 
 def test_a_title_match_stays_first_whatever_the_semantic_channel_says():
@@ -67,35 +74,35 @@ def test_a_title_match_stays_first_whatever_the_semantic_channel_says():
 # -- the vector store -----------------------------------------------------------------------
 def test_vectors_are_saved_reloaded_and_pruned(tmp_path: Path, tiny_model: Path):
     texts = {"k1": "the cache ttl", "k2": "release build", "k3": "game clock"}
-    store = Vectors(tmp_path / "vectors", tiny_model)
+    store = tiny_store(tmp_path / "vectors", tiny_model)
     assert store.catch_up(texts, texts.get, budget=None) == 0
-    again = Vectors(tmp_path / "vectors", tiny_model)
+    again = tiny_store(tmp_path / "vectors", tiny_model)
     assert all(again.has(key) for key in texts)
     near = again.nearest("the cache ttl", 2)
     assert [key for key, _ in near] == ["k1", max(["k2", "k3"], key=dict(
         again.nearest("the cache ttl", 3)).__getitem__)]
     assert near[0][1] == pytest.approx(1.0) and near[0][1] > near[1][1]
     again.forget_except({"k1"})
-    reloaded = Vectors(tmp_path / "vectors", tiny_model)
+    reloaded = tiny_store(tmp_path / "vectors", tiny_model)
     assert reloaded.has("k1") and not reloaded.has("k2")
 
 
 def test_a_save_cut_between_its_two_files_is_recomputed_not_trusted(
         tmp_path: Path, tiny_model: Path):
     texts = {"k1": "the cache ttl", "k2": "release build"}
-    Vectors(tmp_path / "vectors", tiny_model).catch_up(texts, texts.get, budget=None)
+    tiny_store(tmp_path / "vectors", tiny_model).catch_up(texts, texts.get, budget=None)
     keys = (tmp_path / "vectors" / "keys.json").read_text(encoding="utf-8")
     more = {**texts, "k3": "game clock"}
-    Vectors(tmp_path / "vectors", tiny_model).catch_up(more, more.get, budget=None)
+    tiny_store(tmp_path / "vectors", tiny_model).catch_up(more, more.get, budget=None)
     (tmp_path / "vectors" / "keys.json").write_text(keys, encoding="utf-8")  # the old names
-    cut = Vectors(tmp_path / "vectors", tiny_model)
+    cut = tiny_store(tmp_path / "vectors", tiny_model)
     assert not cut.has("k1")  # the pair does not match: nothing is trusted
     assert cut.catch_up(more, more.get, budget=None) == 0 and cut.has("k3")
 
 
 def test_a_text_that_is_gone_is_skipped_and_a_zero_budget_embeds_nothing(
         tmp_path: Path, tiny_model: Path):
-    store = Vectors(tmp_path / "vectors", tiny_model)
+    store = tiny_store(tmp_path / "vectors", tiny_model)
     assert store.catch_up(["gone", "k1"], {"k1": "cache"}.get, budget=0.0) == 2
     assert store.catch_up(["gone", "k1"], {"k1": "cache"}.get, budget=None) == 1  # "gone"
     assert store.has("k1") and not store.has("gone")
@@ -106,9 +113,9 @@ def test_a_paced_catch_up_rests_between_batches_and_an_unpaced_one_does_not(
     rests: list[float] = []
     monkeypatch.setattr(semantic.time, "sleep", rests.append)
     texts = {f"k{i}": f"cache {i}" for i in range(20)}
-    Vectors(tmp_path / "a", tiny_model).catch_up(texts, texts.get, budget=None, batch=8)
+    tiny_store(tmp_path / "a", tiny_model).catch_up(texts, texts.get, budget=None, batch=8)
     assert rests == []
-    Vectors(tmp_path / "b", tiny_model).catch_up(texts, texts.get, budget=None, batch=8,
+    tiny_store(tmp_path / "b", tiny_model).catch_up(texts, texts.get, budget=None, batch=8,
                                                  pace=1.0)
     assert len(rests) == 3 and all(rest > 0 for rest in rests)  # one per batch of 8
 
@@ -210,7 +217,9 @@ def test_a_damaged_model_falls_back_to_lexical_search_instead_of_failing(
     eng = engine(vault)
     write(eng, "Cache TTL", "The cache ttl is 60 seconds.")
     assert [h.title for h in eng.search("cache ttl").hits][:1] == ["Cache TTL"]
-    assert "the semantic channel failed; searching lexically from now on" in caplog.text
+    assert "the semantic channel failed (" in caplog.text
+    assert "model.safetensors is not a complete safetensors file" in caplog.text
+    assert "searching lexically from now on; `osk doctor` says how to mend it" in caplog.text
     assert eng.search("cache").hits[0].title == "Cache TTL"
 
 
@@ -288,5 +297,5 @@ def test_osk_embed_gives_every_node_its_vector_and_says_so(
     monkeypatch.setenv("OSK_SEMANTIC", "0")
     off = osk_embed()
     assert (off.returncode, off.stdout) == (1, "")
-    assert off.stderr == ("Error: the semantic channel is off (OSK_SEMANTIC=0): search is "
-                          "lexical\n")
+    assert off.stderr == ("Error: the semantic channel is off (OSK_SEMANTIC=0): search ranks "
+                          "by words only\n")

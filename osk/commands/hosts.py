@@ -272,7 +272,7 @@ def check_semantic() -> Check:
     from osk.search import semantic
 
     state = semantic.status()
-    return Check("semantic search", True if state.on else None, state.text, state.fix)
+    return Check("semantic search", True if state.on else None, state.text, state.fix or "")
 
 
 def check_host(host: str, ctx: Context) -> Check:

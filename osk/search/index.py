@@ -56,7 +56,7 @@ from osk.search import store
 from osk.search.bm25 import EPSILON, K1, B
 from osk.search.corpus import RACE_WINDOW_NS, Corpus, SearchDoc, StatKey
 from osk.search.ranking import FUSION_DEPTH, Hit, Markers, Ranking, Visible, fuse
-from osk.search.semantic import Vectors, readable_by_model
+from osk.search.semantic import Vectors
 from osk.search.tokenize import TOKENIZER_VERSION, loose_key, tokenize
 from osk.titles import title_key
 from osk.vault import SCOPE, SPACES, Vault
@@ -191,13 +191,14 @@ class SearchIndex:
                 self._commit()
             ranking = Ranking(self._corpus, scope=scope, visible=visible, moment=moment,
                               explicit_time=as_of is not None)
-            if self.vectors is None or not readable_by_model(query):
+            if self.vectors is None or not self.vectors.model.reads(query):
                 return ranking.hits(ranking.rank(query, k), markers)
             lexical = ranking.rank(query, max(k, FUSION_DEPTH))
             try:
                 semantic = self._semantic(ranking, query)
-            except Exception:  # a damaged model must not take search down: lexical it is
-                log.exception("the semantic channel failed; searching lexically from now on")
+            except Exception as exc:  # a damaged model must not take search down: lexical
+                log.exception("the semantic channel failed (%s); searching lexically from now "
+                              "on; `osk doctor` says how to mend it", exc)
                 self.vectors = None
                 return ranking.hits(lexical[:k], markers)
             return ranking.hits(fuse(lexical, semantic, k, self._corpus), markers)

