@@ -244,6 +244,60 @@ def profile_in_process(vault: Vault, repo: Path, plan: Plan, top: int) -> str:
     return out.getvalue()
 
 
+# -- osk import ---------------------------------------------------------------------------------
+IMPORT_SCOPES = ("alpha", "beta", "gamma", "delta")
+
+
+def import_lines(size: int) -> list[str]:
+    """JSON Lines for ``osk import``: 7/10 Scope nodes over four projects, 2/10 Domain, 1/10
+    Person, clusters of 100, every node citing the one before it in its destination."""
+    rng = random.Random(SEED - size)
+    words = vocabulary(rng, 3000)
+    lines, last = [], {}
+    for number in range(size):
+        kind = number % 10
+        space = "scope" if kind < 7 else "domain" if kind < 9 else "person"
+        scope = IMPORT_SCOPES[number % len(IMPORT_SCOPES)] if space == "scope" else None
+        where = (space, scope)
+        title = f"import {number:06d} {rng.choice(words)} {rng.choice(words)}"
+        line = {"title": title, "summary": " ".join(rng.choice(words) for _ in range(8)),
+                "body": " ".join(rng.choice(words) for _ in range(rng.randint(60, 220))),
+                "space": space, "cluster": f"{scope or space} {number // 1000:03d}"}
+        if scope:
+            line["scope"] = scope
+        if where in last:
+            line["derived_from"] = [last[where]]
+        last[where] = title
+        lines.append(json.dumps(line))
+    return lines
+
+
+def bench_import(base: Path, size: int) -> dict[str, Any]:
+    """``osk import`` of ``size`` nodes into a new vault, as a person runs it."""
+    folder = base / f"import-{size}-{int(time.time())}"
+    vault = init(folder / "vault")
+    source = folder / "nodes.jsonl"
+    source.write_text("\n".join(import_lines(size)) + "\n", encoding="utf-8")
+    work = make_repo(folder / "work")
+    env = {k: v for k, v in os.environ.items() if k != "OSK_VAULT"}
+    started, cpu = time.perf_counter(), os.times()
+    run = subprocess.run([sys.executable, "-m", "osk", "--vault", str(vault.root), "import",
+                          str(source), "--json"], cwd=work, env=env, capture_output=True,
+                         text=True)
+    took, after = time.perf_counter() - started, os.times()
+    if run.returncode != 0:
+        raise SystemExit(f"osk import failed: {run.stderr[-2000:]}")
+    report = json.loads(run.stdout)
+    child_cpu = (after.children_user - cpu.children_user) + \
+        (after.children_system - cpu.children_system)
+    print(f"\nosk import of {size:,} nodes: {took:.1f} s wall, {child_cpu:.1f} s CPU, "
+          f"{len(report['created'])} created, {len(report['hubs'])} hubs, "
+          f"{len(report['rejected'])} rejected", flush=True)
+    shutil.rmtree(folder, ignore_errors=True)
+    return {"import": size, "seconds": took, "cpu_seconds": child_cpu,
+            "created": len(report["created"]), "rejected": len(report["rejected"])}
+
+
 # -- reporting ------------------------------------------------------------------------------------
 def percentile(values: list[float], share: float) -> float:
     ordered = sorted(values)
@@ -308,6 +362,8 @@ def main() -> int:
     parser.add_argument("--profile", action="store_true", help="also profile in process")
     parser.add_argument("--top", type=int, default=35, help="profile rows to print")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
+    parser.add_argument("--imports", default="", help="also time `osk import` of these sizes "
+                        "(e.g. 5000,50000), each into a new vault")
     args = parser.parse_args()
     os.environ.setdefault("OSK_NOW", "2026-11-30T09:00+00:00")
     base = args.keep or Path(tempfile.mkdtemp(prefix="osk-write-bench-"))
@@ -315,8 +371,10 @@ def main() -> int:
     os.environ["HOME"] = str(base / "home")  # the session's device caches stay in the bench
     results = []
     try:
-        for size in (int(s) for s in args.sizes.split(",")):
+        for size in (int(s) for s in args.sizes.split(",") if s):
             results.append(bench_size(base, size, args.calls, args.profile, args.top))
+        for size in (int(s) for s in args.imports.split(",") if s):
+            results.append(bench_import(base, size))
     finally:
         if args.keep is None:
             shutil.rmtree(base, ignore_errors=True)

@@ -15,7 +15,8 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,7 @@ from osk import (
 from osk.catalog import Catalog, Changes
 from osk.edges import FileTarget, RawTarget, parse_target, raw_record
 from osk.errors import EdgeError, LedgerError, NodeNotFound, OskError
-from osk.fsutil import RACE_WINDOW_NS, sha256_bytes
+from osk.fsutil import RACE_WINDOW_NS, sha256_bytes, synced_at_exit
 from osk.ids import check_identifier
 from osk.ledger import Ledger
 from osk.node import Node
@@ -202,6 +203,21 @@ class Engine:
         engine = cls(found, catalog, rechecks, routing, reads, actor, ctx)
         engine.refresh()
         return engine
+
+    def sibling(self, *, cwd: Path, scope: str | None) -> Engine:
+        """Another session on this vault (``scope``, or the one ``cwd`` routes to) sharing this
+        engine's catalog, recheck table, read log, ledgers and freshness, so what either writes
+        the other knows without a walk: ``osk import`` writes every scope through siblings."""
+        ctx = replace(self._ctx, session=open_session(self.vault, cwd, scope))
+        ctx.fresh = self._ctx.fresh
+        return replace(self, _ctx=ctx, _index=None, _embedder=None)
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Several writes under one hold of the mutation lock (``write.batch``); the writes
+        inside fsync once, at the end (``fsutil.synced_at_exit``)."""
+        with synced_at_exit(), write.batch(self._ctx):
+            yield
 
     @property
     def session(self) -> Session:

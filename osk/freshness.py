@@ -78,6 +78,7 @@ class Freshness:
         self.catalog = catalog
         self.full_at = float("-inf")  # monotonic time of the last full refresh
         self.stamp: generation.Stamp | None = None  # the generation the last look began at
+        self.held = False  # a batch holds the mutation lock and made the catalog fresh
         self._walked = False
         self._folders: dict[str, _Folder] = {}
 

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 #: A file read this soon after its mtime may be rewritten again with the same size and mtime
@@ -16,18 +19,62 @@ RACE_WINDOW_NS = 2_000_000_000
 StatKey = tuple[int, int, int]  # (size, mtime_ns, inode): what stat-keyed caches compare
 
 
-def fsync_dir(directory: Path) -> None:
-    """Make a rename or creation inside ``directory`` durable (a no-op where unsupported)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
+# Inside ``synced_at_exit``: the files and folders whose fsync waits for the block's end.
+_deferred: dict[str, bool] | None = None  # path -> is a folder
+
+
+@contextmanager
+def synced_at_exit() -> Iterator[None]:
+    """Make the writes of a block durable once, at its end, instead of one by one.
+
+    For bulk loads (``osk import``): every write inside stays atomic (temporary file and
+    rename, one ``write`` per appended line) but skips its own fsyncs; leaving the block fsyncs
+    every file and folder written, so a crash of the machine loses at most this block's
+    writes, while a killed process loses nothing (the bytes are in the page cache). Nested
+    blocks sync at the outermost exit.
+    """
+    global _deferred
+    if _deferred is not None:
+        yield
         return
+    _deferred = {}
+    try:
+        yield
+    finally:
+        pending, _deferred = _deferred, None
+        if pending and sys.platform.startswith("linux"):
+            os.sync()  # waits on Linux; one call instead of an fsync per file (2 ms each here)
+        else:
+            for path, folder in pending.items():
+                _fsync_path(path, folder=folder)
+
+
+def _fsync_path(path: str, *, folder: bool) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY if folder else os.O_RDWR | getattr(os, "O_BINARY", 0))
+    except OSError:
+        return  # unsupported (a folder on Windows), or gone since: its successor is recorded
     try:
         os.fsync(fd)
     except OSError:
         pass
     finally:
         os.close(fd)
+
+
+def _fsync_fd(fd: int, path: Path) -> None:
+    if _deferred is None:
+        os.fsync(fd)
+    else:
+        _deferred[str(path)] = False
+
+
+def fsync_dir(directory: Path) -> None:
+    """Make a rename or creation inside ``directory`` durable (a no-op where unsupported)."""
+    if _deferred is not None:
+        _deferred[str(directory)] = True
+    else:
+        _fsync_path(str(directory), folder=True)
 
 
 def atomic_write(path: Path, data: bytes | str) -> None:
@@ -42,7 +89,7 @@ def atomic_write(path: Path, data: bytes | str) -> None:
         with os.fdopen(fd, "wb") as handle:
             handle.write(payload)
             handle.flush()
-            os.fsync(handle.fileno())
+            _fsync_fd(handle.fileno(), path)
         os.replace(tmp_name, path)
     except BaseException:
         try:
@@ -77,7 +124,7 @@ def append_durably(path: Path, data: bytes) -> None:
         while view:
             written = os.write(fd, view)
             view = view[written:]
-        os.fsync(fd)
+        _fsync_fd(fd, path)
     finally:
         os.close(fd)
     if created:

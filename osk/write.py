@@ -230,17 +230,56 @@ class Spot:
 @contextmanager
 def locked(ctx: WriteContext, *, full: bool = False) -> Iterator[None]:
     """Hold the vault mutation lock with the catalog made fresh inside it (``Freshness``;
-    ``full`` stats every node file, for writes that read the whole vault, such as moves)."""
+    ``full`` stats every node file, for writes that read the whole vault, such as moves).
+    Inside ``batch`` the lock is held already and the catalog fresh as of the batch's start."""
+    if ctx.fresh.held:
+        ctx.reload_settings()
+        if full:
+            ctx.keep(ctx.fresh.full())
+        yield
+        return
     try:
         with generation.mutation(ctx.vault):  # readers in other processes look again
             ctx.reload_settings()
             ctx.keep(ctx.fresh.ensure(full=full))
             yield
     except LockTimeout as exc:
-        raise OskError(
-            f"the vault is busy: another osk process has held its mutation lock "
-            f"({ctx.vault.mutation_lock_path()}) for too long; retry in a moment",
-        ) from exc
+        raise _busy(ctx) from exc
+
+
+@contextmanager
+def batch(ctx: WriteContext) -> Iterator[None]:
+    """Hold the mutation lock across several writes (``osk import``).
+
+    The catalog is made fresh once, at the start: the folder check sees every other osk
+    process's writes up to then, and none can write until the batch ends. Each write inside
+    still checks every rule and re-reads the files it depends on (``freshen``); only the
+    once-a-second full refresh, which exists for hand edits of other files (never serialised
+    with osk's writes anyway), waits until after the batch. Keep batches short: other writers
+    wait for the lock.
+    """
+    if ctx.fresh.held:
+        yield
+        return
+    try:
+        with generation.mutation(ctx.vault):  # one bump, at the end: readers look again
+            ctx.reload_settings()
+            first = ctx.fresh.full_at == float("-inf")
+            ctx.keep(ctx.fresh.full() if first else ctx.fresh.quick())
+            ctx.fresh.held = True
+            try:
+                yield
+            finally:
+                ctx.fresh.held = False
+    except LockTimeout as exc:
+        raise _busy(ctx) from exc
+
+
+def _busy(ctx: WriteContext) -> OskError:
+    return OskError(
+        f"the vault is busy: another osk process has held its mutation lock "
+        f"({ctx.vault.mutation_lock_path()}) for too long; retry in a moment",
+    )
 
 
 # -- create ------------------------------------------------------------------------------------

@@ -7,20 +7,28 @@ The randomized test uses a fixed seed; ``OSK_SCALE_TRIALS`` runs it longer by ha
 
 from __future__ import annotations
 
+import json
 import os
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import writekit
 from writekit import make_repo
 
+from osk import audit, validate
 from osk import catalog as catalog_mod
 from osk import rechecks as rechecks_mod
 from osk.catalog import Catalog
 from osk.engine import Engine
 from osk.errors import OskError
+from osk.fsutil import append_durably, atomic_write, synced_at_exit
+from osk.locks import file_lock
 from osk.rechecks import Rechecks
+from osk.search import importer
+from osk.search.importer import Importer, read_lines
 from osk.vault import Vault
 
 repo, eng, hub = writekit.repo, writekit.eng, writekit.hub  # shared fixtures
@@ -119,14 +127,14 @@ def _act(engine: Engine, vault: Vault, rng: random.Random, action: str, trial: i
     elif action == "move" and len(titles) > 1:
         title = rng.choice(titles[1:])
         engine.move_nodes([title], space="Domain", cluster="shared")
-    elif action == "correct":
-        found = [c for c in engine.recheck().candidates if c.target_key.startswith("node:")]
-        if found:
-            cand = rng.choice(found)
-            engine.read_node(cand.target_key[len("node:"):])
-            engine.update_node(cand.citing_id, body=f"corrected {trial}\n",
-                               expect_hash=engine.read_node(cand.citing_id).hash,
-                               recheck_of=[cand.id])
+    elif action == "correct":  # read a changed source, then correct its citer
+        found = engine.recheck().candidates
+        for cand in [rng.choice(found)] if found else []:
+            source, citing = cand.target_key.partition(":")[2], cand.citing_id
+            if cand.target_key.startswith("node:") and engine.read_node(source):
+                current = engine.read_node(citing).hash
+                engine.update_node(citing, body=f"fixed {trial}\n", expect_hash=current,
+                                   recheck_of=[cand.id])
 
 
 def _fresh_id() -> str:
@@ -149,3 +157,99 @@ def test_the_change_log_names_what_changed_since_a_mark_and_says_when_it_cannot(
     assert catalog.changed_since(mark) is None  # the log no longer reaches back to it
     assert catalog.changed_since(later) is None or rel not in catalog.changed_since(later)
     assert Catalog(vault).changed_since(10**6) is None  # a mark from another catalog
+
+
+# -- the bulk import -------------------------------------------------------------------------------
+def _lines(*rows: dict[str, object]) -> list[str]:
+    return [json.dumps(row) for row in rows]
+
+
+def _node(title: str, **extra: object) -> dict[str, object]:
+    return {"title": title, "summary": "s", "body": f"About {title}.", **extra}
+
+
+def test_the_bulk_import_keeps_every_rule_and_audits_every_node_across_batches(
+        vault: Vault, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(importer, "BATCH_LINES", 2)  # many batches, each its own lock hold
+    work = make_repo(tmp_path / "work" / "proj")
+    other = tmp_path / "other.py"
+    other.write_text(OTHER_WRITER, encoding="utf-8")
+    loader = Importer(vault, cwd=work)
+    ended = loader._end_batch
+    batches = []
+
+    def end_and_let_another_process_write() -> None:
+        was_open = loader._batch is not None
+        ended()
+        if was_open and len(batches) == 1:  # between the second and third batch
+            done = subprocess.run([sys.executable, str(other), str(vault.root), str(work)],
+                                  capture_output=True, text=True, timeout=120)
+            assert done.returncode == 0, done.stderr
+        batches.append(was_open)
+
+    monkeypatch.setattr(loader, "_end_batch", end_and_let_another_process_write)
+    lines, _, _ = read_lines(_lines(
+        _node("Alpha one", space="scope", scope="alpha"),
+        _node("Beta one", space="scope", scope="beta", derived_from=["Later one"]),
+        _node("Domain one", space="domain", derived_from=["Later one"]),  # cites line 7
+        _node("Alpha one", space="scope", scope="alpha"),  # a taken title
+        _node("Taken by another", space="domain"),  # the other process took it first
+        _node("Bad/title", space="person"),
+        _node("Later one", space="domain"),
+        _node("Orphan", space="domain", derived_from=["Nowhere"]),
+        _node("Beta two", space="scope", scope="beta", derived_from=["Alpha one"]),  # isolated
+    ))
+    report = loader.run(lines)
+    assert sorted(t for _, t, _ in report.created) == [
+        "Alpha one", "Beta one", "Domain one", "Later one"]
+    reasons = {r.number: r.reason for r in report.rejected}
+    assert sorted(reasons) == [4, 5, 6, 8, 9]
+    assert "is taken" in reasons[4] and "is taken" in reasons[5] and "'/'" in reasons[6]
+    assert "scopes this session can see" in reasons[9]
+    assert sum(batches) >= 4
+    with file_lock(vault.mutation_lock_path(), timeout=0):
+        pass  # the import let go of the lock
+    engine = Engine.open(vault, cwd=work)
+    audited = audit.by_node(vault)
+    for title in ("Alpha one", "Beta one", "Domain one", "Later one", "Taken by another"):
+        node = engine.catalog.get(title)
+        assert [e.action for e in audited[node.id]] == ["create"], title
+    pairs = Rechecks(vault).table()
+    assert {p.target.link for p in pairs[engine.catalog.get("Domain one").id].pairs.values()} \
+        == {"[[Later one]]"}
+    assert validate.run(vault) == []
+    assert Rechecks(vault).candidates() == []
+
+
+OTHER_WRITER = """
+import sys
+from pathlib import Path
+from osk.engine import Engine
+
+engine = Engine.open(sys.argv[1], cwd=Path(sys.argv[2]), actor="user")
+engine.create_node("elsewhere", "s", "Another process's cluster.", space="Domain",
+                   cluster="elsewhere", drafter="other")
+engine.create_node("Taken by another", "s", "Another process wrote it.", space="Domain",
+                   cluster="elsewhere", drafter="other")
+"""
+
+
+def test_writes_inside_a_synced_block_are_made_durable_once_at_its_end(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    calls: list[str] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (calls.append("fsync"), real_fsync(fd)))
+    monkeypatch.setattr(os, "sync", lambda: calls.append("sync"))
+    atomic_write(tmp_path / "alone.md", "x")
+    assert calls == ["fsync", "fsync"]  # the file and its folder, at once
+    calls.clear()
+    with synced_at_exit():
+        atomic_write(tmp_path / "a" / "x.md", "x")
+        with synced_at_exit():  # nested: still one sync, at the outer end
+            append_durably(tmp_path / "l.jsonl", b"1\n")
+        assert calls == []
+        assert (tmp_path / "a" / "x.md").read_text(encoding="utf-8") == "x"
+    if sys.platform.startswith("linux"):
+        assert calls == ["sync"]
+    else:  # every file and folder written, one fsync each
+        assert calls == ["fsync"] * 4

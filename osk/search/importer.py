@@ -11,6 +11,11 @@ Every node is written by ``Engine.create_node``, so each one passes the same che
 write does (portable unique title, contract, edges, tombstones, protected regions) and leaves
 the same audit record. A line that fails is reported with its reason and the rest load.
 
+The bulk path: one engine and its siblings (one per destination scope) share one catalog,
+recheck table and freshness check, so no write pays to discover another's; lines are written
+in batches (``Engine.batch``) that hold the mutation lock for at most ``BATCH_LINES`` lines or
+``BATCH_SECONDS`` and fsync once at the end of each, letting other writers in between.
+
 Lines may cite nodes that appear later in the file: a line whose ``derived_from`` or
 ``supersedes`` names a title that does not exist yet waits and is retried once the others are
 in; only what still fails then is rejected. A node goes in its line's ``cluster``, or in a
@@ -24,7 +29,9 @@ the engine's public methods.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +44,8 @@ KNOWN_KEYS = {"title", "summary", "body", "space", "scope", "cluster", "derived_
               "valid_from", "valid_to", "supersedes"}
 IGNORED_KEYS = {"id", "lang"}  # carried by labelled eval sets; not node data
 DEFAULT_CLUSTER = "imports"
+BATCH_LINES = 500  # lines per hold of the mutation lock (and per fsync)
+BATCH_SECONDS = 1.0  # ... or this long, whichever comes first: other writers wait meanwhile
 HUB_SUMMARY = "Nodes loaded in bulk by osk import; move them into better clusters."
 HUB_BODY = ("This cluster holds nodes that `osk import` loaded from a JSON Lines file.\n"
             "Move them into clusters that say what they are about when convenient.\n")
@@ -136,15 +145,25 @@ class Importer:
         self.drafter = drafter
         self._engines: dict[str | None, Any] = {}
         self._clusters: dict[tuple[str, str | None], str] = {}
+        self._batch: ExitStack | None = None
+        self._batch_lines = 0
+        self._batch_since = 0.0
 
     def run(self, lines: list[Line], progress: Callable[[int, int], None] | None = None,
             report: Report | None = None) -> Report:
-        report = report or Report()
+        try:
+            return self._run(lines, progress, report or Report())
+        finally:
+            self._end_batch()
+
+    def _run(self, lines: list[Line], progress: Callable[[int, int], None] | None,
+             report: Report) -> Report:
         waiting = list(lines)
         done = 0
         while waiting:
             deferred: list[tuple[Line, OskError]] = []
             for line in waiting:
+                self._in_batch()
                 try:
                     report.created.append((line.number, *self._write(line, report)))
                 except (NodeNotFound, EdgeError) as exc:
@@ -180,11 +199,32 @@ class Importer:
     def _engine(self, scope: str | None) -> Any:
         engine = self._engines.get(scope)
         if engine is None:
+            engine = self._engines[scope] = self._root().sibling(cwd=self.cwd, scope=scope)
+        return engine
+
+    def _root(self) -> Any:
+        """The first engine; every destination's engine is a sibling of it."""
+        if "" not in self._engines:
             from osk.engine import Engine
 
-            engine = self._engines[scope] = Engine.open(self.vault, cwd=self.cwd, scope=scope,
-                                                        actor="user")
-        return engine
+            self._engines[""] = Engine.open(self.vault, cwd=self.cwd, actor="user")
+        return self._engines[""]
+
+    def _in_batch(self) -> None:
+        """Be inside a batch for the next line: a new one when none is open or it is full."""
+        if self._batch is not None and (self._batch_lines >= BATCH_LINES or
+                                        time.monotonic() - self._batch_since >= BATCH_SECONDS):
+            self._end_batch()
+        if self._batch is None:
+            stack = ExitStack()
+            stack.enter_context(self._root().batch())
+            self._batch, self._batch_lines, self._batch_since = stack, 0, time.monotonic()
+        self._batch_lines += 1
+
+    def _end_batch(self) -> None:
+        batch, self._batch = self._batch, None
+        if batch is not None:
+            batch.close()
 
     def _default_cluster(self, engine: Any, line: Line) -> str:
         """``imports`` in this destination, or the first ``imports N`` whose title is free."""
