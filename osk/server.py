@@ -23,8 +23,7 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -36,6 +35,9 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from osk import __version__
 from osk.errors import OskError, SurfaceError
 from osk.search.index import DEFAULT_K, MAX_K
+
+if TYPE_CHECKING:
+    from osk.stdio import Front
 
 log = logging.getLogger("osk.server")
 
@@ -795,18 +797,67 @@ def _object_schemas(schema: Mapping[str, Any]) -> list[tuple[str, Mapping[str, A
     return found
 
 
-def serve(vault: str | None, cwd: Path) -> int:
-    """`osk mcp`: open the vault and the session, then serve over stdio until the host quits."""
-    from osk.engine import Engine
-    from osk.vault import locate
+def run_backend(front: Front, engine_factory: Callable[[], Any]) -> None:
+    """The SDK's side of `osk mcp` (see ``osk.stdio``): build the server, then serve the
+    messages the front passes on until the host has gone."""
+    import anyio
 
-    found = locate(vault, cwd)
-    engine = Engine.open(found, cwd=cwd)  # fail at start, where the host shows it, not later
-    engine.warm()
-    engine.embed_after_writes = True  # the semantic channel's vectors, off the request path
-    engine.embed_in_background()
-    server = build_server(lambda: engine)
-    log.info("osk %s serving %s for session %s (scope %s)", __version__, found.root,
-             engine.session.key.key, engine.scope)
-    server.run("stdio")
-    return 0
+    server = build_server(engine_factory)
+    log.info("osk %s serving over stdio", __version__)
+    anyio.run(_serve_front, server, front)
+
+
+async def _serve_front(server: MCPServer, front: Front) -> None:
+    import anyio
+    import anyio.to_thread
+    import mcp_types
+    from mcp.server.lowlevel.server import NotificationOptions
+    from mcp.shared.message import SessionMessage
+
+    lowlevel = server._lowlevel_server
+    # The front may answer tools/list from the last run's handshake and then say it changed.
+    options = lowlevel.create_initialization_options(NotificationOptions(tools_changed=True))
+    to_server, server_reads = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    server_writes, from_server = anyio.create_memory_object_stream[SessionMessage](0)
+
+    async def pump() -> None:
+        async with to_server:
+            while True:
+                item = await anyio.to_thread.run_sync(front.inbox.get, abandon_on_cancel=True)
+                if item is None:
+                    return
+                try:
+                    message = mcp_types.jsonrpc_message_adapter.validate_python(item,
+                                                                                by_name=False)
+                except ValidationError as exc:
+                    front.refuse(item, _explain(exc))
+                    continue
+                await to_server.send(SessionMessage(message))
+
+    async def answer() -> None:
+        async with from_server:
+            async for sent in from_server:
+                message = sent.message
+                is_response = not hasattr(message, "method")
+                response_id = getattr(message, "id", None) if is_response else None
+                front.deliver(response_id, _wire_text(message, response_id))
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(pump)
+        group.start_soon(answer)
+        front.ready.set()
+        await lowlevel.run(server_reads, server_writes, options)
+
+
+def _wire_text(message: Any, response_id: object) -> str:
+    """A message as the SDK writes it; one it cannot serialise becomes an error answer."""
+    import json
+
+    from osk.stdio import INTERNAL_ERROR, error
+
+    try:
+        return message.model_dump_json(by_alias=True, exclude_unset=True)
+    except Exception as exc:  # the host must get an answer, not silence
+        log.exception("an answer could not be serialised")
+        why = f"internal error: the answer could not be written ({type(exc).__name__})"
+        return json.dumps(error(response_id, INTERNAL_ERROR, why))

@@ -242,3 +242,108 @@ def test_osk_mcp_without_a_vault_exits_with_a_clear_error(tmp_path: Path):
     assert result.returncode == 2
     assert result.stdout == ""
     assert "no osk vault found" in result.stderr
+
+
+# -- the stdio front: a handshake at once, an answer to every line ------------------------------
+def _spawn(vault: Vault, cwd: Path) -> subprocess.Popen[bytes]:
+    env = {k: v for k, v in os.environ.items() if k != "OSK_VAULT"}
+    return subprocess.Popen([sys.executable, "-m", "osk", "--vault", str(vault.root), "mcp"],
+                            cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL)
+
+
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {},
+    "clientInfo": {"name": "raw-test", "version": "0"}}}
+
+
+def _handshake(vault: Vault, repo: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """initialize and tools/list answered by a fresh server; a search closes the run."""
+    from osk.commands.hosts import _close, _Lines, _send
+
+    proc = _spawn(vault, repo)
+    deadline = __import__("time").monotonic() + 120
+    try:
+        lines = _Lines(proc)
+        _send(proc, INITIALIZE)
+        init = lines.response(1, deadline)
+        _send(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        _send(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+        listed = lines.response(2, deadline)
+        _send(proc, {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                     "params": {"name": "search", "arguments": {"query": "cache"}}})
+        assert lines.response(3, deadline)["result"]["isError"] is False
+    finally:
+        _close(proc)
+    return init, listed
+
+
+def test_a_later_server_answers_the_handshake_the_sdk_gave_the_first_one(vault: Vault,
+                                                                         repo: Path):
+    kept = vault.state("mcp", "handshake.json")
+    assert not kept.exists()
+
+    first = _handshake(vault, repo)  # answered by the SDK, which the front learns from
+
+    assert kept.is_file()
+    again = _handshake(vault, repo)  # answered by the front from what it kept
+    assert again == first
+    assert first[0]["result"]["protocolVersion"] == "2025-06-18"
+    assert first[0]["result"]["capabilities"]["tools"]["listChanged"] is True
+    assert [t["name"] for t in again[1]["result"]["tools"]] == list(TOOL_NAMES)
+
+
+MALFORMED: list[tuple[bytes, object, str]] = [  # a line, the id its answer carries, a phrase
+    (b'{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"create_node",'
+     b'"arguments":{"title":"a\\ud800b"}}}', 10,
+     "argument 'title' holds a lone surrogate (\\ud800)"),
+    (b'{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"create_node",'
+     b'"arguments":{"derived_from":' + b"[" * 200 + b"]" * 200 + b"}}}", 11,
+     "argument 'derived_from'"),
+    (b'{"jsonrpc":"2.0","id":12,"method":"tools/call","params":' + b"[" * 100_000
+     + b"]" * 100_000 + b"}", 12, "nested more than"),
+    (b'{"jsonrpc":"2.0","id":13,"method":"tools/call","params":{"name":', 13, "Parse error"),
+    (b'{"jsonrpc":"2.0","id":"x14","method":"ping","params":{"a":"\xff"}}', "x14", "not UTF-8"),
+    (b'{"jsonrpc":"2.0","id":15,"method":5}', 15, "Invalid request"),
+    (b'{"jsonrpc":"2.0","id":16,"method":"no/such/method"}', 16, "not found"),
+    (b'{"jsonrpc":"2.0","id":17,"method":"tools/call","params":{"name":"search",'
+     b'"arguments":{"query":"' + b"q" * (9 * 1024 * 1024) + b'"}}}', 17, "longer than"),
+    (b'[{"jsonrpc":"2.0","id":18,"method":"ping"}]', None, "batches"),
+    (b'{"jsonrpc":"2.0","id":1.5,"method":"ping"}', None, "id must be"),
+]
+
+
+def test_every_malformed_line_gets_an_answer_that_says_what_is_wrong(vault: Vault, repo: Path):
+    from osk.commands.hosts import _close, _Lines, _send
+
+    proc = _spawn(vault, repo)
+    deadline = __import__("time").monotonic() + 120
+    try:
+        lines = _Lines(proc)
+        _send(proc, INITIALIZE)
+        lines.response(1, deadline)
+        _send(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        assert proc.stdin is not None
+        for line, _id, _phrase in MALFORMED:
+            proc.stdin.write(line + b"\n")
+        proc.stdin.flush()
+        _send(proc, {"jsonrpc": "2.0", "id": 99, "method": "ping"})  # still serving after all
+        answers: dict[object, str] = {}
+        unnamed: list[str] = []
+        while 99 not in answers or len(unnamed) < 2:
+            while b"\n" not in lines.buffer:
+                assert lines.selector.select(deadline - __import__("time").monotonic())
+                lines.buffer += os.read(lines.fd, 65536)
+            raw, lines.buffer = lines.buffer.split(b"\n", 1)
+            message = json.loads(raw)
+            text = json.dumps(message.get("error") or message.get("result"))
+            if message.get("id") is None:
+                unnamed.append(text)
+            else:
+                answers[message["id"]] = text
+    finally:
+        _close(proc)
+    for line, id_, phrase in MALFORMED:
+        found = answers.get(id_) if id_ is not None else " ".join(unnamed)
+        assert found is not None, f"no answer to {line[:80]!r}"
+        assert phrase in found.replace("\\\\", "\\"), (line[:80], found)

@@ -44,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 # -- handlers ------------------------------------------------------------------------------
 def run_mcp(args: argparse.Namespace) -> int:
-    from osk.server import serve
+    from osk.stdio import serve
 
     return serve(args.vault, Path.cwd())
 

@@ -1,0 +1,164 @@
+"""The stdio front of `osk mcp` (osk.stdio) in process: what it answers before the SDK is
+there, what it leaves for the SDK, and how it learns a changed handshake."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from osk import stdio
+from osk.stdio import Front, Handshake, Refusal, Wire
+
+TOOLS = {"tools": [{"name": "search", "inputSchema": {"type": "object"}}]}
+INIT_RESULT = {"capabilities": {"tools": {"listChanged": True}},
+               "serverInfo": {"name": "osk", "version": "0"}, "instructions": "hello"}
+
+
+class Pipe:
+    """A front whose wire is a pipe this test reads."""
+
+    def __init__(self, tmp_path: Path, cached: Handshake | None) -> None:
+        self.read_fd, write_fd = os.pipe()
+        self.path = tmp_path / "handshake.json"
+        self.front = Front(Wire(write_fd), self.path, cached)
+
+    def send(self, message: dict[str, Any]) -> None:
+        self.front.handle(json.dumps(message).encode("utf-8") + b"\n")
+
+    def answers(self) -> list[dict[str, Any]]:
+        os.close(self.front.wire.fd)
+        with os.fdopen(self.read_fd, "rb") as stream:
+            return [json.loads(line) for line in stream]
+
+    def queued(self) -> list[object]:
+        found = []
+        while not self.front.inbox.empty():
+            item = self.front.inbox.get_nowait()
+            found.append(item.get("id", item.get("method")) if item else None)
+        return found
+
+
+def kept() -> Handshake:
+    return Handshake(["2025-03-26", "2025-06-18"], "2025-06-18", INIT_RESULT, TOOLS)
+
+
+def initialize(id_: object = 1, version: str = "2025-03-26") -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": id_, "method": "initialize",
+            "params": {"protocolVersion": version, "capabilities": {},
+                       "clientInfo": {"name": "t", "version": "0"}}}
+
+
+def test_before_the_sdk_is_up_the_front_answers_the_handshake_and_queues_the_rest(
+        tmp_path: Path) -> None:
+    pipe = Pipe(tmp_path, kept())
+
+    pipe.send(initialize(1, "1999-01-01"))
+    pipe.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    pipe.send({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+    pipe.send({"jsonrpc": "2.0", "id": 3, "method": "ping"})
+    pipe.send({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+               "params": {"name": "search", "arguments": {"query": "x"}}})
+
+    assert pipe.answers() == [
+        {"jsonrpc": "2.0", "id": 1, "result": {**INIT_RESULT, "protocolVersion": "2025-06-18"}},
+        {"jsonrpc": "2.0", "id": 2, "result": TOOLS},
+        {"jsonrpc": "2.0", "id": 3, "result": {}},
+    ]
+    # The SDK still opens its session with the host's initialize; the tool call waits for it.
+    assert pipe.queued() == [1, "notifications/initialized", stdio.PRIVATE_ID, 4]
+
+
+def test_once_the_sdk_serves_it_answers_tools_list_and_its_initialize_answer_is_dropped(
+        tmp_path: Path) -> None:
+    pipe = Pipe(tmp_path, kept())
+    pipe.send(initialize(7))
+    pipe.front.ready.set()
+
+    pipe.send({"jsonrpc": "2.0", "id": 8, "method": "tools/list"})
+    sdk_init = {"jsonrpc": "2.0", "id": 7, "result": {**INIT_RESULT, "protocolVersion": "x"}}
+    pipe.front.deliver(7, json.dumps(sdk_init))
+    pipe.front.deliver(8, json.dumps({"jsonrpc": "2.0", "id": 8, "result": TOOLS}))
+
+    answers = pipe.answers()
+    assert [a["id"] for a in answers] == [7, 8]
+    assert answers[0]["result"]["protocolVersion"] == "2025-03-26"  # the front's, not the SDK's
+    assert pipe.queued() == [7, 8]
+
+
+def test_a_changed_tool_list_is_kept_for_next_time_and_the_host_is_told(tmp_path: Path) -> None:
+    pipe = Pipe(tmp_path, kept())
+    pipe.send(initialize(1))
+    pipe.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    pipe.send({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})  # the old list, at once
+    pipe.front.ready.set()
+    newer = {"tools": [{"name": "search", "description": "new words",
+                        "inputSchema": {"type": "object"}}]}
+
+    pipe.front.deliver(1, json.dumps({"jsonrpc": "2.0", "id": 1, "result": INIT_RESULT}))
+    pipe.front.deliver(stdio.PRIVATE_ID, json.dumps({"jsonrpc": "2.0", "id": stdio.PRIVATE_ID,
+                                                     "result": newer}))
+
+    assert pipe.answers()[-1] == {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+    saved = Handshake.load(pipe.path)
+    assert saved is not None and saved.tools == newer
+    assert saved.initialize == INIT_RESULT
+
+
+def test_without_a_kept_handshake_the_sdk_answers_and_the_front_learns_it(
+        tmp_path: Path) -> None:
+    pipe = Pipe(tmp_path, None)
+    pipe.send(initialize(1))
+    pipe.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    pipe.send({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+
+    sdk_init = {"jsonrpc": "2.0", "id": 1, "result": {**INIT_RESULT, "protocolVersion": "v"}}
+    pipe.front.deliver(1, json.dumps(sdk_init))
+    pipe.front.deliver(stdio.PRIVATE_ID, json.dumps({"jsonrpc": "2.0", "id": stdio.PRIVATE_ID,
+                                                     "result": TOOLS}))
+
+    assert pipe.answers() == [sdk_init]  # nothing from the front itself, no list_changed
+    assert pipe.queued() == [1, "notifications/initialized", stdio.PRIVATE_ID, 2]
+    saved = Handshake.load(pipe.path)
+    assert saved is not None and saved.tools == TOOLS and "protocolVersion" not in saved.initialize
+
+
+def test_a_server_side_that_failed_answers_every_waiting_and_later_request(
+        tmp_path: Path) -> None:
+    pipe = Pipe(tmp_path, None)
+    pipe.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {}})
+    pipe.send({"jsonrpc": "2.0", "method": "notifications/cancelled"})
+
+    pipe.front.fail("the osk MCP server could not start (ImportError: no mcp)")
+    pipe.send({"jsonrpc": "2.0", "id": 2, "method": "ping"})
+
+    answers = pipe.answers()
+    assert [(a["id"], a["error"]["code"]) for a in answers] == [(1, -32603), (2, -32603)]
+    assert all("ImportError: no mcp" in a["error"]["message"] for a in answers)
+
+
+def deep(levels: int) -> object:
+    value: object = "leaf"
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(("value", "where"), [
+    ({"a": [{"b": "x\ud800"}]}, ["params", "a", 0, "b"]),
+    ({"\udfff": 1}, ["params"]),
+    (deep(stdio.MAX_DEPTH + 5), ["params", *[0] * stdio.MAX_DEPTH]),
+    (deep(5000), ["params", *[0] * stdio.MAX_DEPTH]),  # deeper than Python's recursion limit
+])
+def test_the_first_problem_is_found_without_recursion(value: object, where: list[object]) -> None:
+    found = stdio.first_problem({"params": value})
+    assert found is not None and found[0] == where
+
+
+def test_an_unparsable_line_is_answered_with_the_id_read_off_its_text() -> None:
+    refused = stdio.parse(b'{"id": "abc", "method": "tools/call", "params": {')
+    assert isinstance(refused, Refusal)
+    assert refused.answer["id"] == "abc" and refused.answer["error"]["code"] == -32700
