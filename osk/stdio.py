@@ -127,7 +127,31 @@ def parse(raw: bytes) -> dict[str, Any] | Refusal:
     problem = first_problem(message)
     if problem is not None:
         return Refusal(_refuse_argument(message, *problem))
+    shape = _tool_call_shape(message) if message.get("method") == "tools/call" else None
+    if shape is not None:
+        return Refusal(error(id_, INVALID_PARAMS, f"Invalid params: tools/call {shape}"))
     return message
+
+
+def _tool_call_shape(message: dict[str, Any]) -> str | None:
+    """What is wrong with a tool call's envelope (the SDK only says "Invalid request
+    parameters"), or None."""
+    params = message.get("params")
+    if not isinstance(params, dict):
+        return f"needs params, an object with name and arguments (got {_kind(params)})"
+    if not isinstance(params.get("name"), str):
+        return f"needs params.name, the tool's name as a string (got {_kind(params.get('name'))})"
+    arguments = params.get("arguments")
+    if arguments is not None and not isinstance(arguments, dict):
+        return (f"{params['name']}: params.arguments must be an object of argument names and "
+                f"values (got {_kind(arguments)})")
+    return None
+
+
+def _kind(value: object) -> str:
+    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
+             int: "a number", float: "a number", type(None): "null"}
+    return "nothing" if value is None else names.get(type(value), type(value).__name__)
 
 
 def first_problem(value: object) -> tuple[list[str | int], str] | None:
@@ -168,11 +192,17 @@ def _refuse_argument(message: dict[str, Any], path: list[str | int], what: str) 
     name = params.get("name") if isinstance(params, dict) else None
     if (message.get("method") == "tools/call" and isinstance(name, str) and len(path) > 2
             and path[:2] == ["params", "arguments"]):
-        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path[3:])
+        where = _where(path[3:])
         return tool_error(id_, f"Error executing tool {name}: argument {path[2]!r}{where} "
                                f"{what}. Nothing was done; fix the argument and call it again.")
-    where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".")
+    where = _where(path).lstrip(".")
     return error(id_, INVALID_PARAMS, f"Invalid params: {where or 'the message'} {what}")
+
+
+def _where(path: list[str | int]) -> str:
+    """A path inside an argument, its first steps only (a deep one would fill the message)."""
+    shown = "".join(f"[{p}]" if isinstance(p, int) else f".{p}"[:40] for p in path[:4])
+    return shown + ("…" if len(path) > 4 else "")
 
 
 def read_lines(fd: int) -> Iterator[bytes | Refusal]:

@@ -129,7 +129,8 @@ def test_without_a_kept_handshake_the_sdk_answers_and_the_front_learns_it(
 def test_a_server_side_that_failed_answers_every_waiting_and_later_request(
         tmp_path: Path) -> None:
     pipe = Pipe(tmp_path, None)
-    pipe.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {}})
+    pipe.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+               "params": {"name": "search", "arguments": {"query": "x"}}})
     pipe.send({"jsonrpc": "2.0", "method": "notifications/cancelled"})
 
     pipe.front.fail("the osk MCP server could not start (ImportError: no mcp)")
@@ -162,3 +163,16 @@ def test_an_unparsable_line_is_answered_with_the_id_read_off_its_text() -> None:
     refused = stdio.parse(b'{"id": "abc", "method": "tools/call", "params": {')
     assert isinstance(refused, Refusal)
     assert refused.answer["id"] == "abc" and refused.answer["error"]["code"] == -32700
+
+
+@pytest.mark.parametrize(("params", "phrase"), [
+    (None, "needs params, an object with name and arguments (got nothing)"),
+    ({"arguments": {}}, "needs params.name, the tool's name as a string (got nothing)"),
+    ({"name": "search", "arguments": [1]}, "search: params.arguments must be an object"),
+])
+def test_a_tool_call_of_the_wrong_shape_is_refused_by_what_is_wrong(
+        params: object, phrase: str) -> None:
+    refused = stdio.parse(json.dumps({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+                                      "params": params}).encode("utf-8"))
+    assert isinstance(refused, Refusal)
+    assert refused.answer["id"] == 5 and phrase in refused.answer["error"]["message"]

@@ -61,18 +61,53 @@ values = (scalars | st.sampled_from(PLAUSIBLE) | st.lists(st.sampled_from(PLAUSI
           | surrogated | huge | deep | shallow)
 
 
+def plausible(schema: dict[str, Any], defs: dict[str, Any]) -> st.SearchStrategy[Any]:
+    """Values of the shape a tool's published schema asks for (hostile only in their words)."""
+    if "$ref" in schema:
+        return plausible(defs[schema["$ref"].rsplit("/", 1)[-1]], defs)
+    if "enum" in schema:
+        return st.sampled_from(schema["enum"])
+    if "anyOf" in schema:
+        return st.one_of([plausible(option, defs) for option in schema["anyOf"]])
+    kind = schema.get("type")
+    if kind == "integer":
+        return st.integers(-2, 70)
+    if kind == "boolean":
+        return st.booleans()
+    if kind == "null":
+        return st.none()
+    if kind == "array":
+        return st.lists(plausible(schema.get("items", {}), defs), max_size=3)
+    if kind == "object":
+        props = schema.get("properties", {})
+        return st.fixed_dictionaries({k: plausible(v, defs) for k, v in props.items()})
+    return st.sampled_from(PLAUSIBLE) | st.text(max_size=30)
+
+
+SCHEMAS = {spec.name: spec.args.model_json_schema() for spec in SPECS}
+
+
 @st.composite
 def calls(draw: st.DrawFn) -> tuple[str, Any]:
-    """A tool name (nearly always a real one) and an arguments value (nearly always an object
-    naming some of the tool's own arguments)."""
+    """A tool name (nearly always a real one) and its arguments: half the time every required
+    argument in its published shape, then up to two arguments made hostile."""
     name = draw(st.sampled_from(TOOL_NAMES) | st.text(max_size=10)
                 if draw(st.integers(0, 19)) == 0 else st.sampled_from(TOOL_NAMES))
     if draw(st.integers(0, 29)) == 0:
         return name, draw(values)  # not an object at all
-    spec = next((s for s in SPECS if s.name == name), None)
-    known = sorted(spec.args.model_fields) if spec is not None else []
+    schema = SCHEMAS.get(name, {})
+    props, defs = schema.get("properties", {}), schema.get("$defs", {})
     arguments: dict[str, Any] = {}
-    for key in draw(st.lists(st.sampled_from(known), unique=True)) if known else []:
+    if draw(st.booleans()):
+        for key in schema.get("required", []):
+            arguments[key] = draw(plausible(props[key], defs))
+    for key in draw(st.lists(st.sampled_from(sorted(props)), unique=True, max_size=4)) \
+            if props else []:
+        arguments[key] = draw(plausible(props[key], defs))
+    hostile = sorted(props) if props else ["x"]
+    count = min(len(hostile), draw(st.sampled_from([0, 0, 1, 2])))
+    for key in draw(st.lists(st.sampled_from(hostile), unique=True, min_size=count,
+                             max_size=count)):
         arguments[key] = draw(values)
     if draw(st.integers(0, 9)) == 0:
         arguments[draw(st.text(max_size=12) | surrogated)] = draw(values)
@@ -82,6 +117,8 @@ def calls(draw: st.DrawFn) -> tuple[str, Any]:
 @dataclass
 class Tally:
     calls: int = 0
+    results: int = 0  # the tool ran and returned
+    refused: int = 0  # an is_error result or a JSON-RPC error: a clear refusal
     no_reply: list[str] = field(default_factory=list)
     internal: list[str] = field(default_factory=list)
 
@@ -144,14 +181,20 @@ def test_every_hostile_tool_call_over_stdio_is_answered_and_none_is_an_internal_
                 if _is_internal(reply):
                     tally.internal.append(f"{_describe(name, arguments)} -> "
                                           f"{json.dumps(reply)[:400]}")
+                elif "error" in reply or reply["result"].get("isError"):
+                    tally.refused += 1
+                    if os.environ.get("OSK_FUZZ_SHOW"):
+                        print(json.dumps(reply)[:300])
+                else:
+                    tally.results += 1
 
             one()
         finally:
             _close(proc)
         errors.seek(0)
         log = errors.read().decode("utf-8", "replace")[-3000:]
-    print(f"fuzz: {tally.calls} calls, {len(tally.no_reply)} without a reply, "
-          f"{len(tally.internal)} internal errors")
+    print(f"fuzz: {tally.calls} calls ({tally.results} results, {tally.refused} refusals), "
+          f"{len(tally.no_reply)} without a reply, {len(tally.internal)} internal errors")
     assert tally.calls >= min(CALLS, 50)
     assert tally.no_reply == [], f"{tally.no_reply[:3]}\nserver log: {log}"
     assert tally.internal == [], f"{tally.internal[:5]}\nserver log: {log}"
