@@ -42,6 +42,7 @@ from osk.node import parse as parse_node
 from osk.rechecks import Candidate, ReadLog, Rechecks
 from osk.search import DEFAULT_K, SearchIndex
 from osk.sessions import Routing, Session, open_session
+from osk.titles import title_key
 from osk.vault import SCOPE, SPACES, Vault, locate, scope_of
 from osk.write import MoveResult, Place, ReciteResult, WriteContext, WriteResult
 
@@ -356,13 +357,34 @@ class Engine:
 
     # -- reading nodes ---------------------------------------------------------------------
     def read_node(self, ref: str, *, section: str | None = None, start: int | None = None,
-                  length: int | None = None) -> NodeRead:
+                  length: int | None = None, as_of: str | None = None) -> NodeRead:
         """A node by title or id. A long body comes in pages of at most 4,000 characters:
         by ``section`` (a heading from ``outline``) and/or by ``start``/``length``. The hash
         that authorises a full replacement comes with the read that completes this session's
-        reading of the current version: one whole read, or the last of its pages."""
+        reading of the current version: one whole read, or the last of its pages.
+
+        ``as_of``: the version readers were served at that time (``osk.validity``); such a
+        read carries no hash and does not count as reading the node for a re-citation."""
+        if as_of is not None:
+            past = self._past_node(ref, as_of)
+            return self._page(past, past, section, start, length)
         node = self.visible_node(ref)
         shown, pending = self._served(node)
+        page = self._page(node, shown, section, start, length)
+        self.reads.note(f"node:{node.id}", shown.body_hash, page.start, page.end,
+                        page.total_chars)
+        # The replacement hash is the file's, so the pages that earn it are counted per file
+        # version: every page of one version read (in any order) is a complete read.
+        whole = self.reads.note(f"file:{node.id}", node.file_hash, page.start, page.end,
+                                page.total_chars)
+        return replace(page, pending=pending,
+                       hash=node.file_hash if whole and not pending else None,
+                       markers=tuple(self.markers([node.id]).get(node.id, [])))
+
+    def _page(self, node: Node, shown: Node, section: str | None, start: int | None,
+              length: int | None) -> NodeRead:
+        """One page of ``shown`` (the version served) of ``node`` (the file's identity), with
+        no hash and no markers: the caller adds what this read earns."""
         body = shown.body
         outline = outline_of(body)
         lo, hi, label = _section_span(outline, body, section)
@@ -371,22 +393,31 @@ class Engine:
             raise OskError(f"start {start} is past the end ({hi - lo} characters)", start=start)
         size = PAGE_CHARS if length is None else max(1, min(int(length), PAGE_CHARS))
         end = min(hi, begin + size)
-        complete = begin == 0 and end == len(body)
-        self.reads.note(f"node:{node.id}", shown.body_hash, begin, end, len(body))
-        # The replacement hash is the file's, so the pages that earn it are counted per file
-        # version: every page of one version read (in any order) is a complete read.
-        whole = self.reads.note(f"file:{node.id}", node.file_hash, begin, end, len(body))
         return NodeRead(
             scope=self.scope, id=node.id, title=node.title, path=node.path, space=node.space,
             node_scope=node.scope, summary=shown.meta.summary, created=shown.meta.created,
             updated=shown.meta.updated, author=shown.meta.author, drafter=shown.meta.drafter,
             trust=shown.meta.trust_state, derived_from=tuple(shown.meta.derived_from),
             conflicts=tuple(shown.meta.conflicts), text=body[begin:end], start=begin, end=end,
-            total_chars=len(body), complete=complete,
-            next_start=(end - lo) if end < hi else None,
-            hash=node.file_hash if whole and not pending else None,
-            outline=outline, section=label, pending=pending,
-            markers=tuple(self.markers([node.id]).get(node.id, [])),
+            total_chars=len(body), complete=begin == 0 and end == len(body),
+            next_start=(end - lo) if end < hi else None, hash=None, outline=outline,
+            section=label, pending=False, markers=(),
+        )
+
+    def _past_node(self, ref: str, as_of: str) -> Node:
+        """The version of node ``ref`` (title or id) readers were served at ``as_of``."""
+        from osk import validity
+
+        self._fresh()
+        at = validity.parse_as_of(as_of)
+        wanted = title_key(ref.strip())
+        for node in validity.as_of_view(self.vault, self.catalog, at, self.visible).nodes:
+            if node.id == ref.strip() or title_key(node.title) == wanted:
+                return node
+        raise NodeNotFound(
+            f"no node {ref!r} stood in the vault at {as_of} as this session sees it (created "
+            f"later, not valid then, or another project's); search with the same as_of to "
+            f"see what did", ref=ref,
         )
 
     def visible_node(self, ref: str) -> Node:
@@ -534,12 +565,26 @@ class Engine:
 
     def search(self, query: str, *, k: int = DEFAULT_K, as_of: str | None = None) -> SearchResult:
         """Ranked hits visible to this session, each with its markers (k is capped at
-        ``MAX_K``; below 1 is refused)."""
+        ``MAX_K``; below 1 is refused). ``as_of``: the vault as it stood then, each node in
+        the version readers were served at that time, ranked by those words."""
+        if as_of is not None:
+            return self._search_past(query, k, as_of)
         self._fresh()
         index = self._search_index()
         self._sync_index()
         hits = index.search(query, k=k, scope=self.scope,
                             visible=self.visible, markers=self.markers, as_of=as_of)
+        return SearchResult(self.scope, query, tuple(hits))
+
+    def _search_past(self, query: str, k: int, as_of: str) -> SearchResult:
+        from osk import validity
+        from osk.search.index import search_versions
+
+        self._fresh()
+        at = validity.parse_as_of(as_of)
+        view = validity.as_of_view(self.vault, self.catalog, at, self.visible)
+        hits = search_versions(view.nodes, query, at=at, k=k, scope=self.scope,
+                               visible=self.visible)
         return SearchResult(self.scope, query, tuple(hits))
 
     def visible(self, doc: object) -> bool:

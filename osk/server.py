@@ -95,7 +95,7 @@ class SearchArgs(Args):
     k: int = Field(DEFAULT_K, ge=1, le=MAX_K,
                    description=f"how many hits (default {DEFAULT_K}, at most {MAX_K})")
     as_of: Timestamp = Field(None, description="answer as the vault stood at this time "
-                                               "(record time), for claims valid then")
+                                               "(each node's text then), for claims valid then")
 
 
 class ReadNodeArgs(Args):
@@ -106,6 +106,7 @@ class ReadNodeArgs(Args):
                                                       "(next_start of the previous page)")
     length: int | None = Field(None, ge=1, le=4000,
                                description="characters to return (at most 4,000)")
+    as_of: Timestamp = Field(None, description="the version served at this time (no hash)")
 
 
 class ReadRawArgs(Args):
@@ -462,7 +463,8 @@ def _search(engine: Any, a: SearchArgs) -> Out:
 
 
 def _read_node(engine: Any, a: ReadNodeArgs) -> Out:
-    found = engine.read_node(a.node, section=a.section, start=a.start, length=a.length)
+    found = engine.read_node(a.node, section=a.section, start=a.start, length=a.length,
+                             as_of=a.as_of)
     return NodeOut.model_validate(found, from_attributes=True)
 
 

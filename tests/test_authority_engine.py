@@ -203,3 +203,50 @@ def test_as_of_a_date_before_the_supersession_returns_the_superseded_node(
     assert titles(now)[0] == "Rate limit v2"
     old = [h for h in now if h.title == "Rate limit v1"][0]
     assert "superseded" in old.markers
+
+
+def rewritten_over_time(agent: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A node whose body said "zeppelin" from T0 and says "airship" from T1."""
+    monkeypatch.setenv("OSK_NOW", T0)
+    agent.create_node("transport", "How we travel", "Transport.\n", space="Domain",
+                      cluster="transport", drafter="m")
+    agent.create_node("Carrier", "What carries us", "We fly by zeppelin.\n", space="Domain",
+                      cluster="transport", drafter="m")
+    monkeypatch.setenv("OSK_NOW", T1)
+    agent.update_node("Carrier", old_text="zeppelin", new_text="airship")
+
+
+def test_as_of_searches_and_reads_the_text_that_stood_then(
+    vault: Vault, repo: Path, agent: Engine, monkeypatch: pytest.MonkeyPatch
+):
+    rewritten_over_time(agent, monkeypatch)
+    session = new_session(vault, repo)
+    assert titles(session.search("zeppelin", as_of="2026-02-01")) == ["Carrier"]
+    assert titles(session.search("airship", as_of="2026-02-01")) == []
+    assert titles(session.search("airship", as_of="2026-04-01")) == ["Carrier"]
+    assert titles(session.search("zeppelin", as_of="2026-04-01")) == []
+    assert titles(session.search("zeppelin")) == []  # today's text
+    then = session.read_node("Carrier", as_of="2026-02-01")
+    assert then.text == "We fly by zeppelin.\n" and then.hash is None
+    assert session.read_node("Carrier").text == "We fly by airship.\n"
+    with pytest.raises(NodeNotFound, match="stood in the vault"):
+        session.read_node("Carrier", as_of="2025-12-01")
+
+
+def test_osk_search_and_read_as_of_serve_the_past_version(
+    vault: Vault, repo: Path, agent: Engine, monkeypatch: pytest.MonkeyPatch
+):
+    import subprocess
+
+    rewritten_over_time(agent, monkeypatch)
+
+    def osk(*args: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "osk", "--vault", str(vault.root), *args],
+                              cwd=repo, capture_output=True, text=True, encoding="utf-8")
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert "Carrier" in osk("search", "zeppelin", "--as-of", "2026-02-01")
+    assert "Carrier" not in osk("search", "airship", "--as-of", "2026-02-01")
+    assert "We fly by zeppelin." in osk("read", "Carrier", "--as-of", "2026-02-01")
+    assert "We fly by airship." in osk("read", "Carrier")

@@ -37,6 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     read.add_argument("--section", help="only this heading's section")
     read.add_argument("--start", type=int, help="character offset to start at")
     read.add_argument("--length", type=int, help="characters to print (at most 4,000)")
+    read.add_argument("--as-of", dest="as_of",
+                      help="the version served at this time (2026-03-01 or a full timestamp)")
     add_scope_flag(read)
     add_json_flag(read)
     read.set_defaults(handler=run_read)
@@ -77,7 +79,7 @@ def run_overview(args: argparse.Namespace) -> int:
 def run_read(args: argparse.Namespace) -> int:
     engine = _engine(args)
     found = engine.read_node(args.node, section=args.section, start=args.start,
-                             length=args.length)
+                             length=args.length, as_of=args.as_of)
     if args.json:
         print(json_text(found))
         return 0

@@ -20,7 +20,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     search.add_argument("query", help="words, or a node's title")
     search.add_argument("--k", type=int, help="how many hits (default 8, at most 50)")
     search.add_argument("--as-of", dest="as_of",
-                        help="only claims valid at this time (2026-03-01 or a full timestamp)")
+                        help="the vault as it stood at this time, for claims valid then "
+                             "(2026-03-01 or a full timestamp)")
     add_scope_flag(search)
     add_json_flag(search)
     search.set_defaults(handler=run_search)
