@@ -607,7 +607,7 @@ class Rechecks:
             reason = _reason(pair, current, citing_hash)
             if reason is None:
                 continue
-            if reason == "target-changed" and pair.target.kind == "raw":
+            if reason == "target-changed" and pair.target.kind in ("raw", "node"):
                 reason = _redacted_reason(self.vault, pair.target.key, current)
             found.append(self._candidate(catalog, table, citing, pair, current, reason))
         return found
@@ -771,12 +771,12 @@ def _reason(pair: Pair, current: str | None, citing_hash: str) -> str | None:
 
 
 def _redacted_reason(vault: Vault, target_key: str, current: str | None) -> str:
-    """A raw round whose current text is the one a person's redaction left (``osk redact``)
-    changed for that reason alone: say so, so the agent knows the claim's evidence lost only a
-    secret. Imported here: the redactions ledger is read only when a raw round has changed."""
-    from osk.redaction import redacted_rounds
+    """A raw round or node whose current text is the one a person's redaction left (``osk
+    redact``) changed for that reason alone: say so, so the agent knows the claim's evidence
+    lost only a secret. Imported here: the ledger is read only when a target has changed."""
+    from osk.redaction import redacted_states
 
-    return "target-redacted" if current in redacted_rounds(vault).get(target_key, ()) \
+    return "target-redacted" if current in redacted_states(vault).get(target_key, ()) \
         else "target-changed"
 
 

@@ -4,7 +4,10 @@ Raw records are append-only (governance/raw.md) and synced, so a password pasted
 conversation would otherwise stay in every device's copy. `osk redact` is the one sanctioned
 rewrite, and it is the person's (terminal only, like approve and revert): every occurrence of a
 span the person types (never on the command line, where shell history would keep it) in one
-round, or in every round of a record, becomes ``[REDACTED:by-person]``.
+round, or in every round of a record, becomes ``[REDACTED:by-person]``. A node is redacted the
+same way (body and summary): through the write path as the person, so its own citations carry
+forward and its audit log gains an ``update``; then every earlier version of it in
+``_objects/`` that holds the span is purged (deleted, and named in the ledger).
 
 What it keeps consistent:
 
@@ -13,10 +16,11 @@ What it keeps consistent:
 - every citation of a changed round was bound to the old hash, so it is now a recheck
   candidate (reason ``target-changed``): the redactions ledger names each affected pair with
   the reason ``redacted``, so a person reading ``osk candidates`` can tell why;
-- the ledger (``_ledger/redactions.jsonl``, kind ``redact``, subject ``raw:<record path>``)
-  records who redacted what and when: the record, the rounds with their hashes before and
-  after, how many spans and how long the span was. Never the span, nor a hash of it (a hash of
-  a short password is a guess away from the password).
+- the ledger (``_ledger/redactions.jsonl``, kind ``redact``, subject ``raw:<record path>`` or
+  ``node:<id>``) records who redacted what and when: the record's rounds (or the node's
+  versions) with their hashes before and after, the purged objects, how many spans and how
+  long the span was. Never the span, nor a hash of it (a hash of a short password is a guess
+  away from the password).
 
 What it cannot do: the old bytes remain in Git history on every device and remote that has
 synced them. ``purge_instructions`` says how to remove them with `git filter-repo`; osk never
@@ -28,15 +32,19 @@ from __future__ import annotations
 import getpass
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from osk import raw
 from osk.edges import RawTarget, parse_target
 from osk.errors import RawNotFound, RedactError
-from osk.ledger import Ledger
+from osk.ledger import Ledger, Record
 from osk.rechecks import Rechecks
 from osk.vault import RAW_DIR, Vault
 
 LEDGER = "redactions"
+if TYPE_CHECKING:
+    from osk.node import Node
+
 KIND = "by-person"  # the marker: [REDACTED:by-person]
 MIN_SPAN = 4  # a shorter span would match ordinary text all over a record
 
@@ -61,6 +69,29 @@ class Target:
 
 
 @dataclass(frozen=True)
+class NodeTarget:
+    """A node (title or id): its body and summary are redacted."""
+
+    ref: str
+
+    @property
+    def label(self) -> str:
+        return self.ref
+
+
+@dataclass(frozen=True)
+class NodeChange:
+    node_id: str
+    title: str
+    path: str
+    before: str  # file hash
+    after: str | None  # file hash; None in a preview
+    after_body: str | None  # body hash (what citations of the node bind to)
+    spans: int
+    purged: tuple[str, ...]  # versions in _objects/ that held the span (the current included)
+
+
+@dataclass(frozen=True)
 class Affected:
     citing_id: str
     target: str  # the pair's target key, raw:<coordinate>
@@ -74,9 +105,12 @@ class Outcome:
     record_id: str | None  # the ledger record; None for a preview
 
 
-def parse(text: str) -> Target:
-    """``_raw/KEY/CONV#Round N`` (one round) or ``_raw/KEY/CONV`` / ``…/CONV.md`` (all)."""
+def parse(text: str) -> Target | NodeTarget:
+    """``_raw/KEY/CONV#Round N`` (one round), ``_raw/KEY/CONV`` / ``…/CONV.md`` (all rounds),
+    or a node's title or id."""
     inner = text[2:-2] if text.startswith("[[") and text.endswith("]]") else text
+    if not inner.startswith(f"{RAW_DIR}/"):
+        return NodeTarget(inner.strip())
     if "#" in inner:
         found = parse_target(inner)
         if not isinstance(found, RawTarget):
@@ -98,18 +132,22 @@ def check_span(span: str) -> str:
     return span
 
 
-def preview(vault: Vault, target: Target, span: str) -> Outcome:
+def preview(vault: Vault, target: Target | NodeTarget, span: str) -> Outcome | NodeOutcome:
     """What ``redact`` would change, writing nothing."""
+    if isinstance(target, NodeTarget):
+        return _node_preview(vault, target, check_span(span))
     rounds = _rounds(vault, target, check_span(span), dry_run=True)
     return Outcome(target, tuple(rounds), _affected(vault, target, rounds), None)
 
 
-def redact(vault: Vault, target: Target, span: str) -> Outcome:
-    """Replace the span in the record, then record the redaction in the ledger. The person's
-    verb: refused unless stdin is a terminal (governance/authority.md rule 1)."""
+def redact(vault: Vault, target: Target | NodeTarget, span: str) -> Outcome | NodeOutcome:
+    """Replace the span in the record or node, then record the redaction in the ledger. The
+    person's verb: refused unless stdin is a terminal (governance/authority.md rule 1)."""
     from osk.protection import require_person
 
     require_person("redact")
+    if isinstance(target, NodeTarget):
+        return _node_redact(vault, target, check_span(span))
     rounds = _rounds(vault, target, check_span(span), dry_run=False)
     affected = _affected(vault, target, rounds)
     record = Ledger(vault, LEDGER).append("redact", f"raw:{target.path}", {
@@ -124,19 +162,33 @@ def redact(vault: Vault, target: Target, span: str) -> Outcome:
     return Outcome(target, tuple(rounds), affected, record.id)
 
 
-def redacted_rounds(vault: Vault) -> dict[str, set[str]]:
-    """``raw:<coordinate>`` -> the round hashes redactions left (for the recheck reason)."""
+def redacted_states(vault: Vault) -> dict[str, set[str]]:
+    """Target key (``raw:<coordinate>``, ``node:<id>``) -> the hashes redactions left, as
+    citations bind them (a round's hash, a node's body hash): for the recheck reason."""
     found: dict[str, set[str]] = {}
     for record in Ledger(vault, LEDGER).read().records:
-        path = record.data.get("record")
-        rounds = record.data.get("rounds")
-        if record.kind != "redact" or not isinstance(path, str) or not isinstance(rounds, list):
+        if record.kind != "redact":
+            continue
+        data = record.data
+        if isinstance(data.get("node"), str) and isinstance(data.get("after_body"), str):
+            found.setdefault(f"node:{data['node']}", set()).add(str(data["after_body"]))
+        path, rounds = data.get("record"), data.get("rounds")
+        if not isinstance(path, str) or not isinstance(rounds, list):
             continue
         for item in rounds:
             if isinstance(item, dict) and isinstance(item.get("after"), str):
                 key = f"raw:{path.removesuffix('.md')}#Round {item.get('n')}"
                 found.setdefault(key, set()).add(item["after"])
     return found
+
+
+def purged_by(vault: Vault, sha: str) -> Record | None:
+    """The redaction that purged the object ``sha`` from ``_objects/``, if one did."""
+    for record in Ledger(vault, LEDGER).read().records:
+        purged = record.data.get("purged")
+        if record.kind == "redact" and isinstance(purged, list) and sha in purged:
+            return record
+    return None
 
 
 def _rounds(vault: Vault, target: Target, span: str, *, dry_run: bool) -> list[raw.Rewritten]:
@@ -160,6 +212,108 @@ def _affected(vault: Vault, target: Target, rounds: list[raw.Rewritten]) -> tupl
     return tuple(sorted(found, key=lambda a: (a.target, a.citing_id)))
 
 
+# -- nodes ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class NodeOutcome:
+    target: NodeTarget
+    change: NodeChange
+    affected: tuple[Affected, ...]
+    record_id: str | None
+
+
+def _node_preview(vault: Vault, target: NodeTarget, span: str) -> NodeOutcome:
+    from osk import audit, objects
+    from osk.catalog import Catalog
+
+    catalog = Catalog(vault)
+    catalog.refresh()
+    node = catalog.get(target.ref)
+    # Every recorded version that holds the text goes, the current one included: the update
+    # that redacts it leaves the current text behind as its "before" version.
+    versions = [*audit.versions(audit.history(vault, node.id)), node.file_hash]
+    purged = tuple(dict.fromkeys(sha for sha in versions
+                                 if _holds(objects.path_of(vault, sha), span)))
+    spans = node.body.count(span) + node.meta.summary.count(span)
+    _check_node(vault, node, span, spans or len(purged))
+    change = NodeChange(node.id, node.title, node.path, node.file_hash, None, None, spans,
+                        purged)
+    return NodeOutcome(target, change, _node_affected(vault, node.id), None)
+
+
+def _check_node(vault: Vault, node: Node, span: str, found: int) -> None:
+    from osk import protection
+
+    title = node.title
+    if span in title:
+        raise RedactError("that text is part of the node's title, which is its file name: "
+                          "rename the node by hand (or move its content to a new node), then "
+                          "redact what remains")
+    if not found:  # neither the node nor a recorded version of it (a rerun after a crash)
+        raise RedactError(f"that text does not occur in {title!r} (body or summary) nor in "
+                          f"its recorded versions; nothing was changed (it must match "
+                          f"exactly, case included)")
+    region = protection.region_of(vault, node.path)
+    if region is not None:
+        raise RedactError(f"{title!r} lies in the protected region {region}, whose approved "
+                          f"snapshot would keep the text: `osk unprotect {region}` first, "
+                          f"redact, then protect it again")
+
+
+def _holds(path: os.PathLike[str], span: str) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            return span.encode("utf-8") in handle.read()
+    except FileNotFoundError:
+        return False
+
+
+def _node_redact(vault: Vault, target: NodeTarget, span: str) -> NodeOutcome:
+    from osk import objects
+    from osk.engine import Engine
+    from osk.fsutil import fsync_dir
+    from osk.secrets import marker
+
+    shown = _node_preview(vault, target, span)
+    found = shown.change
+    engine = Engine.open(vault, cwd=vault.root, scope=_scope_of(found.path), actor="user")
+    node = engine.catalog.get(found.node_id)
+    gone = marker(KIND)
+    summary = node.meta.summary.replace(span, gone)
+    after_hash = node.file_hash
+    if found.spans:  # else a rerun after a crash: only the purge was left to do
+        after_hash = engine.update_node(
+            found.node_id, body=node.body.replace(span, gone), expect_hash=found.before,
+            summary=summary if summary != node.meta.summary else None).hash
+    for sha in found.purged:  # earlier versions that hold the text: gone from _objects/
+        path = objects.path_of(vault, sha)
+        path.unlink(missing_ok=True)
+        fsync_dir(path.parent)
+    after = engine.catalog.get(found.node_id)
+    change = NodeChange(found.node_id, found.title, found.path, found.before, after_hash,
+                        engine.rechecks.hasher.body_hash(after), found.spans, found.purged)
+    record = Ledger(vault, LEDGER).append("redact", f"node:{found.node_id}", {
+        "node": found.node_id, "path": found.path, "before": found.before,
+        "after": change.after, "after_body": change.after_body, "spans": found.spans,
+        "purged": list(found.purged), "length": len(span), "by": _person(),
+        "affected": [{"citing": a.citing_id, "target": a.target, "reason": "redacted"}
+                     for a in shown.affected],
+    })
+    return NodeOutcome(target, change, shown.affected, record.id)
+
+
+def _scope_of(rel: str) -> str | None:
+    from osk.vault import scope_of
+
+    return scope_of(rel)
+
+
+def _node_affected(vault: Vault, node_id: str) -> tuple[Affected, ...]:
+    key = f"node:{node_id}"
+    found = [Affected(citing, key) for citing, citations in Rechecks(vault).table().items()
+             if key in citations.pairs]
+    return tuple(sorted(found, key=lambda a: a.citing_id))
+
+
 def _person() -> str:
     try:
         return getpass.getuser()
@@ -167,10 +321,10 @@ def _person() -> str:
         return f"uid:{os.getuid()}" if hasattr(os, "getuid") else "unknown"
 
 
-def purge_instructions(vault: Vault, target: Target) -> str:
+def purge_instructions(vault: Vault, where: str) -> str:
     """How to remove the old bytes from Git history: printed, never run."""
     return (
-        f"The old bytes are still in Git history ({target.path}: every commit that synced it, "
+        f"The old bytes are still in Git history ({where}: every commit that synced it, "
         f"on every device and remote). osk never rewrites history itself. To purge them, on one "
         f"device with every other device synced and stopped:\n"
         f"  1. pip install git-filter-repo; cd {vault.root}\n"
@@ -187,5 +341,5 @@ def purge_instructions(vault: Vault, target: Target) -> str:
     )
 
 
-__all__ = ["KIND", "LEDGER", "Outcome", "Target", "parse", "preview", "purge_instructions",
-           "redact"]
+__all__ = ["KIND", "LEDGER", "NodeOutcome", "NodeTarget", "Outcome", "Target", "parse",
+           "preview", "purge_instructions", "redact", "redacted_states"]

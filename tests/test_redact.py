@@ -59,7 +59,7 @@ def test_redact_rewrites_the_rounds_records_it_and_syncs_to_a_second_device(tmp_
     run = run_redact(first, "_raw/proj/talk")
     assert run.code == 0, run.err
     assert "2 occurrence(s) of a 18-character text in round(s) 1, 2" in run.out
-    assert "1 citation(s) of these rounds will become recheck candidates" in run.out
+    assert "1 citation(s) of it will become recheck candidates" in run.out
     assert "git filter-repo --replace-text" in run.out and "rotate the secret" in run.out
     text = record.read_text(encoding="utf-8")
     assert SPAN not in text and text.count("[REDACTED:by-person]") == 2
@@ -128,3 +128,61 @@ def test_redact_is_refused_from_a_pipe_and_for_text_that_is_not_there(vault: Vau
     assert missing.code == 1 and "no raw record _raw/proj/other.md" in missing.err
     assert vault.abs(refs[0].path).read_bytes() == before
     assert SPAN not in piped.out + absent.out + short.out + missing.out  # osk never prints it
+
+
+def test_redacting_a_node_rewrites_it_as_the_person_and_purges_earlier_versions(
+        vault: Vault, tmp_path: Path):
+    repo = make_repo(tmp_path / "work" / "proj")
+    eng = Engine.open(vault, cwd=repo)
+    source = eng.append_raw("talk", user="how do we reach the NAS?", assistant="Over SMB.")
+    eng.create_node("nas", "The NAS", "The NAS hub.\n", space="Scope", cluster="nas",
+                    drafter="test-model")
+    created = eng.create_node("NAS access", f"log in with {SPAN}",
+                              f"Mount it over SMB.\n\nLogin: {SPAN}\n", space="Scope",
+                              cluster="nas", drafter="test-model",
+                              derived_from=(source.coordinate,))
+    edited = eng.update_node("NAS access", old_text="Mount it", new_text="Mount the NAS")
+    eng.create_node("Backups", "Where backups go", "To the NAS.\n", space="Scope",
+                    cluster="nas", drafter="test-model", derived_from=("NAS access",))
+    holding = {p for p in (vault.root / "_objects").rglob("*")
+               if p.is_file() and SPAN.encode() in p.read_bytes()}
+    assert len(holding) == 2  # the created version and the edited (current) one
+
+    run = run_redact(vault, "NAS access")
+    assert run.code == 0, run.err
+    assert "2 occurrence(s) of a 18-character text in its body or summary" in run.out
+    assert "2 recorded version(s) in _objects/ hold it and will be purged" in run.out
+    path = vault.abs(created.path)
+    text = path.read_text(encoding="utf-8")
+    assert SPAN not in text and "Login: [REDACTED:by-person]" in text
+    assert "log in with [REDACTED:by-person]" in text
+    assert not [p for p in (vault.root / "_objects").rglob("*")
+                if p.is_file() and SPAN.encode() in p.read_bytes()]
+
+    ledger = (vault.root / "_ledger" / "redactions.jsonl").read_text(encoding="utf-8")
+    assert SPAN not in ledger
+    (entry,) = [json.loads(line) for line in ledger.splitlines()]
+    assert entry["subject"] == f"node:{created.id}" and entry["before"] == edited.hash
+    assert entry["purged"] == [created.hash, edited.hash] and entry["length"] == len(SPAN)
+
+    reopened = Engine.open(vault, cwd=repo)
+    (cand,) = reopened.recheck().candidates  # Backups' citation; NAS access's own carried on
+    assert (cand.citing_title, cand.reason) == ("Backups", "target-redacted")
+    history = osk(vault, "log", "NAS access")
+    assert history.code == 0 and "user" in history.out
+    shown = osk(vault, "show", f"NAS access@{created.hash[:12]}")
+    assert shown.code == 1 and "purged by osk redact" in shown.err
+
+
+def test_a_node_redaction_refuses_a_title_and_a_protected_region(vault: Vault, tmp_path: Path):
+    eng = Engine.open(vault, cwd=make_repo(tmp_path / "work" / "proj"))
+    eng.create_node("nas", "The NAS", f"Login {SPAN}.\n", space="Scope", cluster="nas",
+                    drafter="test-model")
+    eng.create_node(f"Note {SPAN}", "A note", "Nothing here.\n", space="Scope", cluster="nas",
+                    drafter="test-model")
+    titled = osk(vault, "redact", f"Note {SPAN}", tty=True, answer=f"{SPAN}\nX\n")
+    assert titled.code == 1 and "part of the node's title" in titled.err
+    assert osk(vault, "protect", "Scope/proj/nas", tty=True).code == 0
+    guarded = osk(vault, "redact", "nas", tty=True, answer=f"{SPAN}\nX\n")
+    assert guarded.code == 1 and "protected region Scope/proj/nas" in guarded.err
+    assert SPAN in vault.abs("Scope/proj/nas/nas.md").read_text(encoding="utf-8")

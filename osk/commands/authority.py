@@ -298,7 +298,7 @@ def _drift_note(vault, items) -> str:
 
 def run_show(args: argparse.Namespace) -> int:
     from osk import audit, objects
-    from osk.errors import NodeNotFound, OskError
+    from osk.errors import NodeNotFound, ObjectMissing, OskError
 
     vault = _vault(args)
     ref, sep, prefix = args.ref.rpartition("@")
@@ -312,7 +312,18 @@ def run_show(args: argparse.Namespace) -> int:
             f"{'no' if not matches else len(matches)} recorded version(s) of {ref!r} start "
             f"with {prefix!r}; `osk log {ref}` lists its versions", ref=args.ref,
         )
-    print(objects.get(vault, matches[0]), end="")
+    try:
+        text = objects.get(vault, matches[0])
+    except ObjectMissing:
+        from osk.redaction import purged_by
+
+        record = purged_by(vault, matches[0])
+        if record is None:
+            raise
+        raise ObjectMissing(f"version {matches[0][:12]} of {ref!r} was purged by osk redact "
+                            f"on {record.at} (_ledger/redactions.jsonl {record.id}): it held "
+                            f"a text the person removed", sha=matches[0]) from None
+    print(text, end="")
     return 0
 
 

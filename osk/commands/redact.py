@@ -12,8 +12,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "redact", help="replace a text you type in a raw record by [REDACTED:by-person], "
                        "record it in the redactions ledger, and say how to purge Git history "
                        "(terminal only)")
-    parser.add_argument("target", help="_raw/KEY/CONVERSATION#Round N (one round) or "
-                                       "_raw/KEY/CONVERSATION (every round)")
+    parser.add_argument("target", help="_raw/KEY/CONVERSATION#Round N (one round), "
+                                       "_raw/KEY/CONVERSATION (every round), or a node's "
+                                       "title or id (its body and summary)")
     parser.set_defaults(handler=run_redact)
 
 
@@ -27,28 +28,49 @@ def run_redact(args: argparse.Namespace) -> int:
     require_person("redact")  # before asking anything
     span = read_hidden("Text to redact (not shown as you type): ")
     shown = redaction.preview(vault, target, span)
-    spans = sum(r.spans for r in shown.rounds)
-    print(f"In {target.path}: {spans} occurrence(s) of a {len(span)}-character text in "
-          f"round(s) {', '.join(str(r.number) for r in shown.rounds)}.")
-    if shown.affected:
-        print(f"{len(shown.affected)} citation(s) of these rounds will become recheck "
-              f"candidates (reason: redacted).")
+    where = describe(shown, len(span))
     code = confirmation_code(shown)
-    answer = input(f"Type {code} to redact them (anything else changes nothing): ")
+    answer = input(f"Type {code} to redact (anything else changes nothing): ")
     if answer.strip().upper() != code:
         print("Nothing redacted.")
         return 0
     done = redaction.redact(vault, target, span)
-    print(f"Redacted {spans} occurrence(s) in {target.path}; recorded in "
-          f"_ledger/{redaction.LEDGER}.jsonl ({done.record_id}).")
-    print(redaction.purge_instructions(vault, target))
+    print(f"Redacted; recorded in _ledger/{redaction.LEDGER}.jsonl ({done.record_id}).")
+    print(redaction.purge_instructions(vault, where))
     return 0
+
+
+def describe(shown, length: int) -> str:
+    """Print what a redaction would change; return the vault path it changes."""
+    from osk.redaction import NodeOutcome
+
+    if isinstance(shown, NodeOutcome):
+        change = shown.change
+        print(f"In {change.title!r} ({change.path}): {change.spans} occurrence(s) of a "
+              f"{length}-character text in its body or summary; {len(change.purged)} recorded "
+              f"version(s) in _objects/ hold it and will be purged.")
+        where = change.path
+    else:
+        spans = sum(r.spans for r in shown.rounds)
+        print(f"In {shown.target.path}: {spans} occurrence(s) of a {length}-character text in "
+              f"round(s) {', '.join(str(r.number) for r in shown.rounds)}.")
+        where = shown.target.path
+    if shown.affected:
+        print(f"{len(shown.affected)} citation(s) of it will become recheck candidates "
+              f"(reason: target-redacted).")
+    return where
 
 
 def confirmation_code(shown) -> str:
     """Four characters from what is about to change: typed back, so a piped `yes` or a stray
     Enter cannot confirm (the same shape as approve and revert)."""
-    seed = "\n".join([shown.target.path, *(f"{r.number}:{r.before}" for r in shown.rounds)])
+    from osk.redaction import NodeOutcome
+
+    if isinstance(shown, NodeOutcome):
+        seed = f"{shown.change.path}\n{shown.change.before}"
+    else:
+        seed = "\n".join([shown.target.path,
+                          *(f"{r.number}:{r.before}" for r in shown.rounds)])
     return hashlib.sha256(seed.encode()).hexdigest()[:4].upper()
 
 
