@@ -822,6 +822,8 @@ async def _serve_front(server: MCPServer, front: Front) -> None:
     to_server, server_reads = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     server_writes, from_server = anyio.create_memory_object_stream[SessionMessage](0)
 
+    asked: dict[object, tuple[str, object]] = {}  # requests awaiting an answer: id -> call
+
     async def pump() -> None:
         async with to_server:
             while True:
@@ -834,6 +836,8 @@ async def _serve_front(server: MCPServer, front: Front) -> None:
                 except ValidationError as exc:
                     front.refuse(item, _explain(exc))
                     continue
+                if "method" in item and item.get("id") is not None:
+                    asked[item["id"]] = (str(item["method"]), item.get("params"))
                 await to_server.send(SessionMessage(message))
 
     async def answer() -> None:
@@ -842,13 +846,45 @@ async def _serve_front(server: MCPServer, front: Front) -> None:
                 message = sent.message
                 is_response = not hasattr(message, "method")
                 response_id = getattr(message, "id", None) if is_response else None
-                front.deliver(response_id, _wire_text(message, response_id))
+                call = asked.pop(response_id, None) if is_response else None
+                text = _wire_text(message, response_id)
+                if call is not None and _says_only_invalid_params(message):
+                    text = _invalid_params(lowlevel, response_id, *call)
+                front.deliver(response_id, text)
 
     async with anyio.create_task_group() as group:
         group.start_soon(pump)
         group.start_soon(answer)
         front.ready.set()
         await lowlevel.run(server_reads, server_writes, options)
+
+
+def _says_only_invalid_params(message: Any) -> bool:
+    """The SDK's answer to params it could not validate: it keeps pydantic's reasons back."""
+    found = getattr(message, "error", None)
+    return getattr(found, "code", None) == -32602 and getattr(
+        found, "message", None) == "Invalid request parameters"
+
+
+def _invalid_params(lowlevel: Any, response_id: object, method: str, params: object) -> str:
+    """That answer again, saying what is wrong with the params (or that it came too early)."""
+    import json
+
+    import mcp_types
+
+    from osk.stdio import INVALID_PARAMS, error
+
+    entry = lowlevel.get_request_handler(method)
+    model = mcp_types.InitializeRequestParams if method == "initialize" else (
+        entry.params_type if entry is not None else None)
+    why = (f"{method} came before the session was initialized; send initialize, then "
+           f"notifications/initialized, first")
+    if model is not None:
+        try:
+            model.model_validate({} if params is None else params, by_name=False)
+        except ValidationError as exc:
+            why = f"{method}: {_explain(exc)}"
+    return json.dumps(error(response_id, INVALID_PARAMS, f"Invalid params: {why}"))
 
 
 def _wire_text(message: Any, response_id: object) -> str:

@@ -6,9 +6,10 @@ only, so it runs before the SDK is imported) stands in front of it:
 * **Ready at once.** Importing the SDK and pydantic takes about a second, opening and warming
   the engine more on a large vault; a host whose model looks for osk's tools before the server
   is up is told there are none. So the front answers ``initialize`` and ``tools/list`` from the
-  handshake the SDK gave on the previous run (kept in the vault's state folder) while a thread
-  imports the SDK and builds the server, and another opens and warms the engine. Everything
-  else waits for the SDK, and a tool call waits for the engine. Each run asks the SDK for its
+  handshake the SDK gave on the previous run (kept in the vault's state folder); then a thread
+  imports the SDK and builds the server, and another opens and warms the engine (they start
+  once the host has the tool list, so they do not slow the handshake down). Everything else
+  waits for the SDK, and a tool call waits for the engine. Each run asks the SDK for its
   handshake again; when it differs (osk was upgraded) it is saved, and a host that was already
   given the old tool list is sent ``notifications/tools/list_changed``.
 * **An answer to every line.** The SDK drops a line it cannot parse (invalid JSON, a lone
@@ -37,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 MAX_LINE = 8 * 1024 * 1024  # bytes in one message; a node body is far smaller
+START_AFTER = 0.2  # seconds after spawn by which the SDK starts loading whatever the host does
 MAX_DEPTH = 32  # nesting levels in one message (osk's deepest argument is 5 levels down)
 HANDSHAKE_FILE = ("mcp", "handshake.json")
 PRIVATE_ID = "osk-handshake-tools"  # the id of the tools/list the front asks the SDK itself
@@ -270,6 +272,7 @@ class Front:
     initialize_id: object = None  # the host's initialize request (a legacy-era session)
     answered: bool = False  # the front answered that initialize from the cache
     listed_from_cache: bool = False
+    listed: Callable[[], None] = lambda: None  # called once the host has the cached tool list
     learned_initialize: dict[str, Any] | None = None
 
     def handle(self, item: bytes | Refusal) -> None:
@@ -308,6 +311,7 @@ class Front:
         if method == "tools/list" and plain:
             self.listed_from_cache = True
             self.wire.send({"jsonrpc": "2.0", "id": id_, "result": self.cached.tools})
+            self.listed()
             return True
         if method == "ping":
             self.wire.send({"jsonrpc": "2.0", "id": id_, "result": {}})
@@ -390,12 +394,32 @@ def run(handshake: Path, backend: Callable[[Front], None]) -> int:
     wire_in, wire_out = _claim_stdio()
     front = Front(Wire(wire_out), handshake, Handshake.load(handshake))
     thread = threading.Thread(target=_guarded, args=(backend, front), name="osk-mcp", daemon=True)
-    thread.start()
+    start = _once(thread.start)
+    # The loading threads take the CPU (and the GIL) from the front: they start once the host
+    # has the tool list, or at once when there is no kept handshake to answer it from, and
+    # START_AFTER seconds after spawn at the latest (a host that waits before it asks).
+    front.listed = start
+    timer = threading.Timer(0 if front.cached is None else START_AFTER, start)
+    timer.daemon = True
+    timer.start()
     for item in read_lines(wire_in):
         front.handle(item)
+    start()
     front.inbox.put(None)
     thread.join()
     return 0
+
+
+def _once(call: Callable[[], None]) -> Callable[[], None]:
+    lock, done = threading.Lock(), [False]
+
+    def once() -> None:
+        with lock:
+            if not done[0]:
+                done[0] = True
+                call()
+
+    return once
 
 
 def _guarded(backend: Callable[[Front], None], front: Front) -> None:
@@ -413,14 +437,17 @@ def _guarded(backend: Callable[[Front], None], front: Front) -> None:
 
 # == osk mcp ===================================================================================
 class EngineOpener:
-    """Opens and warms the engine on a thread of its own, started at once; ``get`` waits."""
+    """Opens and warms the engine on a thread of its own (``start``); ``get`` waits for it."""
 
     def __init__(self, vault: Any, cwd: Path) -> None:
         self._done = threading.Event()
         self._engine: Any = None
         self._error: BaseException | None = None
-        threading.Thread(target=self._open, args=(vault, cwd), name="osk-open",
-                         daemon=True).start()
+        self._thread = threading.Thread(target=self._open, args=(vault, cwd), name="osk-open",
+                                        daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
 
     def _open(self, vault: Any, cwd: Path) -> None:
         try:
@@ -452,6 +479,7 @@ def serve(vault: str | None, cwd: Path) -> int:
     opener = EngineOpener(found, cwd)
 
     def backend(front: Front) -> None:
+        opener.start()  # alongside the SDK's import, which this thread does
         from osk.server import run_backend
 
         run_backend(front, opener.get)

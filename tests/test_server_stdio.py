@@ -308,6 +308,8 @@ MALFORMED: list[tuple[bytes, object, str]] = [  # a line, the id its answer carr
     (b'{"jsonrpc":"2.0","id":16,"method":"no/such/method"}', 16, "not found"),
     (b'{"jsonrpc":"2.0","id":17,"method":"tools/call","params":{"name":"search",'
      b'"arguments":{"query":"' + b"q" * (9 * 1024 * 1024) + b'"}}}', 17, "longer than"),
+    (b'{"jsonrpc":"2.0","id":19,"method":"resources/read","params":{"uri":5}}', 19,
+     "Invalid params: resources/read: uri: Input should be a valid string"),
     (b'[{"jsonrpc":"2.0","id":18,"method":"ping"}]', None, "batches"),
     (b'{"jsonrpc":"2.0","id":1.5,"method":"ping"}', None, "id must be"),
 ]
