@@ -47,6 +47,8 @@ TOOL_NAMES = (
     "scope_memory",
 )
 _PROBE = "osk_selfcheck_unknown_argument"
+# A query is words, not a document: a pasted file as a query costs seconds and is echoed back.
+MAX_QUERY = 4000
 
 INSTRUCTIONS = """\
 osk is this project's long-term memory: Markdown nodes in a vault, each citing its sources.
@@ -91,7 +93,8 @@ Timestamp = Annotated[str | None, Field(
 
 
 class SearchArgs(Args):
-    query: str = Field(min_length=1, description="words to look for; an exact title ranks first")
+    query: str = Field(min_length=1, max_length=MAX_QUERY,
+                       description="words to look for; an exact title ranks first")
     k: int = Field(DEFAULT_K, ge=1, le=MAX_K,
                    description=f"how many hits (default {DEFAULT_K}, at most {MAX_K})")
     as_of: Timestamp = Field(None, description="answer as the vault stood at this time "

@@ -136,7 +136,9 @@ async def test_an_invalid_value_is_explained_per_argument(server):
         text = await refused(client, "search", {"query": "x", "k": 500})
         missing = await refused(client, "create_node", {"title": "x"})
         memory = await refused(client, "scope_memory", {"action": "replace", "text": "x"})
+        pasted = await refused(client, "search", {"query": "word " * 1000})
     assert "k: Input should be less than or equal to 50" in text
+    assert "query: String should have at most 4000 characters" in pasted
     assert "missing required argument 'summary'" in missing
     assert "action 'replace' needs expect_hash" in memory
 
