@@ -245,6 +245,85 @@ def _share(values: list[bool]) -> tuple[int, int]:
     return sum(values), len(values)
 
 
+# -- per-prompt injection (osk.hooks.recall) ---------------------------------------------------
+FLOORS = (0.0, 2.0, 2.5, 3.0, 3.25, 3.5, 3.75, 4.0, 4.25, 4.5, 5.0, 6.0)
+
+
+def run_injection(vault: Any, base: Path, queries: list[dict[str, Any]],
+                  titles: dict[str, str]) -> dict[str, Any]:
+    """Each query played as a prompt from its from_scope through the prompt-submit hook's own
+    functions (rank over the recall file, select, render within the default budget), in a new
+    conversation each. Returns the figures at the hook's floor and the curve over FLOORS."""
+    from osk.engine import Engine
+    from osk.hooks import recall
+    from osk.hooks.adapters import get
+
+    budget = get("claude").budget
+    by_id: dict[str, str] = {}
+    ranked: dict[str, list[Any]] = {}
+    scopes: dict[str | None, str] = {}
+    for query in queries:
+        scope = query["from_scope"]
+        if scope not in scopes:  # the session's scope as the engine resolves it
+            scopes[scope] = Engine.open(vault, cwd=base / "no-project", scope=scope).scope
+        hits = recall.ranked(vault, scopes[scope], query["query"])
+        ranked[query["qid"]] = hits
+        by_id.update({hit.id: titles.get(hit.title, "") for hit in hits})
+    curve = {}
+    for floor in FLOORS:
+        curve[floor] = _injection_figures(vault, queries, ranked, by_id, budget, floor)
+    return {"floor": recall.FLOOR, "at_floor": _injection_figures(
+        vault, queries, ranked, by_id, budget, recall.FLOOR), "curve": curve}
+
+
+def _injection_figures(vault: Any, queries: list[dict[str, Any]], ranked: dict[str, list[Any]],
+                       by_id: dict[str, str], budget: Any, floor: float) -> dict[str, Any]:
+    from osk.hooks import recall
+
+    answered, silent, newer_first, chars, per_kind = [], [], [], [], defaultdict(list)
+    for query in queries:
+        shown = recall.select(vault, ranked[query["qid"]], floor=floor)
+        block = recall.render(shown, budget, recall.DEFAULT_BUDGET)
+        injected = [by_id.get(hit.id, "") for hit in shown if f"(id {hit.id}" in block]
+        chars.append(len(block))
+        relevant: dict[str, int] = query["relevant"]
+        if query["kind"] == "none":
+            silent.append(not injected)
+            continue
+        answers = [d for d, g in relevant.items() if g == 2]
+        hit = any(a in injected for a in answers)
+        answered.append(hit)
+        per_kind[query["kind"]].append(hit)
+        if query["kind"] == "superseded":
+            position = {d: i for i, d in enumerate(injected)}
+            older = [d for d, g in relevant.items() if g == 1]
+            newer_first.append(hit and all(position.get(o, K) > position[answers[0]]
+                                           for o in older if answers[0] in position))
+    return {"answerable_injected": _share(answered), "none_silent": _share(silent),
+            "superseded_newer_first": _share(newer_first),
+            "mean_chars": sum(chars) / len(chars) if chars else 0.0,
+            "per_kind": {kind: _share(v) for kind, v in per_kind.items()}}
+
+
+def print_injection(result: dict[str, Any]) -> None:
+    def pct(pair: tuple[int, int]) -> str:
+        return f"{pair[0]}/{pair[1]} ({100 * pair[0] / pair[1]:.0f} %)" if pair[1] else "-"
+
+    at = result["at_floor"]
+    print(f"\n== per-prompt injection (prompt-submit hook, lexical, default budget), "
+          f"floor {result['floor']}")
+    print(f"answerable queries whose grade-2 node is injected  {pct(at['answerable_injected'])}")
+    print(f"none queries with nothing injected                 {pct(at['none_silent'])}")
+    print(f"superseded: newer injected above the older         "
+          f"{pct(at['superseded_newer_first'])}")
+    print(f"mean injected characters per prompt                {at['mean_chars']:.0f}")
+    print("by kind: " + ", ".join(f"{k} {v[0]}/{v[1]}" for k, v in sorted(at["per_kind"].items())))
+    print(f"{'floor':>6} {'answerable':>11} {'none silent':>12} {'mean chars':>11}")
+    for floor, figures in result["curve"].items():
+        a, n = figures["answerable_injected"], figures["none_silent"]
+        print(f"{floor:6.2f} {a[0]:>5}/{a[1]:<5} {n[0]:>6}/{n[1]:<5} {figures['mean_chars']:11.0f}")
+
+
 def print_report(label: str, result: dict[str, Any], baseline: dict[str, Any]) -> None:
     print(f"\n== {label}")
     print(f"{'kind':12} {'n':>3}  {'nDCG@10':>8} {'R@5':>6} {'MRR@10':>7}   "
@@ -297,12 +376,16 @@ def main() -> int:
                 label = f"isolation {'on' if isolation else 'off'}"
                 label += ", semantic channel" if semantic else ", lexical only"
                 results[label] = score(queries, run_osk(vault, base, queries, titles), corpus)
+        set_isolation(vault, True)
+        injection = run_injection(vault, base, queries, titles)
     if args.json:
-        print(json.dumps({"baseline": baseline, **results}, indent=2))
+        print(json.dumps({"baseline": baseline, **results, "injection": injection}, indent=2,
+                         default=str))
         return 0
     for label, result in results.items():
         extra = ", supersedes from text" if args.supersedes_from_text else ""
         print_report(f"osk ({label}{extra}) vs plain rank-bm25", result, baseline)
+    print_injection(injection)
     return 0
 
 

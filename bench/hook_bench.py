@@ -5,7 +5,9 @@ cap, recheck notes and eviction items, and a Claude Code transcript of 1,000 tur
 cursor sits at its end. Then it times ``python -m osk hook …`` runs:
 
 - session start: the full injection (a new conversation each run);
-- prompt submit: one counted input each run;
+- prompt submit: one counted input each run, with per-prompt recall over the 5,000 nodes: once
+  with a prompt that recalls nothing confidently, once with one that recalls a node (a new
+  conversation each run, so nothing is left out as already shown);
 - stop: one new turn appended to the transcript, then captured (against the 1,000-round record,
   and against a 10-round record, to show the capture cost does not grow with the record).
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import resource
 import statistics
 import subprocess
@@ -73,6 +76,9 @@ def build(base: Path) -> dict[str, Path]:
     subprocess.run(["git", "-c", "user.name=bench", "-c", "user.email=bench@osk.invalid",
                     "commit", "-q", "--allow-empty", "-m", "first"], cwd=project, check=True)
     write_nodes(vault.root, uuid7)
+    from osk.search import SearchIndex
+
+    SearchIndex(vault).refresh()  # the index and its recall file, as any search leaves them
     memory = ScopeMemory(vault, "shop")
     memory.write(text="\n".join(f"- standing note {n}: " + "x" * 40 for n in range(24)) + "\n",
                  expect_hash=memory.read()[1])
@@ -105,18 +111,35 @@ def build(base: Path) -> dict[str, Path]:
 
 
 def write_nodes(root: Path, uuid7) -> None:
+    """5,000 nodes over a Zipf-like vocabulary (seeded), so a prompt's words hit some nodes
+    and not others, as in a real vault: 80 % in the session's scope, the rest in Domain."""
+    rng = random.Random(7)
+    words = [_word(rng) for _ in range(4000)]
+    weights = [1 / (rank + 1) for rank in range(len(words))]
     previous = None
     for number in range(NODES):
         cluster = f"Cluster {number % 50}"
-        folder = root / "Scope" / "shop" / cluster
+        space = ("Scope", "shop") if number % 5 else ("Domain",)
+        folder = root.joinpath(*space, cluster)
         folder.mkdir(parents=True, exist_ok=True)
         previous = uuid7(previous)
-        title = cluster if number < 50 else f"Node {number}"
+        title = cluster if number < 50 else " ".join(
+            [*rng.choices(words[200:], k=rng.randint(2, 4)), str(number)])
+        summary = " ".join(rng.choices(words, weights, k=rng.randint(8, 14)))
+        body = " ".join(rng.choices(words, weights, k=rng.randint(40, 160)))
         (folder / f"{title}.md").write_text(
             f"---\nid: {previous}\ncreated: 2026-03-14T09:30+00:00\n"
             f"updated: 2026-03-14T09:30+00:00\nauthor: agent\ndrafter: bench\n"
-            f"summary: claim number {number} about the shop\n---\n"
-            f"Body of node {number}: " + "words " * 60 + "\n", encoding="utf-8")
+            f"summary: {summary}\n---\n{body}\n", encoding="utf-8")
+        TITLES.append(f"{title.rsplit(' ', 1)[0]}, {' '.join(summary.split()[:5])}")
+
+
+TITLES: list[str] = []
+
+
+def _word(rng: random.Random) -> str:
+    return "".join(rng.choice("bcdfghjklmnprstvz") + rng.choice("aeiou")
+                   for _ in range(rng.randint(2, 4)))
 
 
 def turn_lines(uid: str, number: int) -> str:
@@ -153,19 +176,23 @@ def timed(label: str, argv: list[str], **kwargs) -> tuple[float, subprocess.Comp
     return elapsed, done
 
 
-def hook(label: str, event: str, data: dict[str, object], fixture: dict[str, Path]) -> float:
+def hook(label: str, event: str, data: dict[str, object], fixture: dict[str, Path],
+         expect: str | None = None) -> float:
     env = {**os.environ, "OSK_VAULT": str(fixture["vault"]), "OSK_GROWTH": "off"}
     elapsed, done = timed(label, [sys.executable, "-m", "osk", "hook", event, "--host", "claude"],
                           input=json.dumps(data), cwd=fixture["project"], env=env)
     if done.returncode != 0 or "failed" in done.stderr:
         raise SystemExit(f"{event} failed: {done.stderr}")
+    if expect is not None and expect not in done.stdout:
+        raise SystemExit(f"{label}: the output lacks {expect!r}: {done.stdout[:300]!r}")
     return elapsed
 
 
 def measure(fixture: dict[str, Path], runs: int) -> dict[str, list[float]]:
     """Runs interleave the hooks, so a change in machine load touches every hook alike."""
     results: dict[str, list[float]] = {label: [] for label in (
-        "python -c pass", "session start", "prompt submit", "stop (1,000-round record)",
+        "python -c pass", "session start", "prompt submit, nothing recalled",
+        "prompt submit, block injected", "stop (1,000-round record)",
         "stop (10-round record)")}
     base = {"cwd": str(fixture["project"]), "transcript_path": str(fixture["big"])}
     stops = (("stop (1,000-round record)", SESSION, fixture["big"]),
@@ -176,9 +203,17 @@ def measure(fixture: dict[str, Path], runs: int) -> dict[str, list[float]]:
         results["session start"].append(hook("session start", "session-start", {
             **base, "session_id": f"bench-start-{n}", "source": "startup",
             "hook_event_name": "SessionStart"}, fixture))
-        results["prompt submit"].append(hook("prompt submit", "prompt-submit", {
-            **base, "session_id": SESSION, "prompt_id": f"bench-p-{n}", "prompt": "next",
-            "hook_event_name": "UserPromptSubmit"}, fixture))
+        results["prompt submit, nothing recalled"].append(hook(
+            "prompt submit, nothing recalled", "prompt-submit", {
+                **base, "session_id": SESSION, "prompt_id": f"bench-p-{n}",
+                "prompt": "ok, next one please", "hook_event_name": "UserPromptSubmit"},
+            fixture))
+        words = TITLES[1000 + 37 * n]  # a new conversation each run: nothing is deduplicated
+        results["prompt submit, block injected"].append(hook(
+            "prompt submit, block injected", "prompt-submit", {
+                **base, "session_id": f"bench-recall-{n}", "prompt_id": f"bench-r-{n}",
+                "prompt": f"why did we decide {words} for the cart?",
+                "hook_event_name": "UserPromptSubmit"}, fixture, expect="osk-recall"))
         for label, session, transcript in stops:
             uid = f"new-{session[-4:]}-{n}"
             with open(transcript, "a", encoding="utf-8") as handle:
@@ -192,7 +227,8 @@ def measure(fixture: dict[str, Path], runs: int) -> dict[str, list[float]]:
 
 
 def report(results: dict[str, list[float]], runs: int) -> None:
-    targets = {"session start": 150, "prompt submit": 100, "stop (1,000-round record)": 150,
+    targets = {"session start": 150, "prompt submit, nothing recalled": 100,
+               "prompt submit, block injected": 100, "stop (1,000-round record)": 150,
                "stop (10-round record)": 150}
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"{runs} runs per hook, {os.cpu_count()} CPUs, load average {load:.1f} at the end")

@@ -7,7 +7,8 @@ Every node has a trust state (the contract's optional ``trust`` key; absent, it 
 - an agent's write into the Person space is always ``inferred``, even when it edits a node the
   person had confirmed, until the person runs ``osk confirm NODE`` at a terminal;
 - readers mark inferred Person facts (``marker``); the vault setting ``inject_inferred_person``
-  keeps them out of session-start injection (``injectable``).
+  keeps them out of what the hooks inject, per-prompt recall and the session-start digest
+  (``injectable``, called by ``osk.hooks.recall``).
 
 The write path stamps the key explicitly on every write (``trust_for_new``/``trust_for_update``)
 because ``author`` names who created the node, not who last changed it.
@@ -48,12 +49,18 @@ def marker(node: Any) -> str | None:
     """'inferred' for an inferred Person node (what search and injection show), else None."""
     if getattr(node, "space", None) != PERSON:
         return None
-    return MARKER if node.meta.trust_state == INFERRED else None
+    return person_marker(PERSON, node.meta.trust_state)
 
 
-def injectable(vault: Vault, node: Any) -> bool:
-    """False when the vault keeps inferred Person facts out of session-start injection."""
-    return marker(node) is None or vault.settings().inject_inferred_person
+def person_marker(space: str | None, trust_state: str | None) -> str | None:
+    """``marker`` from a node's Space and trust state alone (what the hooks hold of a node)."""
+    return MARKER if space == PERSON and trust_state == INFERRED else None
+
+
+def injectable(vault: Vault, space: str | None, trust_state: str | None) -> bool:
+    """False when the vault keeps this node, an inferred Person fact, out of what the hooks
+    inject (per-prompt recall and the session-start digest): ``inject_inferred_person``."""
+    return person_marker(space, trust_state) is None or vault.settings().inject_inferred_person
 
 
 @dataclass(frozen=True)

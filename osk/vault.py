@@ -39,14 +39,10 @@ class Settings:
 
     @classmethod
     def load(cls, path: Path) -> Settings:
-        import tomllib  # imported here: hooks locate a vault on every turn and rarely need this
-
         try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
+            data = _parsed_toml(path)
         except FileNotFoundError:
             return cls()
-        except tomllib.TOMLDecodeError as exc:
-            raise OskError(f"{path}: not valid TOML ({exc}); fix the file by hand") from exc
         section = data.get("vault", {})
         known = {"scope_isolation", "shared_scopes", "inject_inferred_person"}
         unknown = set(section) - known
@@ -61,6 +57,46 @@ class Settings:
             inject_inferred_person=bool(section.get("inject_inferred_person", True)),
             extra={k: v for k, v in data.items() if k != "vault"},
         )
+
+
+SETTINGS_CACHE = "settings.json"  # device state: osk.toml as parsed, keyed by its stat
+RACY_NS = 2_000_000_000  # osk.fsutil.RACE_WINDOW_NS (imported there would cost hashlib here)
+
+
+def _parsed_toml(path: Path) -> dict[str, object]:
+    """osk.toml as data. The prompt-submit hook reads the settings on every prompt and tomllib
+    costs it about 15 ms (with datetime), so the parse is kept in device state and reused
+    while the file's stat key is the same; a file changed less than two seconds before its
+    stat was taken is parsed afresh, since a same-size edit in the same clock tick would
+    keep its stat key."""
+    import json
+    import time
+
+    st = os.stat(path)  # FileNotFoundError: no settings file
+    key = [st.st_size, st.st_mtime_ns, st.st_ino]
+    cache = path.parent / STATE_DIR / SETTINGS_CACHE
+    try:
+        saved = json.loads(cache.read_text(encoding="utf-8"))
+        if isinstance(saved, dict) and saved.get("stat") == key and isinstance(
+                saved.get("toml"), dict):
+            return saved["toml"]
+    except (OSError, ValueError):
+        pass
+    import tomllib  # imported here: hooks locate a vault on every turn and rarely need this
+
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise OskError(f"{path}: not valid TOML ({exc}); fix the file by hand") from exc
+    if time.time_ns() - st.st_mtime_ns >= RACY_NS and cache.parent.is_dir():
+        try:
+            text = json.dumps({"stat": key, "toml": data}, ensure_ascii=False)
+            temporary = cache.with_name(f"{SETTINGS_CACHE}.{os.getpid()}.tmp")
+            temporary.write_text(text, encoding="utf-8")
+            os.replace(temporary, cache)
+        except (OSError, TypeError, ValueError):  # dates in osk.toml, a read-only vault: no cache
+            pass
+    return data
 
 
 @dataclass(frozen=True)

@@ -74,15 +74,16 @@ def test_only_person_space_inferences_are_marked(vault: Vault):
 
 def test_the_vault_setting_keeps_inferred_person_facts_out_of_injection(vault: Vault):
     fact = agent_person_fact(vault)
-    assert trust.injectable(vault, fact)
+    assert trust.injectable(vault, fact.space, fact.meta.trust_state)
     settings = (vault.root / "osk.toml").read_text(encoding="utf-8")
     (vault.root / "osk.toml").write_text(
         settings.replace("inject_inferred_person = true", "inject_inferred_person = false"),
         encoding="utf-8",
     )
-    assert not trust.injectable(vault, fact)
+    assert not trust.injectable(vault, fact.space, fact.meta.trust_state)
     confirmed = load(vault, FACT).meta.model_copy(update={"trust": "confirmed"})
-    assert trust.injectable(vault, node.Node(FACT, confirmed, fact.body, fact.text))
+    assert trust.injectable(vault, fact.space, confirmed.trust_state)
+    # what the hooks do with it: tests/test_recall.py (per-prompt recall, session start)
 
 
 def test_confirming_twice_writes_nothing_the_second_time(vault: Vault, person: None):

@@ -12,11 +12,12 @@ says so), the in-session reminder is left out.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from osk.hooks.harness import Adapter, HookPayload
 from osk.hooks.rules import is_review_turn, review_reminder
-from osk.hooks.state import StateStore, conversation_name, workspace_name
+from osk.hooks.state import ConversationState, StateStore, conversation_name, workspace_name
 from osk.vault import Vault
 
 
@@ -26,6 +27,7 @@ class Counted:
     inputs: int           # the count after this prompt (unchanged when it did not count)
     counted: bool
     reminder: str = ""    # the text to inject, or ""
+    noted: bool = False   # ``also`` ran inside the state's lock
 
 
 def conversation_of(adapter: Adapter, payload: HookPayload) -> str:
@@ -35,7 +37,10 @@ def conversation_of(adapter: Adapter, payload: HookPayload) -> str:
 
 
 def count_prompt(vault: Vault, adapter: Adapter, payload: HookPayload, *,
-                 dry_run: bool = False) -> Counted:
+                 dry_run: bool = False,
+                 also: Callable[[ConversationState], None] | None = None) -> Counted:
+    """Count the input. ``also`` changes the same state in the same locked write (per-prompt
+    recall notes what it showed), so a prompt costs one state write, not two."""
     conversation = conversation_of(adapter, payload)
     if payload.subagent or payload.machine_input or adapter.capabilities.cadence != "hook":
         return Counted(conversation, 0, False)
@@ -44,19 +49,22 @@ def count_prompt(vault: Vault, adapter: Adapter, payload: HookPayload, *,
         state = store.load()
         return Counted(conversation, state.inputs + 1, True)
     with store.locked() as state:
+        if also is not None:
+            also(state)
         if payload.turn_id and state.saw_turn(payload.turn_id):
-            return Counted(conversation, state.inputs, False)
+            return Counted(conversation, state.inputs, False, noted=also is not None)
         state.inputs += 1
         inputs, record, rounds = state.inputs, state.record, state.rounds
         due = is_review_turn(inputs) and inputs not in state.reminded
         if due:
             state.reminded.append(inputs)
             del state.reminded[:-8]
+    noted = also is not None
     if not due or not in_session_reviews(vault, adapter):
-        return Counted(conversation, inputs, True)
+        return Counted(conversation, inputs, True, noted=noted)
     if not record and payload.session_id and adapter.capabilities.capture == "transcript":
         record = _expected_record(vault, payload, conversation)
-    return Counted(conversation, inputs, True, review_reminder(inputs, record, rounds))
+    return Counted(conversation, inputs, True, review_reminder(inputs, record, rounds), noted)
 
 
 def _expected_record(vault: Vault, payload: HookPayload, conversation: str) -> str:
@@ -81,6 +89,7 @@ def reset_workspace_count(vault: Vault, adapter: Adapter, payload: HookPayload) 
         state.inputs = 0
         state.seen_turns.clear()
         state.reminded.clear()
+        state.recalled.clear()  # a new agent session has seen nothing of the vault yet
 
 
 def in_session_reviews(vault: Vault, adapter: Adapter) -> bool:

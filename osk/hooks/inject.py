@@ -1,8 +1,10 @@
 """The session-start hook: what the agent is shown about its scope when a session begins.
 
 For the session key of the working directory and the scope it is bound to (the routing
-ledger), the block holds the scope memory with its hash, then recheck notes, pending reviews
-and eviction items, folded to the host's budget: whole sections first, then as many items of
+ledger), the block holds the scope memory with its hash, then a table of contents of what the
+session may see (the newest nodes, own scope first, and the most cited ones:
+``osk.hooks.recall.digest``), recheck notes, pending reviews and eviction items, folded to the
+host's budget: whole sections first, then as many items of
 each as fit, with a count of the rest and a pointer to ``overview``. The block says it is
 reference data, not instructions.
 
@@ -26,6 +28,7 @@ from osk.hooks.state import StateStore, conversation_name
 from osk.vault import Vault
 
 ITEM_CHARS = 300
+FORGETS = frozenset({"compact", "clear"})  # session starts after which the model lost context
 OVERVIEW = "call `overview` to see them all"
 
 
@@ -95,12 +98,22 @@ def session_start(vault: Vault, adapter: Adapter, payload: HookPayload, *,
     store = StateStore(vault, adapter.name, conversation) if conversation else None
     seen = store.load().injected.get(scoped.scope) if store else None
     pointer = seen == digest and payload.source != "compact"
-    sections = [*provided_sections(vault, scoped.scope), _evictions(memory.pending_evictions())]
+    from osk.hooks import recall
+
+    contents = recall.digest(vault, scoped.scope)
+    sections = [*_digest_sections(contents), *provided_sections(vault, scoped.scope),
+                _evictions(memory.pending_evictions())]
     block = _memory_block(scoped.scope, text, digest, pointer)
     result = compose(_header(scoped) + "\n" + block, sections, adapter.budget)
-    if store is not None and not pointer and not dry_run:
+    if store is not None and not dry_run:
         with store.locked() as state:
+            state.scope = recall.scope_entry(vault, payload, scoped.scope)
             state.injected[scoped.scope] = digest
+            if payload.source in FORGETS:  # what was recalled may be summarised away
+                state.recalled.clear()
+            for hit in contents.nodes:  # shown here: per-prompt recall need not repeat them
+                if f"(id {hit.id}" in result:
+                    state.recalled[hit.id] = hit.content_hash
     return result
 
 
@@ -127,6 +140,16 @@ def provided_sections(vault: Vault, scope: str) -> list[Section]:
             items += [render(item) for item in provider(vault, "")]
         merged.setdefault(title, []).extend(i for i in items if i)
     return [Section(title, tuple(items)) for title, items in merged.items()]
+
+
+def _digest_sections(contents: object) -> list[Section]:
+    """The table of contents (``osk.hooks.recall.digest``): one line per node."""
+    from osk.hooks.recall import line
+
+    recent = tuple(line(hit) for hit in getattr(contents, "recent", ()))
+    cited = tuple(line(hit, f"cited by {count}") for hit, count in getattr(contents, "cited", ()))
+    return [Section("Recent nodes (read_node before relying on one)", recent),
+            Section("Most cited nodes", cited)]
 
 
 def _evictions(evictions: Sequence[object]) -> Section:

@@ -20,10 +20,14 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from osk.hooks import hooklog
 from osk.hooks.harness import EVENTS, Adapter, Event, HookPayload
 from osk.vault import Vault
+
+if TYPE_CHECKING:
+    from osk.hooks.recall import Recall
 
 USAGE = ("usage: osk hook {session-start,prompt-submit,stop} --host "
          "{claude,codex,kiro,antigravity} [--vault PATH] [--dry-run]  (payload JSON on stdin)")
@@ -141,12 +145,31 @@ def dispatch(vault: Vault, request: Request, raw: bytes, env: Mapping[str, str])
     if request.event == "prompt-submit":
         from osk.hooks.cadence import count_prompt
 
-        counted = count_prompt(vault, adapter, payload, dry_run=request.dry_run)
-        return adapter.render("prompt-submit", counted.reminder)
+        recalled = prompt_recall(vault, adapter, payload, request.dry_run)
+        counted = count_prompt(vault, adapter, payload, dry_run=request.dry_run,
+                               also=recalled.note if recalled.note else None)
+        if recalled.note and not counted.noted:
+            recalled.save()
+        return adapter.render("prompt-submit",
+                              "\n\n".join(t for t in (recalled.block, counted.reminder) if t))
     from osk.hooks.inject import session_start
 
     return adapter.render("session-start",
                           session_start(vault, adapter, payload, dry_run=request.dry_run))
+
+
+def prompt_recall(vault: Vault, adapter: Adapter, payload: HookPayload,
+                  dry_run: bool) -> Recall:
+    """The recall block; a failure is logged and costs only the block, never the reminder."""
+    from osk.hooks.recall import Recall
+    from osk.hooks.recall import prompt_recall as recall
+
+    try:
+        return recall(vault, adapter, payload, dry_run=dry_run)
+    except Exception as exc:  # recall is a help, never a reason to lose the turn's reminder
+        hooklog.write(vault, adapter.name, "prompt-submit",
+                      f"recall failed: {exc.__class__.__name__}: {exc}")
+        return Recall()
 
 
 def in_growth_fork(env: Mapping[str, str]) -> bool:

@@ -42,6 +42,8 @@ class ConversationState:
     seen_turns: list[str] = field(default_factory=list)
     reminded: list[int] = field(default_factory=list)  # input turns that got a review reminder
     injected: dict[str, str] = field(default_factory=dict)  # scope -> memory hash injected
+    recalled: dict[str, str] = field(default_factory=dict)  # node id -> content hash recalled
+    scope: list[object] = field(default_factory=list)  # [scope, cwd, routing stat] (recall)
 
     @classmethod
     def from_json(cls, text: str) -> ConversationState:

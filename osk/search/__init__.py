@@ -6,14 +6,36 @@ pydantic, no numpy); node files are parsed only when one has to be (re)read.
 
 Modules: ``tokenize`` (terms), ``bm25`` (scores, postings), ``corpus`` (documents in memory),
 ``store`` (snapshot + journal on disk), ``index`` (freshness, persistence, the public object),
-``ranking`` (the order of hits), ``expand`` + ``glossary`` (query terms), ``importer``
-(`osk import`).
+``ranking`` (the order of hits), ``recallfile`` (the index's queryable copy for the hooks),
+``expand`` + ``glossary`` (query terms), ``importer`` (`osk import`).
+
+The names below are loaded on first use, so the prompt-submit hook can import ``ranking`` and
+``recallfile`` without paying for the index and the semantic channel.
 """
 
-from osk.search.corpus import SearchDoc
-from osk.search.index import DEFAULT_K, MAX_K, Refreshed, SearchIndex
-from osk.search.ranking import Hit, scope_visibility
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+# Eager, and after the submodule: the function, not the module, is ``osk.search.tokenize``.
 from osk.search.tokenize import tokenize
+
+if TYPE_CHECKING:
+    from osk.search.corpus import SearchDoc
+    from osk.search.index import DEFAULT_K, MAX_K, Refreshed, SearchIndex
+    from osk.search.ranking import Hit, scope_visibility
+
+_HOMES = {"SearchDoc": "corpus", "DEFAULT_K": "index", "MAX_K": "index", "Refreshed": "index",
+          "SearchIndex": "index", "Hit": "ranking", "scope_visibility": "ranking"}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'osk.search' has no attribute {name!r}")
+    return getattr(import_module(f"osk.search.{home}"), name)
+
 
 __all__ = [
     "DEFAULT_K",

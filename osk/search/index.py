@@ -40,6 +40,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import sqlite3
 import threading
 import time
 import unicodedata
@@ -52,7 +53,7 @@ from typing import TYPE_CHECKING, Any
 from osk import clock
 from osk.errors import OskError, SearchError
 from osk.fsutil import sha256_text
-from osk.search import store
+from osk.search import recallfile, store
 from osk.search.bm25 import EPSILON, K1, B
 from osk.search.corpus import RACE_WINDOW_NS, Corpus, SearchDoc, StatKey
 from osk.search.ranking import FUSION_DEPTH, Hit, Markers, Ranking, Visible, fuse
@@ -121,6 +122,7 @@ class SearchIndex:
         self._pending: list[list[Any]] = []
         self._content_slots: tuple[int, dict[str, int]] = (-1, {})
         self._embedded_version = -1  # the corpus version at which every node had a vector
+        self._recall_written: dict[str, Any] | None = None  # the recall file's meta, as written
 
     # -- public API ---------------------------------------------------------------------------
     def sync(self, catalog: Catalog, changes: Changes, *, walked: bool = False) -> None:
@@ -310,6 +312,7 @@ class SearchIndex:
                 self._journal_ops = len(ops)
                 if unusable or self._journal_ops > self._compact_threshold():
                     self._compact()
+                self._recall_catch_up()
         self._loaded = True
 
     def _build(self, report: str) -> None:
@@ -319,6 +322,7 @@ class SearchIndex:
         self._last_walk = time.monotonic()
         self._pending.clear()
         self._compact()
+        self._recall_rebuild()
         self.load_report = report
 
     def _replay(self, op: list[Any]) -> None:
@@ -342,8 +346,11 @@ class SearchIndex:
     def _commit(self) -> None:
         """Append pending changes to the journal; fold it into a snapshot when it is long."""
         if not self._pending:
+            if self._recall_meta() != self._recall_written:  # only the protection state moved
+                self._recall_mirror([])
             return
         ops, self._pending = self._pending, []
+        self._recall_mirror(ops)
         try:
             store.append_journal(self.directory, ops)
         except OSError:
@@ -361,6 +368,59 @@ class SearchIndex:
         self._generation = generation
         self._journal_ops = 0
         self._pending.clear()
+
+    # -- the recall file (osk.search.recallfile) ------------------------------------------------
+    # Kept in step with the journal. A failure here must not take search down: the file is
+    # removed, the hooks recall nothing until the next load rebuilds it, and search goes on.
+    def _recall_meta(self) -> dict[str, Any]:
+        approvals = self._approvals if self._protected() else None
+        return {"average_idf": self._corpus.bm25.average_idf(),
+                "approvals": list(approvals) if isinstance(approvals, tuple) else None,
+                "regions": list(self._regions)}
+
+    def _recall_mirror(self, ops: list[list[Any]]) -> None:
+        meta = self._recall_meta()
+        try:
+            recallfile.RecallWriter(self.directory).mirror(ops, meta)
+            self._recall_written = meta
+        except (sqlite3.Error, OSError):
+            self._recall_failed()
+
+    def _recall_rebuild(self) -> None:
+        meta = self._recall_meta()
+        try:
+            recallfile.RecallWriter(self.directory).rebuild(
+                self._corpus.docs, self._corpus.bm25, meta)
+            self._recall_written = meta
+        except (sqlite3.Error, OSError):
+            self._recall_failed()
+
+    def _recall_catch_up(self) -> None:
+        """After a load: mend what the recall file missed (a process killed between the
+        journal and it), or rebuild it when it is missing, damaged or outdated."""
+        writer = recallfile.RecallWriter(self.directory)
+        try:
+            if not writer.schema_ok():
+                self._recall_rebuild()
+                return
+            stale, gone = writer.differences(self._corpus.docs.values())
+            if not stale and not gone:
+                return
+            corpus = self._corpus
+            ops: list[list[Any]] = [["del", rel] for rel in gone]
+            for doc in stale:
+                slot = corpus.slot_of[doc.path]
+                frequencies = {term: corpus.bm25.postings(term)[slot]
+                               for term in corpus.terms_of(slot)}
+                ops.append(["put", doc.record(), frequencies])
+            self._recall_mirror(ops)
+        except (sqlite3.Error, OSError):
+            self._recall_failed()
+
+    def _recall_failed(self) -> None:
+        log.exception("the recall file could not be updated; removing it (rebuilt on next load)")
+        self._recall_written = None
+        recallfile.remove(self.directory)
 
     # -- freshness ----------------------------------------------------------------------------
     def _walk_and_reconcile(self) -> Refreshed:

@@ -1,0 +1,364 @@
+"""The recall file: the search index's documents and postings in a form a hook can query.
+
+The prompt-submit hook ranks the vault for every prompt, in a fresh process that must finish
+in well under 100 ms. Loading the search index (``store``: one JSON parse of every record and
+the whole vocabulary) costs more than that at 5,000 nodes, so the index keeps a second,
+queryable copy of itself beside the snapshot: ``.osk/index/recall.sqlite`` (device state,
+never synced, rebuilt from the index whenever it is missing, damaged or of another schema).
+A hook opens it read-only and reads only the postings of the prompt's terms and the records
+of the few documents ranking looks at (``RecallCorpus``), then ranks them with the same
+``Ranking`` as ``search``.
+
+Who writes it: ``SearchIndex`` and nothing else, in the same step that appends its journal
+(``mirror``), so every change the index takes (a write through the engine, a hand edit found
+by its walk, a sync) reaches the recall file too; on load the index compares the two and
+mends any difference (a process killed between the journal and this file). The file is a
+cache of the node files like the index: each record carries the stat key of the file it was
+read from, and the hook drops a hit whose file no longer has it (``Recall.verify``), so a
+deleted, rejected or hand-edited node is never shown from a stale copy.
+
+SQLite (standard library) rather than a custom format: it gives random access by term,
+concurrent readers while a writer commits (WAL), and atomic multi-row changes for free.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from array import array
+from bisect import bisect_left
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import closing, contextmanager
+from pathlib import Path
+from typing import Any
+
+from osk.search.bm25 import Bm25
+from osk.search.corpus import SearchDoc
+
+SCHEMA = 1
+FILE = "recall.sqlite"
+BUSY_MS = 2000  # how long a writer waits for another writer's transaction
+
+_TABLES = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS blobs (name TEXT PRIMARY KEY, data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS docs (
+    row INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, file_hash TEXT NOT NULL,
+    content_hash TEXT NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
+    ino INTEGER NOT NULL, length INTEGER NOT NULL, title_key TEXT NOT NULL,
+    loose_key TEXT NOT NULL, supersedes TEXT, terms TEXT NOT NULL, record TEXT NOT NULL,
+    id TEXT NOT NULL, updated TEXT NOT NULL, space TEXT NOT NULL, scope TEXT);
+CREATE INDEX IF NOT EXISTS docs_id ON docs (id);
+CREATE INDEX IF NOT EXISTS docs_updated ON docs (space, scope, updated);
+CREATE INDEX IF NOT EXISTS docs_title ON docs (title_key);
+CREATE INDEX IF NOT EXISTS docs_loose ON docs (loose_key);
+CREATE INDEX IF NOT EXISTS docs_supersedes ON docs (supersedes) WHERE supersedes IS NOT NULL;
+CREATE TABLE IF NOT EXISTS postings (
+    term TEXT PRIMARY KEY, rows BLOB NOT NULL, tfs BLOB NOT NULL) WITHOUT ROWID
+"""
+# Postings are two arrays per term (rows ascending, and their counts): a hook reads a term in
+# one query and one memory copy, where a row per posting cost it a Python loop over thousands.
+# Document lengths are one array by row (``blobs``), for BM25's length normalisation.
+
+
+class Unusable(Exception):
+    """The recall file is missing, damaged or of another schema: rebuild it (writers) or do
+    without it (the hook)."""
+
+
+def path_in(directory: Path) -> Path:
+    return directory / FILE
+
+
+def remove(directory: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        try:
+            os.unlink(f"{path_in(directory)}{suffix}")
+        except FileNotFoundError:
+            pass
+
+
+# -- writing (SearchIndex only) ----------------------------------------------------------------
+class RecallWriter:
+    """The index's side: apply its journal operations, rebuild, compare."""
+
+    def __init__(self, directory: Path) -> None:
+        self.path = path_in(directory)
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with closing(sqlite3.connect(self.path, timeout=BUSY_MS / 1000,
+                                     isolation_level=None)) as db:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")  # a cache: a lost commit is mended on load
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+
+    def schema_ok(self) -> bool:
+        if not self.path.exists():
+            return False
+        try:
+            with closing(sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)) as db:
+                row = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+                db.execute("SELECT data FROM blobs WHERE name = 'lengths'").fetchone()
+            return row is not None and row[0] == str(SCHEMA)
+        except sqlite3.Error:
+            return False
+
+    def rebuild(self, docs: Mapping[int, SearchDoc], bm25: Bm25, meta: Mapping[str, Any]) -> None:
+        """Replace everything with the index's documents (slots become rows)."""
+        remove(self.path.parent)
+        terms: dict[int, list[str]] = {slot: [] for slot in docs}
+        postings = []
+        for term in list(bm25._all_terms()):  # noqa: SLF001 - the index's own postings
+            pairs = sorted((int(slot), int(tf)) for slot, tf in bm25.pairs(term) if slot in docs)
+            if pairs:
+                postings.append((term, array("I", [p[0] for p in pairs]).tobytes(),
+                                 array("I", [p[1] for p in pairs]).tobytes()))
+                for slot, _ in pairs:
+                    terms[slot].append(term)
+        lengths = array("I", [0] * (max(docs, default=-1) + 1))
+        for slot, doc in docs.items():
+            lengths[slot] = doc.length
+        with self._transaction() as db:
+            for statement in _TABLES.strip().split(";"):
+                db.execute(statement)
+            db.executemany(_INSERT_DOC, ((slot, *_columns(doc, terms[slot]))
+                                         for slot, doc in docs.items()))
+            db.executemany("INSERT INTO postings VALUES (?, ?, ?)", postings)
+            db.execute("INSERT INTO blobs VALUES ('lengths', ?)", (lengths.tobytes(),))
+            _set_meta(db, {"schema": SCHEMA, **meta})
+
+    def mirror(self, ops: Iterable[list[Any]], meta: Mapping[str, Any]) -> None:
+        """Apply journal operations (``put``, ``stat``, ``del``) in one transaction."""
+        with self._transaction() as db:
+            lengths = _lengths(db)
+            for op in ops:
+                if op[0] == "put":
+                    _put(db, lengths, SearchDoc.from_record(op[1]), op[2])
+                elif op[0] == "stat":
+                    db.execute("UPDATE docs SET size = ?, mtime_ns = ?, ino = ? WHERE path = ?",
+                               (op[2], op[3], op[4], op[1]))
+                elif op[0] == "del":
+                    _put(db, lengths, None, {}, path=op[1])
+            db.execute("UPDATE blobs SET data = ? WHERE name = 'lengths'", (lengths.tobytes(),))
+            _set_meta(db, meta)
+
+    def differences(self, docs: Iterable[SearchDoc]) -> tuple[list[SearchDoc], list[str]]:
+        """(documents to put again, paths to delete) for the file to match ``docs``."""
+        with closing(sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)) as db:
+            held = {path: (fh, ch, size, mtime, ino) for path, fh, ch, size, mtime, ino in
+                    db.execute("SELECT path, file_hash, content_hash, size, mtime_ns, ino "
+                               "FROM docs")}
+        stale = []
+        for doc in docs:
+            if held.pop(doc.path, None) != (doc.file_hash, doc.content_hash, *doc.stat):
+                stale.append(doc)
+        return stale, list(held)
+
+
+_INSERT_DOC = "INSERT INTO docs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+
+
+def _columns(doc: SearchDoc, terms: Iterable[str]) -> tuple[Any, ...]:
+    size, mtime_ns, ino = doc.stat
+    return (doc.path, doc.file_hash, doc.content_hash, size, mtime_ns, ino, doc.length,
+            doc.title_key, doc.loose_key, doc.supersedes, " ".join(terms),
+            json.dumps(doc.record(), ensure_ascii=False, separators=(",", ":")), doc.id,
+            doc.updated, doc.space, doc.scope)
+
+
+def _lengths(db: sqlite3.Connection) -> array:
+    found = db.execute("SELECT data FROM blobs WHERE name = 'lengths'").fetchone()
+    if found is None:
+        raise Unusable("the recall file has no document lengths")
+    lengths = array("I")
+    lengths.frombytes(found[0])
+    return lengths
+
+
+def _put(db: sqlite3.Connection, lengths: array, doc: SearchDoc | None,
+         frequencies: Mapping[str, int], *, path: str = "") -> None:
+    """Store ``doc`` (None: delete ``path``), touching each affected term's arrays once."""
+    path = doc.path if doc is not None else path
+    old = db.execute("SELECT row, terms FROM docs WHERE path = ?", (path,)).fetchone()
+    if old is None and doc is None:
+        return
+    if old is not None:
+        row, before = old[0], old[1].split(" ") if old[1] else []
+    else:
+        row = db.execute("SELECT coalesce(max(row) + 1, 0) FROM docs").fetchone()[0]
+        before = []
+    for term in dict.fromkeys([*before, *frequencies]):
+        _post(db, term, row, int(frequencies.get(term, 0)))
+    if doc is None:
+        db.execute("DELETE FROM docs WHERE row = ?", (row,))
+        lengths[row] = 0
+        return
+    db.execute("DELETE FROM docs WHERE row = ?", (row,))
+    db.execute(_INSERT_DOC, (row, *_columns(doc, frequencies)))
+    if row >= len(lengths):
+        lengths.extend([0] * (row + 1 - len(lengths)))
+    lengths[row] = doc.length
+
+
+def _post(db: sqlite3.Connection, term: str, row: int, tf: int) -> None:
+    """Set ``row``'s count in ``term``'s postings (0 removes it)."""
+    found = db.execute("SELECT rows, tfs FROM postings WHERE term = ?", (term,)).fetchone()
+    rows, tfs = array("I"), array("I")
+    if found is not None:
+        rows.frombytes(found[0])
+        tfs.frombytes(found[1])
+    at = bisect_left(rows, row)
+    present = at < len(rows) and rows[at] == row
+    if present and tf:
+        tfs[at] = tf
+    elif present:
+        del rows[at], tfs[at]
+    elif tf:
+        rows.insert(at, row)
+        tfs.insert(at, tf)
+    else:
+        return
+    if rows:
+        db.execute("INSERT OR REPLACE INTO postings VALUES (?, ?, ?)",
+                   (term, rows.tobytes(), tfs.tobytes()))
+    else:
+        db.execute("DELETE FROM postings WHERE term = ?", (term,))
+
+
+def _set_meta(db: sqlite3.Connection, meta: Mapping[str, Any]) -> None:
+    n, total = db.execute("SELECT count(*), coalesce(sum(length), 0) FROM docs").fetchone()
+    values = {**meta, "n": n, "total_length": total}
+    db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                   ((key, json.dumps(value)) for key, value in values.items()))
+
+
+# -- reading (the hooks) -----------------------------------------------------------------------
+class RecallCorpus:
+    """What ``Ranking`` reads of a corpus, loaded from the recall file for one query's terms.
+
+    Postings are those of ``terms`` only; a document record is read when ranking first looks
+    at it. N, the average document length and the mean idf (rank-bm25's epsilon floor) are the
+    whole corpus's, kept in the file's meta table, so the scores are the index's own.
+    """
+
+    def __init__(self, db: sqlite3.Connection, terms: Iterable[str]) -> None:
+        self._db = db
+        meta = dict(db.execute("SELECT key, value FROM meta"))
+        if json.loads(meta.get("schema", "0")) != SCHEMA:
+            raise Unusable("the recall file has another schema")
+        self.meta = {key: json.loads(value) for key, value in meta.items()}
+        self.docs = _LazyDocs(db)
+        self.by_title = _Lookup(db, "title_key")
+        self.by_loose = _Lookup(db, "loose_key")
+        self.successors: dict[str, set[int]] = {}
+        for row, key in db.execute("SELECT row, supersedes FROM docs "
+                                   "WHERE supersedes IS NOT NULL"):
+            self.successors.setdefault(key, set()).add(row)
+        self.version = 0
+        every = _lengths(db)
+        postings: dict[str, dict[int, int]] = {}
+        for term in dict.fromkeys(terms):
+            found = db.execute("SELECT rows, tfs FROM postings WHERE term = ?",
+                               (term,)).fetchone()
+            if found is None:
+                postings[term] = {}
+                continue
+            rows, tfs = array("I"), array("I")
+            rows.frombytes(found[0])
+            tfs.frombytes(found[1])
+            postings[term] = dict(zip(rows, tfs, strict=True))
+        wanted = set().union(*postings.values()) if postings else set()
+        pairs, _ = self.supersession()
+        wanted.update(row for pair in pairs for row in pair)
+        lengths = {row: every[row] for row in wanted if row < len(every)}
+        self.bm25 = _PartialBm25(postings, lengths, int(self.meta.get("n", 0)),
+                                 int(self.meta.get("total_length", 0)),
+                                 float(self.meta.get("average_idf", 0.0)))
+
+    def supersession(self) -> tuple[list[tuple[int, int]], set[int]]:
+        cached = getattr(self, "_pairs", None)
+        if cached is None:
+            pairs = [(old, new) for key, successors in self.successors.items()
+                     for old in self.by_title.get(key, ()) for new in successors if old != new]
+            cached = self._pairs = (pairs, {p[0] for p in pairs})
+        return cached
+
+
+class _LazyDocs(dict):  # type: ignore[type-arg]
+    """row -> SearchDoc, read on first access (the stat columns are the current ones)."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        super().__init__()
+        self._db = db
+
+    def __missing__(self, row: int) -> SearchDoc:
+        found = next(documents(self._db, "row = ?", (row,)), None)
+        if found is None:  # postings name a row with no record: damaged, do without
+            raise Unusable(f"the recall file's postings name a missing document ({row})")
+        self[row] = found
+        return found
+
+
+class _Lookup:
+    """title key -> rows, one indexed query per key asked."""
+
+    def __init__(self, db: sqlite3.Connection, column: str) -> None:
+        self._db, self._column = db, column
+
+    def get(self, key: str, default: Iterable[int] = ()) -> Iterable[int]:
+        rows = {row for (row,) in self._db.execute(
+            f"SELECT row FROM docs WHERE {self._column} = ?", (key,))}  # noqa: S608 - fixed
+        return rows or default
+
+
+class _PartialBm25(Bm25):
+    """BM25 over some terms' postings, with the whole corpus's statistics."""
+
+    def __init__(self, postings: dict[str, dict[int, int]], lengths: dict[int, int], n: int,
+                 total_length: int, average_idf: float) -> None:
+        super().__init__()
+        self._dicts = postings
+        self.lengths = lengths
+        self.total_length = total_length
+        self._n = n
+        self._average_idf = (n, average_idf)  # Bm25.average_idf's cache, for this n
+
+    @property
+    def size(self) -> int:
+        return self._n
+
+    def postings(self, term: str) -> dict[int, int]:
+        return self._dicts.get(term, {})
+
+
+def documents(db: sqlite3.Connection, where: str = "", args: Iterable[object] = (),
+              order: str = "", limit: int = 0) -> Iterator[SearchDoc]:
+    """Document records (current stat keys) matching an SQL condition, lazily."""
+    query = "SELECT record, size, mtime_ns, ino FROM docs"
+    query += f" WHERE {where}" if where else ""
+    query += f" ORDER BY {order}" if order else ""
+    query += f" LIMIT {int(limit)}" if limit else ""
+    for record, size, mtime_ns, ino in db.execute(query, tuple(args)):
+        doc = SearchDoc.from_record(json.loads(record))
+        doc.stat = (size, mtime_ns, ino)
+        yield doc
+
+
+def open_reader(directory: Path) -> sqlite3.Connection:
+    """A read-only connection, or Unusable."""
+    path = path_in(directory)
+    if not path.exists():
+        raise Unusable(f"no recall file at {path}")
+    try:
+        return sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise Unusable(f"the recall file cannot be opened ({exc})") from None

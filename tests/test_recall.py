@@ -1,0 +1,304 @@
+"""Per-prompt recall: the prompt-submit hook injects the few nodes that answer the prompt.
+
+The hooks run as the hosts run them (a fresh ``python -m osk hook`` process, the payload in the
+host's documented shape on stdin) against a vault written through the real engine, whose
+search index keeps the recall file the hook reads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from authority_support import FakeTerminal
+from hookkit import CLAUDE_SESSION, CODEX_SESSION, context_of, payload, run_hook, state
+from writekit import make_repo, write_toml
+
+from osk import protection, tombstones
+from osk.engine import Engine
+from osk.errors import NodeNotFound
+from osk.hooks import recall
+from osk.search import recallfile
+from osk.vault import Vault
+
+FACT = ("Release tags are signed with minisign",
+        "Every release tag is signed with minisign; the public key lives in docs/KEY.",
+        "We sign release tags with minisign; the public key is in docs/KEY.\n\nBODY-SECRET-WORDS")
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    return make_repo(tmp_path / "work" / "shop")
+
+
+@pytest.fixture
+def eng(vault: Vault, project: Path) -> Engine:
+    engine = Engine.open(vault, cwd=project)
+    engine.warm()  # as the MCP server does: the index (and its recall file) is held from now on
+    return engine
+
+
+def write(eng: Engine, title: str, summary: str, body: str, *, space: str = "Scope",
+          cluster: str = "release", scope: str | None = None) -> str:
+    try:
+        eng.read_node(cluster)
+    except NodeNotFound:  # every cluster opens with its hub
+        eng.create_node(cluster, "Hub.", "Hub.\n", space=space, cluster=cluster,
+                        drafter="test-model", scope=scope)
+    done = eng.create_node(title, summary, body, space=space, cluster=cluster,
+                           drafter="test-model", scope=scope)
+    return done.id
+
+
+def prompt(host: str, project: Path, text: str, turn: str, tmp_path: Path) -> str:
+    data = payload(host, "prompt_submit", transcript=tmp_path / "t.jsonl", cwd=project,
+                   prompt_id=turn, prompt=text)
+    done = run_hook("prompt-submit", host, data, cwd=project)
+    assert done.returncode == 0, done.stderr
+    assert "failed" not in done.stderr, done.stderr
+    return context_of(done.stdout, "UserPromptSubmit") if done.stdout else ""
+
+
+@pytest.mark.parametrize("host", ["claude", "codex"])
+def test_a_prompt_gets_the_nodes_that_answer_it_without_their_bodies(eng, project, tmp_path,
+                                                                      host):
+    node_id = write(eng, *FACT)
+    block = prompt(host, project, "how are release tags signed, minisign or gpg?", "p-1",
+                   tmp_path)
+    assert block.startswith("<osk-recall>") and block.endswith("</osk-recall>")
+    assert FACT[0] in block and FACT[1] in block and f"id {node_id}" in block
+    assert "`read_node`" in block and "not instructions" in block
+    assert "BODY-SECRET-WORDS" not in block
+    conversation = CLAUDE_SESSION if host == "claude" else CODEX_SESSION
+    assert node_id in state(eng.vault, host, conversation).recalled
+
+
+def test_a_prompt_nothing_answers_gets_nothing(eng, project, tmp_path):
+    write(eng, *FACT)
+    write(eng, "Cart totals round half to even", "Totals round half to even, per line.",
+          "Rounding of cart totals.\n", cluster="cart")
+    assert prompt("claude", project, "what colour palette does the dark theme use?", "p-1",
+                  tmp_path) == ""
+    assert prompt("claude", project, "ok, next one please", "p-2", tmp_path) == ""
+
+
+def test_the_block_stays_within_the_budget_for_long_summaries(eng, vault, project, tmp_path):
+    for n in range(8):
+        write(eng, f"Minisign signing note {n}", f"minisign release signing {n} " + "word " * 54,
+              "minisign.\n")
+    block = prompt("claude", project, "minisign release signing", "p-1", tmp_path)
+    assert 0 < len(block) <= recall.DEFAULT_BUDGET
+    assert block.count("\n- ") >= 2  # long summaries are cut, not dropped wholesale
+    write_toml(vault, (vault.root / "osk.toml").read_text(encoding="utf-8")
+               + "\n[recall]\nbudget = 400\n")
+    small = prompt("codex", project, "minisign release signing", "p-2", tmp_path)
+    assert 0 < len(small) <= 400
+
+
+def test_another_scopes_node_never_appears_even_for_its_exact_title(eng, vault, project,
+                                                                    tmp_path):
+    other = Engine.open(vault, cwd=make_repo(tmp_path / "work" / "billing"))
+    other.warm()
+    write(other, "Invoices are numbered per fiscal year", "Invoice numbers restart each "
+          "fiscal year.", "Invoices.\n", cluster="invoices")
+    own = write(eng, "Carts expire after thirty days", "Abandoned carts are purged after thirty "
+                "days.", "Carts.\n", cluster="cart")
+    eng.search("anything")  # the index has walked and seen the other session's node
+    assert prompt("claude", project, "Invoices are numbered per fiscal year", "p-1",
+                  tmp_path) == ""
+    control = prompt("claude", project, "Carts expire after thirty days", "p-2", tmp_path)
+    assert f"id {own}" in control
+
+
+def test_a_node_in_a_protected_region_is_injected_as_its_approved_version(
+        eng, vault, project, tmp_path, monkeypatch):
+    node_id = write(eng, "Editor of choice is Helix", "The person edits in Helix.",
+                    "Helix.\n", space="Person", cluster="prefs")
+    with monkeypatch.context() as person:
+        person.setattr(sys, "stdin", FakeTerminal())
+        protection.protect(vault, "Person/prefs")
+    eng.update_node("Editor of choice is Helix", summary="The person edits in Zed now.")
+    eng.search("editor")  # the index takes the change (served: the approved version)
+    block = prompt("claude", project, "which editor of choice, Helix?", "p-1", tmp_path)
+    assert f"id {node_id}" in block
+    assert "The person edits in Helix." in block and "Zed" not in block
+    assert "pending" in block
+
+
+def test_a_rejected_claim_never_appears_even_when_its_file_comes_back(
+        eng, vault, project, tmp_path, monkeypatch):
+    node_id = write(eng, *FACT)
+    path = vault.abs(eng.read_node(node_id).path)
+    text = path.read_text(encoding="utf-8")
+    assert f"id {node_id}" in prompt("claude", project, "minisign release tags", "p-1", tmp_path)
+    with monkeypatch.context() as person:
+        person.setattr(sys, "stdin", FakeTerminal())
+        tombstones.reject(vault, node_id, reason="we moved to sigstore")
+    assert prompt("codex", project, "minisign release tags", "p-2", tmp_path) == ""
+    path.write_text(text, encoding="utf-8")  # restored by hand, or synced from a stale device
+    eng.search("minisign")
+    assert recall.ranked(vault, eng.scope, "minisign release tags")  # search still ranks it
+    assert prompt("codex", project, "minisign release tags", "p-3", tmp_path) == ""
+
+
+def test_the_same_node_is_not_injected_twice_in_one_conversation(eng, project, tmp_path):
+    node_id = write(eng, *FACT)
+    first = prompt("claude", project, "how are release tags signed?", "p-1", tmp_path)
+    again = prompt("claude", project, "release tags signed with minisign?", "p-2", tmp_path)
+    assert f"id {node_id}" in first and again == ""
+    eng.update_node(FACT[0], summary="Release tags are signed with minisign and sigstore.")
+    changed = prompt("claude", project, "how are release tags signed?", "p-3", tmp_path)
+    assert f"id {node_id}" in changed  # a new version is news
+
+
+def test_a_compaction_lets_recalled_nodes_be_shown_again(eng, project, tmp_path):
+    node_id = write(eng, *FACT)
+    for n in range(recall.DIGEST_RECENT + 1):  # newer nodes: the digest will not list FACT
+        write(eng, f"Cart rule {n}", f"Cart rule number {n}.", "Cart.\n", cluster="cart")
+    assert f"id {node_id}" in prompt("claude", project, "release tags signed?", "p-1", tmp_path)
+    assert prompt("claude", project, "release tags signed?", "p-2", tmp_path) == ""
+    compacted = start("claude", project, tmp_path, source="compact")
+    assert node_id not in compacted
+    assert f"id {node_id}" in prompt("claude", project, "release tags signed?", "p-3", tmp_path)
+
+
+@pytest.mark.parametrize("allowed", [True, False])
+def test_inferred_person_facts_follow_inject_inferred_person(eng, vault, project, tmp_path,
+                                                             allowed):
+    node_id = write(eng, "Prefers tabs over spaces", "The person prefers tabs over spaces.",
+                    "Tabs.\n", space="Person", cluster="style")
+    settings = (vault.root / "osk.toml").read_text(encoding="utf-8")
+    write_toml(vault, settings.replace("inject_inferred_person = true",
+                                       f"inject_inferred_person = {str(allowed).lower()}"))
+    block = prompt("claude", project, "tabs or spaces, what does the person prefer?", "p-1",
+                   tmp_path)
+    if allowed:
+        assert f"id {node_id}" in block and "inferred" in block
+    else:
+        assert block == ""
+
+
+def test_recall_ranks_exactly_as_search_does(eng, vault, tmp_path):
+    for n, words in enumerate(["minisign signing keys", "release checklist tags",
+                               "signing the release tags by hand", "cart totals rounding",
+                               "docs deploy preview tags"]):
+        write(eng, f"Note {n} on {words}", f"About {words}.", f"{words} body {n}.\n",
+              cluster="general" if n == 3 else f"c{n % 2}", space="Domain" if n == 3 else "Scope")
+    for query in ("release tags", "signing", "Note 3 on cart totals rounding", "tags preview"):
+        searched = [hit.id for hit in eng.search(query, k=5).hits]
+        recalled = [hit.id for hit in recall.ranked(vault, eng.scope, query, depth=5)]
+        assert recalled == searched, query
+
+
+def test_the_recall_file_is_rebuilt_or_mended_by_the_next_index_load(eng, vault, project,
+                                                                     tmp_path):
+    node_id = write(eng, *FACT)
+    directory = vault.state("index")
+    recallfile.remove(directory)
+    assert recall.ranked(vault, eng.scope, "minisign") == []
+    Engine.open(vault, cwd=project).warm()  # a new process loads the index: rebuilt
+    assert [hit.id for hit in recall.ranked(vault, eng.scope, "minisign")] == [node_id]
+    path = eng.read_node(node_id).path  # a change it missed (killed before mirroring)
+    recallfile.RecallWriter(directory).mirror([["del", path]], {})
+    assert recall.ranked(vault, eng.scope, "minisign") == []
+    Engine.open(vault, cwd=project).warm()
+    assert [hit.id for hit in recall.ranked(vault, eng.scope, "minisign")] == [node_id]
+
+
+def test_a_hand_edit_is_not_shown_from_the_stale_copy(eng, vault, project, tmp_path):
+    node_id = write(eng, *FACT)
+    path = vault.abs(eng.read_node(node_id).path)
+    path.write_text(path.read_text(encoding="utf-8").replace("docs/KEY", "docs/OTHER-KEY"),
+                    encoding="utf-8")
+    assert prompt("claude", project, "minisign release tags", "p-1", tmp_path) == ""
+    eng.refresh()
+    eng.search("minisign")  # the index reads the edit
+    block = prompt("claude", project, "minisign release tags", "p-2", tmp_path)
+    assert "docs/OTHER-KEY" in block
+
+
+def test_a_bad_recall_setting_costs_the_block_not_the_turn(eng, vault, project, tmp_path):
+    write(eng, *FACT)
+    write_toml(vault, (vault.root / "osk.toml").read_text(encoding="utf-8")
+               + "\n[recall]\nbudgte = 400\n")
+    assert prompt("claude", project, "minisign release tags", "p-1", tmp_path) == ""
+    log = (vault.state("logs", "hooks.log")).read_text(encoding="utf-8")
+    assert "recall failed" in log and "budgte" in log
+
+
+def test_the_hook_recalls_on_the_standard_library_alone(eng, project, tmp_path):
+    write(eng, *FACT)
+    for n in range(recall.DIGEST_RECENT + 1):  # newer nodes: the digest will not list FACT
+        write(eng, f"Cart rule {n}", f"Cart rule number {n}.", "Cart.\n", cluster="cart")
+    start = payload("claude", "session_start", transcript=tmp_path / "t.jsonl", cwd=project)
+    assert run_hook("session-start", "claude", start, cwd=project).returncode == 0
+    data = payload("claude", "prompt_submit", transcript=tmp_path / "t.jsonl", cwd=project,
+                   prompt_id="p-1", prompt="how are release tags signed?")
+    script = "\n".join([
+        "import io, sys",
+        "from osk.hooks.main import run",
+        f"sys.stdin = io.TextIOWrapper(io.BytesIO({data!r}))",
+        "assert run(['prompt-submit', '--host', 'claude']) == 0",
+        "print(' '.join(sys.modules), file=sys.stderr)",
+    ])
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=project, env={**os.environ, "OSK_GROWTH": "off"}, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "<osk-recall>" in done.stdout
+    loaded = set(done.stderr.split())
+    assert "osk.search.recallfile" in loaded
+    assert not loaded & {"pydantic", "yaml", "mcp", "git", "rank_bm25", "numpy"}
+    assert "osk.search.index" not in loaded  # the fast path: no index load
+    assert "osk.sessions" not in loaded  # the scope the session start resolved, reused
+
+
+# -- the session-start digest -------------------------------------------------------------------
+def start(host: str, project: Path, tmp_path: Path, source: str = "startup") -> str:
+    data = json.loads(payload(host, "session_start", transcript=tmp_path / "t.jsonl",
+                              cwd=project))
+    done = run_hook("session-start", host, json.dumps({**data, "source": source}).encode(),
+                    cwd=project)
+    assert done.returncode == 0 and "failed" not in done.stderr, done.stderr
+    return context_of(done.stdout, "SessionStart")
+
+
+def test_session_start_lists_the_newest_and_the_most_cited_nodes(eng, vault, project,
+                                                                 tmp_path):
+    other = Engine.open(vault, cwd=make_repo(tmp_path / "work" / "billing"))
+    other.warm()
+    write(other, "Invoices are numbered per fiscal year", "Invoice numbers restart yearly.",
+          "Invoices.\n", cluster="invoices")
+    cited = write(eng, *FACT)
+    for n in range(3):
+        eng.read_node(cited)
+        eng.create_node(f"Release step {n}", f"Step {n} of a release.", f"Step {n}.\n",
+                        space="Scope", cluster="release", drafter="test-model",
+                        derived_from=[f"[[{FACT[0]}]]"])
+    eng.search("anything")
+    text = start("claude", project, tmp_path)
+    recent = text.split("## Recent nodes", 1)[1].split("## ", 1)[0]
+    assert "Release step 2" in recent and "Invoices" not in text
+    most = text.split("## Most cited nodes", 1)[1].split("## ", 1)[0]
+    assert f"{FACT[0]} (id {cited}, cited by 3): {FACT[1]}" in most
+    # what the digest showed is not recalled again on the next prompt of the conversation
+    assert cited in state(vault, "claude", CLAUDE_SESSION).recalled
+    assert prompt("claude", project, "how are release tags signed?", "p-1", tmp_path) == ""
+
+
+@pytest.mark.parametrize("allowed", [True, False])
+def test_session_start_carries_person_facts_as_inject_inferred_person_says(
+        eng, vault, project, tmp_path, allowed):
+    node_id = write(eng, "Prefers tabs over spaces", "The person prefers tabs over spaces.",
+                    "Tabs.\n", space="Person", cluster="style")
+    settings = (vault.root / "osk.toml").read_text(encoding="utf-8")
+    write_toml(vault, settings.replace("inject_inferred_person = true",
+                                       f"inject_inferred_person = {str(allowed).lower()}"))
+    text = start("codex", project, tmp_path)
+    if allowed:
+        assert f"Prefers tabs over spaces (id {node_id}, inferred)" in text
+    else:
+        assert "Prefers tabs over spaces" not in text and node_id not in text
