@@ -32,7 +32,7 @@ from osk import (
     write,
 )
 from osk.catalog import Catalog, Changes
-from osk.edges import FileTarget, RawTarget, parse_target, raw_record
+from osk.edges import FileTarget, NodeTarget, RawTarget, parse_target, raw_record
 from osk.errors import EdgeError, LedgerError, NodeNotFound, OskError
 from osk.fsutil import RACE_WINDOW_NS, sha256_bytes, synced_at_exit
 from osk.ids import check_identifier
@@ -90,6 +90,16 @@ class NodeRead:
     section: str | None
     pending: bool  # a change waits for the person's review; the approved version is shown
     markers: tuple[str, ...]
+    related: tuple[Related, ...] = ()  # citation neighbours, then the most similar nodes
+
+
+@dataclass(frozen=True)
+class Related:
+    """A node near the one read, and why: it cites it, it is cited by it, or it is similar."""
+
+    title: str
+    id: str
+    why: str
 
 
 @dataclass(frozen=True)
@@ -379,7 +389,40 @@ class Engine:
                                 page.total_chars)
         return replace(page, pending=pending,
                        hash=node.file_hash if whole and not pending else None,
-                       markers=tuple(self.markers([node.id]).get(node.id, [])))
+                       markers=tuple(self.markers([node.id]).get(node.id, [])),
+                       related=tuple(self.related(shown)))
+
+    def related(self, node: Node) -> list[Related]:
+        """Up to ``RELATED`` nodes this session may see near ``node``: the nodes it cites
+        (derived-from), the nodes citing it (the rechecks table), then the most similar ones
+        by search over its title and summary, each with why."""
+        found: dict[str, Related] = {}
+
+        def add(other: Node | None, why: str) -> None:
+            if (other is None or other.id == node.id or other.id in found
+                    or len(found) >= RELATED or not self.session.can_see_scope(other.scope)):
+                return
+            try:
+                shown, _ = self._served(other)  # a pending creation is not there yet
+            except NodeNotFound:
+                return
+            found[other.id] = Related(shown.title, other.id, why)
+
+        for link in node.meta.derived_from:
+            target = parse_target(link)
+            if isinstance(target, NodeTarget):
+                add(_node_or_none(self.catalog, target.title), "cited by this node (derived-from)")
+        for citing_id, citations in self.rechecks.table().items():
+            if f"node:{node.id}" in citations.pairs:
+                add(_node_or_none(self.catalog, citing_id), "cites this node (derived-from)")
+        cited = len(found)
+        similar = max(RELATED_SIMILAR, RELATED - cited)
+        for hit in self.search(f"{node.title} {node.meta.summary}", k=similar + 1).hits:
+            if len(found) >= cited + similar:
+                break
+            if "superseded" not in hit.markers:
+                add(_node_or_none(self.catalog, hit.id), f"similar: {_similar_why(hit)}")
+        return list(found.values())
 
     def _page(self, node: Node, shown: Node, section: str | None, start: int | None,
               length: int | None) -> NodeRead:
@@ -777,6 +820,17 @@ def _node_or_none(catalog: Catalog, node_id: str) -> Node | None:
         return None
 
 
+RELATED = 6  # nodes read_node lists as related
+RELATED_SIMILAR = 2  # of which at least this many are similar ones, when there are any
+
+
+def _similar_why(hit: Any) -> str:
+    """What a search hit for the node's own title and summary shares with it."""
+    if hit.match != "text":
+        return "a title like its own"
+    return "shares its words" if hit.bm25 > 0 else "close in meaning (semantic search)"
+
+
 def _open_party_ids(vault: Vault) -> set[str]:
     try:
         return set(candidates.Candidates(vault).open_party_ids())
@@ -793,6 +847,7 @@ __all__ = [
     "NodeRead",
     "Overview",
     "RawRead",
+    "Related",
     "RecheckReport",
     "ReciteResult",
     "SearchResult",

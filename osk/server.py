@@ -264,6 +264,13 @@ class HeadingOut(Item):
     end: int
 
 
+class RelatedOut(Item):
+    title: str
+    id: str
+    why: str = Field(description="cited by this node / cites this node (derived-from), or "
+                                 "similar: what it shares with this node")
+
+
 class NodeOut(Out):
     id: str
     title: str
@@ -290,6 +297,9 @@ class NodeOut(Out):
     section: str | None
     pending: bool
     markers: list[str]
+    related: list[RelatedOut] = Field(
+        default_factory=list, description="nodes near this one, each with why: its citation "
+        "neighbours both ways, then the most similar nodes; read_node one before relying on it")
 
 
 class RawOut(Out):

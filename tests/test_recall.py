@@ -302,3 +302,56 @@ def test_session_start_carries_person_facts_as_inject_inferred_person_says(
         assert f"Prefers tabs over spaces (id {node_id}, inferred)" in text
     else:
         assert "Prefers tabs over spaces" not in text and node_id not in text
+
+
+# -- related nodes in read_node -------------------------------------------------------------------
+def test_read_node_lists_citation_neighbours_both_ways_then_similar_nodes(eng, vault,
+                                                                         tmp_path):
+    other = Engine.open(vault, cwd=make_repo(tmp_path / "work" / "billing"))
+    write(other, "Minisign keys for billing releases", "Billing signs with minisign too.",
+          "minisign release tags billing.\n", cluster="keys")
+    source = write(eng, "Signing key custody", "The minisign key lives on the release box.",
+                   "Key custody.\n")
+    eng.read_node(source)
+    node_id = eng.create_node(FACT[0], FACT[1], FACT[2], space="Scope", cluster="release",
+                              drafter="test-model", derived_from=[
+                                  "[[Signing key custody]]"]).id
+    eng.read_node(node_id)
+    eng.create_node("Release checklist", "Tag, sign with minisign, push.", "Checklist.\n",
+                    space="Scope", cluster="release", drafter="test-model",
+                    derived_from=[f"[[{FACT[0]}]]"])
+    similar = write(eng, "Verifying minisign release tag signatures",
+                    "Verify a release tag's minisign signature with the docs KEY.", "Verify.\n")
+    related = {r.title: r.why for r in eng.read_node(node_id).related}
+    assert related["Signing key custody"] == "cited by this node (derived-from)"
+    assert related["Release checklist"] == "cites this node (derived-from)"
+    assert related["Verifying minisign release tag signatures"].startswith("similar: ")
+    assert "Minisign keys for billing releases" not in related  # another scope: invisible
+    assert FACT[0] not in related
+    assert list(related)[:2] == ["Signing key custody", "Release checklist"]
+    assert similar in {r.id for r in eng.read_node(node_id).related}
+
+
+@pytest.mark.anyio
+async def test_read_node_returns_related_through_the_mcp_tool(vault, project):
+    import mcp
+
+    from osk.server import build_server
+
+    server = build_server(lambda: Engine.open(vault, cwd=project))
+    engine = Engine.open(vault, cwd=project)
+    write(engine, *FACT)
+    write(engine, "Verifying minisign release tags", "Verify a tag's minisign signature.",
+          "Verify.\n")
+    async with mcp.Client(server) as client:
+        result = await client.call_tool("read_node", {"node": FACT[0]})
+    assert not result.is_error
+    related = result.structured_content["related"]
+    assert {"title": "Verifying minisign release tags", "id": related[0]["id"],
+            "why": related[0]["why"]} == related[0]
+    assert related[0]["why"].startswith("similar: ")
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
