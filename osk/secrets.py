@@ -721,7 +721,8 @@ def _named_values(text: str) -> Found:
 _PROSE_PASSWORD = re.compile(
     r"(?i)(?<![A-Za-z0-9_])(?:password|passphrase|passwd|pwd|pw)"
     r"(?:[ \t]+(?:is|was|will be)[ \t]+|[ \t]*:[ \t]*)[\"'`]?(?P<secret>[^\s\"'`]+)"
-    r"|비밀번호(?:는|은|가|:|=)?[ \t]*[:=]?[ \t]*[\"'`]?(?P<ko>[^\s\"'`]+)"
+    r"|(?:비밀번호|비번|암호|패스워드)(?:(?:는|은|가)[ \t]+|[ \t]*[:=][ \t]*)[\"'`]?"
+    r"(?P<ko>[^\s\"'`]+)"
 )
 
 
@@ -747,6 +748,23 @@ def _prose_passwords(text: str) -> Found:
             yield start, start + len(match[group].rstrip(".,;:)")), "password"
 
 
+# Command lines whose tools take a password in their own syntax: ``mysql -pSECRET`` (no space),
+# ``sshpass -p SECRET``, ``htpasswd -b FILE USER SECRET``.
+_TOOL_PASSWORD = re.compile(
+    r"(?<![A-Za-z0-9_-])(?:mysql(?:dump|admin)?\b[^\n]*?[ \t]-p(?P<my>[^\s'\"]+)"
+    r"|sshpass\b[^\n]*?[ \t]-p[ \t]*(?P<q>['\"]?)(?P<ssh>[^\s'\"]+)(?P=q)"
+    r"|htpasswd\b[^\n]*?[ \t]-[a-zA-Z]*b[a-zA-Z]*(?:[ \t]+[^\s-][^\s]*){2}[ \t]+"
+    r"(?P<ht>[^\s'\"]+))"
+)
+
+
+def _tool_passwords(text: str) -> Found:
+    for match in _TOOL_PASSWORD.finditer(text):
+        group = next(g for g in ("my", "ssh", "ht") if match[g] is not None)
+        if not _placeholder(match[group]):
+            yield match.start(group), match.end(group), "password"
+
+
 # Most specific first: a merged span is named by the earliest detector that found part of it.
 # Each detector runs only when one of its needles occurs (lower-case needles are looked for in
 # the lower-cased text): a substring test is far cheaper than a regex scan.
@@ -765,7 +783,8 @@ _DETECTORS: tuple[tuple[Callable[[str], Found], tuple[str, ...], tuple[str, ...]
     (_curl_users, (), ("-u ", "--user")),
     (_docker_auths, ('"auth"',), ()),
     (_named_values, (), ("value", "</")),
-    (_prose_passwords, (), ("pass", "pw", "비밀번호")),
+    (_prose_passwords, (), ("pass", "pw", "비밀번호", "비번", "암호", "패스워드")),
+    (_tool_passwords, (), ("mysql", "sshpass", "htpasswd")),
 )
 
 KINDS = (

@@ -272,6 +272,18 @@ KEYWORD: list[tuple[str, str, Callable[[_Gen], str]]] = [
     ("prose-password", "the password is {s} — please change it after login", _password),
     ("prose-password", "비밀번호는 {s} 입니다", _password),
     ("prose-password", "pw: {s}", _password),
+    # Written after the patterns above, as a held-out check (docs/performance.md has the
+    # figures before they were fixed); kept here so they stay caught.
+    ("prose-password", "암호는 {s} 입니다", _password),
+    ("prose-password", "패스워드: {s}", _password),
+    ("cli-password", "mysql -uroot -p{s} app", _password),
+    ("cli-password", "sshpass -p '{s}' ssh host", _password),
+    ("cli-password", "htpasswd -b .htpasswd admin {s}", _password),
+    ("env-password", "PGPASSWORD={s} psql -h db", _password),
+    ("env-password", '$env:DB_PASSWORD = "{s}"', _password),
+    ("env-password", "ENV DB_PASSWORD={s}", _password),
+    ("connection-string-password", "user=admin password={s} host=db", _password),
+    ("url-password", "jdbc:postgresql://db/app?user=app&password={s}", _password),
 ]
 
 
@@ -449,6 +461,8 @@ _CONFIG = [
     "key: value", "passwordless: true", "TOKEN_TTL=3600", "password: !vault |",
     "https://example.com/search?q=token&page=2", "ssh://git@host.example.com:22/srv/repo.git",
     "mysql --password", "sig: {hex}", "AccountName=store1;EndpointSuffix=core.windows.net",
+    "mysql -u root -p app", "sshpass -f ~/.nas-pass ssh host", "htpasswd -c .htpasswd admin",
+    "mysql -p$MYSQL_PWD app", "암호화 키는 KMS에서 관리합니다.", "비번은 금고에 있어요.",
 ]
 
 
