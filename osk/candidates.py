@@ -312,9 +312,12 @@ def _checked(kind: str, parties: list[Party]) -> list[Party]:
 
 
 def _checked_note(note: str) -> str:
+    """The note as the ledger keeps it: capped, then secret-filtered (the ledger is synced)."""
+    from osk.secrets import redact
+
     if len(note) > MAX_NOTE:
         raise CandidateError(
             f"the note is {len(note)} characters; keep it under {MAX_NOTE} and say only what "
             f"the person needs to decide",
         )
-    return note.strip()
+    return redact(note.strip()).text

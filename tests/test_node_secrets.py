@@ -71,7 +71,11 @@ async def test_create_and_update_through_the_server_store_markers_never_the_secr
 
         found = await ok(client, "search", {"query": pw})
         assert not any(hit["title"] == "Deploy notes" for hit in found["hits"])
-    kept = vault_text(vault)  # node files, the audit log, _objects/ versions
+        filed = await ok(client, "record_candidate", {
+            "type": "duplication", "parties": ["Deploy notes", "cache"],
+            "note": f"both mention the key {token}"})
+        assert filed["candidate"]["note"] == "both mention the key [REDACTED:github-token]"
+    kept = vault_text(vault)  # node files, the ledgers, _objects/ versions
     assert token not in kept and pw not in kept and later not in kept
 
 
