@@ -11,16 +11,27 @@ agent's edit changes the working copy but not what is served, so such a record i
 and its ``served`` is the approved version. Edits made by hand outside osk leave no record;
 ``osk log`` says so when a node's file no longer matches its last recorded version.
 
+A node file's replace and its audit append are two steps, so the write path journals the
+record first (``intend``: both versions stored as objects, the record in
+``.osk/audit-intent.json``), replaces the file, then appends (``Intent.record``). A process
+killed in between leaves the journal; the next write (or the next engine to open the vault)
+finishes it under the mutation lock (``recover``): a record whose file now holds its ``after``
+version is appended, marked ``recovered``; one whose write never landed is dropped. So a kill
+can never leave a version that ``osk log`` would take for a hand edit.
+
 Standard library only at import time.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from osk import clock, objects
-from osk.errors import ObjectMissing
+from osk.errors import ObjectMissing, OskError
+from osk.fsutil import atomic_write, sha256_bytes
 from osk.ledger import Ledger, Record
 from osk.vault import Vault
 
@@ -145,6 +156,115 @@ def record_change(
     after = objects.put(vault, after_text) if after_text is not None else None
     return record(vault, actor=actor, action=action, node_id=node_id, path=path,
                   before=before, after=after, detail=detail)
+
+
+@dataclass(frozen=True)
+class Change:
+    """One audit record a write is about to earn (``intend`` stores its texts)."""
+
+    actor: str
+    action: str
+    node_id: str
+    path: str  # where the node is after the change
+    before_text: str | None
+    after_text: str | None
+    detail: Mapping[str, object] | None = None
+
+
+@dataclass
+class Intent:
+    """Journalled audit records whose node writes are under way; ``record`` appends them."""
+
+    vault: Vault
+    records: list[dict[str, object]]
+
+    def record(self) -> list[Entry]:
+        done = [_append(self.vault, item) for item in self.records]
+        _intent_path(self.vault).unlink(missing_ok=True)
+        return done
+
+
+def intend(vault: Vault, changes: Sequence[Change]) -> Intent:
+    """Store every version and journal the records before any node file is replaced.
+
+    The caller holds the vault mutation lock and replaces the files next, then calls
+    ``Intent.record``; a kill in between is finished by ``recover``.
+    """
+    since = Ledger(vault, AUDIT).read().max_id  # first: refuses an audit ledger out of the vault
+    items: list[dict[str, object]] = []
+    for change in changes:
+        before = objects.put(vault, change.before_text) if change.before_text is not None \
+            else None
+        after = objects.put(vault, change.after_text) if change.after_text is not None else None
+        items.append({"actor": change.actor, "action": change.action,
+                      "node_id": change.node_id, "path": change.path, "before": before,
+                      "after": after, "detail": dict(change.detail or {})})
+    atomic_write(_intent_path(vault), json.dumps({"since": since, "records": items}) + "\n")
+    return Intent(vault, items)
+
+
+def recover(vault: Vault) -> list[Entry]:
+    """Append the records a killed write journalled whose node file holds their ``after``
+    version and that are not in the ledger yet. The caller holds the vault mutation lock."""
+    journal = _intent_path(vault)
+    try:
+        data = json.loads(journal.read_text(encoding="utf-8"))
+        since, items = data["since"], list(data["records"])
+    except FileNotFoundError:
+        return []
+    except (ValueError, KeyError, TypeError):  # cut short while written: no file was replaced
+        journal.unlink(missing_ok=True)
+        return []
+    view = Ledger(vault, AUDIT).read()
+    seen = {(r.subject, r.kind, r.data.get("after"), r.data.get("path"))
+            for r in view.records if since is None or r.id > since}
+    done: list[Entry] = []
+    for item in items:
+        if (item["node_id"], item["action"], item["after"], item["path"]) in seen:
+            continue  # appended before the kill; only the journal's removal was missed
+        if item["after"] is None or _file_sha(vault, str(item["path"])) != item["after"]:
+            continue  # killed before the file was replaced: nothing changed, nothing to record
+        detail = {**dict(item.get("detail") or {}), "recovered": True}
+        done.append(_append(vault, {**item, "detail": detail}))
+    journal.unlink(missing_ok=True)
+    return done
+
+
+def pending_intent(vault: Vault) -> bool:
+    """Whether a killed write left audit records to finish (one stat)."""
+    return _intent_path(vault).exists()
+
+
+def settle(vault: Vault) -> None:
+    """Finish what a killed write left, taking the mutation lock only when there is any (what
+    opening an engine and ``osk log`` do before they read the log)."""
+    if pending_intent(vault):
+        from osk import generation
+
+        with generation.mutation(vault):
+            recover(vault)
+
+
+def _append(vault: Vault, item: Mapping[str, object]) -> Entry:
+    def text(key: str) -> str | None:
+        value = item.get(key)
+        return value if isinstance(value, str) else None
+
+    detail = item.get("detail")
+    return record(vault, actor=str(item["actor"]), action=str(item["action"]),
+                  node_id=str(item["node_id"]), path=str(item["path"]), before=text("before"),
+                  after=text("after"), detail=detail if isinstance(detail, Mapping) else None)
+
+
+def _file_sha(vault: Vault, rel: str) -> str | None:
+    try:
+        return sha256_bytes(vault.abs(rel).read_bytes())
+    except (OSError, OskError):
+        return None
+
+
+def _intent_path(vault: Vault) -> Path:
+    return vault.state("audit-intent.json")
 
 
 def _served_after(vault: Vault, action: str, path: str, after: str | None) -> tuple[

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from osk import (
+    audit,
     candidates,
     conflict_copies,
     protection,
@@ -207,6 +208,7 @@ class Engine:
         if actor not in (write.AGENT, write.USER):
             raise ValueError(f"actor must be 'agent' or 'user', not {actor!r}")
         found = vault if isinstance(vault, Vault) else locate(vault, cwd)
+        _settle_killed_writes(found)
         session = open_session(found, (cwd or Path.cwd()), scope)
         catalog, rechecks, routing, reads = Catalog(found), Rechecks(found), Routing(found), \
             ReadLog()
@@ -792,6 +794,13 @@ def _section_span(outline: Sequence[Heading], body: str,
     listing = "; ".join(h.title for h in outline) or "the body has no headings"
     raise NodeNotFound(f"no heading {section!r} in this node; its headings: {listing}",
                        ref=section)
+
+
+def _settle_killed_writes(vault: Vault) -> None:
+    """What a process killed mid-write left: temp files in device state (removed when their
+    writer is gone) and audit records journalled but not appended (finished under the lock)."""
+    vault.clear_debris()
+    audit.settle(vault)
 
 
 def _titles(catalog: Catalog, node_ids: Sequence[str]) -> list[tuple[str, str | None] | None]:

@@ -96,6 +96,13 @@ class LimitError(OskError):
     rule = "refuse-over-cap"
 
 
+class OutsideVault(OskError):
+    """A vault path resolves outside the vault (a symbolic link leads elsewhere): osk neither
+    reads nor writes through it."""
+
+    rule = "inside-the-vault"
+
+
 class AuthorityError(OskError):
     """An action reserved for the person at a terminal was attempted elsewhere."""
 

@@ -5,6 +5,7 @@ Every file osk writes goes through here, so "no partial node, no damaged line" h
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import sys
@@ -17,6 +18,12 @@ from pathlib import Path
 #: (FAT keeps mtimes to 2 s), so every stat-keyed cache re-reads such a file until it settles.
 RACE_WINDOW_NS = 2_000_000_000
 StatKey = tuple[int, int, int]  # (size, mtime_ns, inode): what stat-keyed caches compare
+
+
+def is_temp_name(name: str) -> bool:
+    """Whether a file name is one of our temporary files (``.NAME.….tmp``): never read, never
+    synced, and debris when its writer died."""
+    return name.startswith(".") and name.endswith(".tmp")
 
 
 # Inside ``synced_at_exit``: the files and folders whose fsync waits for the block's end.
@@ -77,20 +84,27 @@ def fsync_dir(directory: Path) -> None:
         _fsync_path(str(directory), folder=True)
 
 
-def atomic_write(path: Path, data: bytes | str) -> None:
-    """Replace ``path`` with ``data``: temp file in the same folder, fsync, rename, dir fsync.
+def atomic_write(path: Path, data: bytes | str, *, temp_dir: Path | None = None) -> None:
+    """Replace ``path`` with ``data``: temp file, fsync, rename, dir fsync.
 
     A reader sees the old bytes or the new bytes, never a mixture, even if the process dies.
+    The temp file goes in ``temp_dir`` when one is given (a vault's device state, where sync
+    never looks, so a write killed midway leaves nothing beside the file), else beside
+    ``path``; its name carries the writer's pid so ``clear_stale_temps`` knows a dead one.
     """
     payload = data.encode("utf-8") if isinstance(data, str) else data
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    if temp_dir is not None:
+        temp_dir.mkdir(parents=True, exist_ok=True)
+    where = temp_dir if temp_dir is not None else path.parent
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{os.getpid()}.{path.name[:80]}.", suffix=".tmp",
+                                    dir=where)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(payload)
             handle.flush()
             _fsync_fd(handle.fileno(), path)
-        os.replace(tmp_name, path)
+        _replace(tmp_name, path)
     except BaseException:
         try:
             os.unlink(tmp_name)
@@ -98,6 +112,69 @@ def atomic_write(path: Path, data: bytes | str) -> None:
             pass
         raise
     fsync_dir(path.parent)
+
+
+def _replace(source: str, path: Path) -> None:
+    """Rename ``source`` over ``path``; a temp folder on another file system (device state
+    mounted elsewhere) makes the rename a copy into ``path``'s folder first."""
+    try:
+        os.replace(source, path)
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+        beside = path.with_name(f".{os.getpid()}.{path.name[:80]}.{os.urandom(4).hex()}.tmp")
+        try:
+            with open(source, "rb") as src, open(beside, "wb") as dst:
+                dst.write(src.read())
+                dst.flush()
+                os.fsync(dst.fileno())
+            os.replace(beside, path)
+        except BaseException:
+            beside.unlink(missing_ok=True)
+            raise
+        os.unlink(source)
+
+
+def clear_stale_temps(folder: Path) -> int:
+    """Remove the temp files in ``folder`` whose writer is no longer running (killed midway);
+    a live writer's file is kept. Returns how many were removed."""
+    removed = 0
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return 0
+    for name in names:
+        pid = _writer_pid(name)
+        if pid is None or _alive(pid):
+            continue
+        try:
+            os.unlink(folder / name)
+            removed += 1
+        except OSError:
+            continue  # gone already, or not ours to remove
+    return removed
+
+
+def _writer_pid(name: str) -> int | None:
+    """The pid a temp file's name carries (``.PID.NAME.XXXX.tmp``), or None."""
+    if not is_temp_name(name):
+        return None
+    head = name[1:].split(".", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    if os.name == "nt":  # pragma: no cover - no signal 0 there; keep what we cannot judge
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's live process
+    return True
 
 
 def replace_unsynced(path: Path, text: str | bytes) -> None:

@@ -183,7 +183,7 @@ class Ledger:
         server pays for an append, not for re-parsing the ledger.
         """
         try:
-            stat = self.path.stat()
+            stat = self.vault.inside(self.path).stat()  # a link planted since we were made
         except FileNotFoundError:
             return _build_view(self.name, [])
         key = (stat.st_size, stat.st_mtime_ns, stat.st_ino)
@@ -265,6 +265,7 @@ class Ledger:
         if clash:
             raise ValueError(f"ledger data may not use envelope keys {sorted(clash)}")
         with file_lock(self.vault.lock_path(f"ledger-{self.name}")):
+            self.vault.inside(self.path)  # never settle or append through a planted link
             self._settle_tail()
             view = self.read()
             record = Record(

@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 
 from osk.errors import ObjectMissing
-from osk.fsutil import atomic_write, sha256_bytes
+from osk.fsutil import sha256_bytes
 from osk.vault import Vault
 
 _SHA = re.compile(r"^[0-9a-f]{64}$")
@@ -29,7 +29,7 @@ def is_sha(text: object) -> bool:
 def path_of(vault: Vault, sha: str) -> Path:
     if not is_sha(sha):
         raise ObjectMissing(f"{sha!r} is not an object name (64 lowercase hex digits)", sha=sha)
-    return vault.objects_dir / sha[:2] / sha
+    return vault.inside(vault.objects_dir / sha[:2] / sha)
 
 
 def put(vault: Vault, text: str) -> str:
@@ -42,7 +42,7 @@ def put(vault: Vault, text: str) -> str:
             return sha  # already stored; the name is the content, so equal size means done
     except FileNotFoundError:
         pass
-    atomic_write(path, data)
+    vault.write_file(path, data)
     return sha
 
 

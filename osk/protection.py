@@ -31,7 +31,7 @@ from pathlib import Path, PurePosixPath
 from osk import generation as vault_generation
 from osk import objects
 from osk.errors import AuthorityError, ContractError, OskError, ProtectedRegionError
-from osk.fsutil import StatKey, atomic_write, fsync_dir, sha256_text
+from osk.fsutil import StatKey, fsync_dir, sha256_text
 from osk.ledger import Ledger, LedgerView
 from osk.vault import SPACES, Vault
 
@@ -454,7 +454,7 @@ def revert(vault: Vault, rel: str, *, shown: Sequence[Change] | None = None) -> 
                 target.unlink()
                 fsync_dir(target.parent)
             else:
-                atomic_write(target, objects.get(vault, change.approved))
+                vault.write_file(target, objects.get(vault, change.approved))
             _record(vault, "revert", change.path, change.approved, discarded=discarded)
             audit.record(
                 vault, actor="user", action="revert",

@@ -209,7 +209,7 @@ def _portable_name(name: str) -> bool:
 
 
 def record_path(vault: Vault, key: str, conversation: str) -> Path:
-    return vault.raw_dir / record_name(key) / f"{record_name(conversation)}.md"
+    return vault.inside(vault.raw_dir / record_name(key) / f"{record_name(conversation)}.md")
 
 
 def record_key_of(text: str) -> RecordId:
@@ -587,7 +587,7 @@ def read_record(vault: Vault, key: str, conversation: str, *, strict: bool = Tru
     An interrupted append at the end (``torn_tail``) is ignored: it was never acknowledged.
     """
     key, conversation = record_name(key), record_name(conversation)
-    path = vault.raw_dir / key / f"{conversation}.md"
+    path = vault.inside(vault.raw_dir / key / f"{conversation}.md")
     rel = f"{RAW_DIR}/{key}/{conversation}.md"
     try:
         stat = path.stat()
@@ -720,7 +720,7 @@ def append_round(vault: Vault, key: str, conversation: str, round: RoundInput) -
     sections, findings = _prepared(round)
     at = _at_text(round.at)
     key_name, conversation_name = record_name(key), record_name(conversation)
-    path = vault.raw_dir / key_name / f"{conversation_name}.md"
+    path = vault.inside(vault.raw_dir / key_name / f"{conversation_name}.md")
     rel = f"{RAW_DIR}/{key_name}/{conversation_name}.md"
     state_path = _state_path(vault, key_name, conversation_name)
     with file_lock(_record_lock(vault, key_name, conversation_name)), \

@@ -99,7 +99,7 @@ class ScopeMemory:
     def read(self) -> tuple[str, str]:
         """The note's text and its hash (the hash of "" when there is no note yet)."""
         try:
-            text = self.path.read_text(encoding="utf-8")
+            text = self.vault.inside(self.path).read_text(encoding="utf-8")
         except FileNotFoundError:
             text = ""
         return text, sha256_text(text)
@@ -155,7 +155,7 @@ class ScopeMemory:
                 eviction = self._record_eviction(current, filtered, current_hash)
             changed = filtered != current
             if changed:
-                atomic_write(self.path, filtered)
+                self.vault.write_file(self.path, filtered)
             if len(filtered) < len(current):
                 self._forget_refusal()
         return WriteResult(

@@ -76,7 +76,7 @@ from osk.conflict_copies import (
     is_node_path,
 )
 from osk.errors import OskError, RawRecordError, SyncError
-from osk.fsutil import atomic_write
+from osk.fsutil import atomic_write, is_temp_name
 from osk.gitrepo import GitRepo, GitRun, literal, open_repo, split_z
 from osk.ledger import device_id
 from osk.locks import LockTimeout, file_lock
@@ -225,8 +225,7 @@ def _append_only(rel: str) -> bool:
 
 
 def _is_temp(rel: str) -> bool:
-    name = PurePosixPath(rel).name
-    return name.startswith(".") and name.endswith(".tmp")
+    return is_temp_name(PurePosixPath(rel).name)
 
 
 def _status_paths(repo: GitRepo, *pathspec: str) -> list[tuple[str, str]]:
@@ -514,6 +513,14 @@ def _commit_changes(vault: Vault, repo: GitRepo, device: str) -> CommitSummary |
     if repo.run("ls-files", "-z", "--", STATE_DIR).out:
         repo.run("rm", "-r", "-q", "--cached", "--", STATE_DIR)  # device state is never synced
     head = repo.sha("HEAD") or _EMPTY_TREE
+    links = _links(split_z(repo.run("diff", "--cached", "--raw", "--no-abbrev", "-z",
+                                    "--no-renames", head).out))
+    if links:
+        repo.run("reset", "-q")  # unstage: nothing of this cycle is committed
+        raise SyncError(
+            f"the vault holds symbolic link(s) {_listing(links)}; osk never commits one (a "
+            f"link can lead another device's reads and writes out of its vault). Replace each "
+            f"with the real file or folder, or remove it, and sync again")
     names = split_z(repo.run("diff", "--cached", "-z", "--name-status", "-M", head).out)
     if not names:
         return None
@@ -839,10 +846,17 @@ def _land(cycle: _Cycle, old: str, new: str) -> None:
 
     Journalled: a killed landing is finished by ``_recover_landing``. Caller holds the lock.
     """
-    journal = _journal_path(cycle.vault)
-    atomic_write(journal, json.dumps({"from": old, "to": new}) + "\n")
     repo = cycle.repo
     raw = split_z(repo.run("diff", "--raw", "--no-abbrev", "-z", "--no-renames", old, new).out)
+    links = _links(raw)
+    if links:
+        raise SyncError(
+            f"{cycle.remote}/{cycle.branch} brings symbolic link(s) {_listing(links)}; osk "
+            f"refuses to land a commit that adds one (a link can lead reads and writes out of "
+            f"the vault), and nothing here changed. Remove the links on the device that added "
+            f"them, push, and sync again")
+    journal = _journal_path(cycle.vault)
+    atomic_write(journal, json.dumps({"from": old, "to": new}) + "\n")
     first = True
     for meta, rel in zip(raw[0::2], raw[1::2], strict=True):
         _old_mode, new_mode, old_sha, new_sha, _code = meta.lstrip(":").split(" ")
@@ -855,6 +869,12 @@ def _land(cycle: _Cycle, old: str, new: str) -> None:
     journal.unlink(missing_ok=True)
     cycle.mark("landed")
     _commit_into(cycle)  # copies of files edited during the cycle
+
+
+def _links(raw: list[str]) -> list[str]:
+    """The paths a ``git diff --raw -z`` listing makes into symbolic links (mode 120000)."""
+    return [rel for meta, rel in zip(raw[0::2], raw[1::2], strict=True)
+            if meta.lstrip(":").split(" ")[1] == "120000"]
 
 
 def _land_file(cycle: _Cycle, rel: str, old_sha: str, new_sha: str, new_mode: str) -> None:
@@ -924,7 +944,7 @@ def _write(vault: Vault, rel: str, data: bytes | None, mode: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         os.symlink(data.decode("utf-8"), path)
         return
-    atomic_write(path, data)
+    vault.write_file(path, data)
     path.chmod(0o755 if mode == "100755" else 0o644)  # what a git checkout would leave
 
 

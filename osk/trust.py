@@ -75,7 +75,6 @@ def confirm(vault: Vault, ref: str) -> Confirmed:
     """Set ``trust: confirmed`` on a node (the person, at a terminal), and audit it."""
     from osk import audit, node, objects, protection
     from osk.catalog import Catalog
-    from osk.fsutil import atomic_write
 
     protection.require_person("confirm")
     with protection.mutation_lock(vault):
@@ -90,7 +89,7 @@ def confirm(vault: Vault, ref: str) -> Confirmed:
             return Confirmed(found.path, current.id, before, None)
         new_text = node.render(current.meta.model_copy(update={"trust": CONFIRMED}), current.body)
         after = objects.put(vault, new_text)
-        atomic_write(vault.abs(found.path), new_text)
+        vault.write_file(vault.abs(found.path), new_text)
         protection.record_person_write(vault, found.path, after)
         audit.record(vault, actor="user", action="confirm", node_id=current.id,
                      path=found.path, before=before, after=after)

@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from osk import conflict_copies, edges, raw
 from osk.catalog import Catalog
-from osk.errors import EdgeError, LedgerError, OskError
+from osk.errors import EdgeError, LedgerError, OskError, OutsideVault
+from osk.fsutil import is_temp_name
 from osk.ledger import Ledger
 from osk.node import Node
 from osk.sessions import Routing
@@ -28,6 +30,7 @@ from osk.vault import (
     MEMORY_DIR,
     RAW_DIR,
     SCOPE,
+    STATE_DIR,
     WORKBENCH,
     Vault,
     scope_of,
@@ -56,7 +59,7 @@ def run(vault: Vault, catalog: Catalog | None = None) -> list[Finding]:
     catalog.refresh()
     findings: list[Finding] = []
     for check in (_contract, _titles, _placement, _edges, _hubs, _ledgers, _raw_records,
-                  _scope_memory):
+                  _scope_memory, _links_and_debris):
         findings.extend(check(vault, catalog))
     # A sync conflict copy has no contract id on purpose (so the node it was copied from stays
     # readable); it is reported once, as a conflict copy for a person to merge, never as a
@@ -154,7 +157,12 @@ def _raw_edge_problems(vault: Vault, node: Node, target: edges.RawTarget,
     problem = _topology(node, "raw", (None, owner), target.link)
     if problem:
         yield ("citation-topology", problem)
-    if not vault.abs(target.record_path).is_file():
+    try:
+        present = vault.abs(target.record_path).is_file()
+    except OutsideVault as exc:
+        yield ("inside-the-vault", str(exc))
+        return
+    if not present:
         yield ("dangling-edge", f"the raw record {target.record_path} does not exist")
         return
     try:
@@ -207,6 +215,8 @@ def _ledgers(vault: Vault, catalog: Catalog) -> Iterator[Finding]:
         rel = vault.rel(path)
         try:
             view = Ledger(vault, path.stem).read()
+        except OutsideVault:
+            continue  # reported once, as a link (_links_and_debris)
         except LedgerError as exc:
             yield _finding("ledger-integrity", rel, _unprefixed(str(exc), path))
             continue
@@ -224,6 +234,8 @@ def _raw_records(vault: Vault, catalog: Catalog) -> Iterator[Finding]:
         key, conversation = path.parent.name, path.stem
         try:
             raw.read_record(vault, key, conversation)
+        except OutsideVault:
+            continue  # reported once, as a link
         except OskError as exc:
             yield _from_error(vault.rel(path), exc, "raw-append-only")
 
@@ -235,11 +247,47 @@ def _scope_memory(vault: Vault, catalog: Catalog) -> Iterator[Finding]:
     if not root.is_dir():
         return
     for path in sorted(root.glob("*.md")):
-        size = len(path.read_text(encoding="utf-8"))
+        try:
+            size = len(vault.inside(path).read_text(encoding="utf-8"))
+        except OutsideVault:
+            continue  # reported once, as a link
         if size > CAP:
             yield _finding("refuse-over-cap", vault.rel(path),
                            f"the scope memory is {size:,} characters; the cap is {CAP:,}. "
                            f"Distil detail into nodes and shorten the note")
+
+
+def links_and_debris(vault: Vault) -> tuple[list[str], list[str]]:
+    """Every symbolic link in the vault (``.git`` aside), and every temporary file a killed
+    write left outside device state: vault-relative paths, sorted. Links are never followed."""
+    links: list[str] = []
+    debris: list[str] = []
+    for directory, dirs, files in os.walk(vault.root):
+        here = Path(directory)
+        top = here == vault.root
+        if top:
+            dirs[:] = [d for d in dirs if d != ".git"]
+        in_state = not top and here.relative_to(vault.root).parts[0] == STATE_DIR
+        for name in (*dirs, *files):
+            if os.path.islink(here / name):
+                links.append((here / name).relative_to(vault.root).as_posix())
+            elif name in files and not in_state and is_temp_name(name):
+                debris.append((here / name).relative_to(vault.root).as_posix())
+    return sorted(links), sorted(debris)
+
+
+def _links_and_debris(vault: Vault, catalog: Catalog) -> Iterator[Finding]:
+    links, debris = links_and_debris(vault)
+    for rel in links:
+        target = os.readlink(vault.root / rel)
+        yield _finding("inside-the-vault", rel,
+                       f"a symbolic link (to {target}); osk reads and writes nothing through a "
+                       f"link that leads out of the vault, and sync refuses to carry links "
+                       f"between devices: replace it with the real file or folder, or remove it")
+    for rel in debris:
+        yield _finding("crash-debris", rel,
+                       "a temporary file left by a write that was killed before it finished; "
+                       "osk never reads it and sync never commits it: delete it")
 
 
 def _sync_conflicts(vault: Vault, catalog: Catalog) -> Iterator[Finding]:

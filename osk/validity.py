@@ -204,19 +204,18 @@ def close_superseded(vault: Vault, catalog: Catalog, *, supersedes: str, start: 
             return close_superseded(vault, catalog, supersedes=supersedes, start=start,
                                     actor=actor, new_id=new_id, new_title=new_title)
     from osk import audit
-    from osk.fsutil import atomic_write
 
     closing = prepare_close(vault, catalog, supersedes=supersedes, start=start,
                             new_id=new_id, actor=actor)
     if closing.after_text is None:
         return closing
-    atomic_write(vault.abs(closing.path), closing.after_text)
+    intent = audit.intend(vault, [audit.Change(
+        actor, "supersede", closing.node_id, closing.path, closing.before_text,
+        closing.after_text,
+        {"by": new_title or "", "by_id": new_id or "", "valid_to": closing.valid_to})])
+    vault.write_file(vault.abs(closing.path), closing.after_text)
     catalog.note_written(closing.path)
-    audit.record_change(
-        vault, actor=actor, action="supersede", node_id=closing.node_id, path=closing.path,
-        before_text=closing.before_text, after_text=closing.after_text,
-        detail={"by": new_title or "", "by_id": new_id or "", "valid_to": closing.valid_to},
-    )
+    intent.record()
     return closing
 
 

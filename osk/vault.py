@@ -9,7 +9,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from osk.errors import OskError, VaultNotFound
+from osk.errors import OskError, OutsideVault, VaultNotFound
+from osk.fsutil import atomic_write, clear_stale_temps
 
 MARKER = "osk.toml"
 
@@ -128,8 +129,22 @@ class Vault:
     def state(self, *parts: str) -> Path:
         return self.state_dir.joinpath(*parts)
 
+    @property
+    def temp_dir(self) -> Path:
+        """Where writes of vault files keep their temp files: device state, which sync never
+        commits, so a write killed midway leaves no debris beside nodes or objects."""
+        return self.state("tmp")
+
+    def write_file(self, path: Path, data: bytes | str) -> None:
+        """Replace a vault file atomically: refused outside the vault, temp in device state."""
+        atomic_write(self.inside(path), data, temp_dir=self.temp_dir)
+
+    def clear_debris(self) -> int:
+        """Remove temp files that killed writers left in device state (live writers' stay)."""
+        return clear_stale_temps(self.temp_dir)
+
     def ledger_path(self, name: str) -> Path:
-        return self.ledger_dir / f"{name}.jsonl"
+        return self.inside(self.ledger_dir / f"{name}.jsonl")
 
     def lock_path(self, name: str) -> Path:
         return self.state("locks", f"{name}.lock")
@@ -142,10 +157,51 @@ class Vault:
 
     def rel(self, path: Path) -> str:
         """A vault-relative POSIX path, the form every record and message uses."""
-        return path.resolve().relative_to(self.root.resolve()).as_posix()
+        try:
+            return path.resolve().relative_to(self.root.resolve()).as_posix()
+        except ValueError:  # a link that leads out of the vault: named where it sits
+            return Path(os.path.abspath(path)).relative_to(os.path.abspath(self.root)).as_posix()
 
     def abs(self, rel_path: str) -> Path:
-        return self.root / rel_path  # POSIX separators work on every platform osk supports
+        """The file at a vault-relative path; refused when it resolves outside the vault."""
+        return self.inside(self.root / rel_path)  # POSIX separators work everywhere we run
+
+    def inside(self, path: Path) -> Path:
+        """``path``, refused with OutsideVault when it resolves outside the vault.
+
+        The one containment rule: every path to a vault file (node, ledger, raw record, scope
+        memory, object) is made by a helper that passes it through here, so a symbolic link
+        planted anywhere in the vault (``_raw/proj -> /elsewhere``) is never read or written
+        through. A link that stays inside the vault is followed; ``osk validate`` reports
+        every link all the same.
+        """
+        real = os.path.realpath(path)
+        root = _real_root(self.root)
+        if real == root or real.startswith(root.rstrip(os.sep) + os.sep):
+            return path
+        shown = Path(os.path.abspath(path))
+        try:
+            where = shown.relative_to(os.path.abspath(self.root)).as_posix()
+        except ValueError:
+            where = str(shown)
+        raise OutsideVault(
+            f"{where} resolves to {real}, outside the vault (a symbolic link leads there); osk "
+            f"reads and writes nothing through it. Replace the link with the real file or "
+            f"folder, or remove it (`osk validate` lists every link)",
+            path=where, target=real,
+        )
+
+
+_REAL_ROOTS: dict[Path, str] = {}
+
+
+def _real_root(root: Path) -> str:
+    """The vault root with its own links resolved (a vault may live behind one), remembered:
+    the root does not move while osk runs."""
+    found = _REAL_ROOTS.get(root)
+    if found is None:
+        found = _REAL_ROOTS[root] = os.path.realpath(root)
+    return found
 
 
 def space_of(rel_path: str) -> str | None:

@@ -57,7 +57,7 @@ from osk.errors import (
     TitleError,
 )
 from osk.freshness import Freshness
-from osk.fsutil import atomic_write, fsync_dir, sha256_bytes, sha256_text
+from osk.fsutil import fsync_dir, sha256_bytes, sha256_text
 from osk.ledger import Ledger
 from osk.locks import LockTimeout
 from osk.node import Frontmatter, Node
@@ -240,6 +240,8 @@ def locked(ctx: WriteContext, *, full: bool = False) -> Iterator[None]:
         return
     try:
         with generation.mutation(ctx.vault):  # readers in other processes look again
+            if audit.pending_intent(ctx.vault):
+                audit.recover(ctx.vault)  # a write killed between its file and its record
             ctx.reload_settings()
             ctx.keep(ctx.fresh.ensure(full=full))
             yield
@@ -319,11 +321,12 @@ def create_node(ctx: WriteContext, *, title: str, summary: str, body: str, place
         new = _parse_back(rel, text)
         closing = _prepare_supersede(ctx, meta, supersedes)
         # ---- every check passed: nothing was written before this line ----
-        atomic_write(ctx.vault.abs(rel), text)
+        intent = _intend(ctx, "create", new, before_text=None, after_text=text)
+        ctx.vault.write_file(ctx.vault.abs(rel), text)
         ctx.note(added=[rel])
         ctx.rechecks.after_write(None, new, [_edge(e) for e in edges], via="create")
         bound_now = bind_if_first(ctx, spot)
-        _audit(ctx, "create", new, before_text=None, after_text=text)
+        intent.record()
         superseded = _close_supersede(ctx, closing, meta, new)
         return _result(ctx, "created", new, bound_now, superseded=superseded,
                        redacted=secrets.merged_findings(filtered_summary, filtered_body))
@@ -386,12 +389,13 @@ def update_node(ctx: WriteContext, ref: str, *, body: str | None = None,
         new = _parse_back(node.path, text)
         closing = _prepare_supersede(ctx, meta, supersedes) if supersedes else None
         # ---- every check passed: nothing was written before this line ----
-        atomic_write(ctx.vault.abs(node.path), text)
+        intent = _intend(ctx, "update", new, before_text=node.text, after_text=text)
+        ctx.vault.write_file(ctx.vault.abs(node.path), text)
         ctx.note(changed=[node.path])
         ctx.rechecks.after_write(node, new, [_edge(e) for e in edges], corrected=corrections,
                                  via="update")
         bound_now = bind_if_first(ctx, spot)
-        _audit(ctx, "update", new, before_text=node.text, after_text=text)
+        intent.record()
         superseded = _close_supersede(ctx, closing, meta, new)
         closed = tuple(sorted(c for c in recheck_of))
         return _result(ctx, "updated", new, bound_now, closed=closed, superseded=superseded,
@@ -620,6 +624,7 @@ def move_nodes(ctx: WriteContext, refs: Sequence[str], place: Place) -> MoveResu
         check_ledgers(ctx)
         _check_protected_moves(ctx, plan)
         # ---- every check passed: nothing was written before this line ----
+        intent = _intend_moves(ctx, plan)
         done: list[tuple[str, str]] = []
         try:
             for node, target in plan.values():
@@ -631,7 +636,7 @@ def move_nodes(ctx: WriteContext, refs: Sequence[str], place: Place) -> MoveResu
             raise
         for node, _ in plan.values():
             _prune_empty(ctx.vault, PurePosixPath(node.path).parent)
-        return _after_move(ctx, plan, spot)
+        return _after_move(ctx, plan, spot, intent)
 
 
 def move_cluster(ctx: WriteContext, cluster: str, *, space: str, to_space: str) -> MoveResult:
@@ -666,6 +671,7 @@ def move_cluster(ctx: WriteContext, cluster: str, *, space: str, to_space: str) 
         check_ledgers(ctx)
         _check_protected_moves(ctx, plan)
         # ---- every check passed: nothing was written before this line ----
+        intent = _intend_moves(ctx, plan)
         others = [rel for rel in ctx.catalog.entries if rel.startswith(prefix)
                   and all(rel != n.path for n, _ in plan.values())]
         destination = ctx.vault.abs(target.cluster_root)
@@ -675,16 +681,23 @@ def move_cluster(ctx: WriteContext, cluster: str, *, space: str, to_space: str) 
         fsync_dir(destination.parent)
         for rel in others:  # unreadable node files move with their folder
             ctx.note(added=[target.cluster_root + "/" + rel[len(prefix):]], removed=[rel])
-        return _after_move(ctx, plan, target)
+        return _after_move(ctx, plan, target, intent)
 
 
-def _after_move(ctx: WriteContext, plan: dict[str, tuple[Node, str]], spot: Spot) -> MoveResult:
+def _intend_moves(ctx: WriteContext, plan: dict[str, tuple[Node, str]]) -> audit.Intent:
+    return audit.intend(ctx.vault, [
+        _change(ctx, "move", node, before_text=node.text, after_text=node.text, path=target,
+                detail={"from": node.path, "to": target})
+        for node, target in plan.values()])
+
+
+def _after_move(ctx: WriteContext, plan: dict[str, tuple[Node, str]], spot: Spot,
+                intent: audit.Intent) -> MoveResult:
     moved = []
     for node, target in plan.values():
         ctx.note(added=[target], removed=[node.path])
         moved.append(Moved(node.id, node.title, node.path, target))
-        _audit(ctx, "move", node, before_text=node.text, after_text=node.text,
-               path=target, detail={"from": node.path, "to": target})
+    intent.record()
     bound_now = bind_if_first(ctx, spot) if plan else False
     return MoveResult(ctx.session.scope, tuple(moved), ctx.session.bound, bound_now)
 
@@ -1183,15 +1196,21 @@ def _close_supersede(ctx: WriteContext, closing: object, meta: Frontmatter,
     return str(done.title)
 
 
-def _audit(ctx: WriteContext, action: str, node: Node, *, before_text: str | None,
-           after_text: str | None, path: str | None = None,
-           detail: dict[str, object] | None = None) -> None:
+def _intend(ctx: WriteContext, action: str, node: Node, *, before_text: str | None,
+            after_text: str | None) -> audit.Intent:
+    """Journal one audit record before the node file is replaced (``audit.intend``)."""
+    return audit.intend(ctx.vault, [_change(ctx, action, node, before_text=before_text,
+                                            after_text=after_text)])
+
+
+def _change(ctx: WriteContext, action: str, node: Node, *, before_text: str | None,
+            after_text: str | None, path: str | None = None,
+            detail: dict[str, object] | None = None) -> audit.Change:
     """One audit record; ``path`` is where the node is after the change (a move's target)."""
     # AUTHORITY: one audit record per node mutation
     info = {"session": ctx.session.key.key, "drafter": node.meta.drafter, **(detail or {})}
-    audit.record_change(ctx.vault, actor=ctx.audit_actor, action=action, node_id=node.id,
-                        path=path or node.path, before_text=before_text,
-                        after_text=after_text, detail=info)
+    return audit.Change(ctx.audit_actor, action, node.id, path or node.path, before_text,
+                        after_text, info)
 
 
 # -- small helpers ---------------------------------------------------------------------------------

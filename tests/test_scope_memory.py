@@ -152,17 +152,15 @@ def test_a_growing_write_after_a_refusal_keeps_the_refusal_for_the_next_shrink(v
 
 
 def test_the_eviction_is_in_the_ledger_before_the_file_changes(vault: Vault, monkeypatch):
-    import osk.scope_memory as module
-
     memory = ScopeMemory(vault, "app")
     memory.write(text=lines(10), expect_hash=memory.read()[1])
     with pytest.raises(LimitError):
         memory.write(text="q" * (CAP + 5), expect_hash=memory.read()[1])
 
-    def crash(path, data):
+    def crash(self, path, data):
         raise OSError("disk gone")
 
-    monkeypatch.setattr(module, "atomic_write", crash)
+    monkeypatch.setattr(Vault, "write_file", crash)
     with pytest.raises(OSError):
         memory.write(text=lines(3), expect_hash=memory.read()[1])
     assert memory.read()[0] == lines(10)

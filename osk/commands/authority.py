@@ -256,6 +256,7 @@ def run_log(args: argparse.Namespace) -> int:
     from osk import audit
 
     vault = _vault(args)
+    audit.settle(vault)  # a write killed before its record: finished, not shown as a hand edit
     note = ""
     if args.node:
         node_id, items = _node_history(vault, args.node)

@@ -265,7 +265,24 @@ def check_vault(vault: Vault) -> list[Check]:
                             "run `osk validate` for the full list"))
     else:
         checks.append(Check("validators", True, "no findings"))
-    return checks
+    return [*checks, *_link_checks(vault)]
+
+
+def _link_checks(vault: Vault) -> list[Check]:
+    """Every symbolic link in the vault by name (a link is how a file outside the vault gets
+    read or written, or arrives from another device), and any crash debris."""
+    from osk import validate
+
+    links, debris = validate.links_and_debris(vault)
+    found = [Check("symbolic links", not links,
+                   f"{len(links)} in the vault: {', '.join(links)}" if links else "none",
+                   "replace each with the real file or folder, or remove it; osk reads and "
+                   "writes nothing through a link out of the vault, and sync refuses them")]
+    if debris:
+        found.append(Check("crash debris", False,
+                           f"{len(debris)} temporary file(s) left by killed writes: "
+                           f"{', '.join(debris)}", "delete them"))
+    return found
 
 
 def check_semantic() -> Check:

@@ -90,14 +90,18 @@ def session_start(vault: Vault, adapter: Adapter, payload: HookPayload, *,
         return ""
     if not scoped.scope:
         return compose(_header(scoped) + "\n" + _unresolved(scoped), (), adapter.budget)
+    from osk.errors import OutsideVault
     from osk.scope_memory import ScopeMemory
 
     memory = ScopeMemory(vault, scoped.scope)
-    text, digest = memory.read()
+    try:
+        text, digest = memory.read()
+    except OutsideVault as exc:  # a planted link: say so, and show nothing of the file
+        text, digest = f"(scope memory not shown: {exc})\n", ""
     conversation = conversation_name(payload.session_id) if payload.session_id else ""
     store = StateStore(vault, adapter.name, conversation) if conversation else None
     seen = store.load().injected.get(scoped.scope) if store else None
-    pointer = seen == digest and payload.source != "compact"
+    pointer = bool(digest) and seen == digest and payload.source != "compact"
     from osk.hooks import recall
 
     contents = recall.digest(vault, scoped.scope)
