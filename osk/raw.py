@@ -942,11 +942,10 @@ def redact_rounds(vault: Vault, key: str, conversation: str, numbers: set[int] |
     atomically; the device state and completion index are rebuilt from the new bytes, so the
     next append takes the fast path again. Rounds not chosen keep their bytes.
     """
-    from osk.fsutil import atomic_write
     from osk.secrets import marker
 
     key_name, conversation_name = record_name(key), record_name(conversation)
-    path = vault.raw_dir / key_name / f"{conversation_name}.md"
+    path = vault.inside(vault.raw_dir / key_name / f"{conversation_name}.md")
     rel = f"{RAW_DIR}/{key_name}/{conversation_name}.md"
     state_path = _state_path(vault, key_name, conversation_name)
     with file_lock(_record_lock(vault, key_name, conversation_name)):
@@ -975,7 +974,7 @@ def redact_rounds(vault: Vault, key: str, conversation: str, numbers: set[int] |
             changed.append(Rewritten(frame.number, frame.recorded_hash, digest, count))
         if not changed or dry_run:
             return changed
-        atomic_write(path, b"".join(pieces) + data[position:])
+        vault.write_file(path, b"".join(pieces) + data[position:])
         fresh = _verified(path, rel, None, key_name, conversation_name)
         assert fresh.verified is not None
         raw_ids.write_all(_ids_path(vault, key_name, conversation_name), fresh.verified,
