@@ -15,15 +15,17 @@ text is still served (``absent``) until the person approves the deletion or reve
 Who may do what is governance/authority.md. The verbs that change approvals call
 ``require_person`` themselves, so no surface can reach them without a terminal on stdin.
 Protected regions are a review gate, not a security boundary: someone with a shell can edit the
-ledger. Standard library only at import time; node parsing is imported where it is needed.
+ledger, and a process that fakes a terminal passes ``require_person``. Standard library only at
+import time; node parsing is imported where it is needed.
 """
 
 from __future__ import annotations
 
 import difflib
+import hashlib
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -45,6 +47,9 @@ def require_person(action: str) -> None:
     """Refuse unless stdin is a terminal (governance/authority.md, "Only at a terminal").
 
     There is deliberately no parameter, flag or environment variable that skips this check.
+    What it keeps out is an agent's MCP tools and scripts (their stdin is never a terminal);
+    a process that makes itself a pseudo-terminal passes it, which is why the verbs that decide
+    changes also ask for a code typed back (``confirmation_code``).
     """
     try:
         at_terminal = sys.stdin is not None and sys.stdin.isatty()
@@ -53,8 +58,9 @@ def require_person(action: str) -> None:
     if not at_terminal:
         raise AuthorityError(
             f"`osk {action}` is reserved for a person at a terminal, and stdin is not a "
-            f"terminal ({GOVERNANCE_REF}); run it yourself in an interactive shell. There is no "
-            f"flag to bypass this",
+            f"terminal ({GOVERNANCE_REF}); run it yourself in an interactive shell. The check "
+            f"keeps an agent's tools and scripts from acting for you; it is not a defence "
+            f"against a process that fakes a terminal",
             action=action,
         )
 
@@ -79,6 +85,21 @@ class State:
 
 _EMPTY = State()
 _cache: dict[Path, tuple[StatKey, State]] = {}
+
+
+def confirmation_code(parts: Iterable[str]) -> str:
+    """Four characters derived from what a person's verb is about to change.
+
+    The person types them back: a piped ``yes``, a stray Enter or a habit of ``--yes`` cannot
+    decide, and a change that differs from the one shown gets another code. Not a secret: it
+    guards against deciding by accident, not against a process that reads the screen.
+    """
+    return hashlib.sha256("\n".join(parts).encode("utf-8")).hexdigest()[:4].upper()
+
+
+def changes_code(changes: Sequence[Change]) -> str:
+    """The code for approving or reverting exactly these changes (their paths and versions)."""
+    return confirmation_code(f"{c.kind} {c.path} {c.approved} {c.working}" for c in changes)
 
 
 def within(rel: str, prefix: str) -> bool:

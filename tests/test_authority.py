@@ -36,7 +36,7 @@ def populated(vault: Vault) -> Vault:
     ["unprotect", "Person/prefs"],
     ["approve", "Person/prefs"],
     ["revert", "Person/prefs"],
-    ["approve", "Person/prefs", "--yes"],  # --yes skips the question, never the terminal
+    ["approve", "Person/prefs", "--yes"],  # --yes decides nothing, and never skips the terminal
     ["confirm", "Editor"],
     ["reject", "Editor", "--reason", "wrong"],
     ["lift", "abcdef123456"],
@@ -46,7 +46,7 @@ def test_each_person_verb_is_refused_when_stdin_is_a_pipe(populated: Vault, args
     result = osk(populated, *args)
     assert result.code == 5, result.err
     assert result.err.startswith(f"Error: `osk {args[0]}` is reserved for a person at a terminal")
-    assert "no flag to bypass" in result.err
+    assert "it is not a defence against a process that fakes a terminal" in result.err
     assert snapshot(populated) == before  # refused: nothing written
 
 
@@ -84,27 +84,48 @@ def test_the_whole_review_lane_runs_at_a_real_terminal(populated: Vault):
     review = osk(vault, "review")
     assert "+The person edits in Vim." in review.out and "1 pending change(s)" in review.out
 
-    result = osk(vault, "revert", "Person/prefs", tty=True, answer="y\n")
+    code = protection.changes_code(protection.to_revert(vault, "Person/prefs"))
+    result = osk(vault, "revert", "Person/prefs", tty=True, answer=f"{code}\n")
     assert result.code == 0, result.err
     assert result.out.startswith("Pending under Person/prefs:\n"
                                  "  update  Person/prefs/Editor.md  (+1 -1 lines)\n"
-                                 "Revert these 1 change(s)? [y/N] ")
+                                 f"Type {code} to revert these 1 change(s) (anything else "
+                                 f"changes nothing): ")
     assert "Reverted update: Person/prefs/Editor.md" in result.out
     assert read(vault, NODE) == approved
 
     agent_write(vault, NODE, edited)
     result = osk(vault, "approve", NODE, tty=True, answer="n\n")
-    assert (result.code, result.out.splitlines()[-1]) == (0, "Approve these 1 change(s)? "
-                                                             "[y/N] Nothing approved.")
+    assert (result.code, result.out.splitlines()[-1][-17:]) == (0, "Nothing approved.")
     assert protection.served(vault, NODE, edited).pending  # declined: nothing decided
-    result = osk(vault, "approve", NODE, "--yes", tty=True)
+    code = protection.changes_code(protection.to_approve(vault, NODE))
+    result = osk(vault, "approve", NODE, tty=True, answer=f"{code.lower()}\n")
     assert result.code == 0, result.err
-    assert "[y/N]" not in result.out and "Approved update: Person/prefs/Editor.md" in result.out
+    assert "Approved update: Person/prefs/Editor.md" in result.out
     assert protection.served(vault, NODE, edited) == protection.Served(edited, False)
 
     result = osk(vault, "unprotect", "Person/prefs", tty=True)
     assert result.code == 0, result.err
     assert protection.regions(vault) == ()
+
+
+def test_neither_yes_nor_the_yes_flag_approves_at_a_terminal(populated: Vault):
+    """`yes | script -qec "osk approve PATH --yes"` approved an agent's own change: a faked
+    terminal passes the gate, so deciding takes a code made from the diff, typed back."""
+    vault = populated
+    assert osk(vault, "protect", "Person/prefs", tty=True).code == 0
+    edited = edit_body(vault, NODE, "The person edits in Vim.\n")
+    agent_write(vault, NODE, edited)
+    flagged = osk(vault, "approve", NODE, "--yes", tty=True, answer="y\n" * 5)
+    assert flagged.code == 5 and "type the code it shows; nothing was approved" in flagged.err
+    piped = osk(vault, "approve", NODE, tty=True, answer="y\n" * 5)
+    assert piped.code == 0 and piped.out.endswith("Nothing approved.\n")
+    assert protection.served(vault, NODE, edited).pending  # neither decided anything
+    shown = protection.to_approve(vault, NODE)
+    agent_write(vault, NODE, edit_body(vault, NODE, "The person edits in Emacs.\n"))
+    stale = osk(vault, "approve", NODE, tty=True, answer=f"{protection.changes_code(shown)}\n")
+    assert stale.out.endswith("Nothing approved.\n")  # the diff changed, and so did its code
+    assert protection.served(vault, NODE, read(vault, NODE)).pending
 
 
 def test_confirm_reject_and_lift_run_at_a_real_terminal(populated: Vault):

@@ -217,7 +217,8 @@ def test_approvals_recorded_by_another_process_are_seen_without_restarting(
     edited = edit_body(vault, NODE, "Vim.\n")
     agent_write(vault, NODE, edited)
     assert protection.served(vault, NODE, edited).pending
-    result = osk(vault, "approve", NODE, tty=True, answer="yes\n")
+    code = protection.changes_code(protection.to_approve(vault, NODE))
+    result = osk(vault, "approve", NODE, tty=True, answer=f"{code}\n")
     assert result.code == 0, result.err
     assert protection.served(vault, NODE, edited) == protection.Served(edited, False)
 

@@ -35,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     ):
         path_command(name, help_text, handler).add_argument(
             "--yes", action="store_true",
-            help="do not ask before deciding the changes listed (the terminal is still required)")
+            help="refused with an explanation: only the code shown, typed back, decides")
 
     review = sub.add_parser("review", help="show pending changes in protected regions as diffs")
     review.add_argument("path", nargs="?", help="only changes under this path")
@@ -163,12 +163,22 @@ def run_revert(args: argparse.Namespace) -> int:
 
 
 def _agreed(vault, verb: str, rel: str, changes: list, assume_yes: bool) -> bool:
-    """List what ``verb`` would decide and ask the person (unless ``--yes``).
+    """List what ``verb`` would decide and have the person type back its code.
 
-    The engine then decides exactly these changes or nothing: see ``protection.approve``.
+    The code comes from the changes shown (``protection.changes_code``), so neither `yes |` nor
+    a flag decides, and the engine then decides exactly these changes or nothing: see
+    ``protection.approve``.
     """
     from osk import protection
+    from osk.errors import AuthorityError
 
+    if assume_yes:
+        raise AuthorityError(
+            f"`osk {verb} --yes` no longer decides anything: osk shows the pending changes and a "
+            f"short code made from them, and you type the code back. Run `osk {verb} {rel}` "
+            f"and type the code it shows; nothing was {protection.PAST[verb]}",
+            action=verb,
+        )
     if not changes:
         print(f"Nothing pending under {rel}.")
         return False
@@ -179,14 +189,14 @@ def _agreed(vault, verb: str, rel: str, changes: list, assume_yes: bool) -> bool
             added += line.startswith("+")
             removed += line.startswith("-")
         print(f"  {change.kind:<7} {change.path}  (+{added} -{removed} lines)")
-    if assume_yes:
-        return True
-    question = f"{verb.capitalize()} these {len(changes)} change(s)? [y/N] "
+    code = protection.changes_code(changes)
+    question = (f"Type {code} to {verb} these {len(changes)} change(s) (anything else "
+                f"changes nothing): ")
     try:
         answer = input(question)
     except EOFError:
         answer = ""
-    if answer.strip().lower() in {"y", "yes"}:
+    if answer.strip().upper() == code:
         return True
     print(f"Nothing {protection.PAST[verb]}.")
     return False

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import hashlib
 import sys
 
 
@@ -62,16 +61,14 @@ def describe(shown, length: int) -> str:
 
 
 def confirmation_code(shown) -> str:
-    """Four characters from what is about to change: typed back, so a piped `yes` or a stray
-    Enter cannot confirm (the same shape as approve and revert)."""
+    """Four characters from what is about to change, typed back as for approve and revert
+    (``protection.confirmation_code``)."""
+    from osk.protection import confirmation_code as code_of
     from osk.redaction import NodeOutcome
 
     if isinstance(shown, NodeOutcome):
-        seed = f"{shown.change.path}\n{shown.change.before}"
-    else:
-        seed = "\n".join([shown.target.path,
-                          *(f"{r.number}:{r.before}" for r in shown.rounds)])
-    return hashlib.sha256(seed.encode()).hexdigest()[:4].upper()
+        return code_of([shown.change.path, str(shown.change.before)])
+    return code_of([shown.target.path, *(f"{r.number}:{r.before}" for r in shown.rounds)])
 
 
 def read_hidden(prompt: str) -> str:
