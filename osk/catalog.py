@@ -91,9 +91,13 @@ class Catalog:
             self._drop(rel)
         result = Changes(tuple(added), tuple(changed), tuple(removed))
         self._dirty = self._dirty or read_any or bool(removed)
+        self.save_if_due()
+        return result
+
+    def save_if_due(self) -> None:
+        """Save the snapshot if it changed and the last save is ``SNAPSHOT_SAVE_SECONDS`` old."""
         if self._dirty and time.monotonic() - self._saved_at >= SNAPSHOT_SAVE_SECONDS:
             self.save_snapshot()
-        return result
 
     # -- the snapshot -------------------------------------------------------------------
     def _restore(self, rel: str, stat: StatKey) -> Entry | None:
@@ -296,6 +300,11 @@ def _stat_key(stat: os.stat_result) -> StatKey:
 
 
 _RACE_WINDOW_NS = RACE_WINDOW_NS  # a module name, so a test can narrow the window
+
+
+def is_settled(entry: Entry) -> bool:
+    """Whether the bytes held for ``entry`` are final for its stat (see ``_settled``)."""
+    return _settled(entry)
 
 
 def _settled(entry: Entry) -> bool:

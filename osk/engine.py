@@ -12,12 +12,13 @@ when that scope is listed in ``shared_scopes``.
 
 from __future__ import annotations
 
+import math
 import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,7 @@ from osk.node import Node
 from osk.node import parse as parse_node
 from osk.rechecks import Candidate, ReadLog, Rechecks
 from osk.search import DEFAULT_K, SearchIndex
+from osk.search.corpus import SearchDoc
 from osk.sessions import Routing, Session, open_session
 from osk.titles import title_key
 from osk.vault import SCOPE, SPACES, Vault, locate, scope_of
@@ -200,6 +202,8 @@ class Engine:
     _index: SearchIndex | None = None
     embed_after_writes: bool = False  # the MCP server's choice: see embed_in_background
     _embedder: threading.Thread | None = None
+    _scope_answers: tuple[Session | None, dict[str | None, bool]] = field(
+        default_factory=lambda: (None, {}))
 
     @classmethod
     def open(cls, vault: Vault | str | Path | None = None, *, cwd: Path | None = None,
@@ -223,7 +227,7 @@ class Engine:
         the other knows without a walk: ``osk import`` writes every scope through siblings."""
         ctx = replace(self._ctx, session=open_session(self.vault, cwd, scope))
         ctx.fresh = self._ctx.fresh
-        return replace(self, _ctx=ctx, _index=None, _embedder=None)
+        return replace(self, _ctx=ctx, _index=None, _embedder=None, _scope_answers=(None, {}))
 
     @contextmanager
     def batch(self) -> Iterator[None]:
@@ -250,24 +254,29 @@ class Engine:
         return changes
 
     def _fresh(self) -> None:
-        """Reads: exact for every osk write, within a second for edits made by hand.
+        """Reads: exact for every osk write, within a documented bound for edits by hand.
 
-        A full refresh when the last one (a read's or a write's) is a second old; otherwise,
-        when the vault generation moved (another osk process, or this one, wrote since the last
-        look), the folder check, which finds every change an osk writer makes
-        (``osk.freshness``). While nothing moved this costs one ``stat``.
+        When the last periodic look (a read's or a write's) is a second old, the next one
+        (``Freshness.periodic``: a full refresh up to ``SWEEP_FILES`` node files, the folder
+        check and a turn of the file sweep beyond); otherwise, when the vault generation moved
+        (another osk process, or this one, wrote since the last look), the folder check, which
+        finds every change an osk writer makes (``osk.freshness``). While nothing moved this
+        costs one ``stat``.
         """
         if time.monotonic() - self._ctx.fresh.full_at >= REFRESH_SECONDS:
-            self.refresh()
+            self._ctx.reload_settings()
+            self._ctx.keep(self._ctx.fresh.periodic())
+            self._sync_index(moved=True)
         elif self._ctx.fresh.behind():
             self._ctx.keep(self._ctx.fresh.quick())
             self._sync_index(moved=True)
 
     def _search_index(self) -> SearchIndex:
         """The search index, created on first use. Its first search walks the vault by stat,
-        so changes made before it existed need not be replayed into it."""
+        so changes made before it existed need not be replayed into it; after that it never
+        walks on its own: every change the catalog sees is handed to it (``_sync_index``)."""
         if self._index is None:
-            self._index = SearchIndex(self.vault)
+            self._index = SearchIndex(self.vault, refresh_interval=math.inf)
             self._ctx.take_changes()
             self._ctx.fresh.take_walked()
         return self._index
@@ -633,9 +642,20 @@ class Engine:
         return SearchResult(self.scope, query, tuple(hits))
 
     def visible(self, doc: object) -> bool:
-        """Scope isolation for one search document (anything with ``.path``, or a path)."""
-        path = getattr(doc, "path", doc)
-        return self.session.can_see_scope(scope_of(str(path)))
+        """Scope isolation for one search document (anything with ``.path``, or a path).
+
+        Called for every candidate of every search: a search document's scope is read from
+        it, and each scope's answer is remembered until the session (or its settings) change.
+        """
+        scope = doc.scope if isinstance(doc, SearchDoc) else \
+            scope_of(str(getattr(doc, "path", doc)))
+        session, answers = self._scope_answers
+        if session is not self.session:
+            session, answers = self._scope_answers = (self.session, {})
+        seen = answers.get(scope)
+        if seen is None:
+            seen = answers[scope] = session.can_see_scope(scope)
+        return seen
 
     def markers(self, node_ids: Iterable[str]) -> dict[str, list[str]]:
         """recheck / conflict / pending / inferred for each id that has any."""

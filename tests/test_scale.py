@@ -20,8 +20,10 @@ from writekit import make_repo
 
 from osk import audit, validate
 from osk import catalog as catalog_mod
+from osk import engine as engine_mod
+from osk import freshness as freshness_mod
 from osk import rechecks as rechecks_mod
-from osk.catalog import Catalog
+from osk.catalog import Catalog, Changes
 from osk.engine import Engine
 from osk.errors import OskError
 from osk.fsutil import append_durably, atomic_write, synced_at_exit
@@ -253,3 +255,79 @@ def test_writes_inside_a_synced_block_are_made_durable_once_at_its_end(
         assert calls == ["sync"]
     else:  # every file and folder written, one fsync each
         assert calls == ["fsync"] * 4
+
+
+# -- the periodic look for hand edits in a large vault ---------------------------------------------
+def _view(catalog: Catalog) -> dict[str, str | None]:
+    return {rel: (e.node.text if e.node else None) for rel, e in catalog.entries.items()}
+
+
+def test_hand_changes_are_seen_within_the_sweep_bound_without_a_full_walk(
+        vault: Vault, eng: Engine, hub: str, monkeypatch: pytest.MonkeyPatch):
+    # A vault larger than one sweep: every look is the folder check plus a turn of the sweep.
+    monkeypatch.setattr(freshness_mod, "SWEEP_FILES", 4)
+    monkeypatch.setattr(engine_mod, "REFRESH_SECONDS", 0.0)  # every read makes the look
+    monkeypatch.setattr(catalog_mod, "_RACE_WINDOW_NS", 0)
+    monkeypatch.setattr(freshness_mod, "RACE_NS", 0)
+    rng = random.Random(SEED)
+    for n in range(14):
+        eng.create_node(f"n{n}", "s", f"body {n}\n", space="Scope", cluster=hub, drafter="m")
+    walks = []
+    monkeypatch.setattr(eng.catalog, "refresh", lambda: walks.append(1) or Changes())
+    folder = vault.abs(eng.catalog.get("n0").path).parent
+    for trial in range(TRIALS // 4):
+        files = sorted(p for p in folder.glob("*.md") if p.stem != hub)
+        pick = rng.choice(files)
+        action = rng.choice(["in-place", "in-place", "add", "delete", "rename"])
+        if action == "in-place":  # same inode: no folder changes, only the sweep finds it
+            with open(pick, "a", encoding="utf-8") as handle:
+                handle.write(f"hand {trial}\n")
+        elif action == "add":
+            text = pick.read_text(encoding="utf-8")
+            old_id = next(line for line in text.splitlines() if line.startswith("id: "))
+            (folder / f"hand {trial}.md").write_text(
+                text.replace(old_id, "id: " + _fresh_id(), 1), encoding="utf-8")
+        elif action == "delete" and len(files) > 3:
+            pick.unlink()
+        elif action == "rename":
+            pick.rename(folder / f"renamed {trial}.md")
+        if action != "in-place":  # the folder check finds these at the next look
+            eng.search("body")
+            assert set(eng.catalog.entries) == set(fresh_catalog(vault).entries), action
+        looks = -(-len(eng.catalog.entries) // freshness_mod.SWEEP_FILES)
+        for _ in range(looks):
+            eng.search("body")
+        assert _view(eng.catalog) == _view(fresh_catalog(vault)), f"{action} (trial {trial})"
+    assert walks == []
+
+
+def test_an_edit_in_place_is_found_by_the_sweep_alone_within_its_bound(
+        vault: Vault, eng: Engine, hub: str, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(freshness_mod, "SWEEP_FILES", 3)
+    monkeypatch.setattr(engine_mod, "REFRESH_SECONDS", 0.0)
+    monkeypatch.setattr(catalog_mod, "_RACE_WINDOW_NS", 0)
+    monkeypatch.setattr(freshness_mod, "RACE_NS", 0)
+    for n in range(10):
+        eng.create_node(f"n{n}", "s", f"body {n}\n", space="Scope", cluster=hub, drafter="m")
+    eng.search("body")
+    # The folder no longer changes below, so its listing stays good: the folder check alone
+    # can never see an edit in place (same inode, same folder stat).
+    monkeypatch.setattr(freshness_mod, "_racy_folder", lambda folder: False)
+    bound = -(-len(eng.catalog.entries) // 3)
+    for n in (2, 7, 9):
+        node = eng.catalog.get(f"n{n}")
+        with open(vault.abs(node.path), "a", encoding="utf-8") as handle:
+            handle.write("edited in place\n")
+        eng._ctx.fresh.quick()
+        assert "edited in place" not in eng.catalog.get(f"n{n}").body
+        looks = 0
+        while "edited in place" not in eng.catalog.get(f"n{n}").body and looks <= bound:
+            eng.search("body")
+            looks += 1
+        assert 1 <= looks <= bound, (n, looks)
+
+
+def fresh_catalog(vault: Vault) -> Catalog:
+    catalog = Catalog(vault)
+    catalog.refresh()
+    return catalog
