@@ -6,8 +6,8 @@ cursor sits at its end. Then it times ``python -m osk hook …`` runs:
 
 - session start: the full injection (a new conversation each run);
 - prompt submit: one counted input each run, with per-prompt recall over the 5,000 nodes: once
-  with a prompt that recalls nothing confidently, once with one that recalls a node (a new
-  conversation each run, so nothing is left out as already shown);
+  with a prompt that recalls nothing confidently, once with one that recalls a node (the first
+  prompt of the conversation the session start of that run opened);
 - stop: one new turn appended to the transcript, then captured (against the 1,000-round record,
   and against a 10-round record, to show the capture cost does not grow with the record).
 
@@ -22,6 +22,7 @@ import json
 import os
 import random
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -106,7 +107,12 @@ def build(base: Path) -> dict[str, Path]:
         state.write_text(json.dumps({"transcript": str(path), "offset": path.stat().st_size,
                                      "key": "shop", "record": f"_raw/shop/{session}",
                                      "rounds": rounds}), encoding="utf-8")
-    return {"vault": vault.root, "project": project, "big": transcripts[SESSION],
+    # The same vault with per-prompt recall off, to show what recall adds in the same run.
+    off = base / "vault-recall-off"
+    shutil.copytree(vault.root, off, symlinks=True)
+    with open(off / "osk.toml", "a", encoding="utf-8") as handle:
+        handle.write("\n[recall]\nbudget = 0\n")
+    return {"vault": vault.root, "off": off, "project": project, "big": transcripts[SESSION],
             "small": transcripts[SMALL_SESSION]}
 
 
@@ -177,8 +183,8 @@ def timed(label: str, argv: list[str], **kwargs) -> tuple[float, subprocess.Comp
 
 
 def hook(label: str, event: str, data: dict[str, object], fixture: dict[str, Path],
-         expect: str | None = None) -> float:
-    env = {**os.environ, "OSK_VAULT": str(fixture["vault"]), "OSK_GROWTH": "off"}
+         expect: str | None = None, vault: str = "vault") -> float:
+    env = {**os.environ, "OSK_VAULT": str(fixture[vault]), "OSK_GROWTH": "off"}
     elapsed, done = timed(label, [sys.executable, "-m", "osk", "hook", event, "--host", "claude"],
                           input=json.dumps(data), cwd=fixture["project"], env=env)
     if done.returncode != 0 or "failed" in done.stderr:
@@ -191,7 +197,8 @@ def hook(label: str, event: str, data: dict[str, object], fixture: dict[str, Pat
 def measure(fixture: dict[str, Path], runs: int) -> dict[str, list[float]]:
     """Runs interleave the hooks, so a change in machine load touches every hook alike."""
     results: dict[str, list[float]] = {label: [] for label in (
-        "python -c pass", "session start", "prompt submit, nothing recalled",
+        "python -c pass", "session start", "prompt submit, recall off",
+        "prompt submit, nothing recalled",
         "prompt submit, block injected", "stop (1,000-round record)",
         "stop (10-round record)")}
     base = {"cwd": str(fixture["project"]), "transcript_path": str(fixture["big"])}
@@ -203,15 +210,20 @@ def measure(fixture: dict[str, Path], runs: int) -> dict[str, list[float]]:
         results["session start"].append(hook("session start", "session-start", {
             **base, "session_id": f"bench-start-{n}", "source": "startup",
             "hook_event_name": "SessionStart"}, fixture))
+        results["prompt submit, recall off"].append(hook(
+            "prompt submit, recall off", "prompt-submit", {
+                **base, "session_id": SESSION, "prompt_id": f"bench-o-{n}",
+                "prompt": "ok, next one please", "hook_event_name": "UserPromptSubmit"},
+            fixture, vault="off"))
         results["prompt submit, nothing recalled"].append(hook(
             "prompt submit, nothing recalled", "prompt-submit", {
                 **base, "session_id": SESSION, "prompt_id": f"bench-p-{n}",
                 "prompt": "ok, next one please", "hook_event_name": "UserPromptSubmit"},
             fixture))
-        words = TITLES[1000 + 37 * n]  # a new conversation each run: nothing is deduplicated
-        results["prompt submit, block injected"].append(hook(
+        words = TITLES[1000 + 37 * n]  # a node the conversation has not been shown
+        results["prompt submit, block injected"].append(hook(  # the conversation just started
             "prompt submit, block injected", "prompt-submit", {
-                **base, "session_id": f"bench-recall-{n}", "prompt_id": f"bench-r-{n}",
+                **base, "session_id": f"bench-start-{n}", "prompt_id": f"bench-r-{n}",
                 "prompt": f"why did we decide {words} for the cart?",
                 "hook_event_name": "UserPromptSubmit"}, fixture, expect="osk-recall"))
         for label, session, transcript in stops:
@@ -227,16 +239,17 @@ def measure(fixture: dict[str, Path], runs: int) -> dict[str, list[float]]:
 
 
 def report(results: dict[str, list[float]], runs: int) -> None:
-    targets = {"session start": 150, "prompt submit, nothing recalled": 100,
+    targets = {"session start": 150, "prompt submit, recall off": 100,
+               "prompt submit, nothing recalled": 100,
                "prompt submit, block injected": 100, "stop (1,000-round record)": 150,
                "stop (10-round record)": 150}
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"{runs} runs per hook, {os.cpu_count()} CPUs, load average {load:.1f} at the end")
-    print(f"{'hook (fresh process)':<28} {'median':>8} {'min':>8} {'max':>8} {'CPU med':>8} "
+    print(f"{'hook (fresh process)':<34} {'median':>8} {'min':>8} {'max':>8} {'CPU med':>8} "
           f"{'target':>8}   (ms)")
     for label, times in results.items():
         target = f"≤ {targets[label]}" if label in targets else ""
-        print(f"{label:<28} {statistics.median(times):>8.1f} {min(times):>8.1f} "
+        print(f"{label:<34} {statistics.median(times):>8.1f} {min(times):>8.1f} "
               f"{max(times):>8.1f} {statistics.median(CPU[label]):>8.1f} {target:>8}")
 
 

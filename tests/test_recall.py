@@ -355,3 +355,37 @@ async def test_read_node_returns_related_through_the_mcp_tool(vault, project):
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+def test_the_hooks_names_for_marker_files_are_their_owners():
+    from osk import candidates, rechecks
+
+    assert recall.RECHECK_SUMMARY == rechecks.SUMMARY_FILE
+    assert recall.CANDIDATES_LEDGER == candidates.LEDGER
+
+
+def test_a_hit_carries_the_recheck_marker_when_a_node_it_cites_changed(eng, vault, project,
+                                                                      tmp_path):
+    source = write(eng, "Signing key custody", "The minisign key lives on the release box.",
+                   "Key custody.\n")
+    eng.read_node(source)
+    node_id = eng.create_node(FACT[0], FACT[1], FACT[2], space="Scope", cluster="release",
+                              drafter="test-model", derived_from=[
+                                  "[[Signing key custody]]"]).id
+    eng.update_node("Signing key custody", old_text="Key custody.", new_text="Key custody, "
+                    "moved to a hardware key.")
+    assert "recheck" in eng.search("minisign release tags").hits[0].markers
+    block = prompt("claude", project, "are release tags signed with minisign?", "p-1",
+                   tmp_path)
+    assert f"(id {node_id}, recheck)" in block
+
+
+def test_the_node_that_supersedes_another_is_recalled_in_its_place(eng, project, tmp_path):
+    old = write(eng, "Match tick rate is 30 Hz", "The match server ticks at 30 Hz.",
+                "The match server simulation ticks at 30 Hz.\n", cluster="net")
+    new = eng.create_node("Simulation rate raised", "Since v2 the simulation runs at 60 Hz.",
+                          "Raised to 60 Hz for v2.\n", space="Scope", cluster="net",
+                          drafter="test-model", supersedes="Match tick rate is 30 Hz").id
+    block = prompt("claude", project, "what tick rate does the match server run at?", "p-1",
+                   tmp_path)
+    assert f"id {new}" in block and f"id {old}" not in block

@@ -7,15 +7,14 @@ scope isolation and locality, the served version of protected regions, validity 
 supersession), then keeps a hit only when
 
 - the best hit's confidence clears ``FLOOR`` (else nothing is injected at all), and each
-  further hit scores at least ``RELATIVE`` of the best. Confidence is the hit's search score
-  (BM25 x locality x validity) in units of the idf of a term found in one node, so it reads
-  as "how many rare words of the prompt this node holds", about the same at 100 nodes as at
-  5,000; a title match counts as certain. The floor was calibrated on the dev set only
-  (docs/performance.md has the trade-off curve);
-- it is valid now (a superseded, expired or not-yet-valid node is left to ``search``);
-- its file still has the stat key the recall file holds (``_verify``): a node deleted,
-  rejected (tombstoned) or edited since the index last read it is not shown from a stale copy;
-  inside a protected region the approvals must also be those the index served it under;
+  further hit reaches ``RELATIVE`` of the best's (``confidence``: BM25 with a smoothed idf,
+  times locality and validity, in units of a word found in one node; certain for a title
+  match). The floor was calibrated on the dev set only (docs/performance.md has the curve);
+- it is valid now (a superseded, expired or not-yet-valid node is left to ``search``; the
+  node superseding it takes its confidence);
+- its file still has the stat key the recall file holds (``_Verifier``): a node deleted,
+  rejected or edited since the index last read it is not shown from a stale copy; inside a
+  protected region the approvals must also be those the index served it under;
 - the person has not rejected it (``osk reject``: its id is tombstoned);
 - it is not an inferred Person fact while ``inject_inferred_person`` is off (``osk.trust``);
 - this conversation has not been shown it at the same content hash already.
@@ -117,10 +116,14 @@ def ranked(vault: Vault, scope: str | None, prompt: str, *,
         order = ranking.rank(query, depth)
         hits = ranking.hits(order, None)
         found = []
+        pairs, _ = corpus.supersession()
         for (slot, tier, _, _), hit in zip(order, hits, strict=True):
             doc = corpus.docs[slot]
-            sure = (TITLE_CONFIDENCE if tier else
-                    ranking.factor(slot) * confidence(corpus.bm25, weights, slot))
+            # A node that supersedes another answers what the older one answered: it is at
+            # least as sure as its predecessor (whose own hit is left out as superseded).
+            sure = TITLE_CONFIDENCE if tier else max(
+                ranking.factor(s) * confidence(corpus.bm25, weights, s)
+                for s in (slot, *(old for old, new in pairs if new == slot)))
             found.append(_recalled(doc, hit.markers, sure, corpus.meta.get("approvals")))
         return found
     except recallfile.Unusable:
@@ -246,22 +249,21 @@ class _Verifier:
         return current is not None and list(current) == hit.approvals
 
 
+# The files the markers come from, named here so a prompt that finds none of them pays for
+# no import (osk.rechecks and osk.candidates load the ledger machinery); a test keeps the names
+# equal to their owners'.
+RECHECK_SUMMARY = ("rechecks", "summary.json")  # osk.rechecks.SUMMARY_FILE
+CANDIDATES_LEDGER = "candidates"  # osk.candidates.LEDGER
+
+
 def _with_markers(vault: Vault, hits: list[Recalled]) -> list[Recalled]:
     """recheck / conflict / pending / inferred, as ``Engine.markers`` gives them."""
     if not hits:
         return hits
     from dataclasses import replace
 
-    from osk import candidates, rechecks
-    from osk.errors import OskError
-
-    stale = set()
-    for scope in {scope_of(hit.path) or "" for hit in hits}:
-        stale.update(str(item.get("path")) for item in rechecks.scope_notes(vault, scope))
-    try:
-        conflicted = set(candidates.Candidates(vault).open_party_ids())
-    except OskError:
-        conflicted = set()
+    stale = _recheck_paths(vault, {scope_of(hit.path) or "" for hit in hits})
+    conflicted = _conflicted_ids(vault)
     pending = _pending_paths(vault, [hit.path for hit in hits])
     result = []
     for hit in hits:
@@ -274,6 +276,36 @@ def _with_markers(vault: Vault, hits: list[Recalled]) -> list[Recalled]:
             labels.add("pending")
         result.append(replace(hit, markers=tuple(sorted(labels))))
     return result
+
+
+def _recheck_paths(vault: Vault, scopes: set[str]) -> set[str]:
+    """Citing paths with a recheck candidate, from the snapshot the engine keeps for hooks
+    (``osk.rechecks.scope_notes`` reads the same file; importing that module costs a prompt
+    about 5 ms, so the hook reads the file's ``{"scopes": {scope: [{"path": …}]}}`` itself).
+    """
+    import json
+
+    try:
+        data = json.loads(vault.state(*RECHECK_SUMMARY).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return set()
+    found = data.get("scopes", {}) if isinstance(data, dict) else {}
+    if not isinstance(found, dict):
+        return set()
+    return {str(item.get("path")) for scope in scopes for item in found.get(scope, [])
+            if isinstance(item, dict)}
+
+
+def _conflicted_ids(vault: Vault) -> set[str]:
+    if not vault.ledger_path(CANDIDATES_LEDGER).exists():
+        return set()
+    from osk import candidates
+    from osk.errors import OskError
+
+    try:
+        return set(candidates.Candidates(vault).open_party_ids())
+    except OskError:
+        return set()  # a damaged ledger is reported by overview and the validators
 
 
 def _pending_paths(vault: Vault, paths: Sequence[str]) -> set[str]:
