@@ -641,6 +641,12 @@ class Rechecks:
             scope=scope_of(citing.path),
         )
 
+    def cascades(self, catalog: Catalog | None = None) -> list[Candidate]:
+        """The person's queue (governance/ledgers.md rule 6): candidates whose target's current
+        text is itself a recheck correction. An agent may only re-cite such a node unchanged;
+        changing it is the person's decision, so the correction stops here."""
+        return [c for c in self.candidates(catalog) if c.cascade]
+
     def stale_node_ids(self, catalog: Catalog | None = None) -> set[str]:
         """The ids of nodes with at least one recheck candidate (the ``recheck`` marker)."""
         return {c.citing_id for c in self.candidates(catalog)}

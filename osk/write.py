@@ -20,10 +20,11 @@ Rules enforced here (each error class names its rule):
   targets must exist, file targets resolve inside the session's repository;
 - a full body replacement names the file hash it replaces (StaleHash); an edit's ``old_text``
   occurs exactly once (AnchorError);
-- the recheck cascade stop (CascadeStop, RecheckUnread): an agent may not change a node that
-  cites a node still awaiting recheck, nor correct a node whose cited target's current body
-  itself came from a recheck correction; a correction or re-citation names only target states
-  this session has read.
+- the recheck cascade stop (CascadeStop, governance/ledgers.md rule 6): an agent may not change
+  the content of a node that cites a node still awaiting recheck, nor of a node whose cited
+  target's current body itself came from a recheck correction (it may re-cite it unchanged);
+  and (RecheckUnread) a correction or re-citation names only target states this session has
+  read.
 
 The person's authority (protected regions, tombstones, trust, validity, audit) is enforced by
 ``osk.protection``, ``osk.tombstones``, ``osk.trust``, ``osk.validity`` and ``osk.audit``; this

@@ -325,3 +325,26 @@ def test_a_file_citation_stays_bound_to_its_project_when_another_project_edits_t
     assert candidates(eng) == [] and candidates(other) == []
     [pair] = eng.rechecks.citations(eng.catalog.get("Entry").id).pairs
     assert pair == "file:proj:src/app.py"
+
+
+def test_a_correction_stopped_at_the_cascade_waits_in_the_persons_queue(
+        chain: Engine, vault: Vault):
+    from authority_support import osk
+
+    assert osk(vault, "candidates").out == "No open candidates.\n"
+    chain.update_node("Source", old_text="10", new_text="20")
+    [first] = candidates(chain)
+    chain.read_node("Source")
+    chain.update_node("Claim", old_text="10", new_text="20", recheck_of=[first.id])
+    [stopped] = candidates(chain)
+    listed = osk(vault, "candidates")
+    assert listed.code == 0, listed.err
+    assert listed.out.splitlines()[:3] == [
+        "1 correction(s) stopped at a cascade, waiting for you (governance/ledgers.md rule 6):",
+        f"{stopped.id}  cascade",
+        "    [[Summary]] cites [[Claim]], whose text is itself a recheck correction"]
+    (item,) = json.loads(osk(vault, "candidates", "--json").out)
+    assert (item["type"], item["key"], item["citing"]) == ("cascade", stopped.id, "Summary")
+    chain.read_node("Claim")
+    chain.update_node("Summary", recheck_of=[stopped.id])  # the agent re-cites: queue empty
+    assert osk(vault, "candidates").out == "No open candidates.\n"

@@ -74,7 +74,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     lift.add_argument("--reason", default="", help="why it is lifted")
     lift.set_defaults(handler=run_lift)
 
-    cands = sub.add_parser("candidates", help="list the conflict candidates agents filed for you")
+    cands = sub.add_parser("candidates", help="list the conflict candidates agents filed for "
+                                              "you, and the corrections stopped at a cascade")
     cands.add_argument("--all", action="store_true", help="include dismissed candidates")
     add_json_flag(cands)
     cands.set_defaults(handler=run_candidates)
@@ -395,15 +396,44 @@ def run_lift(args: argparse.Namespace) -> int:
 # -- candidates and evictions -----------------------------------------------------------------
 def run_candidates(args: argparse.Namespace) -> int:
     from osk.candidates import Candidates
+    from osk.rechecks import Rechecks
 
-    store = Candidates(_vault(args))
+    vault = _vault(args)
+    store = Candidates(vault)
     items = store.all() if args.all else store.open()
+    cascades = Rechecks(vault).cascades()
     if args.json:
-        print(json_text(items))
+        print(json_text([*items, *(_cascade_item(c) for c in cascades)]))
         return 0
-    if not items:
+    if not items and not cascades:
         print("No candidates." if args.all else "No open candidates.")
         return 0
+    if items:
+        _print_conflicts(items)
+    if cascades:
+        _print_cascades(cascades)
+    return 0
+
+
+def _cascade_item(cand) -> dict[str, object]:
+    """A cascade in the JSON list: ``type`` "cascade" tells it from a conflict candidate."""
+    return {"type": "cascade", "key": cand.id, "status": "open", "citing": cand.citing_title,
+            "citing_path": cand.citing_path, "target": cand.target, "next": list(cand.next)}
+
+
+def _print_cascades(cascades: list) -> None:
+    print(f"{len(cascades)} correction(s) stopped at a cascade, waiting for you "
+          f"(governance/ledgers.md rule 6):")
+    for cand in cascades:
+        print(f"{cand.id}  cascade\n    [[{cand.citing_title}]] cites {cand.target}, whose "
+              f"text is itself a recheck correction")
+        if cand.next:
+            print(f"    cited in turn by: {', '.join(f'[[{t}]]' for t in cand.next)}")
+    print("An agent may only re-cite these unchanged. If one no longer holds, edit it "
+          "yourself; an agent's re-citation then closes it.")
+
+
+def _print_conflicts(items: list) -> None:
     for item in items:
         state = " (dismissed)" if item.status == "dismissed" else ""
         titles = " / ".join(f"[[{p.title}]]" for p in item.parties)
@@ -413,7 +443,6 @@ def run_candidates(args: argparse.Namespace) -> int:
     waiting = sum(1 for item in items if item.status == "open")
     print(f"{waiting} open candidate(s). Dismiss one that needs no action with "
           f"`osk dismiss KEY --reason TEXT`; fix the nodes otherwise.")
-    return 0
 
 
 def run_dismiss(args: argparse.Namespace) -> int:
