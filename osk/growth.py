@@ -538,6 +538,10 @@ def _run_fork(vault: Vault, job: dict[str, object], index: int, total: int) -> s
         return "cli-missing"
     env = dict(os.environ)
     env.update({ENV_FORK: "1", ENV_JOB: job_id, "OSK_VAULT": str(vault.root)})
+    if host == "claude":
+        # `claude -p` does not wait for MCP servers by default: the fork would review without
+        # osk's tools whenever the server starts slower than the first request goes out.
+        env["MCP_CONNECTION_NONBLOCKING"] = "0"
     cwd = job.get("cwd")
     workdir = cwd if isinstance(cwd, str) and Path(cwd).is_dir() else str(vault.root)
     log = job_log_path(vault, job_id)

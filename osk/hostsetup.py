@@ -209,10 +209,15 @@ def _codex(ctx: Context) -> list[Edit]:
     body = ""
     if ctx.vault is not None:
         command, args = server_argv(ctx)
+        # required: Codex otherwise sends the first model request without waiting for the
+        # server, so a one-shot `codex exec` (and osk's own background review fork) can run
+        # its whole turn without osk's tools; with it a server that cannot start stops Codex
+        # with the reason instead (the live suite showed both).
         body = (
             f"[mcp_servers.{SERVER_NAME}]\n"
             f"command = {toml_string(command)}\n"
             f"args = [{', '.join(toml_string(arg) for arg in args)}]\n"
+            "required = true\n"
         )
     table = TextBlock(config, "codex", body, "#", toml_places,
                       toml_check(config, ("mcp_servers", SERVER_NAME)))

@@ -494,6 +494,45 @@ def check_growth(site: HostSite) -> list[Check]:
     return [Check(name, True, f"forks of {state.cli} after every {growth.CADENCE} answers")]
 
 
+STUCK_STOPS = 3  # Stops in a row that saw the transcript grow and recorded nothing
+
+
+def check_capture(site: HostSite) -> list[Check]:
+    """Conversations whose transcript keeps growing while capture records nothing: format
+    drift held at its cursor, or a format the adapter reads as holding no round at all."""
+    from osk.hooks.adapters import get
+    from osk.hooks.state import ConversationState
+
+    if get(site.host).capabilities.capture != "transcript":
+        return []  # the agent records rounds itself (append_raw)
+    folder = site.vault.state("hooks", site.host)
+    stuck: list[str] = []
+    watched = 0
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            state = ConversationState.from_json(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, TypeError):
+            continue  # damaged state is rebuilt by the next hook
+        transcript = Path(state.transcript) if state.transcript else None
+        if transcript is None or not transcript.is_file():
+            continue
+        watched += 1
+        if state.empty_stops >= STUCK_STOPS or state.drift:
+            unread = transcript.stat().st_size - state.offset
+            why = f"; {state.drift}" if state.drift else ""
+            stuck.append(f"{path.stem}: {state.empty_stops} Stop(s) in a row saw {transcript} "
+                         f"grow and recorded nothing ({unread:,} bytes after the capture "
+                         f"cursor){why}")
+    name = f"{site.host} capture"
+    if stuck:
+        return [Check(name, False, f"{len(stuck)} conversation(s) not captured: "
+                                   + " | ".join(stuck[:3]),
+                      "upgrade osk (pip install -U osk): capture resumes from its cursor and "
+                      "loses nothing; if it persists, report the host's version and the "
+                      "hook log's format-drift lines")]
+    return [Check(name, True, f"{watched} conversation(s) with a transcript, each capturing")]
+
+
 def check_hook_log(vault: Vault) -> list[Check]:
     from osk.hooks import hooklog
 
@@ -513,5 +552,6 @@ def check_hook_log(vault: Vault) -> list[Check]:
 HOST_CHECKS: tuple[Callable[[HostSite], list[Check]], ...] = (
     check_codex_trust,
     check_hook,
+    check_capture,
     check_growth,
 )

@@ -18,11 +18,12 @@ new lines and the cost never grows with the transcript or the raw record.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from osk.edges import raw_record
 from osk.hooks.adapters.common import merge_final
-from osk.hooks.harness import Adapter, HookPayload, TurnRecord
+from osk.hooks.harness import Adapter, HookPayload, TurnRecord, Unknown
 from osk.hooks.state import ConversationState, StateStore, conversation_name
 from osk.hooks.transcript import Chunk, read_lines
 from osk.vault import Vault
@@ -70,6 +71,14 @@ def _capture(vault: Vault, adapter: Adapter, payload: HookPayload, state: Conver
     if state.transcript != str(path):
         state.transcript, state.offset = str(path), 0
     chunk = read_lines(path, state.offset)
+    drift = adapter.unknown(chunk.lines)
+    warnings = list(chunk.warnings)
+    if drift:
+        # Read only up to the first line this adapter does not know; the cursor stays there,
+        # so an osk that knows the line captures it (never skipped, never guessed at).
+        warnings.append(drift_warning(adapter, chunk, drift, path))
+        chunk = replace(chunk, lines=tuple(li for li in chunk.lines if li.offset < drift[0].offset),
+                        end=drift[0].offset, at_eof=False)
     rounds = adapter.parse(chunk.lines)
     current = _current_turn(rounds, chunk, payload)
     if not state.key:
@@ -77,7 +86,7 @@ def _capture(vault: Vault, adapter: Adapter, payload: HookPayload, state: Conver
     written: list[int] = []
     next_offset = chunk.end
     for turn in rounds:
-        if turn is not current and not _finished(turn, chunk):
+        if turn is not current and not _finished(turn, chunk, held=bool(drift)):
             next_offset = turn.start  # still being written: read it again next time
             break
         if turn.completion in state.recent:
@@ -100,10 +109,32 @@ def _capture(vault: Vault, adapter: Adapter, payload: HookPayload, state: Conver
             written.append(ref.number)
             state.answers += 1
     if not dry_run:
+        note_progress(state, grew=chunk.end > chunk.start or bool(drift), recorded=bool(written),
+                      drift=warnings[-1] if drift else "")
         state.offset = next_offset
     # One call to growth per Stop that recorded something new: usually the turn that stopped,
     # or a turn the transcript showed late (its own Stop could not see it).
-    return Captured(conversation, state.key, tuple(written), bool(written), chunk.warnings)
+    return Captured(conversation, state.key, tuple(written), bool(written), tuple(warnings))
+
+
+def drift_warning(adapter: Adapter, chunk: Chunk, drift: list[Unknown], path: Path) -> str:
+    kinds = sorted({u.kind for u in drift})
+    version = adapter.version(chunk.lines, path) or "version unknown"
+    return (f"format drift: {adapter.name} {version} wrote {len(drift)} transcript line(s) "
+            f"of kinds osk does not read ({', '.join(kinds[:8])}) from byte {drift[0].offset} "
+            f"of {path}; capture waits before them and loses nothing: upgrade osk, and the "
+            f"next turn captures them")
+
+
+def note_progress(state: ConversationState, *, grew: bool, recorded: bool, drift: str) -> None:
+    """Count the Stops in a row that saw the transcript grow and recorded nothing (doctor
+    reports a conversation where that keeps happening)."""
+    if recorded:
+        state.empty_stops, state.drift = 0, ""
+    elif grew:
+        state.empty_stops += 1
+    if drift:
+        state.drift = drift
 
 
 def _current_turn(rounds: list[TurnRecord], chunk: Chunk,
@@ -117,9 +148,10 @@ def _current_turn(rounds: list[TurnRecord], chunk: Chunk,
     return last
 
 
-def _finished(turn: TurnRecord, chunk: Chunk) -> bool:
+def _finished(turn: TurnRecord, chunk: Chunk, *, held: bool = False) -> bool:
     # A round that alone fills a capped read can never be followed within one read: take it.
-    return turn.closed or (not chunk.at_eof and turn.start == chunk.start)
+    # A read held before drift is not capped: the rest of that round is still to be read.
+    return turn.closed or (not held and not chunk.at_eof and turn.start == chunk.start)
 
 
 def answer_text(texts: list[str], turn: TurnRecord) -> str:

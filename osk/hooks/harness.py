@@ -101,6 +101,14 @@ class TurnRecord:
     optional: bool = False  # a command echo: dropped when the agent never answered it
 
 
+@dataclass(frozen=True)
+class Unknown:
+    """A transcript line of a kind the adapter does not know: format drift, never skipped."""
+
+    offset: int
+    kind: str  # the line's type path, e.g. "event_msg/item_completed/Foo"
+
+
 class Adapter(Protocol):
     """What one host module provides (``osk.hooks.adapters.<host>.ADAPTER``)."""
 
@@ -112,6 +120,15 @@ class Adapter(Protocol):
                 env: Mapping[str, str]) -> HookPayload: ...
 
     def parse(self, lines: Sequence[Line]) -> list[TurnRecord]: ...
+
+    def unknown(self, lines: Sequence[Line]) -> list[Unknown]:
+        """The lines whose kind the adapter has never seen, in order (capture stops before the
+        first one until an adapter that knows them reads it)."""
+        ...
+
+    def version(self, lines: Sequence[Line], path: Path) -> str:
+        """The host version that wrote the transcript, for the hook log ("" when unknown)."""
+        ...
 
     def render(self, event: Event, text: str) -> str: ...
 

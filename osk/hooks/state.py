@@ -44,6 +44,8 @@ class ConversationState:
     injected: dict[str, str] = field(default_factory=dict)  # scope -> memory hash injected
     recalled: dict[str, str] = field(default_factory=dict)  # node id -> content hash recalled
     scope: list[object] = field(default_factory=list)  # [scope, cwd, routing stat] (recall)
+    empty_stops: int = 0                 # Stops in a row: the transcript grew, nothing recorded
+    drift: str = ""                      # the last format-drift warning, until a round records
 
     @classmethod
     def from_json(cls, text: str) -> ConversationState:

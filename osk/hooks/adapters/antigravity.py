@@ -27,6 +27,7 @@ from osk.hooks.harness import (
     HookPayload,
     Line,
     TurnRecord,
+    Unknown,
     path_field,
     text_field,
 )
@@ -52,6 +53,12 @@ class AntigravityAdapter:
 
     def parse(self, lines: Sequence[Line]) -> list[TurnRecord]:
         return []
+
+    def unknown(self, lines: Sequence[Line]) -> list[Unknown]:
+        return []
+
+    def version(self, lines: Sequence[Line], path: Path) -> str:
+        return ""
 
     def render(self, event: Event, text: str) -> str:
         return ""

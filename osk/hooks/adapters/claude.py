@@ -30,6 +30,7 @@ from osk.hooks.harness import (
     HookPayload,
     Line,
     TurnRecord,
+    Unknown,
     one_line,
     optional_text,
     path_field,
@@ -45,6 +46,21 @@ _COMMAND_ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.DOTALL)
 _LOCAL_OUTPUT = ("<local-command-stdout>", "<local-command-stderr>", "<local-command-caveat>",
                  "<bash-input>", "<bash-stdout>", "<bash-stderr>")
 _INTERRUPT = "[Request interrupted by user"
+
+# Drift: Claude Code adds bookkeeping entries (api-request, cost-state, …) most releases and
+# they carry no conversation, so an unknown entry type is drift only when it holds a message.
+# Inside the person's and the agent's messages every content block type must be known.
+_MESSAGE_ENTRIES = frozenset({"user", "assistant"})
+# Entries known to copy messages without being the conversation (2.1.332 keeps the request it
+# sent as api-request-blob): passed over even though they hold a message.
+_COPIES = frozenset({"api-request-blob", "api-request", "api-request-shape", "summary"})
+_KNOWN_BLOCKS = frozenset({
+    "text", "tool_use", "tool_result", "thinking", "redacted_thinking", "image", "document",
+    "server_tool_use", "web_search_tool_result", "web_fetch_tool_result",
+    "code_execution_tool_result", "bash_code_execution_tool_result",
+    "text_editor_code_execution_tool_result", "mcp_tool_use", "mcp_tool_result",
+    "container_upload", "tool_reference", "search_result",
+})
 
 # What each built-in tool's summary shows of its input.
 _TOOL_FIELDS = {
@@ -83,6 +99,36 @@ class ClaudeAdapter:
 
     def render(self, event: Event, text: str) -> str:
         return additional_context(event, text)
+
+    def unknown(self, lines: Sequence[Line]) -> list[Unknown]:
+        found = []
+        for line in lines:
+            entry = line.obj
+            kind = entry.get("type")
+            message = entry.get("message")
+            if kind not in _MESSAGE_ENTRIES:
+                if (kind not in _COPIES and isinstance(message, Mapping)
+                        and message.get("role") in _MESSAGE_ENTRIES):
+                    found.append(Unknown(line.offset, f"{kind} (with a message)"))
+                continue
+            content = message.get("content") if isinstance(message, Mapping) else None
+            if not isinstance(content, str | list):
+                found.append(Unknown(line.offset, f"{kind} (message content not read)"))
+                continue
+            for block in content if isinstance(content, list) else ():
+                block_type = block.get("type") if isinstance(block, Mapping) else None
+                if block_type not in _KNOWN_BLOCKS:
+                    found.append(Unknown(line.offset, f"{kind}/{block_type}"))
+                    break
+        return found
+
+    def version(self, lines: Sequence[Line], path: Path) -> str:
+        """Every entry names the ``version`` of Claude Code that wrote it."""
+        for line in reversed(lines):
+            version = line.obj.get("version")
+            if isinstance(version, str) and version:
+                return version
+        return ""
 
     def parse(self, lines: Sequence[Line]) -> list[TurnRecord]:
         rounds: list[TurnRecord] = []

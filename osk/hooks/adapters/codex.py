@@ -3,19 +3,30 @@
 A rollout (``$CODEX_HOME/sessions/YYYY/MM/DD/rollout-…-<id>.jsonl``; always taken from the
 payload's ``transcript_path``) holds ``{"timestamp", "type", "payload"}`` lines: ``session_meta``,
 ``turn_context``, ``response_item`` (what the model saw and did) and ``event_msg`` (what the UI
-shows), plus ``compacted``. The person's input is ``event_msg``/``user_message`` only: the
-``response_item`` user messages also carry injected AGENTS.md and environment context. The
-agent's texts are the ``agent_message`` events of the turn (falling back to assistant
-``response_item`` messages in rollouts without them); ``task_complete`` carries the final answer
-and closes the turn, ``turn_aborted`` closes an interrupted one. Tool calls are the
-``function_call``/``custom_tool_call``/``local_shell_call``/``web_search_call`` items. The
-completion id of a round is its ``turn_id``.
+shows), plus bookkeeping (``compacted``, ``world_state``, ``token_usage_record`` …). Two
+generations of ``event_msg`` carry the conversation, and a rollout may hold either:
+
+- older CLIs: ``user_message`` (the person's input) and ``agent_message`` (each agent text);
+- 0.17x: ``item_completed`` events whose ``item`` is a ``UserMessage`` (input as content
+  parts), an ``AgentMessage`` (its ``Text`` parts), an ``McpToolCall`` and so on.
+
+Either way ``task_complete`` carries the final answer and closes the turn, ``turn_aborted``
+closes an interrupted one, and the completion id of a round is its ``turn_id``. The person's
+input is never read from ``response_item`` user messages, which also carry the injected
+AGENTS.md, environment and hook context; assistant ``response_item`` messages stand in for the
+agent's texts only in rollouts without either event kind. Tool calls are the
+``function_call``/``custom_tool_call``/``local_shell_call``/``web_search_call`` items (an MCP
+tool is named ``<namespace>__<tool>``, as Claude Code names it).
+
+Every line kind below is known: read, or deliberately passed over. Anything else is format drift
+(``unknown``): capture stops before it rather than guess (docs/hosts.md, "Format drift").
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +40,7 @@ from osk.hooks.harness import (
     HookPayload,
     Line,
     TurnRecord,
+    Unknown,
     one_line,
     optional_text,
     path_field,
@@ -36,6 +48,32 @@ from osk.hooks.harness import (
 )
 
 _TURN_START = frozenset({"task_started", "turn_started"})
+# Kinds read or deliberately passed over (from the rollouts of 0.3x-0.171 and codex-rs's
+# rollout persistence policy). A kind outside these is drift.
+_KNOWN_LINES = frozenset({"session_meta", "turn_context", "response_item", "event_msg",
+                          "compacted", "world_state", "token_usage_record",
+                          "inter_agent_communication"})
+_KNOWN_EVENTS = frozenset({
+    "task_started", "turn_started", "task_complete", "turn_complete", "turn_aborted",
+    "user_message", "agent_message", "item_completed", "agent_reasoning",
+    "agent_reasoning_raw_content", "agent_reasoning_section_break", "token_count",
+    "thread_settings_applied", "thread_goal_updated", "thread_rolled_back", "context_compacted",
+    "entered_review_mode", "exited_review_mode", "mcp_tool_call_end", "exec_command_end",
+    "patch_apply_end", "web_search_end", "image_generation_end", "view_image_tool_call",
+    "sub_agent_activity", "plan_update", "error", "warning", "stream_error",
+})
+_KNOWN_ITEMS = frozenset({
+    "UserMessage", "AgentMessage", "McpToolCall", "HookPrompt", "InjectedContext", "Plan",
+    "Reasoning", "WebSearch", "ImageView", "ImageGeneration", "FileChange", "CommandExecution",
+    "ContextCompaction", "EventDrivenTool", "EventCommandEvent", "CollabAgentMessage",
+    "ConversationArtifact", "Sleep",
+})
+_KNOWN_RESPONSE_ITEMS = frozenset({
+    "message", "reasoning", "function_call", "function_call_output", "custom_tool_call",
+    "custom_tool_call_output", "local_shell_call", "web_search_call", "tool_search_call",
+    "tool_search_output", "image_generation_call", "compaction", "context_compaction",
+    "additional_tools", "agent_message",
+})
 _TURN_END = frozenset({"task_complete", "turn_complete"})
 _TOOL_ITEMS = frozenset({"function_call", "custom_tool_call", "local_shell_call",
                          "web_search_call", "tool_search_call"})
@@ -68,6 +106,23 @@ class CodexAdapter:
     def render(self, event: Event, text: str) -> str:
         return additional_context(event, text)
 
+    def unknown(self, lines: Sequence[Line]) -> list[Unknown]:
+        return [Unknown(line.offset, kind) for line in lines
+                if (kind := _kind(line.obj)) and not _known(kind)]
+
+    def version(self, lines: Sequence[Line], path: Path) -> str:
+        """``cli_version`` of the rollout's ``session_meta`` (its first line)."""
+        for line in lines:
+            if line.obj.get("type") == "session_meta":
+                return _cli_version(line.obj)
+        try:
+            with open(path, "rb") as handle:
+                head = handle.read(256 * 1024)
+        except OSError:
+            return ""
+        found = re.search(rb'"cli_version"\s*:\s*"([^"]{1,40})"', head)
+        return found.group(1).decode("utf-8", "replace") if found else ""
+
     def parse(self, lines: Sequence[Line]) -> list[TurnRecord]:
         walk = _Walk()
         for line in lines:
@@ -94,6 +149,8 @@ class _Walk:
     turn_id: str = ""           # the last turn id announced
     turn_start: int | None = None  # offset of the task_started line not yet claimed by a round
     claimed: set[str] = field(default_factory=set)
+    items: list[str] = field(default_factory=list)   # AgentMessage texts of the round
+    legacy: list[str] = field(default_factory=list)  # agent_message texts of the round
 
     def turn(self, turn_id: str, offset: int | None) -> None:
         """A turn id announced by ``task_started`` (with its offset) or ``turn_context``."""
@@ -111,15 +168,19 @@ class _Walk:
 
     def event(self, line: Line, payload: Mapping[str, object]) -> None:
         kind = payload.get("type")
-        if kind in _TURN_START:
+        if kind == "item_completed":
+            item = payload.get("item")
+            if isinstance(item, Mapping):
+                self.completed(line, item)
+        elif kind in _TURN_START:
             self.turn(text_field(payload, "turn_id"), line.offset)
         elif kind == "user_message":
-            self.user(line, payload)
+            self.user(line, text_field(payload, "message"), _count(payload.get("images")),
+                      text_field(payload, "kind"))
         elif self.current is None:
             return
         elif kind == "agent_message":
-            message = text_field(payload, "message")
-            self.current.add_text(f"line-{line.offset}", message)
+            self.agent(line, text_field(payload, "message"), legacy=True)
         elif kind in _TURN_END and _same_turn(self.current, payload):
             final = optional_text(payload, "last_agent_message")
             if final:
@@ -129,16 +190,37 @@ class _Walk:
             self.current.interrupted = True
             self.current.closed = True
 
-    def user(self, line: Line, payload: Mapping[str, object]) -> None:
-        if text_field(payload, "kind") not in ("", "plain"):
+    def completed(self, line: Line, item: Mapping[str, object]) -> None:
+        """A 0.17x ``item_completed`` event: the person's input or an agent text."""
+        kind = item.get("type")
+        if kind == "UserMessage":
+            text, images = _user_parts(item.get("content"))
+            self.user(line, text, images, "")
+        elif kind == "AgentMessage" and self.current is not None:
+            self.agent(line, _agent_parts(item.get("content")), legacy=False)
+
+    def agent(self, line: Line, text: str, *, legacy: bool) -> None:
+        """One agent text. A CLI that writes both generations of events says each text twice:
+        the item wins and the legacy twin is dropped."""
+        current = self.current
+        assert current is not None
+        if legacy:
+            self.legacy.append(text)
+        else:
+            self.items.append(text)
+        current.add_text(f"line-{line.offset}", text)
+
+    def user(self, line: Line, text: str, images: int, kind: str) -> None:
+        if kind not in ("", "plain"):
             return  # older rollouts marked injected instructions and context this way
-        text = text_field(payload, "message")
-        images = payload.get("images")
-        count = len(images) if isinstance(images, list) else 0
-        if count:
-            text = (text + "\n" if text else "") + f"[{count} image(s) attached]"
+        if images:
+            text = (text + "\n" if text else "") + f"[{images} image(s) attached]"
         if not text:
             return
+        current = self.current
+        if (current is not None and current.user == text and not current.texts
+                and not current.tools and not current.closed):
+            return  # the same input in both generations of events
         self.close()
         turn_id = self.turn_id if self.turn_id and self.turn_id not in self.claimed else ""
         if turn_id:
@@ -164,12 +246,19 @@ class _Walk:
     def close(self) -> None:
         if self.current is None:
             return
-        if not self.current.texts:  # rollouts without agent_message events
+        if self.items and self.legacy:  # both generations: keep the items' texts only
+            self.current.texts = []
+            self.current.text_keys = []
+            for number, text in enumerate(self.items):
+                self.current.add_text(f"item-{number}", text)
+        if not self.current.texts:  # rollouts without agent text events
             for number, text in enumerate(self.fallback):
                 self.current.add_text(f"item-{number}", text)
         self.rounds.append(self.current)
         self.current = None
         self.fallback = []
+        self.items = []
+        self.legacy = []
 
     def finish(self) -> list[TurnRecord]:
         last = self.current
@@ -180,6 +269,65 @@ class _Walk:
                 builder.closed = True  # a later input followed it
             built.append(builder.build())
         return built
+
+
+def _kind(obj: Mapping[str, object]) -> str:
+    """A line's type path: ``event_msg/<type>``, ``event_msg/item_completed/<item type>``,
+    ``response_item/<type>`` or the top-level type."""
+    kind = obj.get("type")
+    if not isinstance(kind, str):
+        return "(no type)"
+    payload = obj.get("payload")
+    payload = payload if isinstance(payload, Mapping) else {}
+    inner = payload.get("type")
+    if kind not in ("event_msg", "response_item") or not isinstance(inner, str):
+        return kind
+    if kind == "event_msg" and inner == "item_completed":
+        item = payload.get("item")
+        item_type = item.get("type") if isinstance(item, Mapping) else None
+        return f"{kind}/{inner}/{item_type}"
+    return f"{kind}/{inner}"
+
+
+def _known(kind: str) -> bool:
+    parts = kind.split("/")
+    if parts[0] not in _KNOWN_LINES:
+        return False
+    if len(parts) == 1:
+        return True
+    if parts[0] == "response_item":
+        return parts[1] in _KNOWN_RESPONSE_ITEMS
+    if len(parts) == 3:
+        return parts[2] in _KNOWN_ITEMS
+    return parts[1] in _KNOWN_EVENTS
+
+
+def _cli_version(obj: Mapping[str, object]) -> str:
+    payload = obj.get("payload")
+    return text_field(payload, "cli_version") if isinstance(payload, Mapping) else ""
+
+
+def _count(images: object) -> int:
+    return len(images) if isinstance(images, list) else 0
+
+
+def _user_parts(content: object) -> tuple[str, int]:
+    """A ``UserMessage`` item's text (its text parts joined) and how many images it carries."""
+    if not isinstance(content, list):
+        return "", 0
+    texts = [str(p.get("text")) for p in content if isinstance(p, Mapping)
+             and p.get("type") == "text" and isinstance(p.get("text"), str)]
+    images = sum(1 for p in content
+                 if isinstance(p, Mapping) and p.get("type") in ("image", "local_image"))
+    return "\n".join(texts), images
+
+
+def _agent_parts(content: object) -> str:
+    if not isinstance(content, list):
+        return ""
+    return "".join(str(p.get("text")) for p in content
+                   if isinstance(p, Mapping) and p.get("type") in ("Text", "text")
+                   and isinstance(p.get("text"), str))
 
 
 def _same_turn(current: RoundBuilder, payload: Mapping[str, object]) -> bool:
@@ -199,6 +347,9 @@ def _output_text(content: object) -> str:
 def _tool_summary(item: Mapping[str, object]) -> str:
     kind = item.get("type")
     name = text_field(item, "name") or str(kind)
+    namespace = text_field(item, "namespace")
+    if namespace:
+        name = f"{namespace.rstrip('_')}__{name}"
     if kind == "function_call":
         arguments = item.get("arguments")
         shown = _arguments(arguments)

@@ -27,6 +27,7 @@ from osk.hooks.harness import (
     HookPayload,
     Line,
     TurnRecord,
+    Unknown,
     optional_text,
     path_field,
     text_field,
@@ -55,6 +56,12 @@ class KiroAdapter:
 
     def parse(self, lines: Sequence[Line]) -> list[TurnRecord]:
         return []  # Kiro keeps no transcript a hook can read
+
+    def unknown(self, lines: Sequence[Line]) -> list[Unknown]:
+        return []
+
+    def version(self, lines: Sequence[Line], path: Path) -> str:
+        return ""
 
     def render(self, event: Event, text: str) -> str:
         return "" if event == "stop" or not text else text + "\n"

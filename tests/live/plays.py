@@ -1,0 +1,114 @@
+"""The scripted model of the live suite: what it answers to each prompt, deterministically.
+
+A prompt starts with a marker that picks the plan:
+
+- ``[live:write] …``: find osk's tools (Claude Code's ToolSearch when it defers them), then
+  ``create_node`` (the cluster's hub), ``search`` for it, ``read_node`` it, and a final answer;
+- ``[live:chat N] …``: a plain final answer that quotes N, no tools;
+- osk's background review prompt (``[osk background review: …``): read the first round item
+  with ``read_raw``, write a node citing it with ``create_node``, answer "osk review done.".
+
+Anything else (a host's own side request) gets a short text. Each tool step is taken once per
+prompt, in order, judged by the tool calls the conversation already shows after the prompt, so
+a resumed or forked conversation continues where its plan stands.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+
+from modelserver import Call, Reply, Turn
+
+CLUSTER = "live"
+TOOL_QUERY = "+osk"  # Claude Code's ToolSearch: every deferred tool with "osk" in its name
+ITEM = re.compile(r"^\d+\. round (.+)$", re.MULTILINE)
+
+Step = Callable[[Turn], Call]
+
+
+def osk(tool: str) -> str:
+    return f"mcp__osk__{tool}"
+
+
+def chat_answer(number: str) -> str:
+    return f"Answer {number}: the tidepool build runs `make check` before every release."
+
+
+def write_steps(host_model: str) -> list[Step]:
+    return [
+        lambda turn: Call(osk("create_node"), {
+            "title": CLUSTER, "summary": "What the live suite learned about tidepool.",
+            "body": "The tidepool project releases after `make check` passes.\n",
+            "space": "scope", "cluster": CLUSTER, "drafter": host_model,
+            "derived_from": ["[[file:README.md]]"]}),
+        lambda turn: Call(osk("search"), {"query": "tidepool releases make check"}),
+        lambda turn: Call(osk("read_node"), {"node": CLUSTER}),
+    ]
+
+
+def review_steps(host_model: str) -> list[Step]:
+    def target(turn: Turn) -> str:
+        found = ITEM.findall(turn.prompt)
+        assert found, f"the review prompt lists no round: {turn.prompt!r}"
+        return found[0]
+
+    return [
+        lambda turn: Call(osk("read_raw"), {"coordinate": target(turn)}),
+        lambda turn: Call(osk("create_node"), {
+            "title": review_title(target(turn)),
+            "summary": "tidepool runs make check before every release.",
+            "body": "The conversation settled that `make check` runs before every release.\n",
+            "space": "scope", "cluster": CLUSTER, "drafter": host_model,
+            "derived_from": [f"[[{target(turn)}]]"]}),
+    ]
+
+
+def review_title(coordinate: str) -> str:
+    """One node per reviewed batch, named after the batch's first round."""
+    return f"tidepool release check from round {coordinate.rsplit(' ', 1)[-1].rstrip(']')}"
+
+
+class Play:
+    """The brain a ``ModelServer`` asks; ``model`` is the drafter name nodes carry."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+
+    def __call__(self, turn: Turn) -> Reply:
+        prompt = turn.prompt.strip()
+        chat = re.match(r"\[live:chat (\w+)\]", prompt)
+        if chat:
+            return Reply(text=chat_answer(chat.group(1)))
+        if prompt.startswith("[live:write]"):
+            return self.steps(turn, write_steps(self.model),
+                              "Noted: tidepool releases after `make check`.")
+        if prompt.startswith("[osk background review"):
+            return self.steps(turn, review_steps(self.model), "osk review done.")
+        return Reply(text="(scripted side answer)")
+
+    def steps(self, turn: Turn, steps: list[Step], final: str) -> Reply:
+        if needs_tool_search(turn):
+            return Reply(calls=(Call("ToolSearch", {"query": TOOL_QUERY, "max_results": 20}),))
+        done = sum(1 for name in turn.called if name.startswith("mcp__osk__")
+                   or name.startswith("mcp__osk"))
+        if done < len(steps):
+            return Reply(calls=(steps[done](turn),))
+        return Reply(text=final)
+
+
+def needs_tool_search(turn: Turn) -> bool:
+    """Claude Code lists MCP tools by name only until ToolSearch loads their schemas."""
+    return ("ToolSearch" in turn.tools and osk("create_node") not in turn.tools
+            and "ToolSearch" not in turn.called)
+
+
+def tool_results(turn: Turn) -> list[object]:
+    out: list[object] = []
+    for text in turn.results:
+        try:
+            out.append(json.loads(text))
+        except ValueError:
+            out.append(text)
+    return out
