@@ -29,7 +29,8 @@ class InstallError(RuntimeError):
     pass
 
 
-def cache_root(env: dict[str, str] | os._Environ[str] = os.environ) -> Path:
+def cache_root(env: dict[str, str] | None = None) -> Path:
+    env = dict(os.environ) if env is None else env
     if env.get("OSK_LIVE_CACHE"):
         return Path(env["OSK_LIVE_CACHE"]).expanduser()
     base = env.get("XDG_CACHE_HOME") or str(Path(env.get("HOME") or Path.home()) / ".cache")
@@ -64,13 +65,15 @@ def check(bin_dir: Path) -> list[str]:
     return problems
 
 
-def ensure_installed(root: Path | None = None) -> Path:
-    """The folder of the pinned ``claude`` and ``codex`` binaries, installing them first."""
-    target = install_dir(root or cache_root())
+def ensure_installed(root: Path | None = None, env: dict[str, str] | None = None) -> Path:
+    """The folder of the pinned ``claude`` and ``codex`` binaries, installing them first
+    (``env``: the environment npm runs in, the process's by default)."""
+    env = dict(os.environ) if env is None else env
+    target = install_dir(root or cache_root(env))
     bin_dir = target / "node_modules" / ".bin"
     if not check(bin_dir):
         return bin_dir
-    npm = shutil.which("npm")
+    npm = shutil.which("npm", path=env.get("PATH"))
     if npm is None:
         raise InstallError("npm is not on PATH: the live suite needs Node.js and npm to "
                            "install the Claude Code and Codex CLIs (apt-get install npm)")
@@ -80,7 +83,8 @@ def ensure_installed(root: Path | None = None) -> Path:
         done = subprocess.run(
             [npm, "install", "--no-audit", "--no-fund", "--no-save", "--prefix", str(target),
              *specs],
-            capture_output=True, text=True, timeout=INSTALL_TIMEOUT, stdin=subprocess.DEVNULL)
+            capture_output=True, text=True, timeout=INSTALL_TIMEOUT, stdin=subprocess.DEVNULL,
+            env=env)
     except subprocess.TimeoutExpired:
         raise InstallError(f"npm install of {' '.join(specs)} did not finish in "
                            f"{INSTALL_TIMEOUT} s: is the npm registry reachable?") from None

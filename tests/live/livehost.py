@@ -63,7 +63,7 @@ def live_bin_dir(env: dict[str, str] | None = None) -> Path:
                         f"{installer.PINNED}: {'; '.join(problems)}", pytrace=False)
         return Path(given)
     try:
-        return installer.ensure_installed(installer.cache_root(env))
+        return installer.ensure_installed(installer.cache_root(env), env)
     except installer.InstallError as exc:
         pytest.fail(f"the live suite needs the real host CLIs and could not install them: {exc}",
                     pytrace=False)

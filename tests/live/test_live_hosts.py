@@ -156,7 +156,7 @@ if sys.argv[1] == "old":
     codex.CodexAdapter.unknown = lambda adapter, lines: []
 else:  # the drift-aware adapter that has not learnt item_completed yet
     codex._KNOWN_EVENTS = codex._KNOWN_EVENTS - {"item_completed"}
-sys.exit(run(sys.argv[2:]))
+sys.exit(run(sys.argv[3:]))  # after -c, the variant and "hook"
 """
 
 
@@ -177,7 +177,7 @@ def test_an_old_codex_parser_fails_the_capture_check(conversation: Conversation,
         done = subprocess.run(argv, input=json.dumps(stop_payload(conversation)),
                               env=host.env(OSK_GROWTH="off"), capture_output=True, text=True,
                               timeout=60, cwd=host.project)
-        assert done.returncode == 0, done.stderr
+        assert done.returncode == 0 and done.stderr == "", done.stderr
 
     def record() -> RawRecord:
         located = locate(str(vault))

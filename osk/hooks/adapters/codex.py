@@ -297,9 +297,7 @@ def _known(kind: str) -> bool:
         return True
     if parts[0] == "response_item":
         return parts[1] in _KNOWN_RESPONSE_ITEMS
-    if len(parts) == 3:
-        return parts[2] in _KNOWN_ITEMS
-    return parts[1] in _KNOWN_EVENTS
+    return parts[1] in _KNOWN_EVENTS and (len(parts) < 3 or parts[2] in _KNOWN_ITEMS)
 
 
 def _cli_version(obj: Mapping[str, object]) -> str:
