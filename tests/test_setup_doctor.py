@@ -178,24 +178,33 @@ def test_doctor_reports_a_server_that_does_not_start(
         "failed: the MCP server exited before answering: no such module")
 
 
-def test_doctor_reports_a_server_that_lacks_the_tools_osk_relies_on(
-    vault: Vault, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str]
-) -> None:
+def tiny_server(tmp_path: Path, tools: list[str], call_error: str | None = None) -> Path:
+    """A stand-in MCP server: answers the handshake listing ``tools``; a tool call gets
+    ``call_error`` as a JSON-RPC error (else the initialize result again)."""
     script = tmp_path / "tiny_server.py"
     script.write_text(
         "import json, sys\n"
+        f"tools, call_error = {tools!r}, {call_error!r}\n"
         "for raw in sys.stdin:\n"
         "    msg = json.loads(raw)\n"
         "    if 'id' not in msg:\n"
         "        continue\n"
-        "    result = {'protocolVersion': '2025-06-18', 'capabilities': {},\n"
-        "              'serverInfo': {'name': 'tiny', 'version': '0'}}\n"
+        "    answer = {'result': {'protocolVersion': '2025-06-18', 'capabilities': {},\n"
+        "                         'serverInfo': {'name': 'tiny', 'version': '0'}}}\n"
         "    if msg['method'] == 'tools/list':\n"
-        "        result = {'tools': [{'name': 'search', 'inputSchema': {}}]}\n"
-        "    print(json.dumps({'jsonrpc': '2.0', 'id': msg['id'], 'result': result}),"
-        " flush=True)\n",
+        "        answer = {'result': {'tools': [{'name': n, 'inputSchema': {}} for n in tools]}}\n"
+        "    if msg['method'] == 'tools/call' and call_error:\n"
+        "        answer = {'error': {'code': -32603, 'message': call_error}}\n"
+        "    print(json.dumps({'jsonrpc': '2.0', 'id': msg['id'], **answer}), flush=True)\n",
         encoding="utf-8")
+    return script
+
+
+def test_doctor_reports_a_server_that_lacks_the_tools_osk_relies_on(
+    vault: Vault, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = tiny_server(tmp_path, ["search"])
     monkeypatch.setattr(hostsetup, "osk_command", lambda: (sys.executable, str(script)))
 
     code, lines = doctor(capsys, "--host", "antigravity")
@@ -228,3 +237,21 @@ def test_doctor_reports_background_reviews_that_fell_back(
     assert str(growth.fallback_path(vault, "claude")) in fix
     flag = json.loads(growth.fallback_path(vault, "claude").read_text(encoding="utf-8"))
     assert flag["reason"] == "unfinished"
+
+
+def test_doctor_fails_a_server_that_lists_its_tools_but_cannot_run_one(
+    vault: Vault, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The handshake can come from the last run's, so a listing alone proves little.
+    from osk.commands.hosts import NEEDED_TOOLS
+
+    script = tiny_server(tmp_path, list(NEEDED_TOOLS), call_error="the osk MCP server could "
+                                                                  "not start")
+    monkeypatch.setattr(hostsetup, "osk_command", lambda: (sys.executable, str(script)))
+
+    code, lines = doctor(capsys, "--host", "antigravity")
+
+    assert code == 1
+    assert "a first tool call (overview) failed: " in line(lines, "[FAIL] mcp server:")
+    assert "could not start" in line(lines, "[FAIL] mcp server:")

@@ -25,6 +25,7 @@ HOOK_HOSTS = ("claude", "codex", "kiro")  # hosts whose hooks osk setup register
 NEEDED_TOOLS = ("search", "read_node", "read_raw", "overview", "create_node", "update_node",
                 "append_raw", "scope_memory")
 MCP_TIMEOUT = 60.0
+FIRST_CALL = "overview"  # the tool doctor calls once the server lists its tools
 HOOK_TIMEOUT = 30.0
 
 
@@ -328,7 +329,7 @@ def check_codex_trust(site: HostSite) -> list[Check]:
 
 def check_mcp(command: tuple[str, ...], vault_root: Path, project: Path | None) -> Check:
     """Start `osk mcp` as a host would (in the project) and speak JSON-RPC to it: initialize,
-    then tools/list."""
+    tools/list, then one read-only tool call."""
     argv = [*command, "--vault", str(vault_root), "mcp"]
     try:
         tools = list_tools(argv, timeout=MCP_TIMEOUT, cwd=project)
@@ -340,7 +341,8 @@ def check_mcp(command: tuple[str, ...], vault_root: Path, project: Path | None) 
         return Check("mcp server", False,
                      f"started, but lacks the tool(s) {', '.join(missing)} "
                      f"({len(tools)} tools listed)", "reinstall osk")
-    return Check("mcp server", True, f"started and listed {len(tools)} tools")
+    return Check("mcp server", True, f"started and listed {len(tools)} tools; a first tool "
+                                     f"call ({FIRST_CALL}) was answered")
 
 
 class _Lines:
@@ -391,13 +393,29 @@ def list_tools(argv: list[str], *, timeout: float, cwd: Path | None = None) -> l
                 raise ValueError(f"tools/list was refused: {listed['error']}")
             result = listed.get("result")
             tools = result.get("tools", []) if isinstance(result, dict) else []
-            return [str(t.get("name")) for t in tools if isinstance(t, dict)]
+            names = [str(t.get("name")) for t in tools if isinstance(t, dict)]
+            if FIRST_CALL in names:  # the handshake may come from the last run: call a tool too
+                _first_call(proc, lines, deadline)
+            return names
         except (TimeoutError, ValueError) as exc:
             errors.seek(0)
             tail = errors.read().decode("utf-8", "replace").strip().splitlines()[-3:]
             raise type(exc)(f"{exc}{': ' + ' | '.join(tail) if tail else ''}") from exc
         finally:
             _close(proc)
+
+
+def _first_call(proc: subprocess.Popen[bytes], lines: _Lines, deadline: float) -> None:
+    """A read-only tool call, which needs the SDK and the engine up (the handshake does not)."""
+    _send(proc, {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                 "params": {"name": FIRST_CALL, "arguments": {}}})
+    called = lines.response(3, deadline)
+    result = called.get("result")
+    if "error" in called or not isinstance(result, dict) or result.get("isError"):
+        content = result.get("content") if isinstance(result, dict) else None
+        text = content[0].get("text") if isinstance(content, list) and content else None
+        raise ValueError(f"a first tool call ({FIRST_CALL}) failed: "
+                         f"{text or called.get('error')}")
 
 
 def _send(proc: subprocess.Popen[bytes], message: dict[str, object]) -> None:
