@@ -53,7 +53,12 @@ def main() -> int:
 
 
 def check_captured(fixture: dict[str, Path], runs: int) -> None:
-    """Every timed stop must have captured its turn, or the timing means nothing."""
+    """Every timed stop must have captured its turn, and no hook may have failed quietly (a
+    hook logs a failure and exits 0), or the timing means nothing."""
+    for vault in ("vault", "off"):
+        log = fixture[vault] / ".osk" / "logs" / "hooks.log"
+        if log.exists() and "failed" in log.read_text(encoding="utf-8"):
+            raise SystemExit(f"a hook failed during the bench: see {log}")
     for session, rounds in ((SESSION, ROUNDS), (SMALL_SESSION, 10)):
         path = fixture["vault"] / ".osk" / "hooks" / "claude" / f"{session}.json"
         captured = json.loads(path.read_text(encoding="utf-8"))["rounds"]
@@ -110,8 +115,11 @@ def build(base: Path) -> dict[str, Path]:
     # The same vault with per-prompt recall off, to show what recall adds in the same run.
     off = base / "vault-recall-off"
     shutil.copytree(vault.root, off, symlinks=True)
-    with open(off / "osk.toml", "a", encoding="utf-8") as handle:
-        handle.write("\n[recall]\nbudget = 0\n")
+    settings = (off / "osk.toml").read_text(encoding="utf-8")
+    if "\nbudget = 1200\n" not in settings:
+        raise SystemExit("the vault template's [recall] table is not where the bench expects it")
+    (off / "osk.toml").write_text(settings.replace("\nbudget = 1200\n", "\nbudget = 0\n"),
+                                  encoding="utf-8")
     return {"vault": vault.root, "off": off, "project": project, "big": transcripts[SESSION],
             "small": transcripts[SMALL_SESSION]}
 

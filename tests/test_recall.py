@@ -93,10 +93,16 @@ def test_the_block_stays_within_the_budget_for_long_summaries(eng, vault, projec
     block = prompt("claude", project, "minisign release signing", "p-1", tmp_path)
     assert 0 < len(block) <= recall.DEFAULT_BUDGET
     assert block.count("\n- ") >= 2  # long summaries are cut, not dropped wholesale
-    write_toml(vault, (vault.root / "osk.toml").read_text(encoding="utf-8")
-               + "\n[recall]\nbudget = 400\n")
+    settings = (vault.root / "osk.toml").read_text(encoding="utf-8")
+    assert "\nbudget = 1200\n" in settings  # the template's [recall] table
+    write_toml(vault, settings.replace("\nbudget = 1200\n", "\nbudget = 400\n"))
     small = prompt("codex", project, "minisign release signing", "p-2", tmp_path)
     assert 0 < len(small) <= 400
+    write_toml(vault, (vault.root / "osk.toml").read_text(encoding="utf-8")
+               + "hosts = { codex = 0, claude = 300 }\n")
+    assert prompt("codex", project, "minisign release signing", "p-3", tmp_path) == ""
+    other = prompt("claude", project, "minisign release signing", "p-4", tmp_path)
+    assert 0 < len(other) <= 300
 
 
 def test_another_scopes_node_never_appears_even_for_its_exact_title(eng, vault, project,
@@ -223,8 +229,8 @@ def test_a_hand_edit_is_not_shown_from_the_stale_copy(eng, vault, project, tmp_p
 
 def test_a_bad_recall_setting_costs_the_block_not_the_turn(eng, vault, project, tmp_path):
     write(eng, *FACT)
-    write_toml(vault, (vault.root / "osk.toml").read_text(encoding="utf-8")
-               + "\n[recall]\nbudgte = 400\n")
+    write_toml(vault, (vault.root / "osk.toml").read_text(encoding="utf-8").replace(
+        "\nbudget = 1200\n", "\nbudgte = 400\n"))
     assert prompt("claude", project, "minisign release tags", "p-1", tmp_path) == ""
     log = (vault.state("logs", "hooks.log")).read_text(encoding="utf-8")
     assert "recall failed" in log and "budgte" in log
@@ -305,17 +311,21 @@ def test_session_start_carries_person_facts_as_inject_inferred_person_says(
 
 
 # -- related nodes in read_node -------------------------------------------------------------------
+def fact_citing_its_source(eng: Engine) -> str:
+    """FACT, written citing a node "Signing key custody" (read first, as the write path asks)."""
+    source = write(eng, "Signing key custody", "The minisign key lives on the release box.",
+                   "Key custody.\n")
+    eng.read_node(source)
+    return eng.create_node(FACT[0], FACT[1], FACT[2], space="Scope", cluster="release",
+                           drafter="test-model", derived_from=["[[Signing key custody]]"]).id
+
+
 def test_read_node_lists_citation_neighbours_both_ways_then_similar_nodes(eng, vault,
                                                                          tmp_path):
     other = Engine.open(vault, cwd=make_repo(tmp_path / "work" / "billing"))
     write(other, "Minisign keys for billing releases", "Billing signs with minisign too.",
           "minisign release tags billing.\n", cluster="keys")
-    source = write(eng, "Signing key custody", "The minisign key lives on the release box.",
-                   "Key custody.\n")
-    eng.read_node(source)
-    node_id = eng.create_node(FACT[0], FACT[1], FACT[2], space="Scope", cluster="release",
-                              drafter="test-model", derived_from=[
-                                  "[[Signing key custody]]"]).id
+    node_id = fact_citing_its_source(eng)
     eng.read_node(node_id)
     eng.create_node("Release checklist", "Tag, sign with minisign, push.", "Checklist.\n",
                     space="Scope", cluster="release", drafter="test-model",
@@ -366,12 +376,7 @@ def test_the_hooks_names_for_marker_files_are_their_owners():
 
 def test_a_hit_carries_the_recheck_marker_when_a_node_it_cites_changed(eng, vault, project,
                                                                       tmp_path):
-    source = write(eng, "Signing key custody", "The minisign key lives on the release box.",
-                   "Key custody.\n")
-    eng.read_node(source)
-    node_id = eng.create_node(FACT[0], FACT[1], FACT[2], space="Scope", cluster="release",
-                              drafter="test-model", derived_from=[
-                                  "[[Signing key custody]]"]).id
+    node_id = fact_citing_its_source(eng)
     eng.update_node("Signing key custody", old_text="Key custody.", new_text="Key custody, "
                     "moved to a hardware key.")
     assert "recheck" in eng.search("minisign release tags").hits[0].markers
