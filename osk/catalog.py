@@ -89,6 +89,7 @@ class Catalog:
         removed = [rel for rel in self.entries if rel not in seen]
         for rel in removed:
             self._drop(rel)
+        self._snapshot = {}  # restored from once: a later refresh finds nothing new in it
         result = Changes(tuple(added), tuple(changed), tuple(removed))
         self._dirty = self._dirty or read_any or bool(removed)
         self.save_if_due()
@@ -111,14 +112,14 @@ class Catalog:
             fields = saved["meta"]
             if not isinstance(fields, dict) or not _REQUIRED_FIELDS <= fields.keys():
                 return None
-            meta = node_mod.Frontmatter.model_construct(**fields)
             hashes = {"file_hash": str(saved["file_hash"]), "body_hash": str(saved["body_hash"])}
         except (KeyError, TypeError, ValueError):
             return None  # a damaged entry: read the file instead
         if read_at - stat[1] < _RACE_WINDOW_NS:
             return None
         path = os.path.join(self.vault.root, rel)
-        restored = Node(rel, meta, loader=lambda: _read_text(path), **hashes)
+        # The front matter model is built on first use (most restored nodes never need it).
+        restored = Node(rel, None, loader=lambda: _read_text(path), fields=fields, **hashes)
         return Entry(rel, stat, restored, None, read_at)
 
     def save_snapshot(self) -> None:
@@ -127,7 +128,7 @@ class Catalog:
             return
         entries = {
             rel: {"stat": list(entry.stat), "read_at": entry.read_at_ns,
-                  "meta": entry.node.meta.model_dump(exclude_none=True),
+                  "meta": entry.node.meta_fields(),
                   "file_hash": entry.node.file_hash, "body_hash": entry.node.body_hash}
             for rel, entry in self.entries.items()
             if entry.node is not None and _settled(entry)

@@ -272,13 +272,14 @@ class Engine:
             self._sync_index(moved=True)
 
     def _search_index(self) -> SearchIndex:
-        """The search index, created on first use. Its first search walks the vault by stat,
-        so changes made before it existed need not be replayed into it; after that it never
-        walks on its own: every change the catalog sees is handed to it (``_sync_index``)."""
+        """The search index, created on first use and reconciled with the catalog's stats of
+        every node file, so changes made before it existed need not be replayed into it; it
+        never walks on its own: every change the catalog sees is handed to it (``_sync_index``)."""
         if self._index is None:
             self._index = SearchIndex(self.vault, refresh_interval=math.inf)
             self._ctx.take_changes()
             self._ctx.fresh.take_walked()
+            self._index.reconcile(self.catalog)  # the catalog's stats: no second walk
         return self._index
 
     def _sync_index(self, *, moved: bool = False) -> None:
@@ -594,7 +595,7 @@ class Engine:
         The MCP server calls this before it answers the host's handshake, so the session's
         first question does not pay for it.
         """
-        self._search_index().refresh()
+        self._search_index()  # loaded and reconciled with the catalog
         self.rechecks.stale_node_ids(self.catalog)
 
     def embed_nodes(self, progress: Callable[[int, int], None] | None = None) -> int:

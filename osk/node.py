@@ -136,23 +136,45 @@ class Node:
     """A node file: vault-relative POSIX ``path``, validated front matter, and its text.
 
     A node the catalog restored from its snapshot carries its hashes but not its text; the text
-    is read on first use, so loading a large vault does not read every file.
+    is read on first use, so loading a large vault does not read every file. It may also carry
+    its front matter as the snapshot's plain fields (``fields``, written from a validated model
+    under this contract): the model is built on first use of ``meta``, which a search over
+    50,000 nodes needs for its hits only.
     """
 
-    __slots__ = ("path", "meta", "_text", "_body_start", "_loader", "_file_hash", "_body_hash")
+    __slots__ = ("path", "_meta", "_fields", "_text", "_body_start", "_loader", "_file_hash",
+                 "_body_hash")
 
-    def __init__(self, path: str, meta: Frontmatter, body: str | None = None,
+    def __init__(self, path: str, meta: Frontmatter | None, body: str | None = None,
                  text: str | None = None, *, loader: Callable[[], str] | None = None,
-                 file_hash: str | None = None, body_hash: str | None = None) -> None:
+                 file_hash: str | None = None, body_hash: str | None = None,
+                 fields: dict[str, Any] | None = None) -> None:
         if text is None and loader is None:
             raise ValueError("a node needs its text or a way to read it")
+        if meta is None and fields is None:
+            raise ValueError("a node needs its front matter or the fields of it")
         self.path = path
-        self.meta = meta
+        self._meta = meta
+        self._fields = fields if meta is None else None
         self._text = text
         self._body_start = len(text) - len(body) if text is not None and body is not None else None
         self._loader = loader
         self._file_hash = file_hash
         self._body_hash = body_hash
+
+    @property
+    def meta(self) -> Frontmatter:
+        if self._meta is None:
+            assert self._fields is not None
+            self._meta = Frontmatter.model_construct(**self._fields)
+            self._fields = None
+        return self._meta
+
+    def meta_fields(self) -> dict[str, Any]:
+        """The front matter as plain fields (what the catalog snapshot stores)."""
+        if self._fields is not None:
+            return self._fields
+        return self.meta.model_dump(exclude_none=True)
 
     def __repr__(self) -> str:
         return f"Node({self.path!r}, id={self.meta.id!r})"
@@ -183,7 +205,7 @@ class Node:
 
     @property
     def id(self) -> str:
-        return self.meta.id
+        return self._meta.id if self._meta is not None else str(self._fields["id"])
 
     @property
     def space(self) -> str | None:

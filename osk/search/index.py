@@ -164,6 +164,17 @@ class SearchIndex:
             self._commit()
             return result
 
+    def reconcile(self, catalog: Catalog) -> Refreshed:
+        """``refresh`` against the stats the catalog holds for every node file, instead of a
+        walk of its own: the engine's catalog has just looked at them (a stat of every file
+        is 0.35-0.9 s at 50,000 nodes; this costs a dictionary pass)."""
+        with self._lock:
+            self._ensure_loaded()
+            result = self._walk_and_reconcile(
+                {rel: entry.stat for rel, entry in catalog.entries.items()})
+            self._commit()
+            return result
+
     def search(
         self,
         query: str,
@@ -423,12 +434,12 @@ class SearchIndex:
         recallfile.remove(self.directory)
 
     # -- freshness ----------------------------------------------------------------------------
-    def _walk_and_reconcile(self) -> Refreshed:
+    def _walk_and_reconcile(self, files: dict[str, StatKey] | None = None) -> Refreshed:
         result = Refreshed()
         now = time.time_ns()
         started = time.monotonic()  # an edit made while we walk may be missed: count from here
         corpus = self._corpus
-        seen: dict[str, StatKey] = dict(_walk(self.vault))
+        seen: dict[str, StatKey] = dict(_walk(self.vault)) if files is None else files
         forced = self._check_protection()
         for rel, stat in seen.items():
             doc = corpus.get(rel)
