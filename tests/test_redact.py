@@ -40,6 +40,12 @@ def conversation(vault: Vault, repo: Path) -> tuple[Engine, list[raw.RoundRef]]:
     return eng, refs
 
 
+def holding(vault: Vault) -> list[Path]:
+    """The objects in ``_objects/`` whose bytes still hold the span."""
+    return [p for p in (vault.root / "_objects").rglob("*")
+            if p.is_file() and SPAN.encode() in p.read_bytes()]
+
+
 def run_redact(vault: Vault, target: str, code: str | None = None):
     if code is None:
         code = confirmation_code(redaction.preview(vault, redaction.parse(target), SPAN))
@@ -131,7 +137,8 @@ def test_redact_is_refused_from_a_pipe_and_for_text_that_is_not_there(vault: Vau
 
 
 def test_redacting_a_node_rewrites_it_as_the_person_and_purges_earlier_versions(
-        vault: Vault, tmp_path: Path):
+        tmp_path: Path):
+    _, (vault, second) = make_devices(tmp_path, 2)
     repo = make_repo(tmp_path / "work" / "proj")
     eng = Engine.open(vault, cwd=repo)
     source = eng.append_raw("talk", user="how do we reach the NAS?", assistant="Over SMB.")
@@ -144,9 +151,10 @@ def test_redacting_a_node_rewrites_it_as_the_person_and_purges_earlier_versions(
     edited = eng.update_node("NAS access", old_text="Mount it", new_text="Mount the NAS")
     eng.create_node("Backups", "Where backups go", "To the NAS.\n", space="Scope",
                     cluster="nas", drafter="test-model", derived_from=("NAS access",))
-    holding = {p for p in (vault.root / "_objects").rglob("*")
-               if p.is_file() and SPAN.encode() in p.read_bytes()}
-    assert len(holding) == 2  # the created version and the edited (current) one
+    assert len(holding(vault)) == 2  # the created version and the edited (current) one
+    sync_once(vault)
+    sync_once(second)
+    assert len(holding(second)) == 2
 
     run = run_redact(vault, "NAS access")
     assert run.code == 0, run.err
@@ -156,8 +164,7 @@ def test_redacting_a_node_rewrites_it_as_the_person_and_purges_earlier_versions(
     text = path.read_text(encoding="utf-8")
     assert SPAN not in text and "Login: [REDACTED:by-person]" in text
     assert "log in with [REDACTED:by-person]" in text
-    assert not [p for p in (vault.root / "_objects").rglob("*")
-                if p.is_file() and SPAN.encode() in p.read_bytes()]
+    assert not holding(vault)
 
     ledger = (vault.root / "_ledger" / "redactions.jsonl").read_text(encoding="utf-8")
     assert SPAN not in ledger
@@ -172,6 +179,11 @@ def test_redacting_a_node_rewrites_it_as_the_person_and_purges_earlier_versions(
     assert history.code == 0 and "user" in history.out
     shown = osk(vault, "show", f"NAS access@{created.hash[:12]}")
     assert shown.code == 1 and "purged by osk redact" in shown.err
+
+    sync_once(vault)  # the second device gets the redacted node and loses the purged versions
+    sync_once(second)
+    assert "Login: [REDACTED:by-person]" in second.abs(created.path).read_text(encoding="utf-8")
+    assert not holding(second)
 
 
 def test_a_node_redaction_refuses_a_title_and_a_protected_region(vault: Vault, tmp_path: Path):
