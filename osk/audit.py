@@ -13,8 +13,9 @@ and its ``served`` is the approved version. Edits made by hand outside osk leave
 
 A node file's replace and its audit append are two steps, so the write path journals the
 record first (``intend``: both versions stored as objects, the record in
-``.osk/audit-intent.json``), replaces the file, then appends (``Intent.record``). A process
-killed in between leaves the journal; the next write (or the next engine to open the vault)
+``.osk/audit-intent.json``, not fsynced: it guards against a killed process, not a power cut),
+replaces the file, then appends (``Intent.record``). A process killed in between leaves the
+journal; the next write (or the next engine to open the vault)
 finishes it under the mutation lock (``recover``): a record whose file now holds its ``after``
 version is appended, marked ``recovered``; one whose write never landed is dropped. So a kill
 can never leave a version that ``osk log`` would take for a hand edit.
@@ -31,7 +32,7 @@ from pathlib import Path
 
 from osk import clock, objects
 from osk.errors import ObjectMissing, OskError
-from osk.fsutil import atomic_write, sha256_bytes
+from osk.fsutil import replace_unsynced, sha256_bytes
 from osk.ledger import Ledger, Record
 from osk.vault import Vault
 
@@ -199,7 +200,10 @@ def intend(vault: Vault, changes: Sequence[Change]) -> Intent:
         items.append({"actor": change.actor, "action": change.action,
                       "node_id": change.node_id, "path": change.path, "before": before,
                       "after": after, "detail": dict(change.detail or {})})
-    atomic_write(_intent_path(vault), json.dumps({"since": since, "records": items}) + "\n")
+    # Not fsynced: the journal is for a killed process, whose writes the page cache keeps; a
+    # power cut in the window can still lose it (as before), and two fsyncs per write (the
+    # file and its folder) cost more than the rest of a small write's bookkeeping.
+    replace_unsynced(_intent_path(vault), json.dumps({"since": since, "records": items}) + "\n")
     return Intent(vault, items)
 
 

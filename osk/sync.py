@@ -996,7 +996,7 @@ def fingerprint(vault: Vault, *, committed_only: bool = False) -> str:
             try:
                 stat = vault.abs(rel).stat()
                 stamp = f"{stat.st_size}:{stat.st_mtime_ns}"
-            except OSError:
+            except (OSError, OskError):  # gone, or a link out of the vault (never followed)
                 stamp = "-"
             digest.update(f"{code}\0{rel}\0{stamp}\0".encode())
     return digest.hexdigest()

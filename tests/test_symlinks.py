@@ -203,3 +203,11 @@ def test_sync_refuses_to_commit_a_local_link(tmp_path: Path, outside: Path):
     (dev1.root / "Domain" / "elsewhere").unlink()
     sync_once(dev1)  # with the link gone the node goes out as usual
     assert "Domain/notes/notes.md" in git(remote, "ls-tree", "-r", "--name-only", "main")
+
+
+def test_the_sync_daemons_fingerprint_survives_a_link_to_outside(vault: Vault, outside: Path):
+    from osk.sync import fingerprint
+
+    before = fingerprint(vault)
+    (vault.root / "Domain" / "x.md").symlink_to(outside / "x.md")
+    assert fingerprint(vault) != before  # noticed (and sync will refuse it), never followed

@@ -34,6 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from osk.errors import OskError
 from osk.hooks.harness import Adapter, Budget, HookPayload, one_line
 from osk.vault import Vault, scope_of
 
@@ -232,8 +233,8 @@ class _Verifier:
     def still_served(self, hit: Recalled) -> bool:
         try:
             st = os.stat(self.vault.abs(hit.path))
-        except OSError:
-            return False  # deleted, moved, or rejected (osk reject removes the file)
+        except (OSError, OskError):
+            return False  # deleted, moved, rejected (osk reject removes it), or now a link out
         if (st.st_size, st.st_mtime_ns, st.st_ino) != hit.stat:
             return False  # changed since the index read it: its copy may be out of date
         return not self._protected or self._approvals_unchanged(hit)
