@@ -98,8 +98,9 @@ def test_the_twelve_tools_are_found_on_the_first_search(conversation: Conversati
         assert "ToolSearch" in tool_names(first[0])
         listed = json.dumps(first[0].body["system"]) + json.dumps(first[0].body["messages"])
         assert all(name in listed for name in wanted), "the deferred list lacks osk tools"
-        found = tool_references(first[1])
-        assert found == wanted
+        # The first tool result the model gets back is its search's: all twelve loaded.
+        results = [r for r in first if tool_results(r) or tool_references(r)]
+        assert tool_references(results[0]) == wanted
     else:
         namespaces = {t["name"]: t for t in first[0].body["tools"] if t.get("type") == "namespace"}
         assert {f"mcp__osk__{t['name']}" for t in namespaces["mcp__osk"]["tools"]} == wanted
@@ -114,7 +115,7 @@ def test_session_start_injection_reaches_the_model(conversation: Conversation) -
 
 def test_create_search_and_read_work_through_the_host(conversation: Conversation) -> None:
     host = conversation.host
-    results = tool_results(conversation.runs[0].requests[-1])
+    results = max((tool_results(r) for r in conversation.runs[0].requests), key=len)
     created, found, read = (json.loads(r) for r in results[-3:])
     assert created["action"] == "created" and created["title"] == CLUSTER
     assert [hit["title"] for hit in found["hits"]] == [CLUSTER]
