@@ -305,7 +305,8 @@ def test_session_start_carries_person_facts_as_inject_inferred_person_says(
                                        f"inject_inferred_person = {str(allowed).lower()}"))
     text = start("codex", project, tmp_path)
     if allowed:
-        assert f"Prefers tabs over spaces (id {node_id}, inferred)" in text
+        person = text.split("## About the person (Person space)", 1)[1].split("## ", 1)[0]
+        assert f"Prefers tabs over spaces (id {node_id}, inferred)" in person
     else:
         assert "Prefers tabs over spaces" not in text and node_id not in text
 

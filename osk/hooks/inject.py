@@ -2,11 +2,11 @@
 
 For the session key of the working directory and the scope it is bound to (the routing
 ledger), the block holds the scope memory with its hash, then a table of contents of what the
-session may see (the newest nodes, own scope first, and the most cited ones:
-``osk.hooks.recall.digest``), recheck notes, pending reviews and eviction items, folded to the
-host's budget: whole sections first, then as many items of
-each as fit, with a count of the rest and a pointer to ``overview``. The block says it is
-reference data, not instructions.
+session may see (the newest nodes, own scope first, the newest Person facts, and the most
+cited nodes: ``osk.hooks.recall.digest``), recheck notes, pending reviews and eviction
+items, folded to the host's budget: whole sections first, then as many items of each as
+fit, with a count of the rest and a pointer to ``overview``. The block says it is reference
+data, not instructions.
 
 When this conversation already received the same scope-memory hash (a resumed session), the
 note is replaced by a one-line pointer; after a compaction the full note is injected again, since
@@ -151,8 +151,10 @@ def _digest_sections(contents: object) -> list[Section]:
     from osk.hooks.recall import line
 
     recent = tuple(line(hit) for hit in getattr(contents, "recent", ()))
+    person = tuple(line(hit) for hit in getattr(contents, "person", ()))
     cited = tuple(line(hit, f"cited by {count}") for hit, count in getattr(contents, "cited", ()))
     return [Section("Recent nodes (read_node before relying on one)", recent),
+            Section("About the person (Person space)", person),
             Section("Most cited nodes", cited)]
 
 

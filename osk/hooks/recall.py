@@ -361,24 +361,28 @@ def render(hits: Sequence[Recalled], budget: Budget, limit: int) -> str:
 
 
 # -- the session-start digest ------------------------------------------------------------------
-DIGEST_RECENT = 6  # nodes: the newest of the session's own scope first, then Domain and Person
+DIGEST_RECENT = 6  # nodes: the newest of the session's own scope first, then Domain ones
 DIGEST_CITED = 5   # nodes most cited by others (derived-from), any Space the session sees
+
+
+DIGEST_PERSON = 4  # Person facts, newest first (inferred ones only if inject_inferred_person)
 
 
 @dataclass(frozen=True)
 class Digest:
     recent: tuple[Recalled, ...] = ()
+    person: tuple[Recalled, ...] = ()
     cited: tuple[tuple[Recalled, int], ...] = ()  # with how many nodes cite it
 
     @property
     def nodes(self) -> tuple[Recalled, ...]:
-        return (*self.recent, *(hit for hit, _ in self.cited))
+        return (*self.recent, *self.person, *(hit for hit, _ in self.cited))
 
 
 def digest(vault: Vault, scope: str) -> Digest:
-    """The table of contents a session starts with: the scope's newest nodes and the most
-    cited ones it may see, under the same rules as per-prompt recall (isolation, served
-    version, trust, rejections)."""
+    """The table of contents a session starts with: the scope's newest nodes, the newest facts
+    about the person, and the most cited nodes it may see, under the same rules as per-prompt
+    recall (isolation, served version, trust and ``inject_inferred_person``, rejections)."""
     from osk.search import recallfile
     from osk.search.ranking import scope_visibility
 
@@ -415,9 +419,11 @@ def digest(vault: Vault, scope: str) -> Digest:
             hit = usable(doc) if doc is not None else None
             if hit is not None:
                 cited.append((hit, count))
-        marked = _with_markers(vault, [*recent, *(hit for hit, _ in cited)])
-        return Digest(tuple(marked[:len(recent)]),
-                      tuple(zip(marked[len(recent):], (n for _, n in cited), strict=True)))
+        person = _newest_where(db, usable, "space = 'Person'", (), DIGEST_PERSON)
+        marked = _with_markers(vault, [*recent, *person, *(hit for hit, _ in cited)])
+        first, second = len(recent), len(recent) + len(person)
+        return Digest(tuple(marked[:first]), tuple(marked[first:second]),
+                      tuple(zip(marked[second:], (n for _, n in cited), strict=True)))
     except (recallfile.Unusable, OSError):
         return Digest()
     finally:
@@ -425,24 +431,28 @@ def digest(vault: Vault, scope: str) -> Digest:
 
 
 def _newest(db: Any, usable: Callable[[Any], Recalled | None], scope: str) -> list[Recalled]:
-    """The newest usable nodes: the session's own scope's first, then Domain and Person ones
-    (at least a third of the list when there are any). Each query looks at a bounded number
-    of rows, so a large vault costs no more than a small one."""
+    """The newest usable nodes: the session's own scope's first, then Domain ones (a third of
+    the list when there are any)."""
+    shared = _newest_where(db, usable, "space = 'Domain'", (), DIGEST_RECENT // 3)
+    own = _newest_where(db, usable, "space = 'Scope' AND scope = ?", (scope,),
+                        DIGEST_RECENT - len(shared))
+    return [*own, *shared]
+
+
+def _newest_where(db: Any, usable: Callable[[Any], Recalled | None], where: str,
+                  args: tuple[object, ...], limit: int) -> list[Recalled]:
+    """Up to ``limit`` usable documents matching ``where``, newest first. Each query looks at
+    a bounded number of rows, so a large vault costs no more than a small one."""
     from osk.search import recallfile
 
-    def newest(where: str, args: tuple[object, ...], limit: int) -> list[Recalled]:
-        found = []
-        for doc in recallfile.documents(db, where, args, "updated DESC", limit * 4):
-            hit = usable(doc)
-            if hit is not None:
-                found.append(hit)
-            if len(found) >= limit:
-                break
-        return found
-
-    shared = newest("space != 'Scope'", (), DIGEST_RECENT // 3)
-    own = newest("space = 'Scope' AND scope = ?", (scope,), DIGEST_RECENT - len(shared))
-    return [*own, *shared]
+    found = []
+    for doc in recallfile.documents(db, where, args, "updated DESC", limit * 4):
+        hit = usable(doc)
+        if hit is not None:
+            found.append(hit)
+        if len(found) >= limit:
+            break
+    return found
 
 
 def _not_valid(doc: Any, now: float) -> bool:
