@@ -9,7 +9,7 @@ returns its ``exit_code``; anything else is a bug and keeps its traceback.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # argparse is imported lazily: `osk hook …` never builds a parser
@@ -41,8 +41,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         from osk.hooks.main import run as run_hook
 
         return run_hook(args_list[1:])
-    from osk.errors import OskError
+    served = _plain_mcp(args_list)
+    if served is not None:
+        # A host starts `osk mcp` and waits for its handshake: skip building every command's
+        # parser (about a quarter of what runs before the first answer).
+        from pathlib import Path
 
+        from osk.stdio import serve
+
+        return _handled(lambda: serve(served[0], Path.cwd()))
     parser = build_parser()
     args = parser.parse_args(args_list)
     if args.version:
@@ -54,8 +61,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is None:
         parser.print_help()
         return 0
+    return _handled(lambda: handler(args))
+
+
+def _plain_mcp(args: list[str]) -> tuple[str | None] | None:
+    """The vault of a plain `osk [--vault V] mcp [--vault V]` (None inside: not given); None
+    for anything else, which argparse then reads (and explains)."""
+    rest = [a for a in args if a != "mcp"]
+    if len(rest) != len(args) - 1:
+        return None
+    if not rest:
+        return (None,)
+    if len(rest) == 1 and rest[0].startswith("--vault="):
+        return (rest[0].removeprefix("--vault="),)
+    if len(rest) == 2 and rest[0] == "--vault" and args.index("mcp") != 1:
+        return (rest[1],)
+    return None
+
+
+def _handled(run: Callable[[], int | None]) -> int:
+    """Run a command: a refusal prints one line and exits with its code."""
+    from osk.errors import OskError
+
     try:
-        return int(handler(args) or 0)
+        return int(run() or 0)
     except OskError as exc:
         rule = f" (rule: {exc.rule})" if exc.rule else ""
         print(f"Error: {exc}{rule}", file=sys.stderr)

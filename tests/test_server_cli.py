@@ -84,6 +84,15 @@ def test_building_the_cli_and_importing_the_hook_entry_never_import_the_mcp_sdk(
 @pytest.mark.parametrize(("argv", "expected"), [
     (["--vault", "/v1", "mcp"], "/v1"), (["mcp", "--vault", "/v2"], "/v2"), (["mcp"], None)])
 def test_osk_mcp_takes_the_vault_before_or_after_the_command(argv, expected):
-    from osk.cli import build_parser
+    from osk.cli import _plain_mcp, build_parser
 
     assert build_parser().parse_args(argv).vault == expected
+    assert _plain_mcp(argv) == (expected,)  # the fast path reads it the same way
+
+
+@pytest.mark.parametrize("argv", [["mcp", "--help"], ["--vault", "mcp"], ["mcp", "mcp"],
+                                  ["--vault", "mcp", "/v"], ["mcp", "--vault"], ["search", "x"]])
+def test_anything_but_a_plain_osk_mcp_goes_through_the_parser(argv):
+    from osk.cli import _plain_mcp
+
+    assert _plain_mcp(argv) is None
