@@ -24,7 +24,7 @@ from pathlib import Path
 
 from osk import node as node_mod
 from osk.errors import ContractError, DuplicateId, NodeNotFound, OskError, TitleError
-from osk.fsutil import RACE_WINDOW_NS, StatKey, atomic_write
+from osk.fsutil import RACE_WINDOW_NS, StatKey, atomic_write, collector_paused
 from osk.ids import check_identifier
 from osk.node import Node
 from osk.titles import title_key
@@ -70,8 +70,13 @@ class Catalog:
     def refresh(self) -> Changes:
         """Stat every node file; re-read the ones that changed. Returns what changed."""
         if self._snapshot is None:
-            self._snapshot = _load_snapshot(self.vault)
             _LIVE.add(self)
+            with collector_paused():  # the first refresh restores every node: see there
+                self._snapshot = _load_snapshot(self.vault)
+                return self._refresh()
+        return self._refresh()
+
+    def _refresh(self) -> Changes:
         seen: dict[str, StatKey] = dict(self._walk())
         added, changed = [], []
         read_any = False

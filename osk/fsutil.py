@@ -6,6 +6,7 @@ Every file osk writes goes through here, so "no partial node, no damaged line" h
 from __future__ import annotations
 
 import errno
+import gc
 import hashlib
 import os
 import sys
@@ -74,6 +75,25 @@ def _fsync_fd(fd: int, path: Path) -> None:
         os.fsync(fd)
     else:
         _deferred[str(path)] = False
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause Python's cycle collector while loading a large cache from disk.
+
+    Loading the catalog and search-index snapshots of 50,000 nodes makes millions of small,
+    acyclic objects; the collector's passes over them were a third of a cold ``osk search``
+    (2.95 s of CPU against 1.85 s without). Nothing loaded forms cycles, so nothing waits for
+    the collector; it runs again, as usual, after the block.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def fsync_dir(directory: Path) -> None:

@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 
 from osk import clock
 from osk.errors import OskError, SearchError
-from osk.fsutil import sha256_text
+from osk.fsutil import collector_paused, sha256_text
 from osk.search import recallfile, store
 from osk.search.bm25 import EPSILON, K1, B
 from osk.search.corpus import RACE_WINDOW_NS, Corpus, SearchDoc, StatKey
@@ -301,8 +301,9 @@ class SearchIndex:
         if self._loaded:
             return
         try:
-            snapshot = store.read_snapshot(self.directory, PARAMS)
-            self._corpus = Corpus.from_snapshot(snapshot)
+            with collector_paused():
+                snapshot = store.read_snapshot(self.directory, PARAMS)
+                self._corpus = Corpus.from_snapshot(snapshot)
             self._generation = snapshot.generation
         except store.Missing:
             self._reset_memory()
