@@ -395,3 +395,24 @@ def test_the_node_that_supersedes_another_is_recalled_in_its_place(eng, project,
     block = prompt("claude", project, "what tick rate does the match server run at?", "p-1",
                    tmp_path)
     assert f"id {new}" in block and f"id {old}" not in block
+
+
+def test_a_write_while_another_writer_holds_the_recall_file_reaches_it_later(
+        eng, vault, project, tmp_path, monkeypatch):
+    import sqlite3
+
+    write(eng, *FACT)
+    monkeypatch.setattr(recallfile, "BUSY_MS", 50)
+    holder = sqlite3.connect(recallfile.path_in(vault.state("index")), isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process in the middle of its own change
+    try:
+        held = write(eng, "Cart totals round half to even", "Totals round half to even.",
+                     "Rounding.\n", cluster="cart")
+        assert not [h for h in recall.ranked(vault, eng.scope, "cart totals round")
+                    if h.id == held]
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert recallfile.path_in(vault.state("index")).exists()  # kept, not thrown away
+    write(eng, "Cart lines merge by SKU", "Lines with one SKU merge.", "Merge.\n", cluster="cart")
+    assert held in [h.id for h in recall.ranked(vault, eng.scope, "cart totals round")]

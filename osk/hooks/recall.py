@@ -127,7 +127,7 @@ def ranked(vault: Vault, scope: str | None, prompt: str, *,
                 for s in (slot, *(old for old, new in pairs if new == slot)))
             found.append(_recalled(doc, hit.markers, sure, corpus.meta.get("approvals")))
         return found
-    except recallfile.Unusable:
+    except (recallfile.Unusable, recallfile.Error):  # damaged, or swapped as we read: none
         return []
     finally:
         db.close()
@@ -424,7 +424,7 @@ def digest(vault: Vault, scope: str) -> Digest:
         first, second = len(recent), len(recent) + len(person)
         return Digest(tuple(marked[:first]), tuple(marked[first:second]),
                       tuple(zip(marked[second:], (n for _, n in cited), strict=True)))
-    except (recallfile.Unusable, OSError):
+    except (recallfile.Unusable, recallfile.Error, OSError):
         return Digest()
     finally:
         db.close()

@@ -123,6 +123,7 @@ class SearchIndex:
         self._content_slots: tuple[int, dict[str, int]] = (-1, {})
         self._embedded_version = -1  # the corpus version at which every node had a vector
         self._recall_written: dict[str, Any] | None = None  # the recall file's meta, as written
+        self._recall_backlog: list[list[Any]] = []  # changes a busy recall file did not take
 
     # -- public API ---------------------------------------------------------------------------
     def sync(self, catalog: Catalog, changes: Changes, *, walked: bool = False) -> None:
@@ -358,8 +359,8 @@ class SearchIndex:
     def _commit(self) -> None:
         """Append pending changes to the journal; fold it into a snapshot when it is long."""
         if not self._pending:
-            if self._recall_meta() != self._recall_written:  # only the protection state moved
-                self._recall_mirror([])
+            if self._recall_backlog or self._recall_meta() != self._recall_written:
+                self._recall_mirror([])  # only the protection state moved, or a backlog waits
             return
         ops, self._pending = self._pending, []
         self._recall_mirror(ops)
@@ -392,11 +393,15 @@ class SearchIndex:
 
     def _recall_mirror(self, ops: list[list[Any]]) -> None:
         meta = self._recall_meta()
+        backlog, self._recall_backlog = self._recall_backlog, []
         try:
-            recallfile.RecallWriter(self.directory).mirror(ops, meta)
+            recallfile.RecallWriter(self.directory).mirror([*backlog, *ops], meta)
             self._recall_written = meta
-        except (sqlite3.Error, OSError):
-            self._recall_failed()
+        except (sqlite3.Error, OSError) as exc:
+            if recallfile.busy(exc):  # another writer held it: these go with the next commit
+                self._recall_backlog = [*backlog, *ops]
+            else:
+                self._recall_failed()
 
     def _recall_rebuild(self) -> None:
         meta = self._recall_meta()
@@ -404,8 +409,9 @@ class SearchIndex:
             recallfile.RecallWriter(self.directory).rebuild(
                 self._corpus.docs, self._corpus.bm25, meta)
             self._recall_written = meta
-        except (sqlite3.Error, OSError):
-            self._recall_failed()
+        except (sqlite3.Error, OSError) as exc:
+            if not recallfile.busy(exc):  # busy: the file stays; the next load compares it
+                self._recall_failed()
 
     def _recall_catch_up(self) -> None:
         """After a load: mend what the recall file missed (a process killed between the

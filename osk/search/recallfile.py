@@ -33,11 +33,13 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
+from osk.locks import file_lock
 from osk.search.bm25 import Bm25
 from osk.search.corpus import SearchDoc
 
 SCHEMA = 1
 FILE = "recall.sqlite"
+LOCK = "recall.lock"  # writers only: a mirror and a rebuild never overlap; readers never wait
 BUSY_MS = 2000  # how long a writer waits for another writer's transaction
 
 _TABLES = """
@@ -60,6 +62,17 @@ CREATE TABLE IF NOT EXISTS postings (
 # Postings are two arrays per term (rows ascending, and their counts): a hook reads a term in
 # one query and one memory copy, where a row per posting cost it a Python loop over thousands.
 # Document lengths are one array by row (``blobs``), for BM25's length normalisation.
+
+
+Error = sqlite3.Error  # what a reader catches without importing sqlite3 itself
+
+
+def busy(exc: BaseException) -> bool:
+    """A writer's failure that only means another writer held the file too long."""
+    from osk.errors import LockTimeout
+
+    return isinstance(exc, LockTimeout) or (
+        isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc))
 
 
 class Unusable(Exception):
@@ -88,9 +101,10 @@ class RecallWriter:
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction, under the writers' lock (a rebuild swaps the file)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with closing(sqlite3.connect(self.path, timeout=BUSY_MS / 1000,
-                                     isolation_level=None)) as db:
+        with file_lock(self.path.with_name(LOCK), timeout=BUSY_MS / 1000), closing(
+                sqlite3.connect(self.path, timeout=BUSY_MS / 1000, isolation_level=None)) as db:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")  # a cache: a lost commit is mended on load
             db.execute("BEGIN IMMEDIATE")
@@ -114,7 +128,6 @@ class RecallWriter:
 
     def rebuild(self, docs: Mapping[int, SearchDoc], bm25: Bm25, meta: Mapping[str, Any]) -> None:
         """Replace everything with the index's documents (slots become rows)."""
-        remove(self.path.parent)
         terms: dict[int, list[str]] = {slot: [] for slot in docs}
         postings = []
         for term in list(bm25._all_terms()):  # noqa: SLF001 - the index's own postings
@@ -127,7 +140,12 @@ class RecallWriter:
         lengths = array("I", [0] * (max(docs, default=-1) + 1))
         for slot, doc in docs.items():
             lengths[slot] = doc.length
-        with self._transaction() as db:
+        # Built aside and swapped in whole, so a hook never reads a half-built file.
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        built = self.path.with_name(f"{FILE}.{os.getpid()}.tmp")
+        built.unlink(missing_ok=True)
+        with closing(sqlite3.connect(built, isolation_level=None)) as db:
+            db.execute("BEGIN")
             for statement in _TABLES.strip().split(";"):
                 db.execute(statement)
             db.executemany(_INSERT_DOC, ((slot, *_columns(doc, terms[slot]))
@@ -135,6 +153,10 @@ class RecallWriter:
             db.executemany("INSERT INTO postings VALUES (?, ?, ?)", postings)
             db.execute("INSERT INTO blobs VALUES ('lengths', ?)", (lengths.tobytes(),))
             _set_meta(db, {"schema": SCHEMA, **meta})
+            db.execute("COMMIT")
+        with file_lock(self.path.with_name(LOCK), timeout=BUSY_MS / 1000):
+            remove(self.path.parent)  # the old file's WAL must not meet the new file
+            os.replace(built, self.path)
 
     def mirror(self, ops: Iterable[list[Any]], meta: Mapping[str, Any]) -> None:
         """Apply journal operations (``put``, ``stat``, ``del``) in one transaction."""
