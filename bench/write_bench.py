@@ -298,6 +298,31 @@ def bench_import(base: Path, size: int) -> dict[str, Any]:
             "created": len(report["created"]), "rejected": len(report["rejected"])}
 
 
+def cpu_in_process(vault: Vault, repo: Path, plan: Plan) -> dict[str, dict[str, float]]:
+    """The same calls through ``Engine`` in this process: median wall and CPU time per call.
+    CPU time moves far less than wall time with the load other processes put on the box."""
+    from osk.engine import Engine
+
+    engine = Engine.open(vault, cwd=repo)
+    engine.search("marker")
+    times: dict[str, list[tuple[float, float]]] = {"create_node": [], "update_node": [],
+                                                   "search": []}
+    for number in range(plan.count):
+        create, update = plan.create(number), plan.update(number)
+        calls = (("create_node", engine.create_node,
+                  (create.pop("title"), create.pop("summary"), create.pop("body")), create),
+                 ("update_node", engine.update_node, (update.pop("node"),), update),
+                 ("search", engine.search, (), plan.search(number)))
+        for name, method, args, kwargs in calls:
+            wall, cpu = time.perf_counter(), time.process_time()
+            method(*args, **kwargs)
+            if number >= WARMUP:
+                times[name].append((time.perf_counter() - wall, time.process_time() - cpu))
+    return {name: {"median_ms": statistics.median(w for w, _ in values) * 1000,
+                   "cpu_median_ms": statistics.median(c for _, c in values) * 1000}
+            for name, values in times.items()}
+
+
 # -- reporting ------------------------------------------------------------------------------------
 def percentile(values: list[float], share: float) -> float:
     ordered = sorted(values)
@@ -334,8 +359,17 @@ def cached_vault(base: Path, size: int) -> tuple[Vault, Path, list[str], float]:
     return vault, repo, titles, built
 
 
-def bench_size(base: Path, size: int, calls: int, profile: bool, top: int) -> dict[str, Any]:
+def bench_size(base: Path, size: int, calls: int, profile: bool, top: int,
+               in_process: bool = False) -> dict[str, Any]:
     vault, repo, titles, built = cached_vault(base, size)
+    if in_process:
+        figures = cpu_in_process(vault, repo, Plan(titles, calls, f"cpu {int(time.time())}"))
+        load = ", ".join(f"{value:.1f}" for value in os.getloadavg())
+        print(f"\n{size:,} nodes, {calls} calls each through Engine in process (load {load}):")
+        for name, values in figures.items():
+            print(f"  {name:<12} median {values['median_ms']:7.1f} ms, "
+                  f"CPU {values['cpu_median_ms']:7.1f} ms")
+        return {"size": size, **figures}
     loaded = warm_up_vault(vault, repo)
     tag = f"mcp {int(time.time())}"
     figures = summary(asyncio.run(drive_server(vault, repo, Plan(titles, calls, tag))))
@@ -362,6 +396,8 @@ def main() -> int:
     parser.add_argument("--profile", action="store_true", help="also profile in process")
     parser.add_argument("--top", type=int, default=35, help="profile rows to print")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
+    parser.add_argument("--in-process", action="store_true", help="time the calls through "
+                        "Engine in this process (wall and CPU) instead of the MCP server")
     parser.add_argument("--imports", default="", help="also time `osk import` of these sizes "
                         "(e.g. 5000,50000), each into a new vault")
     args = parser.parse_args()
@@ -372,7 +408,8 @@ def main() -> int:
     results = []
     try:
         for size in (int(s) for s in args.sizes.split(",") if s):
-            results.append(bench_size(base, size, args.calls, args.profile, args.top))
+            results.append(bench_size(base, size, args.calls, args.profile, args.top,
+                                      args.in_process))
         for size in (int(s) for s in args.imports.split(",") if s):
             results.append(bench_import(base, size))
     finally:

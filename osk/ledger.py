@@ -233,6 +233,12 @@ class Ledger:
         (``.osk/ledger-torn/``) and cut off, so the ledger is whole again and nothing is lost.
         """
         try:
+            with open(self.path, "rb") as handle:  # the last byte says it all, mostly
+                if handle.seek(0, os.SEEK_END) == 0:
+                    return
+                handle.seek(-1, os.SEEK_END)
+                if handle.read(1) == b"\n":
+                    return
             data = self.path.read_bytes()
         except FileNotFoundError:
             return
