@@ -64,7 +64,7 @@ class Wire:
         self.send_text(json.dumps(message, separators=(",", ":")))
 
     def send_text(self, text: str) -> None:
-        data = text.encode("utf-8") + b"\n"
+        data = text.encode("utf-8", "backslashreplace") + b"\n"  # never fails on a surrogate
         with self.lock:
             view = memoryview(data)
             while view:
@@ -324,7 +324,12 @@ class Front:
         and notifications): to the host, unless it is the front's own business."""
         with self.lock:
             if response_id == PRIVATE_ID:
-                self._learn_tools(text)
+                try:
+                    self._learn_tools(text)
+                except (OSError, ValueError) as exc:  # a cache, never a reason to stop serving
+                    print(f"osk mcp: the handshake could not be kept in {self.handshake_path} "
+                          f"({exc}); the next start answers once the SDK is loaded",
+                          file=sys.stderr)
                 return
             if response_id is not None and response_id == self.initialize_id:
                 self.initialize_id = _LEARNED

@@ -176,3 +176,21 @@ def test_a_tool_call_of_the_wrong_shape_is_refused_by_what_is_wrong(
                                       "params": params}).encode("utf-8"))
     assert isinstance(refused, Refusal)
     assert refused.answer["id"] == 5 and phrase in refused.answer["error"]["message"]
+
+
+def test_a_handshake_that_cannot_be_kept_is_reported_and_serving_goes_on(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("", encoding="utf-8")
+    pipe = Pipe(tmp_path, None)
+    pipe.front.handshake_path = blocker / "handshake.json"
+    pipe.send(initialize(1))
+    pipe.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    pipe.front.deliver(1, json.dumps({"jsonrpc": "2.0", "id": 1, "result": INIT_RESULT}))
+
+    pipe.front.deliver(stdio.PRIVATE_ID, json.dumps({"jsonrpc": "2.0", "id": stdio.PRIVATE_ID,
+                                                     "result": TOOLS}))
+    pipe.front.deliver(2, json.dumps({"jsonrpc": "2.0", "id": 2, "result": {}}))
+
+    assert [a["id"] for a in pipe.answers()] == [1, 2]
+    assert "the handshake could not be kept" in capsys.readouterr().err
