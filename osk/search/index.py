@@ -387,7 +387,9 @@ class SearchIndex:
     # removed, the hooks recall nothing until the next load rebuilds it, and search goes on.
     def _recall_meta(self) -> dict[str, Any]:
         approvals = self._approvals if self._protected() else None
-        return {"average_idf": self._corpus.bm25.average_idf(),
+        bm25 = self._corpus.bm25
+        return {"average_idf": bm25.average_idf(), "n": bm25.size,
+                "total_length": bm25.total_length,
                 "approvals": list(approvals) if isinstance(approvals, tuple) else None,
                 "regions": list(self._regions)}
 

@@ -257,8 +257,13 @@ def _post(db: sqlite3.Connection, term: str, row: int, tf: int) -> None:
 
 
 def _set_meta(db: sqlite3.Connection, meta: Mapping[str, Any]) -> None:
-    n, total = db.execute("SELECT count(*), coalesce(sum(length), 0) FROM docs").fetchone()
-    values = {**meta, "n": n, "total_length": total}
+    """The meta rows; ``n`` and ``total_length`` are counted from the docs unless the writer
+    knows them (the index does: counting is a scan of every row, on every write)."""
+    if "n" in meta and "total_length" in meta:
+        values = dict(meta)
+    else:
+        n, total = db.execute("SELECT count(*), coalesce(sum(length), 0) FROM docs").fetchone()
+        values = {**meta, "n": n, "total_length": total}
     db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)",
                    ((key, json.dumps(value)) for key, value in values.items()))
 
