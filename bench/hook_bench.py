@@ -145,7 +145,7 @@ def write_nodes(root: Path, uuid7) -> None:
             f"---\nid: {previous}\ncreated: 2026-03-14T09:30+00:00\n"
             f"updated: 2026-03-14T09:30+00:00\nauthor: agent\ndrafter: bench\n"
             f"summary: {summary}\n---\n{body}\n", encoding="utf-8")
-        TITLES.append(f"{title.rsplit(' ', 1)[0]}, {' '.join(summary.split()[:5])}")
+        TITLES.append(f"{title.rsplit(' ', 1)[0]}, {' '.join(summary.split()[:8])}")
 
 
 TITLES: list[str] = []
