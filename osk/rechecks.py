@@ -23,8 +23,8 @@ matched the old body is re-recorded with the new body hash and its *old* target 
 that was current stays current and a pair whose target had changed stays a candidate. A pair whose
 citing hash did not match (the node was edited by hand) is kept as it was: still a candidate.
 
-This module's import is light (no pydantic): the catalog, node and raw modules are imported
-where they are used, so ``stale_summary`` can serve the session-start hook.
+After every pass the open candidates are written per scope to a summary that hooks read
+(``osk.recheck_summary``, which owns its file name).
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ from osk.edges import NodeTarget, parse_target
 from osk.errors import EdgeError, LedgerFork, OskError
 from osk.fsutil import RACE_WINDOW_NS, StatKey, replace_unsynced, sha256_bytes, sha256_text
 from osk.ledger import Ledger, LedgerView, Record
+from osk.recheck_summary import SUMMARY_FILE
 from osk.titles import title_key
 from osk.vault import Vault, scope_of
 
@@ -52,7 +53,6 @@ if TYPE_CHECKING:
 
 LEDGER = "rechecks"
 KIND_PAIRS = "pairs"
-SUMMARY_FILE = ("rechecks", "summary.json")
 
 
 # -- the pair table ----------------------------------------------------------------------
@@ -810,35 +810,3 @@ def link_identity(link: str) -> str:
     if isinstance(target, NodeTarget):
         return "node:" + title_key(target.title)
     return target.link
-
-
-# -- the light read for hooks -----------------------------------------------------------------
-def stale_summary(vault: Vault, scope: str | None) -> list[dict[str, object]]:
-    """Recheck candidates a session of ``scope`` sees, as last computed on this device: the
-    scope's own, then Domain and Person ones (which every session sees).
-
-    Light (json only), for the session-start hook. It reflects the vault as of the last engine
-    call on this device (every write and every search recomputes it); a hand edit made since
-    then shows up after the next engine call.
-    """
-    scopes = _summary_scopes(vault)
-    items = [*(scopes.get(scope, []) if scope else []), *scopes.get("", [])]
-    return [dict(item) for item in items if isinstance(item, dict)]
-
-
-def scope_notes(vault: Vault, scope: str) -> list[dict[str, object]]:
-    """The recheck candidates of ``scope`` alone (``""``: the Domain and Person ones), in the
-    form of the session-start hook's providers, which ask for ``""`` separately."""
-    items = _summary_scopes(vault).get(scope, [])
-    return [dict(item) for item in items if isinstance(item, dict)]
-
-
-def _summary_scopes(vault: Vault) -> dict[str, list[object]]:
-    try:
-        data = json.loads(vault.state(*SUMMARY_FILE).read_text(encoding="utf-8"))
-    except (FileNotFoundError, ValueError, OSError):
-        return {}
-    scopes = data.get("scopes", {}) if isinstance(data, dict) else {}
-    if not isinstance(scopes, dict):
-        return {}
-    return {str(k): v for k, v in scopes.items() if isinstance(v, list)}

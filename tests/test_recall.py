@@ -369,9 +369,8 @@ def anyio_backend() -> str:
 
 
 def test_the_hooks_names_for_marker_files_are_their_owners():
-    from osk import candidates, rechecks
+    from osk import candidates
 
-    assert recall.RECHECK_SUMMARY == rechecks.SUMMARY_FILE
     assert recall.CANDIDATES_LEDGER == candidates.LEDGER
 
 

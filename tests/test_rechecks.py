@@ -15,7 +15,8 @@ from writekit import create, make_repo, snapshot
 from osk.engine import Engine
 from osk.errors import CascadeStop, OskError, RecheckError, RecheckUnread
 from osk.ledger import Ledger
-from osk.rechecks import ReadLog, stale_summary
+from osk.recheck_summary import scope_notes
+from osk.rechecks import ReadLog
 from osk.vault import Vault
 
 repo, eng, hub = writekit.repo, writekit.eng, writekit.hub  # shared fixtures
@@ -265,20 +266,20 @@ def test_concurrent_changes_to_one_nodes_citations_are_a_fork_until_re_cited(
 
 
 def test_the_hook_summary_lists_a_scopes_candidates(chain: Engine, vault: Vault):
-    assert stale_summary(vault, "proj") == []
+    assert scope_notes(vault, "proj") == []
     chain.update_node("Source", old_text="10", new_text="20")
     [cand] = candidates(chain)
-    [item] = stale_summary(vault, "proj")
+    [item] = scope_notes(vault, "proj")
     assert item == {"id": cand.id, "citing": "Claim", "path": cand.citing_path,
                     "target": "[[Source]]", "reason": "target-changed", "cascade": False,
                     "next": ["Summary"]}
-    assert stale_summary(vault, "elsewhere") == []
+    assert scope_notes(vault, "elsewhere") == []
     stored = json.loads(vault.state("rechecks", "summary.json").read_text(encoding="utf-8"))
     assert list(stored["scopes"]) == ["proj"]
 
 
-def test_importing_rechecks_for_the_hook_summary_stays_light():
-    code = ("import sys; from osk.rechecks import stale_summary; heavy = {'pydantic', 'yaml', "
+def test_importing_the_hook_summary_stays_light():
+    code = ("import sys; from osk.recheck_summary import scope_notes; heavy = {'pydantic', 'yaml', "
             "'mcp', 'rank_bm25', 'numpy'} & set(sys.modules); print(sorted(heavy))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()
@@ -310,8 +311,8 @@ def test_domain_candidates_are_in_every_scopes_hook_summary(eng: Engine, vault: 
     create(eng, "Retry", space="Domain", cluster="patterns", derived_from=("[[patterns]]",))
     eng.update_node("patterns", old_text="Patterns", new_text="All patterns")
     candidates(eng)
-    assert [i["citing"] for i in stale_summary(vault, "proj")] == ["Retry"]
-    assert [i["citing"] for i in stale_summary(vault, "elsewhere")] == ["Retry"]
+    assert [i["citing"] for i in scope_notes(vault, "")] == ["Retry"]
+    assert scope_notes(vault, "proj") == scope_notes(vault, "elsewhere") == []
 
 
 def test_a_file_citation_stays_bound_to_its_project_when_another_project_edits_the_node(

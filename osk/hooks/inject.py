@@ -33,7 +33,7 @@ OVERVIEW = "call `overview` to see them all"
 
 
 def _recheck_item(item: object) -> str:
-    """One line of ``osk.rechecks.scope_notes``."""
+    """One line of ``osk.recheck_summary.scope_notes``."""
     if not isinstance(item, Mapping):
         return str(item)
     citing, target = item.get("citing") or item.get("path"), item.get("target")
@@ -52,10 +52,10 @@ Provider = tuple[str, Callable[[Vault, str], Sequence[object]], Callable[[object
 
 def providers() -> tuple[Provider, ...]:
     """(section title, function, item renderer): each function returns the items of a scope."""
-    from osk import candidates, growth, rechecks  # imported only when a session starts
+    from osk import candidates, growth, recheck_summary  # imported only when a session starts
 
     return (
-        ("Recheck notes: re-read each target, then re-cite or correct", rechecks.scope_notes,
+        ("Recheck notes: re-read each target, then re-cite or correct", recheck_summary.scope_notes,
          _recheck_item),
         ("Pending reviews", candidates.pending_summary, _plain_item),
         ("Pending reviews", growth.pending_reviews, _plain_item),

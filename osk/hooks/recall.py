@@ -250,10 +250,9 @@ class _Verifier:
         return current is not None and list(current) == hit.approvals
 
 
-# The files the markers come from, named here so a prompt that finds none of them pays for
-# no import (osk.rechecks and osk.candidates load the ledger machinery); a test keeps the names
-# equal to their owners'.
-RECHECK_SUMMARY = ("rechecks", "summary.json")  # osk.rechecks.SUMMARY_FILE
+# The ledger the conflict marker comes from, named here so a prompt that finds no such ledger
+# pays for no import (osk.candidates loads the ledger machinery); a test keeps the name equal
+# to its owner's.
 CANDIDATES_LEDGER = "candidates"  # osk.candidates.LEDGER
 
 
@@ -280,20 +279,11 @@ def _with_markers(vault: Vault, hits: list[Recalled]) -> list[Recalled]:
 
 
 def _recheck_paths(vault: Vault, scopes: set[str]) -> set[str]:
-    """Citing paths with a recheck candidate, from the snapshot the engine keeps for hooks
-    (``osk.rechecks.scope_notes`` reads the same file; importing that module costs a prompt
-    about 5 ms, so the hook reads the file's ``{"scopes": {scope: [{"path": …}]}}`` itself).
-    """
-    import json
+    """Citing paths with a recheck candidate, from the summary the engine keeps for hooks."""
+    from osk import recheck_summary
 
-    try:
-        data = json.loads(vault.state(*RECHECK_SUMMARY).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return set()
-    found = data.get("scopes", {}) if isinstance(data, dict) else {}
-    if not isinstance(found, dict):
-        return set()
-    return {str(item.get("path")) for scope in scopes for item in found.get(scope, [])
+    stored = recheck_summary.scopes(vault)
+    return {str(item.get("path")) for scope in scopes for item in stored.get(scope, [])
             if isinstance(item, dict)}
 
 
