@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 
 from osk import raw
 from osk.edges import RawTarget, parse_target
-from osk.errors import RawNotFound, RedactError
+from osk.errors import RawNotFound, RawRecordError, RedactError
 from osk.ledger import Ledger, Record
 from osk.rechecks import Rechecks
 from osk.vault import RAW_DIR, Vault
@@ -59,7 +59,7 @@ class Target:
 
     @property
     def path(self) -> str:
-        return f"{RAW_DIR}/{self.key}/{self.conversation}.md"
+        return raw.RecordId(self.key, self.conversation).path
 
     @property
     def label(self) -> str:
@@ -116,11 +116,12 @@ def parse(text: str) -> Target | NodeTarget:
         if not isinstance(found, RawTarget):
             raise RedactError(f"{text!r} is not a raw coordinate (_raw/KEY/CONVERSATION#Round N)")
         return Target(found.key, found.conversation, frozenset({found.round}))
-    parts = inner.removesuffix(".md").split("/")
-    if len(parts) != 3 or parts[0] != RAW_DIR or not all(parts[1:]):
+    try:
+        record = raw.record_key_of(inner)
+    except RawRecordError:
         raise RedactError(f"{text!r} names no raw record: give _raw/KEY/CONVERSATION (every "
-                          f"round) or _raw/KEY/CONVERSATION#Round N (one round)")
-    return Target(parts[1], parts[2], None)
+                          f"round) or _raw/KEY/CONVERSATION#Round N (one round)") from None
+    return Target(record.key, record.conversation, None)
 
 
 def check_span(span: str) -> str:
