@@ -176,7 +176,7 @@ def clear_stale_temps(folder: Path) -> int:
 
 
 def _writer_pid(name: str) -> int | None:
-    """The pid a temp file's name carries (``.PID.NAME.XXXX.tmp``), or None."""
+    """The pid a temp file's name carries (``.PID.NAME.RANDOM.tmp``), or None."""
     if not is_temp_name(name):
         return None
     head = name[1:].split(".", 1)[0]

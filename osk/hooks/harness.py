@@ -124,11 +124,9 @@ class Adapter(Protocol):
     def unknown(self, lines: Sequence[Line]) -> list[Unknown]:
         """The lines whose kind the adapter has never seen, in order (capture stops before the
         first one until an adapter that knows them reads it)."""
-        ...
 
     def version(self, lines: Sequence[Line], path: Path) -> str:
         """The host version that wrote the transcript, for the hook log ("" when unknown)."""
-        ...
 
     def render(self, event: Event, text: str) -> str: ...
 
