@@ -267,7 +267,6 @@ class Front:
     inbox: queue.Queue[dict[str, Any] | None] = field(default_factory=queue.Queue)
     ready: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
-    answered: set[object] = field(default_factory=set)  # ids the front answered for the SDK
     failed: str | None = None
     initialize_id: object = None  # the host's initialize request (a legacy-era session)
     answered: bool = False  # the front answered that initialize from the cache

@@ -257,22 +257,28 @@ def _scope_memory(vault: Vault, catalog: Catalog) -> Iterator[Finding]:
                            f"Distil detail into nodes and shorten the note")
 
 
+LINK_RULE, DEBRIS_RULE = "inside-the-vault", "crash-debris"
+
+
 def links_and_debris(vault: Vault) -> tuple[list[str], list[str]]:
     """Every symbolic link in the vault (``.git`` aside), and every temporary file a killed
     write left outside device state: vault-relative paths, sorted. Links are never followed."""
     links: list[str] = []
     debris: list[str] = []
-    for directory, dirs, files in os.walk(vault.root):
-        here = Path(directory)
-        top = here == vault.root
-        if top:
-            dirs[:] = [d for d in dirs if d != ".git"]
-        in_state = not top and here.relative_to(vault.root).parts[0] == STATE_DIR
-        for name in (*dirs, *files):
-            if os.path.islink(here / name):
-                links.append((here / name).relative_to(vault.root).as_posix())
-            elif name in files and not in_state and is_temp_name(name):
-                debris.append((here / name).relative_to(vault.root).as_posix())
+    pending = [vault.root]
+    while pending:
+        here = pending.pop()
+        in_state = here != vault.root and here.relative_to(vault.root).parts[0] == STATE_DIR
+        with os.scandir(here) as entries:
+            for entry in entries:
+                if here == vault.root and entry.name == ".git":
+                    continue
+                if entry.is_symlink():
+                    links.append(Path(entry.path).relative_to(vault.root).as_posix())
+                elif entry.is_dir():
+                    pending.append(Path(entry.path))
+                elif not in_state and is_temp_name(entry.name):
+                    debris.append(Path(entry.path).relative_to(vault.root).as_posix())
     return sorted(links), sorted(debris)
 
 
@@ -280,12 +286,12 @@ def _links_and_debris(vault: Vault, catalog: Catalog) -> Iterator[Finding]:
     links, debris = links_and_debris(vault)
     for rel in links:
         target = os.readlink(vault.root / rel)
-        yield _finding("inside-the-vault", rel,
+        yield _finding(LINK_RULE, rel,
                        f"a symbolic link (to {target}); osk reads and writes nothing through a "
                        f"link that leads out of the vault, and sync refuses to carry links "
                        f"between devices: replace it with the real file or folder, or remove it")
     for rel in debris:
-        yield _finding("crash-debris", rel,
+        yield _finding(DEBRIS_RULE, rel,
                        "a temporary file left by a write that was killed before it finished; "
                        "osk never reads it and sync never commits it: delete it")
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from osk.errors import OskError, OutsideVault, VaultNotFound
-from osk.fsutil import atomic_write, clear_stale_temps
+from osk.fsutil import RACE_WINDOW_NS, atomic_write, clear_stale_temps, replace_unsynced
 
 MARKER = "osk.toml"
 
@@ -61,7 +61,6 @@ class Settings:
 
 
 SETTINGS_CACHE = "settings.json"  # device state: osk.toml as parsed, keyed by its stat
-RACY_NS = 2_000_000_000  # osk.fsutil.RACE_WINDOW_NS (imported there would cost hashlib here)
 
 
 def _parsed_toml(path: Path) -> dict[str, object]:
@@ -89,12 +88,9 @@ def _parsed_toml(path: Path) -> dict[str, object]:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise OskError(f"{path}: not valid TOML ({exc}); fix the file by hand") from exc
-    if time.time_ns() - st.st_mtime_ns >= RACY_NS and cache.parent.is_dir():
+    if time.time_ns() - st.st_mtime_ns >= RACE_WINDOW_NS and cache.parent.is_dir():
         try:
-            text = json.dumps({"stat": key, "toml": data}, ensure_ascii=False)
-            temporary = cache.with_name(f"{SETTINGS_CACHE}.{os.getpid()}.tmp")
-            temporary.write_text(text, encoding="utf-8")
-            os.replace(temporary, cache)
+            replace_unsynced(cache, json.dumps({"stat": key, "toml": data}, ensure_ascii=False))
         except (OSError, TypeError, ValueError):  # dates in osk.toml, a read-only vault: no cache
             pass
     return data

@@ -259,22 +259,23 @@ def check_vault(vault: Vault) -> list[Check]:
         findings = validate.run(vault)
     except OskError as exc:
         return [*checks, Check("validators", False, str(exc), "run `osk validate`")]
-    if findings:
-        first = findings[0]
+    # Links and crash debris get lines of their own, naming each one; the rest are summed up.
+    links = [f.path for f in findings if f.rule == validate.LINK_RULE]
+    debris = [f.path for f in findings if f.rule == validate.DEBRIS_RULE]
+    others = [f for f in findings if f.rule not in (validate.LINK_RULE, validate.DEBRIS_RULE)]
+    if others:
+        first = others[0]
         checks.append(Check("validators", False,
-                            f"{len(findings)} finding(s); first: {first.path}: {first.message}",
+                            f"{len(others)} finding(s); first: {first.path}: {first.message}",
                             "run `osk validate` for the full list"))
     else:
         checks.append(Check("validators", True, "no findings"))
-    return [*checks, *_link_checks(vault)]
+    return [*checks, *_link_checks(links, debris)]
 
 
-def _link_checks(vault: Vault) -> list[Check]:
+def _link_checks(links: list[str], debris: list[str]) -> list[Check]:
     """Every symbolic link in the vault by name (a link is how a file outside the vault gets
     read or written, or arrives from another device), and any crash debris."""
-    from osk import validate
-
-    links, debris = validate.links_and_debris(vault)
     found = [Check("symbolic links", not links,
                    f"{len(links)} in the vault: {', '.join(links)}" if links else "none",
                    "replace each with the real file or folder, or remove it; osk reads and "
