@@ -513,8 +513,8 @@ def _commit_changes(vault: Vault, repo: GitRepo, device: str) -> CommitSummary |
     if repo.run("ls-files", "-z", "--", STATE_DIR).out:
         repo.run("rm", "-r", "-q", "--cached", "--", STATE_DIR)  # device state is never synced
     head = repo.sha("HEAD") or _EMPTY_TREE
-    links = _links(split_z(repo.run("diff", "--cached", "--raw", "--no-abbrev", "-z",
-                                    "--no-renames", head).out))
+    links = _links(_raw_entries(split_z(repo.run("diff", "--cached", "--raw", "--no-abbrev",
+                                                 "-z", "--no-renames", head).out)))
     if links:
         repo.run("reset", "-q")  # unstage: nothing of this cycle is committed
         raise SyncError(
@@ -847,8 +847,9 @@ def _land(cycle: _Cycle, old: str, new: str) -> None:
     Journalled: a killed landing is finished by ``_recover_landing``. Caller holds the lock.
     """
     repo = cycle.repo
-    raw = split_z(repo.run("diff", "--raw", "--no-abbrev", "-z", "--no-renames", old, new).out)
-    links = _links(raw)
+    entries = _raw_entries(
+        split_z(repo.run("diff", "--raw", "--no-abbrev", "-z", "--no-renames", old, new).out))
+    links = _links(entries)
     if links:
         raise SyncError(
             f"{cycle.remote}/{cycle.branch} brings symbolic link(s) {_listing(links)}; osk "
@@ -858,8 +859,7 @@ def _land(cycle: _Cycle, old: str, new: str) -> None:
     journal = _journal_path(cycle.vault)
     atomic_write(journal, json.dumps({"from": old, "to": new}) + "\n")
     first = True
-    for meta, rel in zip(raw[0::2], raw[1::2], strict=True):
-        _old_mode, new_mode, old_sha, new_sha, _code = meta.lstrip(":").split(" ")
+    for new_mode, old_sha, new_sha, rel in entries:
         _land_file(cycle, rel, old_sha, new_sha, new_mode)
         if first:
             cycle.mark("landing")
@@ -871,10 +871,18 @@ def _land(cycle: _Cycle, old: str, new: str) -> None:
     _commit_into(cycle)  # copies of files edited during the cycle
 
 
-def _links(raw: list[str]) -> list[str]:
-    """The paths a ``git diff --raw -z`` listing makes into symbolic links (mode 120000)."""
-    return [rel for meta, rel in zip(raw[0::2], raw[1::2], strict=True)
-            if meta.lstrip(":").split(" ")[1] == "120000"]
+def _raw_entries(raw: list[str]) -> list[tuple[str, str, str, str]]:
+    """A ``git diff --raw -z`` listing as (new mode, old sha, new sha, path) per file."""
+    entries = []
+    for meta, rel in zip(raw[0::2], raw[1::2], strict=True):
+        _old_mode, new_mode, old_sha, new_sha, _code = meta.lstrip(":").split(" ")
+        entries.append((new_mode, old_sha, new_sha, rel))
+    return entries
+
+
+def _links(entries: list[tuple[str, str, str, str]]) -> list[str]:
+    """The paths a diff makes into symbolic links (mode 120000)."""
+    return [rel for mode, _old_sha, _new_sha, rel in entries if mode == "120000"]
 
 
 def _land_file(cycle: _Cycle, rel: str, old_sha: str, new_sha: str, new_mode: str) -> None:
@@ -939,12 +947,7 @@ def _write(vault: Vault, rel: str, data: bytes | None, mode: str) -> None:
         path.unlink(missing_ok=True)
         _prune_empty_dirs(vault, path.parent)
         return
-    if mode == "120000":
-        path.unlink(missing_ok=True)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        os.symlink(data.decode("utf-8"), path)
-        return
-    vault.write_file(path, data)
+    vault.write_file(path, data)  # never a link: _land refuses a commit that brings one
     path.chmod(0o755 if mode == "100755" else 0o644)  # what a git checkout would leave
 
 
