@@ -109,8 +109,8 @@ def record(
 ) -> Entry:
     """Append one audit record. ``before``/``after`` must already be stored objects.
 
-    The write path calls this after the node file is written, under the mutation lock; use
-    ``record_change`` to store the texts and record in one call.
+    The write path calls this after the node file is written, under the mutation lock (through
+    ``intend`` / ``Intent.record``, so a kill between the two is finished later).
     """
     if action not in ACTIONS:
         raise ValueError(f"unknown audit action {action!r}; known: {', '.join(ACTIONS)}")
@@ -139,24 +139,6 @@ def record(
     if detail:
         data["detail"] = dict(detail)
     return Entry.from_record(Ledger(vault, AUDIT).append(action, node_id, data))
-
-
-def record_change(
-    vault: Vault,
-    *,
-    actor: str,
-    action: str,
-    node_id: str,
-    path: str,
-    before_text: str | None,
-    after_text: str | None,
-    detail: Mapping[str, object] | None = None,
-) -> Entry:
-    """Store both texts as objects, then append the audit record."""
-    before = objects.put(vault, before_text) if before_text is not None else None
-    after = objects.put(vault, after_text) if after_text is not None else None
-    return record(vault, actor=actor, action=action, node_id=node_id, path=path,
-                  before=before, after=after, detail=detail)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from osk import audit, clock, ids, node, tombstones
+from osk import audit, clock, ids, node, objects, tombstones
 from osk.fsutil import atomic_write
 from osk.vault import Vault, space_of
 
@@ -42,9 +42,10 @@ def agent_write(vault: Vault, rel: str, text: str, *, actor: str = "agent:test",
     parsed = node.parse(rel, text)
     tombstones.check(vault, parsed.title, parsed.body)
     atomic_write(path, text)
-    return audit.record_change(
+    return audit.record(
         vault, actor=actor, action=action or ("update" if before is not None else "create"),
-        node_id=parsed.id, path=rel, before_text=before, after_text=text,
+        node_id=parsed.id, path=rel, after=objects.put(vault, text),
+        before=objects.put(vault, before) if before is not None else None,
     )
 
 
