@@ -208,8 +208,8 @@ def recover(vault: Vault) -> list[Entry]:
     for item in items:
         if (item["node_id"], item["action"], item["after"], item["path"]) in seen:
             continue  # appended before the kill; only the journal's removal was missed
-        if item["after"] is None or _file_sha(vault, str(item["path"])) != item["after"]:
-            continue  # killed before the file was replaced: nothing changed, nothing to record
+        if _file_sha(vault, str(item["path"])) != item["after"]:
+            continue  # killed before the file was replaced (or removed): nothing to record
         detail = {**dict(item.get("detail") or {}), "recovered": True}
         done.append(_append(vault, {**item, "detail": detail}))
     journal.unlink(missing_ok=True)
@@ -223,12 +223,13 @@ def pending_intent(vault: Vault) -> bool:
 
 def settle(vault: Vault) -> None:
     """Finish what a killed write left, taking the mutation lock only when there is any (what
-    opening an engine and ``osk log`` do before they read the log)."""
+    opening an engine and ``osk log`` do before they read the log); taking the lock is what
+    finishes it (``generation.mutation``)."""
     if pending_intent(vault):
         from osk import generation
 
         with generation.mutation(vault):
-            recover(vault)
+            pass
 
 
 def _append(vault: Vault, item: Mapping[str, object]) -> Entry:
@@ -250,7 +251,7 @@ def _file_sha(vault: Vault, rel: str) -> str | None:
 
 
 def _intent_path(vault: Vault) -> Path:
-    return vault.state("audit-intent.json")
+    return vault.audit_intent_path()
 
 
 def _served_after(vault: Vault, action: str, path: str, after: str | None) -> tuple[

@@ -61,11 +61,18 @@ def bump(vault: Vault) -> None:
 def mutation(vault: Vault, timeout: float = DEFAULT_TIMEOUT) -> Iterator[None]:
     """Hold the vault's one mutation lock; bump the generation before letting go.
 
-    The bump runs even when the body raised: a write that failed half-way may have changed a
-    file, and a needless bump costs a reader only one quick look.
+    Just after taking it, the audit records of a write killed between its node files and its
+    records are finished (no other writer can be under way then, so a journal left is a dead
+    one's): every holder of the lock sees a complete audit log. The bump runs even when the
+    body raised: a write that failed half-way may have changed a file, and a needless bump
+    costs a reader only one quick look.
     """
     with file_lock(vault.mutation_lock_path(), timeout=timeout):
         try:
+            if vault.audit_intent_path().exists():  # one stat; the audit module only then
+                from osk import audit
+
+                audit.recover(vault)
             yield
         finally:
             bump(vault)

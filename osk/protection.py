@@ -467,22 +467,25 @@ def revert(vault: Vault, rel: str, *, shown: Sequence[Change] | None = None) -> 
         changes = to_revert(vault, rel)
         _check_shown("revert", rel, changes, shown)
         _check_snapshots(vault, changes)
+        texts = {change.path: _working_text(vault, change) for change in changes}
+        approved = {change.path: objects.get(vault, change.approved)
+                    for change in changes if change.approved is not None}
+        intent = audit.intend(vault, [
+            audit.Change("user", "revert", _node_id(vault, change, texts[change.path]),
+                         change.path, texts[change.path], approved.get(change.path),
+                         {"region": change.region, "kind": change.kind})
+            for change in changes])
         for change in changes:
-            text = _working_text(vault, change)
+            text = texts[change.path]
             discarded = objects.put(vault, text) if text is not None else None
             target = vault.abs(change.path)
             if change.approved is None:
                 target.unlink()
                 fsync_dir(target.parent)
             else:
-                vault.write_file(target, objects.get(vault, change.approved))
+                vault.write_file(target, approved[change.path])
             _record(vault, "revert", change.path, change.approved, discarded=discarded)
-            audit.record(
-                vault, actor="user", action="revert",
-                node_id=_node_id(vault, change, text), path=change.path,
-                before=discarded, after=change.approved,
-                detail={"region": change.region, "kind": change.kind},
-            )
+        intent.record()
     return changes
 
 

@@ -202,12 +202,13 @@ def reject(vault: Vault, ref: str, *, reason: str) -> Tombstone:
             "title": tomb.title, "content": tomb.content, "reason": tomb.reason,
             "time": tomb.time, "node_id": tomb.node_id, "path": tomb.path, "object": sha,
         })
+        intent = audit.intend(vault, [audit.Change(
+            "user", "reject", current.id, found.path, text, None,
+            {"tombstone": tomb.key, "reason": tomb.reason})])
         path.unlink()
         fsync_dir(path.parent)
+        intent.record()
         protection.record_person_write(vault, found.path, None)
-        audit.record(vault, actor="user", action="reject", node_id=current.id,
-                     path=found.path, before=sha, after=None,
-                     detail={"tombstone": tomb.key, "reason": tomb.reason})
     return tomb
 
 

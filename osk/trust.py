@@ -88,12 +88,12 @@ def confirm(vault: Vault, ref: str) -> Confirmed:
         if current.meta.trust == CONFIRMED:
             return Confirmed(found.path, current.id, before, None)
         new_text = node.render(current.meta.model_copy(update={"trust": CONFIRMED}), current.body)
-        after = objects.put(vault, new_text)
+        intent = audit.intend(vault, [audit.Change("user", "confirm", current.id, found.path,
+                                                   text, new_text)])
         vault.write_file(vault.abs(found.path), new_text)
-        protection.record_person_write(vault, found.path, after)
-        audit.record(vault, actor="user", action="confirm", node_id=current.id,
-                     path=found.path, before=before, after=after)
-    return Confirmed(found.path, current.id, before, after)
+        [entry] = intent.record()
+        protection.record_person_write(vault, found.path, entry.after)
+    return Confirmed(found.path, current.id, before, entry.after)
 
 
 def _refuse_pending(vault: Vault, rel: str) -> None:

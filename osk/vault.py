@@ -148,6 +148,11 @@ class Vault:
     def mutation_lock_path(self) -> Path:
         return self.lock_path("vault-mutation")
 
+    def audit_intent_path(self) -> Path:
+        """Audit records journalled by a write whose node files are being replaced
+        (``osk.audit.intend``); finished by whoever takes the mutation lock next."""
+        return self.state("audit-intent.json")
+
     def settings(self) -> Settings:
         return Settings.load(self.root / MARKER)
 

@@ -241,7 +241,6 @@ def locked(ctx: WriteContext, *, full: bool = False) -> Iterator[None]:
         return
     try:
         with generation.mutation(ctx.vault):  # readers in other processes look again
-            _finish_killed(ctx)
             ctx.reload_settings()
             ctx.keep(ctx.fresh.ensure(full=full))
             yield
@@ -265,7 +264,6 @@ def batch(ctx: WriteContext) -> Iterator[None]:
         return
     try:
         with generation.mutation(ctx.vault):  # one bump, at the end: readers look again
-            _finish_killed(ctx)
             ctx.reload_settings()
             first = ctx.fresh.full_at == float("-inf")
             ctx.keep(ctx.fresh.full() if first else ctx.fresh.quick())
@@ -276,14 +274,6 @@ def batch(ctx: WriteContext) -> Iterator[None]:
                 ctx.fresh.held = False
     except LockTimeout as exc:
         raise _busy(ctx) from exc
-
-
-def _finish_killed(ctx: WriteContext) -> None:
-    """Just after taking the lock: finish the audit records of a write killed between its
-    node file and its record (no other writer can be under way, so any journal is a dead
-    one's)."""
-    if audit.pending_intent(ctx.vault):
-        audit.recover(ctx.vault)
 
 
 def _busy(ctx: WriteContext) -> OskError:

@@ -72,16 +72,25 @@ if action == "create":
                     cluster="auth", drafter="test-model")
 elif action == "update":
     eng.update_node("Tokens", old_text="expire", new_text="expire hourly")
+elif action in ("confirm", "reject"):
+    from osk import protection, tombstones, trust
+    protection.require_person = lambda verb: None  # the person's verbs, as at a terminal
+    print(eng.read_node("Tokens").id, flush=True)
+    if action == "confirm":
+        trust.confirm(eng.vault, "Tokens")
+    else:
+        tombstones.reject(eng.vault, "Tokens", reason="wrong")
 else:
     eng.move_nodes(["Tokens"], space="Scope", cluster="auth/old")
 print("NOT KILLED", flush=True)
 '''
 
 
-def _run_child(vault: Vault, project: Path, action: str, point: str) -> None:
+def _run_child(vault: Vault, project: Path, action: str, point: str) -> str:
     done = subprocess.run([sys.executable, "-c", CHILD, str(vault.root), str(project), action,
                            point], capture_output=True, text=True, timeout=120)
     assert done.returncode == -signal.SIGKILL, (done.stdout, done.stderr)
+    return done.stdout
 
 
 def _debris_outside_state(vault: Vault) -> list[str]:
@@ -132,7 +141,7 @@ def _dead_pid() -> int:
     return child.pid  # reaped: no process has this pid now (barring reuse within the test)
 
 
-@pytest.mark.parametrize("action", ["create", "update", "move"])
+@pytest.mark.parametrize("action", ["create", "update", "move", "confirm"])
 def test_a_kill_between_the_node_file_and_its_audit_record_is_finished_not_a_hand_edit(
         vault: Vault, tmp_path: Path, action: str, capsys: pytest.CaptureFixture[str]):
     project = make_repo(tmp_path / "work" / "proj")
@@ -144,6 +153,17 @@ def test_a_kill_between_the_node_file_and_its_audit_record_is_finished_not_a_han
     last = audit.history(vault, Engine.open(vault, cwd=project).read_node("Tokens").id)[-1]
     assert last.action == action and last.detail.get("recovered") is True
     assert _unaudited(vault) == []
+    assert not audit.pending_intent(vault)
+
+
+def test_a_reject_killed_between_removing_the_file_and_its_audit_record_is_finished(
+        vault: Vault, tmp_path: Path):
+    project = make_repo(tmp_path / "work" / "proj")
+    node_id = _run_child(vault, project, "reject", "audit").split()[0]
+    assert audit.pending_intent(vault), "the kill came before the intent was journalled"
+    Engine.open(vault, cwd=project)  # taking the mutation lock finishes the record
+    last = audit.history(vault, node_id)[-1]
+    assert (last.action, last.after, last.detail.get("recovered")) == ("reject", None, True)
     assert not audit.pending_intent(vault)
 
 
