@@ -94,6 +94,16 @@ def _handled(run: Callable[[], int | None]) -> int:
         return 130
 
 
+def typed_back(code: str, question: str) -> bool:
+    """Ask the person to type ``code`` back (the person's verbs that decide: approve, revert,
+    redact); an end of input or anything else decides nothing."""
+    try:
+        answer = input(question)
+    except EOFError:
+        answer = ""
+    return answer.strip().upper() == code
+
+
 def add_json_flag(parser: argparse.ArgumentParser) -> None:
     """The one definition of --json, shared by every command that can emit it."""
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")

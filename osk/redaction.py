@@ -141,15 +141,37 @@ def preview(vault: Vault, target: Target | NodeTarget, span: str) -> Outcome | N
     return Outcome(target, tuple(rounds), _affected(vault, target, rounds), None)
 
 
-def redact(vault: Vault, target: Target | NodeTarget, span: str) -> Outcome | NodeOutcome:
+def code_of(outcome: Outcome | NodeOutcome) -> str:
+    """The code the person types back to redact exactly this (``protection.confirmation_code``
+    of the versions it changes)."""
+    from osk.protection import confirmation_code
+
+    if isinstance(outcome, NodeOutcome):
+        return confirmation_code([outcome.change.path, str(outcome.change.before)])
+    return confirmation_code([outcome.target.path,
+                              *(f"{r.number}:{r.before}" for r in outcome.rounds)])
+
+
+def redact(vault: Vault, target: Target | NodeTarget, span: str, *,
+           shown: Outcome | NodeOutcome | None = None) -> Outcome | NodeOutcome:
     """Replace the span in the record or node, then record the redaction in the ledger. The
-    person's verb: refused unless stdin is a terminal (governance/authority.md rule 1)."""
+    person's verb: refused unless stdin is a terminal (governance/authority.md rule 1).
+
+    ``shown`` is the preview the person confirmed: if the record or node changed since (a
+    round appended that holds the text, an edit), nothing is redacted.
+    """
     from osk.protection import require_person
 
     require_person("redact")
-    if isinstance(target, NodeTarget):
-        return _node_redact(vault, target, check_span(span))
-    rounds = _rounds(vault, target, check_span(span), dry_run=False)
+    span = check_span(span)
+    now = preview(vault, target, span)
+    if shown is not None and code_of(now) != code_of(shown):
+        raise RedactError(f"{now.target.path if isinstance(now, Outcome) else now.change.path} "
+                          f"changed since it was shown; nothing was redacted. Run `osk "
+                          f"redact` again to see what it would change now")
+    if isinstance(now, NodeOutcome):
+        return _node_redact(vault, now, span)
+    rounds = _rounds(vault, target, span, dry_run=False)
     affected = _affected(vault, target, rounds)
     record = Ledger(vault, LEDGER).append("redact", f"raw:{target.path}", {
         "record": target.path,
@@ -268,13 +290,12 @@ def _holds(path: os.PathLike[str], span: str) -> bool:
         return False
 
 
-def _node_redact(vault: Vault, target: NodeTarget, span: str) -> NodeOutcome:
+def _node_redact(vault: Vault, shown: NodeOutcome, span: str) -> NodeOutcome:
     from osk import objects
     from osk.engine import Engine
     from osk.fsutil import fsync_dir
     from osk.secrets import marker
 
-    shown = _node_preview(vault, target, span)
     found = shown.change
     engine = Engine.open(vault, cwd=vault.root, scope=_scope_of(found.path), actor="user")
     node = engine.catalog.get(found.node_id)
@@ -299,7 +320,7 @@ def _node_redact(vault: Vault, target: NodeTarget, span: str) -> NodeOutcome:
         "affected": [{"citing": a.citing_id, "target": a.target, "reason": "redacted"}
                      for a in shown.affected],
     })
-    return NodeOutcome(target, change, shown.affected, record.id)
+    return NodeOutcome(shown.target, change, shown.affected, record.id)
 
 
 def _scope_of(rel: str) -> str | None:

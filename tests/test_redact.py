@@ -10,12 +10,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from authority_support import osk
 from sync_support import git, make_devices
 from writekit import make_repo
 
 from osk import raw, redaction, validate
-from osk.commands.redact import confirmation_code
 from osk.engine import Engine
 from osk.secrets import redact
 from osk.sync import sync_once
@@ -48,7 +49,7 @@ def holding(vault: Vault) -> list[Path]:
 
 def run_redact(vault: Vault, target: str, code: str | None = None):
     if code is None:
-        code = confirmation_code(redaction.preview(vault, redaction.parse(target), SPAN))
+        code = redaction.code_of(redaction.preview(vault, redaction.parse(target), SPAN))
     return osk(vault, "redact", target, tty=True, answer=f"{SPAN}\n{code}\n")
 
 
@@ -198,3 +199,21 @@ def test_a_node_redaction_refuses_a_title_and_a_protected_region(vault: Vault, t
     guarded = osk(vault, "redact", "nas", tty=True, answer=f"{SPAN}\nX\n")
     assert guarded.code == 1 and "protected region Scope/proj/nas" in guarded.err
     assert SPAN in vault.abs("Scope/proj/nas/nas.md").read_text(encoding="utf-8")
+
+
+def test_a_record_that_changed_since_it_was_shown_is_not_redacted(
+        vault: Vault, tmp_path: Path, monkeypatch):
+    from osk import protection
+    from osk.errors import RedactError
+
+    eng, refs = conversation(vault, make_repo(tmp_path / "work" / "proj"))
+    target = redaction.parse("_raw/proj/talk")
+    shown = redaction.preview(vault, target, SPAN)
+    eng.append_raw("talk", user=f"once more: {SPAN}", assistant="Noted.")  # not in the preview
+    record = vault.abs(refs[0].path)
+    before = record.read_bytes()
+    monkeypatch.setattr(protection, "require_person", lambda verb: None)  # as at a terminal
+    with pytest.raises(RedactError, match="changed since it was shown"):
+        redaction.redact(vault, target, SPAN, shown=shown)
+    assert record.read_bytes() == before
+    assert not (vault.root / "_ledger/redactions.jsonl").exists()

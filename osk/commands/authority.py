@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from osk.cli import add_json_flag, json_text
+from osk.cli import add_json_flag, json_text, typed_back
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -193,11 +193,7 @@ def _agreed(vault, verb: str, rel: str, changes: list, assume_yes: bool) -> bool
     code = protection.changes_code(changes)
     question = (f"Type {code} to {verb} these {len(changes)} change(s) (anything else "
                 f"changes nothing): ")
-    try:
-        answer = input(question)
-    except EOFError:
-        answer = ""
-    if answer.strip().upper() == code:
+    if typed_back(code, question):
         return True
     print(f"Nothing {protection.PAST[verb]}.")
     return False

@@ -19,6 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run_redact(args: argparse.Namespace) -> int:
     from osk import redaction
+    from osk.cli import typed_back
     from osk.protection import require_person
     from osk.vault import locate
 
@@ -28,12 +29,11 @@ def run_redact(args: argparse.Namespace) -> int:
     span = read_hidden("Text to redact (not shown as you type): ")
     shown = redaction.preview(vault, target, span)
     where = describe(shown, len(span))
-    code = confirmation_code(shown)
-    answer = input(f"Type {code} to redact (anything else changes nothing): ")
-    if answer.strip().upper() != code:
+    code = redaction.code_of(shown)
+    if not typed_back(code, f"Type {code} to redact (anything else changes nothing): "):
         print("Nothing redacted.")
         return 0
-    done = redaction.redact(vault, target, span)
+    done = redaction.redact(vault, target, span, shown=shown)
     print(f"Redacted; recorded in _ledger/{redaction.LEDGER}.jsonl ({done.record_id}).")
     print(redaction.purge_instructions(vault, where))
     return 0
@@ -58,17 +58,6 @@ def describe(shown, length: int) -> str:
         print(f"{len(shown.affected)} citation(s) of it will become recheck candidates "
               f"(reason: target-redacted).")
     return where
-
-
-def confirmation_code(shown) -> str:
-    """Four characters from what is about to change, typed back as for approve and revert
-    (``protection.confirmation_code``)."""
-    from osk.protection import confirmation_code as code_of
-    from osk.redaction import NodeOutcome
-
-    if isinstance(shown, NodeOutcome):
-        return code_of([shown.change.path, str(shown.change.before)])
-    return code_of([shown.target.path, *(f"{r.number}:{r.before}" for r in shown.rounds)])
 
 
 def read_hidden(prompt: str) -> str:
