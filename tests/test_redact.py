@@ -11,7 +11,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from authority_support import osk
 from sync_support import git, make_devices
 from writekit import make_repo
