@@ -9,22 +9,49 @@ device; a hand edit made since shows up after the next one.
 from __future__ import annotations
 
 import json
+import os
 
 from osk.vault import Vault
 
 SUMMARY_FILE = ("rechecks", "summary.json")
 
+# One hook process asks several times (the session start's notes, the digest's markers and its
+# most cited nodes): the file is parsed once while its stat is unchanged.
+_read: dict[str, tuple[tuple[int, int, int], dict[str, object]]] = {}
+
+
+def _summary(vault: Vault) -> dict[str, object]:
+    path = vault.state(*SUMMARY_FILE)
+    try:
+        st = os.stat(path)
+        key = (st.st_size, st.st_mtime_ns, st.st_ino)
+        cached = _read.get(str(path))
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    data = data if isinstance(data, dict) else {}
+    _read[str(path)] = (key, data)
+    return data
+
 
 def scopes(vault: Vault) -> dict[str, list[object]]:
     """Scope (``""``: Domain and Person) -> its candidates as stored; {} when unreadable."""
-    try:
-        data = json.loads(vault.state(*SUMMARY_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    found = data.get("scopes", {}) if isinstance(data, dict) else {}
+    found = _summary(vault).get("scopes", {})
     if not isinstance(found, dict):
         return {}
     return {str(k): v for k, v in found.items() if isinstance(v, list)}
+
+
+def most_cited(vault: Vault) -> list[tuple[str, int]]:
+    """(node id, how many nodes cite it) for the most cited nodes, most first (at most
+    ``osk.rechecks.MOST_CITED``); [] before the first recheck pass on this device."""
+    found = _summary(vault).get("cited")
+    if not isinstance(found, list):
+        return []
+    return [(str(item[0]), item[1]) for item in found
+            if isinstance(item, list) and len(item) == 2 and isinstance(item[1], int)]
 
 
 def scope_notes(vault: Vault, scope: str) -> list[dict[str, object]]:

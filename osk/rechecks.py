@@ -29,6 +29,7 @@ After every pass the open candidates are written per scope to a summary that hoo
 
 from __future__ import annotations
 
+import heapq
 import json
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -53,6 +54,7 @@ if TYPE_CHECKING:
 
 LEDGER = "rechecks"
 KIND_PAIRS = "pairs"
+MOST_CITED = 32  # how many of the most cited nodes the hooks' summary names
 
 
 # -- the pair table ----------------------------------------------------------------------
@@ -329,6 +331,7 @@ class Rechecks:
         self._dirty: set[str] = set()
         self._found: list[Candidate] | None = None
         self._summary_key: tuple[object, ...] | None = None
+        self._most_cited: list[tuple[str, int]] | None = None  # None: to recount
         self._summarised: list[Candidate] | None = None  # the list the snapshot was written for
 
     # -- the table ---------------------------------------------------------------------
@@ -370,6 +373,7 @@ class Rechecks:
     def _changed(self, citing_id: str, after: Citations | None) -> None:
         """Update the indexes for one citing node's new record; mark what depends on it."""
         self._dirty.add(citing_id)
+        self._most_cited = None
         self._dirty |= self._citers.get(citing_id, set())  # their cascade flag reads its marker
         for node_id in self._cites.pop(citing_id, set()):
             self._unlink(self._citers, node_id, citing_id)
@@ -521,8 +525,8 @@ class Rechecks:
         if self._found is None:
             self._found = sorted((c for found in self._memo.values() for c in found),
                                  key=lambda c: (c.citing_path, c.target_key))
-        if self._summarised is not self._found:
-            self._write_summary(self._found)
+        if self._summarised is not self._found or self._most_cited is None:
+            self._write_summary(self._found)  # candidates, or who is cited how often, moved
         return list(self._found)
 
     def _note_catalog(self, catalog: Catalog) -> None:
@@ -657,8 +661,9 @@ class Rechecks:
         Device state that the next engine call recomputes, so it is replaced atomically but
         not fsynced: a crash can only leave the previous snapshot.
         """
-        key = tuple((c.id, c.reason, c.cascade, c.next, c.citing_path, c.target, c.citing_title)
-                    for c in found)
+        cited = self._cited()
+        key = (tuple((c.id, c.reason, c.cascade, c.next, c.citing_path, c.target,
+                      c.citing_title) for c in found), tuple(cited))
         if key == self._summary_key:
             self._summarised = found if isinstance(found, list) else None
             return
@@ -670,8 +675,8 @@ class Rechecks:
                 "next": list(cand.next),
             })
         # Compact: the C encoder (``indent`` would select the pure-Python one, ten times slower).
-        text = json.dumps({"scopes": by_scope}, ensure_ascii=False, sort_keys=True,
-                          separators=(",", ":"))
+        text = json.dumps({"scopes": by_scope, "cited": cited}, ensure_ascii=False,
+                          sort_keys=True, separators=(",", ":"))
         path = self.vault.state(*SUMMARY_FILE)
         try:
             if not path.exists() or path.read_text(encoding="utf-8") != text + "\n":
@@ -680,6 +685,15 @@ class Rechecks:
             return
         self._summary_key = key
         self._summarised = found if isinstance(found, list) else None
+
+    def _cited(self) -> list[tuple[str, int]]:
+        """The most cited nodes (id, how many nodes cite it), most first: recounted only
+        after a citation changed."""
+        if self._most_cited is None:
+            counts = ((node_id, len(ids)) for node_id, ids in self._citers.items() if ids)
+            self._most_cited = heapq.nsmallest(MOST_CITED, counts,
+                                               key=lambda item: (-item[1], item[0]))
+        return self._most_cited
 
 
 def _extends(view: LedgerView, old: LedgerView) -> bool:

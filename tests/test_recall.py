@@ -295,6 +295,21 @@ def test_session_start_lists_the_newest_and_the_most_cited_nodes(eng, vault, pro
     assert prompt("claude", project, "how are release tags signed?", "p-1", tmp_path) == ""
 
 
+def test_a_recall_file_of_another_schema_leaves_the_session_start_without_a_digest_only(
+        eng, vault, project, tmp_path):
+    import sqlite3
+
+    write(eng, *FACT)
+    eng.search("anything")  # the index writes its recall file
+    path = vault.state("index", "recall.sqlite")
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE meta SET value = '999' WHERE key = 'schema'")
+    db.close()
+    text = start("claude", project, tmp_path)
+    assert "## Scope memory" in text  # the rest of the block still reaches the model
+    assert FACT[0] not in text  # nothing read from a file this hook cannot read
+
+
 @pytest.mark.parametrize("allowed", [True, False])
 def test_session_start_carries_person_facts_as_inject_inferred_person_says(
         eng, vault, project, tmp_path, allowed):

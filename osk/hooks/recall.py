@@ -373,36 +373,33 @@ def digest(vault: Vault, scope: str) -> Digest:
     """The table of contents a session starts with: the scope's newest nodes, the newest facts
     about the person, and the most cited nodes it may see, under the same rules as per-prompt
     recall (isolation, served version, trust and ``inject_inferred_person``, rejections)."""
+    from osk import recheck_summary
     from osk.search import recallfile
-    from osk.search.ranking import scope_visibility
+    from osk.search.ranking import Ranking, scope_visibility
 
     try:
         db = recallfile.open_reader(vault.state("index"))
     except recallfile.Unusable:
         return Digest()
     try:
+        corpus = recallfile.RecallCorpus(db, ())  # its schema checked; no terms to rank
         visible = scope_visibility(vault, scope)
-        meta = dict(db.execute("SELECT key, value FROM meta WHERE key = 'approvals'"))
-        import json
-
-        approvals = json.loads(meta.get("approvals", "null"))
+        ranking = Ranking(corpus, scope=scope, visible=visible,  # type: ignore[arg-type]
+                          moment=_now(), explicit_time=False)
+        approvals = corpus.meta.get("approvals")
         allowed = _Allowed(vault)
-        now = _now()
 
         def usable(doc: Any) -> Recalled | None:
             if visible is not None and not visible(doc):
                 return None
-            if _not_valid(doc, now) or db.execute(  # superseded: the successor is shown
-                    "SELECT 1 FROM docs WHERE supersedes = ? LIMIT 1",
-                    (doc.title_key,)).fetchone():
-                return None
+            if SKIPPED_MARKERS.intersection(ranking.validity_markers(doc)):
+                return None  # superseded (its successor is shown), expired, not yet valid
             hit = _recalled(doc, (), 0.0, approvals)
             return hit if allowed(hit) else None
 
         recent = _newest(db, usable, scope)
         cited = []
-        counts = _citation_counts(vault)
-        for node_id, count in counts:
+        for node_id, count in recheck_summary.most_cited(vault):
             if len(cited) >= DIGEST_CITED:
                 break
             doc = next(recallfile.documents(db, "id = ?", (node_id,)), None)
@@ -443,35 +440,6 @@ def _newest_where(db: Any, usable: Callable[[Any], Recalled | None], where: str,
         if len(found) >= limit:
             break
     return found
-
-
-def _not_valid(doc: Any, now: float) -> bool:
-    """Past its valid_to or before its valid_from."""
-    return bool((doc.valid_to is not None and doc.valid_to <= now)
-                or (doc.valid_from is not None and doc.valid_from > now))
-
-
-def _citation_counts(vault: Vault) -> list[tuple[str, int]]:
-    """(node id, how many nodes cite it), most cited first, from the rechecks ledger (every
-    derived-from citation is recorded there with the bytes it was made against)."""
-    if not vault.ledger_path("rechecks").exists():
-        return []
-    from collections import Counter
-
-    from osk import rechecks
-    from osk.errors import OskError
-    from osk.ledger import Ledger
-
-    try:
-        table = rechecks.build_table(Ledger(vault, rechecks.LEDGER).read())
-    except OskError:
-        return []
-    counts: Counter[str] = Counter()
-    for citations in table.values():
-        for key in citations.pairs:
-            if key.startswith("node:"):
-                counts[key[len("node:"):]] += 1
-    return sorted(counts.items(), key=lambda item: (-item[1], item[0]))
 
 
 # -- the hook ----------------------------------------------------------------------------------

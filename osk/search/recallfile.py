@@ -290,7 +290,6 @@ class RecallCorpus:
         for row, key in db.execute("SELECT row, supersedes FROM docs "
                                    "WHERE supersedes IS NOT NULL"):
             self.successors.setdefault(key, set()).add(row)
-        self.version = 0
         every = _lengths(db)
         postings: dict[str, dict[int, int]] = {}
         for term in dict.fromkeys(terms):
@@ -304,20 +303,18 @@ class RecallCorpus:
             tfs.frombytes(found[1])
             postings[term] = dict(zip(rows, tfs, strict=True))
         wanted = set().union(*postings.values()) if postings else set()
-        pairs, _ = self.supersession()
-        wanted.update(row for pair in pairs for row in pair)
+        # (superseded, superseding) rows, in one indexed join: what Corpus.supersession gives
+        self._pairs = list(db.execute(
+            "SELECT old.row, new.row FROM docs AS new JOIN docs AS old "
+            "ON old.title_key = new.supersedes WHERE old.row != new.row"))
+        wanted.update(row for pair in self._pairs for row in pair)
         lengths = {row: every[row] for row in wanted if row < len(every)}
         self.bm25 = _PartialBm25(postings, lengths, int(self.meta.get("n", 0)),
                                  int(self.meta.get("total_length", 0)),
                                  float(self.meta.get("average_idf", 0.0)))
 
     def supersession(self) -> tuple[list[tuple[int, int]], set[int]]:
-        cached = getattr(self, "_pairs", None)
-        if cached is None:
-            pairs = [(old, new) for key, successors in self.successors.items()
-                     for old in self.by_title.get(key, ()) for new in successors if old != new]
-            cached = self._pairs = (pairs, {p[0] for p in pairs})
-        return cached
+        return self._pairs, {old for old, _ in self._pairs}
 
 
 class _LazyDocs(dict):  # type: ignore[type-arg]
