@@ -585,22 +585,33 @@ def _assignments(text: str) -> Found:
         position = match.end()
 
 
-def _assignment_span(text: str, match: re.Match[str]) -> tuple[int, int, str] | None:
-    kind = _key_kind(match["key"])
-    value = match["value"]
-    if kind is None or not value or _MARKER.fullmatch(value):
+def _value_kind(key: str, literal: str) -> str | None:
+    """What kind of secret ``literal`` is as the value of ``key`` (unquoted), or None: a key
+    that names no secret, a placeholder or marker, a value that names itself or its kind, a
+    parser token, a path given as ``PWD``, a public key."""
+    kind = _key_kind(key)
+    if kind is None or not literal or _MARKER.fullmatch(literal) or _placeholder(literal):
         return None
-    quoted = value[0] in "\"'`"
-    literal = value[1:-1] if quoted else value
     if kind == "token" and not _token_shaped(literal):
         return None
-    if _names_itself(literal, kind) or "public" in match["key"].lower():
+    if _names_itself(literal, kind) or "public" in key.lower():
         return None
     if kind == "password" and _path_like(literal):
         return None
+    return kind
+
+
+def _assignment_span(text: str, match: re.Match[str]) -> tuple[int, int, str] | None:
+    value = match["value"]
+    if not value:
+        return None
+    quoted = value[0] in "\"'`"
+    kind = _value_kind(match["key"], value[1:-1] if quoted else value)
+    if kind is None:
+        return None
     start = match.start("value")
     if quoted:
-        return None if _placeholder(literal) else (start + 1, match.end("value") - 1, kind)
+        return start + 1, match.end("value") - 1, kind
     return (start, match.end("value"), kind) if _unquoted_secret(text, match, value) else None
 
 
@@ -706,16 +717,13 @@ def _named_values(text: str) -> Found:
     ``key="ClearTextPassword" value="…"``, Kubernetes' ``- name: DB_PASSWORD`` / ``value: …``."""
     for pattern in (_XML_ELEMENT, _XML_PAIR, _YAML_PAIR):
         for match in pattern.finditer(text):
-            kind = _key_kind(match["key"].rsplit(":", 1)[-1])
             start, end = match.span("value")
             value = match["value"]
             if value[:1] in "\"'" and len(value) >= 2:
                 start, end, value = start + 1, end - 1, value[1:-1]
-            if kind is None or _placeholder(value) or value.lower() in _KEYWORDS:
-                continue
-            if (kind == "token" and not _token_shaped(value)) or _names_itself(value, kind):
-                continue
-            yield start, end, kind
+            kind = _value_kind(match["key"].rsplit(":", 1)[-1], value)
+            if kind is not None and value.lower() not in _KEYWORDS:
+                yield start, end, kind
 
 
 _PROSE_PASSWORD = re.compile(

@@ -368,3 +368,13 @@ def test_the_filter_module_imports_only_the_standard_library():
     code = "import sys, osk.secrets; print(*sys.modules)"
     out = subprocess.check_output([sys.executable, "-c", code], text=True)
     assert not set(out.split()) & {"pydantic", "yaml", "mcp", "git", "numpy", "filelock"}
+
+
+def test_a_named_value_is_judged_as_an_assignment_of_the_same_key_is():
+    """``- name: KEY`` / ``value: …`` and ``<KEY>…</KEY>`` follow the rules of ``KEY=…``: a
+    working directory given as PWD is no password in either form; a real password is one."""
+    for text in ("PWD=/home/dev", "- name: PWD\n  value: /home/dev\n", "<pwd>/home/dev</pwd>"):
+        assert not redact(text).changed, text
+    for text in ("DB_PASSWORD=Zq8-frog-Lamp", "- name: DB_PASSWORD\n  value: Zq8-frog-Lamp\n",
+                 "<password>Zq8-frog-Lamp</password>"):
+        assert "Zq8-frog-Lamp" not in redact(text).text, text
