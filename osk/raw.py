@@ -212,6 +212,14 @@ def record_path(vault: Vault, key: str, conversation: str) -> Path:
     return vault.inside(vault.raw_dir / record_name(key) / f"{record_name(conversation)}.md")
 
 
+def _located(vault: Vault, key: str, conversation: str) -> tuple[str, str, Path, str]:
+    """A record's portable key and conversation names, its path (inside the vault, or
+    refused) and its vault-relative path."""
+    key_name, conversation_name = record_name(key), record_name(conversation)
+    return (key_name, conversation_name, record_path(vault, key_name, conversation_name),
+            RecordId(key_name, conversation_name).path)
+
+
 def record_key_of(text: str) -> RecordId:
     """The record named by a coordinate (``_raw/K/C#Round N``, as a link or bare) or a path."""
     inner = text[2:-2] if text.startswith("[[") and text.endswith("]]") else text
@@ -586,9 +594,7 @@ def read_record(vault: Vault, key: str, conversation: str, *, strict: bool = Tru
 
     An interrupted append at the end (``torn_tail``) is ignored: it was never acknowledged.
     """
-    key, conversation = record_name(key), record_name(conversation)
-    path = vault.inside(vault.raw_dir / key / f"{conversation}.md")
-    rel = f"{RAW_DIR}/{key}/{conversation}.md"
+    key, conversation, path, rel = _located(vault, key, conversation)
     try:
         stat = path.stat()
     except FileNotFoundError:
@@ -719,9 +725,7 @@ def append_round(vault: Vault, key: str, conversation: str, round: RoundInput) -
     check_identifier("host", round.host)
     sections, findings = _prepared(round)
     at = _at_text(round.at)
-    key_name, conversation_name = record_name(key), record_name(conversation)
-    path = vault.inside(vault.raw_dir / key_name / f"{conversation_name}.md")
-    rel = f"{RAW_DIR}/{key_name}/{conversation_name}.md"
+    key_name, conversation_name, path, rel = _located(vault, key, conversation)
     state_path = _state_path(vault, key_name, conversation_name)
     with file_lock(_record_lock(vault, key_name, conversation_name)), \
             raw_ids.CompletionIds(_ids_path(vault, key_name, conversation_name)) as index:
@@ -944,9 +948,7 @@ def redact_rounds(vault: Vault, key: str, conversation: str, numbers: set[int] |
     """
     from osk.secrets import marker
 
-    key_name, conversation_name = record_name(key), record_name(conversation)
-    path = vault.inside(vault.raw_dir / key_name / f"{conversation_name}.md")
-    rel = f"{RAW_DIR}/{key_name}/{conversation_name}.md"
+    key_name, conversation_name, path, rel = _located(vault, key, conversation)
     state_path = _state_path(vault, key_name, conversation_name)
     with file_lock(_record_lock(vault, key_name, conversation_name)):
         if not path.exists():
