@@ -61,6 +61,9 @@ class Settings:
 
 
 SETTINGS_CACHE = "settings.json"  # device state: osk.toml as parsed, keyed by its stat
+# The same, within one process (a hook asks for the settings several times a run): path ->
+# (stat key, data), kept only for a file whose stat is past the race window, like the cache.
+_PARSED: dict[str, tuple[list[int], dict[str, object]]] = {}
 
 
 def _parsed_toml(path: Path) -> dict[str, object]:
@@ -74,11 +77,15 @@ def _parsed_toml(path: Path) -> dict[str, object]:
 
     st = os.stat(path)  # FileNotFoundError: no settings file
     key = [st.st_size, st.st_mtime_ns, st.st_ino]
+    memo = _PARSED.get(str(path))
+    if memo is not None and memo[0] == key:
+        return memo[1]
     cache = path.parent / STATE_DIR / SETTINGS_CACHE
     try:
         saved = json.loads(cache.read_text(encoding="utf-8"))
         if isinstance(saved, dict) and saved.get("stat") == key and isinstance(
                 saved.get("toml"), dict):
+            _PARSED[str(path)] = (key, saved["toml"])  # saved only once past the window
             return saved["toml"]
     except (OSError, ValueError):
         pass
@@ -88,7 +95,10 @@ def _parsed_toml(path: Path) -> dict[str, object]:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise OskError(f"{path}: not valid TOML ({exc}); fix the file by hand") from exc
-    if time.time_ns() - st.st_mtime_ns >= RACE_WINDOW_NS and cache.parent.is_dir():
+    settled = time.time_ns() - st.st_mtime_ns >= RACE_WINDOW_NS
+    if settled:
+        _PARSED[str(path)] = (key, data)
+    if settled and cache.parent.is_dir():
         try:
             replace_unsynced(cache, json.dumps({"stat": key, "toml": data}, ensure_ascii=False))
         except (OSError, TypeError, ValueError):  # dates in osk.toml, a read-only vault: no cache
