@@ -73,7 +73,6 @@ class Recalled:
 def budget_for(vault: Vault, host: str) -> int:
     """The host's recall budget in characters: ``[recall] budget`` (default 1,200), or
     ``[recall.hosts] HOST = N`` for one host; 0 turns per-prompt recall off."""
-    from osk.errors import OskError
 
     section = vault.settings().extra.get("recall", {})
     if not isinstance(section, Mapping):
@@ -267,7 +266,7 @@ def _with_markers(vault: Vault, hits: list[Recalled]) -> list[Recalled]:
     pending = _pending_paths(vault, [hit.path for hit in hits])
     result = []
     for hit in hits:
-        labels = set(hit.markers) - SKIPPED_MARKERS
+        labels = set(hit.markers)
         if hit.path in stale:
             labels.add("recheck")
         if hit.id in conflicted:
@@ -291,7 +290,6 @@ def _conflicted_ids(vault: Vault) -> set[str]:
     if not vault.ledger_path(CANDIDATES_LEDGER).exists():
         return set()
     from osk import candidates
-    from osk.errors import OskError
 
     try:
         return set(candidates.Candidates(vault).open_party_ids())
@@ -303,7 +301,6 @@ def _pending_paths(vault: Vault, paths: Sequence[str]) -> set[str]:
     if not vault.ledger_path("approvals").exists():
         return set()
     from osk import protection
-    from osk.errors import OskError
 
     found = set()
     for rel in paths:
