@@ -87,6 +87,12 @@ class Freshness:
         self._turn: list[str] = []  # node files the periodic sweep has still to stat
 
     # -- the checks --------------------------------------------------------------------------
+    @property
+    def looked_fully(self) -> bool:
+        """Whether a full refresh (or the periodic look) has run: before one, only a full
+        refresh makes the catalog exact."""
+        return self.full_at != float("-inf")
+
     def ensure(self, *, full: bool = False) -> Changes:
         """What a write does under the lock: a full refresh if asked, the periodic look if
         due, else the folder check."""

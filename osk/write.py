@@ -265,8 +265,7 @@ def batch(ctx: WriteContext) -> Iterator[None]:
     try:
         with generation.mutation(ctx.vault):  # one bump, at the end: readers look again
             ctx.reload_settings()
-            first = ctx.fresh.full_at == float("-inf")
-            ctx.keep(ctx.fresh.full() if first else ctx.fresh.quick())
+            ctx.keep(ctx.fresh.quick() if ctx.fresh.looked_fully else ctx.fresh.full())
             ctx.fresh.held = True
             try:
                 yield
