@@ -63,9 +63,10 @@ class Target:
 
     @property
     def label(self) -> str:
-        if self.rounds is None:
-            return self.path
-        return f"{self.path[:-3]}#Round {min(self.rounds)}"
+        return self.path if self.rounds is None else self.coordinate(min(self.rounds))
+
+    def coordinate(self, number: int) -> str:
+        return RawTarget(self.key, self.conversation, number).coordinate
 
 
 @dataclass(frozen=True)
@@ -198,10 +199,15 @@ def redacted_states(vault: Vault) -> dict[str, set[str]]:
         path, rounds = data.get("record"), data.get("rounds")
         if not isinstance(path, str) or not isinstance(rounds, list):
             continue
+        try:
+            named = raw.record_key_of(path)
+        except RawRecordError:
+            continue  # a damaged entry names no record; the validators report the ledger
+        target = Target(named.key, named.conversation, None)
         for item in rounds:
             if isinstance(item, dict) and isinstance(item.get("after"), str):
-                key = f"raw:{path.removesuffix('.md')}#Round {item.get('n')}"
-                found.setdefault(key, set()).add(item["after"])
+                found.setdefault(f"raw:{target.coordinate(item.get('n'))}", set()).add(
+                    item["after"])
     return found
 
 
@@ -229,7 +235,7 @@ def _rounds(vault: Vault, target: Target, span: str, *, dry_run: bool) -> list[r
 
 def _affected(vault: Vault, target: Target, rounds: list[raw.Rewritten]) -> tuple[Affected, ...]:
     """Citation pairs bound to a changed round: they become recheck candidates."""
-    keys = {f"raw:{target.path[:-3]}#Round {r.number}" for r in rounds}
+    keys = {f"raw:{target.coordinate(r.number)}" for r in rounds}
     found = [Affected(citing, key) for citing, citations in Rechecks(vault).table().items()
              for key in citations.pairs if key in keys]
     return tuple(sorted(found, key=lambda a: (a.target, a.citing_id)))
