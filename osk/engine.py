@@ -424,9 +424,8 @@ class Engine:
             target = parse_target(link)
             if isinstance(target, NodeTarget):
                 add(_node_or_none(self.catalog, target.title), "cited by this node (derived-from)")
-        for citing_id, citations in self.rechecks.table().items():
-            if f"node:{node.id}" in citations.pairs:
-                add(_node_or_none(self.catalog, citing_id), "cites this node (derived-from)")
+        for citing_id in sorted(self.rechecks.citing(node.id)):
+            add(_node_or_none(self.catalog, citing_id), "cites this node (derived-from)")
         cited = len(found)
         similar = max(RELATED_SIMILAR, RELATED - cited)
         for hit in self.search(f"{node.title} {node.meta.summary}", k=similar + 1).hits:

@@ -401,6 +401,11 @@ class Rechecks:
             if not found:
                 del index[key]
 
+    def citing(self, node_id: str) -> set[str]:
+        """The ids of the nodes whose recorded citations name node ``node_id``."""
+        self.table()
+        return set(self._citers.get(node_id, ()))
+
     def citations(self, node_id: str) -> Citations | None:
         return self.table().get(node_id)
 
