@@ -26,6 +26,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import cache
 
 _MARKER = re.compile(r"\[REDACTED:[a-z0-9-]+\]")
 
@@ -157,16 +158,20 @@ class _NeedleIndex:
         return sorted({rank for ranks in found for rank in ranks})
 
 
-_index: list[_NeedleIndex] = []
-
-
+@cache
 def _needle_index() -> _NeedleIndex:
-    if not _index:
-        _index.append(_NeedleIndex(_DETECTORS))
-    return _index[0]
+    return _NeedleIndex(_DETECTORS)  # built on first use: _DETECTORS is defined below
 
 
 Found = Iterator[tuple[int, int, str]]
+
+
+def _secret_groups(pattern: re.Pattern[str], kind: str) -> Callable[[str], Found]:
+    """A detector that reports every match's ``secret`` group as ``kind``."""
+    def detect(text: str) -> Found:
+        for match in pattern.finditer(text):
+            yield match.start("secret"), match.end("secret"), kind
+    return detect
 
 # -- value heuristics -----------------------------------------------------------------------
 
@@ -485,9 +490,7 @@ _AWS_SECRET = re.compile(
 )
 
 
-def _aws_secrets(text: str) -> Found:
-    for match in _AWS_SECRET.finditer(text):
-        yield match.start("secret"), match.end("secret"), "aws-secret-key"
+_aws_secrets = _secret_groups(_AWS_SECRET, "aws-secret-key")
 
 
 _AUTH_HEADER = re.compile(
@@ -513,9 +516,7 @@ _SLACK_WEBHOOK = re.compile(
 )
 
 
-def _slack_webhooks(text: str) -> Found:
-    for match in _SLACK_WEBHOOK.finditer(text):
-        yield match.start("secret"), match.end("secret"), "slack-webhook"
+_slack_webhooks = _secret_groups(_SLACK_WEBHOOK, "slack-webhook")
 
 
 _URL_PASSWORD = re.compile(
@@ -665,9 +666,7 @@ _PUTTY_PRIVATE = re.compile(
     r"Private-Lines:[ \t]*[0-9]+[ \t]*\r?\n(?P<secret>(?:[A-Za-z0-9+/=]{4,}[ \t]*(?:\r?\n|$))+)")
 
 
-def _putty_keys(text: str) -> Found:
-    for match in _PUTTY_PRIVATE.finditer(text):
-        yield match.start("secret"), match.end("secret"), "private-key"
+_putty_keys = _secret_groups(_PUTTY_PRIVATE, "private-key")
 
 
 _CURL_USER = re.compile(
