@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from osk import clock
 from osk.errors import ContractError
-from osk.fsutil import sha256_bytes, sha256_text
+from osk.fsutil import sha256_text
 from osk.vault import cluster_of, scope_of, space_of
 
 try:  # libyaml's loader is ~10x faster on a cold index build; fall back when it is absent
@@ -409,6 +409,3 @@ def _reads_as_string(text: str) -> bool:
 
 _RESOLVERS = yaml.SafeLoader.yaml_implicit_resolvers
 
-
-def file_hash_of_bytes(data: bytes) -> str:
-    return sha256_bytes(data)

@@ -10,7 +10,8 @@ back to the snapshot; the discarded text is kept as an object and recorded).
 
 A node created inside a region after it was protected is a pending creation: it is served as
 absent until approved. A node deleted by hand inside a region is a pending deletion: the approved
-text is still served (``absent``) until the person approves the deletion or reverts it.
+text is still served (the catalog adds it back) until the person approves the deletion or
+reverts it.
 
 Who may do what is governance/authority.md. The verbs that change approvals call
 ``require_person`` themselves, so no surface can reach them without a terminal on stdin.
@@ -219,15 +220,6 @@ def is_pending(vault: Vault, rel: str) -> bool:
     path = vault.abs(rel)
     working = sha256_text(path.read_text(encoding="utf-8")) if path.is_file() else None
     return working != current.approved_sha(rel)
-
-
-def absent(vault: Vault) -> dict[str, str]:
-    """Approved files missing from the working copy (pending deletions): path -> approved sha.
-
-    The catalog walks the disk, so it adds these itself if it wants to keep serving them.
-    """
-    current = state(vault)
-    return {rel: sha for rel, sha in current.approved.items() if not vault.abs(rel).is_file()}
 
 
 # -- pending changes -----------------------------------------------------------------------------

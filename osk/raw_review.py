@@ -110,12 +110,6 @@ def _cut_notice(cap: int, found: Round, upto: int, rest: tuple[int, ...]) -> str
             f"{_ranges(rest)} with skip {upto}.]\n")
 
 
-def review_view(vault: Vault, key: str, conversation: str,
-                rounds: Iterable[int] | str | None = None, cap: int = REVIEW_CAP,
-                skip: int = 0) -> str:
-    return review(vault, key, conversation, rounds, cap, skip).text
-
-
 def _chosen(record: RawRecord, rounds: Iterable[int] | str | None) -> tuple[int, ...]:
     count = len(record.rounds)
     if rounds is None:

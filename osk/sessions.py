@@ -279,33 +279,6 @@ class Routing:
         """The scope ``key`` writes to: its binding, or the scope named after it."""
         return self.route(key)[0]
 
-    def is_bound(self, key: str) -> bool:
-        return self.route(key)[1]
-
-    def keys_for_scope(self, scope: str) -> set[str]:
-        """Every key whose scope is ``scope`` (bound to it, or unbound and named like it).
-
-        A subject with a fork is skipped: its scope is undecided until a person resolves it.
-        """
-        view = self._view()
-        wanted = title_key(scope)
-        keys = {scope}
-        for subject in view.subjects():
-            if not subject.startswith("key:"):
-                continue
-            try:
-                record = view.current(subject)
-            except LedgerFork:
-                continue
-            if record is None:
-                continue
-            key = subject[len("key:"):]
-            if title_key(str(record.data.get("scope", ""))) == wanted:
-                keys.add(key)
-            elif key == scope:
-                keys.discard(key)
-        return keys
-
     def bind(self, key: str, scope: str) -> bool:
         """Bind ``key`` to ``scope``; True when this call made the binding.
 

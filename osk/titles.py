@@ -73,6 +73,3 @@ def check_portable(title: str) -> str:
         )
     return nfc
 
-
-def file_name(title: str) -> str:
-    return f"{check_portable(title)}.md"

@@ -281,6 +281,3 @@ def as_of_view(vault: Vault, catalog: Catalog, at: datetime,
     return AsOfView(at, nodes, gaps)
 
 
-def as_of_nodes(vault: Vault, catalog: Catalog, at: datetime,
-                visible: Callable[[Node], bool] | None = None) -> list[Node]:
-    return as_of_view(vault, catalog, at, visible).nodes

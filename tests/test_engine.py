@@ -231,7 +231,7 @@ def test_an_explicit_scope_acts_for_that_scope_without_binding_the_key(vault: Va
     engine = Engine.open(vault, cwd=repo, scope="platform")
     result = engine.create_node("api", "hub", "x\n", space="Scope", cluster="api", drafter="m")
     assert result.path == "Scope/platform/api/api.md" and result.scope == "platform"
-    assert not Routing(vault).is_bound("proj")
+    assert not Routing(vault).route("proj")[1]
 
 
 def test_engine_open_finds_the_vault_from_the_environment(vault: Vault, repo: Path):

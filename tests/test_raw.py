@@ -20,7 +20,7 @@ from osk import raw
 from osk.edges import RawTarget, parse_target
 from osk.errors import RawNotFound, RawRecordError
 from osk.raw import RoundInput, append_round, read_record, read_round
-from osk.raw_review import REVIEW_CAP, review, review_view
+from osk.raw_review import REVIEW_CAP, review
 from osk.vault import Vault
 
 AT = "2025-11-29T18:00+09:00"
@@ -547,7 +547,7 @@ def test_list_records_names_every_record(vault: Vault):
 def test_a_review_of_short_rounds_shows_them_whole_and_says_nothing_was_cut(vault: Vault):
     append_round(vault, KEY, CONV, rnd(1))
     append_round(vault, KEY, CONV, RoundInput("pw", "password=hunter2x", host="", at=AT))
-    assert review_view(vault, KEY, CONV) == (
+    assert review(vault, KEY, CONV).text == (
         "# Raw record _raw/proj/conv-1.md: rounds 1-2 of 2\n\n"
         "## _raw/proj/conv-1#Round 1 · 2025-11-29T18:00+09:00 · claude\n"
         "### User\n\nquestion 1\n\n### Assistant\n\nanswer 1\n\n"
@@ -606,7 +606,7 @@ def test_a_review_takes_a_selection_and_refuses_rounds_that_do_not_exist(three_r
 def test_a_review_flags_a_round_whose_text_changed_since_capture(three_rounds: Vault):
     path = record_file(three_rounds)
     path.write_bytes(path.read_bytes().replace(b"answer 2", b"answer X"))
-    view = review_view(three_rounds, KEY, CONV, rounds=[2])
+    view = review(three_rounds, KEY, CONV, rounds=[2]).text
     assert "WARNING: text changed since capture" in view and "answer X" in view
 
 

@@ -140,21 +140,21 @@ def test_the_sessions_module_imports_nothing_heavy():
 def test_an_unbound_key_writes_to_the_scope_named_after_it(vault: Vault):
     routing = Routing(vault)
     assert routing.scope_for("proj") == "proj"
-    assert not routing.is_bound("proj")
+    assert not routing.route("proj")[1]
 
 
 def test_binding_is_recorded_once_and_a_second_scope_is_refused_writing_nothing(vault: Vault):
     routing = Routing(vault)
     assert routing.bind("proj", "platform") is True
     assert routing.bind("proj", "platform") is False
-    assert routing.scope_for("proj") == "platform" and routing.is_bound("proj")
+    assert routing.scope_for("proj") == "platform" and routing.route("proj")[1]
     before = snapshot(vault)
     with pytest.raises(ScopeError) as caught:
         routing.bind("proj", "other")
     assert caught.value.rule == "scope-boundary"
     assert "bound to scope 'platform'" in str(caught.value)
     assert snapshot(vault) == before
-    assert routing.keys_for_scope("platform") == {"platform", "proj"}
+    assert routing.scope_for("platform") == routing.scope_for("proj") == "platform"
 
 
 def test_two_devices_binding_one_key_differently_surface_a_fork(vault: Vault, tmp_path: Path):

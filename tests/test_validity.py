@@ -32,6 +32,11 @@ def catalog_of(vault: Vault) -> Catalog:
     return catalog
 
 
+def as_of(vault: Vault, moment):
+    """The nodes as served at ``moment`` (``validity.as_of_view``)."""
+    return validity.as_of_view(vault, catalog_of(vault), moment).nodes
+
+
 def supersede(vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
     """The old claim written at T0; at T1 a new node supersedes it (as the write path does)."""
     monkeypatch.setenv("OSK_NOW", T0)
@@ -90,12 +95,12 @@ def test_search_helpers_mark_superseded_and_expired_hits(vault: Vault, monkeypat
 
 def test_as_of_before_the_supersession_returns_the_superseded_node(vault: Vault, monkeypatch):
     supersede(vault, monkeypatch)
-    before = validity.as_of_nodes(vault, catalog_of(vault), at("2026-02-01T00:00+00:00"))
+    before = as_of(vault, at("2026-02-01T00:00+00:00"))
     assert titles(before) == ["Rate limit 2025"]
     assert before[0].meta.valid_to is None  # the version served then, before it was closed
-    after = validity.as_of_nodes(vault, catalog_of(vault), at(T2))
+    after = as_of(vault, at(T2))
     assert titles(after) == ["Rate limit 2026"]
-    assert validity.as_of_nodes(vault, catalog_of(vault), at("2025-12-31T00:00+00:00")) == []
+    assert as_of(vault, at("2025-12-31T00:00+00:00")) == []
 
 
 def test_as_of_serves_the_version_current_at_that_date(vault: Vault, monkeypatch):
@@ -104,8 +109,8 @@ def test_as_of_serves_the_version_current_at_that_date(vault: Vault, monkeypatch
     agent_write(vault, rel, node_text(body="Auth uses API keys.\n"))
     monkeypatch.setenv("OSK_NOW", T1)
     agent_write(vault, rel, edit_body(vault, rel, "Auth uses OAuth.\n"))
-    then = validity.as_of_nodes(vault, catalog_of(vault), at("2026-02-01T00:00+00:00"))
-    now = validity.as_of_nodes(vault, catalog_of(vault), at(T2))
+    then = as_of(vault, at("2026-02-01T00:00+00:00"))
+    now = as_of(vault, at(T2))
     assert [n.body for n in then] == ["Auth uses API keys.\n"]
     assert [n.body for n in now] == ["Auth uses OAuth.\n"]
 
@@ -117,9 +122,9 @@ def test_as_of_shows_a_rejected_claim_only_before_its_rejection(
     agent_write(vault, OLD, node_text(body="The limit is 100 requests a minute.\n"))
     monkeypatch.setenv("OSK_NOW", T1)
     tombstones.reject(vault, "Rate limit 2025", reason="never true")
-    assert titles(validity.as_of_nodes(vault, catalog_of(vault), at("2026-02-01T00:00+00:00"))) \
+    assert titles(as_of(vault, at("2026-02-01T00:00+00:00"))) \
         == ["Rate limit 2025"]
-    assert validity.as_of_nodes(vault, catalog_of(vault), at(T2)) == []
+    assert as_of(vault, at(T2)) == []
 
 
 def test_as_of_serves_the_approved_version_while_a_change_was_pending(
@@ -133,9 +138,9 @@ def test_as_of_serves_the_approved_version_while_a_change_was_pending(
     agent_write(vault, rel, edit_body(vault, rel, "Works nights.\n"))
     monkeypatch.setenv("OSK_NOW", T2)
     protection.approve(vault, rel)
-    pending_then = validity.as_of_nodes(vault, catalog_of(vault), at("2026-04-01T00:00+00:00"))
+    pending_then = as_of(vault, at("2026-04-01T00:00+00:00"))
     assert [n.body for n in pending_then] == ["Works 9 to 5.\n"]
-    later = validity.as_of_nodes(vault, catalog_of(vault), at("2026-06-01T00:00+00:00"))
+    later = as_of(vault, at("2026-06-01T00:00+00:00"))
     assert [n.body for n in later] == ["Works nights.\n"]
 
 

@@ -89,13 +89,13 @@ def test_the_first_scope_write_binds_the_session_key(eng: Engine, vault: Vault):
     first = eng.create_node("auth", "hub", "x\n", space="Scope", cluster="auth", drafter="m")
     second = create(eng, "Token lifetime")
     assert (first.bound_now, first.bound, second.bound_now) == (True, True, False)
-    assert Routing(vault).scope_for("proj") == "proj" and Routing(vault).is_bound("proj")
+    assert Routing(vault).scope_for("proj") == "proj" and Routing(vault).route("proj")[1]
 
 
 def test_domain_and_person_writes_do_not_bind_the_session(eng: Engine, vault: Vault):
     eng.create_node("patterns", "Reusable patterns", "x\n", space="Domain", cluster="patterns",
                     drafter="m")
-    assert not Routing(vault).is_bound("proj") and not eng.session.bound
+    assert not Routing(vault).route("proj")[1] and not eng.session.bound
 
 
 def test_a_person_at_the_terminal_writes_as_user_with_confirmed_trust(vault: Vault,
