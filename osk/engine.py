@@ -36,7 +36,7 @@ from osk import (
 from osk.catalog import Catalog, Changes
 from osk.edges import FileTarget, NodeTarget, RawTarget, parse_target, raw_record
 from osk.errors import EdgeError, LedgerError, NodeNotFound, OskError
-from osk.fsutil import RACE_WINDOW_NS, sha256_bytes, synced_at_exit
+from osk.fsutil import sha256_bytes, synced_at_exit
 from osk.ids import check_identifier
 from osk.ledger import Ledger
 from osk.node import Node
@@ -278,22 +278,18 @@ class Engine:
         if self._index is None:
             self._index = SearchIndex(self.vault, refresh_interval=math.inf)
             self._ctx.take_changes()
-            self._ctx.fresh.take_walked()
             self._index.reconcile(self.catalog)  # the catalog's stats: no second walk
         return self._index
 
     def _sync_index(self, *, moved: bool = False) -> None:
         """Hand the catalog's changes to the index so a write is searchable on return.
 
-        After a full catalog refresh the index is told it was walked (``walked``), so its own
-        once-a-second walk does not stat every node file a second time. ``moved``: the vault
-        generation moved, so the index checks the approvals too (an approval changes what is
-        served without changing a node file).
+        ``moved``: the vault generation moved or the periodic look ran, so the index checks
+        the approvals too (an approval changes what is served without changing a node file).
         """
         changes = self._ctx.take_changes()
-        walked = self._ctx.fresh.take_walked()
-        if self._index is not None and (changes or walked or moved):
-            self._index.sync(self.catalog, changes, walked=walked)
+        if self._index is not None and (changes or moved):
+            self._index.sync(self.catalog, changes)
 
     def _after_write(self) -> None:
         """Make a write searchable and refresh the hook snapshot of recheck candidates.
@@ -487,8 +483,7 @@ class Engine:
                 f"no node with id or title {ref!r}; search first, then use a returned title "
                 f"or id", ref=ref,
             )
-        if _stale(self.vault, self.catalog, node.path):  # the CAS hash must be exact
-            self.catalog.note_written(node.path)
+        self._ctx.freshen([node.path])  # the CAS hash must be exact; the index hears of it too
         fresh = self.catalog.by_path(node.path)
         if fresh is None:
             return self.catalog.get(ref)  # raises the file's contract error or NodeNotFound
@@ -829,17 +824,6 @@ def _titles(catalog: Catalog, node_ids: Sequence[str]) -> list[tuple[str, str | 
         node = _node_or_none(catalog, node_id)
         found.append((node.title, node.scope) if node is not None else None)
     return found
-
-
-def _stale(vault: Vault, catalog: Catalog, rel: str) -> bool:
-    """Whether the catalog's entry for ``rel`` may be older than the file (stat or race)."""
-    entry = catalog.entries.get(rel)
-    try:
-        st = vault.abs(rel).stat()
-    except OSError:
-        return True
-    stat = (st.st_size, st.st_mtime_ns, st.st_ino)
-    return entry is None or entry.stat != stat or time.time_ns() - st.st_mtime_ns < RACE_WINDOW_NS
 
 
 def _node_or_none(catalog: Catalog, node_id: str) -> Node | None:

@@ -82,7 +82,6 @@ class Freshness:
         self.full_at = float("-inf")  # monotonic time of the last full refresh
         self.stamp: generation.Stamp | None = None  # the generation the last look began at
         self.held = False  # a batch holds the mutation lock and made the catalog fresh
-        self._walked = False
         self._folders: dict[str, _Folder] = {}
         self._turn: list[str] = []  # node files the periodic sweep has still to stat
 
@@ -134,17 +133,11 @@ class Freshness:
             self._scan(space, [], stats=False)
         changes = self.catalog.refresh()
         self.full_at = started
-        self._walked = True
         return changes
 
     def behind(self) -> bool:
         """Whether an osk process has written since the last look began (one ``stat``)."""
         return generation.current(self.vault) != self.stamp
-
-    def take_walked(self) -> bool:
-        """Whether a full refresh ran since the last call (the search index need not walk)."""
-        walked, self._walked = self._walked, False
-        return walked
 
     def quick(self) -> Changes:
         """Stat the known folders; re-list changed ones and re-read what changed in them."""

@@ -260,3 +260,24 @@ def test_a_forked_binding_keeps_reads_working_and_refuses_scope_writes(vault: Va
     with pytest.raises(LedgerFork):
         engine.create_node("api", "hub", "x\n", space="Scope", cluster="api", drafter="m")
     assert snapshot(vault) == before
+
+
+def test_a_hand_edit_that_a_read_notices_first_reaches_search_too(
+        eng: Engine, vault: Vault, hub: str, monkeypatch: pytest.MonkeyPatch):
+    import os
+    import time
+
+    from osk import engine as engine_mod
+
+    done = eng.create_node("Widgets", "about widgets", "Widgets are blue.\n", space="Scope",
+                           cluster=hub, drafter="test-model")
+    assert [h.title for h in eng.search("widgets").hits] == ["Widgets"]
+    path = vault.abs(done.path)
+    path.write_text(path.read_text(encoding="utf-8").replace(
+        "Widgets are blue.", "Widgets are blue. Zanzibarite inside."), encoding="utf-8")
+    old = time.time() - 3600  # an editor that keeps the mtime: only a read's re-stat sees it
+    os.utime(path, (old, old))
+    eng._ctx.fresh.full_at = time.monotonic()  # as if the periodic look had just run
+    assert "Zanzibarite" in eng.read_node("Widgets").text
+    monkeypatch.setattr(engine_mod, "REFRESH_SECONDS", 0.0)  # every search looks again
+    assert [h.title for h in eng.search("zanzibarite").hits] == ["Widgets"]

@@ -406,21 +406,6 @@ def test_a_protected_node_is_found_by_its_approved_text_until_the_person_approve
     assert titles(index.search("kestrel")) == []
 
 
-def test_a_full_catalog_walk_handed_to_sync_spares_the_next_search_its_own_walk(
-        vault: Vault, monkeypatch):
-    write_node(vault, "Domain/Otter.md", "the otter sleeps")
-    index = SearchIndex(vault, refresh_interval=0.0)
-    index.search("otter")  # the index has walked once itself
-    walks = []
-    real_walk = index_mod._walk
-    monkeypatch.setattr(index_mod, "_walk", lambda root: walks.append(1) or real_walk(root))
-    index.refresh_interval = 3600
-    catalog = Catalog(vault)
-    index.sync(catalog, catalog.refresh(), walked=True)
-    index.search("otter")
-    assert walks == []
-
-
 def test_the_top_k_is_always_a_prefix_of_a_longer_ranking(vault: Vault):
     """Pruning (fewer candidates looked at for a small k) never changes the order."""
     import random

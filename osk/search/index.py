@@ -126,13 +126,11 @@ class SearchIndex:
         self._recall_backlog: list[list[Any]] = []  # changes a busy recall file did not take
 
     # -- public API ---------------------------------------------------------------------------
-    def sync(self, catalog: Catalog, changes: Changes, *, walked: bool = False) -> None:
+    def sync(self, catalog: Catalog, changes: Changes) -> None:
         """Apply what the catalog just read: added/changed paths re-index, removed ones go.
 
-        ``walked``: the catalog has just stat-ed every node file (a full refresh, including one
-        that found nothing). Once this index has walked the files itself, such a walk counts as
-        its own and the next search does not stat everything again. Every sync also checks the
-        approvals (one stat), since an approval changes what is served without changing a file.
+        Every sync also checks the approvals (one stat), since an approval changes what is
+        served without changing a file.
         """
         with self._lock:
             self._ensure_loaded()
@@ -153,8 +151,6 @@ class SearchIndex:
             if self._last_walk > -math.inf:  # else the first search walks and checks
                 for rel in self._check_protection():  # an approval changes no node file
                     self._reread(rel, now)
-                if walked:
-                    self._last_walk = time.monotonic()
             self._commit()
 
     def refresh(self) -> Refreshed:
