@@ -44,6 +44,7 @@ from osk.node import parse as parse_node
 from osk.rechecks import Candidate, ReadLog, Rechecks
 from osk.search import DEFAULT_K, SearchIndex
 from osk.search.corpus import SearchDoc
+from osk.search.ranking import Hit, Markers
 from osk.sessions import Routing, Session, open_session
 from osk.titles import title_key
 from osk.vault import SCOPE, SPACES, Vault, locate, scope_of
@@ -398,7 +399,7 @@ class Engine:
         return replace(page, pending=pending,
                        hash=node.file_hash if whole and not pending else None,
                        markers=tuple(self.markers([node.id]).get(node.id, [])),
-                       related=tuple(self.related(shown)))
+                       related=tuple(self.related(shown)) if page.start == 0 else ())
 
     def related(self, node: Node) -> list[Related]:
         """Up to ``RELATED`` nodes this session may see near ``node``: the nodes it cites
@@ -424,7 +425,8 @@ class Engine:
             add(_node_or_none(self.catalog, citing_id), "cites this node (derived-from)")
         cited = len(found)
         similar = max(RELATED_SIMILAR, RELATED - cited)
-        for hit in self.search(f"{node.title} {node.meta.summary}", k=similar + 1).hits:
+        # markers are not shown for related nodes: the ranking's own (superseded) suffice
+        for hit in self._hits(f"{node.title} {node.meta.summary}", similar + 1, None):
             if len(found) >= cited + similar:
                 break
             if "superseded" not in hit.markers:
@@ -618,12 +620,14 @@ class Engine:
         the version readers were served at that time, ranked by those words."""
         if as_of is not None:
             return self._search_past(query, k, as_of)
+        return SearchResult(self.scope, query, tuple(self._hits(query, k, self.markers)))
+
+    def _hits(self, query: str, k: int, markers: Markers | None) -> list[Hit]:
+        """The index's hits for this session, the catalog made fresh first."""
         self._fresh()
         index = self._search_index()
         self._sync_index()
-        hits = index.search(query, k=k, scope=self.scope,
-                            visible=self.visible, markers=self.markers, as_of=as_of)
-        return SearchResult(self.scope, query, tuple(hits))
+        return index.search(query, k=k, scope=self.scope, visible=self.visible, markers=markers)
 
     def _search_past(self, query: str, k: int, as_of: str) -> SearchResult:
         from osk import validity
