@@ -21,6 +21,15 @@ RACE_WINDOW_NS = 2_000_000_000
 StatKey = tuple[int, int, int]  # (size, mtime_ns, inode): what stat-keyed caches compare
 
 
+def stat_key(path: str | os.PathLike[str]) -> StatKey | None:
+    """The file's stat key, or None when it cannot be stat-ed (absent, unreadable)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_size, st.st_mtime_ns, st.st_ino)
+
+
 def is_temp_name(name: str) -> bool:
     """Whether a file name is one of our temporary files (``.NAME.….tmp``): never read, never
     synced, and debris when its writer died."""

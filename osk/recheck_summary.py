@@ -9,8 +9,8 @@ device; a hand edit made since shows up after the next one.
 from __future__ import annotations
 
 import json
-import os
 
+from osk.fsutil import stat_key
 from osk.vault import Vault
 
 SUMMARY_FILE = ("rechecks", "summary.json")
@@ -22,12 +22,13 @@ _read: dict[str, tuple[tuple[int, int, int], dict[str, object]]] = {}
 
 def _summary(vault: Vault) -> dict[str, object]:
     path = vault.state(*SUMMARY_FILE)
+    key = stat_key(path)
+    if key is None:
+        return {}
+    cached = _read.get(str(path))
+    if cached is not None and cached[0] == key:
+        return cached[1]
     try:
-        st = os.stat(path)
-        key = (st.st_size, st.st_mtime_ns, st.st_ino)
-        cached = _read.get(str(path))
-        if cached is not None and cached[0] == key:
-            return cached[1]
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}

@@ -41,7 +41,14 @@ from typing import TYPE_CHECKING
 
 from osk.edges import NodeTarget, parse_target
 from osk.errors import EdgeError, LedgerFork, OskError
-from osk.fsutil import RACE_WINDOW_NS, StatKey, replace_unsynced, sha256_bytes, sha256_text
+from osk.fsutil import (
+    RACE_WINDOW_NS,
+    StatKey,
+    replace_unsynced,
+    sha256_bytes,
+    sha256_text,
+    stat_key,
+)
 from osk.ledger import Ledger, LedgerView, Record
 from osk.recheck_summary import SUMMARY_FILE
 from osk.titles import title_key
@@ -250,11 +257,7 @@ def _racy(stat: StatKey) -> bool:
 
 
 def _stat(path: Path) -> StatKey | None:
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return (st.st_size, st.st_mtime_ns, st.st_ino)
+    return stat_key(path)
 
 
 # -- what a session has read -----------------------------------------------------------------

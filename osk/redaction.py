@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 from osk import raw
 from osk.edges import RawTarget, parse_target
 from osk.errors import RawNotFound, RawRecordError, RedactError
+from osk.fsutil import stat_key
 from osk.ledger import Ledger, Record
 from osk.rechecks import Rechecks
 from osk.vault import RAW_DIR, Vault
@@ -186,9 +187,25 @@ def redact(vault: Vault, target: Target | NodeTarget, span: str, *,
     return Outcome(target, tuple(rounds), affected, record.id)
 
 
+# A recheck pass asks once per changed citation: the ledger is read once per version of it.
+_STATES: dict[str, tuple[object, dict[str, set[str]]]] = {}
+
+
 def redacted_states(vault: Vault) -> dict[str, set[str]]:
     """Target key (``raw:<coordinate>``, ``node:<id>``) -> the hashes redactions left, as
     citations bind them (a round's hash, a node's body hash): for the recheck reason."""
+    path = vault.ledger_path(LEDGER)
+    key = stat_key(path)
+    cached = _STATES.get(str(path))
+    if key is not None and cached is not None and cached[0] == key:
+        return cached[1]
+    found = _read_states(vault)
+    if key is not None:
+        _STATES[str(path)] = (key, found)
+    return found
+
+
+def _read_states(vault: Vault) -> dict[str, set[str]]:
     found: dict[str, set[str]] = {}
     for record in Ledger(vault, LEDGER).read().records:
         if record.kind != "redact":
