@@ -261,5 +261,9 @@ class Importer:
         from osk.search import SearchIndex
 
         index = SearchIndex(self.vault)
-        index.refresh()
+        root = self._engines.get("")
+        if root is not None:  # its catalog holds the stat of every file: no walk of our own
+            index.reconcile(root.catalog)
+        else:
+            index.refresh()
         index.flush()
