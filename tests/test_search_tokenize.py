@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import unicodedata
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from osk.search.expand import query_terms
 from osk.search.tokenize import loose_key, tokenize
 
@@ -69,3 +72,11 @@ def test_function_words_leave_a_query_unless_nothing_else_is_left():
     assert set(query_terms("How do I run the tests?")) == {
         "run", "test", "방법", "실행", "테스", "스트"}  # "how" still expands to 방법
     assert set(query_terms("what is it", expansion_weight=0)) == {"what", "is", "it"}
+
+
+@settings(max_examples=300, derandomize=True)
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=60))
+def test_the_ascii_fast_path_of_loose_key_gives_the_words_the_pattern_finds(text: str):
+    from osk.search.tokenize import _word, normalise
+
+    assert loose_key(text) == " ".join(_word().findall(normalise(text)))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from functools import cache
 
 # Bump when tokenize() changes what it emits: a persisted index built by another version is
 # rebuilt rather than trusted.
@@ -36,9 +37,24 @@ _CJK_RANGES = (
     "\uff66-\uff9f"  # half-width katakana
     "\U00020000-\U0002ffff"  # CJK extensions B-F and supplement
 )
-_CJK = re.compile(f"[{_CJK_RANGES}]")
-_TOKEN = re.compile(f"[a-z0-9]+|[{_CJK_RANGES}]+")
-_WORD = re.compile(f"[a-z0-9]+|[{_CJK_RANGES}]+|[^\\W_]+")
+
+
+
+# Compiled on first use: each of these classes spans the CJK planes and costs 2-4 ms to compile,
+# which a hook would pay on every prompt although ASCII text (the common case) needs none.
+@cache
+def _cjk() -> re.Pattern[str]:
+    return re.compile(f"[{_CJK_RANGES}]")
+
+
+@cache
+def _token() -> re.Pattern[str]:
+    return re.compile(f"[a-z0-9]+|[{_CJK_RANGES}]+")
+
+
+@cache
+def _word() -> re.Pattern[str]:
+    return re.compile(f"[a-z0-9]+|[{_CJK_RANGES}]+|[^\\W_]+")
 
 
 class _LatinFold(dict[int, str]):
@@ -48,7 +64,7 @@ class _LatinFold(dict[int, str]):
     def __missing__(self, code: int) -> str:
         char = chr(code)
         folded = char
-        if not _CJK.match(char):
+        if not _cjk().match(char):
             stripped = "".join(
                 c for c in unicodedata.normalize("NFKD", char) if not unicodedata.combining(c)
             )
@@ -111,7 +127,7 @@ def tokenize(text: str) -> list[str]:
     if folded.isascii():  # the common case: one C-level findall, one dict lookup per word
         return [stems[word] for word in folded.translate(_ASCII_SPLIT).split()]
     terms: list[str] = []
-    for run in _TOKEN.findall(folded):
+    for run in _token().findall(folded):
         if run[0] < "\u0080":
             terms.append(stems[run])
         elif len(run) == 1:
@@ -127,4 +143,7 @@ def loose_key(text: str) -> str:
     Titles cannot hold ``: / # ? "`` and friends (they are file names), so a query typed with
     the punctuation a person would naturally use still matches the stored title loosely.
     """
-    return " ".join(_WORD.findall(normalise(text)))
+    folded = normalise(text)
+    if folded.isascii():  # the words are the [a-z0-9] runs, as in tokenize
+        return " ".join(folded.translate(_ASCII_SPLIT).split())
+    return " ".join(_word().findall(folded))
