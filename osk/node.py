@@ -401,7 +401,8 @@ def _is_plain(text: str) -> bool:
 
 def _reads_as_string(text: str) -> bool:
     """Whether PyYAML reads the unquoted scalar ``text`` as exactly this string."""
-    if not _PLAIN.match(text) or text.endswith(" ") or ": " in text or " #" in text:
+    if (not _PLAIN.match(text) or text.endswith((" ", ":")) or ": " in text
+            or " #" in text):  # "0:" ends a line as a mapping key, not a string
         return False
     # YAML resolves a plain scalar to null, bool, int, float or timestamp by these patterns.
     return not any(pattern.match(text) for _tag, pattern in _RESOLVERS.get(text[0], ()))
