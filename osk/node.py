@@ -11,14 +11,14 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from osk import clock
+from osk import clock, sources
 from osk.errors import ContractError
 from osk.fsutil import sha256_text
 from osk.vault import cluster_of, scope_of, space_of
@@ -246,7 +246,8 @@ def title_from_path(path: str) -> str:
 
 # -- parsing -------------------------------------------------------------------------------
 def split_frontmatter(path: str, text: str) -> tuple[dict[str, Any], str]:
-    """Split a node file into its front matter mapping and its body (verbatim)."""
+    """Split a node file into its front matter mapping and its body (verbatim), leaving out the
+    sources section osk writes between them (``osk.sources``): it is not part of the body."""
     if text.startswith("\ufeff"):
         text = text[1:]
     first, sep, rest = text.partition("\n")
@@ -261,7 +262,7 @@ def split_frontmatter(path: str, text: str) -> tuple[dict[str, Any], str]:
             f"{path}: front matter is not closed by a '---' line",
             path=path, key=None, expected="closing ---",
         )
-    header, body = rest[: end[0]], rest[end[1]:]
+    header, body = rest[: end[0]], sources.split(rest[end[1]:])[1]
     fast = _canonical_header(header)
     if fast is not None:
         return fast, body
@@ -274,6 +275,14 @@ def split_frontmatter(path: str, text: str) -> tuple[dict[str, Any], str]:
         raise ContractError(f"{path}: front matter must be a mapping of keys",
                             path=path, key=None, expected="YAML mapping")
     return data, body
+
+
+def kept_roots(node: Node) -> dict[str, str]:
+    """The worktree folders ``node``'s sources section names for its file citations, for a
+    rewrite that keeps its links without resolving them again (a confirm, a supersede)."""
+    head = node.text[: len(node.text) - len(node.body)].partition("\n")[2]
+    end = _closing_fence(head)
+    return sources.roots_in(head[end[1]:], node.meta.derived_from) if end is not None else {}
 
 
 def _closing_fence(rest: str) -> tuple[int, int] | None:
@@ -363,8 +372,9 @@ def _describe(error: Any) -> tuple[str, str]:
 
 
 # -- rendering -----------------------------------------------------------------------------
-def render(meta: Frontmatter, body: str) -> str:
-    """The canonical text of a node osk writes: contract keys in order, then the body."""
+def render(meta: Frontmatter, body: str, roots: Mapping[str, str] | None = None) -> str:
+    """The canonical text of a node osk writes: contract keys in order, the sources section
+    (``osk.sources``; ``roots`` maps file links to their worktree folders), then the body."""
     data = meta.model_dump(by_alias=True)
     lines = ["---"]
     for key in KEYS:
@@ -381,7 +391,8 @@ def render(meta: Frontmatter, body: str) -> str:
             lines.append(f"{key}: {_scalar(value)}")
     lines.append("---")
     text_body = body if body.endswith("\n") or not body else body + "\n"
-    return "\n".join(lines) + "\n" + text_body
+    section = sources.render(meta.derived_from, meta.conflicts, meta.supersedes, roots or {})
+    return "\n".join(lines) + "\n" + section + text_body
 
 
 _PLAIN = re.compile(r"^[0-9A-Za-z][0-9A-Za-z_.:+\-/ ]*$")

@@ -87,7 +87,8 @@ def confirm(vault: Vault, ref: str) -> Confirmed:
         before = objects.put(vault, text)
         if current.meta.trust == CONFIRMED:
             return Confirmed(found.path, current.id, before, None)
-        new_text = node.render(current.meta.model_copy(update={"trust": CONFIRMED}), current.body)
+        new_text = node.render(current.meta.model_copy(update={"trust": CONFIRMED}), current.body,
+                               node.kept_roots(current))
         intent = audit.intend(vault, [audit.Change("user", "confirm", current.id, found.path,
                                                    text, new_text)])
         vault.write_file(vault.abs(found.path), new_text)

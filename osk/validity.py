@@ -185,7 +185,8 @@ def prepare_close(vault: Vault, catalog: Catalog, *, supersedes: str, start: str
         "valid_to": start, "updated": clock.now_text(),
         "trust": trust.trust_for_update(space, actor, current.meta.trust_state),
     })
-    return Closing(old.path, old.id, old.title, text, node_mod.render(meta, current.body), start)
+    closed = node_mod.render(meta, current.body, node_mod.kept_roots(current))
+    return Closing(old.path, old.id, old.title, text, closed, start)
 
 
 def close_superseded(vault: Vault, catalog: Catalog, *, supersedes: str, start: str,

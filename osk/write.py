@@ -39,7 +39,18 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
-from osk import audit, clock, generation, ids, protection, secrets, tombstones, trust, validity
+from osk import (
+    audit,
+    clock,
+    generation,
+    ids,
+    protection,
+    secrets,
+    sources,
+    tombstones,
+    trust,
+    validity,
+)
 from osk import node as node_mod
 from osk.catalog import Catalog, Changes
 from osk.edges import FileTarget, NodeTarget, RawTarget, Target, parse_target
@@ -294,6 +305,7 @@ def create_node(ctx: WriteContext, *, title: str, summary: str, body: str, place
         title = check_portable(title)
         spot = resolve_place(ctx, place)
         rel = f"{spot.folder}/{title}.md"
+        sources.check_body(rel, body)
         check_title_free(ctx, title, rel)
         check_hub(ctx, spot, title)
         edges = resolve_edges(ctx, derived_from, spot, field_name="derived-from")
@@ -315,7 +327,7 @@ def create_node(ctx: WriteContext, *, title: str, summary: str, body: str, place
             "valid_to": valid_to,
             "supersedes": _supersedes_link(supersedes),
         }))
-        text = node_mod.render(meta, body)
+        text = node_mod.render(meta, body, _file_roots(edges))
         new = _parse_back(rel, text)
         closing = _prepare_supersede(ctx, meta, supersedes)
         # ---- every check passed: nothing was written before this line ----
@@ -349,6 +361,7 @@ def update_node(ctx: WriteContext, ref: str, *, body: str | None = None,
         filtered_body = secrets.redact(_new_body(node, body, expect_hash, old_text, new_text))
         filtered_summary = secrets.redact(summary or "")
         new_body = filtered_body.text
+        sources.check_body(node.path, new_body)
         summary = None if summary is None else filtered_summary.text
         spot = spot_of(node.path)
         links = list(node.meta.derived_from) if derived_from is None else list(derived_from)
@@ -383,7 +396,7 @@ def update_node(ctx: WriteContext, ref: str, *, body: str | None = None,
         data = {**current, **meta_changes, "updated": clock.now_text(), "author": ctx.author,
                 "trust": _trust(ctx, node.space, node.meta.trust_state, new=False)}
         meta = node_mod.validate_meta(node.path, _drop_none(data))
-        text = node_mod.render(meta, new_body)
+        text = node_mod.render(meta, new_body, _file_roots(edges))
         new = _parse_back(node.path, text)
         closing = _prepare_supersede(ctx, meta, supersedes) if supersedes else None
         # ---- every check passed: nothing was written before this line ----
@@ -937,6 +950,12 @@ class Resolved:
     link: str
     target: TargetRef | None
     current_hash: str | None
+
+
+def _file_roots(edges: Sequence[Resolved]) -> dict[str, str]:
+    """The worktree folder each resolved file citation points into, for the sources section."""
+    return {e.link: e.target.root for e in edges
+            if e.target is not None and e.target.kind == "file" and e.target.root}
 
 
 def _edge(resolved: Resolved) -> Edge:

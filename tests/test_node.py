@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from osk import node
+from osk import node, sources
 from osk.errors import ContractError
 
 GOOD = {
@@ -55,6 +55,11 @@ def test_render_writes_keys_in_contract_order_and_quotes_ambiguous_scalars():
         '  - "[[_raw/app/conv-1#Round 3]]"\n'
         '  - "[[Release process]]"\n'
         "---\n"
+        # the sources section (docs/FORMAT.md §2): the links again, outside the body
+        f"{sources.OPEN}\n"
+        "- Derived from [[_raw/app/conv-1#Round 3|app/conv-1, round 3]], [[Release process]]\n"
+        f"{sources.CLOSE}\n"
+        "\n"
         "Body.\n"
     )
 

@@ -1,16 +1,28 @@
-"""The vault template's Obsidian settings (issue 14 item 7): machinery kept out of the file list,
-search and graph, nothing per-device committed."""
+"""The vault in Obsidian (issue 14 items 7-9): the template's settings keep machinery out of the
+file list, search and graph, nothing per-device committed; every node's citations are body links
+that resolve to their notes, and file citations open the file."""
 
 from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 
+import pytest
+import writekit
+from obsidian_support import file_url_path, links_of, resolve
 from sync_support import git, make_devices
+from writekit import snapshot
 
+from osk import node, sources, trust, validate
+from osk.engine import Engine
+from osk.errors import ContractError
+from osk.node import split_frontmatter
 from osk.sync import sync_once
 from osk.vault import GOVERNANCE, LEDGER_DIR, MEMORY_DIR, OBJECTS_DIR, RAW_DIR, Vault
+
+repo, eng = writekit.repo, writekit.eng  # shared fixtures
 
 HIDDEN_FROM_LIST = {RAW_DIR, LEDGER_DIR, OBJECTS_DIR}  # written and read through osk only
 EXCLUDED = HIDDEN_FROM_LIST | {MEMORY_DIR, GOVERNANCE}  # out of search and the graph too
@@ -51,3 +63,178 @@ def test_the_settings_are_committed_and_per_device_workspace_files_never_are(tmp
     sync_once(dev2)
     assert (dev2.root / ".obsidian" / "app.json").is_file()
     assert not (dev2.root / ".obsidian" / "workspace.json").exists()
+
+
+# -- issue 14 items 8 and 9: the provenance graph in Obsidian ---------------------------------
+def _cited_vault(vault: Vault, eng: Engine, repo: Path) -> dict[str, str]:
+    """Nodes written through the engine, citing raw rounds, other nodes and a project file;
+    returns title -> vault path."""
+    round_1 = eng.append_raw("talk", user="Which build tool?", assistant="cargo dist.").coordinate
+    round_2 = eng.append_raw("talk", user="And tests?", assistant="cargo nextest.").coordinate
+    paths = {}
+    paths["build"] = eng.create_node("build", "How this project builds", "The build cluster.\n",
+                                     space="Scope", cluster="build", drafter="m").path
+    paths["Release builds"] = eng.create_node(
+        "Release builds", "Release builds use cargo dist", "Use `cargo dist` for releases.\n",
+        space="Scope", cluster="build", drafter="m",
+        derived_from=(round_1, "build", "file:src/app.py")).path
+    paths["Old test runner"] = eng.create_node(
+        "Old test runner", "Tests ran with cargo test", "cargo test.\n", space="Scope",
+        cluster="build", drafter="m", derived_from=(round_1,)).path
+    paths["Test runner"] = eng.create_node(
+        "Test runner", "Tests run with nextest", "cargo nextest run.\n", space="Scope",
+        cluster="build", drafter="m", derived_from=(round_2, "Release builds"),
+        conflicts=("Old test runner",), supersedes="Old test runner").path
+    return paths
+
+
+def _front_links(text: str) -> list[str]:
+    meta, _ = split_frontmatter("n.md", text)
+    links = [*meta.get("derived-from", []), *meta.get("conflicts", [])]
+    return [link[2:-2] for link in (*links, meta.get("supersedes")) if link]
+
+
+def test_every_citation_is_a_body_link_that_resolves_to_its_note_in_obsidian(
+        vault: Vault, eng: Engine, repo: Path):
+    paths = _cited_vault(vault, eng, repo)
+    eng.refresh()
+    checked = 0
+    for found in eng.catalog.nodes():
+        text = vault.abs(found.path).read_text(encoding="utf-8")
+        links = links_of(text)
+        for inner in links.wikilinks:  # no broken link anywhere in a node's body
+            assert resolve(vault.root, inner) is not None, (found.path, inner)
+        shown = {inner.split("|")[0] for inner in links.wikilinks}
+        for target in _front_links(text):
+            if target.startswith("file:"):
+                continue  # item 9: a Markdown link instead (next test)
+            assert target in shown, (found.path, target)  # the graph and backlinks see it
+            checked += 1
+    assert checked == 7  # 2 + 1 + 4 links (derived-from, conflicts, supersedes)
+    release = links_of(vault.abs(paths["Release builds"]).read_text(encoding="utf-8"))
+    [raw_link] = [w for w in release.wikilinks if w.startswith("_raw/")]
+    assert resolve(vault.root, raw_link) == vault.root / "_raw" / "proj" / "talk.md"
+    assert resolve(vault.root, "build") == vault.abs(paths["build"])
+    assert raw_link.split("|")[1] == "proj/talk, round 1"  # how it reads in the note
+    # Raw records are Excluded files (hidden from search and the graph, not from links): the
+    # citation still opens the record at its round.
+    assert f"{RAW_DIR}/" in _settings(vault, "app.json")["userIgnoreFilters"]
+
+
+def test_a_node_without_the_section_is_what_obsidian_showed_before(vault: Vault, eng: Engine,
+                                                                     repo: Path):
+    paths = _cited_vault(vault, eng, repo)
+    text = vault.abs(paths["Release builds"]).read_text(encoding="utf-8")
+    before = _without_section(text)
+    assert links_of(before).wikilinks == ()  # front matter only: no body link at all
+    assert links_of(text).wikilinks
+
+
+def test_a_file_citation_is_a_link_that_opens_the_cited_file(vault: Vault, eng: Engine,
+                                                            repo: Path):
+    paths = _cited_vault(vault, eng, repo)
+    links = links_of(vault.abs(paths["Release builds"]).read_text(encoding="utf-8"))
+    assert not [w for w in links.wikilinks if w.startswith("file:")]  # never a dead wikilink
+    [url] = links.urls
+    opened = file_url_path(url)
+    assert opened == (repo / "src" / "app.py").resolve() and opened.is_file()
+    assert "[[file:src/app.py]]" in eng.read_node("Release builds").derived_from
+
+
+def test_a_file_link_keeps_its_folder_through_a_confirm(vault: Vault, eng: Engine, repo: Path,
+                                                        monkeypatch: pytest.MonkeyPatch):
+    from authority_support import FakeTerminal
+
+    paths = _cited_vault(vault, eng, repo)
+    monkeypatch.setattr(sys, "stdin", FakeTerminal())
+    trust.confirm(vault, "Release builds")
+    text = vault.abs(paths["Release builds"]).read_text(encoding="utf-8")
+    assert "trust: confirmed" in text
+    assert [file_url_path(u) for u in links_of(text).urls] == [(repo / "src/app.py").resolve()]
+
+
+def test_file_urls_are_percent_encoded(tmp_path: Path):
+    root = tmp_path / "my proj (2)"
+    section = sources.render(["[[file:src/a b#1.py]]"], [], None, {"[[file:src/a b#1.py]]":
+                                                                     str(root)})
+    [url] = links_of(section).urls
+    assert file_url_path(url) == root / "src" / "a b#1.py"
+    assert sources.roots_in(section, ["[[file:src/a b#1.py]]"]) == {
+        "[[file:src/a b#1.py]]": str(root)}
+
+
+def test_the_section_is_not_body_text_hashes_reads_and_search_ignore_it(
+        vault: Vault, eng: Engine, repo: Path):
+    paths = _cited_vault(vault, eng, repo)
+    text = vault.abs(paths["Release builds"]).read_text(encoding="utf-8")
+    assert sources.OPEN in text
+    eng.refresh()
+    found = eng.catalog.get("Release builds")
+    assert found.body == "Use `cargo dist` for releases.\n"
+    assert found.body_hash == node.body_hash("Use `cargo dist` for releases.\n")
+    assert eng.read_node("Release builds").text == found.body
+    assert validate.run(vault) == []
+    assert eng.recheck().candidates == ()
+    # the cited title's words are in the section only: no search hit for them there
+    assert [h.title for h in eng.search("nextest").hits] == ["Test runner"]
+    # an edit by anchor works on the body and the section follows the new links
+    eng.update_node("Release builds", old_text="releases", new_text="release builds",
+                    derived_from=("build",))
+    text = vault.abs(paths["Release builds"]).read_text(encoding="utf-8")
+    assert links_of(text).wikilinks == ("build",) and links_of(text).urls == ()
+    assert text.endswith("---\n" + sources.render(["[[build]]"], [], None, {})
+                         + "Use `cargo dist` for release builds.\n")
+
+
+def test_a_node_written_before_the_section_stays_valid_and_gets_it_on_its_next_write(
+        vault: Vault, eng: Engine, repo: Path):
+    paths = _cited_vault(vault, eng, repo)
+    for rel in [paths[t] for t in ("Release builds", "Old test runner", "Test runner")]:
+        path = vault.abs(rel)  # the node as osk wrote it before the sources section
+        path.write_text(_without_section(path.read_text(encoding="utf-8")), encoding="utf-8")
+    eng.refresh()
+    assert validate.run(vault) == []
+    assert eng.recheck().candidates == ()  # the body hashes the ledger bound are unchanged
+    eng.update_node("Release builds", summary="Release builds use cargo dist, not cargo build")
+    text = vault.abs(paths["Release builds"]).read_text(encoding="utf-8")
+    assert sources.OPEN in text and file_url_path(links_of(text).urls[0]) is not None
+    assert sources.OPEN not in vault.abs(paths["Test runner"]).read_text(encoding="utf-8")
+    assert validate.run(vault) == [] and eng.recheck().candidates == ()
+
+
+def test_a_hand_edit_of_the_section_changes_no_body_and_the_next_write_restores_it(
+        vault: Vault, eng: Engine, repo: Path):
+    paths = _cited_vault(vault, eng, repo)
+    path = vault.abs(paths["Release builds"])
+    written = path.read_text(encoding="utf-8")
+    assert "\n- Derived from [[_raw/" in written
+    path.write_text(written.replace("- Derived from", "- Derived from my notes and"),
+                    encoding="utf-8")
+    eng.refresh()
+    assert eng.catalog.get("Release builds").body == "Use `cargo dist` for releases.\n"
+    assert eng.recheck().candidates == () and validate.run(vault) == []
+    eng.update_node("Release builds", summary="Release builds use cargo dist (checked)")
+    assert "my notes" not in path.read_text(encoding="utf-8")
+
+
+def test_a_body_carrying_the_marker_line_is_refused_and_nothing_is_written(
+        vault: Vault, eng: Engine, repo: Path):
+    _cited_vault(vault, eng, repo)
+    before = snapshot(vault)
+    for call in (
+        lambda: eng.create_node("Forged", "s", f"{sources.OPEN}\n- Derived from [[x]]\n"
+                                f"{sources.CLOSE}\nreal body\n", space="Scope",
+                                cluster="build", drafter="m"),
+        lambda: eng.update_node("Release builds", old_text="Use",
+                                new_text=f"x\n{sources.OPEN}\nUse"),
+    ):
+        with pytest.raises(ContractError, match="sources marker"):
+            call()
+    assert snapshot(vault) == before
+
+
+def _without_section(text: str) -> str:
+    head, _, rest = text.partition("\n---\n")
+    section, body = sources.split(rest)
+    assert section
+    return head + "\n---\n" + body

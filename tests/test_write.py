@@ -10,7 +10,7 @@ import pytest
 import writekit
 from writekit import create, make_repo, snapshot, write_toml
 
-from osk import audit, tombstones
+from osk import audit, sources, tombstones
 from osk.engine import Engine
 from osk.errors import (
     AnchorError,
@@ -279,7 +279,8 @@ def test_summary_and_edges_change_without_touching_the_body(eng: Engine, vault: 
     result = eng.update_node("T", summary="new summary", derived_from=["[[auth]]"])
     text = vault.abs(result.path).read_text(encoding="utf-8")
     assert "summary: new summary\n" in text and '  - "[[auth]]"\n' in text
-    assert text.endswith("---\nkept\n")
+    # the body follows the sources section (docs/FORMAT.md §2), unchanged
+    assert text.endswith(f"---\n{sources.render(['[[auth]]'], [], None, {})}kept\n")
 
 
 def test_a_session_cannot_change_another_scopes_node(eng: Engine, other: Engine, vault: Vault,
