@@ -120,6 +120,22 @@ def test_a_paced_catch_up_rests_between_batches_and_an_unpaced_one_does_not(
     assert len(rests) == 3 and all(rest > 0 for rest in rests)  # one per batch of 8
 
 
+def test_loading_a_model_holds_blas_to_one_thread_for_the_similarity_product_too(
+        tiny_model: Path, monkeypatch: pytest.MonkeyPatch):
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    if not threadpoolctl.threadpool_info():
+        pytest.skip("NumPy here has no BLAS that threadpoolctl can see")
+    monkeypatch.setattr(semantic, "_LOADED", {})  # as in a fresh process
+    with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):  # restored on exit
+        assert {pool["num_threads"] for pool in blas_pools(threadpoolctl)} == {2}
+        semantic.english_model(tiny_model).load()
+        assert {pool["num_threads"] for pool in blas_pools(threadpoolctl)} == {1}
+
+
+def blas_pools(threadpoolctl) -> list[dict]:
+    return [pool for pool in threadpoolctl.threadpool_info() if pool["user_api"] == "blas"]
+
+
 # -- search ---------------------------------------------------------------------------------
 def test_search_embeds_the_nodes_and_keeps_their_vectors_as_device_state(
         vault: Vault, tiny_model: Path):

@@ -70,6 +70,8 @@ class Model:
         multilingual one holds about 100 MB and takes a second to load)."""
         key = (self.name, self.folder, self.tag())
         with _LOADING:
+            if not _LOADED:
+                _one_blas_thread()
             if key not in _LOADED:
                 if self.multilingual:
                     from osk.search import multilingual
@@ -93,6 +95,20 @@ class Model:
     def tag(self) -> str:
         """Which weights made the vectors: another model's vectors are not comparable."""
         return f"{self.name}:{(self.folder / self.weights).stat().st_size}"
+
+
+def _one_blas_thread() -> None:
+    """Hold NumPy's BLAS to one thread in this process once a model loads. The encoder already
+    does so while it embeds; this covers the similarity product after it (5,000 × 512 by one
+    vector). With a thread per core, the idle BLAS thread spins after each product and takes
+    the core the search needs: a warm search at 5,000 nodes spent twice the CPU time and waited
+    twice as long (docs/performance.md). Needs threadpoolctl, which the ``semantic`` extra
+    installs; without it nothing changes."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return
+    threadpool_limits(limits=1, user_api="blas")
 
 
 def english_model(folder: Path) -> Model:
