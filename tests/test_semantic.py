@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -11,9 +13,11 @@ from semantic_support import write_tiny_model
 
 from osk.engine import Engine
 from osk.search import ranking, semantic
-from osk.search.corpus import Corpus
+from osk.search.corpus import Corpus, SearchDoc
+from osk.search.expand import query_terms
 from osk.search.semantic import Vectors
-from osk.vault import Vault
+from osk.search.tokenize import tokenize
+from osk.vault import DOMAIN, PERSON, SCOPE, Vault
 
 REAL_MODEL = semantic.find_model()
 
@@ -51,24 +55,100 @@ class _Docs(Corpus):
 def test_fusion_adds_each_channel_relative_to_its_best_in_the_lexical_scores_units():
     corpus = _Docs({1: "a", 2: "b", 3: "c", 4: "d"})
     lexical = [(1, 0, 4.0, 2.0), (2, 0, 2.0, 1.0)]
-    floor, weight = ranking.SEMANTIC_FLOOR, ranking.SEMANTIC_WEIGHT
-    best = 0.9
-    semantic_order = [(3, best), (2, floor + (best - floor) * 0.8), (4, floor - 0.1)]
-    fused = ranking.fuse(lexical, semantic_order, 10, corpus)
+    weight = ranking.SEMANTIC_WEIGHT  # coverage 0: the words explain none of the query
+    semantic_order = [(3, 0.6), (2, 0.6 * 0.8), (4, 0.0)]
+    fused = ranking.fuse(lexical, semantic_order, 10, corpus, coverage=0.0)
     scores = {slot: score for slot, _, score, _ in fused}
     expected = {1: 4.0, 2: 4.0 * (0.5 + weight * 0.8), 3: 4.0 * weight, 4: 0.0}
     assert scores == pytest.approx(expected)
     assert [slot for slot, *_ in fused] == sorted(expected, key=lambda s: -expected[s])
     assert dict((slot, bm25) for slot, *_, bm25 in fused) == {1: 2.0, 2: 1.0, 3: 0.0, 4: 0.0}
     # a query whose words match weakly keeps a low top score: the scale is the lexical one
-    weak = ranking.fuse([(1, 0, 0.5, 0.5)], [(1, best)], 10, corpus)
+    weak = ranking.fuse([(1, 0, 0.5, 0.5)], [(1, 0.6)], 10, corpus, coverage=0.0)
     assert weak[0][2] == pytest.approx(0.5 * (1 + weight))
+    # nothing rises above the floor: the nodes stay candidates at the lexical scores alone
+    flat = ranking.fuse([(1, 0, 0.5, 0.5)], [(2, 0.0)], 10, corpus, coverage=0.0)
+    assert [(slot, score) for slot, _, score, _ in flat] == [(1, 0.5), (2, 0.0)]
+
+
+def test_the_semantic_weight_falls_as_the_best_lexical_hit_covers_more_of_the_query():
+    weights = [ranking.semantic_weight(c / 10) for c in range(11)]
+    assert weights[0] == ranking.SEMANTIC_WEIGHT and weights[10] == 0.0
+    assert all(a > b for a, b in itertools.pairwise(weights))
+    assert weights[5] == pytest.approx(ranking.SEMANTIC_WEIGHT * 0.5 ** ranking.COVERAGE_POWER)
+    assert ranking.semantic_weight(1.5) == 0.0  # clamped: never negative
+    assert ranking.semantic_weight(-1.0) == ranking.SEMANTIC_WEIGHT
+
+
+def test_a_query_its_best_lexical_hit_covers_keeps_the_lexical_order():
+    """The near-title case: lexical A then its related sibling B; C and D are close in
+    meaning but not what was asked. Covered in full, the words decide; covered barely, the
+    meaning may lift C and D past B (with one weight for every query it always did)."""
+    corpus = _Docs({1: "a", 2: "b", 3: "c", 4: "d"})
+    lexical = [(1, 0, 10.0, 10.0), (2, 0, 3.0, 3.0)]
+    semantic_order = [(1, 0.8), (3, 0.4), (4, 0.35), (2, 0.05)]
+    covered = ranking.fuse(lexical, semantic_order, 4, corpus, coverage=1.0)
+    assert [slot for slot, *_ in covered] == [1, 2, 3, 4]
+    assert [score for _, _, score, _ in covered[:2]] == pytest.approx([10.0, 3.0])
+    nearly = ranking.fuse(lexical, semantic_order, 4, corpus, coverage=0.9)
+    assert [slot for slot, *_ in nearly][:2] == [1, 2]
+    barely = ranking.fuse(lexical, semantic_order, 4, corpus, coverage=0.2)
+    assert [slot for slot, *_ in barely] == [1, 3, 4, 2]
 
 
 def test_a_title_match_stays_first_whatever_the_semantic_channel_says():
     corpus = _Docs({1: "a", 2: "b"})
-    fused = ranking.fuse([(1, 0, 5.0, 5.0), (2, 2, 0.1, 0.1)], [(1, 1.0)], 2, corpus)
+    fused = ranking.fuse([(1, 0, 5.0, 5.0), (2, 2, 0.1, 0.1)], [(1, 1.0)], 2, corpus,
+                         coverage=0.0)
     assert [(slot, tier) for slot, tier, *_ in fused] == [(2, 2), (1, 0)]
+
+
+def _corpus(notes: dict[str, tuple[str, str | None, str]]) -> Corpus:
+    """A corpus of notes path -> (space, scope, text), indexed as the index does."""
+    corpus = Corpus()
+    for path, (space, scope, text) in notes.items():
+        terms = tokenize(text)
+        corpus.store(SearchDoc(
+            path=path, id=path, title=path, summary="", updated="", space=space, scope=scope,
+            trust=None, created=None, valid_from=None, valid_to=None, supersedes=None,
+            stat=(0, 0, 0), file_hash="", read_ns=0, length=len(terms), title_key=path,
+            loose_key=path, content_hash=path), Counter(terms))
+    return corpus
+
+
+def _ranking(corpus: Corpus, scope: str | None = None) -> ranking.Ranking:
+    return ranking.Ranking(corpus, scope=scope, visible=None, moment=0.0, explicit_time=False)
+
+
+def test_the_floor_comes_before_locality_so_a_local_note_unlike_the_query_gets_nothing():
+    corpus = _corpus({"own": (SCOPE, "game", "tick"), "person": (PERSON, None, "commit"),
+                      "other": (SCOPE, "docs", "site")})
+    own, person, other = (corpus.slot_of[name] for name in ("own", "person", "other"))
+    floor = ranking.SEMANTIC_FLOOR
+    # the own-project note is below the floor: × 2.0 would lift it past it (0.16 > 0.1), but
+    # a note that is not about the question is not made about it by being local
+    similarities = {own: floor * 0.8, person: floor + 0.2, other: floor + 0.1}
+    order = _ranking(corpus, scope="game").semantic_order(similarities)
+    assert [slot for slot, _ in order] == [person, other, own]
+    assert [value for _, value in order] == pytest.approx(
+        [0.2 * ranking.LOCALITY_SHARED, 0.1 * ranking.LOCALITY_OTHER, 0.0])
+
+
+def test_coverage_is_the_share_of_the_querys_term_weight_a_note_holds():
+    corpus = _corpus({"a": (DOMAIN, None, "lychee checks broken anchors in the docs"),
+                      "b": (DOMAIN, None, "the docs site builds with astro"),
+                      "c": (DOMAIN, None, "release notes for the game")})
+    view = _ranking(corpus)
+    a, b = corpus.slot_of["a"], corpus.slot_of["b"]
+    assert view.coverage("lychee broken anchors", a) == pytest.approx(1.0)
+    assert view.coverage("lychee broken anchors", b) == 0.0
+    weights = dict(corpus.bm25.weights(query_terms("lychee docs"), ranking.IDF_FLOOR))
+    docs, lychee = (weights[tokenize(word)[0]] for word in ("docs", "lychee"))
+    expected = docs / (docs + lychee)
+    assert view.coverage("lychee docs", b) == pytest.approx(expected)
+    assert 0.0 < expected < 0.5  # the rarer word weighs more
+    assert view.coverage("lychee docs", None) == 0.0  # no lexical hit at all
+    assert view.coverage("zzz unknown", a) == 0.0  # no word the corpus knows
 
 
 # -- the vector store -----------------------------------------------------------------------

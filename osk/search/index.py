@@ -207,7 +207,8 @@ class SearchIndex:
                               "on; `osk doctor` says how to mend it", exc)
                 self.vectors = None
                 return ranking.hits(lexical[:k], markers)
-            return ranking.hits(fuse(lexical, semantic, k, self._corpus), markers)
+            coverage = ranking.coverage(query, lexical[0][0] if lexical else None)
+            return ranking.hits(fuse(lexical, semantic, k, self._corpus, coverage), markers)
 
     def _semantic(self, ranking: Ranking, query: str) -> list[tuple[int, float]]:
         assert self.vectors is not None

@@ -18,16 +18,22 @@ The order (weights tuned on the dev set; the figures are in docs/performance.md)
 
 5. With the semantic channel on (``osk.search.semantic``) and a query the model can read
    (the multilingual model reads all; the English one skips a query with Hangul), the best
-   ``FUSION_DEPTH`` of the lexical order and of the nodes by cosine similarity (× the
-   factor above to the power ``SEMANTIC_LOCALITY``) are fused linearly, each channel
-   relative to its own best for this query: lexical score / the best lexical score, plus
-   ``SEMANTIC_WEIGHT`` × how far the similarity rises above ``SEMANTIC_FLOOR``, over how
-   far the best one does (``fuse``). Title matches stay first. The fused score is reported
-   in the lexical score's units (× the best lexical score), so a query whose words match
-   nothing well still scores low: the top score keeps telling a question with an answer
-   from one without. Chosen on the dev set against reciprocal-rank fusion and against a
-   similarity on a fixed scale (docs/performance.md): RRF gained on paraphrases but lost on
-   keyword, Korean and superseded queries and on the top score's separation.
+   ``FUSION_DEPTH`` of the lexical order and of the nodes by meaning are fused linearly
+   (``fuse``), each channel relative to its own best for this query. A node's meaning counts
+   by how far its cosine similarity rises above ``SEMANTIC_FLOOR``, × the factor above to the
+   power ``SEMANTIC_LOCALITY`` (the floor comes first, so a project's own notes that are not
+   about the question get nothing from being local). The fused score is the lexical score /
+   the best lexical score, plus the semantic weight × that rise / the best rise.
+   The semantic weight depends on the query: ``semantic_weight`` of how much of the query's
+   term weight (count × idf, as BM25 weighs it) the best lexical hit holds (``coverage``).
+   A query whose words the best hit holds in full (a title, a command, an error message) is
+   answered by its words: the weight falls to 0 and the lexical order stands. A query whose
+   words it barely holds (a question in other words, or in the other language) gets up to
+   ``SEMANTIC_WEIGHT``. Title matches stay first. The fused score is reported in the
+   lexical score's units (× the best lexical score), so a query whose words match nothing
+   well still scores low: the top score keeps telling a question with an answer from one
+   without. Chosen on the dev set against reciprocal-rank fusion, against a similarity on a
+   fixed scale and against one weight for every query (docs/performance.md).
 
 Isolation is not a ranking matter: ``visible`` (the caller's rule, e.g. ``scope_visibility``)
 removes a node before anything else looks at it. Workbench and ``_governance`` files never
@@ -53,9 +59,10 @@ LOCALITY_OTHER = 1.0
 VALIDITY_DEMOTION = 0.75
 IDF_FLOOR = 0.01  # ranking only: keeps a one- or two-note vault findable (see Bm25.top)
 FUSION_DEPTH = 30  # how far down each channel's order fusion looks
-SEMANTIC_WEIGHT = 1.5
+SEMANTIC_WEIGHT = 3.5  # the semantic channel's weight for a query its words do not match at all
 SEMANTIC_LOCALITY = 1.0
-SEMANTIC_FLOOR = 0.2  # cosine similarity below which the semantic channel adds nothing
+SEMANTIC_FLOOR = 0.1  # cosine similarity below which a node's meaning adds nothing, in any scope
+COVERAGE_POWER = 2.0  # how fast the semantic weight falls as the best lexical hit covers the query
 
 Visible = Callable[[SearchDoc], bool]
 Markers = Callable[[list[str]], Mapping[str, Iterable[str]]]
@@ -170,13 +177,28 @@ class Ranking:
                 heapq.heapreplace(best, final)
 
     def semantic_order(self, similarities: Mapping[int, float]) -> list[tuple[int, float]]:
-        """Nodes that may be returned, by cosine similarity × factor ** SEMANTIC_LOCALITY."""
+        """Nodes that may be returned, by how far their similarity rises above
+        ``SEMANTIC_FLOOR`` (0 below it) × factor ** SEMANTIC_LOCALITY, best first (at most
+        ``FUSION_DEPTH``). A node below the floor stays a candidate that meaning adds nothing
+        to, so the channel still answers from what the session may see."""
         scored = []
         for slot, cosine in similarities.items():
             value = self.factor(slot)
             if value > 0:
-                scored.append((slot, cosine * value ** SEMANTIC_LOCALITY))
+                rise = max(0.0, cosine - SEMANTIC_FLOOR)
+                scored.append((slot, rise * value ** SEMANTIC_LOCALITY))
         return heapq.nlargest(FUSION_DEPTH, scored, key=_second)
+
+    def coverage(self, query: str, slot: int | None) -> float:
+        """How much of the query the node's words hold: the share of the query's term weight
+        (count × idf, the weights BM25 scores with) carried by terms the node contains. 1.0
+        when it holds every term; 0.0 when it holds none, and for no node at all."""
+        weights = self.corpus.bm25.weights(query_terms(query), IDF_FLOOR)
+        total = sum(weight for _, weight in weights)
+        if slot is None or total <= 0:
+            return 0.0
+        held = set(self.corpus.terms_of(slot))
+        return sum(weight for term, weight in weights if term in held) / total
 
     # -- factors ------------------------------------------------------------------------------
     def factor(self, slot: int) -> float:
@@ -254,11 +276,20 @@ class Ranking:
         return labels
 
 
+def semantic_weight(coverage: float) -> float:
+    """The semantic channel's weight for a query whose best lexical hit holds ``coverage`` of
+    its term weight: ``SEMANTIC_WEIGHT`` × (1 − coverage) ** ``COVERAGE_POWER``. The more of
+    the question its words already explain, the less the meaning of other notes may reorder
+    the answer (module docstring, item 5)."""
+    uncovered = 1.0 - min(max(coverage, 0.0), 1.0)
+    return SEMANTIC_WEIGHT * uncovered ** COVERAGE_POWER
+
+
 def fuse(lexical: list[Ranked], semantic: list[tuple[int, float]], k: int,
-         corpus: Corpus) -> list[Ranked]:
+         corpus: Corpus, coverage: float) -> list[Ranked]:
     """The best k of both channels: the lexical score over the query's best, plus
-    ``SEMANTIC_WEIGHT`` × the similarity's rise above ``SEMANTIC_FLOOR`` over the best one's
-    (each 0 to 1); reported × the best lexical score (see the module's item 5)."""
+    ``semantic_weight(coverage)`` × the semantic value (``Ranking.semantic_order``) over the
+    best one's (each 0 to 1); reported × the best lexical score (see the module's item 5)."""
     fused: dict[int, float] = {}
     tiers: dict[int, int] = {}
     bm25: dict[int, float] = {}
@@ -266,10 +297,11 @@ def fuse(lexical: list[Ranked], semantic: list[tuple[int, float]], k: int,
     for slot, tier, final, lexical_bm25 in lexical[:FUSION_DEPTH]:
         fused[slot] = final / top
         tiers[slot], bm25[slot] = tier, lexical_bm25
-    best = max((similarity for _, similarity in semantic), default=0.0)
-    for slot, similarity in semantic[:FUSION_DEPTH]:
-        lift = max(0.0, similarity - SEMANTIC_FLOOR) / max(best - SEMANTIC_FLOOR, 1e-9)
-        fused[slot] = fused.get(slot, 0.0) + SEMANTIC_WEIGHT * lift
+    weight = semantic_weight(coverage)
+    best = max((value for _, value in semantic), default=0.0)
+    for slot, value in semantic[:FUSION_DEPTH]:
+        lift = max(value, 0.0) / best if best > 0 else 0.0
+        fused[slot] = fused.get(slot, 0.0) + weight * lift
     docs = corpus.docs
     order = sorted(fused, key=lambda s: (-tiers.get(s, 0), -fused[s], docs[s].path))[:k]
     return [(s, tiers.get(s, 0), fused[s] * top, bm25.get(s, 0.0)) for s in order]
