@@ -215,6 +215,22 @@ def test_the_recall_file_is_rebuilt_or_mended_by_the_next_index_load(eng, vault,
     assert [hit.id for hit in recall.ranked(vault, eng.scope, "minisign")] == [node_id]
 
 
+def test_a_new_process_finding_the_recall_file_current_writes_nothing_to_it(
+        eng, vault, project, monkeypatch):
+    write(eng, *FACT)
+    for path in vault.root.glob("Scope/**/*.md"):  # written long ago: no file is racy
+        os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns - 3600 * 10**9))
+    eng.search("minisign")  # the index reads them again at their new stat
+    writes: list[object] = []
+    monkeypatch.setattr(recallfile.RecallWriter, "mirror",
+                        lambda self, ops, meta: writes.append(("mirror", ops)))
+    monkeypatch.setattr(recallfile.RecallWriter, "rebuild",
+                        lambda self, *args: writes.append("rebuild"))
+    fresh = Engine.open(vault, cwd=project)  # what `osk search` does in a new process
+    assert [hit.title for hit in fresh.search("minisign").hits] == [FACT[0]]
+    assert writes == []  # before: its meta rewritten (and the mean idf computed) on every load
+
+
 def test_a_hand_edit_is_not_shown_from_the_stale_copy(eng, vault, project, tmp_path):
     node_id = write(eng, *FACT)
     path = vault.abs(eng.read_node(node_id).path)

@@ -356,7 +356,7 @@ class SearchIndex:
     def _commit(self) -> None:
         """Append pending changes to the journal; fold it into a snapshot when it is long."""
         if not self._pending:
-            if self._recall_backlog or self._recall_meta() != self._recall_written:
+            if self._recall_backlog or self._recall_protection_moved():
                 self._recall_mirror([])  # only the protection state moved, or a backlog waits
             return
         ops, self._pending = self._pending, []
@@ -383,12 +383,22 @@ class SearchIndex:
     # Kept in step with the journal. A failure here must not take search down: the file is
     # removed, the hooks recall nothing until the next load rebuilds it, and search goes on.
     def _recall_meta(self) -> dict[str, Any]:
-        approvals = self._approvals if self._protected() else None
         bm25 = self._corpus.bm25
         return {"average_idf": bm25.average_idf(), "n": bm25.size,
-                "total_length": bm25.total_length,
-                "approvals": list(approvals) if isinstance(approvals, tuple) else None,
+                "total_length": bm25.total_length, **self._recall_protection()}
+
+    def _recall_protection(self) -> dict[str, Any]:
+        """The part of the recall file's meta that moves without a change of the corpus."""
+        approvals = self._approvals if self._protected() else None
+        return {"approvals": list(approvals) if isinstance(approvals, tuple) else None,
                 "regions": list(self._regions)}
+
+    def _recall_protection_moved(self) -> bool:
+        """Whether the file's meta must be written though no document changed: the corpus's
+        part (counts, mean idf; a pass over every term) moves only with documents."""
+        written = self._recall_written
+        return written is None or any(written.get(key) != value
+                                      for key, value in self._recall_protection().items())
 
     def _recall_mirror(self, ops: list[list[Any]]) -> None:
         meta = self._recall_meta()
@@ -422,6 +432,9 @@ class SearchIndex:
                 return
             stale, gone = writer.differences(self._corpus.docs.values())
             if not stale and not gone:
+                # The file holds this corpus, and the meta it was written with: a read that
+                # changes nothing then writes nothing (the mean idf is not even computed).
+                self._recall_written = writer.meta()
                 return
             corpus = self._corpus
             ops: list[list[Any]] = [["del", rel] for rel in gone]

@@ -173,6 +173,12 @@ class RecallWriter:
             db.execute("UPDATE blobs SET data = ? WHERE name = 'lengths'", (lengths.tobytes(),))
             _set_meta(db, meta)
 
+    def meta(self) -> dict[str, Any]:
+        """The meta the last ``mirror`` or ``rebuild`` wrote (the schema row aside)."""
+        with closing(sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)) as db:
+            rows = db.execute("SELECT key, value FROM meta WHERE key != 'schema'").fetchall()
+        return {key: json.loads(value) for key, value in rows}
+
     def differences(self, docs: Iterable[SearchDoc]) -> tuple[list[SearchDoc], list[str]]:
         """(documents to put again, paths to delete) for the file to match ``docs``."""
         with closing(sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)) as db:
