@@ -43,7 +43,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from osk import clock, ids  # noqa: E402
+from osk import clock, contract, ids  # noqa: E402
 from osk import node as node_mod  # noqa: E402
 from osk.fsutil import atomic_write, sha256_text  # noqa: E402
 from osk.vault import Vault, init  # noqa: E402
@@ -108,7 +108,7 @@ def make_vault(base: Path, size: int) -> tuple[Vault, Path, list[str]]:
             coordinate, digest = rounds[number % len(rounds)]
             cites.append((f"raw:{coordinate}", "raw", f"[[{coordinate}]]", digest))
         rel = f"{folder}/{title}.md"
-        meta = node_mod.validate_meta(rel, {
+        meta = contract.validate_meta(rel, {
             "id": ids.uuid7(), "created": now, "updated": now, "author": "agent",
             "drafter": "bench", "summary": " ".join(rng.choice(words) for _ in range(8)),
             "derived-from": [link for _, _, link, _ in cites], "conflicts": [],

@@ -216,22 +216,6 @@ def recover(vault: Vault) -> list[Entry]:
     return done
 
 
-def pending_intent(vault: Vault) -> bool:
-    """Whether a killed write left audit records to finish (one stat)."""
-    return _intent_path(vault).exists()
-
-
-def settle(vault: Vault) -> None:
-    """Finish what a killed write left, taking the mutation lock only when there is any (what
-    opening an engine and ``osk log`` do before they read the log); taking the lock is what
-    finishes it (``generation.mutation``)."""
-    if pending_intent(vault):
-        from osk import generation
-
-        with generation.mutation(vault):
-            pass
-
-
 def _append(vault: Vault, item: Mapping[str, object]) -> Entry:
     def text(key: str) -> str | None:
         value = item.get(key)

@@ -15,12 +15,15 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # argparse is imported lazily: `osk hook …` never builds a parser
     import argparse
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, or, given a command's name, of its group only (what one
+    run needs: `osk search` then imports no other group)."""
     import argparse
+    import importlib
 
     # Imported here, not at the top: each command module imports this one, and `osk hook …`
     # must not pay for them.
-    from osk.commands import authority, demo, hosts, nodes, redact, search, sync, vault
+    from osk.commands import GROUPS, group_of
 
     parser = argparse.ArgumentParser(
         prog="osk", description="A local-first memory vault for coding agents."
@@ -29,9 +32,25 @@ def build_parser() -> argparse.ArgumentParser:
                                         "current directory's ancestors)")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in (vault, nodes, search, authority, redact, sync, hosts, demo):
-        module.register(sub)
+    only = group_of(command) if command is not None else None
+    for group in GROUPS if only is None else (only,):
+        importlib.import_module(f"osk.commands.{group}").register(sub)
     return parser
+
+
+def _command_named(args: list[str]) -> str | None:
+    """The command word of ``osk [--vault V] [--version] COMMAND …``; None when something
+    else comes first (help, an abbreviated option), for which the whole parser is built."""
+    position = 0
+    while position < len(args):
+        word = args[position]
+        if word == "--vault":
+            position += 2
+        elif word.startswith("--vault=") or word == "--version":
+            position += 1
+        else:
+            return None if word.startswith("-") else word
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -50,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from osk.stdio import serve
 
         return _handled(lambda: serve(served[0], Path.cwd()))
-    parser = build_parser()
+    parser = build_parser(_command_named(args_list))
     args = parser.parse_args(args_list)
     if args.version:
         from osk import __version__

@@ -8,6 +8,10 @@ names the session's active scope.
 Scope isolation (vault setting ``scope_isolation``, default on) is applied here to every read:
 ``search``, ``read_node`` and ``read_raw`` see another project's Scope nodes and raw records only
 when that scope is listed in ``shared_scopes``.
+
+The write path (``osk.write``), capture (``osk.raw``) and what only ``overview`` reads are
+imported by the methods that use them, so a process that only reads (``osk search``) never
+loads them: a fresh process pays for every module it imports (a test checks ``sys.modules``).
 """
 
 from __future__ import annotations
@@ -20,20 +24,11 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from osk import (
-    audit,
-    candidates,
-    conflict_copies,
-    protection,
-    raw,
-    raw_review,
-    scope_memory,
-    trust,
-    write,
-)
+from osk import candidates, generation, protection, trust
 from osk.catalog import Catalog, Changes
+from osk.context import AGENT, USER, WriteContext
 from osk.edges import FileTarget, NodeTarget, RawTarget, parse_target, raw_record
 from osk.errors import EdgeError, LedgerError, NodeNotFound, OskError
 from osk.fsutil import sha256_bytes, synced_at_exit
@@ -48,7 +43,9 @@ from osk.search.ranking import Hit, Markers
 from osk.sessions import Routing, Session, open_session
 from osk.titles import title_key
 from osk.vault import SCOPE, SPACES, Vault, locate, scope_of
-from osk.write import MoveResult, Place, ReciteResult, WriteContext, WriteResult
+
+if TYPE_CHECKING:
+    from osk.write import MoveResult, ReciteResult, WriteResult
 
 PAGE_CHARS = 4000  # read_node: at most this many body characters per call
 RAW_CHARS = 6000  # read_raw: the review view's cap
@@ -210,7 +207,7 @@ class Engine:
     def open(cls, vault: Vault | str | Path | None = None, *, cwd: Path | None = None,
              scope: str | None = None, actor: str = "agent") -> Engine:
         """Open the vault (``--vault``/``OSK_VAULT``/cwd) for a session working in ``cwd``."""
-        if actor not in (write.AGENT, write.USER):
+        if actor not in (AGENT, USER):
             raise ValueError(f"actor must be 'agent' or 'user', not {actor!r}")
         found = vault if isinstance(vault, Vault) else locate(vault, cwd)
         _settle_killed_writes(found)
@@ -234,6 +231,8 @@ class Engine:
     def batch(self) -> Iterator[None]:
         """Several writes under one hold of the mutation lock (``write.batch``); the writes
         inside fsync once, at the end (``fsutil.synced_at_exit``)."""
+        from osk import write
+
         with synced_at_exit(), write.batch(self._ctx):
             yield
 
@@ -316,8 +315,10 @@ class Engine:
                     drafter: str, scope: str | None = None, derived_from: Sequence[str] = (),
                     conflicts: Sequence[str] = (), valid_from: str | None = None,
                     valid_to: str | None = None, supersedes: str | None = None) -> WriteResult:
+        from osk.write import Place, create_node
+
         try:
-            return write.create_node(
+            return create_node(
                 self._ctx, title=title, summary=summary, body=body,
                 place=Place(space, cluster, scope), drafter=drafter, derived_from=derived_from,
                 conflicts=conflicts, valid_from=valid_from, valid_to=valid_to,
@@ -335,8 +336,10 @@ class Engine:
         """Replace the body (with ``expect_hash``), edit one passage (``old_text`` ->
         ``new_text``), or change summary/edges. ``recheck_of`` names the recheck candidates
         this call resolves: with changes it is a correction; with none, a re-citation."""
+        from osk.write import update_node
+
         try:
-            return write.update_node(
+            return update_node(
                 self._ctx, ref, body=body, expect_hash=expect_hash, old_text=old_text,
                 new_text=new_text, summary=summary, derived_from=derived_from,
                 conflicts=conflicts, drafter=drafter, recheck_of=recheck_of,
@@ -346,21 +349,27 @@ class Engine:
 
     def recite(self, candidates: Sequence[str]) -> ReciteResult:
         """Close recheck candidates as unchanged, at the target states this session read."""
+        from osk.write import recite
+
         try:
-            return write.recite(self._ctx, candidates)
+            return recite(self._ctx, candidates)
         finally:
             self._after_write()
 
     def move_nodes(self, refs: Sequence[str], *, space: str, cluster: str,
                    scope: str | None = None) -> MoveResult:
+        from osk.write import Place, move_nodes
+
         try:
-            return write.move_nodes(self._ctx, refs, Place(space, cluster, scope))
+            return move_nodes(self._ctx, refs, Place(space, cluster, scope))
         finally:
             self._after_write()
 
     def move_cluster(self, cluster: str, *, space: str, to_space: str) -> MoveResult:
+        from osk.write import move_cluster
+
         try:
-            return write.move_cluster(self._ctx, cluster, space=space, to_space=to_space)
+            return move_cluster(self._ctx, cluster, space=space, to_space=to_space)
         finally:
             self._after_write()
 
@@ -368,6 +377,8 @@ class Engine:
                    tools: Sequence[str] = (), completion: str = "", host: str = "",
                    ) -> AppendResult:
         """Capture one round into this session's raw record (the hooks' path)."""
+        from osk import raw
+
         ref = raw.append_round(self.vault, self.session.key.key, conversation, raw.RoundInput(
             user=user, assistant=assistant, tools=tuple(tools), completion=completion,
             host=host))
@@ -536,6 +547,8 @@ class Engine:
             )
 
     def _read_round(self, target: RawTarget, start: int, size: int) -> RawRead:
+        from osk import raw
+
         self._check_raw_visible(target.key)
         found = raw.read_round(self.vault, target, strict=False)
         body = str(found.text)
@@ -547,6 +560,8 @@ class Engine:
 
     def _read_record(self, key: str, conversation: str, rounds: Sequence[int] | None,
                      skip: int) -> RawRead:
+        from osk import raw, raw_review
+
         self._check_raw_visible(key)
         record = raw.read_record(self.vault, key, conversation, strict=False)
         view = raw_review.review(self.vault, key, conversation, rounds=rounds, cap=RAW_CHARS,
@@ -735,6 +750,8 @@ class Engine:
         return found
 
     def _pending_evictions(self) -> list[Any]:
+        from osk import scope_memory
+
         try:
             return list(scope_memory.ScopeMemory(self.vault, self.scope).pending_evictions())
         except LedgerError:
@@ -755,6 +772,8 @@ class Engine:
 
     def _conflict_copies(self) -> list[str]:
         """Sync conflict copies this session may see (another project's stay hidden)."""
+        from osk import conflict_copies
+
         return [rel for rel in conflict_copies.conflict_copies(self.vault)
                 if self._may_see_path(str(rel))]
 
@@ -771,6 +790,8 @@ class Engine:
         return self.session.can_see_scope(scope_of(rel))
 
     def _problems(self) -> list[str]:
+        from osk import conflict_copies
+
         # A conflict copy has no contract id on purpose; it is listed under conflict_copies.
         problems = [str(entry.error) for entry in self.catalog.entries.values()
                     if entry.error is not None and not conflict_copies.is_conflict_copy(entry.path)]
@@ -819,7 +840,7 @@ def _settle_killed_writes(vault: Vault) -> None:
     """What a process killed mid-write left: temp files in device state (removed when their
     writer is gone) and audit records journalled but not appended (finished under the lock)."""
     vault.clear_debris()
-    audit.settle(vault)
+    generation.settle(vault)
 
 
 def _titles(catalog: Catalog, node_ids: Sequence[str]) -> list[tuple[str, str | None] | None]:
@@ -860,14 +881,11 @@ __all__ = [
     "Engine",
     "ForkInfo",
     "Heading",
-    "MoveResult",
     "NodeRead",
     "Overview",
     "RawRead",
     "Related",
     "RecheckReport",
-    "ReciteResult",
     "SearchResult",
-    "WriteResult",
     "outline_of",
 ]

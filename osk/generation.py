@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from osk.locks import DEFAULT_TIMEOUT, file_lock
 from osk.vault import Vault
 
-__all__ = ["Stamp", "bump", "current", "mutation"]
+__all__ = ["Stamp", "bump", "current", "mutation", "settle"]
 
 FILE = "generation"  # under the vault's device state (.osk/)
 
@@ -76,3 +76,12 @@ def mutation(vault: Vault, timeout: float = DEFAULT_TIMEOUT) -> Iterator[None]:
             yield
         finally:
             bump(vault)
+
+
+def settle(vault: Vault) -> None:
+    """Finish the audit records a killed write left, taking the mutation lock only when there
+    are any (one stat otherwise): what opening an engine and ``osk log`` do before they read.
+    Taking the lock is what finishes them (``mutation``)."""
+    if vault.audit_intent_path().exists():
+        with mutation(vault):
+            pass

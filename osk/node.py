@@ -1,9 +1,13 @@
 """The node contract (governance/nodes.md): one model, used by every reader and writer.
 
 A node is a Markdown file whose title is its file name. Its front matter holds exactly the keys
-of ``Frontmatter``; anything else is a contract error that names the file, the key and what was
-expected. osk never rewrites a file it is not deliberately changing: a hand edit that breaks the
-contract is reported by the validators, never "fixed".
+of ``osk.contract.Frontmatter``; anything else is a contract error that names the file, the key
+and what was expected. osk never rewrites a file it is not deliberately changing: a hand edit
+that breaks the contract is reported by the validators, never "fixed".
+
+The model (pydantic) and the YAML reader are imported on first use: a node restored from the
+catalog snapshot carries its front matter as plain fields, so a process that only reads
+unchanged nodes (a fresh ``osk search``) imports neither.
 """
 
 from __future__ import annotations
@@ -12,124 +16,23 @@ import json
 import re
 import unicodedata
 from collections.abc import Callable, Mapping
+from functools import cache
 from pathlib import PurePosixPath
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-
-from osk import clock, sources
+from osk import sources, trust
 from osk.errors import ContractError
 from osk.fsutil import sha256_text
 from osk.vault import cluster_of, scope_of, space_of
 
-try:  # libyaml's loader is ~10x faster on a cold index build; fall back when it is absent
-    from yaml import CSafeLoader as _Loader
-except ImportError:  # pragma: no cover - depends on how PyYAML was built
-    from yaml import SafeLoader as _Loader  # type: ignore[assignment]
+if TYPE_CHECKING:
+    from osk.contract import Frontmatter
 
-MAX_SUMMARY = 300
-_LINK = re.compile(r"^\[\[[^\[\]|]+\]\]$")
-
-Timestamp = Annotated[str, Field(description="ISO 8601, minute precision, with UTC offset")]
-Link = Annotated[str, Field(description="an Obsidian link: [[Title]], [[_raw/KEY/CONV#Round N]]"
-                                        " or [[file:PATH]]")]
-
-
-class Frontmatter(BaseModel):
-    """The contract's keys, in the order they are written."""
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
-
-    id: str
-    created: Timestamp
-    updated: Timestamp
-    author: Literal["user", "agent"]
-    drafter: str
-    summary: str
-    derived_from: list[Link] = Field(default_factory=list, alias="derived-from")
-    conflicts: list[Link] = Field(default_factory=list)
-    # Authority (issue 6): trust state and validity time. Optional so that hand-written nodes
-    # stay short; absent trust reads as "confirmed" for author user and "inferred" for agent.
-    trust: Literal["confirmed", "inferred"] | None = None
-    valid_from: Timestamp | None = None
-    valid_to: Timestamp | None = None
-    supersedes: Link | None = None
-
-    @field_validator("id")
-    @classmethod
-    def _id(cls, value: str) -> str:
-        if not value.strip() or value != value.strip() or not _printable_line(value):
-            raise ValueError("a non-empty single-line id")
-        return value
-
-    @field_validator("created", "updated", "valid_from", "valid_to")
-    @classmethod
-    def _timestamp(cls, value: str | None) -> str | None:
-        if value is None:
-            return value
-        if not clock.is_minute_timestamp(value):
-            raise ValueError("an ISO 8601 time with minutes and a UTC offset, "
-                             "e.g. 2026-11-29T18:02+09:00")
-        clock.parse(value)
-        return value
-
-    @field_validator("drafter")
-    @classmethod
-    def _drafter(cls, value: str) -> str:
-        if not value.strip() or not _printable_line(value):
-            raise ValueError("a model name on one line")
-        return value
-
-    @field_validator("summary")
-    @classmethod
-    def _summary(cls, value: str) -> str:
-        if not value.strip() or not _printable_line(value):
-            raise ValueError("one non-empty line of printable text")
-        if len(value) > MAX_SUMMARY:
-            raise ValueError(f"at most {MAX_SUMMARY} characters (got {len(value)})")
-        return value
-
-    @field_validator("derived_from", "conflicts")
-    @classmethod
-    def _links(cls, value: list[str]) -> list[str]:
-        for item in value:
-            if not isinstance(item, str) or not _LINK.match(item):
-                raise ValueError(f"links written as [[target]] (got {item!r})")
-        if len(set(value)) != len(value):
-            raise ValueError("each link at most once")
-        return value
-
-    @field_validator("supersedes")
-    @classmethod
-    def _supersedes(cls, value: str | None) -> str | None:
-        if value is not None and not _LINK.match(value):
-            raise ValueError(f"a link written as [[Title]] (got {value!r})")
-        return value
-
-    @property
-    def trust_state(self) -> str:
-        if self.trust:
-            return self.trust
-        return "confirmed" if self.author == "user" else "inferred"
-
-
-def _printable_line(text: str) -> bool:
-    """No control characters (tab aside), line or paragraph separators, or lone surrogates."""
-    return _UNPRINTABLE.search(text) is None
-
-
-# Unicode categories Cc (but tab), Zl, Zp and Cs, spelled out for speed.
-_UNPRINTABLE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
-
-
-KEYS = tuple(
-    (field.alias or name) for name, field in Frontmatter.model_fields.items()
-)
-REQUIRED_KEYS = tuple(
-    (field.alias or name) for name, field in Frontmatter.model_fields.items()
-    if field.is_required()
-)
+# The contract's keys in the order they are written (``osk.contract.Frontmatter``'s, named here
+# so reading a node needs no pydantic; a test keeps them equal), and those a node must have.
+KEYS = ("id", "created", "updated", "author", "drafter", "summary", "derived-from", "conflicts",
+        "trust", "valid_from", "valid_to", "supersedes")
+REQUIRED_KEYS = ("id", "created", "updated", "author", "drafter", "summary")
 
 
 class Node:
@@ -166,6 +69,8 @@ class Node:
     def meta(self) -> Frontmatter:
         if self._meta is None:
             assert self._fields is not None
+            from osk.contract import Frontmatter
+
             self._meta = Frontmatter.model_construct(**self._fields)
             self._fields = None
         return self._meta
@@ -206,6 +111,14 @@ class Node:
     @property
     def id(self) -> str:
         return self._meta.id if self._meta is not None else str(self._fields["id"])
+
+    @property
+    def trust_state(self) -> str:
+        """confirmed / inferred (``osk.trust``), read without building the model."""
+        if self._meta is not None:
+            return self._meta.trust_state
+        assert self._fields is not None
+        return trust.state_of(self._fields.get("trust"), str(self._fields["author"]))
 
     @property
     def space(self) -> str | None:
@@ -266,8 +179,10 @@ def split_frontmatter(path: str, text: str) -> tuple[dict[str, Any], str]:
     fast = _canonical_header(header)
     if fast is not None:
         return fast, body
+    import yaml
+
     try:
-        data = yaml.load(header, Loader=_Loader) if header.strip() else {}
+        data = yaml.load(header, Loader=_yaml_loader()) if header.strip() else {}
     except yaml.YAMLError as exc:
         raise ContractError(f"{path}: front matter is not valid YAML ({exc})",
                             path=path, key=None, expected="YAML mapping") from exc
@@ -341,34 +256,11 @@ def _canonical_header(header: str) -> dict[str, Any] | None:
 
 def parse(path: str, text: str) -> Node:
     """Parse and validate a node file; raise ContractError naming the file, key and expectation."""
+    from osk.contract import validate_meta
+
     data, body = split_frontmatter(path, text)
     meta = validate_meta(path, data)
     return Node(path=path, meta=meta, body=body, text=text)
-
-
-def validate_meta(path: str, data: dict[str, Any]) -> Frontmatter:
-    try:
-        return Frontmatter.model_validate(data)
-    except ValidationError as exc:
-        problems = [_describe(error) for error in exc.errors()]
-        first_key = problems[0][0]
-        listing = "; ".join(f"key '{key}': {what}" for key, what in problems)
-        raise ContractError(
-            f"{path}: {listing}",
-            path=path, key=first_key, expected=problems[0][1], problems=problems,
-        ) from None
-
-
-def _describe(error: Any) -> tuple[str, str]:
-    key = str(error["loc"][0]) if error["loc"] else "?"
-    key = Frontmatter.model_fields[key].alias or key if key in Frontmatter.model_fields else key
-    kind = error["type"]
-    if kind == "extra_forbidden":
-        return key, f"not a contract key (allowed: {', '.join(KEYS)})"
-    if kind == "missing":
-        return key, "required but missing"
-    message = str(error["msg"]).removeprefix("Value error, ")
-    return key, f"expected {message}" if kind == "value_error" else message
 
 
 # -- rendering -----------------------------------------------------------------------------
@@ -416,8 +308,21 @@ def _reads_as_string(text: str) -> bool:
             or " #" in text):  # "0:" ends a line as a mapping key, not a string
         return False
     # YAML resolves a plain scalar to null, bool, int, float or timestamp by these patterns.
-    return not any(pattern.match(text) for _tag, pattern in _RESOLVERS.get(text[0], ()))
+    return not any(pattern.match(text) for _tag, pattern in _resolvers().get(text[0], ()))
 
 
-_RESOLVERS = yaml.SafeLoader.yaml_implicit_resolvers
+@cache
+def _resolvers() -> dict[str, list[tuple[str, re.Pattern[str]]]]:
+    """YAML's patterns for plain scalars that resolve to null, bool, number or timestamp."""
+    import yaml
+
+    return yaml.SafeLoader.yaml_implicit_resolvers
+
+
+@cache
+def _yaml_loader() -> type:
+    """libyaml's loader (about 10x faster on a cold index build), else PyYAML's own."""
+    import yaml
+
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 

@@ -31,6 +31,14 @@ def is_person(actor: str) -> bool:
     return actor == "user"
 
 
+def state_of(trust: str | None, author: str) -> str:
+    """A node's trust state from its front matter: the ``trust`` key, or absent, its
+    ``author``'s (the person's nodes are confirmed, an agent's inferred)."""
+    if trust:
+        return trust
+    return CONFIRMED if author == "user" else INFERRED
+
+
 def trust_for_new(space: str | None, actor: str) -> str:
     """The trust state a new node gets: confirmed when the person wrote it, else inferred."""
     return CONFIRMED if is_person(actor) else INFERRED
@@ -49,7 +57,7 @@ def marker(node: Any) -> str | None:
     """'inferred' for an inferred Person node (what search and injection show), else None."""
     if getattr(node, "space", None) != PERSON:
         return None
-    return person_marker(PERSON, node.meta.trust_state)
+    return person_marker(PERSON, node.trust_state)
 
 
 def person_marker(space: str | None, trust_state: str | None) -> str | None:

@@ -35,7 +35,8 @@ from osk.vault import Vault
 
 if TYPE_CHECKING:
     from osk.catalog import Catalog
-    from osk.node import Frontmatter, Node
+    from osk.contract import Frontmatter
+    from osk.node import Node
 
 VALID, EXPIRED, FUTURE = "valid", "expired", "future"
 SUPERSEDED = "superseded"

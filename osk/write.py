@@ -36,7 +36,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
 from osk import (
@@ -52,7 +52,9 @@ from osk import (
     validity,
 )
 from osk import node as node_mod
-from osk.catalog import Catalog, Changes
+from osk.catalog import Changes
+from osk.context import USER, WriteContext
+from osk.contract import Frontmatter, validate_meta
 from osk.edges import FileTarget, NodeTarget, RawTarget, Target, parse_target
 from osk.errors import (
     AnchorError,
@@ -68,107 +70,17 @@ from osk.errors import (
     StaleHash,
     TitleError,
 )
-from osk.freshness import Freshness
 from osk.fsutil import fsync_dir, sha256_bytes, sha256_text
-from osk.ledger import Ledger
 from osk.locks import LockTimeout
-from osk.node import Frontmatter, Node
-from osk.rechecks import Candidate, Edge, ReadLog, Rechecks, TargetRef, link_identity
-from osk.sessions import Routing, Session
+from osk.node import Node
+from osk.rechecks import Candidate, Edge, TargetRef, link_identity
 from osk.titles import check_portable, title_key
-from osk.vault import DOMAIN, MARKER, SCOPE, SPACES, WORKBENCH, Vault, scope_of
+from osk.vault import DOMAIN, SCOPE, SPACES, WORKBENCH, Vault, scope_of
 
-USER = "user"
-AGENT = "agent"
 _SPACE_NAMES = {s.lower(): s for s in SPACES}
 
 
-# -- context and results -------------------------------------------------------------------------
-@dataclass
-class WriteContext:
-    """What a write needs: the vault, its catalog, the session and its caches."""
-
-    vault: Vault
-    catalog: Catalog
-    session: Session
-    actor: str  # "agent" (MCP) or "user" (a person at the terminal)
-    rechecks: Rechecks
-    reads: ReadLog
-    routing: Routing
-    seen: list[Changes] = field(default_factory=list)  # catalog changes, for the search index
-    fresh: Freshness = field(init=False)
-    _settings_stat: tuple[int, int, int] | None = None
-    _ledgers: dict[str, Ledger] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        self.fresh = Freshness(self.vault, self.catalog)
-
-    def ledger(self, name: str) -> Ledger:
-        """One Ledger object per name, so its stat-keyed cache survives between writes."""
-        if name not in self._ledgers:
-            self._ledgers[name] = Ledger(self.vault, name)
-        return self._ledgers[name]
-
-    def reload_settings(self) -> None:
-        """Pick up a change to osk.toml (isolation, shared scopes) made while we run."""
-        try:
-            st = (self.vault.root / MARKER).stat()
-            stat = (st.st_size, st.st_mtime_ns, st.st_ino)
-        except OSError:
-            stat = None
-        if stat == self._settings_stat:
-            return
-        settings = self.vault.settings()
-        self.session = replace(self.session, isolation=settings.scope_isolation,
-                               shared=frozenset(settings.shared_scopes))
-        self._settings_stat = stat
-
-    @property
-    def author(self) -> str:
-        return USER if self.actor == USER else AGENT
-
-    @property
-    def audit_actor(self) -> str:
-        return USER if self.actor == USER else f"{AGENT}:{self.session.key.key}"
-
-    def note(self, added: Sequence[str] = (), changed: Sequence[str] = (),
-             removed: Sequence[str] = ()) -> None:
-        """Tell the catalog (and, through ``seen``, the search index) what this write did."""
-        for rel in (*added, *changed):
-            self.catalog.note_written(rel)
-        for rel in removed:
-            self.catalog.note_removed(rel)
-        self.fresh.noted(added, removed)
-        self.seen.append(Changes(tuple(added), tuple(changed), tuple(removed)))
-
-    def keep(self, changes: Changes) -> None:
-        if changes:
-            self.seen.append(changes)
-
-    def freshen(self, rels: Iterable[str]) -> None:
-        """Re-read these node files now if they changed (see ``Freshness.freshen``)."""
-        self.keep(self.fresh.freshen(rels))
-
-    def take_changes(self) -> Changes:
-        """Everything the catalog saw change since the last call, merged, for the index."""
-        added: dict[str, None] = {}
-        changed: dict[str, None] = {}
-        removed: dict[str, None] = {}
-        for item in self.seen:
-            for rel in item.removed:
-                added.pop(rel, None)
-                changed.pop(rel, None)
-                removed[rel] = None
-            for rel in item.added:
-                removed.pop(rel, None)
-                added[rel] = None
-            for rel in item.changed:
-                if rel not in added:
-                    changed[rel] = None
-        self.seen.clear()
-        return Changes(tuple(added), tuple(changed), tuple(removed))
-
-
+# -- results -------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Place:
     """Where a node goes: a Space and a cluster folder (``auth`` or ``auth/tokens``).
@@ -313,7 +225,7 @@ def create_node(ctx: WriteContext, *, title: str, summary: str, body: str, place
         check_ledgers(ctx)
         _authority_content_checks(ctx, title, body, rel, valid_from, valid_to)
         now = clock.now_text()
-        meta = node_mod.validate_meta(rel, _drop_none({
+        meta = validate_meta(rel, _drop_none({
             "id": ids.uuid7(),
             "created": now,
             "updated": now,
@@ -395,7 +307,7 @@ def update_node(ctx: WriteContext, ref: str, *, body: str | None = None,
                                   protected_checked=True)
         data = {**current, **meta_changes, "updated": clock.now_text(), "author": ctx.author,
                 "trust": _trust(ctx, node.space, node.meta.trust_state, new=False)}
-        meta = node_mod.validate_meta(node.path, _drop_none(data))
+        meta = validate_meta(node.path, _drop_none(data))
         text = node_mod.render(meta, new_body, _file_roots(edges))
         new = _parse_back(node.path, text)
         closing = _prepare_supersede(ctx, meta, supersedes) if supersedes else None

@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from osk import audit, clock, ids, node, objects, tombstones
+from osk import audit, clock, contract, ids, node, objects, tombstones
 from osk.fsutil import atomic_write
 from osk.vault import Vault, space_of
 
@@ -25,7 +25,7 @@ def node_text(*, body: str, summary: str = "a fact", author: str = "agent",
               trust: str | None = None, valid_from: str | None = None,
               valid_to: str | None = None, supersedes: str | None = None) -> str:
     now = clock.now_text()
-    meta = node.Frontmatter.model_validate({
+    meta = contract.Frontmatter.model_validate({
         "id": node_id or ids.uuid7(), "created": created or now, "updated": updated or now,
         "author": author, "drafter": "test-model", "summary": summary, "derived-from": [],
         "trust": trust, "valid_from": valid_from, "valid_to": valid_to,

@@ -8,9 +8,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from osk import clock
+from osk.contract import Frontmatter
 from osk.fsutil import append_durably, atomic_write
 from osk.ids import uuid7
-from osk.node import Frontmatter, parse, render
+from osk.node import parse, render
 from osk.sync import sync_once
 from osk.vault import Vault, init
 

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from osk import contract
 from osk import node as node_mod
 from osk.candidates import Candidates, Party, candidate_key
 from osk.errors import CandidateError
@@ -15,7 +16,7 @@ from osk.vault import Vault
 
 
 def make_node(vault: Vault, rel: str, body: str) -> node_mod.Node:
-    meta = node_mod.Frontmatter.model_validate({
+    meta = contract.Frontmatter.model_validate({
         "id": uuid7(), "created": "2026-01-02T03:04+00:00", "updated": "2026-01-02T03:04+00:00",
         "author": "agent", "drafter": "test-model", "summary": "a test node",
     })

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from osk import node
+from osk import contract, node
 from osk.catalog import Catalog
 from osk.errors import ContractError, DuplicateId, NodeNotFound, TitleError
 from osk.fsutil import atomic_write
@@ -14,7 +14,7 @@ from osk.vault import Vault
 
 
 def write_node(vault: Vault, rel: str, node_id: str, body: str = "Body.\n") -> None:
-    meta = node.Frontmatter.model_validate({
+    meta = contract.Frontmatter.model_validate({
         "id": node_id, "created": "2026-11-29T18:00+00:00", "updated": "2026-11-29T18:00+00:00",
         "author": "user", "drafter": "human", "summary": f"About {rel}.",
     })

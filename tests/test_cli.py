@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 from pathlib import Path
@@ -43,3 +44,32 @@ def test_commands_that_need_a_vault_say_how_to_find_one(
     args = [command] + (["query"] if command == "search" else [])
     assert main(args) == 2
     assert "no osk vault found" in capsys.readouterr().err
+
+
+def test_each_command_group_registers_exactly_the_commands_the_cli_table_names():
+    import importlib
+
+    from osk.cli import build_parser
+    from osk.commands import GROUPS
+
+    for group, names in GROUPS.items():
+        sub = argparse.ArgumentParser().add_subparsers()
+        importlib.import_module(f"osk.commands.{group}").register(sub)
+        assert tuple(sub.choices) == names, group
+    listed = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert tuple(listed.choices) == tuple(n for names in GROUPS.values() for n in names)
+
+
+@pytest.mark.parametrize(("argv", "command"), [
+    (["search", "x"], "search"), (["--vault", "search", "read", "x"], "read"),
+    (["--vault=/v", "--version", "log"], "log"), (["--help"], None), ([], None),
+    (["--vau", "/v", "search"], None)])
+def test_a_run_builds_the_parser_of_its_own_command_group_only(argv, command):
+    from osk.cli import _command_named, build_parser
+    from osk.commands import GROUPS, group_of
+
+    assert _command_named(argv) == command
+    if command is not None:
+        parser = build_parser(command)
+        listed = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        assert tuple(listed.choices) == GROUPS[group_of(command) or ""]

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from osk import node, sources
+from osk import contract, node, sources
 from osk.errors import ContractError
 
 GOOD = {
@@ -31,7 +31,7 @@ def text_with(**changes: object) -> str:
 
 
 def test_render_then_parse_round_trips_the_contract_and_the_body():
-    meta = node.Frontmatter.model_validate(GOOD)
+    meta = contract.Frontmatter.model_validate(GOOD)
     body = "# 배포\n\nKorean and English body.\n---\nA horizontal rule is body text.\n"
     parsed = node.parse("Scope/app/release/Cargo dist.md", node.render(meta, body))
     assert parsed.meta == meta
@@ -41,7 +41,7 @@ def test_render_then_parse_round_trips_the_contract_and_the_body():
 
 
 def test_render_writes_keys_in_contract_order_and_quotes_ambiguous_scalars():
-    meta = node.Frontmatter.model_validate({**GOOD, "summary": "yes: it works #1"})
+    meta = contract.Frontmatter.model_validate({**GOOD, "summary": "yes: it works #1"})
     text = node.render(meta, "Body.\n")
     assert text == (
         "---\n"
@@ -115,8 +115,9 @@ def test_a_file_without_a_valid_front_matter_block_is_a_contract_error(text: str
 
 
 def test_trust_state_defaults_from_the_author():
-    assert node.Frontmatter.model_validate(GOOD).trust_state == "inferred"
-    assert node.Frontmatter.model_validate({**GOOD, "author": "user"}).trust_state == "confirmed"
+    assert contract.Frontmatter.model_validate(GOOD).trust_state == "inferred"
+    user = contract.Frontmatter.model_validate({**GOOD, "author": "user"})
+    assert user.trust_state == "confirmed"
 
 
 from hypothesis import given, settings  # noqa: E402
@@ -125,13 +126,13 @@ from hypothesis import strategies as st  # noqa: E402
 
 @settings(max_examples=300, derandomize=True, deadline=None)
 @given(summary=st.text(min_size=1, max_size=80).filter(
-           lambda s: s.strip() and node._printable_line(s)),
+           lambda s: s.strip() and contract._printable_line(s)),
        drafter=st.sampled_from(["claude-opus-4", "yes", "1.5", "2026-11-29", "a: b", "x #y",
                                 "null", "gpt 5 ", "human"]))
 def test_the_fast_header_reader_agrees_with_yaml_on_everything_render_writes(summary, drafter):
     import yaml
 
-    meta = node.Frontmatter.model_validate({**GOOD, "summary": summary, "drafter": drafter})
+    meta = contract.Frontmatter.model_validate({**GOOD, "summary": summary, "drafter": drafter})
     text = node.render(meta, "Body.\n")
     header = text[len("---\n"):text.index("\n---\n") + 1]
     fast = node._canonical_header(header)
@@ -150,3 +151,10 @@ def test_hand_written_yaml_falls_back_to_the_yaml_reader():
     header = "id: x\nsummary: >\n  folded\n"
     assert node._canonical_header(header) is None
     assert node._canonical_header("summary: 42\n") is None
+
+
+def test_the_keys_a_read_names_without_the_model_are_the_models():
+    fields = contract.Frontmatter.model_fields
+    assert node.KEYS == contract.KEYS == tuple(f.alias or name for name, f in fields.items())
+    assert node.REQUIRED_KEYS == contract.REQUIRED_KEYS
+    assert all(fields[key].alias is None for key in node.REQUIRED_KEYS)  # the catalog's check

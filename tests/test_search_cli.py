@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -104,3 +105,47 @@ def test_search_k_defaults_to_8_is_capped_at_50_and_below_1_is_refused(
     refused = osk(vault, "search", "walrus", "--k", "0", cwd=tmp_path)
     assert refused.returncode == 1
     assert refused.stderr == "Error: k must be a whole number from 1 to 50 (got 0) (rule: search)\n"
+
+
+# What only a write needs: the write path, the capture path and the secret filter they apply,
+# the audit log, the person's verbs, the command groups a search does not run, and the node
+# contract's model and YAML reader (a node restored from the catalog snapshot needs neither).
+WRITE_PATH = frozenset({
+    "pydantic", "yaml", "osk.contract",
+    "osk.write", "osk.raw", "osk.raw_review", "osk.secrets", "osk.audit", "osk.tombstones",
+    "osk.scope_memory", "osk.conflict_copies", "osk.validity", "osk.search.importer",
+    "osk.commands.authority", "osk.commands.hosts", "osk.commands.nodes", "osk.commands.sync",
+    "osk.commands.vault", "osk.commands.redact", "osk.commands.demo",
+})
+
+
+def test_a_fresh_osk_search_imports_no_write_path(vault: Vault, tmp_path: Path):
+    source = tmp_path / "nodes.jsonl"
+    source.write_text("\n".join([
+        line(title="Walrus habits", summary="Where walruses rest.", body="walrus on ice",
+             space="domain"),
+        line(title="Walrus diet", summary="What they eat.", body="walrus and clams",
+             space="person"),
+    ]) + "\n", encoding="utf-8")
+    assert osk(vault, "import", str(source), cwd=tmp_path).returncode == 0
+    for path in (*vault.root.glob("Domain/**/*.md"), *vault.root.glob("Person/**/*.md")):
+        os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns - 3600 * 10**9))
+    script = (
+        "import json, sys\n"
+        "from osk.cli import main\n"
+        f"code = main(['--vault', {str(vault.root)!r}, 'search', 'walrus', '--json'])\n"
+        "print(json.dumps({'code': code, 'modules': sorted(sys.modules)}), file=sys.stderr)\n"
+    )
+    # The first run re-reads the files (their stat changed above); the next finds the index
+    # and the catalog snapshot current, as every later run does.
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True,
+                              text=True, encoding="utf-8")
+        assert done.returncode == 0, done.stderr
+        report = json.loads(done.stderr.strip().splitlines()[-1])
+        hits = json.loads(done.stdout)["hits"]
+        assert report["code"] == 0
+        # the person imported both: confirmed, so the Person node's trust marker is none
+        assert {h["title"]: h["markers"] for h in hits} == {
+            "Walrus habits": [], "Walrus diet": []}
+    assert sorted(WRITE_PATH & set(report["modules"])) == []

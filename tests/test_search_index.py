@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from rank_bm25 import BM25Okapi
 
-from osk import node
+from osk import contract, node
 from osk.catalog import Catalog
 from osk.errors import SearchError
 from osk.fsutil import atomic_write
@@ -27,7 +27,7 @@ def write_node(vault: Vault, rel: str, body: str, summary: str = "A note.", **me
         "updated": "2026-11-29T18:00+00:00", "author": "user", "drafter": "human",
         "summary": summary, **meta,
     }
-    frontmatter = node.Frontmatter.model_validate(data)
+    frontmatter = contract.Frontmatter.model_validate(data)
     atomic_write(vault.abs(rel), node.render(frontmatter, body))
     return frontmatter.id
 

@@ -6,8 +6,8 @@ import json
 import os
 from pathlib import Path
 
+from osk import contract, validate
 from osk import node as node_mod
-from osk import validate
 from osk.ids import uuid7
 from osk.ledger import Ledger
 from osk.vault import Vault
@@ -15,7 +15,7 @@ from osk.vault import Vault
 
 def write_node(vault: Vault, rel: str, body: str = "Body.\n", *, node_id: str | None = None,
                derived: list[str] | None = None, conflicts: list[str] | None = None) -> str:
-    meta = node_mod.Frontmatter.model_validate({
+    meta = contract.Frontmatter.model_validate({
         "id": node_id or uuid7(), "created": "2026-01-02T03:04+00:00",
         "updated": "2026-01-02T03:04+00:00", "author": "agent", "drafter": "test-model",
         "summary": "a test node", "derived-from": derived or [], "conflicts": conflicts or [],

@@ -146,31 +146,31 @@ def test_a_kill_between_the_node_file_and_its_audit_record_is_finished_not_a_han
         vault: Vault, tmp_path: Path, action: str, capsys: pytest.CaptureFixture[str]):
     project = make_repo(tmp_path / "work" / "proj")
     _run_child(vault, project, action, "audit")
-    assert audit.pending_intent(vault), "the kill came before the intent was journalled"
+    assert vault.audit_intent_path().exists(), "the kill came before the intent was journalled"
     assert main(["log", "Tokens"]) == 0
     out = capsys.readouterr().out
     assert "outside osk" not in out, out
     last = audit.history(vault, Engine.open(vault, cwd=project).read_node("Tokens").id)[-1]
     assert last.action == action and last.detail.get("recovered") is True
     assert _unaudited(vault) == []
-    assert not audit.pending_intent(vault)
+    assert not vault.audit_intent_path().exists()
 
 
 def test_a_reject_killed_between_removing_the_file_and_its_audit_record_is_finished(
         vault: Vault, tmp_path: Path):
     project = make_repo(tmp_path / "work" / "proj")
     node_id = _run_child(vault, project, "reject", "audit").split()[0]
-    assert audit.pending_intent(vault), "the kill came before the intent was journalled"
+    assert vault.audit_intent_path().exists(), "the kill came before the intent was journalled"
     Engine.open(vault, cwd=project)  # taking the mutation lock finishes the record
     last = audit.history(vault, node_id)[-1]
     assert (last.action, last.after, last.detail.get("recovered")) == ("reject", None, True)
-    assert not audit.pending_intent(vault)
+    assert not vault.audit_intent_path().exists()
 
 
 def test_a_kill_before_the_node_file_is_replaced_records_nothing(vault: Vault, tmp_path: Path):
     project = make_repo(tmp_path / "work" / "proj")
     _run_child(vault, project, "update", "node-temp")  # intent journalled, file untouched
-    assert audit.pending_intent(vault)
+    assert vault.audit_intent_path().exists()
     eng = Engine.open(vault, cwd=project)
     node = eng.read_node("Tokens")
     assert [e.action for e in audit.history(vault, node.id)] == ["create"]

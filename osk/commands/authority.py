@@ -260,10 +260,10 @@ def _node_history(vault, ref: str):
 
 
 def run_log(args: argparse.Namespace) -> int:
-    from osk import audit
+    from osk import audit, generation
 
     vault = _vault(args)
-    audit.settle(vault)  # a write killed before its record: finished, not shown as a hand edit
+    generation.settle(vault)  # a write killed before its record: finished, not shown as a hand edit
     note = ""
     if args.node:
         node_id, items = _node_history(vault, args.node)
