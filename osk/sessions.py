@@ -27,7 +27,6 @@ cached in device state per repository.
 from __future__ import annotations
 
 import json
-import subprocess
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -130,6 +129,8 @@ def root_commit(repo: Repo, vault: Vault | None = None) -> str | None:
 
 
 def _ask_git(repo: Repo) -> str | None:
+    import subprocess  # here: a session whose repository is cached never starts git
+
     for where in (repo.common_dir, repo.git_dir):
         try:
             result = subprocess.run(

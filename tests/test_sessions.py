@@ -107,7 +107,7 @@ def test_the_root_commit_is_cached_so_git_runs_once_per_repository(
         calls.append(list(args))
         return real(args, *a, **kw)
 
-    monkeypatch.setattr(sessions.subprocess, "run", counting)
+    monkeypatch.setattr(subprocess, "run", counting)  # sessions imports it when it asks git
     first = session_key(repo, vault)
     second = session_key(repo / "src", vault)
     assert first == second

@@ -194,6 +194,12 @@ class Bm25:
         self._average_idf = (n, value)
         return value
 
+    def adopt_average_idf(self, size: int, value: float) -> None:
+        """Take the mean idf computed over exactly these documents (by the writer of the
+        recall file, which holds them): a pass over every term saved."""
+        if size == self.size:
+            self._average_idf = (size, value)
+
     def floored(self, query: Query, floor: float) -> bool:
         """Whether ``floor`` raises the idf of any known term of ``query``."""
         terms = query.keys() if isinstance(query, Mapping) else set(query)

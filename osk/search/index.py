@@ -432,9 +432,11 @@ class SearchIndex:
                 return
             stale, gone = writer.differences(self._corpus.docs.values())
             if not stale and not gone:
-                # The file holds this corpus, and the meta it was written with: a read that
-                # changes nothing then writes nothing (the mean idf is not even computed).
-                self._recall_written = writer.meta()
+                # The file holds this corpus, and the meta it was written from it: a read that
+                # changes nothing writes nothing, and ranks with its mean idf (not recounted).
+                meta = self._recall_written = writer.meta()
+                if isinstance(meta.get("n"), int) and isinstance(meta.get("average_idf"), float):
+                    self._corpus.bm25.adopt_average_idf(meta["n"], meta["average_idf"])
                 return
             corpus = self._corpus
             ops: list[list[Any]] = [["del", rel] for rel in gone]
