@@ -18,7 +18,7 @@ import json
 import os
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -67,17 +67,21 @@ class Catalog:
     _log_base: int = 0  # log items dropped from the front (see changed_since)
 
     # -- refreshing ---------------------------------------------------------------------
-    def refresh(self) -> Changes:
-        """Stat every node file; re-read the ones that changed. Returns what changed."""
+    def refresh(self, files: Mapping[str, StatKey] | None = None) -> Changes:
+        """Stat every node file; re-read the ones that changed. Returns what changed.
+
+        ``files``: the stat of every node file, from a walk the caller just made the way
+        ``walk_nodes`` walks (``osk.freshness`` lists the folders and stats their files in one).
+        """
         if self._snapshot is None:
             _LIVE.add(self)
             with collector_paused():  # the first refresh restores every node: see there
                 self._snapshot = _load_snapshot(self.vault)
-                return self._refresh()
-        return self._refresh()
+                return self._refresh(files)
+        return self._refresh(files)
 
-    def _refresh(self) -> Changes:
-        seen: dict[str, StatKey] = dict(self._walk())
+    def _refresh(self, files: Mapping[str, StatKey] | None) -> Changes:
+        seen: Mapping[str, StatKey] = dict(self._walk()) if files is None else files
         added, changed = [], []
         read_any = False
         for rel, stat in seen.items():

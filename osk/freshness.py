@@ -124,14 +124,16 @@ class Freshness:
         return Changes(found.added, found.changed + swept.changed, found.removed + swept.removed)
 
     def full(self) -> Changes:
-        """Stat every node file (``Catalog.refresh``); the folders are listed first, so a
-        change made while the walk runs shows up at the next ``quick``."""
+        """Stat every node file and hand the stats to ``Catalog.refresh``: one walk lists the
+        folders and stats their files (each folder's stat taken before its listing, so a change
+        made while the walk runs shows up at the next ``quick``)."""
         self.stamp = generation.current(self.vault)  # before looking: see osk.generation
         started = time.monotonic()  # a hand edit made during the walk may be missed
         self._folders = {}
-        for space in SPACES:  # names only: the catalog's walk stats the files
-            self._scan(space, [], stats=False)
-        changes = self.catalog.refresh()
+        found: list[tuple[str, tuple[int, int, int]]] = []
+        for space in SPACES:
+            self._scan(space, found)
+        changes = self.catalog.refresh(dict(found))
         self.full_at = started
         return changes
 
@@ -183,16 +185,15 @@ class Freshness:
                 self._folders[folder].files.discard(name)
 
     # -- folders ------------------------------------------------------------------------------
-    def _scan(self, rel: str, found: list[tuple[str, tuple[int, int, int]]],
-              *, stats: bool = True) -> None:
+    def _scan(self, rel: str, found: list[tuple[str, tuple[int, int, int]]]) -> None:
         """Record ``rel`` and everything under it; append its node files to ``found``."""
-        listed = _list_folder(self.vault.root / rel, top="/" not in rel, stats=stats)
+        listed = _list_folder(self.vault.root / rel, top="/" not in rel)
         if listed is None:
             return
         self._folders[rel] = listed
         found.extend((f"{rel}/{name}", stat) for name, stat in listed.file_stats.items())
-        for name in listed.folders:
-            self._scan(f"{rel}/{name}", found, stats=stats)
+        for name in sorted(listed.folders):
+            self._scan(f"{rel}/{name}", found)
 
     def _check(self, rel: str, added: list[str], changed: list[str],
                removed: list[str]) -> None:
@@ -276,9 +277,9 @@ def _folder_stat(path: Path, *, top: bool) -> StatKey | None:
     return (st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_size)
 
 
-def _list_folder(path: Path, *, top: bool, stats: bool = True) -> _Folder | None:
-    """A folder's node files (with their stats, unless ``stats`` is False) and sub-folders,
-    chosen exactly as ``Catalog.refresh`` walks."""
+def _list_folder(path: Path, *, top: bool) -> _Folder | None:
+    """A folder's node files with their stats, and its sub-folders, chosen exactly as
+    ``catalog.walk_nodes`` walks."""
     stat = _folder_stat(path, top=top)
     seen = time.time_ns()
     if stat is None:
@@ -295,12 +296,11 @@ def _list_folder(path: Path, *, top: bool, stats: bool = True) -> _Folder | None
                 if entry.is_dir(follow_symlinks=False):
                     folders.add(name)
                 elif name.endswith(".md") and entry.is_file(follow_symlinks=False):
-                    if stats:
-                        try:
-                            st = entry.stat(follow_symlinks=False)
-                        except FileNotFoundError:
-                            continue  # removed while we listed: it is not there
-                        file_stats[name] = (st.st_size, st.st_mtime_ns, st.st_ino)
+                    try:
+                        st = entry.stat(follow_symlinks=False)
+                    except FileNotFoundError:
+                        continue  # removed while we listed: it is not there
+                    file_stats[name] = (st.st_size, st.st_mtime_ns, st.st_ino)
                     files.add(name)
     except (FileNotFoundError, NotADirectoryError):
         return None

@@ -260,3 +260,22 @@ def test_writes_hand_the_index_their_changes_and_never_rebuild_it(
     assert [h.title for h in eng.search("idle out").hits][:1] == ["Sessions"]
     assert [h.title for h in eng.search("expire daily").hits][:1] == ["Tokens"]
     assert "Tokens" not in [h.title for h in eng.search("hourly").hits]
+
+
+def test_opening_an_engine_lists_each_folder_of_the_vault_once(
+        vault: Vault, repo: Path, eng: Engine, hub: str, monkeypatch: pytest.MonkeyPatch):
+    create(eng, "Token lifetimes")
+    eng.create_node("Glossary", "Words we use", "Terms.\n", space="Domain", cluster="Glossary",
+                    drafter="test-model")
+    real = os.scandir
+    listed: list[str] = []
+
+    def counting(path: str | os.PathLike[str] = ".") -> object:
+        listed.append(os.path.relpath(path, vault.root))
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", counting)
+    again = Engine.open(vault, cwd=repo)  # the folder listing and the catalog's stats: one walk
+    spaces = [rel for rel in listed if rel.split(os.sep)[0] in ("Scope", "Domain", "Person")]
+    assert spaces and sorted(spaces) == sorted(set(spaces))
+    assert again.catalog.paths_with_title("Token lifetimes")  # and the catalog holds them
