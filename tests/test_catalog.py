@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 
 import pytest
@@ -183,3 +184,29 @@ def test_a_live_catalog_saves_its_snapshot_at_exit_and_a_dropped_one_is_freed(va
     del dropped
     gc.collect()
     assert not any(c.vault == vault for c in catalog_mod._LIVE)
+
+
+def test_what_a_paused_collector_let_load_is_not_swept_as_young_objects_after():
+    from osk.fsutil import collector_paused
+
+    passes: list[int] = []
+
+    def seen(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            passes.append(info["generation"])
+
+    was_on = gc.isenabled()
+    gc.enable()
+    gc.callbacks.append(seen)
+    try:
+        with collector_paused():
+            loaded = [[] for _ in range(50_000)]  # a snapshot's worth of tracked objects
+            passes.clear()
+        # Turned back on, the collector owes no pass over them: they are already in the
+        # oldest generation (before: 50,000 young objects, a pass started at once).
+        assert passes == []
+        assert len(loaded) == 50_000
+    finally:
+        gc.callbacks.remove(seen)
+        if not was_on:
+            gc.disable()
