@@ -2,7 +2,9 @@
 
 Prints the median wall time over several fresh processes of:
 
-- `osk search QUERY` from the CLI (interpreter, imports, catalog restore, index load, query);
+- `osk search QUERY` from the CLI (interpreter, imports, catalog restore, index load, query),
+  with its CPU time and the load average beside it (target: 250 ms wall with bytecode cached;
+  run it without ``PYTHONDONTWRITEBYTECODE``);
 - the same with the catalog snapshot removed first (every node file read and parsed);
 - in process: `Engine.open` and the first `Engine.search` separately;
 - an `osk mcp` server from spawn to its first search result over stdio (the MCP SDK import
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -69,9 +72,17 @@ def median_ms(values: list[float]) -> str:
 
 
 def wall(args: list[str], env: dict[str, str] | None = None) -> float:
+    return timed(args, env)[0]
+
+
+def timed(args: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
+    """A fresh process's wall time and CPU time (user + system)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     subprocess.run(args, check=True, capture_output=True, env=env)
-    return time.perf_counter() - start
+    took = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return took, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def main() -> int:
@@ -89,7 +100,9 @@ def main() -> int:
         cli = [sys.executable, "-m", "osk", "--vault", str(vault), "search", query,
                "--scope", scope]
         subprocess.run(cli, check=True, capture_output=True)  # builds index and snapshot
-        warm_cli = [wall(cli) for _ in range(args.runs)]
+        cli_runs = [timed(cli) for _ in range(args.runs)]
+        warm_cli = [took for took, _ in cli_runs]
+        load = os.getloadavg()[0]
         snapshot = vault / ".osk" / "catalog" / "snapshot.json"
         no_snapshot = []
         for _ in range(args.runs):
@@ -109,9 +122,12 @@ def main() -> int:
                 raise SystemExit(f"the MCP measurement failed:\n{done.stderr[-2000:]}")
             mcp.append([float(x) for x in done.stdout.split()])
         python = [wall([sys.executable, "-c", "pass"]) for _ in range(args.runs)]
-    print(f"{args.size} nodes, median of {args.runs} fresh processes")
+    bytecode = "off" if os.environ.get("PYTHONDONTWRITEBYTECODE") else "on"
+    print(f"{args.size} nodes, median of {args.runs} fresh processes (bytecode cache {bytecode}, "
+          f"load average {load:.1f})")
     print(f"  python -c pass                          {median_ms(python)}")
-    print(f"  osk search (CLI), snapshots on disk     {median_ms(warm_cli)}")
+    print(f"  osk search (CLI), snapshots on disk     {median_ms(warm_cli)} "
+          f"(CPU {median_ms([cpu for _, cpu in cli_runs])}; target 250 ms)")
     print(f"  osk search (CLI), no catalog snapshot   {median_ms(no_snapshot)}")
     print(f"  in process: import osk.engine           {median_ms([p[0] for p in parts])}")
     print(f"  in process: Engine.open                 {median_ms([p[1] for p in parts])}")
