@@ -276,13 +276,58 @@ def run_injection(vault: Any, base: Path, queries: list[dict[str, Any]],
         vault, queries, ranked, by_id, budget, recall.FLOOR), "curve": curve}
 
 
+def run_injection_fused(vault: Any, base: Path, queries: list[dict[str, Any]],
+                        titles: dict[str, str]) -> dict[str, Any]:
+    """What the hook would inject if it ranked as ``search`` does with the semantic channel
+    on (the design of asking the session's MCP server, not built: docs/performance.md): the
+    index's own orders (``SearchIndex.channels``, the fused order search returns), the hook's
+    confidence of each hit (``recall.recalled``) and its ``select`` and ``render``. Two gates
+    per floor: the best hit's confidence alone, and "confidence, or both channels put the
+    same node first" (``agree``)."""
+    from osk.engine import Engine
+    from osk.hooks import recall
+    from osk.hooks.adapters import get
+    from osk.search.expand import query_terms
+    from osk.search.ranking import scope_visibility
+
+    budget = get("claude").budget
+    index = Engine.open(vault, cwd=base / "no-project")._search_index()
+    by_id: dict[str, str] = {}
+    ranked: dict[str, list[Any]] = {}
+    agree: set[str] = set()
+    scopes: dict[str | None, str] = {}
+    for query in queries:
+        scope = query["from_scope"]
+        if scope not in scopes:
+            scopes[scope] = Engine.open(vault, cwd=base / "no-project", scope=scope).scope
+        prompt = query["query"][:recall.PROMPT_CHARS]
+        found = index.channels(prompt, k=recall.DEPTH, scope=scopes[scope],
+                               visible=scope_visibility(vault, scopes[scope]))
+        # approvals None: the dev vault protects no region, so no hit is compared with them
+        hits = recall.recalled(found.ranking, found.order, query_terms(prompt), None)
+        ranked[query["qid"]] = hits
+        by_id.update({hit.id: titles.get(hit.title, "") for hit in hits})
+        if found.semantic and found.lexical and found.order and (
+                found.lexical[0][0] == found.semantic[0][0] == found.order[0][0]):
+            agree.add(query["qid"])
+    curves: dict[str, dict[float, Any]] = {"confidence": {}, "confidence or agree": {}}
+    for floor in FLOORS:
+        curves["confidence"][floor] = _injection_figures(vault, queries, ranked, by_id,
+                                                         budget, floor)
+        curves["confidence or agree"][floor] = _injection_figures(
+            vault, queries, ranked, by_id, budget, floor, open_gate=agree)
+    return {"curves": curves, "agree": len(agree)}
+
+
 def _injection_figures(vault: Any, queries: list[dict[str, Any]], ranked: dict[str, list[Any]],
-                       by_id: dict[str, str], budget: Any, floor: float) -> dict[str, Any]:
+                       by_id: dict[str, str], budget: Any, floor: float,
+                       open_gate: set[str] = frozenset()) -> dict[str, Any]:  # type: ignore[assignment]
     from osk.hooks import recall
 
     answered, silent, newer_first, chars, per_kind = [], [], [], [], defaultdict(list)
     for query in queries:
-        shown = recall.select(vault, ranked[query["qid"]], floor=floor)
+        gate = 0.0 if query["qid"] in open_gate else floor
+        shown = recall.select(vault, ranked[query["qid"]], floor=gate)
         block = recall.render(shown, budget, recall.DEFAULT_BUDGET)
         injected = [by_id.get(hit.id, "") for hit in shown if f"(id {hit.id}" in block]
         chars.append(len(block))
@@ -318,10 +363,27 @@ def print_injection(result: dict[str, Any]) -> None:
           f"{pct(at['superseded_newer_first'])}")
     print(f"mean injected characters per prompt                {at['mean_chars']:.0f}")
     print("by kind: " + ", ".join(f"{k} {v[0]}/{v[1]}" for k, v in sorted(at["per_kind"].items())))
-    print(f"{'floor':>6} {'answerable':>11} {'none silent':>12} {'mean chars':>11}")
-    for floor, figures in result["curve"].items():
+    print_curve(result["curve"])
+
+
+def print_curve(curve: dict[float, Any]) -> None:
+    print(f"{'floor':>6} {'answerable':>11} {'none silent':>12} {'mean chars':>11} "
+          f"{'newer first':>12}")
+    for floor, figures in curve.items():
         a, n = figures["answerable_injected"], figures["none_silent"]
-        print(f"{floor:6.2f} {a[0]:>5}/{a[1]:<5} {n[0]:>6}/{n[1]:<5} {figures['mean_chars']:11.0f}")
+        s = figures["superseded_newer_first"]
+        print(f"{floor:6.2f} {a[0]:>5}/{a[1]:<5} {n[0]:>6}/{n[1]:<5} "
+              f"{figures['mean_chars']:11.0f} {s[0]:>6}/{s[1]:<5}")
+
+
+def print_fused(result: dict[str, Any]) -> None:
+    print("\n== per-prompt injection if the hook ranked as search does with the semantic "
+          "channel (fused order; not the hook's path)")
+    print(f"queries where both channels and the fused order put the same node first: "
+          f"{result['agree']}")
+    for gate, curve in result["curves"].items():
+        print(f"gate: {gate}")
+        print_curve(curve)
 
 
 def print_report(label: str, result: dict[str, Any], baseline: dict[str, Any]) -> None:
@@ -378,14 +440,20 @@ def main() -> int:
                 results[label] = score(queries, run_osk(vault, base, queries, titles), corpus)
         set_isolation(vault, True)
         injection = run_injection(vault, base, queries, titles)
+        fused = None
+        if channels == [True, False]:
+            os.environ["OSK_SEMANTIC"] = "1"
+            fused = run_injection_fused(vault, base, queries, titles)
     if args.json:
-        print(json.dumps({"baseline": baseline, **results, "injection": injection}, indent=2,
-                         default=str))
+        print(json.dumps({"baseline": baseline, **results, "injection": injection,
+                          "injection_fused": fused}, indent=2, default=str))
         return 0
     for label, result in results.items():
         extra = ", supersedes from text" if args.supersedes_from_text else ""
         print_report(f"osk ({label}{extra}) vs plain rank-bm25", result, baseline)
     print_injection(injection)
+    if fused is not None:
+        print_fused(fused)
     return 0
 
 

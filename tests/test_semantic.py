@@ -271,6 +271,39 @@ def test_scope_isolation_holds_for_the_semantic_channel_too(vault: Vault, tiny_m
     assert [h.title for h in seen_from_beta] == ["Release"]
 
 
+def test_channels_hold_both_orders_and_search_returns_their_fusion(
+        vault: Vault, tiny_model: Path, monkeypatch: pytest.MonkeyPatch):
+    from test_search_index import write_node
+
+    from osk.hooks import recall
+    from osk.search import SearchIndex
+    from osk.search.expand import query_terms
+    from osk.search.ranking import scope_visibility
+
+    write_node(vault, "Scope/alpha/Secret plan.md", "the cache ttl is 60 seconds")
+    write_node(vault, "Domain/Release.md", "build the release")
+    write_node(vault, "Domain/Clock.md", "the game clock speed hack")
+    index = SearchIndex(vault)
+    assert index.embed_missing(budget=None) == 0
+    query, visible = "cache release", scope_visibility(vault, "beta")
+    found = index.channels(query, k=5, scope="beta", visible=visible)
+    assert found.semantic is not None
+    coverage = found.ranking.coverage(query, found.lexical[0][0])
+    assert found.order == ranking.fuse(found.lexical, found.semantic, 5, found.ranking.corpus,
+                                       coverage)
+    docs = found.ranking.corpus.docs
+    assert "Secret plan" not in {docs[slot].title for slot, _ in found.semantic}  # isolation
+    searched = index.search(query, k=5, scope="beta", visible=visible)
+    assert [h.path for h in searched] == [docs[slot].path for slot, *_ in found.order]
+    # the hook's view of the same order: one hit per slot, a lexical confidence for each
+    hits = recall.recalled(found.ranking, found.order, query_terms(query), None)
+    assert [h.path for h in hits] == [h.path for h in searched]
+    assert [h.confidence > 0 for h in hits] == [h.bm25 > 0 for h in searched]
+    monkeypatch.setenv("OSK_SEMANTIC", "0")
+    lexical = SearchIndex(vault).channels(query, k=5, scope="beta", visible=visible)
+    assert lexical.semantic is None and lexical.order == lexical.lexical
+
+
 def test_a_pending_edit_in_a_protected_region_is_not_embedded_until_approved(
         vault: Vault, tiny_model: Path, monkeypatch: pytest.MonkeyPatch):
     import sys

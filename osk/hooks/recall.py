@@ -113,23 +113,30 @@ def ranked(vault: Vault, scope: str | None, prompt: str, *,
             return []
         ranking = Ranking(corpus, scope=scope, visible=scope_visibility(vault, scope),  # type: ignore[arg-type]
                           moment=_now(), explicit_time=False)
-        order = ranking.rank(query, depth)
-        hits = ranking.hits(order, None)
-        found = []
-        pairs, _ = corpus.supersession()
-        for (slot, tier, _, _), hit in zip(order, hits, strict=True):
-            doc = corpus.docs[slot]
-            # A node that supersedes another answers what the older one answered: it is at
-            # least as sure as its predecessor (whose own hit is left out as superseded).
-            sure = TITLE_CONFIDENCE if tier else max(
-                ranking.factor(s) * confidence(corpus.bm25, weights, s)
-                for s in (slot, *(old for old, new in pairs if new == slot)))
-            found.append(_recalled(doc, hit.markers, sure, corpus.meta.get("approvals")))
-        return found
+        return recalled(ranking, ranking.rank(query, depth), weights,
+                        corpus.meta.get("approvals"))
     except (recallfile.Unusable, recallfile.Error):  # damaged, or swapped as we read: none
         return []
     finally:
         db.close()
+
+
+def recalled(ranking: Any, order: Sequence[tuple[int, int, float, float]],
+             weights: Mapping[str, float], approvals: object) -> list[Recalled]:
+    """The hits of a ranked order (``Ranking.rank``, or search's fused order) as recall sees
+    them: each with its confidence, markers and the stat key it was indexed at."""
+    corpus = ranking.corpus
+    hits = ranking.hits(list(order), None)
+    pairs, _ = corpus.supersession()
+    found = []
+    for (slot, tier, _, _), hit in zip(order, hits, strict=True):
+        # A node that supersedes another answers what the older one answered: it is at
+        # least as sure as its predecessor (whose own hit is left out as superseded).
+        sure = TITLE_CONFIDENCE if tier else max(
+            ranking.factor(s) * confidence(corpus.bm25, weights, s)
+            for s in (slot, *(old for old, new in pairs if new == slot)))
+        found.append(_recalled(corpus.docs[slot], hit.markers, sure, approvals))
+    return found
 
 
 def _recalled(doc: Any, markers: Sequence[str], sure: float, approvals: object) -> Recalled:

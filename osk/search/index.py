@@ -56,7 +56,7 @@ from osk.fsutil import collector_paused, sha256_text
 from osk.search import recallfile, store
 from osk.search.bm25 import EPSILON, K1, B
 from osk.search.corpus import RACE_WINDOW_NS, Corpus, SearchDoc, StatKey
-from osk.search.ranking import FUSION_DEPTH, Hit, Markers, Ranking, Visible, fuse
+from osk.search.ranking import FUSION_DEPTH, Hit, Markers, Ranked, Ranking, Visible, fuse
 from osk.search.semantic import Vectors
 from osk.search.tokenize import TOKENIZER_VERSION, loose_key, tokenize
 from osk.titles import title_key
@@ -83,6 +83,16 @@ PARAMS: dict[str, Any] = {
 }
 SEMANTIC_BUDGET = 2.0  # seconds a search may spend embedding nodes that have no vector yet
 NEAREST = 400  # nodes the semantic channel looks at per query, before visibility
+
+
+@dataclass(frozen=True)
+class Channels:
+    """One query's orders (``SearchIndex.channels``); slots index ``ranking.corpus.docs``."""
+
+    ranking: Ranking
+    lexical: list[Ranked]
+    semantic: list[tuple[int, float]] | None  # (slot, similarity x factor), best first
+    order: list[Ranked]  # what search returns: the fused order, or the lexical one
 
 
 @dataclass
@@ -189,6 +199,18 @@ class SearchIndex:
         ``as_of``: only nodes that existed and were valid then (a date or a timestamp).
         """
         query, k = _checked(query, k)
+        with self._lock:
+            ranked = self.channels(query, k=k, scope=scope, visible=visible, as_of=as_of)
+            return ranked.ranking.hits(ranked.order, markers)
+
+    def channels(self, query: str, *, k: int, scope: str | None = None,
+                 visible: Visible | None = None,
+                 as_of: str | datetime | None = None) -> Channels:
+        """What ``search`` ranks by, before hits are made: the ranking (visibility, locality,
+        validity), the lexical order, the semantic order when the channel is on and reads the
+        query (None otherwise), and the best ``k`` of their fusion (``order``). Per-prompt
+        recall's measure of the fused path (bench/eval_retrieval.py) reads the channels from
+        here, so it ranks exactly as ``search`` does."""
         moment = _moment(as_of)
         with self._lock:
             self._ensure_loaded()
@@ -198,7 +220,8 @@ class SearchIndex:
             ranking = Ranking(self._corpus, scope=scope, visible=visible, moment=moment,
                               explicit_time=as_of is not None)
             if self.vectors is None or not self.vectors.model.reads(query):
-                return ranking.hits(ranking.rank(query, k), markers)
+                lexical = ranking.rank(query, k)
+                return Channels(ranking, lexical, None, lexical)
             lexical = ranking.rank(query, max(k, FUSION_DEPTH))
             try:
                 semantic = self._semantic(ranking, query)
@@ -206,9 +229,10 @@ class SearchIndex:
                 log.exception("the semantic channel failed (%s); searching lexically from now "
                               "on; `osk doctor` says how to mend it", exc)
                 self.vectors = None
-                return ranking.hits(lexical[:k], markers)
+                return Channels(ranking, lexical, None, lexical[:k])
             coverage = ranking.coverage(query, lexical[0][0] if lexical else None)
-            return ranking.hits(fuse(lexical, semantic, k, self._corpus, coverage), markers)
+            return Channels(ranking, lexical, semantic,
+                            fuse(lexical, semantic, k, self._corpus, coverage))
 
     def _semantic(self, ranking: Ranking, query: str) -> list[tuple[int, float]]:
         assert self.vectors is not None
