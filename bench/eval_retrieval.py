@@ -50,6 +50,7 @@ import tempfile
 import time
 import unicodedata
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -269,65 +270,67 @@ def run_injection(vault: Any, base: Path, queries: list[dict[str, Any]],
         hits = recall.ranked(vault, scopes[scope], query["query"])
         ranked[query["qid"]] = hits
         by_id.update({hit.id: titles.get(hit.title, "") for hit in hits})
-    curve = {}
-    for floor in FLOORS:
-        curve[floor] = _injection_figures(vault, queries, ranked, by_id, budget, floor)
-    return {"floor": recall.FLOOR, "at_floor": _injection_figures(
-        vault, queries, ranked, by_id, budget, recall.FLOOR), "curve": curve}
+
+    def figures(floor: float) -> dict[str, Any]:
+        return _injection_figures(
+            queries, lambda qid: recall.select(vault, ranked[qid], floor=floor), by_id, budget)
+
+    return {"floor": recall.FLOOR, "at_floor": figures(recall.FLOOR),
+            "curve": {floor: figures(floor) for floor in FLOORS}}
 
 
 def run_injection_fused(vault: Any, base: Path, queries: list[dict[str, Any]],
                         titles: dict[str, str]) -> dict[str, Any]:
-    """What the hook would inject if it ranked as ``search`` does with the semantic channel
-    on (the design of asking the session's MCP server, not built: docs/performance.md): the
-    index's own orders (``SearchIndex.channels``, the fused order search returns), the hook's
-    confidence of each hit (``recall.recalled``) and its ``select`` and ``render``. Two gates
-    per floor: the best hit's confidence alone, and "confidence, or both channels put the
-    same node first" (``agree``)."""
+    """The hook's path when the session's MCP server answers (``osk.recall_channel``): each
+    prompt ranked by ``recall_channel.answer``, the very function the server's socket runs
+    (the index's fused order, the hook's confidence), then the hook's ``recall.choose`` and
+    ``render``. The curve sweeps the fused floor under two gates: the best fused hit's
+    confidence alone (``select``), and what the hook does (``choose``: that, or both channels
+    agreeing on the first node at ``AGREE_FLOOR``, else the lexical order at
+    ``RESCUE_FLOOR``)."""
+    from osk import recall_channel
     from osk.engine import Engine
     from osk.hooks import recall
     from osk.hooks.adapters import get
-    from osk.search.expand import query_terms
-    from osk.search.ranking import scope_visibility
 
     budget = get("claude").budget
     index = Engine.open(vault, cwd=base / "no-project")._search_index()
-    by_id: dict[str, str] = {}
-    ranked: dict[str, list[Any]] = {}
-    agree: set[str] = set()
+    answers: dict[str, Any] = {}
     scopes: dict[str | None, str] = {}
     for query in queries:
         scope = query["from_scope"]
         if scope not in scopes:
             scopes[scope] = Engine.open(vault, cwd=base / "no-project", scope=scope).scope
-        prompt = query["query"][:recall.PROMPT_CHARS]
-        found = index.channels(prompt, k=recall.DEPTH, scope=scopes[scope],
-                               visible=scope_visibility(vault, scopes[scope]))
-        # approvals None: the dev vault protects no region, so no hit is compared with them
-        hits = recall.recalled(found.ranking, found.order, query_terms(prompt), None)
-        ranked[query["qid"]] = hits
-        by_id.update({hit.id: titles.get(hit.title, "") for hit in hits})
-        if found.semantic and found.lexical and found.order and (
-                found.lexical[0][0] == found.semantic[0][0] == found.order[0][0]):
-            agree.add(query["qid"])
-    curves: dict[str, dict[float, Any]] = {"confidence": {}, "confidence or agree": {}}
-    for floor in FLOORS:
-        curves["confidence"][floor] = _injection_figures(vault, queries, ranked, by_id,
-                                                         budget, floor)
-        curves["confidence or agree"][floor] = _injection_figures(
-            vault, queries, ranked, by_id, budget, floor, open_gate=agree)
-    return {"curves": curves, "agree": len(agree)}
+        answers[query["qid"]] = recall_channel.answer(index, vault, scopes[scope],
+                                                      query["query"])
+    by_id = {hit.id: titles.get(hit.title, "") for found in answers.values()
+             for hit in (*found.hits, *found.words)}
+
+    def figures(floor: float, gated: bool) -> dict[str, Any]:
+        def shown(qid: str) -> list[Any]:
+            found = answers[qid]
+            if not gated:
+                return recall.select(vault, found.hits, floor=floor)
+            return recall.choose(vault, found, floor=floor)
+
+        return _injection_figures(queries, shown, by_id, budget)
+
+    curves = {"confidence": {f: figures(f, False) for f in FLOORS},
+              f"what the hook does: confidence, or both channels agree at "
+              f"{recall.AGREE_FLOOR}, else the lexical order at {recall.RESCUE_FLOOR}":
+                  {f: figures(f, True) for f in FLOORS}}
+    return {"floor": recall.FUSED_FLOOR, "at_floor": figures(recall.FUSED_FLOOR, True),
+            "curves": curves, "agree": sum(found.agree for found in answers.values())}
 
 
-def _injection_figures(vault: Any, queries: list[dict[str, Any]], ranked: dict[str, list[Any]],
-                       by_id: dict[str, str], budget: Any, floor: float,
-                       open_gate: set[str] = frozenset()) -> dict[str, Any]:  # type: ignore[assignment]
+def _injection_figures(queries: list[dict[str, Any]], chosen: Callable[[str], list[Any]],
+                       by_id: dict[str, str], budget: Any) -> dict[str, Any]:
+    """The injection figures when ``chosen(qid)`` gives each query's hits to inject."""
     from osk.hooks import recall
 
     answered, silent, newer_first, chars, per_kind = [], [], [], [], defaultdict(list)
     for query in queries:
-        gate = 0.0 if query["qid"] in open_gate else floor
-        shown = recall.select(vault, ranked[query["qid"]], floor=gate)
+        shown = chosen(query["qid"])
         block = recall.render(shown, budget, recall.DEFAULT_BUDGET)
         injected = [by_id.get(hit.id, "") for hit in shown if f"(id {hit.id}" in block]
         chars.append(len(block))
@@ -350,20 +353,24 @@ def _injection_figures(vault: Any, queries: list[dict[str, Any]], ranked: dict[s
             "per_kind": {kind: _share(v) for kind, v in per_kind.items()}}
 
 
-def print_injection(result: dict[str, Any]) -> None:
+def print_injection(result: dict[str, Any], title: str) -> None:
     def pct(pair: tuple[int, int]) -> str:
         return f"{pair[0]}/{pair[1]} ({100 * pair[0] / pair[1]:.0f} %)" if pair[1] else "-"
 
     at = result["at_floor"]
-    print(f"\n== per-prompt injection (prompt-submit hook, lexical, default budget), "
-          f"floor {result['floor']}")
+    print(f"\n== per-prompt injection ({title}, default budget), floor {result['floor']}")
     print(f"answerable queries whose grade-2 node is injected  {pct(at['answerable_injected'])}")
     print(f"none queries with nothing injected                 {pct(at['none_silent'])}")
     print(f"superseded: newer injected above the older         "
           f"{pct(at['superseded_newer_first'])}")
     print(f"mean injected characters per prompt                {at['mean_chars']:.0f}")
     print("by kind: " + ", ".join(f"{k} {v[0]}/{v[1]}" for k, v in sorted(at["per_kind"].items())))
-    print_curve(result["curve"])
+    if "agree" in result:
+        print(f"prompts where both channels and the fused order put the same node first: "
+              f"{result['agree']}")
+    for gate, curve in result.get("curves", {"confidence": result.get("curve")}).items():
+        print(f"gate: {gate}")
+        print_curve(curve)
 
 
 def print_curve(curve: dict[float, Any]) -> None:
@@ -374,16 +381,6 @@ def print_curve(curve: dict[float, Any]) -> None:
         s = figures["superseded_newer_first"]
         print(f"{floor:6.2f} {a[0]:>5}/{a[1]:<5} {n[0]:>6}/{n[1]:<5} "
               f"{figures['mean_chars']:11.0f} {s[0]:>6}/{s[1]:<5}")
-
-
-def print_fused(result: dict[str, Any]) -> None:
-    print("\n== per-prompt injection if the hook ranked as search does with the semantic "
-          "channel (fused order; not the hook's path)")
-    print(f"queries where both channels and the fused order put the same node first: "
-          f"{result['agree']}")
-    for gate, curve in result["curves"].items():
-        print(f"gate: {gate}")
-        print_curve(curve)
 
 
 def print_report(label: str, result: dict[str, Any], baseline: dict[str, Any]) -> None:
@@ -451,9 +448,9 @@ def main() -> int:
     for label, result in results.items():
         extra = ", supersedes from text" if args.supersedes_from_text else ""
         print_report(f"osk ({label}{extra}) vs plain rank-bm25", result, baseline)
-    print_injection(injection)
+    print_injection(injection, "prompt-submit hook over the recall file, lexical")
     if fused is not None:
-        print_fused(fused)
+        print_injection(fused, "prompt-submit hook asking the MCP server, fused")
     return 0
 
 

@@ -8,6 +8,10 @@ cursor sits at its end. Then it times ``python -m osk hook …`` runs:
 - prompt submit: one counted input each run, with per-prompt recall over the 5,000 nodes: once
   with a prompt that recalls nothing confidently, once with one that recalls a node (the first
   prompt of the conversation the session start of that run opened);
+- prompt submit asking the session's MCP server (``osk.recall_channel``): the same two
+  prompts against a copy of the vault whose every node has its semantic vector (``osk
+  embed``, not timed) while an ``osk mcp`` for it runs and listens (only where the semantic
+  model is installed; otherwise these lines are left out, and said so);
 - stop: one new turn appended to the transcript, then captured (against the 1,000-round record,
   and against a 10-round record, to show the capture cost does not grow with the record).
 
@@ -28,6 +32,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 NODES = 5000
@@ -46,7 +52,8 @@ def main() -> int:
         base.mkdir(parents=True, exist_ok=True)
         print(f"building fixture in {base} …", file=sys.stderr)
         fixture = build(base)
-        results = measure(fixture, args.runs)
+        with recall_server(fixture) as served:
+            results = measure(fixture, args.runs, served)
         check_captured(fixture, args.runs)
     report(results, args.runs)
     return 0
@@ -55,7 +62,9 @@ def main() -> int:
 def check_captured(fixture: dict[str, Path], runs: int) -> None:
     """Every timed stop must have captured its turn, and no hook may have failed quietly (a
     hook logs a failure and exits 0), or the timing means nothing."""
-    for vault in ("vault", "off"):
+    for vault in ("vault", "off", "served"):
+        if vault not in fixture:
+            continue
         log = fixture[vault] / ".osk" / "logs" / "hooks.log"
         if log.exists() and "failed" in log.read_text(encoding="utf-8"):
             raise SystemExit(f"a hook failed during the bench: see {log}")
@@ -120,8 +129,45 @@ def build(base: Path) -> dict[str, Path]:
         raise SystemExit("the vault template's [recall] table is not where the bench expects it")
     (off / "osk.toml").write_text(settings.replace("\nbudget = 1200\n", "\nbudget = 0\n"),
                                   encoding="utf-8")
-    return {"vault": vault.root, "off": off, "project": project, "big": transcripts[SESSION],
-            "small": transcripts[SMALL_SESSION]}
+    served = base / "vault-served"
+    shutil.copytree(vault.root, served, symlinks=True)
+    return {"vault": vault.root, "off": off, "served": served, "project": project,
+            "big": transcripts[SESSION], "small": transcripts[SMALL_SESSION]}
+
+
+@contextmanager
+def recall_server(fixture: dict[str, Path]) -> Iterator[bool]:
+    """``osk mcp`` for the served copy, its nodes embedded first; False when the semantic
+    model is not installed (the server would not listen)."""
+    from osk import recall_channel
+    from osk.search import semantic
+    from osk.vault import Vault
+
+    if not semantic.enabled() or semantic.find_model() is None:
+        print("the semantic model is not installed: no figures for the server path",
+              file=sys.stderr)
+        yield False
+        return
+    root = fixture["served"]
+    began = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "osk", "--vault", str(root), "embed"], check=True,
+                   capture_output=True)
+    print(f"embedded the served copy in {time.perf_counter() - began:.0f} s", file=sys.stderr)
+    folder = recall_channel.socket_dir(Vault(root))
+    server = subprocess.Popen([sys.executable, "-m", "osk", "mcp", "--vault", str(root)],
+                              stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, cwd=fixture["project"])
+    try:
+        deadline = time.monotonic() + 120
+        while not (folder.exists() and any(folder.glob("*.sock"))):
+            if time.monotonic() > deadline or server.poll() is not None:
+                raise SystemExit("the MCP server never listened for recall")
+            time.sleep(0.1)
+        yield True
+    finally:
+        assert server.stdin is not None
+        server.stdin.close()
+        server.wait(timeout=60)
 
 
 def write_nodes(root: Path, uuid7) -> None:
@@ -146,9 +192,11 @@ def write_nodes(root: Path, uuid7) -> None:
             f"updated: 2026-03-14T09:30+00:00\nauthor: agent\ndrafter: bench\n"
             f"summary: {summary}\n---\n{body}\n", encoding="utf-8")
         TITLES.append(f"{title.rsplit(' ', 1)[0]}, {' '.join(summary.split()[:8])}")
+        EXACT.append(title)
 
 
 TITLES: list[str] = []
+EXACT: list[str] = []  # the titles themselves
 
 
 def _word(rng: random.Random) -> str:
@@ -202,12 +250,12 @@ def hook(label: str, event: str, data: dict[str, object], fixture: dict[str, Pat
     return elapsed
 
 
-def measure(fixture: dict[str, Path], runs: int) -> dict[str, list[float]]:
+def measure(fixture: dict[str, Path], runs: int, served: bool) -> dict[str, list[float]]:
     """Runs interleave the hooks, so a change in machine load touches every hook alike."""
     results: dict[str, list[float]] = {label: [] for label in (
         "python -c pass", "session start", "prompt submit, recall off",
         "prompt submit, nothing recalled",
-        "prompt submit, block injected", "stop (1,000-round record)",
+        "prompt submit, block injected", *SERVED * served, "stop (1,000-round record)",
         "stop (10-round record)")}
     base = {"cwd": str(fixture["project"]), "transcript_path": str(fixture["big"])}
     stops = (("stop (1,000-round record)", SESSION, fixture["big"]),
@@ -234,6 +282,8 @@ def measure(fixture: dict[str, Path], runs: int) -> dict[str, list[float]]:
                 **base, "session_id": f"bench-start-{n}", "prompt_id": f"bench-r-{n}",
                 "prompt": f"why did we decide {words} for the cart?",
                 "hook_event_name": "UserPromptSubmit"}, fixture, expect="osk-recall"))
+        if served:
+            measure_served(fixture, n, base, results)
         for label, session, transcript in stops:
             uid = f"new-{session[-4:]}-{n}"
             with open(transcript, "a", encoding="utf-8") as handle:
@@ -246,10 +296,34 @@ def measure(fixture: dict[str, Path], runs: int) -> dict[str, list[float]]:
     return results
 
 
+SERVED = ("server: nothing recalled", "server: block injected")
+
+
+def measure_served(fixture: dict[str, Path], n: int, base: dict[str, str],
+                   results: dict[str, list[float]]) -> None:
+    """The two recall prompts against the served copy, whose MCP server answers them."""
+    results[SERVED[0]].append(hook(SERVED[0], "prompt-submit", {
+        **base, "session_id": SESSION, "prompt_id": f"bench-sp-{n}",
+        "prompt": "ok, next one please", "hook_event_name": "UserPromptSubmit"},
+        fixture, vault="served"))
+    # A prompt equal to a title: the server's fused order over these pseudo-words is mostly
+    # the model's noise, which puts a node the words name outside the first eight (in the
+    # fixture, not in the dev set); a title match is first whatever the meaning says.
+    title = EXACT[2000 + 37 * n]
+    hook("session start (served copy, untimed)", "session-start", {  # as on the other path
+        **base, "session_id": f"bench-served-{n}", "source": "startup",
+        "hook_event_name": "SessionStart"}, fixture, vault="served")
+    results[SERVED[1]].append(hook(SERVED[1], "prompt-submit", {
+        **base, "session_id": f"bench-served-{n}", "prompt_id": f"bench-sr-{n}",
+        "prompt": title, "hook_event_name": "UserPromptSubmit"}, fixture, expect="osk-recall",
+        vault="served"))
+
+
 def report(results: dict[str, list[float]], runs: int) -> None:
     targets = {"session start": 150, "prompt submit, recall off": 100,
                "prompt submit, nothing recalled": 100,
-               "prompt submit, block injected": 100, "stop (1,000-round record)": 150,
+               "prompt submit, block injected": 100, SERVED[0]: 100, SERVED[1]: 100,
+               "stop (1,000-round record)": 150,
                "stop (10-round record)": 150}
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"{runs} runs per hook, {os.cpu_count()} CPUs, load average {load:.1f} at the end")

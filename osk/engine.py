@@ -47,6 +47,9 @@ from osk.vault import SCOPE, SPACES, Vault, locate, scope_of
 if TYPE_CHECKING:
     from osk.write import MoveResult, ReciteResult, WriteResult
 
+if TYPE_CHECKING:
+    from osk.recall_channel import Listener
+
 PAGE_CHARS = 4000  # read_node: at most this many body characters per call
 RAW_CHARS = 6000  # read_raw: the review view's cap
 REFRESH_SECONDS = 1.0  # reads re-stat every node file at most this often (for hand edits)
@@ -608,6 +611,14 @@ class Engine:
         """
         self._search_index()  # loaded and reconciled with the catalog
         self.rechecks.stale_node_ids(self.catalog)
+
+    def listen_for_recall(self) -> Listener | None:
+        """Answer the prompt-submit hook's per-prompt recall over a local socket with this
+        index's ranking (``osk.recall_channel``); None when the channel is off or the
+        semantic model is not installed (the hook's recall file ranks the same then)."""
+        from osk import recall_channel
+
+        return recall_channel.listen(self._search_index(), self.vault)
 
     def embed_nodes(self, progress: Callable[[int, int], None] | None = None) -> int:
         """Give every indexed node its semantic vector now; how many could not get one.

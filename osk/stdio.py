@@ -446,6 +446,7 @@ class EngineOpener:
     def __init__(self, vault: Any, cwd: Path) -> None:
         self._done = threading.Event()
         self._engine: Any = None
+        self._listener: Any = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._open, args=(vault, cwd), name="osk-open",
                                         daemon=True)
@@ -461,11 +462,17 @@ class EngineOpener:
             engine.warm()  # the index and recheck table the first search would load
             engine.embed_after_writes = True  # the semantic vectors, off the request path
             engine.embed_in_background()
+            self._listener = engine.listen_for_recall()
             self._engine = engine
         except BaseException as exc:  # given to every tool call, which shows it to the agent
             self._error = exc
         finally:
             self._done.set()
+
+    def close(self) -> None:
+        """Stop answering the hooks (the socket file goes with it)."""
+        if self._done.is_set() and self._listener is not None:
+            self._listener.close()
 
     def get(self) -> Any:
         self._done.wait()
@@ -488,4 +495,7 @@ def serve(vault: str | None, cwd: Path) -> int:
 
         run_backend(front, opener.get)
 
-    return run(found.state(*HANDSHAKE_FILE), backend)
+    try:
+        return run(found.state(*HANDSHAKE_FILE), backend)
+    finally:
+        opener.close()

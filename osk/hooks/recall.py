@@ -40,6 +40,7 @@ from osk.vault import Vault, scope_of
 
 if TYPE_CHECKING:
     from osk.hooks.state import ConversationState, StateStore
+    from osk.recall_channel import Answer
 
 PRIOR = 100        # see ``confidence``
 TITLE_CONFIDENCE = 10.0  # a prompt equal to a node's title
@@ -51,7 +52,15 @@ DEFAULT_BUDGET = 1200
 SUMMARY_CHARS = 300
 PROMPT_CHARS = 2000  # a pasted log or file: its first part says what the prompt is about
 SKIPPED_MARKERS = frozenset({"superseded", "expired", "not-yet-valid"})
-RECALL_SETTINGS = frozenset({"budget", "hosts"})
+RECALL_SETTINGS = frozenset({"budget", "hosts", "server"})
+# Asked of the MCP server (osk.recall_channel): the fused order's floor, and the lower one
+# when both channels put the same node first. Calibrated on the dev set only (the curves are
+# in docs/performance.md).
+FUSED_FLOOR = 3.5
+AGREE_FLOOR = 1.0
+# When the fused order shows nothing, its lexical order still may, at this floor: fusion can
+# put meaning's guesses above a node that holds the prompt's rare words.
+RESCUE_FLOOR = 5.0
 
 
 @dataclass(frozen=True)
@@ -87,6 +96,16 @@ def budget_for(vault: Vault, host: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise OskError(f"osk.toml: the recall budget for {host} must be a whole number of "
                        f"characters, 0 or more (got {value!r})")
+    return value
+
+
+def server_enabled(vault: Vault) -> bool:
+    """``[recall] server`` (default true): ask the session's MCP server before the recall
+    file (``osk.recall_channel``)."""
+    section = vault.settings().extra.get("recall", {})
+    value = section.get("server", True) if isinstance(section, Mapping) else True
+    if not isinstance(value, bool):
+        raise OskError(f"osk.toml: [recall] server must be true or false (got {value!r})")
     return value
 
 
@@ -474,6 +493,27 @@ def _routing_stat(vault: Vault) -> list[int]:
     return [st.st_size, st.st_mtime_ns, st.st_ino]
 
 
+def _chosen(vault: Vault, scope: str, prompt: str, seen: Mapping[str, str]) -> list[Recalled]:
+    """The hits to inject: ranked by the session's MCP server when one answers in time (the
+    fused order, osk.recall_channel), else over the recall file; chosen by ``select`` alike."""
+    if server_enabled(vault):
+        from osk import recall_channel
+
+        answer = recall_channel.ask(vault, scope, prompt)
+        if answer is not None:
+            return choose(vault, answer, seen=seen)
+    return select(vault, ranked(vault, scope, prompt), seen=seen)
+
+
+def choose(vault: Vault, answer: Answer, *, seen: Mapping[str, str] | None = None,
+           floor: float = FUSED_FLOOR) -> list[Recalled]:
+    """What to inject from a server's answer: the fused order at ``floor`` (``AGREE_FLOOR``
+    when both channels put the same node first), else its lexical order at ``RESCUE_FLOOR``."""
+    gate = min(floor, AGREE_FLOOR) if answer.agree else floor
+    return (select(vault, answer.hits, seen=seen, floor=gate)
+            or select(vault, answer.words, seen=seen, floor=RESCUE_FLOOR))
+
+
 @dataclass
 class Recall:
     """One prompt's recall: the block (unrendered, "" for none) and what the conversation's
@@ -509,7 +549,7 @@ def prompt_recall(vault: Vault, adapter: Adapter, payload: HookPayload, *,
     if not scope:
         return Recall()
     seen = state.recalled
-    hits = select(vault, ranked(vault, scope, prompt), seen=seen)
+    hits = _chosen(vault, scope, prompt, seen)
     block = render(hits, adapter.budget, limit)
     if dry_run:
         return Recall(block)

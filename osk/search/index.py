@@ -93,6 +93,7 @@ class Channels:
     lexical: list[Ranked]
     semantic: list[tuple[int, float]] | None  # (slot, similarity x factor), best first
     order: list[Ranked]  # what search returns: the fused order, or the lexical one
+    approvals: list[Any] | None = None  # the approvals generation served (as the recall file)
 
 
 @dataclass
@@ -204,24 +205,27 @@ class SearchIndex:
             return ranked.ranking.hits(ranked.order, markers)
 
     def channels(self, query: str, *, k: int, scope: str | None = None,
-                 visible: Visible | None = None,
-                 as_of: str | datetime | None = None) -> Channels:
+                 visible: Visible | None = None, as_of: str | datetime | None = None,
+                 fresh_within: float | None = None) -> Channels:
         """What ``search`` ranks by, before hits are made: the ranking (visibility, locality,
         validity), the lexical order, the semantic order when the channel is on and reads the
         query (None otherwise), and the best ``k`` of their fusion (``order``). Per-prompt
-        recall's measure of the fused path (bench/eval_retrieval.py) reads the channels from
-        here, so it ranks exactly as ``search`` does."""
+        recall asked of the MCP server (``osk.recall_channel``) ranks from here, so it ranks
+        exactly as ``search`` does. ``fresh_within``: walk for changes made elsewhere when the
+        last walk is older than that many seconds (default: the index's refresh interval)."""
         moment = _moment(as_of)
+        interval = self.refresh_interval if fresh_within is None else fresh_within
         with self._lock:
             self._ensure_loaded()
-            if time.monotonic() - self._last_walk >= self.refresh_interval:
+            if time.monotonic() - self._last_walk >= interval:
                 self._walk_and_reconcile()
                 self._commit()
             ranking = Ranking(self._corpus, scope=scope, visible=visible, moment=moment,
                               explicit_time=as_of is not None)
+            approvals = self._served_approvals()
             if self.vectors is None or not self.vectors.model.reads(query):
                 lexical = ranking.rank(query, k)
-                return Channels(ranking, lexical, None, lexical)
+                return Channels(ranking, lexical, None, lexical, approvals)
             lexical = ranking.rank(query, max(k, FUSION_DEPTH))
             try:
                 semantic = self._semantic(ranking, query)
@@ -229,10 +233,10 @@ class SearchIndex:
                 log.exception("the semantic channel failed (%s); searching lexically from now "
                               "on; `osk doctor` says how to mend it", exc)
                 self.vectors = None
-                return Channels(ranking, lexical, None, lexical[:k])
+                return Channels(ranking, lexical, None, lexical[:k], approvals)
             coverage = ranking.coverage(query, lexical[0][0] if lexical else None)
             return Channels(ranking, lexical, semantic,
-                            fuse(lexical, semantic, k, self._corpus, coverage))
+                            fuse(lexical, semantic, k, self._corpus, coverage), approvals)
 
     def _semantic(self, ranking: Ranking, query: str) -> list[tuple[int, float]]:
         assert self.vectors is not None
@@ -406,6 +410,11 @@ class SearchIndex:
     # -- the recall file (osk.search.recallfile) ------------------------------------------------
     # Kept in step with the journal. A failure here must not take search down: the file is
     # removed, the hooks recall nothing until the next load rebuilds it, and search goes on.
+    def _served_approvals(self) -> list[Any] | None:
+        """The approvals generation the served versions were read under (None: no region)."""
+        approvals = self._approvals if self._protected() else None
+        return list(approvals) if isinstance(approvals, tuple) else None
+
     def _recall_meta(self) -> dict[str, Any]:
         bm25 = self._corpus.bm25
         return {"average_idf": bm25.average_idf(), "n": bm25.size,
@@ -413,8 +422,7 @@ class SearchIndex:
 
     def _recall_protection(self) -> dict[str, Any]:
         """The part of the recall file's meta that moves without a change of the corpus."""
-        approvals = self._approvals if self._protected() else None
-        return {"approvals": list(approvals) if isinstance(approvals, tuple) else None,
+        return {"approvals": self._served_approvals(),
                 "regions": list(self._regions)}
 
     def _recall_protection_moved(self) -> bool:

@@ -1,0 +1,258 @@
+"""The recall channel: the prompt-submit hook asks the session's running MCP server to rank.
+
+The hook cannot load the semantic model (its import path is the standard library and the
+light search modules), but the MCP server has the index and, when installed, the model
+loaded. Each server whose semantic channel is on listens on a Unix domain socket of its own
+(``<pid>.sock`` in ``socket_dir``: the vault's device state, or a private folder under the
+temp directory when that path is too long for a socket). For a prompt the hook
+
+1. connects to the newest socket there (``CONNECT_TIMEOUT``), sends one JSON line
+   ``{"scope": ..., "prompt": ...}`` and waits for one JSON line back (``ANSWER_TIMEOUT``
+   for the whole exchange);
+2. gets the hits of the order ``search`` ranks by for a session bound to that scope
+   (``SearchIndex.channels``: the same isolation, locality, served versions of protected
+   regions and validity; the fused order when the model reads the prompt), each with the
+   hook's confidence (``recall.recalled``), and whether both channels put the same node first;
+3. then applies the same ``recall.select`` as on the lexical path (trust, tombstones, the
+   file still as indexed, validity markers, shown before), at the fused path's floor; when
+   that shows nothing, the lexical order's hits at a higher floor (``recall.choose``).
+
+No socket, a refused or slow connection, or an answer that does not parse: ``ask`` returns
+None and the hook ranks over the recall file as before. ``[recall] server = false`` in
+``osk.toml`` turns the channel off (servers do not listen, hooks do not ask).
+
+Top-level imports: standard library only (the hook imports this module).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from osk.hooks.recall import Recalled
+    from osk.search.index import SearchIndex
+    from osk.vault import Vault
+
+CONNECT_TIMEOUT = 0.05  # seconds: a live server accepts at once (the kernel does)
+ANSWER_TIMEOUT = 0.3    # seconds for the whole exchange; past it the hook ranks lexically
+SOCKETS_TRIED = 2       # newest first: a stale socket of a server that died is skipped
+MAX_REQUEST = 64 * 1024
+MAX_ANSWER = 1 << 20
+SOCKET_PATH_MAX = 100   # AF_UNIX paths hold about 108 bytes; keep a margin
+REFRESH = 1.0           # seconds: the server's index walks for changes made elsewhere
+
+
+@dataclass(frozen=True)
+class Answer:
+    hits: list[Recalled]   # the fused order (the lexical one when the model does not read it)
+    agree: bool  # the lexical and semantic channels and the fused order share their first
+    words: list[Recalled]  # the lexical order alone (``recall.choose``: its rescue)
+
+
+# -- where ------------------------------------------------------------------------------------
+def socket_dir(vault: Vault) -> Path:
+    """The folder the vault's servers listen in: device state, or when a socket path there
+    would be too long, ``/tmp/osk-UID/HASH`` (private to this user; /tmp rather than
+    ``$TMPDIR``, which can itself be too long for a socket path)."""
+    preferred = vault.state("recall")
+    if len(os.fsencode(preferred)) + len("/4194304.sock") <= SOCKET_PATH_MAX:
+        return preferred
+    import hashlib
+
+    digest = hashlib.sha256(os.fsencode(vault.state_dir)).hexdigest()[:16]
+    return Path("/tmp") / f"osk-{os.getuid()}" / digest
+
+
+def _private(folder: Path) -> bool:
+    """Ours and closed to others: a socket found elsewhere is not asked."""
+    try:
+        st = os.stat(folder)
+    except OSError:
+        return False
+    return st.st_uid == os.getuid() and not st.st_mode & 0o077
+
+
+# -- the hook's side --------------------------------------------------------------------------
+def ask(vault: Vault, scope: str, prompt: str) -> Answer | None:
+    """The running server's answer for this prompt, or None (ask the recall file)."""
+    folder = socket_dir(vault)
+    try:
+        names = [entry for entry in os.scandir(folder) if entry.name.endswith(".sock")]
+    except OSError:
+        return None
+    if not names or not _private(folder):
+        return None
+    names.sort(key=_mtime, reverse=True)
+    request = json.dumps({"scope": scope, "prompt": prompt}).encode("utf-8") + b"\n"
+    for entry in names[:SOCKETS_TRIED]:
+        reply = _exchange(entry.path, request)
+        if reply is not None:
+            return _parse(reply)
+    return None
+
+
+def _mtime(entry: os.DirEntry[str]) -> float:
+    try:
+        return entry.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _exchange(path: str, request: bytes) -> bytes | None:
+    import time
+
+    deadline = time.monotonic() + ANSWER_TIMEOUT
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(CONNECT_TIMEOUT)
+        try:
+            conn.connect(path)
+        except ConnectionRefusedError:
+            _remove(path)  # nobody listens: a server that died without cleaning up
+            return None
+        except OSError:
+            return None
+        try:
+            conn.sendall(request)
+            return _read_line(conn, deadline, MAX_ANSWER)
+        except OSError:
+            return None
+
+
+def _read_line(conn: socket.socket, deadline: float, limit: int) -> bytes | None:
+    import time
+
+    data = b""
+    while not data.endswith(b"\n"):
+        left = deadline - time.monotonic()
+        if left <= 0 or len(data) > limit:
+            return None
+        conn.settimeout(left)
+        chunk = conn.recv(65536)
+        if not chunk:
+            return None
+        data += chunk
+    return data
+
+
+def _parse(reply: bytes) -> Answer | None:
+    """The server's answer as Recalled hits; None for anything malformed."""
+    from osk.hooks.recall import Recalled
+
+    try:
+        message = json.loads(reply)
+        hits, words = ([Recalled(**{**item, "markers": tuple(item["markers"]),
+                                    "stat": tuple(item["stat"])}) for item in message[key]]
+                       for key in ("hits", "words"))
+        return Answer(hits, message["agree"] is True, words)
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+# -- the server's side ------------------------------------------------------------------------
+def answer(index: SearchIndex, vault: Vault, scope: str, prompt: str) -> Answer:
+    """Rank ``prompt`` for a session bound to ``scope`` as ``search`` does (the index's own
+    orders), with the hook's confidence for each hit. Also what bench/eval_retrieval.py
+    measures the fused path with."""
+    from osk.hooks import recall
+    from osk.search.expand import query_terms
+    from osk.search.ranking import scope_visibility
+
+    query = prompt[:recall.PROMPT_CHARS]
+    weights = query_terms(query)
+    if not weights:
+        return Answer([], False, [])
+    found = index.channels(query, k=recall.DEPTH, scope=scope or None,
+                           visible=scope_visibility(vault, scope or None),
+                           fresh_within=REFRESH)
+    hits = recall.recalled(found.ranking, found.order, weights, found.approvals)
+    words = hits if found.semantic is None else recall.recalled(
+        found.ranking, found.lexical[:recall.DEPTH], weights, found.approvals)
+    agree = bool(found.semantic and found.lexical and found.order
+                 and found.lexical[0][0] == found.semantic[0][0] == found.order[0][0])
+    return Answer(hits, agree, words)
+
+
+class Listener:
+    """One server's socket: answers each connection in turn on a daemon thread."""
+
+    def __init__(self, index: SearchIndex, vault: Vault) -> None:
+        self.index, self.vault = index, vault
+        folder = socket_dir(vault)
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if not _private(folder):
+            raise PermissionError(f"{folder} is not private to this user: not listening")
+        self.path = folder / f"{os.getpid()}.sock"
+        _remove(str(self.path))
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._sock.bind(str(self.path))
+        os.chmod(self.path, 0o600)
+        self._sock.listen(8)
+        import threading
+
+        self._thread = threading.Thread(target=self._serve, name="osk-recall", daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return  # closed
+            with conn:
+                try:
+                    self._handle(conn)
+                except Exception:  # one bad request must not stop the channel
+                    import logging
+
+                    logging.getLogger("osk.recall").exception("a recall request failed")
+
+    def _handle(self, conn: socket.socket) -> None:
+        import time
+
+        line = _read_line(conn, time.monotonic() + 1.0, MAX_REQUEST)
+        if line is None:
+            return
+        request = json.loads(line)
+        scope, prompt = request.get("scope"), request.get("prompt")
+        if not isinstance(scope, str) or not isinstance(prompt, str):
+            return
+        result = answer(self.index, self.vault, scope, prompt)
+        payload = {"hits": [_plain(hit) for hit in result.hits], "agree": result.agree,
+                   "words": [_plain(hit) for hit in result.words]}
+        conn.sendall(json.dumps(payload, ensure_ascii=False).encode("utf-8") + b"\n")
+
+    def close(self) -> None:
+        try:
+            self._sock.close()
+        finally:
+            _remove(str(self.path))
+
+
+def _plain(hit: Recalled) -> dict[str, Any]:
+    return asdict(hit)
+
+
+def listen(index: SearchIndex, vault: Vault) -> Listener | None:
+    """A listener when the channel is on and the index has the semantic channel (without it
+    the server would rank as the recall file does); None otherwise or if it cannot bind."""
+    from osk.errors import OskError
+    from osk.hooks.recall import server_enabled
+
+    try:
+        if index.vectors is None or not server_enabled(vault):
+            return None
+        return Listener(index, vault)
+    except (OSError, OskError):  # a bad setting is reported by the hook that reads it
+        return None

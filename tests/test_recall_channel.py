@@ -1,0 +1,285 @@
+"""Per-prompt recall asked of the session's MCP server over its socket (osk.recall_channel).
+
+A real ``osk mcp`` process listens (the semantic channel on, with the tiny test model); the
+prompt-submit hook runs as hosts run it. Whether an answer came over the socket is told by
+removing the recall file: the hook's other path then has nothing to rank.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from hookkit import payload
+from semantic_support import write_tiny_model
+from test_recall import FACT, prompt, write
+from writekit import write_toml
+
+from osk import recall_channel
+from osk.engine import Engine
+from osk.hooks import recall
+from osk.search import SearchIndex, recallfile
+from osk.vault import Vault, init
+
+OTHER = ("Alpha launch codes are kept offline",
+         "The alpha project's launch codes are kept offline in the safe.",
+         "Offline, in the safe.\n")
+
+
+@pytest.fixture
+def tiny_model(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
+    folder = write_tiny_model(tmp_path_factory.mktemp("model"))
+    monkeypatch.setenv("OSK_MODEL_DIR", str(folder))
+    monkeypatch.setenv("OSK_SEMANTIC", "1")
+    return folder
+
+
+@pytest.fixture
+def eng(vault: Vault, project: Path, tiny_model: Path) -> Engine:
+    engine = Engine.open(vault, cwd=project)
+    engine.warm()
+    return engine
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    from writekit import make_repo
+
+    return make_repo(tmp_path / "work" / "shop")
+
+
+def sockets(vault: Vault) -> list[Path]:
+    folder = recall_channel.socket_dir(vault)
+    return sorted(folder.glob("*.sock")) if folder.exists() else []
+
+
+@contextmanager
+def server(vault: Vault, project: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """``osk mcp`` for this vault, once its recall socket is there (polled, not timed)."""
+    before = set(sockets(vault))
+    process = subprocess.Popen([sys.executable, "-m", "osk", "mcp", "--vault", str(vault.root)],
+                               stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, cwd=project, env={**os.environ})
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and not set(sockets(vault)) - before:
+            assert process.poll() is None, process.stderr.read().decode() if process.stderr \
+                else "the server exited"
+            time.sleep(0.05)
+        assert set(sockets(vault)) - before, "the server never listened"
+        yield process
+    finally:
+        assert process.stdin is not None
+        process.stdin.close()  # the host goes: the server stops
+        process.wait(timeout=60)
+        if process.stderr:
+            process.stderr.close()
+
+
+def drop_recall_file(vault: Vault) -> None:
+    recallfile.remove(vault.state("index"))
+    assert not recallfile.path_in(vault.state("index")).exists()
+
+
+# -- the socket path ---------------------------------------------------------------------------
+def test_the_hook_injects_what_the_servers_socket_ranks_and_the_socket_goes_with_it(
+        eng, vault, project, tmp_path):
+    node_id = write(eng, *FACT)
+    with server(vault, project):
+        drop_recall_file(vault)  # the recall file cannot answer now: only the socket can
+        block = prompt("claude", project, FACT[0], "p-1", tmp_path)
+        assert f"id {node_id}" in block and FACT[1] in block
+    assert sockets(vault) == []  # a server that stops removes its socket
+    # the control: no server, no recall file, nothing to rank (another conversation)
+    assert prompt("codex", project, FACT[0], "p-1", tmp_path) == ""
+
+
+def test_another_scopes_node_never_comes_through_the_socket(eng, vault, project, tmp_path):
+    own = write(eng, *FACT)
+    alpha = Engine.open(vault, cwd=project, scope="alpha")
+    hidden = write(alpha, *OTHER, cluster="launch")
+    with server(vault, project):
+        drop_recall_file(vault)
+        assert f"id {hidden}" not in prompt("claude", project, OTHER[0], "p-1", tmp_path)
+        assert f"id {own}" in prompt("claude", project, FACT[0], "p-2", tmp_path)  # control
+        # the server's own answer, before the hook's filters: no hidden node in it
+        shop = recall_channel.ask(vault, eng.scope, OTHER[0])
+        assert shop is not None and hidden not in [hit.id for hit in shop.hits]
+        seen_from_alpha = recall_channel.ask(vault, "alpha", OTHER[0])
+        assert seen_from_alpha is not None
+        assert [hit.id for hit in seen_from_alpha.hits][:1] == [hidden]  # control
+
+
+def test_a_killed_servers_socket_is_skipped_and_removed_and_the_recall_file_answers(
+        eng, vault, project, tmp_path):
+    node_id = write(eng, *FACT)
+    with server(vault, project) as process:
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=60)
+        assert len(sockets(vault)) == 1  # left behind: nobody removed it
+        block = prompt("claude", project, FACT[0], "p-1", tmp_path)
+    assert f"id {node_id}" in block  # from the recall file
+    assert sockets(vault) == []  # the refused connection removed it
+
+
+@contextmanager
+def mute_socket(vault: Vault, answer: bytes | None = None) -> Iterator[socket.socket]:
+    """A socket in the servers' folder that never accepts (``answer`` None: the kernel queues
+    the connection and nobody reads it), or that answers ``answer`` to whoever connects."""
+    folder = recall_channel.socket_dir(vault)
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = folder / "999999.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(8)
+
+    def reply() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            with conn:
+                conn.recv(65536)
+                conn.sendall(answer or b"")
+
+    if answer is not None:
+        threading.Thread(target=reply, daemon=True).start()
+    try:
+        yield listener
+    finally:
+        listener.close()
+        path.unlink(missing_ok=True)
+
+
+def test_a_server_that_never_answers_costs_a_bounded_wait_then_the_recall_file_answers(
+        eng, vault, project, tmp_path):
+    node_id = write(eng, *FACT)
+    with mute_socket(vault) as listener:
+        block = prompt("claude", project, FACT[0], "p-1", tmp_path)  # run_hook bounds it
+        assert f"id {node_id}" in block
+        listener.setblocking(False)
+        listener.accept()[0].close()  # the hook did connect: it waited, then gave up
+        assert recall_channel.ask(vault, eng.scope, FACT[0]) is None
+
+
+@pytest.mark.parametrize("answer", [b"not json\n", b'{"hits": [{"id": 1}], "agree": 1}\n',
+                                    b"[]\n", b'{"hits": "x", "agree": true}\n'])
+def test_an_answer_that_does_not_parse_is_no_answer(eng, vault, project, tmp_path, answer):
+    node_id = write(eng, *FACT)
+    with mute_socket(vault, answer):
+        assert recall_channel.ask(vault, eng.scope, FACT[0]) is None
+        assert f"id {node_id}" in prompt("claude", project, FACT[0], "p-1", tmp_path)
+
+
+def test_with_the_setting_off_no_server_listens_and_no_hook_asks(eng, vault, project, tmp_path):
+    node_id = write(eng, *FACT)
+    toml = vault.root / "osk.toml"
+    text = toml.read_text(encoding="utf-8")
+    assert "\nserver = true\n" in text  # as osk init writes it
+    write_toml(vault, text.replace("\nserver = true\n", "\nserver = false\n"))
+    assert recall_channel.listen(SearchIndex(vault), vault) is None
+    with mute_socket(vault) as listener:
+        assert f"id {node_id}" in prompt("claude", project, FACT[0], "p-1", tmp_path)
+        listener.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            listener.accept()  # nobody connected
+    write_toml(vault, toml.read_text(encoding="utf-8").replace("server = false",
+                                                               'server = "yes"'))
+    with pytest.raises(Exception, match=r"\[recall\] server must be true or false"):
+        recall.server_enabled(vault)
+
+
+def test_without_the_semantic_model_the_server_does_not_listen(
+        vault, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("OSK_SEMANTIC", "0")
+    assert recall_channel.listen(SearchIndex(vault), vault) is None
+
+
+def test_a_vault_whose_socket_path_is_too_long_listens_in_a_private_temp_folder(
+        tmp_path: Path, tiny_model: Path):
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    vault = init(deep / "vault")
+    folder = recall_channel.socket_dir(vault)
+    assert folder.parent == Path("/tmp") / f"osk-{os.getuid()}"
+    eng = Engine.open(vault, cwd=deep, scope=None)
+    eng.create_node("notes", "Hub.", "Hub.\n", space="domain", cluster="notes",
+                    drafter="test-model")
+    listener = eng.listen_for_recall()
+    assert listener is not None
+    try:
+        assert (os.stat(folder).st_mode & 0o777) == 0o700
+        found = recall_channel.ask(vault, "", "notes")
+        assert found is not None and [hit.title for hit in found.hits][:1] == ["notes"]
+    finally:
+        listener.close()
+    assert not listener.path.exists()
+
+
+def test_the_hook_asks_the_server_on_the_standard_library_alone(eng, vault, project, tmp_path):
+    write(eng, *FACT)
+    listener = eng.listen_for_recall()  # this test process is the server
+    assert listener is not None
+    drop_recall_file(vault)
+    data = payload("claude", "prompt_submit", transcript=tmp_path / "t.jsonl", cwd=project,
+                   prompt_id="p-1", prompt=FACT[0])
+    script = "\n".join([
+        "import io, sys",
+        "from osk.hooks.main import run",
+        f"sys.stdin = io.TextIOWrapper(io.BytesIO({data!r}))",
+        "assert run(['prompt-submit', '--host', 'claude']) == 0",
+        "print(' '.join(sys.modules), file=sys.stderr)",
+    ])
+    try:
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                              cwd=project, env={**os.environ, "OSK_GROWTH": "off"}, timeout=60)
+    finally:
+        listener.close()
+    assert done.returncode == 0, done.stderr
+    assert FACT[0] in done.stdout
+    loaded = set(done.stderr.split())
+    assert "osk.recall_channel" in loaded
+    assert not loaded & {"pydantic", "yaml", "mcp", "git", "rank_bm25", "numpy",
+                         "osk.search.index", "osk.search.semantic"}
+
+
+def test_the_answer_carries_what_the_hook_checks_and_round_trips(eng, vault):
+    node_id = write(eng, *FACT)
+    index = SearchIndex(vault)
+    found = recall_channel.answer(index, vault, eng.scope, FACT[0])
+    assert [hit.id for hit in found.hits][:1] == [node_id]
+    top = found.hits[0]
+    assert top.confidence == recall.TITLE_CONFIDENCE and len(top.stat) == 3
+    text = json.dumps({"hits": [recall_channel._plain(h) for h in found.hits],
+                       "agree": found.agree,
+                       "words": [recall_channel._plain(h) for h in found.words]}).encode() + b"\n"
+    assert recall_channel._parse(text) == found
+
+
+def test_when_the_fused_order_shows_nothing_its_lexical_order_still_may(eng, vault):
+    from dataclasses import replace
+
+    write(eng, *FACT)
+    found = recall_channel.answer(SearchIndex(vault), vault, eng.scope, FACT[0])
+    top = found.hits[0]
+    unsure = replace(found, hits=[replace(top, confidence=recall.FUSED_FLOOR / 2)],
+                     agree=False)
+    sure_words = replace(unsure, words=[replace(top, confidence=recall.RESCUE_FLOOR)])
+    assert recall.choose(vault, sure_words) == recall.select(vault, sure_words.words,
+                                                             floor=recall.RESCUE_FLOOR)
+    assert [hit.id for hit in recall.choose(vault, sure_words)] == [top.id]
+    weak_words = replace(unsure, words=[replace(top, confidence=recall.RESCUE_FLOOR - 0.1)])
+    assert recall.choose(vault, weak_words) == []
+    # both channels agreeing on the first node lowers the fused floor
+    agreed = replace(weak_words, hits=[replace(top, confidence=recall.AGREE_FLOOR)], agree=True)
+    assert [hit.id for hit in recall.choose(vault, agreed)] == [top.id]
