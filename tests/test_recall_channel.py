@@ -44,6 +44,13 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mon
     return folder
 
 
+@pytest.fixture(autouse=True)
+def patient_hooks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A loaded test machine may take longer than the 300 ms a hook gives a server: these
+    tests wait as long as it takes (a test of the timeout sets its own)."""
+    monkeypatch.setenv(recall_channel.TIMEOUT_ENV, "60")
+
+
 @pytest.fixture
 def eng(vault: Vault, project: Path, tiny_model: Path) -> Engine:
     engine = Engine.open(vault, cwd=project)
@@ -102,6 +109,19 @@ def test_the_hook_injects_what_the_servers_socket_ranks_and_the_socket_goes_with
     assert sockets(vault) == []  # a server that stops removes its socket
     # the control: no server, no recall file, nothing to rank (another conversation)
     assert prompt("codex", project, FACT[0], "p-1", tmp_path) == ""
+
+
+def test_a_node_another_process_writes_while_the_server_runs_is_recalled_through_it(
+        eng, vault, project, tmp_path):
+    write(eng, *FACT)
+    with server(vault, project):
+        assert recall_channel.ask(vault, eng.scope, FACT[0]) is not None  # it has walked once
+        later = write(eng, "Cart totals round half to even",
+                      "Cart totals are rounded half to even, to the cent.", "Banker's rounding.\n",
+                      cluster="cart")  # this test process is the other process
+        drop_recall_file(vault)
+        block = prompt("claude", project, "Cart totals round half to even", "p-1", tmp_path)
+        assert f"id {later}" in block
 
 
 def test_another_scopes_node_never_comes_through_the_socket(eng, vault, project, tmp_path):
@@ -163,7 +183,8 @@ def mute_socket(vault: Vault, answer: bytes | None = None) -> Iterator[socket.so
 
 
 def test_a_server_that_never_answers_costs_a_bounded_wait_then_the_recall_file_answers(
-        eng, vault, project, tmp_path):
+        eng, vault, project, tmp_path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv(recall_channel.TIMEOUT_ENV)  # the hook's own bound
     node_id = write(eng, *FACT)
     with mute_socket(vault) as listener:
         block = prompt("claude", project, FACT[0], "p-1", tmp_path)  # run_hook bounds it
@@ -171,6 +192,17 @@ def test_a_server_that_never_answers_costs_a_bounded_wait_then_the_recall_file_a
         listener.setblocking(False)
         listener.accept()[0].close()  # the hook did connect: it waited, then gave up
         assert recall_channel.ask(vault, eng.scope, FACT[0]) is None
+
+
+def test_the_wait_is_the_hooks_own_unless_set_to_a_positive_number(
+        monkeypatch: pytest.MonkeyPatch):
+    default = recall_channel.ANSWER_TIMEOUT
+    for value, wanted in (("2.5", 2.5), ("0", default), ("-1", default), ("inf", default),
+                          ("soon", default)):
+        monkeypatch.setenv(recall_channel.TIMEOUT_ENV, value)
+        assert recall_channel.answer_timeout() == wanted
+    monkeypatch.delenv(recall_channel.TIMEOUT_ENV)
+    assert recall_channel.answer_timeout() == recall_channel.ANSWER_TIMEOUT
 
 
 @pytest.mark.parametrize("answer", [b"not json\n", b'{"hits": [{"id": 1}], "agree": 1}\n',
