@@ -87,6 +87,8 @@ def _private(folder: Path) -> bool:
 # -- the hook's side --------------------------------------------------------------------------
 def ask(vault: Vault, scope: str, prompt: str) -> Answer | None:
     """The running server's answer for this prompt, or None (ask the recall file)."""
+    if not hasattr(socket, "AF_UNIX"):  # Windows' Python has no Unix sockets: the file only
+        return None
     folder = socket_dir(vault)
     try:
         names = [entry for entry in os.scandir(folder) if entry.name.endswith(".sock")]
@@ -177,11 +179,10 @@ def _remove(path: str) -> None:
 
 
 # -- the server's side ------------------------------------------------------------------------
-def answer(index: SearchIndex, vault: Vault, scope: str, prompt: str, *,
-           walk: bool = False) -> Answer:
+def answer(index: SearchIndex, vault: Vault, scope: str, prompt: str) -> Answer:
     """Rank ``prompt`` for a session bound to ``scope`` as ``search`` does (the index's own
-    orders), with the hook's confidence for each hit; ``walk``: look for changes on disk
-    first. Also what bench/eval_retrieval.py measures the fused path with."""
+    orders, as the index holds them now), with the hook's confidence for each hit. Also what
+    bench/eval_retrieval.py measures the fused path with."""
     from osk.hooks import recall
     from osk.search.expand import query_terms
     from osk.search.ranking import scope_visibility
@@ -192,7 +193,7 @@ def answer(index: SearchIndex, vault: Vault, scope: str, prompt: str, *,
         return Answer([], False, [])
     found = index.channels(query, k=recall.DEPTH, scope=scope or None,
                            visible=scope_visibility(vault, scope or None),
-                           fresh_within=0.0 if walk else math.inf)
+                           fresh_within=math.inf)
     hits = recall.recalled(found.ranking, found.order, weights, found.approvals)
     words = hits if found.semantic is None else recall.recalled(
         found.ranking, found.lexical[:recall.DEPTH], weights, found.approvals)
@@ -257,8 +258,10 @@ class Listener:
         from osk import generation
 
         stamp = generation.current(self.vault)
-        result = answer(self.index, self.vault, scope, prompt, walk=stamp != self._stamp)
-        self._stamp = stamp
+        if stamp != self._stamp:
+            self.index.refresh()
+            self._stamp = stamp
+        result = answer(self.index, self.vault, scope, prompt)
         payload = {"hits": [_plain(hit) for hit in result.hits], "agree": result.agree,
                    "words": [_plain(hit) for hit in result.words]}
         conn.sendall(json.dumps(payload, ensure_ascii=False).encode("utf-8") + b"\n")
@@ -281,7 +284,8 @@ def listen(index: SearchIndex, vault: Vault) -> Listener | None:
     from osk.hooks.recall import server_enabled
 
     try:
-        if index.vectors is None or not server_enabled(vault):
+        if (index.vectors is None or not hasattr(socket, "AF_UNIX")
+                or not server_enabled(vault)):
             return None
         return Listener(index, vault)
     except (OSError, OskError):  # a bad setting is reported by the hook that reads it
