@@ -129,8 +129,14 @@ def build(base: Path) -> dict[str, Path]:
         raise SystemExit("the vault template's [recall] table is not where the bench expects it")
     (off / "osk.toml").write_text(settings.replace("\nbudget = 1200\n", "\nbudget = 0\n"),
                                   encoding="utf-8")
-    served = base / "vault-served"
+    served = base / "vault-served"  # the same vault with the recall channel on
     shutil.copytree(vault.root, served, symlinks=True)
+    text = (served / "osk.toml").read_text(encoding="utf-8")
+    if "\nserver = false\n" not in text:
+        raise SystemExit("the vault template's [recall] server line is not where the bench "
+                         "expects it")
+    (served / "osk.toml").write_text(text.replace("\nserver = false\n", "\nserver = true\n"),
+                                     encoding="utf-8")
     return {"vault": vault.root, "off": off, "served": served, "project": project,
             "big": transcripts[SESSION], "small": transcripts[SMALL_SESSION]}
 

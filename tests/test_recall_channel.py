@@ -51,8 +51,16 @@ def patient_hooks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(recall_channel.TIMEOUT_ENV, "60")
 
 
+def set_server(vault: Vault, value: str) -> None:
+    toml = vault.root / "osk.toml"
+    text = toml.read_text(encoding="utf-8")
+    assert "\nserver = false\n" in text  # as osk init writes it: off
+    write_toml(vault, text.replace("\nserver = false\n", f"\nserver = {value}\n"))
+
+
 @pytest.fixture
 def eng(vault: Vault, project: Path, tiny_model: Path) -> Engine:
+    set_server(vault, "true")
     engine = Engine.open(vault, cwd=project)
     engine.warm()
     return engine
@@ -217,9 +225,8 @@ def test_an_answer_that_does_not_parse_is_no_answer(eng, vault, project, tmp_pat
 def test_with_the_setting_off_no_server_listens_and_no_hook_asks(eng, vault, project, tmp_path):
     node_id = write(eng, *FACT)
     toml = vault.root / "osk.toml"
-    text = toml.read_text(encoding="utf-8")
-    assert "\nserver = true\n" in text  # as osk init writes it
-    write_toml(vault, text.replace("\nserver = true\n", "\nserver = false\n"))
+    write_toml(vault, toml.read_text(encoding="utf-8").replace("\nserver = true\n",
+                                                               "\nserver = false\n"))
     assert recall_channel.listen(SearchIndex(vault), vault) is None
     with mute_socket(vault) as listener:
         assert f"id {node_id}" in prompt("claude", project, FACT[0], "p-1", tmp_path)
@@ -232,8 +239,17 @@ def test_with_the_setting_off_no_server_listens_and_no_hook_asks(eng, vault, pro
         recall.server_enabled(vault)
 
 
+def test_the_channel_is_off_in_a_new_vault_and_when_the_setting_is_absent(vault, tiny_model):
+    assert not recall.server_enabled(vault)  # osk init writes server = false
+    assert recall_channel.listen(SearchIndex(vault), vault) is None
+    toml = vault.root / "osk.toml"
+    write_toml(vault, toml.read_text(encoding="utf-8").replace("\nserver = false\n", "\n"))
+    assert not recall.server_enabled(vault)
+
+
 def test_without_the_semantic_model_the_server_does_not_listen(
         vault, monkeypatch: pytest.MonkeyPatch):
+    set_server(vault, "true")
     monkeypatch.setenv("OSK_SEMANTIC", "0")
     assert recall_channel.listen(SearchIndex(vault), vault) is None
 
@@ -242,6 +258,7 @@ def test_a_vault_whose_socket_path_is_too_long_listens_in_a_private_temp_folder(
         tmp_path: Path, tiny_model: Path):
     deep = tmp_path / ("d" * 60) / ("e" * 60)
     vault = init(deep / "vault")
+    set_server(vault, "true")
     folder = recall_channel.socket_dir(vault)
     assert folder.parent == Path("/tmp") / f"osk-{os.getuid()}"
     eng = Engine.open(vault, cwd=deep, scope=None)

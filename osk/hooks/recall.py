@@ -56,7 +56,7 @@ RECALL_SETTINGS = frozenset({"budget", "hosts", "server"})
 # Asked of the MCP server (osk.recall_channel): the fused order's floor, and the lower one
 # when both channels put the same node first. Calibrated on the dev set only (the curves are
 # in docs/performance.md).
-FUSED_FLOOR = 3.5
+FUSED_FLOOR = 4.5
 AGREE_FLOOR = 1.0
 # When the fused order shows nothing, its lexical order still may, at this floor: fusion can
 # put meaning's guesses above a node that holds the prompt's rare words.
@@ -100,10 +100,12 @@ def budget_for(vault: Vault, host: str) -> int:
 
 
 def server_enabled(vault: Vault) -> bool:
-    """``[recall] server`` (default true): ask the session's MCP server before the recall
-    file (``osk.recall_channel``)."""
+    """``[recall] server`` (default false): ask the session's MCP server before the recall
+    file (``osk.recall_channel``). Off by default: on the dev set, with search's current
+    fusion, it injects no more answers than the recall file at the same silence
+    (docs/performance.md)."""
     section = vault.settings().extra.get("recall", {})
-    value = section.get("server", True) if isinstance(section, Mapping) else True
+    value = section.get("server", False) if isinstance(section, Mapping) else False
     if not isinstance(value, bool):
         raise OskError(f"osk.toml: [recall] server must be true or false (got {value!r})")
     return value
