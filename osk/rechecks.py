@@ -29,7 +29,6 @@ After every pass the open candidates are written per scope to a summary that hoo
 
 from __future__ import annotations
 
-import heapq
 import json
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -50,6 +49,7 @@ from osk.fsutil import (
     stat_key,
 )
 from osk.ledger import Ledger, LedgerView, Record
+from osk.most_cited import MostCited, counts_of
 from osk.recheck_summary import SUMMARY_FILE
 from osk.titles import title_key
 from osk.vault import Vault, scope_of
@@ -334,7 +334,8 @@ class Rechecks:
         self._dirty: set[str] = set()
         self._found: list[Candidate] | None = None
         self._summary_key: tuple[object, ...] | None = None
-        self._most_cited: list[tuple[str, int]] | None = None  # None: to recount
+        self._most_cited = MostCited(MOST_CITED)
+        self._cited_written = -1  # the most-cited version the summary was written with
         self._summarised: list[Candidate] | None = None  # the list the snapshot was written for
 
     # -- the table ---------------------------------------------------------------------
@@ -376,9 +377,9 @@ class Rechecks:
     def _changed(self, citing_id: str, after: Citations | None) -> None:
         """Update the indexes for one citing node's new record; mark what depends on it."""
         self._dirty.add(citing_id)
-        self._most_cited = None
         self._dirty |= self._citers.get(citing_id, set())  # their cascade flag reads its marker
-        for node_id in self._cites.pop(citing_id, set()):
+        moved = self._cites.pop(citing_id, set())
+        for node_id in moved:
             self._unlink(self._citers, node_id, citing_id)
             self._dirty.add(node_id)  # its ``next`` names its citers
         for source in self._uses.pop(citing_id, set()):
@@ -390,11 +391,14 @@ class Rechecks:
                 self._citers.setdefault(node_id, set()).add(citing_id)
                 self._cites.setdefault(citing_id, set()).add(node_id)
                 self._dirty.add(node_id)
+                moved.add(node_id)
             else:
                 source = _source_key(target)
                 self._sources.setdefault(source, set()).add(citing_id)
                 self._source_refs.setdefault(source, target)
                 self._uses.setdefault(citing_id, set()).add(source)
+        for node_id in moved:  # net moves only: a kept citation leaves its count as it was
+            self._most_cited.moved(node_id, len(self._citers.get(node_id, ())))
 
     @staticmethod
     def _unlink(index: dict[str, set[str]], key: str, value: str) -> None:
@@ -533,7 +537,7 @@ class Rechecks:
         if self._found is None:
             self._found = sorted((c for found in self._memo.values() for c in found),
                                  key=lambda c: (c.citing_path, c.target_key))
-        if self._summarised is not self._found or self._most_cited is None:
+        if self._summarised is not self._found or self._most_cited.version != self._cited_written:
             self._write_summary(self._found)  # candidates, or who is cited how often, moved
         return list(self._found)
 
@@ -669,11 +673,13 @@ class Rechecks:
         Device state that the next engine call recomputes, so it is replaced atomically but
         not fsynced: a crash can only leave the previous snapshot.
         """
-        cited = self._cited()
+        version = self._most_cited.version
+        cited = self.most_cited()
         key = (tuple((c.id, c.reason, c.cascade, c.next, c.citing_path, c.target,
                       c.citing_title) for c in found), tuple(cited))
         if key == self._summary_key:
             self._summarised = found if isinstance(found, list) else None
+            self._cited_written = version
             return
         by_scope: dict[str, list[dict[str, object]]] = {}
         for cand in found:
@@ -693,15 +699,12 @@ class Rechecks:
             return
         self._summary_key = key
         self._summarised = found if isinstance(found, list) else None
+        self._cited_written = version
 
-    def _cited(self) -> list[tuple[str, int]]:
-        """The most cited nodes (id, how many nodes cite it), most first: recounted only
-        after a citation changed."""
-        if self._most_cited is None:
-            counts = ((node_id, len(ids)) for node_id, ids in self._citers.items() if ids)
-            self._most_cited = heapq.nsmallest(MOST_CITED, counts,
-                                               key=lambda item: (-item[1], item[0]))
-        return self._most_cited
+    def most_cited(self) -> list[tuple[str, int]]:
+        """The most cited nodes (id, how many nodes cite it), most first (``MostCited``: kept
+        up to date by each citation change, recounted only when that cannot be exact)."""
+        return list(self._most_cited.top(counts_of(self._citers)))
 
 
 def _extends(view: LedgerView, old: LedgerView) -> bool:

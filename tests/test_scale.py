@@ -99,8 +99,11 @@ def test_incremental_candidates_equal_a_full_recomputation_after_random_catalog_
             pass  # a refused write (cascade stop, a node moved away) changes nothing
         for session in (one, two):
             session.refresh()
-            assert session.rechecks.candidates(session.catalog) == Rechecks(vault).candidates(), \
+            fresh = Rechecks(vault)
+            assert session.rechecks.candidates(session.catalog) == fresh.candidates(), \
                 f"after {action} (trial {trial}, log kept {keep})"
+            assert session.rechecks.most_cited() == fresh.most_cited(), \
+                f"most cited after {action} (trial {trial}, log kept {keep})"
 
 
 def _act(engine: Engine, vault: Vault, rng: random.Random, action: str, trial: int,
