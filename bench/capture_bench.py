@@ -21,8 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from osk import raw  # noqa: E402
-from osk.vault import init  # noqa: E402
+from osk.capture import raw  # noqa: E402
+from osk.store.vault import init  # noqa: E402
 
 KEY, CONV = "bench", "conv"
 

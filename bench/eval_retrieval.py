@@ -5,7 +5,7 @@ Usage: ``python bench/eval_retrieval.py DATASET_DIR [--isolation on|off|both]
 
 DATASET_DIR holds ``corpus.jsonl`` and ``queries.jsonl`` in the format of
 ``../shared/eval/dev/`` (see its README). The corpus is loaded into a fresh vault through the
-same path as ``osk import`` (``osk.search.importer``: every node written by
+same path as ``osk import`` (``osk.importer``: every node written by
 ``Engine.create_node``). Titles are made portable first, because a title is a file name:
 characters a file name or an Obsidian link cannot hold (``: / # ? "`` …) are replaced by
 separators or dropped, which keeps the title's words. The importer also creates one cluster
@@ -98,8 +98,8 @@ def import_lines(corpus: list[dict[str, Any]], infer_supersedes: bool) -> list[s
 
 
 def build_vault(base: Path, corpus: list[dict[str, Any]], infer_supersedes: bool):
-    from osk.search.importer import Importer, read_lines
-    from osk.vault import init
+    from osk.importer import Importer, read_lines
+    from osk.store.vault import init
 
     vault = init(base / "vault", git=False)
     lines, rejected, _ = read_lines(import_lines(corpus, infer_supersedes))
@@ -281,16 +281,15 @@ def run_injection(vault: Any, base: Path, queries: list[dict[str, Any]],
 
 def run_injection_fused(vault: Any, base: Path, queries: list[dict[str, Any]],
                         titles: dict[str, str]) -> dict[str, Any]:
-    """The hook's path when the session's MCP server answers (``osk.recall_channel``): each
+    """The hook's path when the session's MCP server answers (``osk.hooks.recall_channel``): each
     prompt ranked by ``recall_channel.answer``, the very function the server's socket runs
     (the index's fused order, the hook's confidence), then the hook's ``recall.choose`` and
     ``render``. The curve sweeps the fused floor under two gates: the best fused hit's
     confidence alone (``select``), and what the hook does (``choose``: that, or both channels
     agreeing on the first node at ``AGREE_FLOOR``, else the lexical order at
     ``RESCUE_FLOOR``)."""
-    from osk import recall_channel
     from osk.engine import Engine
-    from osk.hooks import recall
+    from osk.hooks import recall, recall_server
     from osk.hooks.adapters import get
 
     budget = get("claude").budget
@@ -301,7 +300,7 @@ def run_injection_fused(vault: Any, base: Path, queries: list[dict[str, Any]],
         scope = query["from_scope"]
         if scope not in scopes:
             scopes[scope] = Engine.open(vault, cwd=base / "no-project", scope=scope).scope
-        answers[query["qid"]] = recall_channel.answer(index, vault, scopes[scope],
+        answers[query["qid"]] = recall_server.answer(index, vault, scopes[scope],
                                                       query["query"])
     by_id = {hit.id: titles.get(hit.title, "") for found in answers.values()
              for hit in (*found.hits, *found.words)}

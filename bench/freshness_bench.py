@@ -36,9 +36,9 @@ def us(seconds: float) -> str:
 
 def bench(base: Path, size: int, queries: int) -> None:
     from osk import engine as engine_mod
-    from osk import generation
     from osk.engine import Engine
-    from osk.freshness import Freshness
+    from osk.store import generation
+    from osk.store.freshness import Freshness
 
     root, _paths, corpus = make_vault(base, size)
     load = ", ".join(f"{value:.1f}" for value in os.getloadavg())

@@ -8,7 +8,7 @@ cursor sits at its end. Then it times ``python -m osk hook …`` runs:
 - prompt submit: one counted input each run, with per-prompt recall over the 5,000 nodes: once
   with a prompt that recalls nothing confidently, once with one that recalls a node (the first
   prompt of the conversation the session start of that run opened);
-- prompt submit asking the session's MCP server (``osk.recall_channel``): the same two
+- prompt submit asking the session's MCP server (``osk.hooks.recall_channel``): the same two
   prompts against a copy of the vault whose every node has its semantic vector (``osk
   embed``, not timed) while an ``osk mcp`` for it runs and listens (only where the semantic
   model is installed; otherwise these lines are left out, and said so);
@@ -78,11 +78,11 @@ def check_captured(fixture: dict[str, Path], runs: int) -> None:
 # -- the fixture ---------------------------------------------------------------------------------
 
 def build(base: Path) -> dict[str, Path]:
-    from osk import raw
-    from osk.ids import uuid7
-    from osk.rechecks import SUMMARY_FILE
-    from osk.scope_memory import ScopeMemory
-    from osk.vault import init
+    from osk.capture import raw
+    from osk.provenance.rechecks import SUMMARY_FILE
+    from osk.provenance.scope_memory import ScopeMemory
+    from osk.store.ids import uuid7
+    from osk.store.vault import init
 
     vault = init(base / "vault", git=False)
     project = base / "shop"
@@ -145,9 +145,9 @@ def build(base: Path) -> dict[str, Path]:
 def recall_server(fixture: dict[str, Path]) -> Iterator[bool]:
     """``osk mcp`` for the served copy, its nodes embedded first; False when the semantic
     model is not installed (the server would not listen)."""
-    from osk import recall_channel
+    from osk.hooks import recall_channel
     from osk.search import semantic
-    from osk.vault import Vault
+    from osk.store.vault import Vault
 
     if not semantic.enabled() or semantic.find_model() is None:
         print("the semantic model is not installed: no figures for the server path",

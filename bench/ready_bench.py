@@ -26,12 +26,13 @@ sys.path.insert(0, str(ROOT))
 
 from search_bench import make_vault  # noqa: E402  (the synthetic vault the search bench uses)
 
-from osk.commands.hosts import _close, _Lines, _send  # noqa: E402  (doctor's JSON-RPC pipe)
+from osk.surfaces.commands.hosts import _close, _Lines, _send  # noqa: E402  (doctor's JSON-RPC pipe)
 
 DEADLINE = 120.0
 IMPORTS = {
-    "before the handshake: osk.cli, osk.stdio, osk.vault": "import osk.cli, osk.stdio, osk.vault",
-    "behind it: osk.server (the MCP SDK, pydantic)": "import osk.server",
+    "before the handshake: osk.surfaces.cli, osk.surfaces.stdio, osk.store.vault":
+        "import osk.surfaces.cli, osk.surfaces.stdio, osk.store.vault",
+    "behind it: osk.surfaces.server (the MCP SDK, pydantic)": "import osk.surfaces.server",
     "behind it: osk.engine": "import osk.engine",
 }
 

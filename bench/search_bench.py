@@ -115,7 +115,7 @@ class Corpus:
 
 def make_vault(base: Path, size: int) -> tuple[Path, list[str], Corpus]:
     sys.path.insert(0, str(ROOT))
-    from osk.vault import init
+    from osk.store.vault import init
 
     root = base / f"vault-{size}"
     corpus = Corpus(SEED + size)
@@ -142,7 +142,7 @@ CHILD_OSK = """
 import json, sys, time
 t0 = time.perf_counter()
 from osk.search import SearchIndex
-from osk.vault import Vault
+from osk.store.vault import Vault
 index = SearchIndex(Vault(__import__("pathlib").Path(sys.argv[1])))
 hits = index.search(sys.argv[2])
 print(json.dumps({"in_process": time.perf_counter() - t0, "hits": len(hits),
@@ -155,7 +155,7 @@ from pathlib import Path
 t0 = time.perf_counter()
 import numpy as np
 from rank_bm25 import BM25Okapi
-from osk import node as node_mod
+from osk.store import node as node_mod
 from osk.search.tokenize import tokenize
 root = Path(sys.argv[1])
 docs, corpus = [], []
@@ -187,7 +187,7 @@ def fresh_process(child: str, root: Path, query: str) -> tuple[float, dict]:
 
 CHILD_CLI = """
 import json, resource, sys
-from osk.cli import main
+from osk.surfaces.cli import main
 code = main(["--vault", sys.argv[1], "search", sys.argv[2], "--json"])
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 print(json.dumps({"in_process": 0.0, "code": code,
@@ -198,7 +198,7 @@ print(json.dumps({"in_process": 0.0, "code": code,
 def bench_engine(root: Path, query_list: list[str], runs: int) -> dict[str, float]:
     """``osk search`` from a fresh process, and warm searches through one ``Engine``."""
     from osk.engine import Engine
-    from osk.vault import Vault
+    from osk.store.vault import Vault
 
     figures: dict[str, float] = {}
     fresh_process(CHILD_CLI, root, query_list[0])  # the catalog snapshot, as a first run saves
@@ -244,11 +244,11 @@ def percentile(values: list[float], share: float) -> float:
 
 def bench_size(base: Path, size: int, queries: int, runs: int,
                engine_only: bool = False) -> dict[str, float]:
-    from osk.catalog import Catalog, Changes
-    from osk.fsutil import atomic_write
     from osk.search import SearchIndex
     from osk.search.tokenize import tokenize
-    from osk.vault import Vault
+    from osk.store.catalog import Catalog, Changes
+    from osk.store.fsutil import atomic_write
+    from osk.store.vault import Vault
 
     started = time.perf_counter()
     root, paths, corpus = make_vault(base, size)
@@ -338,7 +338,7 @@ def bench_size(base: Path, size: int, queries: int, runs: int,
     import numpy as np
     from rank_bm25 import BM25Okapi
 
-    from osk import node as node_mod
+    from osk.store import node as node_mod
 
     docs = [index.doc(rel) for rel in catalog.entries]
     texts = {}

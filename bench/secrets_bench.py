@@ -5,7 +5,8 @@ negatives: code, lockfiles, UUIDs, SHAs, base64, prose). Prints, per family, how
 the filter caught (the secret gone) and how many negatives it changed, then the filter's cost
 per KB of text (CPU time, the best of N passes, on documents of about 4 KB, the size of a
 captured round): on the negatives (what most text is: nothing to find) and on the positives.
-``--module FILE`` loads the filter from another file (an older ``osk/secrets.py``, to compare).
+``--module FILE`` loads the filter from another file (an older ``osk/capture/secrets.py``, to
+compare).
 
 Usage: ``python bench/secrets_bench.py [--runs N] [--families] [--module FILE]``.
 Targets: recall ≥ 99 %, false positives ≤ 0.5 %; the cost is recorded in docs/performance.md.
@@ -26,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from secret_corpus import caught, negatives, positives  # noqa: E402
 
-import osk.secrets  # noqa: E402
+import osk.capture.secrets  # noqa: E402
 
 
 def main() -> int:
@@ -35,7 +36,7 @@ def main() -> int:
     parser.add_argument("--families", action="store_true", help="print every family's line")
     parser.add_argument("--module", type=Path, help="load redact() from this file instead")
     args = parser.parse_args()
-    redact = load(args.module) if args.module else osk.secrets.redact
+    redact = load(args.module) if args.module else osk.capture.secrets.redact
     samples, clean = positives(), negatives()
     hits: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for sample in samples:
@@ -71,7 +72,7 @@ def documents(texts: list[str], size: int = 4096) -> list[str]:
     return out + (["\n\n".join(current)] if current else [])
 
 
-def load(path: Path) -> Callable[[str], osk.secrets.Redacted]:
+def load(path: Path) -> Callable[[str], osk.capture.secrets.Redacted]:
     spec = importlib.util.spec_from_file_location("secrets_under_test", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

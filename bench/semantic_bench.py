@@ -48,7 +48,7 @@ def main() -> int:
     parser.add_argument("--mcp", action="store_true", help="also time searches over MCP")
     args = parser.parse_args()
     from osk.search import SearchIndex, semantic
-    from osk.vault import Vault
+    from osk.store.vault import Vault
 
     model = semantic.find_model()
     if model is None:

@@ -1,7 +1,7 @@
 """Write latency through the real MCP server (`osk mcp` over stdio), on synthetic vaults.
 
 For each vault size (default 1,000 and 5,000 nodes) it builds a vault by writing node files
-directly (``osk.node.render`` + ``atomic_write``: the write path would take minutes), with a
+directly (``osk.store.node.render`` + ``atomic_write``: the write path would take minutes), with a
 rechecks ledger holding the citation pairs of every node (each cites the node before it, and
 every tenth Scope node a raw round too), lets an in-process engine load the catalog and build
 the search index once (as the first session on a device would), then starts the real
@@ -43,10 +43,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from osk import clock, contract, ids  # noqa: E402
-from osk import node as node_mod  # noqa: E402
-from osk.fsutil import atomic_write, sha256_text  # noqa: E402
-from osk.vault import Vault, init  # noqa: E402
+from osk.store import clock, contract, ids  # noqa: E402
+from osk.store import node as node_mod  # noqa: E402
+from osk.store.fsutil import atomic_write, sha256_text  # noqa: E402
+from osk.store.vault import Vault, init  # noqa: E402
 
 SEED = 20261130
 SCOPE = "benchproj"
@@ -125,7 +125,7 @@ def make_vault(base: Path, size: int) -> tuple[Vault, Path, list[str]]:
 
 def capture_rounds(vault: Vault, rng: random.Random, words: list[str]) -> list[tuple[str, str]]:
     """Raw rounds to cite: (coordinate, hash)."""
-    from osk import raw
+    from osk.capture import raw
 
     found = []
     for conversation in range(20):
@@ -141,7 +141,7 @@ def write_rechecks(vault: Vault,
                    pairs: list[tuple[node_mod.Node, list[tuple[str, str, str, str]]]]) -> None:
     """The rechecks ledger the write path would have left: one record per citing node, each
     naming the one before as its parent (written in one go; appending one by one is slow)."""
-    from osk.ledger import Record, device_id
+    from osk.store.ledger import Record, device_id
 
     device, lines, parent = device_id(vault), [], None
     for line, (citing, cites) in enumerate(pairs, start=1):
@@ -345,7 +345,7 @@ def cached_vault(base: Path, size: int) -> tuple[Vault, Path, list[str], float]:
     folder = base / f"n{size}"
     ready = folder / "titles.json"
     if ready.exists():
-        from osk.vault import locate
+        from osk.store.vault import locate
 
         titles = json.loads(ready.read_text(encoding="utf-8"))
         return locate(folder / "vault"), folder / "work" / SCOPE, titles, 0.0

@@ -1,3 +1,3 @@
-from osk.cli import main
+from osk.surfaces.cli import main
 
 raise SystemExit(main())

@@ -1,6 +1,6 @@
 """A session's context on a vault: what its reads and its writes share.
 
-The vault, its catalog and the freshness that keeps the catalog exact (``osk.freshness``), the
+The vault, its catalog and the freshness that keeps the catalog exact (``osk.store.freshness``), the
 session (key, scope, isolation), the recheck table, what the session has read, and the catalog
 changes waiting for the search index. ``osk.engine`` holds one per session and hands it to the
 write path (``osk.write``) for each write; a process that only reads (``osk search``) builds it
@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
-from osk.catalog import Catalog, Changes
-from osk.freshness import Freshness
-from osk.ledger import Ledger
-from osk.rechecks import ReadLog, Rechecks
-from osk.sessions import Routing, Session
-from osk.vault import MARKER, Vault
+from osk.provenance.rechecks import ReadLog, Rechecks
+from osk.provenance.sessions import Routing, Session
+from osk.store.catalog import Catalog, Changes
+from osk.store.freshness import Freshness
+from osk.store.ledger import Ledger
+from osk.store.vault import MARKER, Vault
 
 USER = "user"
 AGENT = "agent"

@@ -9,7 +9,7 @@ Scope isolation (vault setting ``scope_isolation``, default on) is applied here 
 ``search``, ``read_node`` and ``read_raw`` see another project's Scope nodes and raw records only
 when that scope is listed in ``shared_scopes``.
 
-The write path (``osk.write``), capture (``osk.raw``) and what only ``overview`` reads are
+The write path (``osk.write``), capture (``osk.capture.raw``) and what only ``overview`` reads are
 imported by the methods that use them, so a process that only reads (``osk search``) never
 loads them: a fresh process pays for every module it imports (a test checks ``sys.modules``).
 """
@@ -26,29 +26,30 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from osk import candidates, generation, protection, trust
-from osk.catalog import Catalog, Changes
+from osk.authority import mutation, protection, trust
 from osk.context import AGENT, USER, WriteContext
-from osk.edges import FileTarget, NodeTarget, RawTarget, parse_target, raw_record
 from osk.errors import EdgeError, LedgerError, NodeNotFound, OskError
-from osk.fsutil import sha256_bytes, synced_at_exit
-from osk.ids import check_identifier
-from osk.ledger import Ledger
-from osk.node import Node
-from osk.node import parse as parse_node
-from osk.rechecks import Candidate, ReadLog, Rechecks
+from osk.provenance import candidates
+from osk.provenance.rechecks import Candidate, ReadLog, Rechecks
+from osk.provenance.sessions import Routing, Session, open_session
 from osk.search import DEFAULT_K, SearchIndex
 from osk.search.corpus import SearchDoc
 from osk.search.ranking import Hit, Markers
-from osk.sessions import Routing, Session, open_session
-from osk.titles import title_key
-from osk.vault import SCOPE, SPACES, Vault, locate, scope_of
+from osk.store.catalog import Catalog, Changes
+from osk.store.edges import FileTarget, NodeTarget, RawTarget, parse_target, raw_record
+from osk.store.fsutil import sha256_bytes, synced_at_exit
+from osk.store.ids import check_identifier
+from osk.store.ledger import Ledger
+from osk.store.node import Node
+from osk.store.node import parse as parse_node
+from osk.store.titles import title_key
+from osk.store.vault import SCOPE, SPACES, Vault, locate, scope_of
 
 if TYPE_CHECKING:
     from osk.write import MoveResult, ReciteResult, WriteResult
 
 if TYPE_CHECKING:
-    from osk.recall_channel import Listener
+    from osk.hooks.recall_server import Listener
 
 PAGE_CHARS = 4000  # read_node: at most this many body characters per call
 RAW_CHARS = 6000  # read_raw: the review view's cap
@@ -149,8 +150,8 @@ class Overview:
     shared_scopes: tuple[str, ...]
     counts: dict[str, int]  # visible nodes per Space, plus "scope" for the active scope's
     rechecks: tuple[Candidate, ...]
-    conflicts: tuple[Any, ...]  # open candidates (osk.candidates.Candidate)
-    pending_evictions: tuple[Any, ...]  # osk.scope_memory.Eviction
+    conflicts: tuple[Any, ...]  # open candidates (osk.provenance.candidates.Candidate)
+    pending_evictions: tuple[Any, ...]  # osk.provenance.scope_memory.Eviction
     forks: tuple[ForkInfo, ...]
     damaged_ledgers: tuple[str, ...]
     problems: tuple[str, ...]  # unreadable node files, duplicate ids and titles
@@ -263,7 +264,7 @@ class Engine:
         (``Freshness.periodic``: a full refresh up to ``SWEEP_FILES`` node files, the folder
         check and a turn of the file sweep beyond); otherwise, when the vault generation moved
         (another osk process, or this one, wrote since the last look), the folder check, which
-        finds every change an osk writer makes (``osk.freshness``). While nothing moved this
+        finds every change an osk writer makes (``osk.store.freshness``). While nothing moved this
         costs one ``stat``.
         """
         if time.monotonic() - self._ctx.fresh.full_at >= REFRESH_SECONDS:
@@ -380,7 +381,7 @@ class Engine:
                    tools: Sequence[str] = (), completion: str = "", host: str = "",
                    ) -> AppendResult:
         """Capture one round into this session's raw record (the hooks' path)."""
-        from osk import raw
+        from osk.capture import raw
 
         ref = raw.append_round(self.vault, self.session.key.key, conversation, raw.RoundInput(
             user=user, assistant=assistant, tools=tuple(tools), completion=completion,
@@ -396,7 +397,7 @@ class Engine:
         that authorises a full replacement comes with the read that completes this session's
         reading of the current version: one whole read, or the last of its pages.
 
-        ``as_of``: the version readers were served at that time (``osk.validity``); such a
+        ``as_of``: the version readers were served at that time (``osk.authority.validity``); such a
         read carries no hash and does not count as reading the node for a re-citation."""
         if as_of is not None:
             past = self._past_node(ref, as_of)
@@ -472,7 +473,7 @@ class Engine:
 
     def _past_node(self, ref: str, as_of: str) -> Node:
         """The version of node ``ref`` (title or id) readers were served at ``as_of``."""
-        from osk import validity
+        from osk.authority import validity
 
         self._fresh()
         at = validity.parse_as_of(as_of)
@@ -550,7 +551,7 @@ class Engine:
             )
 
     def _read_round(self, target: RawTarget, start: int, size: int) -> RawRead:
-        from osk import raw
+        from osk.capture import raw
 
         self._check_raw_visible(target.key)
         found = raw.read_round(self.vault, target, strict=False)
@@ -563,7 +564,7 @@ class Engine:
 
     def _read_record(self, key: str, conversation: str, rounds: Sequence[int] | None,
                      skip: int) -> RawRead:
-        from osk import raw, raw_review
+        from osk.capture import raw, raw_review
 
         self._check_raw_visible(key)
         record = raw.read_record(self.vault, key, conversation, strict=False)
@@ -614,11 +615,11 @@ class Engine:
 
     def listen_for_recall(self) -> Listener | None:
         """Answer the prompt-submit hook's per-prompt recall over a local socket with this
-        index's ranking (``osk.recall_channel``); None when the channel is off or the
+        index's ranking (``osk.hooks.recall_channel``); None when the channel is off or the
         semantic model is not installed (the hook's recall file ranks the same then)."""
-        from osk import recall_channel
+        from osk.hooks import recall_server
 
-        return recall_channel.listen(self._search_index(), self.vault)
+        return recall_server.listen(self._search_index(), self.vault)
 
     def embed_nodes(self, progress: Callable[[int, int], None] | None = None) -> int:
         """Give every indexed node its semantic vector now; how many could not get one.
@@ -656,7 +657,7 @@ class Engine:
         return index.search(query, k=k, scope=self.scope, visible=self.visible, markers=markers)
 
     def _search_past(self, query: str, k: int, as_of: str) -> SearchResult:
-        from osk import validity
+        from osk.authority import validity
         from osk.search.index import search_versions
 
         self._fresh()
@@ -761,7 +762,7 @@ class Engine:
         return found
 
     def _pending_evictions(self) -> list[Any]:
-        from osk import scope_memory
+        from osk.provenance import scope_memory
 
         try:
             return list(scope_memory.ScopeMemory(self.vault, self.scope).pending_evictions())
@@ -783,7 +784,7 @@ class Engine:
 
     def _conflict_copies(self) -> list[str]:
         """Sync conflict copies this session may see (another project's stay hidden)."""
-        from osk import conflict_copies
+        from osk.store import conflict_copies
 
         return [rel for rel in conflict_copies.conflict_copies(self.vault)
                 if self._may_see_path(str(rel))]
@@ -801,7 +802,7 @@ class Engine:
         return self.session.can_see_scope(scope_of(rel))
 
     def _problems(self) -> list[str]:
-        from osk import conflict_copies
+        from osk.store import conflict_copies
 
         # A conflict copy has no contract id on purpose; it is listed under conflict_copies.
         problems = [str(entry.error) for entry in self.catalog.entries.values()
@@ -851,7 +852,7 @@ def _settle_killed_writes(vault: Vault) -> None:
     """What a process killed mid-write left: temp files in device state (removed when their
     writer is gone) and audit records journalled but not appended (finished under the lock)."""
     vault.clear_debris()
-    generation.settle(vault)
+    mutation.settle(vault)
 
 
 def _titles(catalog: Catalog, node_ids: Sequence[str]) -> list[tuple[str, str | None] | None]:

@@ -210,7 +210,7 @@ class RedactError(OskError):
 
 
 class LockTimeout(OskError, TimeoutError):
-    """A lock stayed held by another process past its timeout (osk.locks)."""
+    """A lock stayed held by another process past its timeout (osk.store.locks)."""
 
     rule = "busy-vault"
 

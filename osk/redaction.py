@@ -34,17 +34,16 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from osk import raw
-from osk.edges import RawTarget, parse_target
+from osk.capture import raw
+from osk.capture.redactions import LEDGER
 from osk.errors import RawNotFound, RawRecordError, RedactError
-from osk.fsutil import stat_key
-from osk.ledger import Ledger, Record
-from osk.rechecks import Rechecks
-from osk.vault import RAW_DIR, Vault
+from osk.provenance.rechecks import Rechecks
+from osk.store.edges import RawTarget, parse_target
+from osk.store.ledger import Ledger, Record
+from osk.store.vault import RAW_DIR, Vault
 
-LEDGER = "redactions"
 if TYPE_CHECKING:
-    from osk.node import Node
+    from osk.store.node import Node
 
 KIND = "by-person"  # the marker: [REDACTED:by-person]
 MIN_SPAN = 4  # a shorter span would match ordinary text all over a record
@@ -146,7 +145,7 @@ def preview(vault: Vault, target: Target | NodeTarget, span: str) -> Outcome | N
 def code_of(outcome: Outcome | NodeOutcome) -> str:
     """The code the person types back to redact exactly this (``protection.confirmation_code``
     of the versions it changes)."""
-    from osk.protection import confirmation_code
+    from osk.authority.protection import confirmation_code
 
     if isinstance(outcome, NodeOutcome):
         return confirmation_code([outcome.change.path, str(outcome.change.before)])
@@ -162,7 +161,7 @@ def redact(vault: Vault, target: Target | NodeTarget, span: str, *,
     ``shown`` is the preview the person confirmed: if the record or node changed since (a
     round appended that holds the text, an edit), nothing is redacted.
     """
-    from osk.protection import require_person
+    from osk.authority.protection import require_person
 
     require_person("redact")
     span = check_span(span)
@@ -187,45 +186,12 @@ def redact(vault: Vault, target: Target | NodeTarget, span: str, *,
     return Outcome(target, tuple(rounds), affected, record.id)
 
 
-# A recheck pass asks once per changed citation: the ledger is read once per version of it.
-_STATES: dict[str, tuple[object, dict[str, set[str]]]] = {}
 
 
-def redacted_states(vault: Vault) -> dict[str, set[str]]:
-    """Target key (``raw:<coordinate>``, ``node:<id>``) -> the hashes redactions left, as
-    citations bind them (a round's hash, a node's body hash): for the recheck reason."""
-    path = vault.ledger_path(LEDGER)
-    key = stat_key(path)
-    cached = _STATES.get(str(path))
-    if key is not None and cached is not None and cached[0] == key:
-        return cached[1]
-    found = _read_states(vault)
-    if key is not None:
-        _STATES[str(path)] = (key, found)
-    return found
 
 
-def _read_states(vault: Vault) -> dict[str, set[str]]:
-    found: dict[str, set[str]] = {}
-    for record in Ledger(vault, LEDGER).read().records:
-        if record.kind != "redact":
-            continue
-        data = record.data
-        if isinstance(data.get("node"), str) and isinstance(data.get("after_body"), str):
-            found.setdefault(f"node:{data['node']}", set()).add(str(data["after_body"]))
-        path, rounds = data.get("record"), data.get("rounds")
-        if not isinstance(path, str) or not isinstance(rounds, list):
-            continue
-        try:
-            named = raw.record_key_of(path)
-        except RawRecordError:
-            continue  # a damaged entry names no record; the validators report the ledger
-        target = Target(named.key, named.conversation, None)
-        for item in rounds:
-            if isinstance(item, dict) and isinstance(item.get("after"), str):
-                found.setdefault(f"raw:{target.coordinate(item.get('n'))}", set()).add(
-                    item["after"])
-    return found
+
+
 
 
 def purged_by(vault: Vault, sha: str) -> Record | None:
@@ -268,8 +234,9 @@ class NodeOutcome:
 
 
 def _node_preview(vault: Vault, target: NodeTarget, span: str) -> NodeOutcome:
-    from osk import audit, objects
-    from osk.catalog import Catalog
+    from osk.authority import audit
+    from osk.store import objects
+    from osk.store.catalog import Catalog
 
     catalog = Catalog(vault)
     catalog.refresh()
@@ -287,7 +254,7 @@ def _node_preview(vault: Vault, target: NodeTarget, span: str) -> NodeOutcome:
 
 
 def _check_node(vault: Vault, node: Node, span: str, found: int) -> None:
-    from osk import protection
+    from osk.authority import protection
 
     title = node.title
     if span in title:
@@ -314,10 +281,10 @@ def _holds(path: os.PathLike[str], span: str) -> bool:
 
 
 def _node_redact(vault: Vault, shown: NodeOutcome, span: str) -> NodeOutcome:
-    from osk import objects
+    from osk.capture.secrets import marker
     from osk.engine import Engine
-    from osk.fsutil import fsync_dir
-    from osk.secrets import marker
+    from osk.store import objects
+    from osk.store.fsutil import fsync_dir
 
     found = shown.change
     engine = Engine.open(vault, cwd=vault.root, scope=_scope_of(found.path), actor="user")
@@ -347,7 +314,7 @@ def _node_redact(vault: Vault, shown: NodeOutcome, span: str) -> NodeOutcome:
 
 
 def _scope_of(rel: str) -> str | None:
-    from osk.vault import scope_of
+    from osk.store.vault import scope_of
 
     return scope_of(rel)
 
@@ -387,4 +354,4 @@ def purge_instructions(vault: Vault, where: str) -> str:
 
 
 __all__ = ["KIND", "LEDGER", "NodeOutcome", "NodeTarget", "Outcome", "Target", "parse",
-           "preview", "purge_instructions", "redact", "redacted_states"]
+           "preview", "purge_instructions", "redact"]

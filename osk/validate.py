@@ -6,7 +6,7 @@ a hand edit that breaks a rule is reported for a person to fix, never "repaired"
 
 ``surface_lint(paths)`` walks the syntax tree of the MCP server modules and reports anything that
 would put a person's authority on the agent's tool surface (see ``AUTHORITY_VERBS`` and
-``AUTHORITY_LEDGERS``). The test suite runs it on ``osk/server.py``.
+``AUTHORITY_LEDGERS``). The test suite runs it on ``osk/surfaces/server.py``.
 """
 
 from __future__ import annotations
@@ -18,15 +18,16 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from osk import conflict_copies, edges, raw
-from osk.catalog import Catalog
+from osk.capture import raw
 from osk.errors import EdgeError, LedgerError, OskError, OutsideVault
-from osk.fsutil import is_temp_name
-from osk.ledger import Ledger
-from osk.node import Node
-from osk.sessions import Routing
-from osk.titles import check_portable, title_key
-from osk.vault import (
+from osk.provenance.sessions import Routing
+from osk.store import conflict_copies, edges
+from osk.store.catalog import Catalog
+from osk.store.fsutil import is_temp_name
+from osk.store.ledger import Ledger
+from osk.store.node import Node
+from osk.store.titles import check_portable, title_key
+from osk.store.vault import (
     MEMORY_DIR,
     RAW_DIR,
     SCOPE,
@@ -241,7 +242,7 @@ def _raw_records(vault: Vault, catalog: Catalog) -> Iterator[Finding]:
 
 
 def _scope_memory(vault: Vault, catalog: Catalog) -> Iterator[Finding]:
-    from osk.scope_memory import CAP
+    from osk.provenance.scope_memory import CAP
 
     root = vault.root / MEMORY_DIR
     if not root.is_dir():
@@ -336,8 +337,9 @@ AUTHORITY_LEDGERS = frozenset({
 #: Modules whose functions change authority state; the server reaches them only through the
 #: engine (which decides what an agent may do), never by importing them.
 AUTHORITY_MODULES = frozenset({
-    "osk.audit", "osk.protection", "osk.tombstones", "osk.objects", "osk.commands.authority",
-    "osk.redaction", "osk.commands.redact",
+    "osk.authority.audit", "osk.authority.protection", "osk.authority.tombstones",
+    "osk.store.objects", "osk.surfaces.commands.authority",
+    "osk.redaction", "osk.surfaces.commands.redact",
 })
 #: No tool deletes a node.
 DELETE_VERBS = ("delete", "unlink", "rmtree")
@@ -347,8 +349,8 @@ _DYNAMIC = {"getattr", "setattr", "__import__", "import_module", "attrgetter", "
 def default_surface_paths() -> list[Path]:
     """The server modules the lint covers."""
     package = Path(__file__).resolve().parent
-    found = [package / "server.py"]
-    server_pkg = package / "server"
+    found = [package / "surfaces" / "server.py"]
+    server_pkg = package / "surfaces" / "server"
     if server_pkg.is_dir():
         found.extend(sorted(server_pkg.rglob("*.py")))
     return [p for p in found if p.exists()]

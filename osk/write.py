@@ -1,7 +1,7 @@
 """The write path: the one place where node write rules live.
 
 Every create, update, re-citation and move runs here, under the vault's one mutation lock, with
-the catalog made fresh inside the lock so another process's write is seen (``osk.freshness``:
+the catalog made fresh inside the lock so another process's write is seen (``osk.store.freshness``:
 a folder check on every write, a full re-stat at most once a second, and a re-read of every file
 the write depends on). Each rule is checked before anything is written; a refusal raises an
 ``OskError`` whose ``rule`` names the rule, and leaves the vault, its ledgers and the object
@@ -27,8 +27,9 @@ Rules enforced here (each error class names its rule):
   read.
 
 The person's authority (protected regions, tombstones, trust, validity, audit) is enforced by
-``osk.protection``, ``osk.tombstones``, ``osk.trust``, ``osk.validity`` and ``osk.audit``; this
-module calls them at the points marked ``AUTHORITY``.
+``osk.authority.protection``, ``osk.authority.tombstones``, ``osk.authority.trust``,
+``osk.authority.validity`` and ``osk.authority.audit``; this module calls them at the points marked
+``AUTHORITY``.
 """
 
 from __future__ import annotations
@@ -39,23 +40,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
-from osk import (
-    audit,
-    clock,
-    generation,
-    ids,
-    protection,
-    secrets,
-    sources,
-    tombstones,
-    trust,
-    validity,
-)
-from osk import node as node_mod
-from osk.catalog import Changes
+from osk.authority import audit, mutation, protection, tombstones, trust, validity
+from osk.capture import secrets
 from osk.context import USER, WriteContext
-from osk.contract import Frontmatter, validate_meta
-from osk.edges import FileTarget, NodeTarget, RawTarget, Target, parse_target
 from osk.errors import (
     AnchorError,
     CascadeStop,
@@ -70,12 +57,17 @@ from osk.errors import (
     StaleHash,
     TitleError,
 )
-from osk.fsutil import fsync_dir, sha256_bytes, sha256_text
-from osk.locks import LockTimeout
-from osk.node import Node
-from osk.rechecks import Candidate, Edge, TargetRef, link_identity
-from osk.titles import check_portable, title_key
-from osk.vault import DOMAIN, SCOPE, SPACES, WORKBENCH, Vault, scope_of
+from osk.provenance.rechecks import Candidate, Edge, TargetRef, link_identity
+from osk.store import clock, ids, sources
+from osk.store import node as node_mod
+from osk.store.catalog import Changes
+from osk.store.contract import Frontmatter, validate_meta
+from osk.store.edges import FileTarget, NodeTarget, RawTarget, Target, parse_target
+from osk.store.fsutil import fsync_dir, sha256_bytes, sha256_text
+from osk.store.locks import LockTimeout
+from osk.store.node import Node
+from osk.store.titles import check_portable, title_key
+from osk.store.vault import DOMAIN, SCOPE, SPACES, WORKBENCH, Vault, scope_of
 
 _SPACE_NAMES = {s.lower(): s for s in SPACES}
 
@@ -163,7 +155,7 @@ def locked(ctx: WriteContext, *, full: bool = False) -> Iterator[None]:
         yield
         return
     try:
-        with generation.mutation(ctx.vault):  # readers in other processes look again
+        with mutation.mutation(ctx.vault):  # readers in other processes look again
             ctx.reload_settings()
             ctx.keep(ctx.fresh.ensure(full=full))
             yield
@@ -186,7 +178,7 @@ def batch(ctx: WriteContext) -> Iterator[None]:
         yield
         return
     try:
-        with generation.mutation(ctx.vault):  # one bump, at the end: readers look again
+        with mutation.mutation(ctx.vault):  # one bump, at the end: readers look again
             ctx.reload_settings()
             ctx.keep(ctx.fresh.quick() if ctx.fresh.looked_fully else ctx.fresh.full())
             ctx.fresh.held = True

@@ -4,9 +4,9 @@
     python scripts/gen_cli_docs.py --check   exit 1 when the block is out of date
 
 Only the text between the two marker comments is generated; the rest of docs/cli.md is written
-by hand. The reference is built from ``osk.cli.build_parser()`` (every command, argument, default
-and choice), ``osk.hooks.main.USAGE`` (``osk hook`` is routed before argparse) and the exit codes
-of the ``osk.errors`` family, so it cannot drift from the code without tests/test_docs.py
+by hand. The reference is built from ``osk.surfaces.cli.build_parser()`` (every command, argument,
+default and choice), ``osk.hooks.main.USAGE`` (``osk hook`` is routed before argparse) and the exit
+codes of the ``osk.errors`` family, so it cannot drift from the code without tests/test_docs.py
 noticing.
 """
 
@@ -216,7 +216,7 @@ def _exit_codes() -> Iterator[str]:
 
 def render() -> str:
     """The generated block's content (without the marker lines)."""
-    from osk.cli import build_parser
+    from osk.surfaces.cli import build_parser
 
     parser = build_parser()
     found = commands(parser)

@@ -13,9 +13,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from osk import audit, clock, contract, ids, node, objects, tombstones
-from osk.fsutil import atomic_write
-from osk.vault import Vault, space_of
+from osk.authority import audit, tombstones
+from osk.store import clock, contract, ids, node, objects
+from osk.store.fsutil import atomic_write
+from osk.store.vault import Vault, space_of
 
 ROOT = Path(__file__).resolve().parents[1]
 

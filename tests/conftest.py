@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from osk.vault import Vault, init
+from osk.store.vault import Vault, init
 
 
 @pytest.fixture(autouse=True)

@@ -30,7 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-from osk.locks import file_lock
+from osk.store.locks import file_lock
 
 ITEM = re.compile(r"^\d+\. (round|recheck|eviction) (.+)$")
 

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from osk.hooks.state import ConversationState
-from osk.vault import Vault
+from osk.store.vault import Vault
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hosts"
 CLAUDE_SESSION = "5b0c7a52-8f1e-4d7a-9a63-2c4f1e9d0b11"

@@ -7,13 +7,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from osk import clock
-from osk.contract import Frontmatter
-from osk.fsutil import append_durably, atomic_write
-from osk.ids import uuid7
-from osk.node import parse, render
-from osk.sync import sync_once
-from osk.vault import Vault, init
+from osk.store import clock
+from osk.store.contract import Frontmatter
+from osk.store.fsutil import append_durably, atomic_write
+from osk.store.ids import uuid7
+from osk.store.node import parse, render
+from osk.store.vault import Vault, init
+from osk.sync.cycle import sync_once
 
 
 def git(root: Path, *args: str) -> str:

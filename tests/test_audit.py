@@ -8,12 +8,13 @@ from collections.abc import Callable
 import pytest
 from authority_support import FakeTerminal, agent_write, edit_body, node_text, read
 
-from osk import audit, node, objects, protection, tombstones, trust, validity
-from osk.catalog import Catalog
+from osk.authority import approvals, audit, tombstones, trust, validity
 from osk.errors import ObjectMissing
-from osk.fsutil import atomic_write, sha256_text
-from osk.ledger import Ledger
-from osk.vault import Vault
+from osk.store import node, objects
+from osk.store.catalog import Catalog
+from osk.store.fsutil import atomic_write, sha256_text
+from osk.store.ledger import Ledger
+from osk.store.vault import Vault
 
 NODE = "Domain/tools/Ripgrep.md"
 
@@ -72,16 +73,16 @@ def test_a_move_records_both_paths(vault: Vault):
 def test_the_persons_verbs_each_leave_one_record(vault: Vault, person: None):
     original = node_text(body="rg is fast.\n")
     agent_write(vault, NODE, original)
-    protection.protect(vault, "Domain/tools")
+    approvals.protect(vault, "Domain/tools")
     edited = edit_body(vault, NODE, "rg is slow.\n")
     agent_write(vault, NODE, edited)
 
-    entry = only_new_record(vault, lambda: protection.revert(vault, NODE))
+    entry = only_new_record(vault, lambda: approvals.revert(vault, NODE))
     assert (entry.action, entry.actor) == ("revert", "user")
     assert_versions(vault, entry, edited, original)
 
     agent_write(vault, NODE, edited)
-    entry = only_new_record(vault, lambda: protection.approve(vault, NODE))
+    entry = only_new_record(vault, lambda: approvals.approve(vault, NODE))
     assert entry.action == "approve"
     assert_versions(vault, entry, original, edited)
 
@@ -130,7 +131,7 @@ def test_a_write_inside_a_region_is_recorded_as_pending_with_the_served_version(
 ):
     original = node_text(body="rg is fast.\n")
     agent_write(vault, NODE, original)
-    protection.protect(vault, "Domain/tools")
+    approvals.protect(vault, "Domain/tools")
     entry = agent_write(vault, NODE, edit_body(vault, NODE, "rg is slow.\n"))
     assert entry.pending and entry.served == sha256_text(original)
     outside = agent_write(vault, "Domain/other/Fd.md", node_text(body="fd finds files.\n"))

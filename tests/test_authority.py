@@ -7,10 +7,10 @@ import sys
 import pytest
 from authority_support import agent_write, edit_body, node_text, osk, read
 
-from osk import audit, protection, tombstones
+from osk.authority import approvals, audit, protection, tombstones
 from osk.errors import AuthorityError
-from osk.fsutil import sha256_text
-from osk.vault import Vault
+from osk.store.fsutil import sha256_text
+from osk.store.vault import Vault
 
 NODE = "Person/prefs/Editor.md"
 
@@ -63,12 +63,12 @@ def test_the_engine_verbs_check_the_terminal_themselves(populated: Vault,
 
     monkeypatch.setattr(sys, "stdin", io.StringIO(""))  # what an MCP server's stdin looks like
     with pytest.raises(AuthorityError):
-        protection.protect(populated, "Person/prefs")
+        approvals.protect(populated, "Person/prefs")
     with pytest.raises(AuthorityError):
         tombstones.reject(populated, "Editor", reason="wrong")
     monkeypatch.setattr(sys, "stdin", None)  # a detached process
     with pytest.raises(AuthorityError):
-        protection.approve(populated, "Person/prefs")
+        approvals.approve(populated, "Person/prefs")
     assert protection.regions(populated) == ()
 
 
@@ -84,7 +84,7 @@ def test_the_whole_review_lane_runs_at_a_real_terminal(populated: Vault):
     review = osk(vault, "review")
     assert "+The person edits in Vim." in review.out and "1 pending change(s)" in review.out
 
-    code = protection.changes_code(protection.to_revert(vault, "Person/prefs"))
+    code = protection.changes_code(approvals.to_revert(vault, "Person/prefs"))
     result = osk(vault, "revert", "Person/prefs", tty=True, answer=f"{code}\n")
     assert result.code == 0, result.err
     assert result.out.startswith("Pending under Person/prefs:\n"
@@ -98,7 +98,7 @@ def test_the_whole_review_lane_runs_at_a_real_terminal(populated: Vault):
     result = osk(vault, "approve", NODE, tty=True, answer="n\n")
     assert (result.code, result.out.splitlines()[-1][-17:]) == (0, "Nothing approved.")
     assert protection.served(vault, NODE, edited).pending  # declined: nothing decided
-    code = protection.changes_code(protection.to_approve(vault, NODE))
+    code = protection.changes_code(approvals.to_approve(vault, NODE))
     result = osk(vault, "approve", NODE, tty=True, answer=f"{code.lower()}\n")
     assert result.code == 0, result.err
     assert "Approved update: Person/prefs/Editor.md" in result.out
@@ -121,7 +121,7 @@ def test_neither_yes_nor_the_yes_flag_approves_at_a_terminal(populated: Vault):
     piped = osk(vault, "approve", NODE, tty=True, answer="y\n" * 5)
     assert piped.code == 0 and piped.out.endswith("Nothing approved.\n")
     assert protection.served(vault, NODE, edited).pending  # neither decided anything
-    shown = protection.to_approve(vault, NODE)
+    shown = approvals.to_approve(vault, NODE)
     agent_write(vault, NODE, edit_body(vault, NODE, "The person edits in Emacs.\n"))
     stale = osk(vault, "approve", NODE, tty=True, answer=f"{protection.changes_code(shown)}\n")
     assert stale.out.endswith("Nothing approved.\n")  # the diff changed, and so did its code

@@ -13,11 +13,12 @@ import pytest
 from authority_support import FakeTerminal, read
 from writekit import make_repo
 
-from osk import audit, objects, protection, tombstones, trust
+from osk.authority import approvals, audit, tombstones, trust
 from osk.engine import Engine
 from osk.errors import NodeNotFound, ProtectedRegionError, TombstoneError
-from osk.fsutil import sha256_text
-from osk.vault import Vault
+from osk.store import objects
+from osk.store.fsutil import sha256_text
+from osk.store.vault import Vault
 
 T0, T1 = "2026-01-05T10:00+00:00", "2026-03-01T09:00+00:00"
 
@@ -62,7 +63,7 @@ def test_an_agent_edit_in_a_protected_region_is_not_served_until_approved(
     vault: Vault, repo: Path, agent: Engine, person: None
 ):
     rel = person_node(agent, "Editor", "The person edits in Helix.\n")
-    protection.protect(vault, "Person/prefs")
+    approvals.protect(vault, "Person/prefs")
     agent.update_node("Editor", old_text="Helix", new_text="Kakoune")
     assert "Kakoune" in read(vault, rel)  # the working copy holds the edit
 
@@ -76,7 +77,7 @@ def test_an_agent_edit_in_a_protected_region_is_not_served_until_approved(
     with pytest.raises(ProtectedRegionError, match="waiting for the person's review"):
         agent.update_node("Editor", old_text="The person edits", new_text="They edit")
 
-    protection.approve(vault, rel)
+    approvals.approve(vault, rel)
     shown = agent.read_node("Editor")
     assert "Kakoune" in shown.text and not shown.pending
     assert "Editor" in titles(new_session(vault, repo).search("Kakoune"))
@@ -84,11 +85,11 @@ def test_an_agent_edit_in_a_protected_region_is_not_served_until_approved(
 
 def test_a_reverted_agent_edit_is_gone(vault: Vault, repo: Path, agent: Engine, person: None):
     rel = person_node(agent, "Editor", "The person edits in Helix.\n")
-    protection.protect(vault, "Person/prefs")
+    approvals.protect(vault, "Person/prefs")
     approved = read(vault, rel)
     agent.update_node("Editor", old_text="Helix", new_text="Kakoune")
     discarded = read(vault, rel)
-    protection.revert(vault, rel)
+    approvals.revert(vault, rel)
     assert read(vault, rel) == approved
     session = new_session(vault, repo)
     assert "Editor" not in titles(session.search("Kakoune"))
@@ -101,12 +102,12 @@ def test_an_agent_node_created_in_a_protected_region_is_absent_until_approved(
     vault: Vault, repo: Path, agent: Engine, person: None
 ):
     person_node(agent, "Editor", "The person edits in Helix.\n")
-    protection.protect(vault, "Person/prefs")
+    approvals.protect(vault, "Person/prefs")
     rel = person_node(agent, "Shell", "The person uses the fish shell.\n")
     with pytest.raises(NodeNotFound, match="waiting for the person's approval"):
         agent.read_node("Shell")
     assert "Shell" not in titles(new_session(vault, repo).search("fish shell"))
-    protection.approve(vault, rel)
+    approvals.approve(vault, rel)
     assert "fish" in agent.read_node("Shell").text
     assert "Shell" in titles(new_session(vault, repo).search("fish shell"))
 
@@ -117,7 +118,7 @@ def test_moving_a_node_out_of_a_protected_region_is_refused(
     person_node(agent, "Editor", "The person edits in Helix.\n")
     agent.create_node("tools", "Tools", "Tools.\n", space="Person", cluster="tools",
                       drafter="m")
-    protection.protect(vault, "Person/prefs")
+    approvals.protect(vault, "Person/prefs")
     with pytest.raises(ProtectedRegionError, match="touches protected region"):
         agent.move_nodes(["Editor"], space="Person", cluster="tools")
 

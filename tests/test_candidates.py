@@ -6,13 +6,13 @@ import json
 
 import pytest
 
-from osk import contract
-from osk import node as node_mod
-from osk.candidates import Candidates, Party, candidate_key
 from osk.errors import CandidateError
-from osk.ids import uuid7
-from osk.ledger import Ledger
-from osk.vault import Vault
+from osk.provenance.candidates import Candidates, Party, candidate_key
+from osk.store import contract
+from osk.store import node as node_mod
+from osk.store.ids import uuid7
+from osk.store.ledger import Ledger
+from osk.store.vault import Vault
 
 
 def make_node(vault: Vault, rel: str, body: str) -> node_mod.Node:
@@ -147,7 +147,7 @@ def test_concurrent_dismissal_and_silence_on_two_devices_keeps_the_candidate_ope
 
 
 def test_pending_summary_lists_a_candidate_once_under_its_scope_or_under_shared(vault):
-    from osk.candidates import pending_summary
+    from osk.provenance.candidates import pending_summary
 
     candidates = Candidates(vault)
     hub = make_node(vault, "Scope/app/Cache/Cache.md", "hub\n")
@@ -168,8 +168,8 @@ def test_pending_summary_lists_a_candidate_once_under_its_scope_or_under_shared(
 
 def test_listing_the_scope_and_then_shared_works_out_each_status_once_until_the_ledger_changes(
         vault, pair, monkeypatch):
-    from osk import candidates as candidates_mod
-    from osk.candidates import pending_summary
+    from osk.provenance import candidates as candidates_mod
+    from osk.provenance.candidates import pending_summary
 
     candidates = Candidates(vault)
     filed, _ = candidates.record("contradiction", list(pair))
@@ -195,7 +195,7 @@ def test_the_module_imports_only_light_modules():
     import subprocess
     import sys
 
-    code = ("import sys, osk.candidates\n"
+    code = ("import sys, osk.provenance.candidates\n"
             "print(sorted({'pydantic', 'yaml', 'mcp', 'git', 'numpy'} & set(sys.modules)))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, encoding="utf-8")

@@ -7,11 +7,11 @@ import os
 
 import pytest
 
-from osk import contract, node
-from osk.catalog import Catalog
 from osk.errors import ContractError, DuplicateId, NodeNotFound, TitleError
-from osk.fsutil import atomic_write
-from osk.vault import Vault
+from osk.store import contract, node
+from osk.store.catalog import Catalog
+from osk.store.fsutil import atomic_write
+from osk.store.vault import Vault
 
 
 def write_node(vault: Vault, rel: str, node_id: str, body: str = "Body.\n") -> None:
@@ -96,7 +96,7 @@ def _age(vault: Vault, rel: str, seconds: int = 10) -> None:
 def test_a_new_process_restores_unchanged_nodes_from_the_snapshot_without_reading_them(
     vault: Vault, monkeypatch
 ):
-    import osk.catalog as catalog_mod
+    import osk.store.catalog as catalog_mod
 
     for name in ("A", "B"):
         write_node(vault, f"Domain/{name}.md", f"id-{name}", body=f"Body {name}.\n")
@@ -126,7 +126,7 @@ def test_a_damaged_or_foreign_snapshot_is_ignored(vault: Vault):
     path.parent.mkdir(parents=True, exist_ok=True)
     for junk in ("{not json", '{"version": "0:old", "entries": {}}',
                  '{"version": "%s", "entries": {"Domain/A.md": {"stat": 5}}}'):
-        import osk.catalog as catalog_mod
+        import osk.store.catalog as catalog_mod
 
         path.write_text(junk.replace("%s", catalog_mod._SNAPSHOT_VERSION), encoding="utf-8")
         catalog = Catalog(vault)
@@ -137,7 +137,7 @@ def test_a_damaged_or_foreign_snapshot_is_ignored(vault: Vault):
 def test_a_snapshot_entry_missing_contract_fields_is_read_from_the_file(vault: Vault):
     import json as json_mod
 
-    import osk.catalog as catalog_mod
+    import osk.store.catalog as catalog_mod
 
     write_node(vault, "Domain/A.md", "id-A")
     _age(vault, "Domain/A.md")
@@ -160,12 +160,12 @@ def test_a_live_catalog_saves_its_snapshot_at_exit_and_a_dropped_one_is_freed(va
     import subprocess
     import sys
 
-    import osk.catalog as catalog_mod
+    import osk.store.catalog as catalog_mod
 
     script = (
         "import sys\n"
-        "from osk.catalog import Catalog\n"
-        "from osk.vault import Vault\n"
+        "from osk.store.catalog import Catalog\n"
+        "from osk.store.vault import Vault\n"
         "from tests.test_catalog import write_node\n"
         "v = Vault(__import__('pathlib').Path(sys.argv[1]))\n"
         "c = Catalog(v); c.refresh()\n"
@@ -187,7 +187,7 @@ def test_a_live_catalog_saves_its_snapshot_at_exit_and_a_dropped_one_is_freed(va
 
 
 def test_what_a_paused_collector_let_load_is_not_swept_as_young_objects_after():
-    from osk.fsutil import collector_paused
+    from osk.store.fsutil import collector_paused
 
     passes: list[int] = []
 

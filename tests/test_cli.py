@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from osk.cli import main
+from osk.surfaces.cli import main
 
 
 def test_init_creates_a_vault_and_says_how_to_use_it(tmp_path: Path, capsys):
@@ -49,12 +49,12 @@ def test_commands_that_need_a_vault_say_how_to_find_one(
 def test_each_command_group_registers_exactly_the_commands_the_cli_table_names():
     import importlib
 
-    from osk.cli import build_parser
-    from osk.commands import GROUPS
+    from osk.surfaces.cli import build_parser
+    from osk.surfaces.commands import GROUPS
 
     for group, names in GROUPS.items():
         sub = argparse.ArgumentParser().add_subparsers()
-        importlib.import_module(f"osk.commands.{group}").register(sub)
+        importlib.import_module(f"osk.surfaces.commands.{group}").register(sub)
         assert tuple(sub.choices) == names, group
     listed = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     assert tuple(listed.choices) == tuple(n for names in GROUPS.values() for n in names)
@@ -65,8 +65,8 @@ def test_each_command_group_registers_exactly_the_commands_the_cli_table_names()
     (["--vault=/v", "--version", "log"], "log"), (["--help"], None), ([], None),
     (["--vau", "/v", "search"], None)])
 def test_a_run_builds_the_parser_of_its_own_command_group_only(argv, command):
-    from osk.cli import _command_named, build_parser
-    from osk.commands import GROUPS, group_of
+    from osk.surfaces.cli import _command_named, build_parser
+    from osk.surfaces.commands import GROUPS, group_of
 
     assert _command_named(argv) == command
     if command is not None:

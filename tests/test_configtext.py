@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from osk.configtext import JsonHook, JsonMember, JsonText, OwnedFile, TextBlock
 from osk.errors import SetupError
+from osk.hosts.configtext import JsonHook, JsonMember, JsonText, OwnedFile, TextBlock
 
 EXAMPLES = int(os.environ.get("OSK_SETUP_EXAMPLES", "150"))
 PATH = Path("/home/someone/settings.json")

@@ -16,7 +16,7 @@ from types import ModuleType
 import pytest
 
 from osk import errors
-from osk.vault import Vault
+from osk.store.vault import Vault
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -42,7 +42,7 @@ def _error_classes() -> list[type[errors.OskError]]:
 
 
 def _top_level_commands() -> list[str]:
-    from osk.cli import build_parser
+    from osk.surfaces.cli import build_parser
 
     parser = build_parser()
     found = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
@@ -117,7 +117,7 @@ def test_every_osk_error_has_its_own_section_in_the_errors_doc():
 
 # -- MCP tools -------------------------------------------------------------------------------
 def test_every_mcp_tool_has_a_section_in_the_tools_doc():
-    from osk.server import TOOL_NAMES
+    from osk.surfaces.server import TOOL_NAMES
 
     headings = set(re.findall(r"^### (\S+)\s*$", _text(DOCS / "tools.md"), flags=re.MULTILINE))
     missing = [name for name in TOOL_NAMES if name not in headings]
@@ -147,7 +147,8 @@ def test_every_rule_an_error_names_is_explained_in_bold_on_a_governance_page():
 
 # -- FORMAT.md -------------------------------------------------------------------------------
 def _ledger_kinds() -> dict[str, set[str]]:
-    from osk import audit, candidates, protection, rechecks, scope_memory, sessions, tombstones
+    from osk.authority import audit, protection, tombstones
+    from osk.provenance import candidates, rechecks, scope_memory, sessions
 
     return {
         sessions.LEDGER: {sessions.KIND_OWNER, sessions.KIND_BIND},
@@ -198,7 +199,7 @@ def _repair_block(marker: str) -> str:
 
 def _forked_binding(vault: Vault, key: str, scopes: tuple[str, str]) -> None:
     """Two devices bound ``key`` concurrently, as a union merge of their appends leaves it."""
-    from osk.ids import uuid7
+    from osk.store.ids import uuid7
 
     first = uuid7()
     lines = []
@@ -212,8 +213,8 @@ def _forked_binding(vault: Vault, key: str, scopes: tuple[str, str]) -> None:
 
 def test_the_documented_fork_repair_closes_a_forked_session_binding(vault):
     from osk.errors import LedgerFork
-    from osk.ledger import Ledger
-    from osk.sessions import Routing
+    from osk.provenance.sessions import Routing
+    from osk.store.ledger import Ledger
 
     _forked_binding(vault, "assetctl", ("assetctl", "elsewhere"))
     with pytest.raises(LedgerFork):

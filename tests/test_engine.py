@@ -10,11 +10,11 @@ import pytest
 import writekit
 from writekit import create, make_repo, snapshot, write_toml
 
-from osk.candidates import Candidates
 from osk.engine import PAGE_CHARS, RAW_CHARS, Engine, Heading, outline_of
 from osk.errors import EdgeError, LedgerFork, NodeNotFound, RawNotFound
-from osk.sessions import Routing
-from osk.vault import Vault
+from osk.provenance.candidates import Candidates
+from osk.provenance.sessions import Routing
+from osk.store.vault import Vault
 
 repo, eng, hub = writekit.repo, writekit.eng, writekit.hub  # shared fixtures
 

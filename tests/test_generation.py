@@ -17,13 +17,14 @@ from authority_support import FakeTerminal
 from sync_support import make_devices, write_node
 
 from osk import engine as engine_mod
-from osk import freshness as freshness_mod
-from osk import generation, protection, trust
+from osk.authority import approvals, trust
 from osk.engine import Engine
-from osk.freshness import Freshness
 from osk.search import SearchIndex
-from osk.sync import sync_once
-from osk.vault import Vault
+from osk.store import freshness as freshness_mod
+from osk.store import generation
+from osk.store.freshness import Freshness
+from osk.store.vault import Vault
+from osk.sync.cycle import sync_once
 
 repo, eng, hub = writekit.repo, writekit.eng, writekit.hub  # shared fixtures
 OSK = Path(__file__).resolve().parents[1] / "osk"
@@ -111,10 +112,10 @@ def test_an_approval_is_served_at_once(eng: Engine, second: Engine, vault: Vault
     """Approving changes what readers are served without changing any node file."""
     monkeypatch.setattr(sys, "stdin", FakeTerminal())
     rel = eng.read_node(hub).path
-    protection.protect(vault, rel)
+    approvals.protect(vault, rel)
     second.update_node(hub, old_text="The auth cluster.", new_text="Zeppelin auth.")
     assert titles(eng, "zeppelin") == []  # the change waits for the person
-    protection.approve(vault, rel)
+    approvals.approve(vault, rel)
     assert titles(eng, "zeppelin") == [hub]
     assert eng.read_node(hub).text.startswith("Zeppelin auth.")
 
@@ -133,7 +134,7 @@ def test_nothing_takes_the_mutation_lock_but_through_the_generation():
     """A writer that took the lock directly would leave other processes' reads behind."""
     taking = re.compile(r"file_lock\([^)]*mutation_lock_path")
     for path in sorted(OSK.rglob("*.py")):
-        if path.name != "generation.py":
+        if path.name != "mutation.py":
             assert not taking.search(path.read_text(encoding="utf-8")), path
 
 

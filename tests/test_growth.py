@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from osk import growth, hostsetup
+from osk.capture.raw import RoundInput, append_round
+from osk.hooks import growth
 from osk.hooks.state import StateStore, conversation_name
-from osk.raw import RoundInput, append_round
-from osk.sessions import session_key
-from osk.vault import Vault
+from osk.hosts import hostsetup
+from osk.provenance.sessions import session_key
+from osk.store.vault import Vault
 
 FAKE = Path(__file__).with_name("fake_host_cli.py")
 SESSION = "5f0c4a7e-1111-4222-8333-944445555666"
@@ -464,8 +465,8 @@ def test_the_answer_counter_survives_a_new_process(vault: Vault, bin_dir: Path,
     install_fake(bin_dir, "claude")
     capture(vault, "claude", 9, project)
     answers(vault, "claude", project, 8)
-    code = ("import sys; from pathlib import Path; from osk import growth; "
-            "from osk.vault import Vault; "
+    code = ("import sys; from pathlib import Path; from osk.hooks import growth; "
+            "from osk.store.vault import Vault; "
             f"print(growth.on_final_answer(Vault(Path({str(vault.root)!r})), host='claude', "
             f"session_id={SESSION!r}, transcript_path=None, cwd={str(project)!r}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -481,7 +482,7 @@ def test_the_answer_counter_survives_a_new_process(vault: Vault, bin_dir: Path,
 
 
 def test_the_growth_module_imports_nothing_heavy() -> None:
-    code = "import sys, osk.growth; print(*sys.modules)"
+    code = "import sys, osk.hooks.growth; print(*sys.modules)"
     out = subprocess.check_output([sys.executable, "-c", code], text=True)
     assert not set(out.split()) & {"mcp", "pydantic", "yaml", "git", "numpy", "rank_bm25"}
 
@@ -491,7 +492,7 @@ def test_a_job_lists_the_scopes_recheck_candidates_and_pending_evictions(
 ) -> None:
     from osk.engine import Engine
     from osk.errors import LimitError
-    from osk.scope_memory import ScopeMemory
+    from osk.provenance.scope_memory import ScopeMemory
 
     install_fake(bin_dir, "claude")
     record = capture(vault, "claude", 1, project)

@@ -19,9 +19,9 @@ from hookkit import (
     state,
 )
 
-from osk import raw
-from osk.scope_memory import ScopeMemory
-from osk.vault import Vault
+from osk.capture import raw
+from osk.provenance.scope_memory import ScopeMemory
+from osk.store.vault import Vault
 
 FINAL = ("Added a note under \"Testing\" in README.md: dates are formatted in UTC, so tests do "
          "not depend on the machine's time zone.")

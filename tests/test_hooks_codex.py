@@ -19,9 +19,9 @@ from hookkit import (
     state,
 )
 
-from osk import raw
-from osk.scope_memory import ScopeMemory
-from osk.vault import Vault
+from osk.capture import raw
+from osk.provenance.scope_memory import ScopeMemory
+from osk.store.vault import Vault
 
 FINAL = ("Nothing changes unless they run Node older than 22: pnpm then refuses to install "
          "(engine-strict is on in .npmrc). Everyone on 22 or newer sees no difference.")

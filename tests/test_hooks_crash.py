@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from hookkit import make_project, run_hook
 
-from osk import raw
+from osk.capture import raw
 
 SESSION = "crash-7f0e2d1c"
 TURNS = 120

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from hookkit import CLAUDE_SESSION, copy_fixture, hook_log, make_project, payload, run_hook
 
-from osk import growth
-from osk.hooks.main import GROWTH_FORK_ENV, Request, parse_args
+from osk.hooks import growth
+from osk.hooks.forks import GROWTH_FORK_ENV
+from osk.hooks.main import Request, parse_args
 
 HEAVY = {"pydantic", "yaml", "mcp", "git", "rank_bm25", "numpy", "click"}
 
@@ -146,6 +147,6 @@ def test_running_all_three_hooks_imports_nothing_heavy(vault, project, tmp_path)
                           cwd=project, env={**os.environ, "OSK_GROWTH": "off"}, timeout=60)
     assert done.returncode == 0, done.stderr
     loaded = set(done.stderr.split())
-    assert "osk.raw" in loaded and "osk.hooks.inject" in loaded
+    assert "osk.capture.raw" in loaded and "osk.hooks.inject" in loaded
     assert not loaded & HEAVY
     assert hook_log(vault) == ""

@@ -9,7 +9,7 @@ from hookkit import hook_log, make_project, payload, run_hook
 
 from osk.hooks.rules import rules_text
 from osk.hooks.state import workspace_name
-from osk.scope_memory import ScopeMemory
+from osk.provenance.scope_memory import ScopeMemory
 
 
 @pytest.fixture

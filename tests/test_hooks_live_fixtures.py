@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 from hookkit import FIXTURES, hook_log, make_project, run_hook, state
 
-from osk import raw
+from osk.capture import raw
 from osk.hooks.adapters import codex, get
 from osk.hooks.capture import capture_stop
 from osk.hooks.harness import HookPayload
 from osk.hooks.transcript import read_lines
-from osk.vault import Vault
+from osk.store.vault import Vault
 
 RECORDED = {"claude": FIXTURES / "claude" / "live-2.1.332",
             "codex": FIXTURES / "codex" / "live-0.171.0"}
@@ -128,8 +128,8 @@ def test_drift_stops_capture_before_the_unknown_line_and_loses_nothing(
 
 
 def capture_check(vault: Vault, host: str):
-    from osk import hostsetup
-    from osk.commands.hosts import HostSite, check_capture
+    from osk.hosts import hostsetup
+    from osk.surfaces.commands.hosts import HostSite, check_capture
 
     (check,) = check_capture(HostSite(host, hostsetup.default_context(vault.root, None), vault))
     return check

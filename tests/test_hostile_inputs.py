@@ -10,11 +10,11 @@ import pytest
 import writekit
 from writekit import create, make_repo, snapshot
 
+from osk.capture.raw import record_name
 from osk.engine import Engine
 from osk.errors import LimitError, TitleError, ValidityError
-from osk.ids import MAX_IDENTIFIER_CHARS
-from osk.raw import record_name
-from osk.vault import Vault
+from osk.store.ids import MAX_IDENTIFIER_CHARS
+from osk.store.vault import Vault
 
 repo, eng, hub = writekit.repo, writekit.eng, writekit.hub  # shared fixtures
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from osk import ids
 from osk.errors import LedgerError, LedgerFork
-from osk.ledger import Ledger, device_id
-from osk.vault import Vault
+from osk.store import ids
+from osk.store.ledger import Ledger, device_id
+from osk.store.vault import Vault
 
 
 def lines_of(path: Path) -> list[dict]:
@@ -160,8 +160,8 @@ def test_a_real_git_union_merge_keeps_every_line_of_both_devices(vault: Vault, t
 WRITER = """
 import sys
 from pathlib import Path
-from osk.ledger import Ledger
-from osk.vault import Vault
+from osk.store.ledger import Ledger
+from osk.store.vault import Vault
 ledger = Ledger(Vault(Path(sys.argv[1])), "audit")
 for i in range(int(sys.argv[3])):
     ledger.append("update", f"{sys.argv[2]}-{i}", {"n": i})
@@ -234,8 +234,8 @@ def test_a_whole_record_missing_only_its_newline_is_kept(vault: Vault):
 KILLED_WRITER = """
 import sys
 from pathlib import Path
-from osk.ledger import Ledger
-from osk.vault import Vault
+from osk.store.ledger import Ledger
+from osk.store.vault import Vault
 ledger = Ledger(Vault(Path(sys.argv[1])), "audit")
 i = 0
 while True:

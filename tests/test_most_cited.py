@@ -11,7 +11,7 @@ import random
 
 import pytest
 
-from osk.most_cited import MostCited
+from osk.provenance.most_cited import MostCited
 
 SEED = 20261202
 TRIALS = int(os.environ.get("OSK_SCALE_TRIALS", "40")) * 25

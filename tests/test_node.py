@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from osk import contract, node, sources
 from osk.errors import ContractError
+from osk.store import contract, node, sources
 
 GOOD = {
     "id": "01938a6e-0000-7000-8000-000000000001",
@@ -99,7 +99,7 @@ def test_a_malformed_value_names_the_key_and_what_was_expected(changes, key, exp
 
 
 def test_timestamps_with_any_offset_are_read_as_the_same_instant():
-    from osk import clock
+    from osk.store import clock
 
     assert clock.parse("2026-11-29T18:02+09:00") == clock.parse("2026-11-29T09:02+00:00")
     assert clock.parse("2026-11-29T09:02Z") == clock.parse("2026-11-29T09:02+00:00")

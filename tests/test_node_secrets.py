@@ -14,8 +14,8 @@ import pytest
 from authority_support import osk
 from test_server_stdio import HUB, ok, params, repo, snapshot  # noqa: F401 (repo: a fixture)
 
-from osk.fsutil import sha256_text
-from osk.vault import Vault
+from osk.store.fsutil import sha256_text
+from osk.store.vault import Vault
 
 pytestmark = pytest.mark.anyio
 RNG = random.Random(1402)
@@ -109,6 +109,6 @@ def test_osk_import_filters_every_line_it_loads(vault: Vault, tmp_path: Path):
 
 def test_the_tests_secrets_have_the_shapes_the_filter_catches():
     # Guards the fixtures above: a secret the filter misses would make them pass vacuously.
-    from osk.secrets import redact
+    from osk.capture.secrets import redact
 
     assert redact(github_token()).changed and redact(f"DB_PASSWORD={password()}").changed

@@ -15,12 +15,14 @@ from obsidian_support import file_url_path, links_of, resolve
 from sync_support import git, make_devices
 from writekit import snapshot
 
-from osk import node, sources, trust, validate
+from osk import validate
+from osk.authority import trust
 from osk.engine import Engine
 from osk.errors import ContractError
-from osk.node import split_frontmatter
-from osk.sync import sync_once
-from osk.vault import GOVERNANCE, LEDGER_DIR, MEMORY_DIR, OBJECTS_DIR, RAW_DIR, Vault
+from osk.store import node, sources
+from osk.store.node import split_frontmatter
+from osk.store.vault import GOVERNANCE, LEDGER_DIR, MEMORY_DIR, OBJECTS_DIR, RAW_DIR, Vault
+from osk.sync.cycle import sync_once
 
 repo, eng = writekit.repo, writekit.eng  # shared fixtures
 

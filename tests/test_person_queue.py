@@ -12,14 +12,14 @@ import writekit
 from authority_support import FakeTerminal, osk
 from writekit import create
 
-from osk import candidates as candidates_mod
-from osk import scope_memory
-from osk.candidates import Candidates, Party
 from osk.engine import Engine
 from osk.errors import AuthorityError, CandidateError, LimitError, ScopeError
-from osk.ledger import Ledger
-from osk.scope_memory import CAP, ScopeMemory, pending_evictions
-from osk.vault import Vault
+from osk.provenance import candidates as candidates_mod
+from osk.provenance import scope_memory
+from osk.provenance.candidates import Candidates, Party
+from osk.provenance.scope_memory import CAP, ScopeMemory, pending_evictions
+from osk.store.ledger import Ledger
+from osk.store.vault import Vault
 
 repo, eng, hub = writekit.repo, writekit.eng, writekit.hub  # shared fixtures
 

@@ -9,11 +9,13 @@ import sys
 import pytest
 from authority_support import FakeTerminal, agent_write, edit_body, node_text, osk, read
 
-from osk import audit, objects, protection
+from osk.authority import approvals as approvals_mod
+from osk.authority import audit, protection
 from osk.errors import ContractError, ObjectMissing, ProtectedRegionError
-from osk.fsutil import sha256_text
-from osk.ledger import Ledger
-from osk.vault import Vault
+from osk.store import objects
+from osk.store.fsutil import sha256_text
+from osk.store.ledger import Ledger
+from osk.store.vault import Vault
 
 REGION = "Person/prefs"
 NODE = "Person/prefs/Editor.md"
@@ -29,7 +31,7 @@ def protected(vault: Vault, person: None) -> str:
     """A protected region holding one approved node; returns the approved text."""
     text = node_text(body="The person edits in Helix.\n", author="user")
     agent_write(vault, NODE, text, actor="user")
-    protection.protect(vault, REGION)
+    approvals_mod.protect(vault, REGION)
     return text
 
 
@@ -55,7 +57,7 @@ def test_an_agent_edit_in_a_region_is_not_served_until_approved(vault: Vault, pr
     assert served == protection.Served(protected, True)
     assert [c.kind for c in protection.pending(vault)] == ["update"]
 
-    approved = protection.approve(vault, NODE)
+    approved = approvals_mod.approve(vault, NODE)
     assert [c.path for c in approved] == [NODE]
     assert protection.served(vault, NODE, read(vault, NODE)) == protection.Served(edited, False)
     assert protection.pending(vault) == []
@@ -72,7 +74,7 @@ def test_revert_restores_the_snapshot_and_records_the_discarded_text(
 ):
     edited = edit_body(vault, NODE, "The person edits in Vim.\n")
     agent_write(vault, NODE, edited)
-    protection.revert(vault, NODE)
+    approvals_mod.revert(vault, NODE)
     assert read(vault, NODE) == protected
     assert protection.served(vault, NODE, protected) == protection.Served(protected, False)
     assert protection.pending(vault) == []
@@ -92,14 +94,14 @@ def test_a_node_created_inside_a_region_is_absent_until_approved(vault: Vault, p
     agent_write(vault, new, text)
     assert protection.served(vault, new, text) == protection.Served(None, True)
     assert [(c.path, c.kind) for c in protection.pending(vault)] == [(new, "create")]
-    protection.approve(vault, new)
+    approvals_mod.approve(vault, new)
     assert protection.served(vault, new, text) == protection.Served(text, False)
 
 
 def test_reverting_a_pending_creation_removes_the_file(vault: Vault, protected: str):
     new = "Person/prefs/Shell.md"
     agent_write(vault, new, node_text(body="The person uses fish.\n"))
-    protection.revert(vault, REGION)
+    approvals_mod.revert(vault, REGION)
     assert not vault.abs(new).exists()
     assert protection.pending(vault) == []
 
@@ -115,14 +117,14 @@ def test_a_hand_deletion_is_pending_and_revert_brings_the_file_back(
     vault.abs(NODE).unlink()
     assert deletions(vault) == {NODE: sha256_text(protected)}
     assert [c.kind for c in protection.pending(vault)] == ["delete"]
-    protection.revert(vault, NODE)
+    approvals_mod.revert(vault, NODE)
     assert read(vault, NODE) == protected
     assert deletions(vault) == {}
 
 
 def test_approving_a_deletion_forgets_the_file(vault: Vault, protected: str):
     vault.abs(NODE).unlink()
-    protection.approve(vault, NODE)
+    approvals_mod.approve(vault, NODE)
     assert deletions(vault) == {}
     assert protection.pending(vault) == []
     last = audit.entries(vault)[-1]
@@ -134,27 +136,27 @@ def test_a_second_write_is_refused_while_a_change_waits(vault: Vault, protected:
     agent_write(vault, NODE, edit_body(vault, NODE, "Vim.\n"))
     with pytest.raises(ProtectedRegionError, match="waiting for the person's review"):
         protection.check_writable(vault, NODE)
-    protection.approve(vault, REGION)
+    approvals_mod.approve(vault, REGION)
     protection.check_writable(vault, NODE)
 
 
 def test_a_change_made_after_the_person_was_shown_the_list_is_not_decided_unseen(
         vault: Vault, protected: str):
     agent_write(vault, NODE, edit_body(vault, NODE, "Vim.\n"))
-    shown = protection.to_approve(vault, REGION)
+    shown = approvals_mod.to_approve(vault, REGION)
     assert [c.path for c in shown] == [NODE]
     other = f"{REGION}/Shell.md"  # written while the person reads the list
     agent_write(vault, other, node_text(body="Fish.\n"))
     approvals = Ledger(vault, "approvals").path.read_bytes()
     with pytest.raises(ProtectedRegionError, match=f"changed after they were shown to you "
                                                    f"\\({other}\\); nothing was approved"):
-        protection.approve(vault, REGION, shown=shown)
+        approvals_mod.approve(vault, REGION, shown=shown)
     assert Ledger(vault, "approvals").path.read_bytes() == approvals
     assert protection.is_pending(vault, NODE) and protection.is_pending(vault, other)
     with pytest.raises(ProtectedRegionError, match="nothing was reverted"):
-        protection.revert(vault, REGION, shown=protection.to_revert(vault, NODE))
+        approvals_mod.revert(vault, REGION, shown=approvals_mod.to_revert(vault, NODE))
     assert read(vault, other) and protection.is_pending(vault, other)
-    done = protection.approve(vault, REGION, shown=protection.to_approve(vault, REGION))
+    done = approvals_mod.approve(vault, REGION, shown=approvals_mod.to_approve(vault, REGION))
     assert sorted(c.path for c in done) == [NODE, other]
 
 
@@ -169,16 +171,16 @@ def test_moves_into_or_out_of_a_region_are_refused(vault: Vault, protected: str)
 def test_regions_do_not_nest(vault: Vault, protected: str):
     vault.abs("Person/prefs/deep").mkdir()
     with pytest.raises(ProtectedRegionError, match="overlaps"):
-        protection.protect(vault, "Person/prefs/deep")
+        approvals_mod.protect(vault, "Person/prefs/deep")
     with pytest.raises(ProtectedRegionError, match="overlaps"):
-        protection.protect(vault, "Person")
+        approvals_mod.protect(vault, "Person")
 
 
 def test_only_folders_and_node_files_in_a_space_can_be_protected(vault: Vault, person: None):
     with pytest.raises(ProtectedRegionError, match="not inside a Space"):
-        protection.protect(vault, "Workbench")
+        approvals_mod.protect(vault, "Workbench")
     with pytest.raises(ProtectedRegionError, match="neither a folder nor a node file"):
-        protection.protect(vault, "Domain/missing")
+        approvals_mod.protect(vault, "Domain/missing")
 
 
 def test_unprotect_is_refused_while_changes_wait_and_then_serves_the_working_copy(
@@ -188,10 +190,10 @@ def test_unprotect_is_refused_while_changes_wait_and_then_serves_the_working_cop
     agent_write(vault, NODE, edited)
     before = Ledger(vault, "approvals").path.read_bytes()
     with pytest.raises(ProtectedRegionError, match="waiting for review"):
-        protection.unprotect(vault, REGION)
+        approvals_mod.unprotect(vault, REGION)
     assert Ledger(vault, "approvals").path.read_bytes() == before  # refused: nothing written
-    protection.approve(vault, REGION)
-    protection.unprotect(vault, REGION)
+    approvals_mod.approve(vault, REGION)
+    approvals_mod.unprotect(vault, REGION)
     assert protection.regions(vault) == ()
     vault.abs(NODE).write_text("hand edit", encoding="utf-8")
     assert protection.served(vault, NODE, "hand edit") == protection.Served("hand edit", False)
@@ -201,7 +203,7 @@ def test_approve_refuses_a_working_copy_that_breaks_the_contract(vault: Vault, p
     vault.abs(NODE).write_text("no front matter\n", encoding="utf-8")
     before = Ledger(vault, "approvals").path.read_bytes()
     with pytest.raises(ContractError, match="cannot approve"):
-        protection.approve(vault, REGION)
+        approvals_mod.approve(vault, REGION)
     assert Ledger(vault, "approvals").path.read_bytes() == before
     assert protection.served(vault, NODE, read(vault, NODE)).text == protected
 
@@ -222,7 +224,7 @@ def test_approvals_recorded_by_another_process_are_seen_without_restarting(
     edited = edit_body(vault, NODE, "Vim.\n")
     agent_write(vault, NODE, edited)
     assert protection.served(vault, NODE, edited).pending
-    code = protection.changes_code(protection.to_approve(vault, NODE))
+    code = protection.changes_code(approvals_mod.to_approve(vault, NODE))
     result = osk(vault, "approve", NODE, tty=True, answer=f"{code}\n")
     assert result.code == 0, result.err
     assert protection.served(vault, NODE, edited) == protection.Served(edited, False)
@@ -247,9 +249,9 @@ def test_diverging_approvals_from_two_devices_are_reported_and_closed_by_approvi
     other = Vault(other_root)
     (other_root / ".osk" / "device-id").write_text("otherdevice\n", encoding="utf-8")
     agent_write(vault, NODE, edit_body(vault, NODE, "Vim.\n"))
-    protection.approve(vault, NODE)
+    approvals_mod.approve(vault, NODE)
     agent_write(other, NODE, edit_body(other, NODE, "Nano.\n"))
-    protection.approve(other, NODE)
+    approvals_mod.approve(other, NODE)
     # What a sync brings: the other device's objects, and Git's union merge of the ledgers.
     shutil.copytree(other_root / "_objects", vault.root / "_objects", dirs_exist_ok=True)
     mine = vault.ledger_path("approvals").read_text(encoding="utf-8").splitlines()
@@ -258,7 +260,7 @@ def test_diverging_approvals_from_two_devices_are_reported_and_closed_by_approvi
     vault.ledger_path("approvals").write_text("\n".join(merged) + "\n", encoding="utf-8")
     assert protection.state(vault).forked == {NODE}
     assert [c.forked for c in protection.pending(vault)] == [True]
-    protection.approve(vault, NODE)  # the person decides: the working copy here
+    approvals_mod.approve(vault, NODE)  # the person decides: the working copy here
     assert protection.state(vault).forked == frozenset()
     assert protection.pending(vault) == []
 
@@ -270,6 +272,6 @@ def test_revert_without_the_snapshot_on_this_device_writes_nothing(vault: Vault,
     (vault.root / "_objects" / sha[:2] / sha).unlink()
     ledger = Ledger(vault, "approvals").path.read_bytes()
     with pytest.raises(ObjectMissing, match="not yet synced"):
-        protection.revert(vault, REGION)
+        approvals_mod.revert(vault, REGION)
     assert read(vault, NODE) == edited
     assert Ledger(vault, "approvals").path.read_bytes() == ledger

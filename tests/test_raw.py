@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from osk import raw
-from osk.edges import RawTarget, parse_target
+from osk.capture import raw
+from osk.capture.raw import RoundInput, append_round, read_record, read_round
+from osk.capture.raw_review import REVIEW_CAP, review
 from osk.errors import RawNotFound, RawRecordError
-from osk.raw import RoundInput, append_round, read_record, read_round
-from osk.raw_review import REVIEW_CAP, review
-from osk.vault import Vault
+from osk.store.edges import RawTarget, parse_target
+from osk.store.vault import Vault
 
 AT = "2025-11-29T18:00+09:00"
 KEY, CONV = "proj", "conv-1"
@@ -615,8 +615,8 @@ def test_a_review_flags_a_round_whose_text_changed_since_capture(three_rounds: V
 CHILD = r'''
 import os, signal, sys
 from pathlib import Path
-from osk import raw
-from osk.vault import Vault
+from osk.capture import raw
+from osk.store.vault import Vault
 
 vault = Vault(Path(sys.argv[1]))
 key, conv, plan = sys.argv[2], sys.argv[3], sys.argv[4].split(",")
@@ -767,7 +767,7 @@ def test_a_process_killed_from_outside_while_writing_large_rounds_loses_no_ackno
 
 
 def test_the_raw_module_imports_nothing_heavy():
-    code = "import sys, osk.raw; print(*sys.modules)"
+    code = "import sys, osk.capture.raw; print(*sys.modules)"
     out = subprocess.check_output([sys.executable, "-c", code], text=True)
     assert not set(out.split()) & {"pydantic", "yaml", "mcp", "git", "numpy", "rank_bm25"}
 

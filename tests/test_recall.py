@@ -18,13 +18,13 @@ from authority_support import FakeTerminal
 from hookkit import CLAUDE_SESSION, CODEX_SESSION, context_of, payload, run_hook, state
 from writekit import make_repo, write_toml
 
-from osk import protection, tombstones
+from osk.authority import approvals, tombstones
 from osk.engine import Engine
 from osk.errors import NodeNotFound
 from osk.hooks import recall
 from osk.search import recallfile
 from osk.search.bm25 import Bm25
-from osk.vault import Vault
+from osk.store.vault import Vault
 
 FACT = ("Release tags are signed with minisign",
         "Every release tag is signed with minisign; the public key lives in docs/KEY.",
@@ -127,7 +127,7 @@ def test_a_node_in_a_protected_region_is_injected_as_its_approved_version(
                     "Helix.\n", space="Person", cluster="prefs")
     with monkeypatch.context() as person:
         person.setattr(sys, "stdin", FakeTerminal())
-        protection.protect(vault, "Person/prefs")
+        approvals.protect(vault, "Person/prefs")
     eng.update_node("Editor of choice is Helix", summary="The person edits in Zed now.")
     eng.search("editor")  # the index takes the change (served: the approved version)
     block = prompt("claude", project, "which editor of choice, Helix?", "p-1", tmp_path)
@@ -278,7 +278,7 @@ def test_the_hook_recalls_on_the_standard_library_alone(eng, project, tmp_path):
     assert "osk.search.recallfile" in loaded
     assert not loaded & {"pydantic", "yaml", "mcp", "git", "rank_bm25", "numpy"}
     assert "osk.search.index" not in loaded  # the fast path: no index load
-    assert "osk.sessions" not in loaded  # the scope the session start resolved, reused
+    assert "osk.provenance.sessions" not in loaded  # the scope the session start resolved, reused
 
 
 # -- the session-start digest -------------------------------------------------------------------
@@ -381,7 +381,7 @@ def test_read_node_lists_citation_neighbours_both_ways_then_similar_nodes(eng, v
 async def test_read_node_returns_related_through_the_mcp_tool(vault, project):
     import mcp
 
-    from osk.server import build_server
+    from osk.surfaces.server import build_server
 
     server = build_server(lambda: Engine.open(vault, cwd=project))
     engine = Engine.open(vault, cwd=project)
@@ -403,7 +403,7 @@ def anyio_backend() -> str:
 
 
 def test_the_hooks_names_for_marker_files_are_their_owners():
-    from osk import candidates
+    from osk.provenance import candidates
 
     assert recall.CANDIDATES_LEDGER == candidates.LEDGER
 

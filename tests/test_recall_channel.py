@@ -1,4 +1,4 @@
-"""Per-prompt recall asked of the session's MCP server over its socket (osk.recall_channel).
+"""Per-prompt recall asked of the session's MCP server over its socket (osk.hooks.recall_channel).
 
 A real ``osk mcp`` process listens (the semantic channel on, with the tiny test model); the
 prompt-submit hook runs as hosts run it. Whether an answer came over the socket is told by
@@ -25,11 +25,10 @@ from semantic_support import write_tiny_model
 from test_recall import FACT, prompt, write
 from writekit import write_toml
 
-from osk import recall_channel
 from osk.engine import Engine
-from osk.hooks import recall
+from osk.hooks import recall, recall_channel, recall_server
 from osk.search import SearchIndex, recallfile
-from osk.vault import Vault, init
+from osk.store.vault import Vault, init
 
 OTHER = ("Alpha launch codes are kept offline",
          "The alpha project's launch codes are kept offline in the safe.",
@@ -227,7 +226,7 @@ def test_with_the_setting_off_no_server_listens_and_no_hook_asks(eng, vault, pro
     toml = vault.root / "osk.toml"
     write_toml(vault, toml.read_text(encoding="utf-8").replace("\nserver = true\n",
                                                                "\nserver = false\n"))
-    assert recall_channel.listen(SearchIndex(vault), vault) is None
+    assert recall_server.listen(SearchIndex(vault), vault) is None
     with mute_socket(vault) as listener:
         assert f"id {node_id}" in prompt("claude", project, FACT[0], "p-1", tmp_path)
         listener.setblocking(False)
@@ -241,7 +240,7 @@ def test_with_the_setting_off_no_server_listens_and_no_hook_asks(eng, vault, pro
 
 def test_the_channel_is_off_in_a_new_vault_and_when_the_setting_is_absent(vault, tiny_model):
     assert not recall.server_enabled(vault)  # osk init writes server = false
-    assert recall_channel.listen(SearchIndex(vault), vault) is None
+    assert recall_server.listen(SearchIndex(vault), vault) is None
     toml = vault.root / "osk.toml"
     write_toml(vault, toml.read_text(encoding="utf-8").replace("\nserver = false\n", "\n"))
     assert not recall.server_enabled(vault)
@@ -251,7 +250,7 @@ def test_without_the_semantic_model_the_server_does_not_listen(
         vault, monkeypatch: pytest.MonkeyPatch):
     set_server(vault, "true")
     monkeypatch.setenv("OSK_SEMANTIC", "0")
-    assert recall_channel.listen(SearchIndex(vault), vault) is None
+    assert recall_server.listen(SearchIndex(vault), vault) is None
 
 
 def test_a_vault_whose_socket_path_is_too_long_listens_in_a_private_temp_folder(
@@ -297,7 +296,7 @@ def test_the_hook_asks_the_server_on_the_standard_library_alone(eng, vault, proj
     assert done.returncode == 0, done.stderr
     assert FACT[0] in done.stdout
     loaded = set(done.stderr.split())
-    assert "osk.recall_channel" in loaded
+    assert "osk.hooks.recall_channel" in loaded
     assert not loaded & {"pydantic", "yaml", "mcp", "git", "rank_bm25", "numpy",
                          "osk.search.index", "osk.search.semantic"}
 
@@ -305,13 +304,13 @@ def test_the_hook_asks_the_server_on_the_standard_library_alone(eng, vault, proj
 def test_the_answer_carries_what_the_hook_checks_and_round_trips(eng, vault):
     node_id = write(eng, *FACT)
     index = SearchIndex(vault)
-    found = recall_channel.answer(index, vault, eng.scope, FACT[0])
+    found = recall_server.answer(index, vault, eng.scope, FACT[0])
     assert [hit.id for hit in found.hits][:1] == [node_id]
     top = found.hits[0]
     assert top.confidence == recall.TITLE_CONFIDENCE and len(top.stat) == 3
-    text = json.dumps({"hits": [recall_channel._plain(h) for h in found.hits],
+    text = json.dumps({"hits": [recall_server._plain(h) for h in found.hits],
                        "agree": found.agree,
-                       "words": [recall_channel._plain(h) for h in found.words]}).encode() + b"\n"
+                       "words": [recall_server._plain(h) for h in found.words]}).encode() + b"\n"
     assert recall_channel._parse(text) == found
 
 
@@ -319,7 +318,7 @@ def test_when_the_fused_order_shows_nothing_its_lexical_order_still_may(eng, vau
     from dataclasses import replace
 
     write(eng, *FACT)
-    found = recall_channel.answer(SearchIndex(vault), vault, eng.scope, FACT[0])
+    found = recall_server.answer(SearchIndex(vault), vault, eng.scope, FACT[0])
     top = found.hits[0]
     unsure = replace(found, hits=[replace(top, confidence=recall.FUSED_FLOOR / 2)],
                      agree=False)

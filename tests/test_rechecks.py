@@ -14,10 +14,10 @@ from writekit import create, make_repo, snapshot
 
 from osk.engine import Engine
 from osk.errors import CascadeStop, OskError, RecheckError, RecheckUnread
-from osk.ledger import Ledger
-from osk.recheck_summary import scope_notes
-from osk.rechecks import ReadLog
-from osk.vault import Vault
+from osk.provenance.recheck_summary import scope_notes
+from osk.provenance.rechecks import ReadLog
+from osk.store.ledger import Ledger
+from osk.store.vault import Vault
 
 repo, eng, hub = writekit.repo, writekit.eng, writekit.hub  # shared fixtures
 
@@ -279,7 +279,8 @@ def test_the_hook_summary_lists_a_scopes_candidates(chain: Engine, vault: Vault)
 
 
 def test_importing_the_hook_summary_stays_light():
-    code = ("import sys; from osk.recheck_summary import scope_notes; heavy = {'pydantic', 'yaml', "
+    code = ("import sys; from osk.provenance.recheck_summary import scope_notes; "
+            "heavy = {'pydantic', 'yaml', "
             "'mcp', 'rank_bm25', 'numpy'} & set(sys.modules); print(sorted(heavy))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()

@@ -15,11 +15,12 @@ from authority_support import osk
 from sync_support import git, make_devices
 from writekit import make_repo
 
-from osk import raw, redaction, validate
+from osk import redaction, validate
+from osk.capture import raw
+from osk.capture.secrets import redact
 from osk.engine import Engine
-from osk.secrets import redact
-from osk.sync import sync_once
-from osk.vault import Vault
+from osk.store.vault import Vault
+from osk.sync.cycle import sync_once
 
 # Not a pattern the secret filter knows: what a person pastes that no detector can catch.
 SPAN = "tulip-7-orbit-lamp"
@@ -202,7 +203,7 @@ def test_a_node_redaction_refuses_a_title_and_a_protected_region(vault: Vault, t
 
 def test_a_record_that_changed_since_it_was_shown_is_not_redacted(
         vault: Vault, tmp_path: Path, monkeypatch):
-    from osk import protection
+    from osk.authority import protection
     from osk.errors import RedactError
 
     eng, refs = conversation(vault, make_repo(tmp_path / "work" / "proj"))

@@ -18,20 +18,20 @@ import pytest
 import writekit
 from writekit import make_repo
 
-from osk import audit, validate
-from osk import catalog as catalog_mod
 from osk import engine as engine_mod
-from osk import freshness as freshness_mod
-from osk import rechecks as rechecks_mod
-from osk.catalog import Catalog, Changes
+from osk import importer, validate
+from osk.authority import audit
 from osk.engine import Engine
 from osk.errors import OskError
-from osk.fsutil import append_durably, atomic_write, synced_at_exit
-from osk.locks import file_lock
-from osk.rechecks import Rechecks
-from osk.search import importer
-from osk.search.importer import Importer, read_lines
-from osk.vault import Vault
+from osk.importer import Importer, read_lines
+from osk.provenance import rechecks as rechecks_mod
+from osk.provenance.rechecks import Rechecks
+from osk.store import catalog as catalog_mod
+from osk.store import freshness as freshness_mod
+from osk.store.catalog import Catalog, Changes
+from osk.store.fsutil import append_durably, atomic_write, synced_at_exit
+from osk.store.locks import file_lock
+from osk.store.vault import Vault
 
 repo, eng, hub = writekit.repo, writekit.eng, writekit.hub  # shared fixtures
 
@@ -143,7 +143,7 @@ def _act(engine: Engine, vault: Vault, rng: random.Random, action: str, trial: i
 
 
 def _fresh_id() -> str:
-    from osk import ids
+    from osk.store import ids
 
     return ids.uuid7()
 

@@ -9,9 +9,9 @@ import sys
 import pytest
 
 from osk.errors import AnchorError, LimitError, ScopeError, StaleHash
-from osk.fsutil import sha256_text
-from osk.scope_memory import CAP, Edit, ScopeMemory, pending_evictions
-from osk.vault import Vault
+from osk.provenance.scope_memory import CAP, Edit, ScopeMemory, pending_evictions
+from osk.store.fsutil import sha256_text
+from osk.store.vault import Vault
 
 PRIVATE_KEY = (
     "-----BEGIN RSA PRIVATE KEY-----\n"
@@ -102,7 +102,7 @@ def test_exactly_the_cap_is_accepted(vault: Vault):
 
 
 def test_the_cap_is_measured_after_the_secret_filter(vault: Vault):
-    from osk.secrets import redact
+    from osk.capture.secrets import redact
 
     filler = "n" * (CAP - len(redact(PRIVATE_KEY).text) - 10) + "\n"
     text = filler + PRIVATE_KEY + "\n"
@@ -201,7 +201,7 @@ def test_a_scope_name_that_is_not_a_portable_file_name_is_refused(vault: Vault, 
 
 def test_the_module_imports_only_light_modules():
     code = (
-        "import sys, osk.scope_memory\n"
+        "import sys, osk.provenance.scope_memory\n"
         "heavy = {'pydantic', 'yaml', 'mcp', 'git', 'rank_bm25', 'numpy'} & set(sys.modules)\n"
         "print(sorted(heavy))\n"
     )

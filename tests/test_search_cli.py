@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from osk.vault import Vault
+from osk.store.vault import Vault
 
 
 def osk(vault: Vault, *args: str, cwd: Path, stdin: str | None = None):
@@ -111,11 +111,14 @@ def test_search_k_defaults_to_8_is_capped_at_50_and_below_1_is_refused(
 # the audit log, the person's verbs, the command groups a search does not run, and the node
 # contract's model and YAML reader (a node restored from the catalog snapshot needs neither).
 WRITE_PATH = frozenset({
-    "pydantic", "yaml", "osk.contract",
-    "osk.write", "osk.raw", "osk.raw_review", "osk.secrets", "osk.audit", "osk.tombstones",
-    "osk.scope_memory", "osk.conflict_copies", "osk.validity", "osk.search.importer",
-    "osk.commands.authority", "osk.commands.hosts", "osk.commands.nodes", "osk.commands.sync",
-    "osk.commands.vault", "osk.commands.redact", "osk.commands.demo",
+    "pydantic", "yaml", "osk.store.contract",
+    "osk.write", "osk.capture.raw", "osk.capture.raw_review", "osk.capture.secrets",
+    "osk.authority.audit", "osk.authority.tombstones",
+    "osk.provenance.scope_memory", "osk.store.conflict_copies", "osk.authority.validity",
+    "osk.importer", "osk.authority.approvals",
+    "osk.surfaces.commands.authority", "osk.surfaces.commands.hosts", "osk.surfaces.commands.nodes",
+    "osk.surfaces.commands.sync",
+    "osk.surfaces.commands.vault", "osk.surfaces.commands.redact", "osk.surfaces.commands.demo",
 })
 
 
@@ -132,7 +135,7 @@ def test_a_fresh_osk_search_imports_no_write_path(vault: Vault, tmp_path: Path):
         os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns - 3600 * 10**9))
     script = (
         "import json, sys\n"
-        "from osk.cli import main\n"
+        "from osk.surfaces.cli import main\n"
         f"code = main(['--vault', {str(vault.root)!r}, 'search', 'walrus', '--json'])\n"
         "print(json.dumps({'code': code, 'modules': sorted(sys.modules)}), file=sys.stderr)\n"
     )

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 from rank_bm25 import BM25Okapi
 
-from osk import contract, node
-from osk.catalog import Catalog
 from osk.errors import SearchError
-from osk.fsutil import atomic_write
 from osk.search import SearchIndex, scope_visibility, store, tokenize
 from osk.search import index as index_mod
-from osk.vault import Vault
+from osk.store import contract, node
+from osk.store.catalog import Catalog
+from osk.store.fsutil import atomic_write
+from osk.store.vault import Vault
 
 _ids = itertools.count(1)
 
@@ -369,7 +369,7 @@ def test_a_node_that_breaks_the_contract_is_not_indexed_until_fixed(vault: Vault
 
 # -- helpers ---------------------------------------------------------------------------------
 def _changes(added=(), changed=(), removed=()):
-    from osk.catalog import Changes
+    from osk.store.catalog import Changes
 
     return Changes(tuple(added), tuple(changed), tuple(removed))
 
@@ -388,7 +388,7 @@ class _Terminal:
 
 def test_a_protected_node_is_found_by_its_approved_text_until_the_person_approves(
         vault: Vault, monkeypatch):
-    from osk import protection
+    from osk.authority import approvals, protection
 
     assert index_mod.APPROVALS_LEDGER == protection.APPROVALS
     rel = "Person/prefs/Editor.md"
@@ -396,12 +396,12 @@ def test_a_protected_node_is_found_by_its_approved_text_until_the_person_approve
     index = fresh(vault)
     assert titles(index.search("kestrel")) == ["Editor"]
     monkeypatch.setattr("sys.stdin", _Terminal())
-    protection.protect(vault, "Person/prefs")
+    approvals.protect(vault, "Person/prefs")
     write_node(vault, rel, "the person edits in falcon")  # a hand edit inside the region
     write_node(vault, "Person/prefs/New pref.md", "falcon mode everywhere")  # pending creation
     assert titles(index.search("falcon")) == []
     assert titles(index.search("kestrel")) == ["Editor"]
-    protection.approve(vault, "Person/prefs")
+    approvals.approve(vault, "Person/prefs")
     assert set(titles(index.search("falcon"))) == {"Editor", "New pref"}
     assert titles(index.search("kestrel")) == []
 

@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 from secret_corpus import VENDORS, caught, negatives, positives
 
-from osk.secrets import KINDS, redact
+from osk.capture.secrets import KINDS, redact
 
 SAMPLES = positives()
 NEGATIVES = negatives()

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from osk.secrets import KINDS, marker, redact
+from osk.capture.secrets import KINDS, marker, redact
 
 RNG = random.Random(20251129)
 ALNUM = string.ascii_letters + string.digits
@@ -365,7 +365,7 @@ def test_markers_hold_only_the_kind_never_any_part_of_the_secret():
 
 
 def test_the_filter_module_imports_only_the_standard_library():
-    code = "import sys, osk.secrets; print(*sys.modules)"
+    code = "import sys, osk.capture.secrets; print(*sys.modules)"
     out = subprocess.check_output([sys.executable, "-c", code], text=True)
     assert not set(out.split()) & {"pydantic", "yaml", "mcp", "git", "numpy", "filelock"}
 

@@ -17,7 +17,7 @@ from osk.search.corpus import Corpus, SearchDoc
 from osk.search.expand import query_terms
 from osk.search.semantic import Vectors
 from osk.search.tokenize import tokenize
-from osk.vault import DOMAIN, PERSON, SCOPE, Vault
+from osk.store.vault import DOMAIN, PERSON, SCOPE, Vault
 
 REAL_MODEL = semantic.find_model()
 
@@ -310,16 +310,17 @@ def test_a_pending_edit_in_a_protected_region_is_not_embedded_until_approved(
 
     from authority_support import FakeTerminal, agent_write, edit_body, node_text
 
-    from osk import node, protection
-    from osk.fsutil import sha256_text
+    from osk.authority import approvals
     from osk.search import SearchIndex
     from osk.search.corpus import SearchDoc
+    from osk.store import node
+    from osk.store.fsutil import sha256_text
 
     monkeypatch.setattr(sys, "stdin", FakeTerminal())
     rel = "Person/prefs/Editor.md"
     agent_write(vault, rel, node_text(body="The person edits in Helix.\n", author="user"),
                 actor="user")
-    protection.protect(vault, "Person/prefs")
+    approvals.protect(vault, "Person/prefs")
     agent_write(vault, rel, edit_body(vault, rel, "The person edits in Vim.\n"))
 
     def embedded_key() -> str:
@@ -335,7 +336,7 @@ def test_a_pending_edit_in_a_protected_region_is_not_embedded_until_approved(
         return sha256_text(SearchDoc.content_text("Editor", summary, body))
 
     assert embedded_key() == key_of("The person edits in Helix.\n")  # the approved text
-    protection.approve(vault, rel)
+    approvals.approve(vault, rel)
     assert embedded_key() == key_of("The person edits in Vim.\n")
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from osk.engine import Engine
 from osk.search import semantic
-from osk.vault import Vault
+from osk.store.vault import Vault
 
 MULTILINGUAL = semantic.find_multilingual()
 needs_model = pytest.mark.skipif(

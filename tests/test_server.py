@@ -12,12 +12,12 @@ from typing import Any
 import mcp
 import pytest
 
-from osk import server as server_mod
 from osk.engine import Engine
 from osk.errors import SurfaceError
-from osk.ledger import Ledger
-from osk.server import TOOL_NAMES, build_server
-from osk.vault import Vault
+from osk.store.ledger import Ledger
+from osk.store.vault import Vault
+from osk.surfaces import server as server_mod
+from osk.surfaces.server import TOOL_NAMES, build_server
 
 pytestmark = pytest.mark.anyio
 
@@ -222,10 +222,10 @@ async def test_an_unexpected_exception_is_logged_with_its_traceback_and_reported
             raise RuntimeError("kaboom in the engine")
 
     async with mcp.Client(build_server(lambda: Broken())) as client:
-        with caplog.at_level(logging.ERROR, logger="osk.server"):
+        with caplog.at_level(logging.ERROR, logger="osk.surfaces.server"):
             text = await refused(client, "overview", {})
     assert "internal error (RuntimeError)" in text and "kaboom" not in text
-    record = next(r for r in caplog.records if r.name == "osk.server")
+    record = next(r for r in caplog.records if r.name == "osk.surfaces.server")
     assert record.exc_info is not None and "kaboom in the engine" in str(record.exc_info[1])
 
 

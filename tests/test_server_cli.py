@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from osk.cli import main
 from osk.engine import Engine
-from osk.vault import Vault
+from osk.store.vault import Vault
+from osk.surfaces.cli import main
 
 
 @pytest.fixture
@@ -69,12 +69,13 @@ def test_read_of_a_missing_node_says_how_to_find_one(written: Engine, capsys):
 def test_building_the_cli_and_importing_the_hook_entry_never_import_the_mcp_sdk():
     code = (
         "import sys\n"
-        "from osk.cli import build_parser\n"
+        "from osk.surfaces.cli import build_parser\n"
         "build_parser()\n"
-        "import importlib, importlib.util, osk.scope_memory, osk.candidates, osk.validate\n"
+        "import importlib, importlib.util, osk.provenance.scope_memory\n"
+        "import osk.provenance.candidates, osk.validate\n"
         "if importlib.util.find_spec('osk.hooks.main'):\n"
         "    importlib.import_module('osk.hooks.main')\n"
-        "print(sorted(m for m in ('mcp', 'osk.server') if m in sys.modules))\n"
+        "print(sorted(m for m in ('mcp', 'osk.surfaces.server') if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, encoding="utf-8")
@@ -84,7 +85,7 @@ def test_building_the_cli_and_importing_the_hook_entry_never_import_the_mcp_sdk(
 @pytest.mark.parametrize(("argv", "expected"), [
     (["--vault", "/v1", "mcp"], "/v1"), (["mcp", "--vault", "/v2"], "/v2"), (["mcp"], None)])
 def test_osk_mcp_takes_the_vault_before_or_after_the_command(argv, expected):
-    from osk.cli import _plain_mcp, build_parser
+    from osk.surfaces.cli import _plain_mcp, build_parser
 
     assert build_parser().parse_args(argv).vault == expected
     assert _plain_mcp(argv) == (expected,)  # the fast path reads it the same way
@@ -93,6 +94,6 @@ def test_osk_mcp_takes_the_vault_before_or_after_the_command(argv, expected):
 @pytest.mark.parametrize("argv", [["mcp", "--help"], ["--vault", "mcp"], ["mcp", "mcp"],
                                   ["--vault", "mcp", "/v"], ["mcp", "--vault"], ["search", "x"]])
 def test_anything_but_a_plain_osk_mcp_goes_through_the_parser(argv):
-    from osk.cli import _plain_mcp
+    from osk.surfaces.cli import _plain_mcp
 
     assert _plain_mcp(argv) is None

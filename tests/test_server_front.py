@@ -1,4 +1,4 @@
-"""The stdio front of `osk mcp` (osk.stdio) in process: what it answers before the SDK is
+"""The stdio front of `osk mcp` (osk.surfaces.stdio) in process: what it answers before the SDK is
 there, what it leaves for the SDK, and how it learns a changed handshake."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from osk import stdio
-from osk.stdio import Front, Handshake, Refusal, Wire
+from osk.surfaces import stdio
+from osk.surfaces.stdio import Front, Handshake, Refusal, Wire
 
 TOOLS = {"tools": [{"name": "search", "inputSchema": {"type": "object"}}]}
 INIT_RESULT = {"capabilities": {"tools": {"listChanged": True}},

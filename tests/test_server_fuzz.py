@@ -25,9 +25,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-from osk.commands.hosts import _close, _Lines, _send
-from osk.server import SPECS, TOOL_NAMES
-from osk.vault import Vault
+from osk.store.vault import Vault
+from osk.surfaces.commands.hosts import _close, _Lines, _send
+from osk.surfaces.server import SPECS, TOOL_NAMES
 
 CALLS = int(os.environ.get("OSK_FUZZ_CALLS", "120"))
 REPLY_TIMEOUT = 30.0  # seconds; a healthy answer takes milliseconds

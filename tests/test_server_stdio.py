@@ -17,9 +17,9 @@ from mcp import StdioServerParameters
 
 from osk import validate
 from osk.engine import REFRESH_SECONDS
-from osk.ledger import Ledger
-from osk.server import TOOL_NAMES
-from osk.vault import Vault
+from osk.store.ledger import Ledger
+from osk.store.vault import Vault
+from osk.surfaces.server import TOOL_NAMES
 
 pytestmark = pytest.mark.anyio
 
@@ -122,7 +122,7 @@ async def test_cite_search_change_the_source_see_the_candidate_read_recite_and_c
 async def test_two_server_processes_writing_at_once_lose_nothing(vault: Vault, repo: Path,
                                                                  tmp_path: Path):
     """Each write one server acknowledges is found through the other server at once: the
-    vault generation (osk.generation) makes reads exact for osk's own writers, with no
+    vault generation (osk.store.generation) makes reads exact for osk's own writers, with no
     waiting, however the two sessions interleave."""
     other = tmp_path / "work" / "other-checkout"
     subprocess.run(["git", "worktree", "add", "-q", "--detach", str(other)], cwd=repo,
@@ -259,7 +259,7 @@ INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
 
 def _handshake(vault: Vault, repo: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """initialize and tools/list answered by a fresh server; a search closes the run."""
-    from osk.commands.hosts import _close, _Lines, _send
+    from osk.surfaces.commands.hosts import _close, _Lines, _send
 
     proc = _spawn(vault, repo)
     deadline = __import__("time").monotonic() + 120
@@ -316,7 +316,7 @@ MALFORMED: list[tuple[bytes, object, str]] = [  # a line, the id its answer carr
 
 
 def test_every_malformed_line_gets_an_answer_that_says_what_is_wrong(vault: Vault, repo: Path):
-    from osk.commands.hosts import _close, _Lines, _send
+    from osk.surfaces.commands.hosts import _close, _Lines, _send
 
     proc = _spawn(vault, repo)
     deadline = __import__("time").monotonic() + 120

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from writekit import git, make_repo, snapshot
 
-from osk import sessions
 from osk.errors import LedgerFork, ScopeError
-from osk.ledger import Ledger
-from osk.scope_memory import ScopeMemory
-from osk.sessions import Routing, open_session, portable_name, session_key
-from osk.vault import Vault
+from osk.provenance import sessions
+from osk.provenance.scope_memory import ScopeMemory
+from osk.provenance.sessions import Routing, open_session, portable_name, session_key
+from osk.store.ledger import Ledger
+from osk.store.vault import Vault
 
 
 def root_of(repo: Path) -> str:
@@ -129,7 +129,8 @@ def test_portable_names_drop_characters_no_platform_allows():
 
 
 def test_the_sessions_module_imports_nothing_heavy():
-    code = ("import sys, osk.sessions; heavy = {'pydantic', 'yaml', 'mcp', 'git', 'rank_bm25', "
+    code = ("import sys, osk.provenance.sessions; "
+            "heavy = {'pydantic', 'yaml', 'mcp', 'git', 'rank_bm25', "
             "'numpy'} & set(sys.modules); print(sorted(heavy))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from osk import hostsetup
-from osk.cli import main
 from osk.errors import SetupError
-from osk.vault import Vault
+from osk.hosts import hostsetup
+from osk.store.vault import Vault
+from osk.surfaces.cli import main
 
 HOSTS = hostsetup.HOSTS
 
@@ -548,7 +548,7 @@ def test_a_codex_config_where_our_table_cannot_go_is_refused_with_its_reason(
 def test_every_registered_hook_command_runs_in_a_shell_even_with_spaces_in_the_vault_path(
     home: Path, tmp_path: Path, project: Path, host: str
 ) -> None:
-    from osk.vault import init
+    from osk.store.vault import init
 
     odd = init(tmp_path / "my vault's home")
     setup(home, odd.root, host, project)

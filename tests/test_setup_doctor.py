@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from osk import growth, hostsetup
-from osk.cli import main
-from osk.vault import Vault
+from osk.hooks import growth
+from osk.hosts import hostsetup
+from osk.store.vault import Vault
+from osk.surfaces.cli import main
 
 
 @pytest.fixture
@@ -101,7 +102,7 @@ def test_doctor_gives_a_verdict_line_per_host_and_fails_only_for_a_broken_set_up
 def test_doctor_runs_every_per_host_check_only_for_a_set_up_host(
     vault: Vault, home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from osk.commands import hosts
+    from osk.surfaces.commands import hosts
 
     seen: list[str] = []
 
@@ -244,7 +245,7 @@ def test_doctor_fails_a_server_that_lists_its_tools_but_cannot_run_one(
     capsys: pytest.CaptureFixture[str]
 ) -> None:
     # The handshake can come from the last run's, so a listing alone proves little.
-    from osk.commands.hosts import NEEDED_TOOLS
+    from osk.surfaces.commands.hosts import NEEDED_TOOLS
 
     script = tiny_server(tmp_path, list(NEEDED_TOOLS), call_error="the osk MCP server could "
                                                                   "not start")

@@ -8,7 +8,7 @@ import pytest
 
 from osk import validate
 
-SERVER = Path(__file__).resolve().parents[1] / "osk" / "server.py"
+SERVER = Path(__file__).resolve().parents[1] / "osk" / "surfaces" / "server.py"
 
 
 def lint_source(tmp_path: Path, source: str) -> list[validate.Finding]:
@@ -27,18 +27,18 @@ def test_the_real_server_module_passes_the_lint():
 @pytest.mark.parametrize(
     ("source", "rule", "fragment"),
     [
-        ("from osk import protection\nprotection.approve(v, 'Scope/a')\n",
+        ("from osk.authority import protection\nprotection.approve(v, 'Scope/a')\n",
          "surface-authority", "approve"),
         ("def tool(engine):\n    return engine.revert_region('x')\n",
          "surface-authority", "revert"),
-        ("import osk.trust as t\nt.confirm(v, 'Node')\n", "surface-authority", "confirm"),
-        ("from osk.tombstones import lift\n", "surface-authority", "lift"),
+        ("import osk.authority.trust as t\nt.confirm(v, 'Node')\n", "surface-authority", "confirm"),
+        ("from osk.authority.tombstones import lift\n", "surface-authority", "lift"),
         ("reject_claim(v)\n", "surface-authority", "reject"),
         ("x.unprotect(v, 'p')\n", "surface-authority", "unprotect"),
         ("c.dismiss(key, 'no')\n", "surface-authority", "dismiss"),
         ("fn = getattr(module, 'approve')\n", "surface-authority", "dynamically"),
-        ("import osk.audit\n", "surface-authority", "osk.audit"),
-        ("from osk.ledger import Ledger\nLedger(v, 'approvals').append('k', 's', {})\n",
+        ("import osk.authority.audit\n", "surface-authority", "osk.authority.audit"),
+        ("from osk.store.ledger import Ledger\nLedger(v, 'approvals').append('k', 's', {})\n",
          "surface-authority-ledger", "approvals"),
         ("NAME = 'tombstones'\n", "surface-authority-ledger", "tombstones"),
         ("path = '_ledger/audit.jsonl'\n", "surface-authority-ledger", "audit"),
@@ -56,7 +56,7 @@ def test_a_planted_bad_module_fails_the_lint(tmp_path: Path, source: str, rule: 
 
 def test_a_clean_module_using_the_engine_passes(tmp_path: Path):
     source = (
-        "from osk.ledger import Ledger\n"
+        "from osk.store.ledger import Ledger\n"
         "def create(engine, args):\n"
         "    Ledger(engine.vault, 'candidates').read()\n"
         "    return engine.create_node(title=args.title)\n"

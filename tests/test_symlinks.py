@@ -17,13 +17,13 @@ from sync_support import git, make_devices, write_node
 from writekit import create, snapshot
 
 from osk import validate
-from osk.cli import main
+from osk.capture.raw import record_name
 from osk.engine import Engine
 from osk.errors import OutsideVault, SyncError
-from osk.raw import record_name
-from osk.scope_memory import ScopeMemory
-from osk.sync import sync_once
-from osk.vault import Vault
+from osk.provenance.scope_memory import ScopeMemory
+from osk.store.vault import Vault
+from osk.surfaces.cli import main
+from osk.sync.cycle import sync_once
 
 repo, eng, hub = writekit.repo, writekit.eng, writekit.hub  # shared fixtures
 
@@ -69,7 +69,7 @@ def test_a_linked_objects_folder_refuses_the_write_before_the_node_lands(
 
 
 def test_a_linked_object_shard_is_not_read(eng: Engine, vault: Vault, hub: str, outside: Path):
-    from osk import objects
+    from osk.store import objects
 
     sha = eng.read_node("auth").hash
     shard = vault.objects_dir / sha[:2]
@@ -100,7 +100,7 @@ def test_a_linked_audit_ledger_is_neither_written_nor_read_and_validate_names_it
 
 
 def test_every_ledger_refuses_a_link(vault: Vault, outside: Path):
-    from osk.ledger import Ledger
+    from osk.store.ledger import Ledger
 
     for name in ("routing", "rechecks", "candidates", "approvals", "tombstones"):
         path = vault.ledger_path(name)
@@ -206,7 +206,7 @@ def test_sync_refuses_to_commit_a_local_link(tmp_path: Path, outside: Path):
 
 
 def test_the_sync_daemons_fingerprint_survives_a_link_to_outside(vault: Vault, outside: Path):
-    from osk.sync import fingerprint
+    from osk.sync.cycle import fingerprint
 
     before = fingerprint(vault)
     (vault.root / "Domain" / "x.md").symlink_to(outside / "x.md")

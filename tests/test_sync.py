@@ -18,12 +18,13 @@ from sync_support import (
     write_node,
 )
 
-from osk import conflict_copies, sync
-from osk.catalog import Catalog
-from osk.cli import main
 from osk.errors import SyncError
-from osk.ledger import Ledger, device_id
-from osk.vault import Vault
+from osk.store import conflict_copies
+from osk.store.catalog import Catalog
+from osk.store.ledger import Ledger, device_id
+from osk.store.vault import Vault
+from osk.surfaces.cli import main
+from osk.sync import cycle as sync
 
 NOW = "2026-11-29T18:02+09:00"
 
@@ -478,7 +479,7 @@ def test_a_merge_or_rebase_a_person_started_in_the_vault_is_refused_and_nothing_
 
 
 def test_a_vault_without_the_remote_is_refused_with_what_to_do(tmp_path, capsys):
-    from osk.vault import init
+    from osk.store.vault import init
 
     vault = init(tmp_path / "alone")
     assert main(["--vault", str(vault.root), "sync"]) == 1
@@ -489,7 +490,7 @@ def test_a_vault_without_the_remote_is_refused_with_what_to_do(tmp_path, capsys)
 
 
 def test_the_first_sync_publishes_to_an_empty_remote(tmp_path, capsys):
-    from osk.vault import init
+    from osk.store.vault import init
 
     vault = init(tmp_path / "vault")
     git(tmp_path, "init", "-q", "--bare", "-b", "main", str(tmp_path / "r.git"))

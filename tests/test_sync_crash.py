@@ -21,8 +21,9 @@ from sync_support import (
     write_node,
 )
 
-from osk import conflict_copies, sync
-from osk.ledger import Ledger
+from osk.store import conflict_copies
+from osk.store.ledger import Ledger
+from osk.sync import cycle as sync
 
 pytestmark = pytest.mark.crash
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from sync_support import git, make_devices, wait_for, write_node
 
-from osk.cli import build_parser, main
-from osk.commands.sync import run_sync
-from osk.vault import init
+from osk.store.vault import init
+from osk.surfaces.cli import build_parser, main
+from osk.surfaces.commands.sync import run_sync
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 

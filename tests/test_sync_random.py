@@ -21,10 +21,10 @@ from sync_support import (
     write_node,
 )
 
-from osk import sync
-from osk.catalog import Catalog
-from osk.ledger import Ledger
-from osk.vault import Vault
+from osk.store.catalog import Catalog
+from osk.store.ledger import Ledger
+from osk.store.vault import Vault
+from osk.sync import cycle as sync
 
 ROUNDS = int(os.environ.get("OSK_SYNC_ROUNDS", "50"))
 SEED = int(os.environ.get("OSK_SYNC_SEED", "20261129"))

@@ -7,7 +7,7 @@ import unicodedata
 import pytest
 
 from osk.errors import TitleError
-from osk.titles import check_portable, title_key
+from osk.store.titles import check_portable, title_key
 
 
 @pytest.mark.parametrize(

@@ -7,11 +7,12 @@ import sys
 import pytest
 from authority_support import FakeTerminal, agent_write, node_text, osk
 
-from osk import objects, tombstones
+from osk.authority import tombstones
 from osk.errors import OskError, TombstoneError
-from osk.fsutil import sha256_text
-from osk.ledger import Ledger
-from osk.vault import Vault
+from osk.store import objects
+from osk.store.fsutil import sha256_text
+from osk.store.ledger import Ledger
+from osk.store.vault import Vault
 
 CLAIM = "Scope/app/db/Primary database.md"
 BODY = "The app stores orders in MongoDB.\n"

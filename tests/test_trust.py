@@ -7,10 +7,11 @@ import sys
 import pytest
 from authority_support import FakeTerminal, agent_write, edit_body, node_text, read
 
-from osk import audit, node, protection, trust
-from osk.catalog import Catalog
+from osk.authority import approvals, audit, protection, trust
 from osk.errors import ProtectedRegionError
-from osk.vault import Vault
+from osk.store import node
+from osk.store.catalog import Catalog
+from osk.store.vault import Vault
 
 FACT = "Person/habits/Tabs.md"
 
@@ -97,7 +98,7 @@ def test_confirming_twice_writes_nothing_the_second_time(vault: Vault, person: N
 
 def test_confirming_inside_a_protected_region_is_served_at_once(vault: Vault, person: None):
     agent_person_fact(vault)
-    protection.protect(vault, "Person/habits")
+    approvals.protect(vault, "Person/habits")
     trust.confirm(vault, "Tabs")
     served = protection.served(vault, FACT, read(vault, FACT))
     assert not served.pending and "trust: confirmed" in (served.text or "")
@@ -105,7 +106,7 @@ def test_confirming_inside_a_protected_region_is_served_at_once(vault: Vault, pe
 
 def test_confirm_waits_for_a_pending_change_to_be_decided(vault: Vault, person: None):
     agent_person_fact(vault)
-    protection.protect(vault, "Person/habits")
+    approvals.protect(vault, "Person/habits")
     agent_write(vault, FACT, edit_body(vault, FACT, "The person prefers 2 spaces.\n"))
     with pytest.raises(ProtectedRegionError, match="Decide on the pending change first"):
         trust.confirm(vault, "Tabs")

@@ -6,11 +6,12 @@ import json
 import os
 from pathlib import Path
 
-from osk import contract, validate
-from osk import node as node_mod
-from osk.ids import uuid7
-from osk.ledger import Ledger
-from osk.vault import Vault
+from osk import validate
+from osk.store import contract
+from osk.store import node as node_mod
+from osk.store.ids import uuid7
+from osk.store.ledger import Ledger
+from osk.store.vault import Vault
 
 
 def write_node(vault: Vault, rel: str, body: str = "Body.\n", *, node_id: str | None = None,
@@ -189,7 +190,7 @@ def test_a_real_sync_conflict_copy_is_reported_naming_its_original(vault: Vault)
 
 
 def capture(vault: Vault, key: str = "app", conversation: str = "c1") -> str:
-    from osk import raw
+    from osk.capture import raw
 
     ref = raw.append_round(vault, key, conversation,
                            raw.RoundInput(user="What TTL?", assistant="60 seconds."))
@@ -222,7 +223,7 @@ def test_a_damaged_raw_record_is_reported(vault: Vault):
 
 def test_a_scope_node_citing_a_raw_round_of_a_session_bound_elsewhere_breaks_topology(
         vault: Vault):
-    from osk.sessions import Routing
+    from osk.provenance.sessions import Routing
 
     coordinate = capture(vault, key="web-tool")
     Routing(vault).bind("web-tool", "web")

@@ -6,8 +6,8 @@ import json
 import subprocess
 import sys
 
-from osk.cli import main
-from osk.vault import Vault
+from osk.store.vault import Vault
+from osk.surfaces.cli import main
 
 
 def break_a_node(vault: Vault) -> str:

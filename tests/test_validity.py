@@ -7,10 +7,11 @@ import sys
 import pytest
 from authority_support import FakeTerminal, agent_write, edit_body, node_text, read
 
-from osk import clock, node, protection, tombstones, validity
-from osk.catalog import Catalog
+from osk.authority import approvals, tombstones, validity
 from osk.errors import ProtectedRegionError, ValidityError
-from osk.vault import Vault
+from osk.store import clock, node
+from osk.store.catalog import Catalog
+from osk.store.vault import Vault
 
 OLD = "Domain/api/Rate limit 2025.md"
 NEW = "Domain/api/Rate limit 2026.md"
@@ -133,11 +134,11 @@ def test_as_of_serves_the_approved_version_while_a_change_was_pending(
     monkeypatch.setenv("OSK_NOW", T0)
     rel = "Person/work/Hours.md"
     agent_write(vault, rel, node_text(body="Works 9 to 5.\n", author="user"), actor="user")
-    protection.protect(vault, "Person/work")
+    approvals.protect(vault, "Person/work")
     monkeypatch.setenv("OSK_NOW", T1)
     agent_write(vault, rel, edit_body(vault, rel, "Works nights.\n"))
     monkeypatch.setenv("OSK_NOW", T2)
-    protection.approve(vault, rel)
+    approvals.approve(vault, rel)
     pending_then = as_of(vault, at("2026-04-01T00:00+00:00"))
     assert [n.body for n in pending_then] == ["Works 9 to 5.\n"]
     later = as_of(vault, at("2026-06-01T00:00+00:00"))
@@ -176,7 +177,7 @@ def test_a_superseded_node_with_a_pending_change_is_refused_before_anything_is_w
     vault: Vault, monkeypatch, person: None
 ):
     agent_write(vault, OLD, node_text(body="100 a minute.\n"))
-    protection.protect(vault, "Domain/api")
+    approvals.protect(vault, "Domain/api")
     agent_write(vault, OLD, edit_body(vault, OLD, "200 a minute.\n"))
     with pytest.raises(ProtectedRegionError):
         validity.prepare_close(vault, catalog_of(vault), supersedes="[[Rate limit 2025]]",

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from osk.errors import OskError, VaultNotFound
-from osk.vault import Vault, cluster_of, init, locate, scope_of, space_of
+from osk.store.vault import Vault, cluster_of, init, locate, scope_of, space_of
 
 
 def test_init_creates_the_spaces_the_union_merge_rule_and_a_git_repository(tmp_path: Path):

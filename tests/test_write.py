@@ -10,7 +10,7 @@ import pytest
 import writekit
 from writekit import create, make_repo, snapshot, write_toml
 
-from osk import audit, sources, tombstones
+from osk.authority import audit, tombstones
 from osk.engine import Engine
 from osk.errors import (
     AnchorError,
@@ -25,10 +25,11 @@ from osk.errors import (
     TitleError,
     TombstoneError,
 )
-from osk.ids import is_uuid7
-from osk.ledger import Ledger
-from osk.sessions import Routing
-from osk.vault import Vault
+from osk.provenance.sessions import Routing
+from osk.store import sources
+from osk.store.ids import is_uuid7
+from osk.store.ledger import Ledger
+from osk.store.vault import Vault
 
 repo, eng, hub = writekit.repo, writekit.eng, writekit.hub  # shared fixtures
 

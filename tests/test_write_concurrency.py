@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 import writekit
 
-from osk import audit
-from osk.catalog import Catalog
+from osk.authority import audit
 from osk.engine import Engine
-from osk.ledger import Ledger
-from osk.rechecks import Rechecks
-from osk.vault import Vault
+from osk.provenance.rechecks import Rechecks
+from osk.store.catalog import Catalog
+from osk.store.ledger import Ledger
+from osk.store.vault import Vault
 
 repo, eng, hub = writekit.repo, writekit.eng, writekit.hub  # shared fixtures
 

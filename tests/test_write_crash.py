@@ -22,11 +22,12 @@ from pathlib import Path
 import pytest
 from writekit import make_repo
 
-from osk import audit, validate
-from osk.catalog import Catalog
-from osk.cli import main
+from osk import validate
+from osk.authority import audit
 from osk.engine import Engine
-from osk.vault import Vault
+from osk.store.catalog import Catalog
+from osk.store.vault import Vault
+from osk.surfaces.cli import main
 
 pytestmark = [pytest.mark.crash,
               pytest.mark.skipif(os.name == "nt", reason="SIGKILL is POSIX")]
@@ -34,7 +35,7 @@ pytestmark = [pytest.mark.crash,
 CHILD = r'''
 import os, signal, sys
 from pathlib import Path
-import osk.ledger as ledger
+import osk.store.ledger as ledger
 from osk.engine import Engine
 
 vault, project, action, point = sys.argv[1:5]
@@ -73,7 +74,7 @@ if action == "create":
 elif action == "update":
     eng.update_node("Tokens", old_text="expire", new_text="expire hourly")
 elif action in ("confirm", "reject"):
-    from osk import protection, tombstones, trust
+    from osk.authority import protection, tombstones, trust
     protection.require_person = lambda verb: None  # the person's verbs, as at a terminal
     print(eng.read_node("Tokens").id, flush=True)
     if action == "confirm":

@@ -16,16 +16,17 @@ import pytest
 import writekit
 from writekit import create, make_repo, snapshot
 
-from osk import catalog as catalog_mod
-from osk import freshness as freshness_mod
-from osk import ids, raw
-from osk import rechecks as rechecks_mod
-from osk.catalog import Catalog
+from osk.capture import raw
 from osk.engine import Engine
 from osk.errors import OskError, StaleHash, TitleError
-from osk.fsutil import atomic_write
-from osk.rechecks import Rechecks
-from osk.vault import Vault
+from osk.provenance import rechecks as rechecks_mod
+from osk.provenance.rechecks import Rechecks
+from osk.store import catalog as catalog_mod
+from osk.store import freshness as freshness_mod
+from osk.store import ids
+from osk.store.catalog import Catalog
+from osk.store.fsutil import atomic_write
+from osk.store.vault import Vault
 
 repo, eng, hub = writekit.repo, writekit.eng, writekit.hub  # shared fixtures
 

@@ -12,12 +12,16 @@ from authority_support import FakeTerminal
 from sync_support import make_devices
 from writekit import create, snapshot
 
-from osk import audit, conflict_copies, protection, raw, sync, validate
+from osk import validate
+from osk.authority import approvals, audit
+from osk.capture import raw
 from osk.engine import Engine
 from osk.errors import ProtectedRegionError
-from osk.fsutil import atomic_write
-from osk.server import build_server
-from osk.vault import Vault
+from osk.store import conflict_copies
+from osk.store.fsutil import atomic_write
+from osk.store.vault import Vault
+from osk.surfaces.server import build_server
+from osk.sync import cycle as sync
 
 repo, eng, hub = writekit.repo, writekit.eng, writekit.hub  # shared fixtures
 
@@ -38,7 +42,7 @@ def protected_note(eng: Engine, vault: Vault) -> str:
                     drafter="m")
     rel = eng.create_node("Editor", "The editor in use", "The team edits in Helix.\n",
                           space="Domain", cluster="editors", drafter="m").path
-    protection.protect(vault, "Domain/editors")
+    approvals.protect(vault, "Domain/editors")
     eng.update_node("Editor", old_text="Helix", new_text="Kakoune")
     return rel
 
@@ -68,7 +72,7 @@ def test_a_write_inside_a_protected_region_says_it_waits_for_the_person(
     assert outside.pending is False
     eng.create_node("Editor", "The editor", "Helix.\n", space="Domain", cluster="editors",
                     drafter="m")
-    protection.protect(vault, "Domain/editors")
+    approvals.protect(vault, "Domain/editors")
     updated = eng.update_node("Editor", old_text="Helix", new_text="Kakoune")
     created = eng.create_node("Pager", "The pager", "less.\n", space="Domain",
                               cluster="editors", drafter="m")
@@ -82,7 +86,7 @@ def test_a_pending_node_carries_the_pending_marker_in_search(eng: Engine, vault:
     protected_note(eng, vault)
     hit = next(h for h in eng.search("Helix").hits if h.title == "Editor")
     assert "pending" in hit.markers
-    protection.approve(vault, "Domain/editors/Editor.md")
+    approvals.approve(vault, "Domain/editors/Editor.md")
     session = Engine.open(vault, cwd=repo)
     hit = next(h for h in session.search("Kakoune").hits if h.title == "Editor")
     assert "pending" not in hit.markers
@@ -201,7 +205,7 @@ async def test_update_node_reports_recited_nodes_and_pending_through_the_server(
                 "space": "domain", "cluster": "editors", "drafter": "m"})
             assert not result.is_error, result.content[0].text
             assert result.structured_content["pending"] is False
-        protection.protect(vault, "Domain/editors")
+        approvals.protect(vault, "Domain/editors")
         result = await client.call_tool("update_node", {"node": "Editor", "old_text": "Helix",
                                                         "new_text": "Kakoune"})
         assert not result.is_error, result.content[0].text

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from osk.engine import Engine
-from osk.vault import Vault
+from osk.store.vault import Vault
 
 
 def git(cwd: Path, *args: str) -> str:

@@ -6,7 +6,7 @@ sources), one fired inside a sub-agent, or a second firing for a prompt id alrea
 not a turn. Hosts whose hooks name no conversation (Kiro) count per workspace; their session
 start resets the count, since a new agent session is a new conversation.
 
-When background growth reviews the session in a fork instead (``osk.growth.in_session_review``
+When background growth reviews the session in a fork instead (``osk.hooks.growth.in_session_review``
 says so), the in-session reminder is left out.
 """
 
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from osk.hooks.harness import Adapter, HookPayload
 from osk.hooks.rules import is_review_turn, review_reminder
 from osk.hooks.state import ConversationState, StateStore, conversation_name, workspace_name
-from osk.vault import Vault
+from osk.store.vault import Vault
 
 
 @dataclass(frozen=True)
@@ -69,10 +69,10 @@ def count_prompt(vault: Vault, adapter: Adapter, payload: HookPayload, *,
 
 def _expected_record(vault: Vault, payload: HookPayload, conversation: str) -> str:
     """Where this conversation's rounds will be recorded, before the first capture."""
-    from osk.edges import raw_record
+    from osk.capture.raw import record_name
     from osk.errors import OskError
     from osk.hooks.capture import session_key_text
-    from osk.raw import record_name
+    from osk.store.edges import raw_record
 
     try:
         return raw_record(record_name(session_key_text(vault, payload)), record_name(conversation))
@@ -94,6 +94,6 @@ def reset_workspace_count(vault: Vault, adapter: Adapter, payload: HookPayload) 
 
 def in_session_reviews(vault: Vault, adapter: Adapter) -> bool:
     """False when background growth reviews this host's sessions in a fork instead."""
-    from osk import growth
+    from osk.hooks import growth
 
     return bool(growth.in_session_review(vault, adapter.name))

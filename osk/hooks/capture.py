@@ -21,12 +21,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from osk.edges import raw_record
 from osk.hooks.adapters.common import merge_final
 from osk.hooks.harness import Adapter, HookPayload, TurnRecord, Unknown
 from osk.hooks.state import ConversationState, StateStore, conversation_name
 from osk.hooks.transcript import Chunk, read_lines
-from osk.vault import Vault
+from osk.store.edges import raw_record
+from osk.store.vault import Vault
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ def capture_stop(vault: Vault, adapter: Adapter, payload: HookPayload, *,
 
 def _capture(vault: Vault, adapter: Adapter, payload: HookPayload, state: ConversationState,
              conversation: str, *, dry_run: bool) -> Captured:
-    from osk.raw import RoundInput, append_round
+    from osk.capture.raw import RoundInput, append_round
 
     path = payload.transcript_path
     assert path is not None
@@ -170,7 +170,7 @@ def session_key_text(vault: Vault, payload: HookPayload, *, claim: bool = True) 
     Resolving a key may claim its name in the routing ledger; ``claim=False`` (dry runs) gives
     the plain name without writing.
     """
-    from osk import sessions
+    from osk.provenance import sessions
 
     if payload.cwd is None:
         raise ValueError("the hook payload names no working directory")

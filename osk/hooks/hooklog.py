@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from osk.vault import Vault
+from osk.store.vault import Vault
 
 MAX_BYTES = 1024 * 1024
 MAX_WARNINGS = 5  # per hook run; more are summarised in one line

@@ -24,8 +24,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from osk.hooks.harness import Adapter, Budget, HookPayload, one_line
+from osk.hooks.scope import Scoped, resolve_scope, scope_entry
 from osk.hooks.state import StateStore, conversation_name
-from osk.vault import Vault
+from osk.store.vault import Vault
 
 ITEM_CHARS = 300
 FORGETS = frozenset({"compact", "clear"})  # session starts after which the model lost context
@@ -33,7 +34,7 @@ OVERVIEW = "call `overview` to see them all"
 
 
 def _recheck_item(item: object) -> str:
-    """One line of ``osk.recheck_summary.scope_notes``."""
+    """One line of ``osk.provenance.recheck_summary.scope_notes``."""
     if not isinstance(item, Mapping):
         return str(item)
     citing, target = item.get("citing") or item.get("path"), item.get("target")
@@ -52,7 +53,8 @@ Provider = tuple[str, Callable[[Vault, str], Sequence[object]], Callable[[object
 
 def providers() -> tuple[Provider, ...]:
     """(section title, function, item renderer): each function returns the items of a scope."""
-    from osk import candidates, growth, recheck_summary  # imported only when a session starts
+    from osk.hooks import growth  # imported only when a session starts
+    from osk.provenance import candidates, recheck_summary  # imported only when a session starts
 
     return (
         ("Recheck notes: re-read each target, then re-cite or correct", recheck_summary.scope_notes,
@@ -66,14 +68,6 @@ def providers() -> tuple[Provider, ...]:
 class Section:
     title: str
     items: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Scoped:
-    key: str
-    scope: str          # the scope the session writes to ("" when it cannot be decided)
-    bound: bool         # the routing ledger binds the key (else the scope is named after it)
-    problem: str = ""
 
 
 def session_start(vault: Vault, adapter: Adapter, payload: HookPayload, *,
@@ -91,7 +85,7 @@ def session_start(vault: Vault, adapter: Adapter, payload: HookPayload, *,
     if not scoped.scope:
         return compose(_header(scoped) + "\n" + _unresolved(scoped), (), adapter.budget)
     from osk.errors import OutsideVault
-    from osk.scope_memory import ScopeMemory
+    from osk.provenance.scope_memory import ScopeMemory
 
     memory = ScopeMemory(vault, scoped.scope)
     try:
@@ -111,7 +105,7 @@ def session_start(vault: Vault, adapter: Adapter, payload: HookPayload, *,
     result = compose(_header(scoped) + "\n" + block, sections, adapter.budget)
     if store is not None and not dry_run:
         with store.locked() as state:
-            state.scope = recall.scope_entry(vault, payload, scoped.scope)
+            state.scope = scope_entry(vault, payload, scoped.scope)
             state.injected[scoped.scope] = digest
             if payload.source in FORGETS:  # what was recalled may be summarised away
                 state.recalled.clear()
@@ -119,21 +113,6 @@ def session_start(vault: Vault, adapter: Adapter, payload: HookPayload, *,
                 if f"(id {hit.id}" in result:
                     state.recalled[hit.id] = hit.content_hash
     return result
-
-
-def resolve_scope(vault: Vault, payload: HookPayload, *, claim: bool = True) -> Scoped | None:
-    """The session key of the working directory and the scope it writes to."""
-    from osk import sessions
-    from osk.errors import LedgerFork
-
-    if payload.cwd is None:
-        return None
-    key = sessions.session_key(payload.cwd, vault if claim else None).key
-    try:
-        scope, bound = sessions.Routing(vault).route(key)
-        return Scoped(key, scope, bound)
-    except LedgerFork as exc:  # two devices bound the key differently: say so, inject no scope
-        return Scoped(key, "", False, problem=str(exc))
 
 
 def provided_sections(vault: Vault, scope: str) -> list[Section]:

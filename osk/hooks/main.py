@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from osk.hooks import hooklog
+from osk.hooks.forks import in_growth_fork
 from osk.hooks.harness import EVENTS, Adapter, Event, HookPayload
-from osk.vault import Vault
+from osk.store.vault import Vault
 
 if TYPE_CHECKING:
     from osk.hooks.recall import Recall
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
 USAGE = ("usage: osk hook {session-start,prompt-submit,stop} --host "
          "{claude,codex,kiro,antigravity} [--vault PATH] [--dry-run]  (payload JSON on stdin)")
 MAX_STDIN = 16 * 1024 * 1024
-GROWTH_FORK_ENV = "OSK_GROWTH_FORK"
 
 
 class UsageError(ValueError):
@@ -59,7 +59,7 @@ def run(argv: Sequence[str]) -> int:
         return 0
     vault: Vault | None = None
     try:
-        from osk.vault import locate
+        from osk.store.vault import locate
 
         vault = locate(request.vault)
         output = dispatch(vault, request, read_stdin(), os.environ)
@@ -172,11 +172,6 @@ def prompt_recall(vault: Vault, adapter: Adapter, payload: HookPayload,
         return Recall()
 
 
-def in_growth_fork(env: Mapping[str, str]) -> bool:
-    """True inside a background review fork (``osk.growth`` sets this variable in its
-    environment, taking the name from here so that every hook reads it without importing growth).
-    """
-    return bool(env.get(GROWTH_FORK_ENV))
 
 
 def stop(vault: Vault, adapter: Adapter, payload: HookPayload, dry_run: bool) -> None:
@@ -191,7 +186,7 @@ def stop(vault: Vault, adapter: Adapter, payload: HookPayload, dry_run: bool) ->
 
 def after_final_answer(vault: Vault, adapter: Adapter, payload: HookPayload) -> None:
     """Tell background growth a final answer was captured (it may start a review)."""
-    from osk import growth
+    from osk.hooks import growth
 
     growth.on_final_answer(vault, host=adapter.name, session_id=payload.session_id,
                            transcript_path=payload.transcript_path,

@@ -16,7 +16,8 @@ supersession), then keeps a hit only when
   rejected or edited since the index last read it is not shown from a stale copy; inside a
   protected region the approvals must also be those the index served it under;
 - the person has not rejected it (``osk reject``: its id is tombstoned);
-- it is not an inferred Person fact while ``inject_inferred_person`` is off (``osk.trust``);
+- it is not an inferred Person fact while ``inject_inferred_person`` is off
+(``osk.authority.trust``);
 - this conversation has not been shown it at the same content hash already.
 
 What is injected per hit: title, id, markers (recheck, conflict, pending, inferred) and
@@ -36,11 +37,13 @@ from typing import TYPE_CHECKING, Any
 
 from osk.errors import OskError
 from osk.hooks.harness import Adapter, Budget, HookPayload, one_line
-from osk.vault import Vault, scope_of
+from osk.hooks.hits import Recalled
+from osk.hooks.scope import scope_entry, session_scope
+from osk.store.vault import Vault, scope_of
 
 if TYPE_CHECKING:
+    from osk.hooks.recall_channel import Answer
     from osk.hooks.state import ConversationState, StateStore
-    from osk.recall_channel import Answer
 
 PRIOR = 100        # see ``confidence``
 TITLE_CONFIDENCE = 10.0  # a prompt equal to a node's title
@@ -53,7 +56,7 @@ SUMMARY_CHARS = 300
 PROMPT_CHARS = 2000  # a pasted log or file: its first part says what the prompt is about
 SKIPPED_MARKERS = frozenset({"superseded", "expired", "not-yet-valid"})
 RECALL_SETTINGS = frozenset({"budget", "hosts", "server"})
-# Asked of the MCP server (osk.recall_channel): the fused order's floor, and the lower one
+# Asked of the MCP server (osk.hooks.recall_channel): the fused order's floor, and the lower one
 # when both channels put the same node first. Calibrated on the dev set only (the curves are
 # in docs/performance.md).
 FUSED_FLOOR = 4.5
@@ -63,19 +66,7 @@ AGREE_FLOOR = 1.0
 RESCUE_FLOOR = 5.0
 
 
-@dataclass(frozen=True)
-class Recalled:
-    title: str
-    id: str
-    path: str
-    summary: str
-    markers: tuple[str, ...]
-    confidence: float
-    content_hash: str
-    space: str
-    stat: tuple[int, int, int]  # the file's stat key when the index read it
-    approvals: object = None    # the approvals' generation the index served it under
-    trust: str | None = None    # confirmed / inferred (osk.trust)
+
 
 
 # -- settings ----------------------------------------------------------------------------------
@@ -101,7 +92,7 @@ def budget_for(vault: Vault, host: str) -> int:
 
 def server_enabled(vault: Vault) -> bool:
     """``[recall] server`` (default false): ask the session's MCP server before the recall
-    file (``osk.recall_channel``). Off by default: on the dev set, with search's current
+    file (``osk.hooks.recall_channel``). Off by default: on the dev set, with search's current
     fusion, it injects no more answers than the recall file at the same silence
     (docs/performance.md)."""
     section = vault.settings().extra.get("recall", {})
@@ -162,7 +153,7 @@ def recalled(ranking: Any, order: Sequence[tuple[int, int, float, float]],
 
 def _recalled(doc: Any, markers: Sequence[str], sure: float, approvals: object) -> Recalled:
     """A Recalled from a recall-file document (``SearchDoc``), with the trust marker added."""
-    from osk import trust
+    from osk.authority import trust
 
     inferred = trust.person_marker(doc.space, doc.trust)
     labels = tuple(sorted({*markers, inferred})) if inferred else tuple(markers)
@@ -171,9 +162,9 @@ def _recalled(doc: Any, markers: Sequence[str], sure: float, approvals: object) 
 
 
 def _now() -> float:
-    """Epoch seconds; ``OSK_NOW`` pins it as everywhere (osk.clock, which costs datetime)."""
+    """Epoch seconds; ``OSK_NOW`` pins it as everywhere (osk.store.clock, which costs datetime)."""
     if os.environ.get("OSK_NOW"):
-        from osk import clock
+        from osk.store import clock
 
         return clock.now().timestamp()
     import time
@@ -229,7 +220,7 @@ class _Allowed:
     and its recall-file copy still the version readers are served."""
 
     def __init__(self, vault: Vault) -> None:
-        from osk import trust
+        from osk.authority import trust
 
         self.vault, self.trust = vault, trust
         self.check = _Verifier(vault)
@@ -245,7 +236,7 @@ def _rejected_ids(vault: Vault) -> set[str]:
     come back by hand or from a device that had not seen the rejection yet: never shown."""
     if not vault.ledger_path("tombstones").exists():
         return set()
-    from osk import tombstones
+    from osk.authority import tombstones
 
     return {t.node_id for t in tombstones.active(vault) if t.node_id}
 
@@ -269,7 +260,7 @@ class _Verifier:
     def _approvals_unchanged(self, hit: Recalled) -> bool:
         """Inside a protected region, the served version is the approved one the index read;
         if the approvals changed since, the copy may be the wrong version: not shown."""
-        from osk import protection
+        from osk.authority import protection
 
         if protection.region_of(self.vault, hit.path) is None:
             return True
@@ -278,9 +269,9 @@ class _Verifier:
 
 
 # The ledger the conflict marker comes from, named here so a prompt that finds no such ledger
-# pays for no import (osk.candidates loads the ledger machinery); a test keeps the name equal
-# to its owner's.
-CANDIDATES_LEDGER = "candidates"  # osk.candidates.LEDGER
+# pays for no import (osk.provenance.candidates loads the ledger machinery); a test keeps the name
+# equal to its owner's.
+CANDIDATES_LEDGER = "candidates"  # osk.provenance.candidates.LEDGER
 
 
 def _with_markers(vault: Vault, hits: list[Recalled]) -> list[Recalled]:
@@ -307,7 +298,7 @@ def _with_markers(vault: Vault, hits: list[Recalled]) -> list[Recalled]:
 
 def _recheck_paths(vault: Vault, scopes: set[str]) -> set[str]:
     """Citing paths with a recheck candidate, from the summary the engine keeps for hooks."""
-    from osk import recheck_summary
+    from osk.provenance import recheck_summary
 
     stored = recheck_summary.scopes(vault)
     return {str(item.get("path")) for scope in scopes for item in stored.get(scope, [])
@@ -317,7 +308,7 @@ def _recheck_paths(vault: Vault, scopes: set[str]) -> set[str]:
 def _conflicted_ids(vault: Vault) -> set[str]:
     if not vault.ledger_path(CANDIDATES_LEDGER).exists():
         return set()
-    from osk import candidates
+    from osk.provenance import candidates
 
     try:
         return set(candidates.Candidates(vault).open_party_ids())
@@ -328,7 +319,7 @@ def _conflicted_ids(vault: Vault) -> set[str]:
 def _pending_paths(vault: Vault, paths: Sequence[str]) -> set[str]:
     if not vault.ledger_path("approvals").exists():
         return set()
-    from osk import protection
+    from osk.authority import protection
 
     found = set()
     for rel in paths:
@@ -398,7 +389,7 @@ def digest(vault: Vault, scope: str) -> Digest:
     """The table of contents a session starts with: the scope's newest nodes, the newest facts
     about the person, and the most cited nodes it may see, under the same rules as per-prompt
     recall (isolation, served version, trust and ``inject_inferred_person``, rejections)."""
-    from osk import recheck_summary
+    from osk.provenance import recheck_summary
     from osk.search import recallfile
     from osk.search.ranking import Ranking, scope_visibility
 
@@ -467,39 +458,12 @@ def _newest_where(db: Any, usable: Callable[[Any], Recalled | None], where: str,
     return found
 
 
-# -- the hook ----------------------------------------------------------------------------------
-def session_scope(vault: Vault, payload: HookPayload, cached: Sequence[object] | None,
-                  dry_run: bool) -> str:
-    """The scope this conversation's session start resolved, while the routing ledger is
-    unchanged since (one stat instead of Git and the ledger on every prompt); else resolved
-    again."""
-    routing = _routing_stat(vault)
-    if cached and len(cached) == 3 and list(cached[1:]) == [str(payload.cwd), routing]:
-        return str(cached[0])
-    from osk.hooks.inject import resolve_scope
-
-    scoped = resolve_scope(vault, payload, claim=not dry_run)
-    return scoped.scope if scoped is not None else ""
-
-
-def scope_entry(vault: Vault, payload: HookPayload, scope: str) -> list[object]:
-    """What ``session_scope`` accepts later: [scope, cwd, routing ledger stat]."""
-    return [scope, str(payload.cwd), _routing_stat(vault)]
-
-
-def _routing_stat(vault: Vault) -> list[int]:
-    try:
-        st = os.stat(vault.ledger_path("routing"))
-    except OSError:
-        return []
-    return [st.st_size, st.st_mtime_ns, st.st_ino]
-
-
 def _chosen(vault: Vault, scope: str, prompt: str, seen: Mapping[str, str]) -> list[Recalled]:
     """The hits to inject: ranked by the session's MCP server when one answers in time (the
-    fused order, osk.recall_channel), else over the recall file; chosen by ``select`` alike."""
+    fused order, osk.hooks.recall_channel), else over the recall file; chosen by ``select``
+    alike."""
     if server_enabled(vault):
-        from osk import recall_channel
+        from osk.hooks import recall_channel
 
         answer = recall_channel.ask(vault, scope, prompt)
         if answer is not None:

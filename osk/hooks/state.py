@@ -18,9 +18,9 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from osk.fsutil import atomic_write, sha256_text
-from osk.locks import file_lock
-from osk.vault import Vault
+from osk.store.fsutil import atomic_write, sha256_text
+from osk.store.locks import file_lock
+from osk.store.vault import Vault
 
 RECENT = 64          # completion ids remembered per conversation (double fires, re-reads)
 SEEN_TURNS = 32      # prompt ids remembered per conversation (double-fired prompt-submit)

@@ -7,7 +7,8 @@ pydantic, no numpy); node files are parsed only when one has to be (re)read.
 Modules: ``tokenize`` (terms), ``bm25`` (scores, postings), ``corpus`` (documents in memory),
 ``store`` (snapshot + journal on disk), ``index`` (freshness, persistence, the public object),
 ``ranking`` (the order of hits), ``recallfile`` (the index's queryable copy for the hooks),
-``expand`` + ``glossary`` (query terms), ``importer`` (`osk import`).
+``expand`` + ``glossary`` (query terms). (`osk import` is ``osk.importer``: it writes
+through the engine.)
 
 The names below are loaded on first use, so the prompt-submit hook can import ``ranking`` and
 ``recallfile`` without paying for the index and the semantic channel.

@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from osk.fsutil import RACE_WINDOW_NS, StatKey
 from osk.search import store
 from osk.search.bm25 import Bm25
+from osk.store.fsutil import RACE_WINDOW_NS, StatKey
 
 
 @dataclass(slots=True)
@@ -62,7 +62,8 @@ class SearchDoc:
 
     @property
     def starts(self) -> float | None:
-        """When the claim starts to hold: valid_from, else created (osk.validity.start_of)."""
+        """When the claim starts to hold: valid_from, else created
+        (osk.authority.validity.start_of)."""
         return self.valid_from if self.valid_from is not None else self.created
 
     @property

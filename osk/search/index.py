@@ -17,7 +17,7 @@ inode) the way the catalog is. Three paths keep it current:
   compared by content hash) on every walk until it is old enough, in this process and after
   a reload.
 
-Protected regions (``osk.protection``): what is indexed is what readers are served, the
+Protected regions (``osk.authority.protection``): what is indexed is what readers are served, the
 approved version while a change waits for review; when the approvals ledger changes, the
 files in the old and new regions are read again.
 
@@ -50,21 +50,21 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from osk import clock
 from osk.errors import OskError, SearchError
-from osk.fsutil import collector_paused, sha256_text
 from osk.search import recallfile, store
 from osk.search.bm25 import EPSILON, K1, B
 from osk.search.corpus import RACE_WINDOW_NS, Corpus, SearchDoc, StatKey
 from osk.search.ranking import FUSION_DEPTH, Hit, Markers, Ranked, Ranking, Visible, fuse
 from osk.search.semantic import Vectors
 from osk.search.tokenize import TOKENIZER_VERSION, loose_key, tokenize
-from osk.titles import title_key
-from osk.vault import SCOPE, SPACES, Vault
+from osk.store import clock
+from osk.store.fsutil import collector_paused, sha256_text
+from osk.store.titles import title_key
+from osk.store.vault import SCOPE, SPACES, Vault
 
 if TYPE_CHECKING:
-    from osk.catalog import Catalog, Changes
-    from osk.node import Node
+    from osk.store.catalog import Catalog, Changes
+    from osk.store.node import Node
 
 log = logging.getLogger("osk.search")
 
@@ -72,8 +72,8 @@ DEFAULT_K = 8
 MAX_K = 50
 REFRESH_INTERVAL = 1.0  # seconds between freshness walks started by searches
 
-# osk.protection.APPROVALS (a test keeps the two equal): while this ledger does not exist no
-# region is protected, and the index never imports osk.protection.
+# osk.authority.protection.APPROVALS (a test keeps the two equal): while this ledger does not exist
+# no region is protected, and the index never imports osk.authority.protection.
 APPROVALS_LEDGER = "approvals"
 
 # What a snapshot was built with; one that differs is rebuilt, not trusted.
@@ -210,7 +210,7 @@ class SearchIndex:
         """What ``search`` ranks by, before hits are made: the ranking (visibility, locality,
         validity), the lexical order, the semantic order when the channel is on and reads the
         query (None otherwise), and the best ``k`` of their fusion (``order``). Per-prompt
-        recall asked of the MCP server (``osk.recall_channel``) ranks from here, so it ranks
+        recall asked of the MCP server (``osk.hooks.recall_channel``) ranks from here, so it ranks
         exactly as ``search`` does. ``fresh_within``: walk for changes made elsewhere when the
         last walk is older than that many seconds (default: the index's refresh interval)."""
         moment = _moment(as_of)
@@ -637,7 +637,7 @@ def _document(rel: str, served: Node, stat: StatKey, file_hash: str,
 def search_versions(nodes: Iterable[Node], query: str, *, at: datetime, k: int = DEFAULT_K,
                     scope: str | None = None, visible: Visible | None = None) -> list[Hit]:
     """Rank ``query`` over these node versions alone (the vault as it stood at ``at``,
-    ``osk.validity.as_of_view``), the way ``SearchIndex.search`` ranks the live vault.
+    ``osk.authority.validity.as_of_view``), the way ``SearchIndex.search`` ranks the live vault.
 
     The versions get an index of their own for this one query (a past vault shares no
     statistics with today's): every node is tokenized, about a second at 5,000 nodes. Words
@@ -664,8 +664,9 @@ def _checked(query: object, k: object) -> tuple[str, int]:
 
 
 def _walk(vault: Vault) -> Iterator[tuple[str, StatKey]]:
-    """The catalog's traversal (imported here: osk.catalog loads pydantic via osk.node)."""
-    from osk.catalog import walk_nodes
+    """The catalog's traversal (imported here: osk.store.catalog loads pydantic via
+    osk.store.node)."""
+    from osk.store.catalog import walk_nodes
 
     return walk_nodes(vault)
 
@@ -675,7 +676,7 @@ def _racy(stat: StatKey, read_ns: int) -> bool:
 
 
 def _title_of(rel: str) -> str:
-    """A node's title from its path (osk.node.title_from_path, without pathlib's cost)."""
+    """A node's title from its path (osk.store.node.title_from_path, without pathlib's cost)."""
     return unicodedata.normalize("NFC", rel.rsplit("/", 1)[-1].removesuffix(".md"))
 
 
@@ -689,8 +690,8 @@ def _searchable_path(rel: str) -> bool:
 
 
 def _parse(rel: str, text: str) -> Node | None:
-    from osk import node as node_mod  # pydantic: imported only when a file must be read
     from osk.errors import ContractError
+    from osk.store import node as node_mod  # pydantic: imported only when a file must be read
 
     try:
         return node_mod.parse(rel, text)
@@ -699,7 +700,7 @@ def _parse(rel: str, text: str) -> Node | None:
 
 
 def _protection() -> Any:
-    from osk import protection  # only once an approvals ledger exists (see _protected)
+    from osk.authority import protection  # only once an approvals ledger exists (see _protected)
 
     return protection
 
@@ -722,7 +723,7 @@ def _moment(as_of: str | datetime | None) -> float:
         if as_of.tzinfo is None:
             raise SearchError("as_of must carry a UTC offset, e.g. 2026-11-29T18:02+09:00")
         return as_of.timestamp()
-    from osk.validity import parse_as_of  # one reading of as_of for every reader
+    from osk.authority.validity import parse_as_of  # one reading of as_of for every reader
 
     try:
         return parse_as_of(as_of).timestamp()

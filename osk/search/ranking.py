@@ -50,8 +50,8 @@ from dataclasses import dataclass
 from osk.search.corpus import Corpus, SearchDoc
 from osk.search.expand import query_terms
 from osk.search.tokenize import loose_key
-from osk.titles import title_key
-from osk.vault import SCOPE, SPACES, Vault
+from osk.store.titles import title_key
+from osk.store.vault import SCOPE, SPACES, Vault
 
 LOCALITY_OWN = 2.0
 LOCALITY_SHARED = 1.5  # Domain and Person

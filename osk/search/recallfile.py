@@ -33,9 +33,9 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
-from osk.locks import file_lock
 from osk.search.bm25 import Bm25
 from osk.search.corpus import SearchDoc
+from osk.store.locks import file_lock
 
 SCHEMA = 1
 FILE = "recall.sqlite"

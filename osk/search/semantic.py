@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from osk.fsutil import replace_unsynced, sha256_bytes
+from osk.store.fsutil import replace_unsynced, sha256_bytes
 
 if TYPE_CHECKING:
     import numpy as np

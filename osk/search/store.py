@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from osk.fsutil import atomic_write
+from osk.store.fsutil import atomic_write
 
 FORMAT_VERSION = 1
 MAGIC = b"OSK-SEARCH-INDEX\n"

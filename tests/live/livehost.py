@@ -29,8 +29,8 @@ from typing import Any
 import pytest
 from modelserver import Brain, ModelServer, Recorded
 
-from osk.raw import RawRecord, list_records, read_record
-from osk.vault import locate
+from osk.capture.raw import RawRecord, list_records, read_record
+from osk.store.vault import locate
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN_ENV = "OSK_LIVE_BIN"

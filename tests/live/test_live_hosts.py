@@ -20,8 +20,8 @@ import pytest
 from livehost import OSK_TOOLS, LiveHost, Run, pinned_versions
 from plays import CLUSTER, chat_answer
 
-from osk.raw import RawRecord, list_records, read_record
-from osk.vault import locate
+from osk.capture.raw import RawRecord, list_records, read_record
+from osk.store.vault import locate
 
 WRITE = "[live:write] Please note how tidepool releases."
 WRITE_ANSWER = "Noted: tidepool releases after `make check`."

@@ -18,7 +18,7 @@ from test_live_hosts import WRITE
 
 from osk.engine import Engine
 from osk.hooks.recall import DIGEST_RECENT
-from osk.vault import locate
+from osk.store.vault import locate
 
 ASK = "[live:chat 20] Question 20: what runs before a tidepool release?"
 BLOCK = re.compile(r"<osk-recall>.*?</osk-recall>", re.DOTALL)

@@ -31,7 +31,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from osk.fsutil import sha256_text
 from osk.hooks.adapters.common import RoundBuilder, additional_context, minute_time
 from osk.hooks.harness import (
     Budget,
@@ -46,6 +45,7 @@ from osk.hooks.harness import (
     path_field,
     text_field,
 )
+from osk.store.fsutil import sha256_text
 
 _TURN_START = frozenset({"task_started", "turn_started"})
 # Kinds read or deliberately passed over (from the rollouts of 0.3x-0.171 and codex-rs's

@@ -28,7 +28,7 @@ def minute_time(value: object) -> str | None:
     """A host's ISO 8601 timestamp as the vault writes time (minute precision, local offset)."""
     if not isinstance(value, str) or not value:
         return None
-    from osk import clock  # only the Stop hook parses times; the other hooks skip datetime
+    from osk.store import clock  # only the Stop hook parses times; the other hooks skip datetime
 
     try:
         return clock.format_minute(clock.parse(value).astimezone())

@@ -1,0 +1,282 @@
+"""The audit log: one record per change to a node, in ``_ledger/audit.jsonl``.
+
+Every node creation, update, move and supersession (the write path), and every approve, revert,
+confirm, reject and lift (the person's verbs) appends exactly one record whose subject is the
+node's id. ``before``/``after`` are file hashes (sha256 of the file text, ``Node.file_hash``) and
+both texts are kept in ``_objects/``, so any recorded version can be shown again
+(``osk show NODE@HASH``) and the vault can be read as it stood at a past time (``validity``).
+
+A record also says which version readers were *served* after it: inside a protected region an
+agent's edit changes the working copy but not what is served, so such a record is ``pending``
+and its ``served`` is the approved version. Edits made by hand outside osk leave no record;
+``osk log`` says so when a node's file no longer matches its last recorded version.
+
+A node file's replace and its audit append are two steps, so the write path journals the
+record first (``intend``: both versions stored as objects, the record in
+``.osk/audit-intent.json``, not fsynced: it guards against a killed process, not a power cut),
+replaces the file, then appends (``Intent.record``). A process killed in between leaves the
+journal; the next write (or the next engine to open the vault)
+finishes it under the mutation lock (``recover``): a record whose file now holds its ``after``
+version is appended, marked ``recovered``; one whose write never landed is dropped. So a kill
+can never leave a version that ``osk log`` would take for a hand edit.
+
+Standard library only at import time.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from osk.errors import ObjectMissing, OskError
+from osk.store import clock, objects
+from osk.store.fsutil import replace_unsynced, sha256_bytes
+from osk.store.ledger import Ledger, Record
+from osk.store.vault import Vault
+
+AUDIT = "audit"
+WRITE_ACTIONS = ("create", "update", "move", "supersede")
+PERSON_ACTIONS = ("approve", "revert", "confirm", "reject", "lift")
+ACTIONS = WRITE_ACTIONS + PERSON_ACTIONS
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One audit record, as read back."""
+
+    id: str
+    at: str  # ledger envelope time (UTC, seconds; real clock)
+    time: str  # record time in the vault's clock (minute precision; honours OSK_NOW)
+    action: str
+    actor: str
+    node_id: str
+    path: str
+    before: str | None
+    after: str | None
+    served: str | None
+    has_served: bool  # lift changes no version, so it carries no served value
+    pending: bool
+    detail: dict[str, object] = field(default_factory=dict)
+
+    @classmethod
+    def from_record(cls, record: Record) -> Entry:
+        data = record.data
+
+        def text(key: str) -> str | None:
+            value = data.get(key)
+            return value if isinstance(value, str) else None
+
+        detail = data.get("detail")
+        return cls(
+            id=record.id, at=record.at, time=text("time") or record.at, action=record.kind,
+            actor=text("actor") or "?", node_id=record.subject, path=text("path") or "",
+            before=text("before"), after=text("after"), served=text("served"),
+            has_served="served" in data, pending=bool(data.get("pending")),
+            detail=dict(detail) if isinstance(detail, dict) else {},
+        )
+
+    @property
+    def path_after(self) -> str:
+        """Where the node is after this change (a move names it in ``detail.to``)."""
+        return str(self.detail.get("to") or self.path)
+
+    @property
+    def path_before(self) -> str:
+        return str(self.detail.get("from") or self.path)
+
+    @property
+    def served_before(self) -> str | None:
+        """What readers were served just before this record (for reading the past)."""
+        if self.action == "create":
+            return None
+        if self.pending or self.action == "revert":
+            return self.served  # neither changes what is served
+        return self.before
+
+
+def record(
+    vault: Vault,
+    *,
+    actor: str,
+    action: str,
+    node_id: str,
+    path: str,
+    before: str | None,
+    after: str | None,
+    detail: Mapping[str, object] | None = None,
+) -> Entry:
+    """Append one audit record. ``before``/``after`` must already be stored objects.
+
+    The write path calls this after the node file is written, under the mutation lock (through
+    ``intend`` / ``Intent.record``, so a kill between the two is finished later).
+    """
+    if action not in ACTIONS:
+        raise ValueError(f"unknown audit action {action!r}; known: {', '.join(ACTIONS)}")
+    if not actor or not isinstance(actor, str):
+        raise ValueError("an audit record needs an actor ('user', 'agent' or 'agent:SESSION')")
+    if not node_id:
+        raise ValueError("an audit record needs the node's id")
+    for name, sha in (("before", before), ("after", after)):
+        if sha is not None and not objects.has(vault, sha):
+            raise ObjectMissing(
+                f"audit {name}={sha} is not a stored object; call objects.put(vault, text) "
+                f"before audit.record",
+                sha=sha,
+            )
+    if before is None and after is None and action != "lift":
+        raise ValueError(f"an audit {action} record needs a before or an after hash")
+    data: dict[str, object] = {
+        "actor": actor, "path": path, "before": before, "after": after,
+        "time": clock.now_text(),
+    }
+    if action != "lift":
+        served, pending = _served_after(vault, action, path, after)
+        data["served"] = served
+        if pending:
+            data["pending"] = True
+    if detail:
+        data["detail"] = dict(detail)
+    return Entry.from_record(Ledger(vault, AUDIT).append(action, node_id, data))
+
+
+@dataclass(frozen=True)
+class Change:
+    """One audit record a write is about to earn (``intend`` stores its texts)."""
+
+    actor: str
+    action: str
+    node_id: str
+    path: str  # where the node is after the change
+    before_text: str | None
+    after_text: str | None
+    detail: Mapping[str, object] | None = None
+
+
+@dataclass
+class Intent:
+    """Journalled audit records whose node writes are under way; ``record`` appends them."""
+
+    vault: Vault
+    records: list[dict[str, object]]
+
+    def record(self) -> list[Entry]:
+        done = [_append(self.vault, item) for item in self.records]
+        _intent_path(self.vault).unlink(missing_ok=True)
+        return done
+
+
+def intend(vault: Vault, changes: Sequence[Change]) -> Intent:
+    """Store every version and journal the records before any node file is replaced.
+
+    The caller holds the vault mutation lock and replaces the files next, then calls
+    ``Intent.record``; a kill in between is finished by ``recover``.
+    """
+    since = Ledger(vault, AUDIT).read().max_id  # first: refuses an audit ledger out of the vault
+    items: list[dict[str, object]] = []
+    for change in changes:
+        before = objects.put(vault, change.before_text) if change.before_text is not None \
+            else None
+        after = objects.put(vault, change.after_text) if change.after_text is not None else None
+        items.append({"actor": change.actor, "action": change.action,
+                      "node_id": change.node_id, "path": change.path, "before": before,
+                      "after": after, "detail": dict(change.detail or {})})
+    # Not fsynced: the journal is for a killed process, whose writes the page cache keeps; a
+    # power cut in the window can still lose it (as before), and two fsyncs per write (the
+    # file and its folder) cost more than the rest of a small write's bookkeeping.
+    replace_unsynced(_intent_path(vault), json.dumps({"since": since, "records": items}) + "\n")
+    return Intent(vault, items)
+
+
+def recover(vault: Vault) -> list[Entry]:
+    """Append the records a killed write journalled whose node file holds their ``after``
+    version and that are not in the ledger yet. The caller holds the vault mutation lock."""
+    journal = _intent_path(vault)
+    try:
+        data = json.loads(journal.read_text(encoding="utf-8"))
+        since, items = data["since"], list(data["records"])
+    except FileNotFoundError:
+        return []
+    except (ValueError, KeyError, TypeError):  # cut short while written: no file was replaced
+        journal.unlink(missing_ok=True)
+        return []
+    view = Ledger(vault, AUDIT).read()
+    seen = {(r.subject, r.kind, r.data.get("after"), r.data.get("path"))
+            for r in view.records if since is None or r.id > since}
+    done: list[Entry] = []
+    for item in items:
+        if (item["node_id"], item["action"], item["after"], item["path"]) in seen:
+            continue  # appended before the kill; only the journal's removal was missed
+        if _file_sha(vault, str(item["path"])) != item["after"]:
+            continue  # killed before the file was replaced (or removed): nothing to record
+        detail = {**dict(item.get("detail") or {}), "recovered": True}
+        done.append(_append(vault, {**item, "detail": detail}))
+    journal.unlink(missing_ok=True)
+    return done
+
+
+def _append(vault: Vault, item: Mapping[str, object]) -> Entry:
+    def text(key: str) -> str | None:
+        value = item.get(key)
+        return value if isinstance(value, str) else None
+
+    detail = item.get("detail")
+    return record(vault, actor=str(item["actor"]), action=str(item["action"]),
+                  node_id=str(item["node_id"]), path=str(item["path"]), before=text("before"),
+                  after=text("after"), detail=detail if isinstance(detail, Mapping) else None)
+
+
+def _file_sha(vault: Vault, rel: str) -> str | None:
+    try:
+        return sha256_bytes(vault.abs(rel).read_bytes())
+    except (OSError, OskError):
+        return None
+
+
+def _intent_path(vault: Vault) -> Path:
+    return vault.audit_intent_path()
+
+
+def _served_after(vault: Vault, action: str, path: str, after: str | None) -> tuple[
+    str | None, bool
+]:
+    if action in PERSON_ACTIONS:
+        return after, False
+    from osk.authority import protection
+
+    current = protection.state(vault)
+    if current.region_of(path) is None:
+        return after, False
+    approved = current.approved_sha(path)
+    return approved, approved != after
+
+
+# -- reading ----------------------------------------------------------------------------------
+def entries(vault: Vault) -> list[Entry]:
+    """Every audit record in causal (id) order."""
+    view = Ledger(vault, AUDIT).read()
+    return [Entry.from_record(r) for r in sorted(view.records, key=lambda r: r.id)]
+
+
+def history(vault: Vault, node_id: str) -> list[Entry]:
+    """A node's records, oldest first."""
+    view = Ledger(vault, AUDIT).read()
+    return [Entry.from_record(r) for r in sorted(view.for_subject(node_id), key=lambda r: r.id)]
+
+
+def by_node(vault: Vault) -> dict[str, list[Entry]]:
+    grouped: dict[str, list[Entry]] = {}
+    for entry in entries(vault):
+        grouped.setdefault(entry.node_id, []).append(entry)
+    return grouped
+
+
+def versions(entries_of_node: list[Entry]) -> list[str]:
+    """Every version hash a node's history names, oldest first, each once."""
+    seen: list[str] = []
+    for entry in entries_of_node:
+        for sha in (entry.before, entry.after):
+            if sha and sha not in seen:
+                seen.append(sha)
+    return seen

@@ -1,0 +1,46 @@
+"""The vault's one mutation lock. Every osk process that changes the vault holds it; just after
+taking it, the audit records of a write killed between its node files and its records are
+finished (``osk.authority.audit``: no other writer can be under way then, so a journal left is
+a dead one's), and before letting go it moves the vault generation (``osk.store.generation``)
+so readers in other processes look again. Here, above the audit log, because taking the lock
+finishes the log; the audit module itself is imported only when a journal is left.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from osk.store.generation import bump
+from osk.store.locks import DEFAULT_TIMEOUT, file_lock
+from osk.store.vault import Vault
+
+
+@contextmanager
+def mutation(vault: Vault, timeout: float = DEFAULT_TIMEOUT) -> Iterator[None]:
+    """Hold the vault's one mutation lock; bump the generation before letting go.
+
+    Just after taking it, the audit records of a write killed between its node files and its
+    records are finished (no other writer can be under way then, so a journal left is a dead
+    one's): every holder of the lock sees a complete audit log. The bump runs even when the
+    body raised: a write that failed half-way may have changed a file, and a needless bump
+    costs a reader only one quick look.
+    """
+    with file_lock(vault.mutation_lock_path(), timeout=timeout):
+        try:
+            if vault.audit_intent_path().exists():  # one stat; the audit module only then
+                from osk.authority import audit
+
+                audit.recover(vault)
+            yield
+        finally:
+            bump(vault)
+
+
+def settle(vault: Vault) -> None:
+    """Finish the audit records a killed write left, taking the mutation lock only when there
+    are any (one stat otherwise): what opening an engine and ``osk log`` do before they read.
+    Taking the lock is what finishes them (``mutation``)."""
+    if vault.audit_intent_path().exists():
+        with mutation(vault):
+            pass

@@ -1,0 +1,987 @@
+"""Raw conversation records (governance/raw.md): numbered, hashed, append-only rounds.
+
+One Markdown file per conversation, ``_raw/KEY/CONVERSATION.md``, readable in Obsidian. Each
+round is a ``## Round N`` heading (so ``[[_raw/KEY/CONV#Round N]]`` resolves), an HTML comment
+header that carries the round's byte length and sha256, the round's text, and an end comment.
+The length makes the framing exact: a round's text may contain lines that look like our
+headings or comments without confusing the parser. docs/FORMAT.md ("Raw records") has the
+byte-level grammar.
+
+Rules kept here:
+
+- raw-append-only: an append is accepted only when the file's bytes are exactly the bytes this
+  device last acknowledged (or, with no device state, a well-formed record whose every round
+  matches its recorded hash); otherwise it is refused with the round and byte offset, and
+  nothing is written.
+- stable coordinates: a round's hash covers its text without trailing newlines, and a round's
+  bytes never change after it is written, so ``_raw/KEY/CONV#Round N`` always names the same
+  text.
+- the secret filter runs inside ``append_round``; the header records the kinds and counts of
+  what was removed, never the secret.
+- a crash never damages an acknowledged round: bytes after the last complete round that form
+  the beginning of the next round are an interrupted append (never acknowledged), and the next
+  append removes them before writing.
+
+Capture cost does not grow with the record: device state (``.osk/raw/KEY/CONV.json``) holds
+the file's stat identity as of the last acknowledged append, the round count, a hash chain over
+the acknowledged bytes, and the latest completion ids; every completion id is in a hash file of
+fixed-size slots beside it (``osk.capture.raw_ids``), so neither file is rewritten whole as the
+conversation grows. While the file's identity is unchanged an append reads only the state and
+a few slots of the index; when it differs, the whole record is verified once.
+
+Standard library only (locks through osk.store.locks): this module is on the hook path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import quote, unquote
+
+from osk.capture import raw_ids
+from osk.capture.secrets import redact
+from osk.errors import RawNotFound, RawRecordError
+from osk.store import clock
+from osk.store.edges import RAW_PREFIX, RawTarget
+from osk.store.fsutil import fsync_dir, replace_unsynced
+from osk.store.ids import check_identifier
+from osk.store.locks import file_lock
+from osk.store.vault import RAW_DIR, Vault
+
+FORMAT_VERSION = 1
+RECENT_COMPLETIONS = 16  # completion ids the JSON state keeps (all are in the index)
+MAX_NAME_BYTES = 120
+_WRITE_CHUNK = 1 << 20  # bytes per write(2): large rounds are written in pieces
+_O_BINARY = getattr(os, "O_BINARY", 0)  # Windows: no newline translation
+
+PREAMBLE = (
+    "\n> Raw conversation record kept by osk: append-only, one section per round. Editing it "
+    "makes further captures refuse; see docs/FORMAT.md.\n"
+)
+_FIELD_SAFE = ":+@/,"  # besides letters, digits and "_.-~": kept as is in header values
+_RESERVED = {"CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(1, 10)),
+             *(f"LPT{i}" for i in range(1, 10))}
+_FENCE_OPEN = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")
+
+
+# -- public data --------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RoundInput:
+    """One finished turn: what the user said, what the assistant answered, the tools it ran.
+
+    ``completion`` is the host's id of the finished turn; a second append with the same id is a
+    no-op, which makes captures safe to retry.
+    """
+
+    user: str
+    assistant: str
+    tools: tuple[str, ...] = ()
+    completion: str = ""
+    host: str = ""
+    at: str | None = None
+
+
+@dataclass(frozen=True)
+class RoundRef:
+    """What ``append_round`` acknowledged (or found already captured, ``duplicate=True``)."""
+
+    key: str
+    conversation: str
+    number: int
+    hash: str
+    duplicate: bool = False
+    redacted: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def target(self) -> RawTarget:
+        return RawTarget(self.key, self.conversation, self.number)
+
+    @property
+    def coordinate(self) -> str:
+        return self.target.coordinate
+
+    @property
+    def link(self) -> str:
+        return self.target.link
+
+    @property
+    def path(self) -> str:
+        return self.target.record_path
+
+
+@dataclass(frozen=True)
+class Round:
+    key: str
+    conversation: str
+    number: int
+    text: str                 # the round's content: its ### User / ### Assistant / ### Tools
+    hash: str                 # sha256 of ``text`` without trailing newlines, as it is now
+    recorded_hash: str        # the sha256 written in the round's header at capture
+    at: str
+    host: str
+    completion: str
+    user: str
+    assistant: str
+    tools: tuple[str, ...]
+    redacted: tuple[tuple[str, int], ...]
+    offset: int               # byte offset of the round's frame in the file
+
+    @property
+    def intact(self) -> bool:
+        return self.hash == self.recorded_hash
+
+    @property
+    def target(self) -> RawTarget:
+        return RawTarget(self.key, self.conversation, self.number)
+
+    @property
+    def coordinate(self) -> str:
+        return self.target.coordinate
+
+
+@dataclass(frozen=True)
+class RawRecord:
+    key: str
+    conversation: str
+    path: Path
+    rel: str
+    host: str
+    host_conversation: str
+    created: str
+    rounds: tuple[Round, ...]
+    torn_tail: int = 0        # bytes of an interrupted append after the last round (ignored)
+
+    @property
+    def damaged(self) -> tuple[int, ...]:
+        """Rounds whose text no longer matches the hash recorded at capture."""
+        return tuple(r.number for r in self.rounds if not r.intact)
+
+    def round(self, number: int) -> Round:
+        if 1 <= number <= len(self.rounds):
+            return self.rounds[number - 1]
+        raise RawNotFound(
+            f"{self.rel} has no round {number}; it has {count_text(len(self.rounds))}",
+            path=self.rel, round=number,
+        )
+
+
+@dataclass(frozen=True)
+class RecordId:
+    key: str
+    conversation: str
+
+    @property
+    def path(self) -> str:
+        return f"{RAW_PREFIX}{self.key}/{self.conversation}.md"
+
+
+# -- names and paths ------------------------------------------------------------------------
+
+def record_name(text: str) -> str:
+    """A session key or host conversation id as a portable file name (idempotent).
+
+    Names made of letters, digits, ``_``, ``.`` and ``-`` (starting with a letter, digit or
+    ``_``) are kept as they are; anything else is cleaned and suffixed with 8 hex digits of the
+    original's sha256, so two different ids never share a record.
+    """
+    if not isinstance(text, str) or not text.strip():
+        raise RawRecordError("a raw record needs a non-empty session key and conversation id")
+    check_identifier("a session key or conversation id", text)
+    nfc = unicodedata.normalize("NFC", text)
+    if _portable_name(nfc) and nfc == text:
+        return nfc
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    cleaned = re.sub(r"[^\w.-]+", "-", nfc).strip(".-")
+    budget = MAX_NAME_BYTES - 9
+    cleaned = cleaned.encode("utf-8")[:budget].decode("utf-8", "ignore").rstrip(".-")
+    return f"{cleaned}-{digest[:8]}" if cleaned else digest[:16]
+
+
+def _portable_name(name: str) -> bool:
+    return (bool(re.fullmatch(r"\w[\w.-]*", name)) and not name.endswith(".")
+            and len(name.encode("utf-8")) <= MAX_NAME_BYTES
+            and name.split(".")[0].upper() not in _RESERVED)
+
+
+def record_path(vault: Vault, key: str, conversation: str) -> Path:
+    return vault.inside(vault.raw_dir / record_name(key) / f"{record_name(conversation)}.md")
+
+
+def _located(vault: Vault, key: str, conversation: str) -> tuple[str, str, Path, str]:
+    """A record's portable key and conversation names, its path (inside the vault, or
+    refused) and its vault-relative path."""
+    key_name, conversation_name = record_name(key), record_name(conversation)
+    return (key_name, conversation_name, record_path(vault, key_name, conversation_name),
+            RecordId(key_name, conversation_name).path)
+
+
+def record_key_of(text: str) -> RecordId:
+    """The record named by a coordinate (``_raw/K/C#Round N``, as a link or bare) or a path."""
+    inner = text[2:-2] if text.startswith("[[") and text.endswith("]]") else text
+    inner = inner.strip().split("#", 1)[0]
+    if inner.endswith(".md"):
+        inner = inner[:-3]
+    parts = inner.split("/")
+    if len(parts) != 3 or parts[0] != RAW_DIR or not parts[1] or not parts[2]:
+        raise RawRecordError(
+            f"{text!r} names no raw record; expected _raw/KEY/CONVERSATION#Round N or "
+            f"_raw/KEY/CONVERSATION.md", text=text,
+        )
+    return RecordId(parts[1], parts[2])
+
+
+def lock_path(vault: Vault, rel: str) -> Path:
+    """The lock ``append_round`` holds on the record ``rel`` names (its path or a coordinate).
+
+    Anything else that rewrites a record file (a sync landing) holds it too, so an append never
+    interleaves with that rewrite. Raises RawRecordError when ``rel`` names no record.
+    """
+    record = record_key_of(rel)
+    return _record_lock(vault, record_name(record.key), record_name(record.conversation))
+
+
+def _record_lock(vault: Vault, key_name: str, conversation_name: str) -> Path:
+    return vault.lock_path(f"raw/{key_name}/{conversation_name}")
+
+
+def list_records(vault: Vault) -> list[RecordId]:
+    root = vault.raw_dir
+    if not root.is_dir():
+        return []
+    return [RecordId(p.parent.name, p.stem) for p in sorted(root.glob("*/*.md"))]
+
+
+def count_text(count: int) -> str:
+    """A record's complete rounds, as refusals name them ("rounds 1-4")."""
+    return "no complete rounds" if count == 0 else f"rounds 1-{count}"
+
+
+# -- rendering ------------------------------------------------------------------------------
+
+def _head(number: int, fields: list[tuple[str, str]]) -> bytes:
+    encoded = " ".join(f"{name}={quote(value, safe=_FIELD_SAFE)}" for name, value in fields)
+    return f"\n## Round {number}\n<!-- osk-round {encoded} -->\n".encode()
+
+
+def _trailer(number: int) -> bytes:
+    return f"\n<!-- /osk-round {number} -->\n".encode()
+
+
+def _glue(kind: str, index: int) -> bytes:
+    if kind == "user":
+        return b"### User\n\n"
+    if kind == "assistant":
+        return b"\n\n### Assistant\n\n"
+    return b"\n\n### Tools\n\n" if index == 2 else b"\n\n"
+
+
+def _open_fence(text: str) -> str:
+    """The fence still open at the end of ``text`` (CommonMark-style), or "".
+
+    The closer is written after the section so one unbalanced fence cannot swallow the rest of
+    the record in Obsidian; it is part of the round's framing, not of the section's text.
+    """
+    fence = ""
+    for line in text.split("\n"):
+        match = _FENCE_OPEN.match(line)
+        if not match:
+            continue
+        run = match[1]
+        if not fence:
+            if not (run[0] == "`" and "`" in match[2]):
+                fence = run
+        elif run[0] == fence[0] and len(run) >= len(fence) and not match[2].strip():
+            fence = ""
+    return fence
+
+
+def _fence_code(fence: str) -> str:
+    return "" if not fence else ("b" if fence[0] == "`" else "t") + str(len(fence))
+
+
+def _fence_of(code: str) -> str:
+    if not code:
+        return ""
+    match = re.fullmatch(r"([bt])([3-9]|[1-9][0-9]+)", code)
+    if not match:
+        raise ValueError(code)
+    return ("`" if match[1] == "b" else "~") * int(match[2])
+
+
+def _content(sections: list[tuple[str, str]]) -> tuple[bytes, str]:
+    """The round's content bytes and its ``parts`` header value."""
+    pieces: list[bytes] = []
+    parts: list[str] = []
+    for index, (kind, text) in enumerate(sections):
+        data = text.encode("utf-8")
+        fence = _open_fence(text)
+        pieces += [_glue(kind, index), data]
+        if fence:
+            pieces.append(b"\n" + fence.encode())
+        parts.append(f"{kind}:{len(data)}" + (f":{_fence_code(fence)}" if fence else ""))
+    return b"".join(pieces), ",".join(parts)
+
+
+def content_hash(content: bytes) -> str:
+    """A round's hash: sha256 of its content without trailing newlines."""
+    return hashlib.sha256(content.rstrip(b"\n")).hexdigest()
+
+
+def _front_matter(key: str, conversation: str, host_conversation: str, host: str,
+                  created: str) -> bytes:
+    def q(value: str) -> str:
+        return json.dumps(value, ensure_ascii=False)
+
+    return (
+        f"---\nosk-raw: {FORMAT_VERSION}\nkey: {q(key)}\nconversation: {q(conversation)}\n"
+        f"host-conversation: {q(host_conversation)}\nhost: {q(host)}\ncreated: {q(created)}\n"
+        f"---\n{PREAMBLE}"
+    ).encode()
+
+
+# -- parsing ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Frame:
+    number: int
+    start: int
+    end: int
+    fields: dict[str, str]
+    content: bytes
+    sections: tuple[tuple[str, str], ...]
+    recorded_hash: str
+    actual_hash: str
+
+
+@dataclass
+class _Scan:
+    front: dict[str, object]
+    header_end: int
+    frames: list[_Frame]
+    torn_start: int | None  # where an interrupted append begins (None: the file is whole)
+    size: int
+
+    @property
+    def end(self) -> int:
+        return self.frames[-1].end if self.frames else self.header_end
+
+
+_FRONT_START = b"---\nosk-raw:"
+_ROUND_ONE = b"\n## Round 1\n<!-- osk-round "
+_HEAD_LINE = re.compile(rb"<!-- osk-round ([^\n]*) -->")
+_REQUIRED = ("n", "at", "host", "completion", "bytes", "sha256", "parts", "redacted")
+
+
+def _damage(rel: str, message: str, **facts: object) -> RawRecordError:
+    return RawRecordError(
+        f"{rel}: {message}. The record is append-only: restore it from Git history "
+        f"(git log -p -- {rel}); docs/FORMAT.md describes the format for a repair by hand",
+        path=rel, **facts,
+    )
+
+
+def _scan(data: bytes, rel: str) -> _Scan:
+    """Split a record into frames; raise RawRecordError naming the round and byte offset."""
+    interrupted_creation = _Scan({}, 0, [], 0, len(data))
+    if not data.startswith(_FRONT_START):
+        if _FRONT_START.startswith(data):
+            return interrupted_creation
+        raise _damage(rel, "does not start with the osk-raw front matter (offset 0)", offset=0)
+    close = data.find(b"\n---\n", 3)
+    if close < 0:
+        if _plausible_front(data):
+            return interrupted_creation
+        raise _damage(rel, "its front matter is not closed by a '---' line", offset=0)
+    first = data.find(_ROUND_ONE, close + 1)
+    if first < 0:
+        # Round 1 never completed its heading: an interrupted creation, if nothing else is there.
+        if (PREAMBLE.encode() + _ROUND_ONE).startswith(data[close + 5:]):
+            return interrupted_creation
+        raise _damage(rel, f"no '## Round 1' heading with its osk-round header follows the "
+                      f"front matter (byte offset {close + 5})", offset=close + 5)
+    front = _parse_front(data[4:close + 1], rel)
+    frames: list[_Frame] = []
+    position = first
+    while position < len(data):
+        frame = _parse_frame(data, position, len(frames) + 1, rel)
+        if frame is None:
+            break
+        frames.append(frame)
+        position = frame.end
+    if not frames:
+        return interrupted_creation
+    torn = position if position < len(data) else None
+    return _Scan(front, first, frames, torn, len(data))
+
+
+def _plausible_front(data: bytes) -> bool:
+    """An unclosed front matter whose complete lines are all 'name: value' (a cut creation)."""
+    lines = data.split(b"\n")
+    return all(re.fullmatch(rb"[a-z][a-z-]*: .*", line) for line in lines[1:-1])
+
+
+def _parse_front(block: bytes, rel: str) -> dict[str, object]:
+    values: dict[str, object] = {}
+    for number, line in enumerate(block.decode("utf-8", "replace").splitlines(), start=2):
+        name, sep, raw = line.partition(": ")
+        if not sep:
+            raise _damage(rel, f"front matter line {number} is not 'name: value'", line=number)
+        try:
+            values[name] = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise _damage(rel, f"front matter line {number} has a malformed value ({exc})",
+                          line=number) from exc
+    version = values.get("osk-raw")
+    if version != FORMAT_VERSION:
+        raise RawRecordError(
+            f"{rel}: osk-raw format {version!r} is not {FORMAT_VERSION}, the format this osk "
+            f"reads and appends. Nothing was written; upgrade osk, or restore the file",
+            path=rel,
+        )
+    return values
+
+
+def _parse_frame(data: bytes, start: int, number: int, rel: str) -> _Frame | None:
+    """The frame of round ``number`` at ``start``; None when the bytes end inside it (torn)."""
+    def bad(why: str) -> RawRecordError:
+        return _damage(rel, f"round {number} (byte offset {start}): {why}",
+                       round=number, offset=start)
+
+    heading = f"\n## Round {number}\n<!-- osk-round ".encode()
+    rest = data[start:start + len(heading)]
+    if rest != heading[:len(rest)]:
+        raise bad(f"expected the heading '## Round {number}' and its osk-round header "
+                  f"after round {number - 1}; found other bytes")
+    if len(rest) < len(heading):
+        return None
+    line_end = data.find(b"\n", start + len(heading))
+    if line_end < 0:
+        return None
+    match = _HEAD_LINE.fullmatch(data, start + len(heading) - len(b"<!-- osk-round "), line_end)
+    if not match:
+        raise bad("the osk-round header line is damaged")
+    fields = _parse_fields(match[1], bad)
+    if fields["n"] != str(number):
+        raise bad(f"its header says n={fields['n']}")
+    try:
+        length = int(fields["bytes"])
+        parts = _parse_parts(fields["parts"])
+    except ValueError as exc:
+        raise bad(f"header field bytes= or parts= is malformed ({exc})") from exc
+    body_start = line_end + 1
+    body_end = body_start + length
+    trailer = _trailer(number)
+    if len(data) < body_end + len(trailer):
+        available = data[body_end:]
+        if len(data) > body_end and not trailer.startswith(available):
+            raise bad(f"its text is not {length} bytes long as its header says "
+                      f"(the text was edited)")
+        return None
+    if data[body_end:body_end + len(trailer)] != trailer:
+        raise bad(f"its text is not {length} bytes long as its header says (the text was "
+                  f"edited, or the end marker '<!-- /osk-round {number} -->' was changed)")
+    content = data[body_start:body_end]
+    sections = _split_sections(content, parts)
+    if sections is None:
+        raise bad("its section headings (### User, ### Assistant, ### Tools) do not sit where "
+                  "its header's parts= puts them (the text was edited)")
+    return _Frame(number, start, body_end + len(trailer), fields, content, sections,
+                  fields["sha256"], content_hash(content))
+
+
+def _parse_fields(raw: bytes, bad) -> dict[str, str]:
+    fields: dict[str, str] = {}
+    try:
+        text = raw.decode("ascii")
+    except UnicodeDecodeError as exc:
+        raise bad("the osk-round header holds non-ASCII bytes") from exc
+    for item in text.split(" "):
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise bad(f"header item {item!r} is not name=value")
+        fields[name] = unquote(value, errors="strict")
+    missing = [name for name in _REQUIRED if name not in fields]
+    if missing:
+        raise bad(f"its header lacks {', '.join(missing)}")
+    if not re.fullmatch(r"[0-9a-f]{64}", fields["sha256"]):
+        raise bad("its header's sha256 is not 64 lowercase hex digits")
+    return fields
+
+
+def _parse_parts(value: str) -> list[tuple[str, int, str]]:
+    parts: list[tuple[str, int, str]] = []
+    for index, item in enumerate(value.split(",")):
+        bits = item.split(":")
+        if len(bits) not in (2, 3):
+            raise ValueError(item)
+        kind = bits[0]
+        expected = ("user", "assistant")[index] if index < 2 else "tool"
+        if kind != expected:
+            raise ValueError(f"part {index + 1} is {kind!r}, expected {expected!r}")
+        length = int(bits[1])
+        if length < 0:
+            raise ValueError(item)
+        parts.append((kind, length, _fence_of(bits[2]) if len(bits) == 3 else ""))
+    if len(parts) < 2:
+        raise ValueError("a round has at least user and assistant parts")
+    return parts
+
+
+def _split_sections(content: bytes, parts: list[tuple[str, int, str]]
+                    ) -> tuple[tuple[str, str], ...] | None:
+    sections: list[tuple[str, str]] = []
+    position = 0
+    for index, (kind, length, fence) in enumerate(parts):
+        glue = _glue(kind, index)
+        if content[position:position + len(glue)] != glue:
+            return None
+        position += len(glue)
+        piece = content[position:position + length]
+        if len(piece) != length:
+            return None
+        position += length
+        if fence:
+            closer = b"\n" + fence.encode()
+            if content[position:position + len(closer)] != closer:
+                return None
+            position += len(closer)
+        try:
+            sections.append((kind, piece.decode("utf-8")))
+        except UnicodeDecodeError:
+            return None
+    return tuple(sections) if position == len(content) else None
+
+
+def _parse_findings(value: str) -> tuple[tuple[str, int], ...]:
+    found: list[tuple[str, int]] = []
+    for item in filter(None, value.split(",")):
+        kind, _, count = item.rpartition(":")
+        found.append((kind, int(count) if count.isdigit() else 0))
+    return tuple(found)
+
+
+def _round_of(key: str, conversation: str, frame: _Frame) -> Round:
+    sections = dict(frame.sections[:2])
+    fields = frame.fields
+    return Round(
+        key=key, conversation=conversation, number=frame.number,
+        text=frame.content.decode("utf-8"), hash=frame.actual_hash,
+        recorded_hash=frame.recorded_hash, at=fields["at"], host=fields["host"],
+        completion=fields["completion"], user=sections["user"],
+        assistant=sections["assistant"],
+        tools=tuple(text for kind, text in frame.sections[2:]),
+        redacted=_parse_findings(fields["redacted"]), offset=frame.start,
+    )
+
+
+# -- reading ------------------------------------------------------------------------------
+
+_READ_CACHE: dict[Path, tuple[tuple[int, ...], RawRecord]] = {}
+_READ_CACHE_SIZE = 16
+
+
+def _identity(stat: os.stat_result) -> tuple[int, ...]:
+    return (stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino, stat.st_dev)
+
+
+def read_record(vault: Vault, key: str, conversation: str, *, strict: bool = True) -> RawRecord:
+    """Parse and verify a record. ``strict`` refuses a record with a round whose text changed.
+
+    An interrupted append at the end (``torn_tail``) is ignored: it was never acknowledged.
+    """
+    key, conversation, path, rel = _located(vault, key, conversation)
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        raise RawNotFound(f"no raw record {rel}", path=rel) from None
+    identity = _identity(stat)
+    cached = _READ_CACHE.get(path)
+    if cached and cached[0] == identity:
+        record = cached[1]
+    else:
+        scan = _scan(path.read_bytes(), rel)
+        record = _record_of(key, conversation, path, rel, scan)
+        if len(_READ_CACHE) >= _READ_CACHE_SIZE:
+            _READ_CACHE.pop(next(iter(_READ_CACHE)))
+        _READ_CACHE[path] = (identity, record)
+    if strict and record.damaged:
+        first = record.round(record.damaged[0])
+        raise _damage(rel, f"round {first.number} (byte offset {first.offset}) no longer matches "
+                      f"the hash recorded when it was captured", round=first.number,
+                      offset=first.offset)
+    return record
+
+
+def _record_of(key: str, conversation: str, path: Path, rel: str, scan: _Scan) -> RawRecord:
+    front = scan.front
+    return RawRecord(
+        key=key, conversation=conversation, path=path, rel=rel,
+        host=str(front.get("host", "")), host_conversation=str(front.get("host-conversation", "")),
+        created=str(front.get("created", "")),
+        rounds=tuple(_round_of(key, conversation, f) for f in scan.frames),
+        torn_tail=0 if scan.torn_start is None else scan.size - scan.torn_start,
+    )
+
+
+def read_round(vault: Vault, target: RawTarget, *, strict: bool = True) -> Round:
+    """The round a coordinate names; ``strict`` refuses a round whose text changed."""
+    record = read_record(vault, target.key, target.conversation, strict=False)
+    found = record.round(target.round)
+    if strict and not found.intact:
+        raise _damage(record.rel, f"round {found.number} (byte offset {found.offset}) no longer "
+                      f"matches the hash recorded when it was captured", round=found.number,
+                      offset=found.offset)
+    return found
+
+
+def round_hash(vault: Vault, target: RawTarget) -> str:
+    """The hash of the round's text as it is now (a changed round reopens its citations)."""
+    return read_round(vault, target, strict=False).hash
+
+
+# -- device state ---------------------------------------------------------------------------
+
+@dataclass
+class _State:
+    identity: list[int]
+    rounds: int
+    chain: str
+    # The latest completion ids only (id -> (n, hash)), so a repeated hook is answered from
+    # this file; every id is in the record's completion index (osk.capture.raw_ids).
+    completions: dict[str, tuple[int, str]] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps({"v": 2, "identity": self.identity, "rounds": self.rounds,
+                           "chain": self.chain, "completions": self.completions},
+                          ensure_ascii=False, separators=(",", ":"))
+
+
+def _state_path(vault: Vault, key: str, conversation: str) -> Path:
+    return vault.state("raw", key, f"{conversation}.json")
+
+
+def _ids_path(vault: Vault, key: str, conversation: str) -> Path:
+    return vault.state("raw", key, f"{conversation}.ids")
+
+
+def _recent(completions: dict[str, tuple[int, str]], completion: str, number: int,
+            digest: str) -> dict[str, tuple[int, str]]:
+    """The state's window of latest completion ids, with this one added."""
+    kept = dict(list(completions.items())[-(RECENT_COMPLETIONS - bool(completion)):])
+    if completion:
+        kept[completion] = (number, digest)
+    return kept
+
+
+def _load_state(path: Path) -> _State | None:
+    """The last acknowledged append; None when missing or unreadable (a full verify follows)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        completions = {str(k): (int(v[0]), str(v[1])) for k, v in data["completions"].items()}
+        return _State(list(data["identity"]), int(data["rounds"]), str(data["chain"]),
+                      completions)
+    except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
+        return None
+
+
+def _save_state(path: Path, state: _State) -> None:
+    # Not fsynced: the state is a cache of facts the record itself holds. Losing it, or finding
+    # it older than the record, costs one full verification on the next append.
+    replace_unsynced(path, state.to_json())
+
+
+def _chain(previous: str, frame_bytes: bytes) -> str:
+    step = hashlib.sha256(frame_bytes).hexdigest()
+    return hashlib.sha256(f"{previous}:{step}".encode()).hexdigest()
+
+
+# -- appending ------------------------------------------------------------------------------
+
+@dataclass
+class _Position:
+    """Where the next round goes, as established under the record's lock."""
+
+    rounds: int
+    chain: str
+    recent: dict[str, tuple[int, str]]  # the state's window of latest completion ids
+    verified: dict[str, tuple[int, str]] | None = None  # every id, when the record was read
+    truncate_to: int | None = None  # drop an interrupted append first
+    create: bool = False
+
+
+def append_round(vault: Vault, key: str, conversation: str, round: RoundInput) -> RoundRef:
+    """Append one round (secret-filtered) to ``_raw/KEY/CONVERSATION.md``.
+
+    Refuses with RawRecordError, writing nothing, when the record is not exactly what this
+    device last acknowledged (or, without device state, not a well-formed record). A round whose
+    ``completion`` id is already in the record is not written again (``duplicate=True``).
+    """
+    check_identifier("completion", round.completion)
+    check_identifier("host", round.host)
+    sections, findings = _prepared(round)
+    at = _at_text(round.at)
+    key_name, conversation_name, path, rel = _located(vault, key, conversation)
+    state_path = _state_path(vault, key_name, conversation_name)
+    with file_lock(_record_lock(vault, key_name, conversation_name)), \
+            raw_ids.CompletionIds(_ids_path(vault, key_name, conversation_name)) as index:
+        state = _load_state(state_path)
+        position = _position(path, rel, state, key_name, conversation_name)
+        known = position.recent.get(round.completion) if round.completion else None
+        if known is not None:
+            return RoundRef(key_name, conversation_name, known[0], known[1], duplicate=True)
+        position = _indexed(index, position, path, rel, state, key_name, conversation_name)
+        known = index.get(round.completion) if round.completion else None
+        if known is not None:
+            return RoundRef(key_name, conversation_name, known[0], known[1], duplicate=True)
+        number = position.rounds + 1
+        content, parts = _content(sections)
+        digest = content_hash(content)
+        frame = _head(number, [
+            ("n", str(number)), ("at", at), ("host", round.host),
+            ("completion", round.completion), ("bytes", str(len(content))), ("sha256", digest),
+            ("parts", parts), ("redacted", ",".join(f"{k}:{c}" for k, c in findings)),
+        ]) + content + _trailer(number)
+        chain = position.chain
+        data = frame
+        if position.create:
+            header = _front_matter(key_name, conversation_name, conversation, round.host, at)
+            chain = hashlib.sha256(header).hexdigest()
+            data = header + frame
+        stat = _write(path, data, position.truncate_to, position.create)
+        # The index first, the state last: a crash between them leaves a state that does not
+        # match the record, so the next append verifies the record and rebuilds the index.
+        index.add(round.completion, number, digest)
+        _save_state(state_path, _State(list(_identity(stat)), number, _chain(chain, frame),
+                                       _recent(position.recent, round.completion, number,
+                                               digest)))
+    return RoundRef(key_name, conversation_name, number, digest, redacted=tuple(findings))
+
+
+def _indexed(index: raw_ids.CompletionIds, position: _Position, path: Path, rel: str,
+             state: _State | None, key: str, conversation: str) -> _Position:
+    """Open the completion index for ``position``; rebuild it from the record when it is
+    missing or does not account for the acknowledged rounds (one verification)."""
+    if position.verified is None and index.open(position.rounds):
+        return position
+    if position.verified is None:
+        position = _verified(path, rel, state, key, conversation)
+    assert position.verified is not None
+    raw_ids.write_all(index.path, position.verified, position.rounds)
+    if not index.open(position.rounds):
+        raise RawRecordError(f"{index.path}: cannot open the completion index just written")
+    return position
+
+
+def _prepared(round: RoundInput) -> tuple[list[tuple[str, str]], list[tuple[str, int]]]:
+    """Check the input's types, then secret-filter every section (callers cannot skip it)."""
+    if not isinstance(round, RoundInput):
+        raise RawRecordError(f"append_round takes a RoundInput, not {type(round).__name__}")
+    tools = round.tools
+    texts = [("user", round.user), ("assistant", round.assistant),
+             *(("tool", t) for t in (tools if isinstance(tools, tuple | list) else [tools]))]
+    for name, value in [*texts, ("completion", round.completion), ("host", round.host)]:
+        if not isinstance(value, str):
+            raise RawRecordError(f"round field {name} must be text, not {type(value).__name__}")
+    counts: dict[str, int] = {}
+    sections: list[tuple[str, str]] = []
+    for kind, text in texts:
+        filtered = redact(_valid_unicode(text).rstrip("\r\n"))
+        for found, count in filtered.findings:
+            counts[found] = counts.get(found, 0) + count
+        sections.append((kind, filtered.text))
+    return sections, sorted(counts.items())
+
+
+def _valid_unicode(text: str) -> str:
+    """Lone surrogates (from a lenient JSON decode) become U+FFFD so the text encodes."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def _at_text(at: str | None) -> str:
+    if at is None:
+        return clock.now_text()
+    try:
+        return clock.format_minute(clock.parse(at))
+    except (TypeError, ValueError) as exc:
+        raise RawRecordError(
+            f"round time {at!r} is not an ISO 8601 time with a UTC offset ({exc})", at=at,
+        ) from exc
+
+
+def _position(path: Path, rel: str, state: _State | None, key: str,
+              conversation: str) -> _Position:
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        if state is not None and state.rounds > 0:
+            raise _refusal(rel, f"the record is gone, but this device acknowledged "
+                           f"{state.rounds} round(s) in it") from None
+        return _Position(0, "", {}, verified={}, create=True)
+    if state is not None and state.identity == list(_identity(stat)) and _tail_ok(path, state):
+        return _Position(state.rounds, state.chain, state.completions)
+    return _verified(path, rel, state, key, conversation)
+
+
+def _tail_ok(path: Path, state: _State) -> bool:
+    """O(1) sanity check on the fast path: the file still ends with the last round's marker."""
+    trailer = _trailer(state.rounds)
+    try:
+        with path.open("rb") as handle:
+            handle.seek(-len(trailer), os.SEEK_END)
+            return handle.read() == trailer
+    except OSError:
+        return False
+
+
+def _verified(path: Path, rel: str, state: _State | None, key: str,
+              conversation: str) -> _Position:
+    """The slow path: verify every round, compare with what this device acknowledged."""
+    data = path.read_bytes()
+    scan = _scan(data, rel)
+    for frame in scan.frames:
+        if frame.actual_hash != frame.recorded_hash:
+            raise _damage(rel, f"round {frame.number} (byte offset {frame.start}) no longer "
+                          f"matches the hash recorded when it was captured",
+                          round=frame.number, offset=frame.start)
+    if scan.frames and (scan.front.get("key") != key
+                        or scan.front.get("conversation") != conversation):
+        raise _damage(rel, f"its front matter names key {scan.front.get('key')!r} and "
+                      f"conversation {scan.front.get('conversation')!r}, not {key!r} and "
+                      f"{conversation!r} (the file was moved or edited)", offset=0)
+    chain = hashlib.sha256(data[:scan.header_end]).hexdigest() if scan.frames else ""
+    chains = [chain]
+    for frame in scan.frames:
+        chains.append(_chain(chains[-1], data[frame.start:frame.end]))
+    if state is not None and state.rounds > 0:
+        _check_acknowledged(rel, scan, chains, state)
+    completions: dict[str, tuple[int, str]] = {}
+    for frame in scan.frames:
+        completion = frame.fields["completion"]
+        if completion and completion not in completions:
+            completions[completion] = (frame.number, frame.recorded_hash)
+    recent = dict(list(completions.items())[-RECENT_COMPLETIONS:])
+    return _Position(len(scan.frames), chains[-1], recent, verified=completions,
+                     truncate_to=scan.torn_start, create=not scan.frames)
+
+
+def _check_acknowledged(rel: str, scan: _Scan, chains: list[str], state: _State) -> None:
+    count = len(scan.frames)
+    if count < state.rounds:
+        where = scan.end
+        raise _refusal(rel, f"this device acknowledged {state.rounds} round(s) but the record "
+                       f"now holds {count} complete round(s); it was cut at byte offset {where} "
+                       f"(round {count + 1} is missing or incomplete)",
+                       round=count + 1, offset=where)
+    if chains[state.rounds] != state.chain:
+        raise _refusal(rel, f"bytes this device acknowledged (the front matter or rounds "
+                       f"1-{state.rounds}) were changed, though each round still matches its "
+                       f"recorded hash", offset=0)
+
+
+def _refusal(rel: str, message: str, **facts: object) -> RawRecordError:
+    return RawRecordError(
+        f"{rel}: {message}. Nothing was written. Restore the record from Git history "
+        f"(git log -p -- {rel}); if the change is intended, delete this device's state for the "
+        f"record (.osk/raw/{rel[len(RAW_DIR) + 1:-3]}.json) so the record is accepted as it is",
+        path=rel, **facts,
+    )
+
+
+def _write(path: Path, data: bytes, truncate_to: int | None, create: bool) -> os.stat_result:
+    """Write under the lock: drop an interrupted append, append, fsync; fsync new folders."""
+    new_folders = [p for p in (path.parent.parent, path.parent) if not p.exists()]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _O_BINARY, 0o644)
+    try:
+        if truncate_to is not None:
+            os.ftruncate(fd, truncate_to)
+        _write_all(fd, data)
+        os.fsync(fd)
+        stat = os.fstat(fd)
+    finally:
+        os.close(fd)
+    if create:
+        fsync_dir(path.parent)
+        for folder in reversed(new_folders):
+            fsync_dir(folder.parent)
+    return stat
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view[:_WRITE_CHUNK])
+        view = view[written:]
+
+
+# -- redaction by the person (osk redact) ---------------------------------------------------
+
+@dataclass(frozen=True)
+class Rewritten:
+    """One round a redaction changed: its hash before and after, and how many spans went."""
+
+    number: int
+    before: str
+    after: str
+    spans: int
+
+
+def redact_rounds(vault: Vault, key: str, conversation: str, numbers: set[int] | None,
+                  span: str, kind: str, *, dry_run: bool = False) -> list[Rewritten]:
+    """Replace every occurrence of ``span`` in the chosen rounds (all when ``numbers`` is None)
+    with ``[REDACTED:kind]``: the one sanctioned break of raw-append-only (``osk redact``).
+
+    Under the record's lock: the record must be exactly what this device acknowledged (or, with
+    no device state, well formed); each changed round is re-framed with its new ``bytes``,
+    ``parts`` and ``sha256`` and ``kind:count`` added to ``redacted``; the file is replaced
+    atomically; the device state and completion index are rebuilt from the new bytes, so the
+    next append takes the fast path again. Rounds not chosen keep their bytes.
+    """
+    from osk.capture.secrets import marker
+
+    key_name, conversation_name, path, rel = _located(vault, key, conversation)
+    state_path = _state_path(vault, key_name, conversation_name)
+    with file_lock(_record_lock(vault, key_name, conversation_name)):
+        if not path.exists():
+            raise RawNotFound(f"no raw record {rel}", path=rel)
+        _verified(path, rel, _load_state(state_path), key_name, conversation_name)
+        data = path.read_bytes()
+        pieces, position, changed = [], 0, []
+        for frame in _scan(data, rel).frames:
+            if numbers is not None and frame.number not in numbers:
+                continue
+            count = sum(text.count(span) for _, text in frame.sections)
+            if not count:
+                continue
+            sections = [(k, text.replace(span, marker(kind))) for k, text in frame.sections]
+            content, parts = _content(sections)
+            digest = content_hash(content)
+            found = dict(_parse_findings(frame.fields["redacted"]))
+            found[kind] = found.get(kind, 0) + count
+            fields = {**frame.fields, "bytes": str(len(content)), "sha256": digest,
+                      "parts": parts, "redacted": ",".join(f"{k}:{c}" for k, c in found.items())}
+            pieces += [data[position:frame.start],
+                       _head(frame.number, list(fields.items())) + content
+                       + _trailer(frame.number)]
+            position = frame.end
+            changed.append(Rewritten(frame.number, frame.recorded_hash, digest, count))
+        if not changed or dry_run:
+            return changed
+        vault.write_file(path, b"".join(pieces) + data[position:])
+        fresh = _verified(path, rel, None, key_name, conversation_name)
+        assert fresh.verified is not None
+        raw_ids.write_all(_ids_path(vault, key_name, conversation_name), fresh.verified,
+                          fresh.rounds)
+        _save_state(state_path, _State(list(_identity(path.stat())), fresh.rounds, fresh.chain,
+                                       fresh.recent))
+    return changed

@@ -1,0 +1,134 @@
+"""The recall channel's server side (``osk.hooks.recall_channel`` is the hook's): a running MCP
+server with the semantic channel listens on its own socket and answers a prompt with the hits of
+the orders ``search`` ranks by, each with the hook's confidence. Imported by the engine when it
+serves; never on the hook path.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from osk.hooks.hits import Recalled
+    from osk.search.index import SearchIndex
+    from osk.store.vault import Vault
+from osk.hooks.recall_channel import MAX_REQUEST, Answer, _private, _read_line, _remove, socket_dir
+
+
+# -- the server's side ------------------------------------------------------------------------
+def answer(index: SearchIndex, vault: Vault, scope: str, prompt: str) -> Answer:
+    """Rank ``prompt`` for a session bound to ``scope`` as ``search`` does (the index's own
+    orders, as the index holds them now), with the hook's confidence for each hit. Also what
+    bench/eval_retrieval.py measures the fused path with."""
+    from osk.hooks import recall
+    from osk.search.expand import query_terms
+    from osk.search.ranking import scope_visibility
+
+    query = prompt[:recall.PROMPT_CHARS]
+    weights = query_terms(query)
+    if not weights:
+        return Answer([], False, [])
+    found = index.channels(query, k=recall.DEPTH, scope=scope or None,
+                           visible=scope_visibility(vault, scope or None),
+                           fresh_within=math.inf)
+    hits = recall.recalled(found.ranking, found.order, weights, found.approvals)
+    words = hits if found.semantic is None else recall.recalled(
+        found.ranking, found.lexical[:recall.DEPTH], weights, found.approvals)
+    agree = bool(found.semantic and found.lexical and found.order
+                 and found.lexical[0][0] == found.semantic[0][0] == found.order[0][0])
+    return Answer(hits, agree, words)
+
+
+class Listener:
+    """One server's socket: answers each connection in turn on a daemon thread."""
+
+    def __init__(self, index: SearchIndex, vault: Vault) -> None:
+        self.index, self.vault = index, vault
+        self._stamp: object = None  # the vault generation at the last walk
+        folder = socket_dir(vault)
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if not _private(folder):
+            raise PermissionError(f"{folder} is not private to this user: not listening")
+        self.path = folder / f"{os.getpid()}.sock"
+        _remove(str(self.path))
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._sock.bind(str(self.path))
+        os.chmod(self.path, 0o600)
+        self._sock.listen(8)
+        import threading
+
+        self._thread = threading.Thread(target=self._serve, name="osk-recall", daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        if self.index.vectors is not None:  # the model now, not on the first prompt
+            try:
+                self.index.vectors.encoder()
+            except Exception:  # the index reports a damaged model when it searches
+                pass
+        while True:
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return  # closed
+            with conn:
+                try:
+                    self._handle(conn)
+                except Exception:  # one bad request must not stop the channel
+                    import logging
+
+                    logging.getLogger("osk.recall").exception("a recall request failed")
+
+    def _handle(self, conn: socket.socket) -> None:
+        import time
+
+        line = _read_line(conn, time.monotonic() + 1.0, MAX_REQUEST)
+        if line is None:
+            return
+        request = json.loads(line)
+        scope, prompt = request.get("scope"), request.get("prompt")
+        if not isinstance(scope, str) or not isinstance(prompt, str):
+            return
+        # The engine hands its own writes to the index; another osk process's writes move the
+        # vault generation (osk.store.generation), and only then is the walk (about 40 ms of CPU at
+        # 5,000 nodes) worth paying. The stamp is taken before the walk, as that module says.
+        from osk.store import generation
+
+        stamp = generation.current(self.vault)
+        if stamp != self._stamp:
+            self.index.refresh()
+            self._stamp = stamp
+        result = answer(self.index, self.vault, scope, prompt)
+        payload = {"hits": [_plain(hit) for hit in result.hits], "agree": result.agree,
+                   "words": [_plain(hit) for hit in result.words]}
+        conn.sendall(json.dumps(payload, ensure_ascii=False).encode("utf-8") + b"\n")
+
+    def close(self) -> None:
+        try:
+            self._sock.close()
+        finally:
+            _remove(str(self.path))
+
+
+def _plain(hit: Recalled) -> dict[str, Any]:
+    return asdict(hit)
+
+
+def listen(index: SearchIndex, vault: Vault) -> Listener | None:
+    """A listener when the channel is on and the index has the semantic channel (without it
+    the server would rank as the recall file does); None otherwise or if it cannot bind."""
+    from osk.errors import OskError
+    from osk.hooks.recall import server_enabled
+
+    try:
+        if (index.vectors is None or not hasattr(socket, "AF_UNIX")
+                or not server_enabled(vault)):
+            return None
+        return Listener(index, vault)
+    except (OSError, OskError):  # a bad setting is reported by the hook that reads it
+        return None

@@ -1,0 +1,3 @@
+"""`osk setup HOST`: which files each host gets, and edits of config files that keep
+every other byte.
+"""

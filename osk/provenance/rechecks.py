@@ -1,0 +1,837 @@
+"""Rechecks: citations bound to the bytes they were made against.
+
+Every ``derived-from`` edge of a node is a *citation pair*: the citing node and its target (a
+node, a raw round, a project file). The rechecks ledger records, for each pair, the citing node's
+body hash and the target's hash at the time the citation was made. When either no longer matches,
+the pair is a *recheck candidate*: the claim may no longer follow from its evidence, and the agent
+must re-read the target and either re-cite it unchanged or correct the node.
+
+Ledger shape (``_ledger/rechecks.jsonl``): one record per write of a citing node, subject
+``citing:<node id>``, holding that node's complete pair set, so a write costs one append and two
+devices that change one node's citations concurrently produce a reported fork. Data:
+
+- ``citing`` (id), ``title`` (for people reading the ledger), ``via`` (create, update, correct,
+  recite), ``corrected`` (the body hash the node had after its latest recheck correction, or
+  null: a target whose current body came from a correction makes its citers' candidates
+  ``cascade``), and ``pairs``: ``[{target, kind, link, root, citing_hash, target_hash, via}]``.
+
+Target keys: ``node:<id>`` (ids survive moves), ``raw:<coordinate>``, ``file:<key>:<path>``
+(``root`` records the worktree the path resolved against on the writing device).
+
+Carrying forward: when osk rewrites a citing node's body, every pair whose recorded citing hash
+matched the old body is re-recorded with the new body hash and its *old* target hash, so a pair
+that was current stays current and a pair whose target had changed stays a candidate. A pair whose
+citing hash did not match (the node was edited by hand) is kept as it was: still a candidate.
+
+After every pass the open candidates are written per scope to a summary that hooks read
+(``osk.provenance.recheck_summary``, which owns its file name).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from osk.errors import EdgeError, LedgerFork, OskError
+from osk.provenance.most_cited import MostCited, counts_of
+from osk.provenance.recheck_summary import SUMMARY_FILE
+from osk.store.edges import NodeTarget, parse_target
+from osk.store.fsutil import (
+    RACE_WINDOW_NS,
+    StatKey,
+    replace_unsynced,
+    sha256_bytes,
+    sha256_text,
+    stat_key,
+)
+from osk.store.ledger import Ledger, LedgerView, Record
+from osk.store.titles import title_key
+from osk.store.vault import Vault, scope_of
+
+if TYPE_CHECKING:
+    from osk.store.catalog import Catalog
+    from osk.store.edges import RawTarget
+    from osk.store.node import Node
+
+LEDGER = "rechecks"
+KIND_PAIRS = "pairs"
+MOST_CITED = 32  # how many of the most cited nodes the hooks' summary names
+
+
+# -- the pair table ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class TargetRef:
+    key: str  # node:<id> | raw:<coordinate> | file:<session key>:<path>
+    kind: str  # node | raw | file
+    link: str  # the link as the node writes it, "[[…]]"
+    root: str | None = None  # file targets: the worktree the path resolved against
+
+
+@dataclass(frozen=True)
+class Pair:
+    citing_id: str
+    target: TargetRef
+    citing_hash: str
+    target_hash: str | None
+    via: str
+    forked: bool = False
+
+    def to_data(self) -> dict[str, object]:
+        return {"target": self.target.key, "kind": self.target.kind, "link": self.target.link,
+                "root": self.target.root, "citing_hash": self.citing_hash,
+                "target_hash": self.target_hash, "via": self.via}
+
+    @classmethod
+    def from_data(cls, citing_id: str, data: Mapping[str, object]) -> Pair:
+        root = data.get("root")
+        target = TargetRef(str(data["target"]), str(data["kind"]), str(data.get("link", "")),
+                           str(root) if root else None)
+        target_hash = data.get("target_hash")
+        return cls(citing_id, target, str(data["citing_hash"]),
+                   str(target_hash) if target_hash else None, str(data.get("via", "")))
+
+
+@dataclass(frozen=True)
+class Citations:
+    """One citing node's current pair set, as the ledger holds it."""
+
+    citing_id: str
+    pairs: dict[str, Pair]  # target key -> pair
+    corrected: str | None  # body hash after the node's latest recheck correction
+    record_id: str | None = None
+    forked: bool = False
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A citation whose recorded hashes no longer match: re-read the target, then re-cite it
+    unchanged or correct the citing node."""
+
+    id: str  # a short handle: name it in update_node(recheck_of=[…])
+    citing_id: str
+    citing_title: str
+    citing_path: str
+    target: str  # the link, with a node target's current title
+    target_key: str
+    recorded_hash: str | None
+    current_hash: str | None  # None: the target is gone
+    reason: str  # target-changed | target-redacted | target-missing | citing-edited | forked
+    next: tuple[str, ...]  # titles of the nodes that cite the citing node
+    next_ids: tuple[str, ...]
+    cascade: bool  # the target's current body came from a recheck correction
+    scope: str | None  # the citing node's scope (None for Domain and Person)
+
+
+def candidate_id(citing_id: str, target_key: str) -> str:
+    return sha256_text(f"{citing_id}\n{target_key}")[:12]
+
+
+# -- current target states -----------------------------------------------------------------
+class TargetHasher:
+    """Current hashes of citation targets, cached by file stat so a query pays for changes."""
+
+    UNVERIFIABLE = "\0unverifiable"  # a file target whose worktree is not on this device
+
+    def __init__(self, vault: Vault) -> None:
+        self.vault = vault
+        self._pass: dict[str, StatKey | None] | None = None  # stats of one candidates() pass
+        self._raw: dict[str, tuple[StatKey, dict[int, str]]] = {}
+        self._files: dict[str, tuple[StatKey, str | None]] = {}
+        self._bodies: dict[int, tuple[object, str]] = {}
+        self._roots: dict[str, str] | None = None
+
+    def body_hash(self, node: Node) -> str:
+        cached = self._bodies.get(id(node))
+        if cached is not None and cached[0] is node:
+            return cached[1]
+        value = sha256_text(node.body)
+        if len(self._bodies) > 50_000:
+            self._bodies.clear()
+        self._bodies[id(node)] = (node, value)
+        return value
+
+    def current(self, target: TargetRef, catalog: Catalog) -> str | None:
+        if target.kind == "node":
+            found = node_by_id(catalog, target.key[len("node:"):])
+            return self.body_hash(found) if found is not None else None
+        if target.kind == "raw":
+            return self.raw_hash(parse_raw(target.key[len("raw:"):]))
+        return self.file_hash(target)
+
+    @contextmanager
+    def one_pass(self) -> Iterator[None]:
+        """Within the block, stat each raw record and file at most once (a pass over the pair
+        table); outside it every lookup stats afresh."""
+        self._pass, self._roots = {}, None
+        try:
+            yield
+        finally:
+            self._pass = None
+
+    def _stat_once(self, key: str, path: Callable[[], Path]) -> StatKey | None:
+        if self._pass is None:
+            return _stat(path())
+        if key not in self._pass:
+            self._pass[key] = _stat(path())
+        return self._pass[key]
+
+    def raw_hash(self, target: RawTarget) -> str | None:
+        from osk.capture import raw
+
+        stat = self._stat_once(target.record_path,
+                               lambda: self.vault.abs(target.record_path))
+        if stat is None:
+            return None
+        cached = self._raw.get(target.record_path)
+        if cached is None or cached[0] != stat or _racy(stat):
+            try:
+                record = raw.read_record(self.vault, target.key, target.conversation,
+                                         strict=False)
+            except (OSError, ValueError, KeyError, OskError):
+                return None  # a damaged record is reported by the validators, not here
+            hashes = {int(r.number): str(r.hash) for r in record.rounds}
+            cached = (stat, hashes)
+            self._raw[target.record_path] = cached
+        return cached[1].get(target.round)
+
+    def file_hash(self, target: TargetRef) -> str | None:
+        path = self.file_path(target)
+        if path is None:
+            return self.UNVERIFIABLE
+        stat = self._stat_once(str(path), lambda: path)
+        if stat is None:
+            return None
+        cached = self._files.get(str(path))
+        if cached is None or cached[0] != stat or _racy(stat):
+            try:
+                cached = (stat, sha256_bytes(path.read_bytes()))
+            except OSError:
+                cached = (stat, None)
+            self._files[str(path)] = cached
+        return cached[1]
+
+    def file_path(self, target: TargetRef) -> Path | None:
+        """Where a file target lives on this device, or None when its worktree is unknown."""
+        _, key, rel = target.key.split(":", 2)
+        root = Path(target.root) if target.root else None
+        if root is None or not root.is_dir():
+            if self._roots is None:
+                from osk.provenance.sessions import known_roots
+
+                self._roots = known_roots(self.vault)
+            known = self._roots.get(key)
+            root = Path(known) if known else None
+        if root is None or not root.is_dir():
+            return None
+        return root / rel
+
+
+def parse_raw(coordinate: str) -> RawTarget:
+    from osk.store.edges import RawTarget
+
+    target = parse_target(coordinate)
+    if not isinstance(target, RawTarget):
+        raise EdgeError(f"{coordinate!r} is not a raw coordinate")
+    return target
+
+
+def node_by_id(catalog: Catalog, node_id: str) -> Node | None:
+    try:
+        found = catalog.get(node_id)
+    except OskError:
+        return None
+    return found if found.id == node_id else None
+
+
+_RACE_NS = RACE_WINDOW_NS  # a module name, so a test can narrow the window
+
+
+def _racy(stat: StatKey) -> bool:
+    return time.time_ns() - stat[1] < _RACE_NS
+
+
+def _stat(path: Path) -> StatKey | None:
+    return stat_key(path)
+
+
+# -- what a session has read -----------------------------------------------------------------
+@dataclass
+class ReadLog:
+    """Which target states this session has read in full (possibly over several pages).
+
+    A re-citation records only a state listed here; anything else answers ``recheck_unread``.
+    """
+
+    _full: set[tuple[str, str]] = field(default_factory=set)
+    _spans: dict[tuple[str, str], list[tuple[int, int]]] = field(default_factory=dict)
+
+    def note(self, target_key: str, state_hash: str, start: int, end: int, total: int) -> bool:
+        """Record that characters [start, end) of a ``total``-long state were shown."""
+        token = (target_key, state_hash)
+        if token in self._full:
+            return True
+        spans = sorted([*self._spans.get(token, []), (max(0, start), min(total, end))])
+        merged: list[tuple[int, int]] = []
+        for lo, hi in spans:
+            if merged and lo <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
+            else:
+                merged.append((lo, hi))
+        if total == 0 or (len(merged) == 1 and merged[0][0] == 0 and merged[0][1] >= total):
+            self._full.add(token)
+            self._spans.pop(token, None)
+            return True
+        self._spans[token] = merged
+        return False
+
+    def has_read(self, target_key: str, state_hash: str | None) -> bool:
+        return state_hash is not None and (target_key, state_hash) in self._full
+
+
+# -- the ledger --------------------------------------------------------------------------------
+class Rechecks:
+    """The rechecks ledger as an in-memory table, and its candidates kept up to date.
+
+    The table is reloaded only when the ledger file changes, and then only for the subjects
+    of the records appended since (when the file grew; a rewritten file is read whole).
+
+    Candidates are computed per citing node and remembered. A citing node's candidates depend
+    on its record in the table, its own file, the files of the nodes it cites (their bodies,
+    titles and correction markers), the titles of the nodes citing it (``next``), and the raw
+    records and project files it cites. Each ``candidates`` call finds what changed since the
+    last one (table records, catalog entries by identity, one stat per cited raw record or
+    project file) and recomputes only the citing nodes that depend on it, so a write or a
+    search pays for what changed, not for the size of the table.
+    """
+
+    def __init__(self, vault: Vault) -> None:
+        self.vault = vault
+        self.ledger = Ledger(vault, LEDGER)
+        self.hasher = TargetHasher(vault)
+        self._stat: StatKey | None = None
+        self._view: LedgerView | None = None  # the view the table was built from
+        self._table: dict[str, Citations] = {}
+        # indexes over the table
+        self._citers: dict[str, set[str]] = {}  # cited node id -> citing ids
+        self._cites: dict[str, set[str]] = {}  # citing id -> cited node ids
+        self._sources: dict[str, set[str]] = {}  # raw record / project file -> citing ids
+        self._source_refs: dict[str, TargetRef] = {}  # how to look at a source
+        self._uses: dict[str, set[str]] = {}  # citing id -> sources
+        # remembered candidates
+        self._catalog: Catalog | None = None
+        self._entries: dict[str, object] = {}  # catalog entries as last looked at, by path
+        self._mark: int | None = None  # the catalog's change-log position at that look
+        self._tokens: dict[str, tuple[str, StatKey | None]] = {}  # source -> state last seen
+        self._paths: dict[str, Path | None] = {}  # file source -> where it resolved
+        self._roots_stat: StatKey | None = None
+        self._memo: dict[str, list[Candidate]] = {}
+        self._dirty: set[str] = set()
+        self._found: list[Candidate] | None = None
+        self._summary_key: tuple[object, ...] | None = None
+        self._most_cited = MostCited(MOST_CITED)
+        self._cited_written = -1  # the most-cited version the summary was written with
+        self._summarised: list[Candidate] | None = None  # the list the snapshot was written for
+
+    # -- the table ---------------------------------------------------------------------
+    def table(self) -> dict[str, Citations]:
+        stat = _stat(self.ledger.path)
+        if stat is None:
+            self._view = None
+            self._replace({})
+        elif stat != self._stat:
+            self._reload(self.ledger.read())
+        self._stat = stat
+        return self._table
+
+    def _reload(self, view: LedgerView) -> None:
+        old = self._view
+        if old is not None and _extends(view, old):
+            table = dict(self._table)
+            fresh = view.records[len(old.records):]
+            for subject in {r.subject for r in fresh if r.subject.startswith("citing:")}:
+                citing_id = subject[len("citing:"):]
+                value = _subject_citations(view, subject, citing_id)
+                if value is None:
+                    table.pop(citing_id, None)
+                else:
+                    table[citing_id] = value
+        else:
+            table = build_table(view)
+        self._view = view
+        self._replace(table)
+
+    def _replace(self, table: dict[str, Citations]) -> None:
+        old = self._table
+        for citing_id in old.keys() | table.keys():
+            before, after = old.get(citing_id), table.get(citing_id)
+            if before != after:
+                self._changed(citing_id, after)
+        self._table = table
+
+    def _changed(self, citing_id: str, after: Citations | None) -> None:
+        """Update the indexes for one citing node's new record; mark what depends on it."""
+        self._dirty.add(citing_id)
+        self._dirty |= self._citers.get(citing_id, set())  # their cascade flag reads its marker
+        moved = self._cites.pop(citing_id, set())
+        for node_id in moved:
+            self._unlink(self._citers, node_id, citing_id)
+            self._dirty.add(node_id)  # its ``next`` names its citers
+        for source in self._uses.pop(citing_id, set()):
+            self._unlink(self._sources, source, citing_id)
+        for pair in after.pairs.values() if after is not None else ():
+            target = pair.target
+            if target.kind == "node":
+                node_id = target.key[len("node:"):]
+                self._citers.setdefault(node_id, set()).add(citing_id)
+                self._cites.setdefault(citing_id, set()).add(node_id)
+                self._dirty.add(node_id)
+                moved.add(node_id)
+            else:
+                source = _source_key(target)
+                self._sources.setdefault(source, set()).add(citing_id)
+                self._source_refs.setdefault(source, target)
+                self._uses.setdefault(citing_id, set()).add(source)
+        for node_id in moved:  # net moves only: a kept citation leaves its count as it was
+            self._most_cited.moved(node_id, len(self._citers.get(node_id, ())))
+
+    @staticmethod
+    def _unlink(index: dict[str, set[str]], key: str, value: str) -> None:
+        found = index.get(key)
+        if found is not None:
+            found.discard(value)
+            if not found:
+                del index[key]
+
+    def citing(self, node_id: str) -> set[str]:
+        """The ids of the nodes whose recorded citations name node ``node_id``."""
+        self.table()
+        return set(self._citers.get(node_id, ()))
+
+    def citations(self, node_id: str) -> Citations | None:
+        return self.table().get(node_id)
+
+    def check_readable(self) -> None:
+        """Raise LedgerError now if the ledger is damaged, before a write starts (parsing
+        only when the file changed since this table last read it)."""
+        self.table()
+
+    def _append(self, citations: Citations, title: str, via: str) -> Record:
+        data = {
+            "citing": citations.citing_id,
+            "title": title,
+            "via": via,
+            "corrected": citations.corrected,
+            "pairs": [pair.to_data() for pair in citations.pairs.values()],
+        }
+        self.table()  # the table now matches the file as of self._stat
+        known = self._stat
+        record = self.ledger.append(KIND_PAIRS, f"citing:{citations.citing_id}", data)
+        after = _stat(self.ledger.path)
+        line = len(record.to_json().encode("utf-8")) + 1
+        known_size = known[0] if known is not None else 0
+        same_file = known is None or (after is not None and after[2] == known[2])
+        if after is not None and same_file and after[0] == known_size + line:
+            # Only our line was added: update the table in place instead of reparsing.
+            new = replace(citations, record_id=record.id, forked=False)
+            self._changed(citations.citing_id, new)
+            self._table[citations.citing_id] = new
+            view = self.ledger.read()  # the ledger's cache already holds the grown view
+            self._view = view if view.by_id.get(record.id) is not None else None
+            self._stat = after
+        else:
+            self._stat = None  # someone else appended too: reload on the next read
+        return record
+
+    # -- recording ---------------------------------------------------------------------
+    def after_write(self, before: Node | None, after: Node, edges: Sequence[Edge], *,
+                    corrected: Mapping[str, str] | None = None, via: str = "write",
+                    ) -> Record | None:
+        """Record ``after``'s citation pairs; carry complete pairs forward across a body change.
+
+        ``edges`` are ``after``'s derived-from links; ``Edge.target`` is None for a link that
+        no longer resolves (kept from before: its old pair, if any, stays as it was).
+        ``corrected`` maps target keys to the target state the session read while correcting.
+        """
+        corrected = dict(corrected or {})
+        previous = self.citations(after.id)
+        old_pairs = previous.pairs if previous else {}
+        body_before = before.body_hash if before is not None else None
+        body_after = after.body_hash
+        pairs: dict[str, Pair] = {}
+        for edge in edges:
+            if edge.target is None:
+                for pair in old_pairs.values():
+                    if _same_link(pair.target.link, edge.link):
+                        pairs[pair.target.key] = pair
+                continue
+            key = edge.target.key
+            old = old_pairs.get(key)
+            if key in corrected:
+                pairs[key] = Pair(after.id, edge.target, body_after, corrected[key], "correct")
+            elif old is None:
+                pairs[key] = Pair(after.id, edge.target, body_after, edge.current_hash, via)
+            elif old.forked:
+                pairs[key] = old
+            elif body_before is not None and old.citing_hash == body_before:
+                pairs[key] = Pair(after.id, edge.target, body_after, old.target_hash, old.via)
+            else:
+                pairs[key] = old
+        marker = previous.corrected if previous else None
+        if corrected and body_before != body_after:
+            marker = body_after
+        new = Citations(after.id, pairs, marker)
+        if previous is not None and not previous.forked and previous.pairs == pairs \
+                and previous.corrected == marker:
+            return None
+        if previous is None and not pairs:
+            return None
+        return self._append(new, after.title, "correct" if corrected else via)
+
+    def recite(self, citing: Node, readings: Mapping[str, str]) -> Record:
+        """Re-cite ``citing``'s targets at the states the session read (target key -> hash)."""
+        previous = self.citations(citing.id)
+        pairs = dict(previous.pairs) if previous else {}
+        body = citing.body_hash
+        for key, state in readings.items():
+            old = pairs[key]
+            pairs[key] = Pair(citing.id, old.target, body, state, "recite")
+        marker = previous.corrected if previous else None
+        return self._append(Citations(citing.id, pairs, marker), citing.title, "recite")
+
+    # -- candidates --------------------------------------------------------------------
+    def candidates(self, catalog: Catalog | None = None) -> list[Candidate]:
+        """Every pair whose recorded hashes no longer match, with ``next`` and ``cascade``.
+
+        Pass the caller's catalog (the engine's is kept fresh); without one, a catalog of the
+        vault is read now.
+        """
+        if catalog is None:
+            from osk.store.catalog import Catalog
+
+            catalog = Catalog(self.vault)
+            catalog.refresh()
+        table = self.table()
+        if catalog is not self._catalog:  # another catalog: nothing remembered holds for it
+            self._catalog, self._entries, self._mark = catalog, {}, None
+            self._memo.clear()
+            self._found = None
+            self._dirty |= table.keys()
+        self._note_catalog(catalog)
+        with self.hasher.one_pass():
+            self._note_sources()
+            dirty, self._dirty = self._dirty, set()
+            for citing_id in dirty:
+                found = self._collect_one(catalog, table, citing_id)
+                if found != self._memo.get(citing_id, []):
+                    self._found = None
+                if found:
+                    self._memo[citing_id] = found
+                else:
+                    self._memo.pop(citing_id, None)
+        if self._found is None:
+            self._found = sorted((c for found in self._memo.values() for c in found),
+                                 key=lambda c: (c.citing_path, c.target_key))
+        if self._summarised is not self._found or self._most_cited.version != self._cited_written:
+            self._write_summary(self._found)  # candidates, or who is cited how often, moved
+        return list(self._found)
+
+    def _note_catalog(self, catalog: Catalog) -> None:
+        """Mark what depends on the catalog entries that changed since the last look.
+
+        The catalog's change log names the paths touched since then, so this costs what
+        changed, not the vault's size; on first contact, or when the log no longer reaches
+        back, every entry is compared once.
+        """
+        seen = self._entries
+        changed: set[str] = set()
+        entries = catalog.entries
+        touched = None if self._mark is None else catalog.changed_since(self._mark)
+        self._mark = catalog.mark
+        for rel in entries if touched is None else dict.fromkeys(touched):
+            old, entry = seen.get(rel), entries.get(rel)
+            if old is not entry:
+                if entry is None:
+                    del seen[rel]
+                else:
+                    seen[rel] = entry
+                _ids_of(old, changed)
+                _ids_of(entry, changed)
+        if touched is None and len(seen) != len(entries):
+            for rel in [rel for rel in seen if rel not in entries]:
+                _ids_of(seen.pop(rel), changed)
+        for node_id in changed:
+            self._dirty.add(node_id)
+            self._dirty |= self._citers.get(node_id, set())
+            self._dirty |= self._cites.get(node_id, set())
+
+    def _note_sources(self) -> None:
+        """One stat per cited raw record and project file; mark the citers of changed ones."""
+        from osk.provenance.sessions import roots_path
+
+        roots = _stat(roots_path(self.vault))
+        if roots != self._roots_stat:
+            self._paths.clear()  # where a file citation resolves may have changed
+            self._roots_stat = roots
+        for source, citing_ids in self._sources.items():
+            token = self._token(source)
+            if token != self._tokens.get(source) or _racy_token(token):
+                self._tokens[source] = token
+                self._dirty |= citing_ids
+        for source in [s for s in self._tokens if s not in self._sources]:
+            del self._tokens[source]
+
+    def _token(self, source: str) -> tuple[str, StatKey | None]:
+        """A source's state: where it is and its stat (None: missing or unresolvable)."""
+        target = self._source_refs[source]
+        path = self._paths.get(source)
+        if target.kind == "raw":
+            if path is None:
+                path = self.vault.abs(parse_raw(target.key[len("raw:"):]).record_path)
+                self._paths[source] = path
+            return (str(path), _stat(path))
+        stat = _stat(path) if path is not None else None
+        if stat is None:  # resolve again: the file or its worktree may have moved
+            path = self.hasher.file_path(target)
+            self._paths[source] = path
+            stat = _stat(path) if path is not None else None
+        return (str(path), stat)
+
+    def _collect_one(self, catalog: Catalog, table: dict[str, Citations],
+                     citing_id: str) -> list[Candidate]:
+        """The candidates of one citing node, as they stand now."""
+        citations = table.get(citing_id)
+        if citations is None:
+            return []
+        citing = node_by_id(catalog, citing_id)
+        if citing is None:
+            return []  # the citing node is gone (deleted by hand): nothing to recheck
+        live = _live_links(citing)
+        citing_hash = self.hasher.body_hash(citing)
+        found: list[Candidate] = []
+        for pair in citations.pairs.values():
+            if not _link_in(pair.target.link, live):
+                continue  # the edge was removed by hand; the next write drops the pair
+            current = self.hasher.current(pair.target, catalog)
+            if current == TargetHasher.UNVERIFIABLE:
+                continue
+            reason = _reason(pair, current, citing_hash)
+            if reason is None:
+                continue
+            if reason == "target-changed" and pair.target.kind in ("raw", "node"):
+                reason = _redacted_reason(self.vault, pair.target.key, current)
+            found.append(self._candidate(catalog, table, citing, pair, current, reason))
+        return found
+
+    def _candidate(self, catalog: Catalog, table: dict[str, Citations], citing: Node,
+                   pair: Pair, current: str | None, reason: str) -> Candidate:
+        link = pair.target.link
+        cascade = False
+        if pair.target.kind == "node":
+            target_node = node_by_id(catalog, pair.target.key[len("node:"):])
+            if target_node is not None:
+                link = f"[[{target_node.title}]]"
+                marker = table.get(target_node.id)
+                cascade = bool(marker and marker.corrected
+                               and marker.corrected == self.hasher.body_hash(target_node))
+        next_nodes = [n for n in (node_by_id(catalog, i)
+                                  for i in self._citers.get(citing.id, ())) if n is not None]
+        return Candidate(
+            id=candidate_id(citing.id, pair.target.key),
+            citing_id=citing.id,
+            citing_title=citing.title,
+            citing_path=citing.path,
+            target=link,
+            target_key=pair.target.key,
+            recorded_hash=pair.target_hash,
+            current_hash=current,
+            reason=reason,
+            next=tuple(sorted(n.title for n in next_nodes)),
+            next_ids=tuple(sorted(n.id for n in next_nodes)),
+            cascade=cascade,
+            scope=scope_of(citing.path),
+        )
+
+    def cascades(self, catalog: Catalog | None = None) -> list[Candidate]:
+        """The person's queue (governance/ledgers.md rule 6): candidates whose target's current
+        text is itself a recheck correction. An agent may only re-cite such a node unchanged;
+        changing it is the person's decision, so the correction stops here."""
+        return [c for c in self.candidates(catalog) if c.cascade]
+
+    def stale_node_ids(self, catalog: Catalog | None = None) -> set[str]:
+        """The ids of nodes with at least one recheck candidate (the ``recheck`` marker)."""
+        return {c.citing_id for c in self.candidates(catalog)}
+
+    def _write_summary(self, found: Sequence[Candidate]) -> None:
+        """Keep a small snapshot for the session-start hook, rewritten only when it changes.
+
+        Device state that the next engine call recomputes, so it is replaced atomically but
+        not fsynced: a crash can only leave the previous snapshot.
+        """
+        version = self._most_cited.version
+        cited = self.most_cited()
+        key = (tuple((c.id, c.reason, c.cascade, c.next, c.citing_path, c.target,
+                      c.citing_title) for c in found), tuple(cited))
+        if key == self._summary_key:
+            self._summarised = found if isinstance(found, list) else None
+            self._cited_written = version
+            return
+        by_scope: dict[str, list[dict[str, object]]] = {}
+        for cand in found:
+            by_scope.setdefault(cand.scope or "", []).append({
+                "id": cand.id, "citing": cand.citing_title, "path": cand.citing_path,
+                "target": cand.target, "reason": cand.reason, "cascade": cand.cascade,
+                "next": list(cand.next),
+            })
+        # Compact: the C encoder (``indent`` would select the pure-Python one, ten times slower).
+        text = json.dumps({"scopes": by_scope, "cited": cited}, ensure_ascii=False,
+                          sort_keys=True, separators=(",", ":"))
+        path = self.vault.state(*SUMMARY_FILE)
+        try:
+            if not path.exists() or path.read_text(encoding="utf-8") != text + "\n":
+                replace_unsynced(path, text + "\n")
+        except OSError:
+            return
+        self._summary_key = key
+        self._summarised = found if isinstance(found, list) else None
+        self._cited_written = version
+
+    def most_cited(self) -> list[tuple[str, int]]:
+        """The most cited nodes (id, how many nodes cite it), most first (``MostCited``: kept
+        up to date by each citation change, recounted only when that cannot be exact)."""
+        return list(self._most_cited.top(counts_of(self._citers)))
+
+
+def _extends(view: LedgerView, old: LedgerView) -> bool:
+    """Whether ``view`` is ``old`` plus appended records: the ledger's reader shares the
+    record objects only when the file grew and its earlier bytes are unchanged."""
+    count = len(old.records)
+    return len(view.records) >= count and (count == 0
+                                            or view.records[count - 1] is old.records[-1])
+
+
+def _source_key(target: TargetRef) -> str:
+    return f"{target.key}\0{target.root or ''}"
+
+
+def _ids_of(entry: object, into: set[str]) -> None:
+    node = getattr(entry, "node", None)
+    if node is not None:
+        into.add(node.id)
+
+
+def _racy_token(token: tuple[str, StatKey | None]) -> bool:
+    return token[1] is not None and _racy(token[1])
+
+
+@dataclass(frozen=True)
+class Edge:
+    """A derived-from link as the write path resolved it."""
+
+    link: str
+    target: TargetRef | None  # None: a link the node already had that no longer resolves
+    current_hash: str | None = None
+
+
+def build_table(view: LedgerView) -> dict[str, Citations]:
+    table: dict[str, Citations] = {}
+    for subject in list(view.subjects()):
+        if not subject.startswith("citing:"):
+            continue
+        citing_id = subject[len("citing:"):]
+        value = _subject_citations(view, subject, citing_id)
+        if value is not None:
+            table[citing_id] = value
+    return table
+
+
+def _subject_citations(view: LedgerView, subject: str, citing_id: str) -> Citations | None:
+    tops = view.maxima(subject)
+    if not tops:
+        return None
+    try:
+        view.current(subject)
+    except LedgerFork:
+        return _merge_fork(citing_id, tops)
+    return _citations(citing_id, tops[0], forked=False)
+
+
+def _citations(citing_id: str, record: Record, *, forked: bool) -> Citations:
+    pairs: dict[str, Pair] = {}
+    for item in record.data.get("pairs", []) or []:
+        if isinstance(item, Mapping):
+            pair = Pair.from_data(citing_id, item)
+            pairs[pair.target.key] = replace(pair, forked=forked)
+    corrected = record.data.get("corrected")
+    return Citations(citing_id, pairs, str(corrected) if corrected else None, record.id, forked)
+
+
+def _merge_fork(citing_id: str, tops: Sequence[Record]) -> Citations:
+    """Concurrent records for one citing node: pairs all branches agree on stand; the rest are
+    candidates (``forked``) until the next re-citation or correction joins the branches."""
+    branches = [_citations(citing_id, r, forked=False) for r in tops]
+    keys = {k for b in branches for k in b.pairs}
+    pairs: dict[str, Pair] = {}
+    for key in sorted(keys):
+        versions = [b.pairs.get(key) for b in branches]
+        present = [v for v in versions if v is not None]
+        agreed = len(present) == len(versions) and all(
+            (v.citing_hash, v.target_hash) == (present[0].citing_hash, present[0].target_hash)
+            for v in present)
+        pairs[key] = present[0] if agreed else replace(present[0], forked=True)
+    markers = {b.corrected for b in branches}
+    corrected = markers.pop() if len(markers) == 1 else None
+    return Citations(citing_id, pairs, corrected, max(r.id for r in tops), True)
+
+
+def _reason(pair: Pair, current: str | None, citing_hash: str) -> str | None:
+    if pair.forked:
+        return "forked"
+    if current is None:
+        return "target-missing"
+    if current != pair.target_hash:
+        return "target-changed"
+    if citing_hash != pair.citing_hash:
+        return "citing-edited"
+    return None
+
+
+def _redacted_reason(vault: Vault, target_key: str, current: str | None) -> str:
+    """A raw round or node whose current text is the one a person's redaction left (``osk
+    redact``) changed for that reason alone: say so, so the agent knows the claim's evidence
+    lost only a secret. Imported here: the ledger is read only when a target has changed."""
+    from osk.capture.redactions import redacted_states
+
+    return "target-redacted" if current in redacted_states(vault).get(target_key, ()) \
+        else "target-changed"
+
+
+def _live_links(node: Node) -> list[str]:
+    return list(node.meta.derived_from)
+
+
+def _same_link(a: str, b: str) -> bool:
+    return link_identity(a) == link_identity(b)
+
+
+def _link_in(link: str, links: Iterable[str]) -> bool:
+    wanted = link_identity(link)
+    return any(link_identity(other) == wanted for other in links)
+
+
+@lru_cache(maxsize=65536)
+def link_identity(link: str) -> str:
+    """What two links have in common when they cite the same thing (a node's title after case
+    folding, or the raw/file coordinate); a malformed link stands for itself."""
+    try:
+        target = parse_target(link)
+    except EdgeError:
+        return link
+    if isinstance(target, NodeTarget):
+        return "node:" + title_key(target.title)
+    return target.link

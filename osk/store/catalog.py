@@ -1,0 +1,378 @@
+"""The vault's node set: which files are nodes, and how a title or id finds one.
+
+The catalog parses each node file once and re-parses only files whose (size, mtime, inode)
+changed, so a long-lived server pays for a change, not for the vault. ``refresh`` reports what
+changed so the search index can update just those postings.
+
+A snapshot in device state (``.osk/catalog/snapshot.json``) keeps each node's stat, front
+matter and hashes, so a new process (a hook, a CLI command, a server starting) restores
+unchanged nodes without reading their files; their text is read on first use. An entry is
+trusted only when the file's stat still matches and the bytes were read safely after the
+mtime race window. The snapshot is a cache: delete it and the next load reads every file.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import time
+import weakref
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from osk.errors import ContractError, DuplicateId, NodeNotFound, OskError, TitleError
+from osk.store import node as node_mod
+from osk.store.fsutil import RACE_WINDOW_NS, StatKey, atomic_write, collector_paused
+from osk.store.ids import check_identifier
+from osk.store.node import Node
+from osk.store.titles import title_key
+from osk.store.vault import SPACES, Vault
+
+
+@dataclass(frozen=True)
+class Entry:
+    path: str
+    stat: StatKey
+    node: Node | None
+    error: OskError | None
+    read_at_ns: int = 0  # when the bytes were read; see _settled
+
+
+@dataclass(frozen=True)
+class Changes:
+    added: tuple[str, ...] = ()
+    changed: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.added or self.changed or self.removed)
+
+
+SNAPSHOT_SAVE_SECONDS = 30.0
+CHANGE_LOG_KEEP = 100_000  # changed paths the catalog remembers for changed_since
+
+
+@dataclass(eq=False)
+class Catalog:
+    vault: Vault
+    entries: dict[str, Entry] = field(default_factory=dict)
+    _by_id: dict[str, list[str]] = field(default_factory=dict)
+    _by_title: dict[str, list[str]] = field(default_factory=dict)
+    _snapshot: dict[str, dict] | None = None
+    _dirty: bool = False
+    _saved_at: float = 0.0
+    _log: list[str] = field(default_factory=list)  # paths whose entry was put or dropped
+    _log_base: int = 0  # log items dropped from the front (see changed_since)
+
+    # -- refreshing ---------------------------------------------------------------------
+    def refresh(self, files: Mapping[str, StatKey] | None = None) -> Changes:
+        """Stat every node file; re-read the ones that changed. Returns what changed.
+
+        ``files``: the stat of every node file, from a walk the caller just made the way
+        ``walk_nodes`` walks (``osk.store.freshness`` lists the folders and stats their files in
+        one).
+        """
+        if self._snapshot is None:
+            _LIVE.add(self)
+            with collector_paused():  # the first refresh restores every node: see there
+                self._snapshot = _load_snapshot(self.vault)
+                return self._refresh(files)
+        return self._refresh(files)
+
+    def _refresh(self, files: Mapping[str, StatKey] | None) -> Changes:
+        seen: Mapping[str, StatKey] = dict(self._walk()) if files is None else files
+        added, changed = [], []
+        read_any = False
+        for rel, stat in seen.items():
+            old = self.entries.get(rel)
+            if old is None or old.stat != stat or not _settled(old):
+                entry = self._restore(rel, stat) if old is None else None
+                if entry is None:
+                    entry, read_any = self._load(rel, stat), True
+                if old is None:
+                    added.append(rel)
+                elif old.stat != stat or _content_differs(old, entry):
+                    changed.append(rel)
+                self._put(entry)
+        removed = [rel for rel in self.entries if rel not in seen]
+        for rel in removed:
+            self._drop(rel)
+        self._snapshot = {}  # restored from once: a later refresh finds nothing new in it
+        result = Changes(tuple(added), tuple(changed), tuple(removed))
+        self._dirty = self._dirty or read_any or bool(removed)
+        self.save_if_due()
+        return result
+
+    def save_if_due(self) -> None:
+        """Save the snapshot if it changed and the last save is ``SNAPSHOT_SAVE_SECONDS`` old."""
+        if self._dirty and time.monotonic() - self._saved_at >= SNAPSHOT_SAVE_SECONDS:
+            self.save_snapshot()
+
+    # -- the snapshot -------------------------------------------------------------------
+    def _restore(self, rel: str, stat: StatKey) -> Entry | None:
+        """An entry rebuilt from the snapshot, if it still describes this file exactly."""
+        saved = (self._snapshot or {}).get(rel)
+        try:
+            if not saved or tuple(saved["stat"]) != stat:
+                return None
+            read_at = int(saved["read_at"])
+            # Written by save_snapshot from validated models, under this contract's version.
+            fields = saved["meta"]
+            if not isinstance(fields, dict) or not _REQUIRED_FIELDS <= fields.keys():
+                return None
+            hashes = {"file_hash": str(saved["file_hash"]), "body_hash": str(saved["body_hash"])}
+        except (KeyError, TypeError, ValueError):
+            return None  # a damaged entry: read the file instead
+        if read_at - stat[1] < _RACE_WINDOW_NS:
+            return None
+        path = f"{self.vault.root}{os.sep}{rel}"  # os.path.join's checks cost 0.1 s at 50,000
+        # The front matter model is built on first use (most restored nodes never need it).
+        restored = Node(rel, None, loader=lambda: _read_text(path), fields=fields, **hashes)
+        return Entry(rel, stat, restored, None, read_at)
+
+    def save_snapshot(self) -> None:
+        """Write the snapshot of every valid node (device state; atomic)."""
+        if not self._dirty:
+            return
+        entries = {
+            rel: {"stat": list(entry.stat), "read_at": entry.read_at_ns,
+                  "meta": entry.node.meta_fields(),
+                  "file_hash": entry.node.file_hash, "body_hash": entry.node.body_hash}
+            for rel, entry in self.entries.items()
+            if entry.node is not None and _settled(entry)
+        }
+        payload = json.dumps({"version": _SNAPSHOT_VERSION, "entries": entries},
+                             ensure_ascii=False, separators=(",", ":"))
+        try:
+            atomic_write(_snapshot_path(self.vault), payload)
+        except OSError:
+            return  # a cache: failing to save it costs the next process a full read
+        self._dirty = False
+        self._saved_at = time.monotonic()
+
+    def note_written(self, rel: str) -> None:
+        """Record a file osk itself just wrote, without waiting for the next walk."""
+        self._dirty = True
+        path = self.vault.abs(rel)
+        try:
+            stat = _stat_key(path.stat())
+        except FileNotFoundError:
+            self._drop(rel)
+        else:
+            self._put(self._load(rel, stat))
+
+    def note_removed(self, rel: str) -> None:
+        self._dirty = True
+        self._drop(rel)
+
+    def _walk(self) -> Iterator[tuple[str, StatKey]]:
+        return walk_nodes(self.vault)
+
+    def _load(self, rel: str, stat: StatKey) -> Entry:
+        read_at = time.time_ns()
+        try:
+            text = _read_text(os.path.join(self.vault.root, rel))
+            return Entry(rel, stat, node_mod.parse(rel, text), None, read_at)
+        except ContractError as exc:
+            return Entry(rel, stat, None, exc, read_at)
+        except (UnicodeDecodeError, OSError) as exc:
+            error = ContractError(f"{rel}: unreadable as UTF-8 text ({exc})", path=rel)
+            return Entry(rel, stat, None, error, read_at)
+
+    def _put(self, entry: Entry) -> None:
+        self._drop(entry.path)
+        self.entries[entry.path] = entry
+        self._logged(entry.path)
+        self._by_title.setdefault(title_key(node_mod.title_from_path(entry.path)), []).append(
+            entry.path)
+        if entry.node is not None:
+            self._by_id.setdefault(entry.node.id, []).append(entry.path)
+
+    def _drop(self, rel: str) -> None:
+        old = self.entries.pop(rel, None)
+        if old is None:
+            return
+        self._logged(rel)
+        _unlink_index(self._by_title, title_key(node_mod.title_from_path(rel)), rel)
+        if old.node is not None:
+            _unlink_index(self._by_id, old.node.id, rel)
+
+    def _logged(self, rel: str) -> None:
+        self._log.append(rel)
+        if len(self._log) > CHANGE_LOG_KEEP:
+            half = len(self._log) // 2
+            del self._log[:half]
+            self._log_base += half
+
+    # -- what changed -------------------------------------------------------------------
+    @property
+    def mark(self) -> int:
+        """A position in the catalog's change log: pass it to ``changed_since`` later."""
+        return self._log_base + len(self._log)
+
+    def changed_since(self, mark: int) -> list[str] | None:
+        """The paths whose entry was replaced, added or dropped since ``mark`` (repeats
+        possible), or None when the log no longer reaches back that far: a reader that keeps
+        derived state then looks at every entry once, as on first use."""
+        if mark < self._log_base or mark > self.mark:
+            return None
+        return self._log[mark - self._log_base:]
+
+    # -- reading ------------------------------------------------------------------------
+    def nodes(self) -> Iterator[Node]:
+        for entry in self.entries.values():
+            if entry.node is not None:
+                yield entry.node
+
+    def errors(self) -> list[OskError]:
+        return [entry.error for entry in self.entries.values() if entry.error is not None]
+
+    def duplicate_ids(self) -> dict[str, list[str]]:
+        return {nid: sorted(paths) for nid, paths in self._by_id.items() if len(paths) > 1}
+
+    def duplicate_titles(self) -> dict[str, list[str]]:
+        return {key: sorted(paths) for key, paths in self._by_title.items() if len(paths) > 1}
+
+    def paths_with_title(self, title: str) -> list[str]:
+        return sorted(self._by_title.get(title_key(title), []))
+
+    def get(self, ref: str) -> Node:
+        """A node by id or title. Refuses while its id or title is claimed by two files."""
+        check_identifier("a node reference (title or id)", ref)
+        paths = self._by_id.get(ref) or self._by_title.get(title_key(ref))
+        if not paths:
+            raise NodeNotFound(
+                f"no node with id or title {ref!r}; search first, then use a returned title or id",
+                ref=ref,
+            )
+        if len(paths) > 1:
+            raise _ambiguity(ref, sorted(paths), by_id=ref in self._by_id)
+        entry = self.entries[paths[0]]
+        if entry.node is None:
+            assert entry.error is not None
+            raise entry.error
+        twins = self._by_id.get(entry.node.id, [])
+        if len(twins) > 1:
+            raise _ambiguity(entry.node.id, sorted(twins), by_id=True)
+        return entry.node
+
+    def by_path(self, rel: str) -> Node | None:
+        entry = self.entries.get(rel)
+        return entry.node if entry else None
+
+
+def _ambiguity(ref: str, paths: list[str], *, by_id: bool) -> OskError:
+    listing = ", ".join(paths)
+    if by_id:
+        return DuplicateId(
+            f"id {ref} is carried by {len(paths)} files ({listing}); osk will not read or write "
+            f"it until a person keeps one and removes or re-ids the others",
+            node_id=ref, paths=paths,
+        )
+    return TitleError(
+        f"title {ref!r} is claimed by {len(paths)} files after case folding ({listing}); "
+        f"a person must rename all but one",
+        title=ref, paths=paths,
+    )
+
+
+def walk_nodes(vault: Vault) -> Iterator[tuple[str, StatKey]]:
+    """Every ``.md`` file under the three Spaces with its stat key, hidden entries skipped.
+
+    The one traversal behind the catalog's and the search index's freshness checks.
+    """
+    for space in SPACES:
+        yield from _walk_dir(os.path.join(vault.root, space), space)
+
+
+def _walk_dir(directory: str, prefix: str) -> Iterator[tuple[str, StatKey]]:
+    try:
+        with os.scandir(directory) as it:
+            entries = list(it)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    for entry in entries:
+        if entry.name.startswith("."):
+            continue
+        rel = f"{prefix}/{entry.name}"
+        try:  # a file removed during the walk is simply not there
+            if entry.is_dir(follow_symlinks=False):
+                yield from _walk_dir(entry.path, rel)
+            elif entry.name.endswith(".md") and entry.is_file(follow_symlinks=False):
+                yield rel, _stat_key(entry.stat(follow_symlinks=False))
+        except FileNotFoundError:
+            continue
+
+
+def _stat_key(stat: os.stat_result) -> StatKey:
+    return (stat.st_size, stat.st_mtime_ns, stat.st_ino)
+
+
+_RACE_WINDOW_NS = RACE_WINDOW_NS  # a module name, so a test can narrow the window
+
+
+def is_settled(entry: Entry) -> bool:
+    """Whether the bytes held for ``entry`` are final for its stat (see ``_settled``)."""
+    return _settled(entry)
+
+
+def _settled(entry: Entry) -> bool:
+    """Whether the bytes we hold are final for this stat.
+
+    A file read within the clock's granularity of its mtime may be rewritten again with an
+    identical (size, mtime). Such an entry is re-read on each refresh until one read happens
+    safely after the window; from then on the stat alone vouches for it.
+    """
+    return entry.read_at_ns - entry.stat[1] >= _RACE_WINDOW_NS
+
+
+# Catalogs still alive when the process exits save their snapshot then. Held weakly, so a
+# catalog that was dropped (a validator run in a long-lived server) is freed, not kept.
+_LIVE: weakref.WeakSet[Catalog] = weakref.WeakSet()
+
+
+@atexit.register
+def _save_live_snapshots() -> None:
+    for catalog in list(_LIVE):
+        catalog.save_snapshot()
+
+
+def _read_text(path: str) -> str:
+    with open(path, encoding="utf-8", newline="") as handle:
+        return handle.read()
+
+
+_REQUIRED_FIELDS = frozenset(node_mod.REQUIRED_KEYS)  # no required key has an alias
+# The snapshot is valid only for the contract it was written under.
+_SNAPSHOT_VERSION = f"1:{','.join(node_mod.KEYS)}"
+
+
+def _snapshot_path(vault: Vault) -> Path:
+    return vault.state("catalog", "snapshot.json")
+
+
+def _load_snapshot(vault: Vault) -> dict[str, dict]:
+    try:
+        data = json.loads(_snapshot_path(vault).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict) or data.get("version") != _SNAPSHOT_VERSION:
+        return {}
+    entries = data.get("entries")
+    return entries if isinstance(entries, dict) else {}
+
+
+def _unlink_index(index: dict[str, list[str]], key: str, rel: str) -> None:
+    paths = index.get(key)
+    if paths and rel in paths:
+        paths.remove(rel)
+        if not paths:
+            del index[key]
+
+
+def _content_differs(old: Entry, new: Entry) -> bool:
+    old_text = old.node.text if old.node else None
+    new_text = new.node.text if new.node else None
+    return old_text != new_text or (old.error is None) != (new.error is None)

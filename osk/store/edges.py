@@ -1,0 +1,107 @@
+"""Edge targets and their link syntax (governance/nodes.md, "Edges").
+
+Edges are written as Obsidian links so the graph view shows provenance:
+
+- ``[[Title]]``                          another node (titles are unique vault-wide)
+- ``[[_raw/KEY/CONVERSATION#Round N]]``  one round of a raw conversation record
+- ``[[file:relative/path]]``             a file in the project the session works in
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+from osk.errors import EdgeError
+from osk.store.ids import check_identifier
+
+RAW_PREFIX = "_raw/"
+FILE_PREFIX = "file:"
+_RAW = re.compile(r"^_raw/(?P<key>[^/#]+)/(?P<conv>[^/#]+)#Round (?P<n>[1-9][0-9]*)$")
+
+
+def raw_record(key: str, conversation: str) -> str:
+    """``_raw/KEY/CONVERSATION``: how coordinates, reminders and manifests name a raw record."""
+    return f"{RAW_PREFIX}{key}/{conversation}"
+
+
+@dataclass(frozen=True)
+class NodeTarget:
+    title: str
+
+    @property
+    def link(self) -> str:
+        return f"[[{self.title}]]"
+
+
+@dataclass(frozen=True)
+class RawTarget:
+    key: str
+    conversation: str
+    round: int
+
+    @property
+    def record_path(self) -> str:
+        return f"{raw_record(self.key, self.conversation)}.md"
+
+    @property
+    def coordinate(self) -> str:
+        return f"{raw_record(self.key, self.conversation)}#Round {self.round}"
+
+    @property
+    def link(self) -> str:
+        return f"[[{self.coordinate}]]"
+
+
+@dataclass(frozen=True)
+class FileTarget:
+    path: str
+
+    @property
+    def link(self) -> str:
+        return f"[[{FILE_PREFIX}{self.path}]]"
+
+
+Target = NodeTarget | RawTarget | FileTarget
+
+
+def parse_target(text: str) -> Target:
+    """Parse a link (``[[…]]``) or a bare coordinate/title into a target."""
+    check_identifier("a link or coordinate", text)
+    inner = text[2:-2] if text.startswith("[[") and text.endswith("]]") else text
+    inner = inner.strip()
+    if not inner:
+        raise EdgeError("an empty edge target; give a node title, a raw coordinate or file:PATH")
+    if inner.startswith(RAW_PREFIX):
+        match = _RAW.match(inner)
+        if not match:
+            raise EdgeError(
+                f"raw coordinate {inner!r} is malformed; expected _raw/KEY/CONVERSATION#Round N"
+            )
+        return RawTarget(match["key"], match["conv"], int(match["n"]))
+    if inner.startswith(FILE_PREFIX):
+        rel = inner[len(FILE_PREFIX):]
+        pure = PurePosixPath(rel)
+        if not rel or pure.is_absolute() or ".." in pure.parts or "\\" in rel:
+            raise EdgeError(
+                f"file target {rel!r} must be a relative path inside the project "
+                f"(no leading '/', no '..')"
+            )
+        return FileTarget(pure.as_posix())
+    if "#" in inner or "|" in inner or "[" in inner or "]" in inner:
+        raise EdgeError(
+            f"node target {inner!r} may not contain '#', '|', '[' or ']'; "
+            f"cite the node by its title"
+        )
+    return NodeTarget(inner)
+
+
+def node_title(link: str) -> str | None:
+    """The title ``link`` cites when it names a node; None for raw rounds, project files and
+    malformed links (``osk validate`` reports those)."""
+    try:
+        target = parse_target(link)
+    except EdgeError:
+        return None
+    return target.title if isinstance(target, NodeTarget) else None

@@ -1,0 +1,57 @@
+"""The vault generation: one stamp that every osk writer moves, read with one ``stat``.
+
+Readers (search, read_node, the catalog behind them) would otherwise learn of another osk
+process's write only from a walk of the vault, which they run at most once a second. Instead
+every osk process that changes the vault holds the mutation lock
+(``osk.authority.mutation``) and, still holding it, after its change is on disk, moves the
+stamp (``bump``). A reader compares
+``current`` with the stamp it saw when it last made its catalog fresh; a different stamp means
+"another osk process wrote since": look again now. The stamp says nothing about hand edits or a
+``git pull`` run by hand; those are still found by the once-a-second walk.
+
+The stamp is the file ``.osk/generation`` (device state, never synced). A bump appends one
+byte, so its size only grows and its ``(inode, size, mtime)`` never repeats while the file
+lives. Deleting it is safe: the next bump creates a new file, whose stamp differs from what a
+reader last saw unless that reader last looked when the old file was one byte long, in the same
+clock tick, on the same inode. A million writes make a megabyte.
+
+Order is what makes it exact: a writer's change is visible before its bump, and a reader takes
+the stamp before it looks, so a reader that sees a bump also sees the change behind it; a write
+still under way when a reader looks bumps afterwards, and the reader's next query looks again.
+
+Standard library only: hook-path modules may import it.
+"""
+
+from __future__ import annotations
+
+import os
+
+from osk.store.vault import Vault
+
+__all__ = ["Stamp", "bump", "current"]
+
+FILE = "generation"  # under the vault's device state (.osk/)
+
+Stamp = tuple[int, int, int]  # the stamp file's (inode, size, mtime_ns); zeros before a bump
+
+
+def current(vault: Vault) -> Stamp:
+    """The vault's generation now: one ``stat``."""
+    try:
+        st = os.stat(vault.state(FILE))
+    except OSError:
+        return (0, 0, 0)
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def bump(vault: Vault) -> None:
+    """Move the generation. Call it holding the mutation lock, after the change is on disk."""
+    path = vault.state(FILE)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, b".")  # no fsync: only processes on this device read it, through the cache
+    finally:
+        os.close(fd)
+
+

@@ -1,0 +1,413 @@
+"""Append-only JSON Lines ledgers with causal parents (governance/ledgers.md).
+
+Every feature that keeps history (routing, rechecks, candidates, evictions, audit, approvals,
+tombstones) appends here and nowhere else. A record names the heads it saw as ``parents``, so two
+devices' appends merged by Git's union driver form a DAG whose concurrent branches the reader can
+see. A *subject* (a session key, a citation pair, a candidate key) has a value per record; when
+two records about one subject are concurrent and disagree, that is a fork: the reader reports it
+and ``current`` refuses to choose. Any later record about the subject names every head as a
+parent, so it supersedes both and the fork is closed by an explicit decision, never by a clock.
+
+Causality is computed with vector clocks over the writing devices (each record carries its
+``device``), which is linear in the ledger's length.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from osk.errors import LedgerError, LedgerFork
+from osk.store import clock
+from osk.store.fsutil import append_durably
+from osk.store.ids import is_uuid7, uuid7
+from osk.store.locks import file_lock
+from osk.store.vault import Vault
+
+ENVELOPE = ("id", "parents", "device", "at", "kind", "subject")
+
+
+@dataclass(frozen=True)
+class Record:
+    id: str
+    parents: tuple[str, ...]
+    device: str
+    at: str
+    kind: str
+    subject: str
+    data: Mapping[str, object]
+    line: int  # 1-based line number in the file, for messages
+
+    def to_json(self) -> str:
+        body = {
+            "id": self.id,
+            "parents": list(self.parents),
+            "device": self.device,
+            "at": self.at,
+            "kind": self.kind,
+            "subject": self.subject,
+            **self.data,
+        }
+        return json.dumps(body, ensure_ascii=False, sort_keys=False, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class Fork:
+    """Concurrent records about one subject that disagree."""
+
+    ledger: str
+    subject: str
+    records: tuple[Record, ...]
+
+    def describe(self) -> str:
+        lines = ", ".join(f"{r.id} (line {r.line}, device {r.device}, {r.kind})"
+                          for r in self.records)
+        return f"{self.ledger}: subject {self.subject!r} has concurrent records {lines}"
+
+
+@dataclass
+class LedgerView:
+    """A parsed, structurally valid ledger with its causal order."""
+
+    name: str
+    records: list[Record]
+    by_id: dict[str, Record]
+    heads: tuple[str, ...]
+    _clock: dict[str, dict[str, int]] = field(default_factory=dict, repr=False)
+    _seq: dict[str, int] = field(default_factory=dict, repr=False)
+    _by_subject: dict[str, list[Record]] | None = field(default=None, repr=False)
+
+    @property
+    def max_id(self) -> str | None:
+        return self._max_id
+
+    _max_id: str | None = field(default=None, repr=False)
+
+    def extended(self, new: list[Record]) -> LedgerView | None:
+        """This view plus records appended after it, or None when they need a full rebuild
+        (a parent that is missing, or ids that do not grow: a merge rewrote the file)."""
+        view = LedgerView(self.name, [*self.records, *new], dict(self.by_id), self.heads,
+                          dict(self._clock), dict(self._seq), None, self._max_id)
+        heads = set(self.heads)
+        per_device = dict(self._device_counts)
+        for record in new:
+            if record.id in view.by_id or (view._max_id and record.id <= view._max_id):
+                return None
+            if any(p not in view.by_id or p >= record.id for p in record.parents):
+                return None
+            view.by_id[record.id] = record
+            heads.difference_update(record.parents)
+            heads.add(record.id)
+            _clock_one(view, record, per_device)
+            view._max_id = record.id
+        view.heads = tuple(sorted(heads))
+        view._device_counts = per_device
+        return view
+
+    _device_counts: dict[str, int] = field(default_factory=dict, repr=False)
+
+    def is_ancestor(self, older: Record, newer: Record) -> bool:
+        """True when ``older`` happened before ``newer`` (is reachable through parents)."""
+        if older.id == newer.id:
+            return False
+        return self._clock[newer.id].get(older.device, 0) >= self._seq[older.id]
+
+    def for_subject(self, subject: str) -> list[Record]:
+        if self._by_subject is None:
+            grouped: dict[str, list[Record]] = {}
+            for record in self.records:
+                grouped.setdefault(record.subject, []).append(record)
+            self._by_subject = grouped
+        return self._by_subject.get(subject, [])
+
+    def subjects(self) -> Iterable[str]:
+        self.for_subject("")
+        assert self._by_subject is not None
+        return self._by_subject.keys()
+
+    def maxima(self, subject: str) -> list[Record]:
+        """The records about ``subject`` that no later record about it supersedes."""
+        found: list[Record] = []
+        for record in sorted(self.for_subject(subject), key=lambda r: r.id, reverse=True):
+            if not any(self.is_ancestor(record, kept) for kept in found):
+                found.append(record)
+        return found
+
+    def current(self, subject: str) -> Record | None:
+        """The one current record about ``subject``; raises LedgerFork when branches disagree."""
+        tops = self.maxima(subject)
+        if not tops:
+            return None
+        if len(tops) > 1 and len({_value(r) for r in tops}) > 1:
+            fork = Fork(self.name, subject, tuple(sorted(tops, key=lambda r: r.id)))
+            raise LedgerFork(
+                f"{fork.describe()}; a person must decide which holds (append a new record "
+                f"for this subject, e.g. by re-running the action that wrote it)",
+                fork=fork,
+            )
+        return tops[0]
+
+    def forks(self) -> list[Fork]:
+        """Every subject whose concurrent current records disagree."""
+        result = []
+        for subject in list(self.subjects()):
+            tops = self.maxima(subject)
+            if len(tops) > 1 and len({_value(r) for r in tops}) > 1:
+                result.append(Fork(self.name, subject, tuple(sorted(tops, key=lambda r: r.id))))
+        return result
+
+
+def _value(record: Record) -> str:
+    return json.dumps({"kind": record.kind, **record.data}, sort_keys=True, ensure_ascii=False)
+
+
+class Ledger:
+    """One ledger file: ``_ledger/<name>.jsonl``."""
+
+    def __init__(self, vault: Vault, name: str) -> None:
+        self.vault = vault
+        self.name = name
+        self.path = vault.ledger_path(name)
+
+    # -- reading ----------------------------------------------------------------------
+    def read(self) -> LedgerView:
+        """Parse and check the ledger; raise LedgerError naming the first bad line.
+
+        Views are cached per file. When the file only grew since the cached read (same inode,
+        the earlier bytes unchanged by digest), only the new lines are parsed, so a long-lived
+        server pays for an append, not for re-parsing the ledger.
+        """
+        try:
+            stat = self.vault.inside(self.path).stat()  # a link planted since we were made
+        except FileNotFoundError:
+            return _build_view(self.name, [])
+        key = (stat.st_size, stat.st_mtime_ns, stat.st_ino)
+        with _CACHE_LOCK:
+            cached = _CACHE.get(self.path)
+        if cached is not None and cached.key == key:
+            return cached.view
+        # One read of the file serves the parse and the digest the cache keeps.
+        data = self.path.read_bytes()
+        view = self._grown(cached, key, data) if cached is not None else None
+        if view is None:
+            view = _build_view(self.name, parse_lines(self.path, data))
+            if data and not data.endswith(b"\n"):
+                return view  # an unfinished tail: do not cache a view of a moving file
+        self._remember(key, view, hashlib.blake2b(data[: key[0]], digest_size=16))
+        return view
+
+    def _grown(self, cached: _Cached, key: tuple[int, int, int],
+               data: bytes) -> LedgerView | None:
+        size, _, inode = key
+        old_size = cached.key[0]
+        if inode != cached.key[2] or size <= old_size:
+            return None
+        prefix = hashlib.blake2b(data[:old_size], digest_size=16)
+        if prefix.digest() != cached.digest.digest():
+            return None  # something before the old end changed: parse it all
+        fresh = data[old_size:]
+        if not fresh.endswith(b"\n"):
+            return None  # a cut-short line: let the full parse name it
+        seen = set(cached.view.by_id)
+        first = len(cached.view.records) + 1
+        records = [
+            _parse_line(self.path, first + offset, raw, seen)
+            for offset, raw in enumerate(fresh.split(b"\n")[:-1])
+        ]
+        return cached.view.extended(records)
+
+    def _remember(self, key: tuple[int, int, int], view: LedgerView,
+                  digest: hashlib.blake2b) -> None:
+        with _CACHE_LOCK:
+            _CACHE[self.path] = _Cached(key, digest, view)
+
+    def _settle_tail(self) -> None:
+        """Under the ledger lock no append is in flight, so an unfinished last line is a write
+        a crash cut short. A tail that is a whole record (only its newline missing) gets the
+        newline; anything else is moved, byte for byte, to device state
+        (``.osk/ledger-torn/``) and cut off, so the ledger is whole again and nothing is lost.
+        """
+        try:
+            with open(self.path, "rb") as handle:  # the last byte says it all, mostly
+                if handle.seek(0, os.SEEK_END) == 0:
+                    return
+                handle.seek(-1, os.SEEK_END)
+                if handle.read(1) == b"\n":
+                    return
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return
+        if not data or data.endswith(b"\n"):
+            return
+        cut = data.rfind(b"\n") + 1
+        tail = data[cut:]
+        known = {r.id for r in parse_lines(self.path, data)}
+        try:
+            record = _parse_line(self.path, 0, tail, set())
+            whole = all(parent in known for parent in record.parents)
+        except LedgerError:
+            whole = False
+        if whole:
+            append_durably(self.path, b"\n")
+            return
+        aside = self.vault.state("ledger-torn", f"{self.name}-{uuid7()}.bin")
+        aside.parent.mkdir(parents=True, exist_ok=True)
+        aside.write_bytes(tail)
+        with open(self.path, "rb+") as handle:
+            handle.truncate(cut)
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    # -- writing ----------------------------------------------------------------------
+    def append(self, kind: str, subject: str, data: Mapping[str, object] | None = None) -> Record:
+        """Append one record under the ledger's lock; refuses a damaged ledger."""
+        payload = dict(data or {})
+        clash = set(payload) & set(ENVELOPE)
+        if clash:
+            raise ValueError(f"ledger data may not use envelope keys {sorted(clash)}")
+        with file_lock(self.vault.lock_path(f"ledger-{self.name}")):
+            self.vault.inside(self.path)  # never settle or append through a planted link
+            self._settle_tail()
+            view = self.read()
+            record = Record(
+                id=uuid7(after=view.max_id),
+                parents=tuple(sorted(view.heads)),
+                device=device_id(self.vault),
+                at=clock.utc_now_precise(),
+                kind=kind,
+                subject=subject,
+                data=payload,
+                line=len(view.records) + 1,
+            )
+            line = (record.to_json() + "\n").encode("utf-8")
+            append_durably(self.path, line)
+            stat = self.path.stat()
+            with _CACHE_LOCK:
+                cached = _CACHE.get(self.path)
+            extended = view.extended([record])
+            if extended is not None and cached is not None and cached.view is view:
+                digest = cached.digest.copy()
+                digest.update(line)
+                self._remember((stat.st_size, stat.st_mtime_ns, stat.st_ino), extended, digest)
+            return record
+
+
+@dataclass(frozen=True)
+class _Cached:
+    key: tuple[int, int, int]
+    digest: hashlib.blake2b  # of the file's bytes up to key's size
+    view: LedgerView
+
+
+_CACHE: dict[Path, _Cached] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def parse_lines(path: Path, data: bytes) -> list[Record]:
+    """Parse ledger bytes into records, checking the structure every append relies on.
+
+    Bytes after the last newline are an append still in progress in another process, or one a
+    crash cut short: never acknowledged, so readers leave them out (the next append settles
+    them, see ``Ledger._settle_tail``).
+    """
+    data = data[: data.rfind(b"\n") + 1]
+    records: list[Record] = []
+    seen: set[str] = set()
+    for number, raw in enumerate(data.split(b"\n")[:-1] if data else [], start=1):
+        records.append(_parse_line(path, number, raw, seen))
+    for record in records:
+        for parent in record.parents:
+            if parent not in seen:
+                raise LedgerError(
+                    f"{path}: line {record.line} names parent {parent}, which is not in the "
+                    f"ledger (a line was removed?); restore it from Git history",
+                    path=str(path), line=record.line,
+                )
+            if parent >= record.id:
+                raise LedgerError(
+                    f"{path}: line {record.line} has id {record.id} not greater than its "
+                    f"parent {parent}; ids must grow along parents",
+                    path=str(path), line=record.line,
+                )
+    return records
+
+
+def _parse_line(path: Path, number: int, raw: bytes, seen: set[str]) -> Record:
+    def bad(why: str) -> LedgerError:
+        return LedgerError(f"{path}: line {number} is damaged: {why}", path=str(path), line=number)
+
+    try:
+        obj = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise bad(f"not a JSON object ({exc})") from exc
+    if not isinstance(obj, dict):
+        raise bad("not a JSON object")
+    missing = [key for key in ENVELOPE if key not in obj]
+    if missing:
+        raise bad(f"missing {missing}")
+    record_id, parents = obj["id"], obj["parents"]
+    if not isinstance(record_id, str) or not is_uuid7(record_id):
+        raise bad(f"id {record_id!r} is not a UUIDv7")
+    if record_id in seen:
+        raise bad(f"id {record_id} appears twice")
+    if not isinstance(parents, list) or not all(isinstance(p, str) for p in parents):
+        raise bad("parents must be a list of ids")
+    for key in ("device", "at", "kind", "subject"):
+        if not isinstance(obj[key], str):
+            raise bad(f"{key} must be a string")
+    seen.add(record_id)
+    data = {k: v for k, v in obj.items() if k not in ENVELOPE}
+    return Record(record_id, tuple(parents), obj["device"], obj["at"], obj["kind"],
+                  obj["subject"], data, number)
+
+
+def _build_view(name: str, records: list[Record]) -> LedgerView:
+    by_id = {r.id: r for r in records}
+    named = {p for r in records for p in r.parents}
+    heads = tuple(sorted(rid for rid in by_id if rid not in named))
+    view = LedgerView(name, records, by_id, heads)
+    per_device: dict[str, int] = {}
+    for record in sorted(records, key=lambda r: r.id):  # ids grow along parents: topological
+        _clock_one(view, record, per_device)
+    view._device_counts = per_device
+    view._max_id = max(by_id) if by_id else None
+    return view
+
+
+def _clock_one(view: LedgerView, record: Record, per_device: dict[str, int]) -> None:
+    """The vector clock of ``record``: the merge of its parents' clocks, plus its own step."""
+    merged: dict[str, int] = {}
+    for parent in record.parents:
+        for device, count in view._clock[parent].items():
+            if count > merged.get(device, 0):
+                merged[device] = count
+    seq = per_device.get(record.device, 0) + 1
+    per_device[record.device] = seq
+    merged[record.device] = seq
+    view._clock[record.id] = merged
+    view._seq[record.id] = seq
+
+
+def device_id(vault: Vault) -> str:
+    """This device's id, kept in device state (never synced, so every clone gets its own)."""
+    path = vault.state("device-id")
+    try:
+        value = path.read_text(encoding="utf-8").strip()
+        if value:
+            return value
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    value = os.urandom(6).hex()
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return path.read_text(encoding="utf-8").strip()
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(value + "\n")
+    return value

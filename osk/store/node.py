@@ -1,0 +1,328 @@
+"""The node contract (governance/nodes.md): one model, used by every reader and writer.
+
+A node is a Markdown file whose title is its file name. Its front matter holds exactly the keys
+of ``osk.store.contract.Frontmatter``; anything else is a contract error that names the file, the
+key and what was expected. osk never rewrites a file it is not deliberately changing: a hand edit
+that breaks the contract is reported by the validators, never "fixed".
+
+The model (pydantic) and the YAML reader are imported on first use: a node restored from the
+catalog snapshot carries its front matter as plain fields, so a process that only reads
+unchanged nodes (a fresh ``osk search``) imports neither.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from collections.abc import Callable, Mapping
+from functools import cache
+from pathlib import PurePosixPath
+from typing import TYPE_CHECKING, Any
+
+from osk.errors import ContractError
+from osk.store import sources, trust_state
+from osk.store.fsutil import sha256_text
+from osk.store.vault import cluster_of, scope_of, space_of
+
+if TYPE_CHECKING:
+    from osk.store.contract import Frontmatter
+
+# The contract's keys in the order they are written (``osk.store.contract.Frontmatter``'s, named
+# here so reading a node needs no pydantic; a test keeps them equal), and those a node must have.
+KEYS = ("id", "created", "updated", "author", "drafter", "summary", "derived-from", "conflicts",
+        "trust", "valid_from", "valid_to", "supersedes")
+REQUIRED_KEYS = ("id", "created", "updated", "author", "drafter", "summary")
+
+
+class Node:
+    """A node file: vault-relative POSIX ``path``, validated front matter, and its text.
+
+    A node the catalog restored from its snapshot carries its hashes but not its text; the text
+    is read on first use, so loading a large vault does not read every file. It may also carry
+    its front matter as the snapshot's plain fields (``fields``, written from a validated model
+    under this contract): the model is built on first use of ``meta``, which a search over
+    50,000 nodes needs for its hits only.
+    """
+
+    __slots__ = ("path", "_meta", "_fields", "_text", "_body_start", "_loader", "_file_hash",
+                 "_body_hash")
+
+    def __init__(self, path: str, meta: Frontmatter | None, body: str | None = None,
+                 text: str | None = None, *, loader: Callable[[], str] | None = None,
+                 file_hash: str | None = None, body_hash: str | None = None,
+                 fields: dict[str, Any] | None = None) -> None:
+        if text is None and loader is None:
+            raise ValueError("a node needs its text or a way to read it")
+        if meta is None and fields is None:
+            raise ValueError("a node needs its front matter or the fields of it")
+        self.path = path
+        self._meta = meta
+        self._fields = fields if meta is None else None
+        self._text = text
+        self._body_start = len(text) - len(body) if text is not None and body is not None else None
+        self._loader = loader
+        self._file_hash = file_hash
+        self._body_hash = body_hash
+
+    @property
+    def meta(self) -> Frontmatter:
+        if self._meta is None:
+            assert self._fields is not None
+            from osk.store.contract import Frontmatter
+
+            self._meta = Frontmatter.model_construct(**self._fields)
+            self._fields = None
+        return self._meta
+
+    def meta_fields(self) -> dict[str, Any]:
+        """The front matter as plain fields (what the catalog snapshot stores)."""
+        if self._fields is not None:
+            return self._fields
+        return self.meta.model_dump(exclude_none=True)
+
+    def __repr__(self) -> str:
+        return f"Node({self.path!r}, id={self.meta.id!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Node):
+            return NotImplemented
+        return (self.path, self.meta, self.text) == (other.path, other.meta, other.text)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable caches inside; compare, never hash
+
+    @property
+    def text(self) -> str:
+        if self._text is None:
+            assert self._loader is not None
+            self._text = self._loader()
+        return self._text
+
+    @property
+    def body(self) -> str:
+        if self._body_start is None:
+            self._body_start = len(self.text) - len(split_frontmatter(self.path, self.text)[1])
+        return self.text[self._body_start:]
+
+    @property
+    def title(self) -> str:
+        return title_from_path(self.path)
+
+    @property
+    def id(self) -> str:
+        return self._meta.id if self._meta is not None else str(self._fields["id"])
+
+    @property
+    def trust_state(self) -> str:
+        """confirmed / inferred (``osk.authority.trust``), read without building the model."""
+        if self._meta is not None:
+            return self._meta.trust_state
+        assert self._fields is not None
+        return trust_state.state_of(self._fields.get("trust"), str(self._fields["author"]))
+
+    @property
+    def space(self) -> str | None:
+        return space_of(self.path)
+
+    @property
+    def scope(self) -> str | None:
+        return scope_of(self.path)
+
+    @property
+    def cluster(self) -> str | None:
+        return cluster_of(self.path)
+
+    @property
+    def file_hash(self) -> str:
+        """Hash of the whole file: what a compare-and-swap full replacement must name."""
+        if self._file_hash is None:
+            self._file_hash = sha256_text(self.text)
+        return self._file_hash
+
+    @property
+    def body_hash(self) -> str:
+        """Hash of the body: what citations bind to."""
+        if self._body_hash is None:
+            self._body_hash = body_hash(self.body)
+        return self._body_hash
+
+
+def body_hash(body: str) -> str:
+    return sha256_text(body)
+
+
+def title_from_path(path: str) -> str:
+    name = path.rsplit("/", 1)[-1]
+    stem = name[:-3] if name.endswith(".md") else PurePosixPath(name).stem
+    return unicodedata.normalize("NFC", stem)
+
+
+# -- parsing -------------------------------------------------------------------------------
+def split_frontmatter(path: str, text: str) -> tuple[dict[str, Any], str]:
+    """Split a node file into its front matter mapping and its body (verbatim), leaving out the
+    sources section osk writes between them (``osk.store.sources``): it is not part of the body."""
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    first, sep, rest = text.partition("\n")
+    if first.rstrip("\r") != "---" or not sep:
+        raise ContractError(
+            f"{path}: a node must start with a '---' front matter line",
+            path=path, key=None, expected="front matter",
+        )
+    end = _closing_fence(rest)
+    if end is None:
+        raise ContractError(
+            f"{path}: front matter is not closed by a '---' line",
+            path=path, key=None, expected="closing ---",
+        )
+    header, body = rest[: end[0]], sources.split(rest[end[1]:])[1]
+    fast = _canonical_header(header)
+    if fast is not None:
+        return fast, body
+    import yaml
+
+    try:
+        data = yaml.load(header, Loader=_yaml_loader()) if header.strip() else {}
+    except yaml.YAMLError as exc:
+        raise ContractError(f"{path}: front matter is not valid YAML ({exc})",
+                            path=path, key=None, expected="YAML mapping") from exc
+    if not isinstance(data, dict):
+        raise ContractError(f"{path}: front matter must be a mapping of keys",
+                            path=path, key=None, expected="YAML mapping")
+    return data, body
+
+
+def kept_roots(node: Node) -> dict[str, str]:
+    """The worktree folders ``node``'s sources section names for its file citations, for a
+    rewrite that keeps its links without resolving them again (a confirm, a supersede)."""
+    head = node.text[: len(node.text) - len(node.body)].partition("\n")[2]
+    end = _closing_fence(head)
+    return sources.roots_in(head[end[1]:], node.meta.derived_from) if end is not None else {}
+
+
+def _closing_fence(rest: str) -> tuple[int, int] | None:
+    position = 0
+    for line in rest.splitlines(keepends=True):
+        if line.rstrip("\r\n") == "---":
+            return position, position + len(line)
+        position += len(line)
+    return None
+
+
+_KEY_LINE = re.compile(r"^([a-z_-]+):(?: (.*))?$")
+_ITEM_LINE = re.compile(r'^  - ("(?:[^"\\]|\\.)*")$')
+
+
+def _canonical_header(header: str) -> dict[str, Any] | None:
+    """Read front matter written in the exact form ``render`` produces, without YAML.
+
+    Loading a vault parses thousands of headers, and YAML costs ~40 µs each. This accepts only
+    lines whose meaning YAML would read identically (``key: plain``, ``key: "json string"``,
+    ``key: []``, ``key:`` followed by ``  - "item"`` lines); anything else returns None and the
+    caller falls back to the YAML loader, so hand-written front matter is read exactly as before.
+    """
+    data: dict[str, Any] = {}
+    open_list: list[str] | None = None
+    for line in header.split("\n"):
+        if not line:
+            continue
+        item = _ITEM_LINE.match(line)
+        if item and open_list is not None:
+            open_list.append(json.loads(item.group(1)))
+            continue
+        match = _KEY_LINE.match(line)
+        if not match or match.group(1) in data:
+            return None
+        key, value = match.group(1), match.group(2)
+        open_list = None
+        if value is None:
+            open_list = data[key] = []
+        elif value == "[]":
+            data[key] = []
+        elif value.startswith('"'):
+            try:
+                decoded = json.loads(value)
+            except json.JSONDecodeError:
+                return None
+            if not isinstance(decoded, str):
+                return None
+            data[key] = decoded
+        elif _reads_as_string(value):
+            data[key] = value
+        else:
+            return None
+    return data
+
+
+def parse(path: str, text: str) -> Node:
+    """Parse and validate a node file; raise ContractError naming the file, key and expectation."""
+    from osk.store.contract import validate_meta
+
+    data, body = split_frontmatter(path, text)
+    meta = validate_meta(path, data)
+    return Node(path=path, meta=meta, body=body, text=text)
+
+
+# -- rendering -----------------------------------------------------------------------------
+def render(meta: Frontmatter, body: str, roots: Mapping[str, str] | None = None) -> str:
+    """The canonical text of a node osk writes: contract keys in order, the sources section
+    (``osk.store.sources``; ``roots`` maps file links to their worktree folders), then the body."""
+    data = meta.model_dump(by_alias=True)
+    lines = ["---"]
+    for key in KEYS:
+        value = data.get(key)
+        if value is None or (isinstance(value, list) and not value and key != "derived-from"):
+            continue
+        if isinstance(value, list):
+            if not value:
+                lines.append(f"{key}: []")
+                continue
+            lines.append(f"{key}:")
+            lines.extend(f"  - {_scalar(item)}" for item in value)
+        else:
+            lines.append(f"{key}: {_scalar(value)}")
+    lines.append("---")
+    text_body = body if body.endswith("\n") or not body else body + "\n"
+    section = sources.render(meta.derived_from, meta.conflicts, meta.supersedes, roots or {})
+    return "\n".join(lines) + "\n" + section + text_body
+
+
+_PLAIN = re.compile(r"^[0-9A-Za-z][0-9A-Za-z_.:+\-/ ]*$")
+_AMBIGUOUS = {"yes", "no", "true", "false", "null", "on", "off", "~", "y", "n"}
+
+
+def _scalar(value: object) -> str:
+    text = str(value)
+    return text if _is_plain(text) else json.dumps(text, ensure_ascii=False)
+
+
+def _is_plain(text: str) -> bool:
+    """Whether osk writes ``text`` unquoted: YAML reads it back as this very string, and no
+    other common YAML reader (Obsidian's YAML 1.2, for one) could take it for a boolean."""
+    return _reads_as_string(text) and text.lower() not in _AMBIGUOUS
+
+
+def _reads_as_string(text: str) -> bool:
+    """Whether PyYAML reads the unquoted scalar ``text`` as exactly this string."""
+    if (not _PLAIN.match(text) or text.endswith((" ", ":")) or ": " in text
+            or " #" in text):  # "0:" ends a line as a mapping key, not a string
+        return False
+    # YAML resolves a plain scalar to null, bool, int, float or timestamp by these patterns.
+    return not any(pattern.match(text) for _tag, pattern in _resolvers().get(text[0], ()))
+
+
+@cache
+def _resolvers() -> dict[str, list[tuple[str, re.Pattern[str]]]]:
+    """YAML's patterns for plain scalars that resolve to null, bool, number or timestamp."""
+    import yaml
+
+    return yaml.SafeLoader.yaml_implicit_resolvers
+
+
+@cache
+def _yaml_loader() -> type:
+    """libyaml's loader (about 10x faster on a cold index build), else PyYAML's own."""
+    import yaml
+
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+

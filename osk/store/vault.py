@@ -1,0 +1,352 @@
+"""A vault on disk: where it is, how it is laid out, and how a new one is made.
+
+This is the one place that reads ``OSK_VAULT`` and the one place that knows folder names.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from osk.errors import OskError, OutsideVault, VaultNotFound
+from osk.store.fsutil import RACE_WINDOW_NS, atomic_write, clear_stale_temps, replace_unsynced
+
+MARKER = "osk.toml"
+
+SCOPE, DOMAIN, PERSON = "Scope", "Domain", "Person"
+SPACES = (SCOPE, DOMAIN, PERSON)
+WORKBENCH = "Workbench"
+GOVERNANCE = "_governance"
+RAW_DIR = "_raw"
+LEDGER_DIR = "_ledger"
+MEMORY_DIR = "_memory"
+OBJECTS_DIR = "_objects"
+STATE_DIR = ".osk"
+
+# Folders that hold no nodes: never searched, never cited as nodes, never validated as nodes.
+NON_NODE_TOP = frozenset({WORKBENCH, GOVERNANCE, RAW_DIR, LEDGER_DIR, MEMORY_DIR, OBJECTS_DIR,
+                          STATE_DIR, ".git", ".obsidian", ".trash"})
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Vault settings from ``osk.toml``. Unknown keys are refused so a typo cannot go unnoticed."""
+
+    scope_isolation: bool = True
+    shared_scopes: tuple[str, ...] = ()
+    inject_inferred_person: bool = True
+    extra: dict[str, object] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, path: Path) -> Settings:
+        try:
+            data = _parsed_toml(path)
+        except FileNotFoundError:
+            return cls()
+        section = data.get("vault", {})
+        known = {"scope_isolation", "shared_scopes", "inject_inferred_person"}
+        unknown = set(section) - known
+        if unknown:
+            raise OskError(
+                f"{path}: unknown setting(s) {sorted(unknown)} in [vault]; "
+                f"known settings are {sorted(known)}"
+            )
+        return cls(
+            scope_isolation=bool(section.get("scope_isolation", True)),
+            shared_scopes=tuple(section.get("shared_scopes", ())),
+            inject_inferred_person=bool(section.get("inject_inferred_person", True)),
+            extra={k: v for k, v in data.items() if k != "vault"},
+        )
+
+
+SETTINGS_CACHE = "settings.json"  # device state: osk.toml as parsed, keyed by its stat
+# The same, within one process (a hook asks for the settings several times a run): path ->
+# (stat key, data), kept only for a file whose stat is past the race window, like the cache.
+_PARSED: dict[str, tuple[list[int], dict[str, object]]] = {}
+
+
+def _parsed_toml(path: Path) -> dict[str, object]:
+    """osk.toml as data. The prompt-submit hook reads the settings on every prompt and tomllib
+    costs it about 15 ms (with datetime), so the parse is kept in device state and reused
+    while the file's stat key is the same; a file changed less than two seconds before its
+    stat was taken is parsed afresh, since a same-size edit in the same clock tick would
+    keep its stat key."""
+    import json
+    import time
+
+    st = os.stat(path)  # FileNotFoundError: no settings file
+    key = [st.st_size, st.st_mtime_ns, st.st_ino]
+    memo = _PARSED.get(str(path))
+    if memo is not None and memo[0] == key:
+        return memo[1]
+    cache = path.parent / STATE_DIR / SETTINGS_CACHE
+    try:
+        saved = json.loads(cache.read_text(encoding="utf-8"))
+        if isinstance(saved, dict) and saved.get("stat") == key and isinstance(
+                saved.get("toml"), dict):
+            _PARSED[str(path)] = (key, saved["toml"])  # saved only once past the window
+            return saved["toml"]
+    except (OSError, ValueError):
+        pass
+    import tomllib  # imported here: hooks locate a vault on every turn and rarely need this
+
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise OskError(f"{path}: not valid TOML ({exc}); fix the file by hand") from exc
+    settled = time.time_ns() - st.st_mtime_ns >= RACE_WINDOW_NS
+    if settled:
+        _PARSED[str(path)] = (key, data)
+    if settled and cache.parent.is_dir():
+        try:
+            replace_unsynced(cache, json.dumps({"stat": key, "toml": data}, ensure_ascii=False))
+        except (OSError, TypeError, ValueError):  # dates in osk.toml, a read-only vault: no cache
+            pass
+    return data
+
+
+@dataclass(frozen=True)
+class Vault:
+    root: Path
+
+    # -- layout -------------------------------------------------------------------------
+    @property
+    def ledger_dir(self) -> Path:
+        return self.root / LEDGER_DIR
+
+    @property
+    def raw_dir(self) -> Path:
+        return self.root / RAW_DIR
+
+    @property
+    def memory_dir(self) -> Path:
+        return self.root / MEMORY_DIR
+
+    @property
+    def objects_dir(self) -> Path:
+        return self.root / OBJECTS_DIR
+
+    @property
+    def state_dir(self) -> Path:
+        """Device-owned state: locks, index, cursors, journals, logs. Never committed."""
+        return self.root / STATE_DIR
+
+    def state(self, *parts: str) -> Path:
+        return self.state_dir.joinpath(*parts)
+
+    @property
+    def temp_dir(self) -> Path:
+        """Where writes of vault files keep their temp files: device state, which sync never
+        commits, so a write killed midway leaves no debris beside nodes or objects."""
+        return self.state("tmp")
+
+    def write_file(self, path: Path, data: bytes | str) -> None:
+        """Replace a vault file atomically: refused outside the vault, temp in device state."""
+        atomic_write(self.inside(path), data, temp_dir=self.temp_dir)
+
+    def clear_debris(self) -> int:
+        """Remove temp files that killed writers left in device state (live writers' stay)."""
+        return clear_stale_temps(self.temp_dir)
+
+    def ledger_path(self, name: str) -> Path:
+        return self.inside(self.ledger_dir / f"{name}.jsonl")
+
+    def lock_path(self, name: str) -> Path:
+        return self.state("locks", f"{name}.lock")
+
+    def mutation_lock_path(self) -> Path:
+        return self.lock_path("vault-mutation")
+
+    def audit_intent_path(self) -> Path:
+        """Audit records journalled by a write whose node files are being replaced
+        (``osk.authority.audit.intend``); finished by whoever takes the mutation lock next."""
+        return self.state("audit-intent.json")
+
+    def settings(self) -> Settings:
+        return Settings.load(self.root / MARKER)
+
+    def rel(self, path: Path) -> str:
+        """A vault-relative POSIX path, the form every record and message uses."""
+        try:
+            return path.resolve().relative_to(self.root.resolve()).as_posix()
+        except ValueError:  # a link that leads out of the vault: named where it sits
+            return Path(os.path.abspath(path)).relative_to(os.path.abspath(self.root)).as_posix()
+
+    def abs(self, rel_path: str) -> Path:
+        """The file at a vault-relative path; refused when it resolves outside the vault."""
+        return self.inside(self.root / rel_path)  # POSIX separators work everywhere we run
+
+    def inside(self, path: Path) -> Path:
+        """``path``, refused with OutsideVault when it resolves outside the vault.
+
+        The one containment rule: every path to a vault file (node, ledger, raw record, scope
+        memory, object) is made by a helper that passes it through here, so a symbolic link
+        planted anywhere in the vault (``_raw/proj -> /elsewhere``) is never read or written
+        through. A link that stays inside the vault is followed; ``osk validate`` reports
+        every link all the same.
+        """
+        real = os.path.realpath(path)
+        root = _real_root(self.root)
+        if real == root or real.startswith(root.rstrip(os.sep) + os.sep):
+            return path
+        shown = Path(os.path.abspath(path))
+        try:
+            where = shown.relative_to(os.path.abspath(self.root)).as_posix()
+        except ValueError:
+            where = str(shown)
+        raise OutsideVault(
+            f"{where} resolves to {real}, outside the vault (a symbolic link leads there); osk "
+            f"reads and writes nothing through it. Replace the link with the real file or "
+            f"folder, or remove it (`osk validate` lists every link)",
+            path=where, target=real,
+        )
+
+
+_REAL_ROOTS: dict[Path, str] = {}
+
+
+def _real_root(root: Path) -> str:
+    """The vault root with its own links resolved (a vault may live behind one), remembered:
+    the root does not move while osk runs."""
+    found = _REAL_ROOTS.get(root)
+    if found is None:
+        found = _REAL_ROOTS[root] = os.path.realpath(root)
+    return found
+
+
+def space_of(rel_path: str) -> str | None:
+    """The Space of a vault-relative path, or None for files outside the three Spaces."""
+    top = PurePosixPath(rel_path).parts[:1]
+    return top[0] if top and top[0] in SPACES else None
+
+
+def scope_of(rel_path: str) -> str | None:
+    """The scope of a Scope node's path (its second component)."""
+    parts = PurePosixPath(rel_path).parts
+    return parts[1] if len(parts) >= 3 and parts[0] == SCOPE else None
+
+
+def cluster_of(rel_path: str) -> str | None:
+    """The top-level cluster folder of a node path, or None when the node sits at the root."""
+    parts = PurePosixPath(rel_path).parts
+    depth = 2 if parts[:1] == (SCOPE,) else 1
+    return parts[depth] if len(parts) > depth + 1 else None
+
+
+def locate(explicit: str | os.PathLike[str] | None = None, cwd: Path | None = None) -> Vault:
+    """Find the vault: ``--vault``, then ``OSK_VAULT``, then the working directory's ancestors."""
+    if explicit:
+        return _checked(Path(explicit), "--vault")
+    env = os.environ.get("OSK_VAULT")
+    if env:
+        return _checked(Path(env), "OSK_VAULT")
+    start = (cwd or Path.cwd()).resolve()
+    for candidate in (start, *start.parents):
+        if (candidate / MARKER).is_file():
+            return Vault(candidate)
+    raise VaultNotFound(
+        f"no osk vault found: pass --vault PATH, set OSK_VAULT, or run inside a vault "
+        f"(searched {start} and its parents for {MARKER}); create one with `osk init PATH`"
+    )
+
+
+def _checked(path: Path, source: str) -> Vault:
+    root = path.expanduser().resolve()
+    if not (root / MARKER).is_file():
+        raise VaultNotFound(
+            f"{source} points at {root}, which is not an osk vault (no {MARKER}); "
+            f"create one with `osk init {root}`"
+        )
+    return Vault(root)
+
+
+def init(path: Path, *, git: bool = True) -> Vault:
+    """Create a vault from the template and make it a git repository."""
+    root = path.expanduser().resolve()
+    if (root / MARKER).exists():
+        raise OskError(f"{root} is already an osk vault; nothing changed")
+    if root.exists() and not root.is_dir():
+        raise OskError(f"{root} is a file, not a folder; choose an empty or new folder")
+    if root.exists() and any(p.name != ".git" for p in root.iterdir()):
+        raise OskError(f"{root} exists and is not empty; choose an empty or new folder")
+    existed = root.exists()
+    try:
+        _fill(root, git=git)
+    except (OSError, OskError) as exc:
+        _undo_init(root, existed)
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise OskError(f"could not create a vault in {root} ({reason}); nothing was left "
+                       f"behind") from None
+    return Vault(root)
+
+
+def _fill(root: Path, *, git: bool) -> None:
+    from importlib import resources
+
+    root.mkdir(parents=True, exist_ok=True)
+    _copy_tree(resources.files("osk.vault_template"), root)
+    _copy_tree(resources.files("osk.governance"), root / GOVERNANCE)
+    for folder in (*SPACES, WORKBENCH, RAW_DIR, LEDGER_DIR, MEMORY_DIR):
+        (root / folder).mkdir(exist_ok=True)
+    if git:
+        _git_init(root)
+
+
+def _undo_init(root: Path, existed: bool) -> None:
+    """Remove what a failed ``init`` wrote: the folder it made, or (in a folder that was
+    empty but for a ``.git``) everything but that ``.git``."""
+    import shutil
+
+    if not existed:
+        shutil.rmtree(root, ignore_errors=True)
+        return
+    for entry in root.iterdir() if root.is_dir() else ():
+        if entry.name == ".git":
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+
+
+def _copy_tree(source, target: Path) -> None:  # source: importlib Traversable
+    import shutil
+    from importlib import resources
+
+    for entry in source.iterdir():
+        if entry.name in {"__pycache__", "__init__.py"}:
+            continue
+        destination = target / entry.name
+        if entry.is_dir():
+            destination.mkdir(parents=True, exist_ok=True)
+            _copy_tree(entry, destination)
+        else:
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            with resources.as_file(entry) as real:
+                shutil.copyfile(real, destination)
+
+
+def _git_init(root: Path) -> None:
+    import subprocess
+
+    def run(*args: str) -> None:
+        try:
+            subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
+        except FileNotFoundError:
+            raise OskError("git is not installed; install git, which osk uses to keep the "
+                           "vault's history and to sync it") from None
+        except subprocess.CalledProcessError as exc:
+            said = exc.stderr.decode("utf-8", "replace").strip().splitlines()
+            verb = next(a for a in args if not a.startswith("-") and "=" not in a)
+            raise OskError(f"`git {verb}` failed: {said[0] if said else exc}") from None
+
+    if not (root / ".git").exists():
+        run("init", "-q", "-b", "main")
+    run("add", "-A")
+    env_name = ["-c", "user.name=osk", "-c", "user.email=osk@localhost"]
+    has_identity = subprocess.run(
+        ["git", "config", "user.email"], cwd=root, capture_output=True
+    ).returncode == 0
+    extra = [] if has_identity else env_name
+    run(*extra, "commit", "-q", "-m", "osk: new vault")

@@ -1,0 +1,24 @@
+"""Command groups of the `osk` CLI. Each module defines ``register(subparsers)``.
+
+``GROUPS`` names every top-level command's group, in the order ``osk --help`` lists them, so a
+run of one command imports and builds only its own group (``osk.surfaces.cli.build_parser``); a test
+keeps it equal to what each group registers.
+"""
+
+GROUPS: dict[str, tuple[str, ...]] = {
+    "vault": ("init",),
+    "nodes": ("mcp", "validate", "overview", "read"),
+    "search": ("search", "embed", "import"),
+    "authority": ("protect", "unprotect", "approve", "revert", "review", "log", "show",
+                  "confirm", "reject", "tombstones", "lift", "candidates", "dismiss",
+                  "evictions", "settle"),
+    "redact": ("redact",),
+    "sync": ("sync",),
+    "hosts": ("setup", "doctor"),
+    "demo": ("quickstart",),
+}
+
+
+def group_of(command: str) -> str | None:
+    """The group that registers ``command``; None for a name no group has."""
+    return next((group for group, names in GROUPS.items() if command in names), None)

@@ -1,0 +1,482 @@
+"""The person's commands: protected regions, review, audit history, trust, tombstones, and the
+candidates and scope-memory evictions agents leave for the person.
+
+`osk protect|unprotect|approve|revert PATH`, `osk confirm NODE`, `osk reject NODE --reason …`,
+`osk lift KEY`, `osk dismiss KEY --reason …` and `osk settle ID --dismissed` are the person's
+decisions and are refused unless stdin is a terminal (the engine functions check it themselves;
+governance/authority.md). `osk review`, `osk log`, `osk show`, `osk tombstones`,
+`osk candidates` and `osk evictions` only read and work anywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from osk.surfaces.commands.common import add_json_flag, json_text, typed_back
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    def path_command(name: str, help_text: str, handler) -> argparse.ArgumentParser:
+        parser = sub.add_parser(name, help=help_text)
+        parser.add_argument("path", help="a folder or node file inside a Space")
+        parser.set_defaults(handler=handler)
+        return parser
+
+    path_command("protect", "protect a folder or node: readers are served its approved "
+                            "snapshot (terminal only)", run_protect)
+    path_command("unprotect", "stop protecting a region with no pending changes "
+                              "(terminal only)", run_unprotect)
+    for name, help_text, handler in (
+        ("approve", "make the pending changes under PATH the approved version, after showing "
+                    "them (terminal only)", run_approve),
+        ("revert", "return the working copy under PATH to the approved snapshot, after "
+                   "showing what is discarded (terminal only)", run_revert),
+    ):
+        path_command(name, help_text, handler).add_argument(
+            "--yes", action="store_true",
+            help="refused with an explanation: only the code shown, typed back, decides")
+
+    review = sub.add_parser("review", help="show pending changes in protected regions as diffs")
+    review.add_argument("path", nargs="?", help="only changes under this path")
+    add_json_flag(review)
+    review.set_defaults(handler=run_review)
+
+    log = sub.add_parser("log", help="the audit history of one node, or of the whole vault")
+    log.add_argument("node", nargs="?", help="a node's title or id")
+    log.add_argument("--limit", type=int, default=50, help="newest N records (default 50)")
+    add_json_flag(log)
+    log.set_defaults(handler=run_log)
+
+    show = sub.add_parser("show", help="print a recorded version: NODE@HASH (hash prefix ok)")
+    show.add_argument("ref", metavar="NODE@HASH")
+    show.set_defaults(handler=run_show)
+
+    confirm = sub.add_parser("confirm", help="mark a node as your confirmed fact "
+                                             "(terminal only)")
+    confirm.add_argument("node", help="a node's title or id")
+    confirm.set_defaults(handler=run_confirm)
+
+    reject = sub.add_parser("reject", help="remove a claim and refuse it if written again "
+                                           "(terminal only)")
+    reject.add_argument("node", help="a node's title or id")
+    reject.add_argument("--reason", required=True, help="why; agents are shown this")
+    reject.set_defaults(handler=run_reject)
+
+    tombs = sub.add_parser("tombstones", help="list rejected claims")
+    tombs.add_argument("--all", action="store_true", help="include lifted tombstones")
+    add_json_flag(tombs)
+    tombs.set_defaults(handler=run_tombstones)
+
+    lift = sub.add_parser("lift", help="lift a tombstone so the claim may be written again "
+                                       "(terminal only)")
+    lift.add_argument("key", help="a tombstone key (prefix of at least 6 characters)")
+    lift.add_argument("--reason", default="", help="why it is lifted")
+    lift.set_defaults(handler=run_lift)
+
+    cands = sub.add_parser("candidates", help="list the conflict candidates agents filed for "
+                                              "you, and the corrections stopped at a cascade")
+    cands.add_argument("--all", action="store_true", help="include dismissed candidates")
+    add_json_flag(cands)
+    cands.set_defaults(handler=run_candidates)
+
+    dismiss = sub.add_parser("dismiss", help="dismiss a candidate as needing no action "
+                                             "(terminal only)")
+    dismiss.add_argument("key", help="a candidate key (prefix of at least 8 hex characters)")
+    dismiss.add_argument("--reason", required=True, help="why it needs no action")
+    dismiss.set_defaults(handler=run_dismiss)
+
+    evictions = sub.add_parser("evictions", help="list scope-memory lines squeezed out by the "
+                                                 "cap and not yet settled")
+    evictions.add_argument("--scope", help="only this scope's evictions (default: every scope)")
+    add_json_flag(evictions)
+    evictions.set_defaults(handler=run_evictions)
+
+    settle = sub.add_parser("settle", help="settle a pending eviction as dismissed: its lines "
+                                           "are dropped (terminal only)")
+    settle.add_argument("eviction", metavar="EVICTION_ID",
+                        help="an eviction id (prefix of at least 8 characters)")
+    settle.add_argument("--dismissed", action="store_true", required=True,
+                        help="required: the lines need not be kept (agents settle an eviction "
+                             "as distilled into a node)")
+    settle.set_defaults(handler=run_settle)
+
+
+def _vault(args: argparse.Namespace):
+    from osk.store.vault import locate
+
+    return locate(args.vault)
+
+
+def _path(vault, text: str) -> str:
+    from osk.authority.approvals import vault_path
+
+    return vault_path(vault, text, Path.cwd())
+
+
+# -- protected regions ------------------------------------------------------------------------
+def run_protect(args: argparse.Namespace) -> int:
+    from osk.authority import approvals
+
+    vault = _vault(args)
+    done = approvals.protect(vault, _path(vault, args.path))
+    print(f"Protected {done.region}: {len(done.files)} node file(s) in the approved snapshot. "
+          f"Edits there now wait for `osk review` / `osk approve` / `osk revert`.")
+    return 0
+
+
+def run_unprotect(args: argparse.Namespace) -> int:
+    from osk.authority import approvals
+
+    vault = _vault(args)
+    region = approvals.unprotect(vault, _path(vault, args.path))
+    print(f"Unprotected {region}: its working copy is served again.")
+    return 0
+
+
+def run_approve(args: argparse.Namespace) -> int:
+    from osk.authority import approvals, protection
+
+    vault = _vault(args)
+    rel = _path(vault, args.path)
+    protection.require_person("approve")  # before asking anything
+    shown = approvals.to_approve(vault, rel)
+    if not _agreed(vault, "approve", rel, shown, args.yes):
+        return 0
+    for change in approvals.approve(vault, rel, shown=shown):
+        print(f"Approved {change.kind}: {change.path}")
+    return 0
+
+
+def run_revert(args: argparse.Namespace) -> int:
+    from osk.authority import approvals, protection
+
+    vault = _vault(args)
+    rel = _path(vault, args.path)
+    protection.require_person("revert")
+    shown = approvals.to_revert(vault, rel)
+    if not _agreed(vault, "revert", rel, shown, args.yes):
+        return 0
+    for change in approvals.revert(vault, rel, shown=shown):
+        kept = f" (discarded text kept as {change.working[:12]})" if change.working else ""
+        print(f"Reverted {change.kind}: {change.path}{kept}")
+    return 0
+
+
+def _agreed(vault, verb: str, rel: str, changes: list, assume_yes: bool) -> bool:
+    """List what ``verb`` would decide and have the person type back its code.
+
+    The code comes from the changes shown (``protection.changes_code``), so neither `yes |` nor
+    a flag decides, and the engine then decides exactly these changes or nothing: see
+    ``protection.approve``.
+    """
+    from osk.authority import approvals, protection
+    from osk.errors import AuthorityError
+
+    if assume_yes:
+        raise AuthorityError(
+            f"`osk {verb} --yes` no longer decides anything: osk shows the pending changes and a "
+            f"short code made from them, and you type the code back. Run `osk {verb} {rel}` "
+            f"and type the code it shows; nothing was {approvals.PAST[verb]}",
+            action=verb,
+        )
+    if not changes:
+        print(f"Nothing pending under {rel}.")
+        return False
+    print(f"Pending under {rel}:")
+    for change in changes:
+        added = removed = 0
+        for line in protection.diff(vault, change).splitlines()[2:]:
+            added += line.startswith("+")
+            removed += line.startswith("-")
+        print(f"  {change.kind:<7} {change.path}  (+{added} -{removed} lines)")
+    code = protection.changes_code(changes)
+    question = (f"Type {code} to {verb} these {len(changes)} change(s) (anything else "
+                f"changes nothing): ")
+    if typed_back(code, question):
+        return True
+    print(f"Nothing {approvals.PAST[verb]}.")
+    return False
+
+
+def run_review(args: argparse.Namespace) -> int:
+    from osk.authority import protection
+
+    vault = _vault(args)
+    under = _path(vault, args.path) if args.path else None
+    changes = protection.pending(vault, under)
+    if args.json:
+        print(json_text([
+            {"path": c.path, "region": c.region, "kind": c.kind, "approved": c.approved,
+             "working": c.working, "forked": c.forked, "diff": protection.diff(vault, c)}
+            for c in changes
+        ]))
+        return 0
+    if not changes:
+        regions = protection.regions(vault)
+        print("No pending changes." if regions else "No protected regions.")
+        return 0
+    for change in changes:
+        fork = " — approvals diverged across devices; approve or revert to decide" \
+            if change.forked else ""
+        print(f"# {change.kind}: {change.path} (region {change.region}){fork}")
+        print(protection.diff(vault, change), end="")
+    print(f"{len(changes)} pending change(s). Decide with `osk approve PATH` or "
+          f"`osk revert PATH`.")
+    return 0
+
+
+# -- audit ------------------------------------------------------------------------------------
+def _node_history(vault, ref: str):
+    """Audit entries of a node named by id or title (a rejected node is found by either)."""
+    from osk.authority import audit
+    from osk.errors import NodeNotFound, OskError
+    from osk.store.catalog import Catalog
+    from osk.store.node import title_from_path
+    from osk.store.titles import title_key
+
+    grouped = audit.by_node(vault)
+    if ref in grouped:
+        return ref, grouped[ref]
+    catalog = Catalog(vault)
+    catalog.refresh()
+    try:
+        found = catalog.get(ref)
+    except OskError:
+        found = None
+    if found is not None:
+        return found.id, grouped.get(found.id, [])
+    wanted = title_key(ref)
+    ids = {nid for nid, items in grouped.items()
+           for e in items if e.path and title_key(title_from_path(e.path_after)) == wanted}
+    if len(ids) == 1:
+        node_id = ids.pop()
+        return node_id, grouped[node_id]
+    raise NodeNotFound(
+        f"no node or audit history for {ref!r}" if not ids else
+        f"{ref!r} names {len(ids)} different nodes in the audit log; use an id",
+        ref=ref,
+    )
+
+
+def run_log(args: argparse.Namespace) -> int:
+    from osk.authority import audit, mutation
+
+    vault = _vault(args)
+    mutation.settle(vault)  # a write killed before its record: finished, not shown as a hand edit
+    note = ""
+    if args.node:
+        node_id, items = _node_history(vault, args.node)
+        note = _drift_note(vault, items)
+    else:
+        items = audit.entries(vault)
+    items = items[-args.limit:] if args.limit > 0 else items
+    if args.json:
+        print(json_text(items))
+        return 0
+    if not items:
+        print("No audit records.")
+    for entry in items:
+        change = f"{(entry.before or '-')[:12]} -> {(entry.after or '-')[:12]}"
+        pending = " (pending review)" if entry.pending else ""
+        where = entry.path_after if entry.action != "move" else \
+            f"{entry.path_before} => {entry.path_after}"
+        print(f"{entry.time}  {entry.action:<9} {entry.actor:<14} {where}  {change}{pending}")
+    if note:
+        print(note)
+    return 0
+
+
+def _drift_note(vault, items) -> str:
+    """Say so when a node's file no longer matches its last recorded version."""
+    from osk.store.fsutil import sha256_text
+
+    if not items or items[-1].after is None:
+        return ""
+    last = items[-1]
+    rel = last.path_after
+    path = vault.abs(rel)
+    if not path.is_file():
+        return f"Note: {rel} no longer exists; it was removed outside osk."
+    if sha256_text(path.read_text(encoding="utf-8")) != last.after:
+        return (f"Note: {rel} differs from its last recorded version; it was changed "
+                f"outside osk (by hand), which the audit log does not record.")
+    return ""
+
+
+def run_show(args: argparse.Namespace) -> int:
+    from osk.authority import audit
+    from osk.errors import NodeNotFound, ObjectMissing, OskError
+    from osk.store import objects
+
+    vault = _vault(args)
+    ref, sep, prefix = args.ref.rpartition("@")
+    if not sep or not ref or len(prefix) < 6:
+        raise OskError("give NODE@HASH with at least 6 characters of the hash "
+                       "(`osk log NODE` lists them)")
+    node_id, items = _node_history(vault, ref)
+    matches = [sha for sha in audit.versions(items) if sha.startswith(prefix.lower())]
+    if len(matches) != 1:
+        raise NodeNotFound(
+            f"{'no' if not matches else len(matches)} recorded version(s) of {ref!r} start "
+            f"with {prefix!r}; `osk log {ref}` lists its versions", ref=args.ref,
+        )
+    try:
+        text = objects.get(vault, matches[0])
+    except ObjectMissing:
+        from osk.redaction import purged_by
+
+        record = purged_by(vault, matches[0])
+        if record is None:
+            raise
+        raise ObjectMissing(f"version {matches[0][:12]} of {ref!r} was purged by osk redact "
+                            f"on {record.at} (_ledger/redactions.jsonl {record.id}): it held "
+                            f"a text the person removed", sha=matches[0]) from None
+    print(text, end="")
+    return 0
+
+
+# -- trust and tombstones ---------------------------------------------------------------------
+def run_confirm(args: argparse.Namespace) -> int:
+    from osk.authority import trust
+
+    done = trust.confirm(_vault(args), args.node)
+    if done.after is None:
+        print(f"{done.path} is already confirmed.")
+    else:
+        print(f"Confirmed {done.path}: it is now your fact, not an agent's inference.")
+    return 0
+
+
+def run_reject(args: argparse.Namespace) -> int:
+    from osk.authority import tombstones
+
+    vault = _vault(args)
+    tomb = tombstones.reject(vault, args.node, reason=args.reason)
+    print(f"Rejected {tomb.title!r} ({tomb.path} removed; text kept as {(tomb.object or '')[:12]})."
+          f"\nTombstone {tomb.key[:12]}: agents writing this claim again are refused.")
+    left = tombstones.aftermath(vault, tomb)
+    if left.twins:
+        print("These nodes carry the same claim (their next edit will be refused; reject them "
+              "too if it is wrong there as well):\n  " + "\n  ".join(left.twins))
+    if left.citing:
+        print(f"These nodes cite [[{tomb.title}]], which no longer exists (`osk validate` "
+              f"lists the dangling link):\n  " + "\n  ".join(left.citing))
+    return 0
+
+
+def run_tombstones(args: argparse.Namespace) -> int:
+    from osk.authority import tombstones
+
+    vault = _vault(args)
+    items = tombstones.all_tombstones(vault) if args.all else tombstones.active(vault)
+    if args.json:
+        print(json_text(items))
+        return 0
+    if not items:
+        print("No tombstones.")
+    for tomb in items:
+        state = " (lifted)" if tomb.lifted else " (forked: devices disagree)" if tomb.forked \
+            else ""
+        print(f"{tomb.key[:12]}  {tomb.time}  {tomb.title}{state}\n    reason: {tomb.reason}")
+    return 0
+
+
+def run_lift(args: argparse.Namespace) -> int:
+    from osk.authority import tombstones
+
+    tomb = tombstones.lift(_vault(args), args.key, reason=args.reason)
+    print(f"Lifted tombstone {tomb.key[:12]} ({tomb.title!r}); the claim may be written again.")
+    return 0
+
+
+# -- candidates and evictions -----------------------------------------------------------------
+def run_candidates(args: argparse.Namespace) -> int:
+    from osk.provenance.candidates import Candidates
+    from osk.provenance.rechecks import Rechecks
+
+    vault = _vault(args)
+    store = Candidates(vault)
+    items = store.all() if args.all else store.open()
+    cascades = Rechecks(vault).cascades()
+    if args.json:
+        print(json_text([*items, *(_cascade_item(c) for c in cascades)]))
+        return 0
+    if not items and not cascades:
+        print("No candidates." if args.all else "No open candidates.")
+        return 0
+    if items:
+        _print_conflicts(items)
+    if cascades:
+        _print_cascades(cascades)
+    return 0
+
+
+def _cascade_item(cand) -> dict[str, object]:
+    """A cascade in the JSON list: ``type`` "cascade" tells it from a conflict candidate."""
+    return {"type": "cascade", "key": cand.id, "status": "open", "citing": cand.citing_title,
+            "citing_path": cand.citing_path, "target": cand.target, "next": list(cand.next)}
+
+
+def _print_cascades(cascades: list) -> None:
+    print(f"{len(cascades)} correction(s) stopped at a cascade, waiting for you "
+          f"(governance/ledgers.md rule 6):")
+    for cand in cascades:
+        print(f"{cand.id}  cascade\n    [[{cand.citing_title}]] cites {cand.target}, whose "
+              f"text is itself a recheck correction")
+        if cand.next:
+            print(f"    cited in turn by: {', '.join(f'[[{t}]]' for t in cand.next)}")
+    print("An agent may only re-cite these unchanged. If one no longer holds, edit it "
+          "yourself; an agent's re-citation then closes it.")
+
+
+def _print_conflicts(items: list) -> None:
+    for item in items:
+        state = " (dismissed)" if item.status == "dismissed" else ""
+        titles = " / ".join(f"[[{p.title}]]" for p in item.parties)
+        print(f"{item.key[:12]}  {item.at}  {item.type}{state}\n    parties: {titles}")
+        if item.note:
+            print(f"    note: {item.note}")
+    waiting = sum(1 for item in items if item.status == "open")
+    print(f"{waiting} open candidate(s). Dismiss one that needs no action with "
+          f"`osk dismiss KEY --reason TEXT`; fix the nodes otherwise.")
+
+
+def run_dismiss(args: argparse.Namespace) -> int:
+    from osk.provenance.candidates import dismiss_at_terminal
+
+    done = dismiss_at_terminal(_vault(args), args.key, reason=args.reason)
+    titles = " / ".join(f"[[{p.title}]]" for p in done.parties)
+    print(f"Dismissed {done.type} candidate {done.key[:12]} between {titles}; it is no longer "
+          f"shown to agents.")
+    return 0
+
+
+def run_evictions(args: argparse.Namespace) -> int:
+    from osk.provenance.scope_memory import pending_evictions
+    from osk.provenance.sessions import checked_scope_name
+
+    scope = checked_scope_name(args.scope) if args.scope else None
+    items = pending_evictions(_vault(args), scope)
+    if args.json:
+        print(json_text(items))
+        return 0
+    if not items:
+        print("No pending evictions.")
+        return 0
+    for item in items:
+        print(f"{item.id}  {item.at}  scope {item.scope}: {len(item.lines)} line(s)")
+        for line in item.lines:
+            print(f"    {line}")
+    print(f"{len(items)} pending eviction(s). Agents distil them into nodes; drop one with "
+          f"`osk settle ID --dismissed`.")
+    return 0
+
+
+def run_settle(args: argparse.Namespace) -> int:
+    from osk.provenance.scope_memory import dismiss_at_terminal
+
+    done = dismiss_at_terminal(_vault(args), args.eviction)
+    print(f"Settled eviction {done.id} (scope {done.scope}, {len(done.lines)} line(s)) as "
+          f"dismissed; it is no longer pending.")
+    return 0

@@ -1,0 +1,84 @@
+"""`osk redact`: the person removes a pasted secret from a raw record (terminal only)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "redact", help="replace a text you type in a raw record by [REDACTED:by-person], "
+                       "record it in the redactions ledger, and say how to purge Git history "
+                       "(terminal only)")
+    parser.add_argument("target", help="_raw/KEY/CONVERSATION#Round N (one round), "
+                                       "_raw/KEY/CONVERSATION (every round), or a node's "
+                                       "title or id (its body and summary)")
+    parser.set_defaults(handler=run_redact)
+
+
+def run_redact(args: argparse.Namespace) -> int:
+    from osk import redaction
+    from osk.authority.protection import require_person
+    from osk.store.vault import locate
+    from osk.surfaces.commands.common import typed_back
+
+    vault = locate(args.vault)
+    target = redaction.parse(args.target)
+    require_person("redact")  # before asking anything
+    span = read_hidden("Text to redact (not shown as you type): ")
+    shown = redaction.preview(vault, target, span)
+    where = describe(shown, len(span))
+    code = redaction.code_of(shown)
+    if not typed_back(code, f"Type {code} to redact (anything else changes nothing): "):
+        print("Nothing redacted.")
+        return 0
+    done = redaction.redact(vault, target, span, shown=shown)
+    print(f"Redacted; recorded in _ledger/{redaction.LEDGER}.jsonl ({done.record_id}).")
+    print(redaction.purge_instructions(vault, where))
+    return 0
+
+
+def describe(shown, length: int) -> str:
+    """Print what a redaction would change; return the vault path it changes."""
+    from osk.redaction import NodeOutcome
+
+    if isinstance(shown, NodeOutcome):
+        change = shown.change
+        print(f"In {change.title!r} ({change.path}): {change.spans} occurrence(s) of a "
+              f"{length}-character text in its body or summary; {len(change.purged)} recorded "
+              f"version(s) in _objects/ hold it and will be purged.")
+        where = change.path
+    else:
+        spans = sum(r.spans for r in shown.rounds)
+        print(f"In {shown.target.path}: {spans} occurrence(s) of a {length}-character text in "
+              f"round(s) {', '.join(str(r.number) for r in shown.rounds)}.")
+        where = shown.target.path
+    if shown.affected:
+        print(f"{len(shown.affected)} citation(s) of it will become recheck candidates "
+              f"(reason: target-redacted).")
+    return where
+
+
+def read_hidden(prompt: str) -> str:
+    """A line from the terminal with echo off (the text is a secret). Reads stdin itself,
+    not /dev/tty as getpass does, so the terminal checked by require_person is the one read."""
+    try:
+        import termios
+    except ImportError:  # Windows: getpass reads the console without echo
+        import getpass
+
+        return getpass.getpass(prompt)
+    fd = sys.stdin.fileno()
+    old = termios.tcgetattr(fd)
+    quiet = termios.tcgetattr(fd)
+    quiet[3] &= ~termios.ECHO
+    sys.stdout.write(prompt)
+    sys.stdout.flush()
+    termios.tcsetattr(fd, termios.TCSANOW, quiet)  # TCSANOW: keep what was typed ahead
+    try:
+        line = sys.stdin.readline()
+    finally:
+        termios.tcsetattr(fd, termios.TCSANOW, old)
+        sys.stdout.write("\n")
+    return line.rstrip("\r\n")

@@ -1,0 +1,21 @@
+"""`osk init`: create a vault."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    init = sub.add_parser("init", help="create a vault (a git repository) from the template")
+    init.add_argument("path", help="the folder to create the vault in")
+    init.set_defaults(handler=run_init)
+
+
+def run_init(args: argparse.Namespace) -> int:
+    from osk.store.vault import init
+
+    vault = init(Path(args.path))
+    print(f"Created vault {vault.root}")
+    print(f"Use it with: export OSK_VAULT={vault.root}")
+    return 0

@@ -1,0 +1,496 @@
+"""`osk mcp` over stdio: a front that is ready at once and answers every line it is sent.
+
+The MCP SDK's own stdio transport falls short in two ways, and this module (standard library
+only, so it runs before the SDK is imported) stands in front of it:
+
+* **Ready at once.** Importing the SDK and pydantic takes about a second, opening and warming
+  the engine more on a large vault; a host whose model looks for osk's tools before the server
+  is up is told there are none. So the front answers ``initialize`` and ``tools/list`` from the
+  handshake the SDK gave on the previous run (kept in the vault's state folder); then a thread
+  imports the SDK and builds the server, and another opens and warms the engine (they start
+  once the host has the tool list, so they do not slow the handshake down). Everything else
+  waits for the SDK, and a tool call waits for the engine. Each run asks the SDK for its
+  handshake again; when it differs (osk was upgraded) it is saved, and a host that was already
+  given the old tool list is sent ``notifications/tools/list_changed``.
+* **An answer to every line.** The SDK drops a line it cannot parse (invalid JSON, a lone
+  surrogate escape, nesting past its parser's limit) without answering, so the host's call
+  hangs until its own timeout. Here each line is parsed by the standard library and checked
+  (its size, its nesting depth, lone surrogates) before the SDK sees it; a refused request gets
+  a JSON-RPC error (for a tool call, an ``isError`` result naming the argument), carrying its
+  id whenever one can be read.
+
+Stdout carries only protocol messages: the front writes through a private copy of file
+descriptor 1 and points 1 at stderr, so a stray print elsewhere cannot corrupt the stream; the
+same is done for stdin, so child processes (git) read nothing of the host's messages.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from osk.surfaces.jsonrpc import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    error,
+    tool_error,
+)
+
+MAX_LINE = 8 * 1024 * 1024  # bytes in one message; a node body is far smaller
+START_AFTER = 0.2  # seconds after spawn by which the SDK starts loading whatever the host does
+MAX_DEPTH = 32  # nesting levels in one message (osk's deepest argument is 5 levels down)
+HANDSHAKE_FILE = ("mcp", "handshake.json")
+PRIVATE_ID = "osk-handshake-tools"  # the id of the tools/list the front asks the SDK itself
+
+
+_LEARNED = object()  # initialize_id once the SDK's answer to it has been seen
+_ID = re.compile(rb'"id"\s*:\s*(-?\d{1,18}(?![\d.eE])|"(?:[^"\\]|\\.){0,200}")')
+
+
+# == the wire ==================================================================================
+class Wire:
+    """The protocol's stdout: one JSON message a line, written whole under a lock."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.lock = threading.Lock()
+
+    def send(self, message: dict[str, Any]) -> None:
+        self.send_text(json.dumps(message, separators=(",", ":")))
+
+    def send_text(self, text: str) -> None:
+        data = text.encode("utf-8", "backslashreplace") + b"\n"  # never fails on a surrogate
+        with self.lock:
+            view = memoryview(data)
+            while view:
+                try:
+                    written = os.write(self.fd, view)
+                except BrokenPipeError:
+                    return  # the host has gone; nothing is listening for answers any more
+                view = view[written:]
+
+
+# == reading and checking one line =============================================================
+@dataclass(frozen=True)
+class Refusal:
+    """Why a line gets an answer from the front instead of reaching the server."""
+
+    answer: dict[str, Any]
+
+
+def sniff_id(raw: bytes) -> object:
+    """The request id of a line that cannot be parsed, when it can be read off the text."""
+    match = _ID.search(raw[:65536])
+    if match is None:
+        return None
+    try:
+        found = json.loads(match.group(1))
+    except ValueError:
+        return None
+    return found if isinstance(found, int | str) else None
+
+
+def parse(raw: bytes) -> dict[str, Any] | Refusal:
+    """One line as a JSON-RPC message object, or the answer that refuses it."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return Refusal(error(sniff_id(raw), PARSE_ERROR,
+                             f"Parse error: the message is not UTF-8 (byte {exc.start})"))
+    try:
+        message = json.loads(text)
+    except RecursionError:
+        return Refusal(error(sniff_id(raw), PARSE_ERROR, "Parse error: the message is nested "
+                                                         f"more than {MAX_DEPTH} levels deep"))
+    except ValueError as exc:
+        return Refusal(error(sniff_id(raw), PARSE_ERROR, f"Parse error: {exc}"))
+    if not isinstance(message, dict):
+        return Refusal(error(None, INVALID_REQUEST, "Invalid request: a message is one JSON "
+                                                     "object (batches are not part of MCP)"))
+    id_ = message.get("id")
+    if "id" in message and (isinstance(id_, bool) or not isinstance(id_, int | str)):
+        return Refusal(error(None, INVALID_REQUEST,
+                             "Invalid request: id must be a string or an integer"))
+    problem = first_problem(message)
+    if problem is not None:
+        return Refusal(_refuse_argument(message, *problem))
+    shape = _tool_call_shape(message) if message.get("method") == "tools/call" else None
+    if shape is not None:
+        return Refusal(error(id_, INVALID_PARAMS, f"Invalid params: tools/call {shape}"))
+    return message
+
+
+def _tool_call_shape(message: dict[str, Any]) -> str | None:
+    """What is wrong with a tool call's envelope (the SDK only says "Invalid request
+    parameters"), or None."""
+    params = message.get("params")
+    if not isinstance(params, dict):
+        return f"needs params, an object with name and arguments (got {_kind(params)})"
+    if not isinstance(params.get("name"), str):
+        return f"needs params.name, the tool's name as a string (got {_kind(params.get('name'))})"
+    arguments = params.get("arguments")
+    if arguments is not None and not isinstance(arguments, dict):
+        return (f"{params['name']}: params.arguments must be an object of argument names and "
+                f"values (got {_kind(arguments)})")
+    return None
+
+
+def _kind(value: object) -> str:
+    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
+             int: "a number", float: "a number", type(None): "null"}
+    return "nothing" if value is None else names.get(type(value), type(value).__name__)
+
+
+def first_problem(value: object) -> tuple[list[str | int], str] | None:
+    """The first place in a parsed message that no tool could take: where, and what is wrong.
+
+    Walked without recursion, so a message deeper than Python's own limit is still answered."""
+    stack: list[tuple[object, list[str | int]]] = [(value, [])]
+    while stack:
+        item, path = stack.pop()
+        if len(path) > MAX_DEPTH:
+            return path, f"is nested more than {MAX_DEPTH} levels deep"
+        if isinstance(item, str):
+            bad = _lone_surrogate(item)
+            if bad is not None:
+                return path, (f"holds a lone surrogate (\\u{ord(bad):04x}), which is not "
+                              f"Unicode text; send the text as valid UTF-8")
+        elif isinstance(item, dict):
+            for key, child in reversed(item.items()):
+                if _lone_surrogate(key) is not None:
+                    return path, "has a name holding a lone surrogate, which is not Unicode text"
+                stack.append((child, [*path, key]))
+        elif isinstance(item, list):
+            stack.extend((child, [*path, n]) for n, child in reversed(list(enumerate(item))))
+    return None
+
+
+def _lone_surrogate(text: str) -> str | None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return text[exc.start]
+    return None
+
+
+def _refuse_argument(message: dict[str, Any], path: list[str | int], what: str) -> dict[str, Any]:
+    id_ = message.get("id")
+    params = message.get("params")
+    name = params.get("name") if isinstance(params, dict) else None
+    if (message.get("method") == "tools/call" and isinstance(name, str) and len(path) > 2
+            and path[:2] == ["params", "arguments"]):
+        where = _where(path[3:])
+        return tool_error(id_, f"Error executing tool {name}: argument {path[2]!r}{where} "
+                               f"{what}. Nothing was done; fix the argument and call it again.")
+    where = _where(path).lstrip(".")
+    return error(id_, INVALID_PARAMS, f"Invalid params: {where or 'the message'} {what}")
+
+
+def _where(path: list[str | int]) -> str:
+    """A path inside an argument, its first steps only (a deep one would fill the message)."""
+    shown = "".join(f"[{p}]" if isinstance(p, int) else f".{p}"[:40] for p in path[:4])
+    return shown + ("…" if len(path) > 4 else "")
+
+
+def read_lines(fd: int) -> Iterator[bytes | Refusal]:
+    """The lines of ``fd``; a line longer than ``MAX_LINE`` is skipped and refused."""
+    stream = os.fdopen(fd, "rb", closefd=False)
+    while True:
+        line = stream.readline(MAX_LINE + 1)
+        if not line:
+            return
+        if len(line) > MAX_LINE and not line.endswith(b"\n"):
+            id_ = sniff_id(line)
+            while line and not line.endswith(b"\n"):
+                line = stream.readline(MAX_LINE)
+            yield Refusal(error(id_, INVALID_REQUEST, f"Invalid request: the message is longer "
+                                                      f"than {MAX_LINE} bytes"))
+            continue
+        if line.strip():
+            yield line
+
+
+# == the handshake kept from the last run ======================================================
+@dataclass
+class Handshake:
+    """What the SDK answered to ``initialize`` and ``tools/list`` on a previous run."""
+
+    versions: list[str]  # protocol versions the handshake can agree on
+    latest: str  # the one offered when the host asks for another
+    initialize: dict[str, Any]
+    tools: dict[str, Any]
+
+    @classmethod
+    def load(cls, path: Path) -> Handshake | None:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            found = cls(list(data["versions"]), str(data["latest"]), dict(data["initialize"]),
+                        dict(data["tools"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None  # none yet, or unreadable: the SDK answers, and the next run is fast
+        return found if found.versions and isinstance(found.tools.get("tools"), list) else None
+
+    def to_json(self) -> str:
+        return json.dumps({"versions": self.versions, "latest": self.latest,
+                           "initialize": self.initialize, "tools": self.tools},
+                          ensure_ascii=False, sort_keys=True, indent=1) + "\n"
+
+    def initialize_result(self, params: object) -> dict[str, Any]:
+        asked = params.get("protocolVersion") if isinstance(params, dict) else None
+        agreed = asked if asked in self.versions else self.latest
+        return {**self.initialize, "protocolVersion": agreed}
+
+
+# == the front =================================================================================
+@dataclass
+class Front:
+    """Reads the host's lines, answers what it can at once, queues the rest for the SDK."""
+
+    wire: Wire
+    handshake_path: Path
+    cached: Handshake | None = None
+    inbox: queue.Queue[dict[str, Any] | None] = field(default_factory=queue.Queue)
+    ready: threading.Event = field(default_factory=threading.Event)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    failed: str | None = None
+    initialize_id: object = None  # the host's initialize request (a legacy-era session)
+    answered: bool = False  # the front answered that initialize from the cache
+    listed_from_cache: bool = False
+    listed: Callable[[], None] = lambda: None  # called once the host has the cached tool list
+    learned_initialize: dict[str, Any] | None = None
+
+    def handle(self, item: bytes | Refusal) -> None:
+        message = parse(item) if isinstance(item, bytes) else item
+        if isinstance(message, Refusal):
+            self.wire.send(message.answer)
+            return
+        method, id_ = message.get("method"), message.get("id")
+        with self.lock:
+            if self.failed is not None:
+                if id_ is not None and method is not None:
+                    self.wire.send(error(id_, INTERNAL_ERROR, self.failed))
+                return
+            if self._answer_early(message, method, id_):
+                return
+            self.inbox.put(message)
+            if method == "notifications/initialized" and self.initialize_id is not None:
+                # Learn the SDK's tool list on every run, after the host's own handshake.
+                self.inbox.put({"jsonrpc": "2.0", "id": PRIVATE_ID, "method": "tools/list"})
+
+    def _answer_early(self, message: dict[str, Any], method: object, id_: object) -> bool:
+        """Answer a handshake request from the cache; True when it must not reach the SDK."""
+        if id_ is None:
+            return False
+        if method == "initialize" and self.initialize_id is None:
+            self.initialize_id = id_  # the SDK still gets it: it opens the SDK's session
+            if self.cached is not None:
+                self.answered = True  # and the SDK's own answer is dropped
+                self.wire.send({"jsonrpc": "2.0", "id": id_,
+                                "result": self.cached.initialize_result(message.get("params"))})
+            return False
+        if self.ready.is_set() or not self.answered or self.cached is None:
+            return False
+        params = message.get("params")
+        plain = not params or (isinstance(params, dict) and not params.get("cursor"))
+        if method == "tools/list" and plain:
+            self.listed_from_cache = True
+            self.wire.send({"jsonrpc": "2.0", "id": id_, "result": self.cached.tools})
+            self.listed()
+            return True
+        if method == "ping":
+            self.wire.send({"jsonrpc": "2.0", "id": id_, "result": {}})
+            return True
+        return False
+
+    # -- called from the SDK's side --------------------------------------------------------
+    def deliver(self, response_id: object, text: str) -> None:
+        """One message from the SDK (``response_id``: the id it answers, None for requests
+        and notifications): to the host, unless it is the front's own business."""
+        with self.lock:
+            if response_id == PRIVATE_ID:
+                try:
+                    self._learn_tools(text)
+                except (OSError, ValueError) as exc:  # a cache, never a reason to stop serving
+                    print(f"osk mcp: the handshake could not be kept in {self.handshake_path} "
+                          f"({exc}); the next start answers once the SDK is loaded",
+                          file=sys.stderr)
+                return
+            if response_id is not None and response_id == self.initialize_id:
+                self.initialize_id = _LEARNED
+                result = json.loads(text).get("result")
+                self.learned_initialize = result if isinstance(result, dict) else None
+                if self.answered:
+                    return
+        self.wire.send_text(text)
+
+    def refuse(self, message: dict[str, Any], reason: str) -> None:
+        """A message the SDK's own message model refuses: answered when it asked something."""
+        if message.get("id") is not None:
+            self.wire.send(error(message["id"], INVALID_REQUEST, f"Invalid request: {reason}"))
+
+    def _learn_tools(self, text: str) -> None:
+        from osk.store.fsutil import atomic_write
+
+        tools = json.loads(text).get("result")
+        if not isinstance(tools, dict) or self.learned_initialize is None:
+            return
+        versions, latest = _sdk_versions()
+        initialize = {k: v for k, v in self.learned_initialize.items() if k != "protocolVersion"}
+        learned = Handshake(versions, latest, initialize, tools)
+        if self.cached is not None and learned.to_json() == self.cached.to_json():
+            return
+        if self.listed_from_cache and (self.cached is None or self.cached.tools != tools):
+            self.wire.send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+        self.handshake_path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(self.handshake_path, learned.to_json())
+        self.cached = learned
+
+    def fail(self, reason: str) -> None:
+        """The SDK side could not start or has stopped: every waiting request gets the reason."""
+        with self.lock:
+            self.failed = reason
+            while True:
+                try:
+                    message = self.inbox.get_nowait()
+                except queue.Empty:
+                    break
+                if message is not None and message.get("id") is not None and "method" in message:
+                    self.wire.send(error(message["id"], INTERNAL_ERROR, reason))
+
+
+def _sdk_versions() -> tuple[list[str], str]:
+    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
+
+    return list(HANDSHAKE_PROTOCOL_VERSIONS), LATEST_HANDSHAKE_VERSION
+
+
+# == running ===================================================================================
+def _claim_stdio() -> tuple[int, int]:
+    """Private copies of stdin and stdout for the protocol; fds 0 and 1 then point elsewhere."""
+    wire_in, wire_out = os.dup(0), os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    os.dup2(2, 1)
+    return wire_in, wire_out
+
+
+def run(handshake: Path, backend: Callable[[Front], None]) -> int:
+    """Serve the host on stdin/stdout until it closes stdin. ``backend(front)`` runs the SDK on
+    a thread: it takes messages from ``front.inbox`` (None: the host has gone), hands each
+    answer to ``front.deliver`` and sets ``front.ready`` once it is serving. ``handshake`` is
+    the file the SDK's handshake is kept in between runs."""
+    wire_in, wire_out = _claim_stdio()
+    front = Front(Wire(wire_out), handshake, Handshake.load(handshake))
+    thread = threading.Thread(target=_guarded, args=(backend, front), name="osk-mcp", daemon=True)
+    start = _once(thread.start)
+    # The loading threads take the CPU (and the GIL) from the front: they start once the host
+    # has the tool list, or at once when there is no kept handshake to answer it from, and
+    # START_AFTER seconds after spawn at the latest (a host that waits before it asks).
+    front.listed = start
+    timer = threading.Timer(0 if front.cached is None else START_AFTER, start)
+    timer.daemon = True
+    timer.start()
+    for item in read_lines(wire_in):
+        front.handle(item)
+    start()
+    front.inbox.put(None)
+    thread.join()
+    return 0
+
+
+def _once(call: Callable[[], None]) -> Callable[[], None]:
+    lock, done = threading.Lock(), [False]
+
+    def once() -> None:
+        with lock:
+            if not done[0]:
+                done[0] = True
+                call()
+
+    return once
+
+
+def _guarded(backend: Callable[[Front], None], front: Front) -> None:
+    try:
+        backend(front)
+    except BaseException as exc:  # the front must still answer: report, never hang
+        import traceback
+
+        traceback.print_exc(file=sys.stderr)
+        front.fail(f"the osk MCP server could not start or has stopped "
+                   f"({type(exc).__name__}: {exc}); run `osk doctor` to see why")
+    else:
+        front.fail("the osk MCP server has stopped")
+
+
+# == osk mcp ===================================================================================
+class EngineOpener:
+    """Opens and warms the engine on a thread of its own (``start``); ``get`` waits for it."""
+
+    def __init__(self, vault: Any, cwd: Path) -> None:
+        self._done = threading.Event()
+        self._engine: Any = None
+        self._listener: Any = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._open, args=(vault, cwd), name="osk-open",
+                                        daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _open(self, vault: Any, cwd: Path) -> None:
+        try:
+            from osk.engine import Engine
+
+            engine = Engine.open(vault, cwd=cwd)
+            engine.warm()  # the index and recheck table the first search would load
+            engine.embed_after_writes = True  # the semantic vectors, off the request path
+            engine.embed_in_background()
+            self._listener = engine.listen_for_recall()
+            self._engine = engine
+        except BaseException as exc:  # given to every tool call, which shows it to the agent
+            self._error = exc
+        finally:
+            self._done.set()
+
+    def close(self) -> None:
+        """Stop answering the hooks (the socket file goes with it)."""
+        if self._done.is_set() and self._listener is not None:
+            self._listener.close()
+
+    def get(self) -> Any:
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        return self._engine
+
+
+def serve(vault: str | None, cwd: Path) -> int:
+    """`osk mcp`: find the vault (a missing one fails here, before anything is served), then
+    answer the host at once while the SDK loads and the engine opens behind the handshake."""
+    from osk.store.vault import locate
+
+    found = locate(vault, cwd)
+    opener = EngineOpener(found, cwd)
+
+    def backend(front: Front) -> None:
+        opener.start()  # alongside the SDK's import, which this thread does
+        from osk.surfaces.server import run_backend
+
+        run_backend(front, opener.get)
+
+    try:
+        return run(found.state(*HANDSHAKE_FILE), backend)
+    finally:
+        opener.close()

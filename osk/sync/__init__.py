@@ -1,0 +1,2 @@
+"""Git sync across devices: the cycle, landing, status and daemon; git itself.
+"""
