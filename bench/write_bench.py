@@ -43,6 +43,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from osk.request import NewNode, NodeEdit  # noqa: E402
 from osk.store import clock, contract, ids  # noqa: E402
 from osk.store import node as node_mod  # noqa: E402
 from osk.store.fsutil import atomic_write, sha256_text  # noqa: E402
@@ -235,9 +236,9 @@ def profile_in_process(vault: Vault, repo: Path, plan: Plan, top: int) -> str:
         create = plan.create(number)
         update = plan.update(number)
         profiler.enable()
-        engine.create_node(create.pop("title"), create.pop("summary"), create.pop("body"),
-                           **create)
-        engine.update_node(update.pop("node"), **update)
+        engine.create_node(NewNode(create.pop("title"), create.pop("summary"), create.pop("body"),
+                                   **create))
+        engine.update_node(update.pop("node"), NodeEdit(**update))
         profiler.disable()
     out = io.StringIO()
     pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(top)

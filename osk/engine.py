@@ -32,6 +32,7 @@ from osk.errors import EdgeError, LedgerError, NodeNotFound, OskError
 from osk.provenance import candidates
 from osk.provenance.rechecks import Candidate, ReadLog, Rechecks
 from osk.provenance.sessions import Routing, Session, open_session
+from osk.request import NewNode, NodeEdit
 from osk.search import DEFAULT_K, SearchIndex
 from osk.search.corpus import SearchDoc
 from osk.search.ranking import Hit, Markers
@@ -315,39 +316,22 @@ class Engine:
             self.embed_in_background()
 
     # -- writing -------------------------------------------------------------------------
-    def create_node(self, title: str, summary: str, body: str, *, space: str, cluster: str,
-                    drafter: str, scope: str | None = None, derived_from: Sequence[str] = (),
-                    conflicts: Sequence[str] = (), valid_from: str | None = None,
-                    valid_to: str | None = None, supersedes: str | None = None) -> WriteResult:
-        from osk.write import Place, create_node
+    def create_node(self, new: NewNode) -> WriteResult:
+        from osk.write import create_node
 
         try:
-            return create_node(
-                self._ctx, title=title, summary=summary, body=body,
-                place=Place(space, cluster, scope), drafter=drafter, derived_from=derived_from,
-                conflicts=conflicts, valid_from=valid_from, valid_to=valid_to,
-                supersedes=supersedes)
+            return create_node(self._ctx, new)
         finally:
             self._after_write()
 
-    def update_node(self, ref: str, *, body: str | None = None, expect_hash: str | None = None,
-                    old_text: str | None = None, new_text: str | None = None,
-                    summary: str | None = None, derived_from: Sequence[str] | None = None,
-                    conflicts: Sequence[str] | None = None, drafter: str | None = None,
-                    recheck_of: Sequence[str] = (), valid_from: str | None = None,
-                    valid_to: str | None = None, supersedes: str | None = None,
-                    ) -> WriteResult:
+    def update_node(self, ref: str, edit: NodeEdit) -> WriteResult:
         """Replace the body (with ``expect_hash``), edit one passage (``old_text`` ->
         ``new_text``), or change summary/edges. ``recheck_of`` names the recheck candidates
         this call resolves: with changes it is a correction; with none, a re-citation."""
         from osk.write import update_node
 
         try:
-            return update_node(
-                self._ctx, ref, body=body, expect_hash=expect_hash, old_text=old_text,
-                new_text=new_text, summary=summary, derived_from=derived_from,
-                conflicts=conflicts, drafter=drafter, recheck_of=recheck_of,
-                valid_from=valid_from, valid_to=valid_to, supersedes=supersedes)
+            return update_node(self._ctx, ref, edit)
         finally:
             self._after_write()
 

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from osk.errors import EdgeError, NodeNotFound, OskError
+from osk.request import NewNode
 from osk.store.titles import title_key
 
 SPACE_NAMES = {"scope": "Scope", "domain": "Domain", "person": "Person"}
@@ -190,9 +191,9 @@ class Importer:
         cluster = line.cluster or self._default_cluster(engine, line)
         self._ensure_hub(engine, line, cluster, report)
         result = engine.create_node(
-            line.title, line.summary, line.body, space=line.space, cluster=cluster,
-            drafter=self.drafter, scope=line.scope, derived_from=line.derived_from,
-            valid_from=line.valid_from, valid_to=line.valid_to, supersedes=line.supersedes,
+            NewNode(line.title, line.summary, line.body, space=line.space, cluster=cluster,
+                    drafter=self.drafter, scope=line.scope, derived_from=line.derived_from,
+                    valid_from=line.valid_from, valid_to=line.valid_to, supersedes=line.supersedes),
         )
         return result.title, result.path
 
@@ -251,8 +252,9 @@ class Importer:
             return
         if engine.catalog.paths_with_title(top):
             return  # the title is used elsewhere: let create_node say what to do
-        result = engine.create_node(top, HUB_SUMMARY, HUB_BODY, space=line.space, cluster=top,
-                                    drafter=self.drafter, scope=line.scope)
+        result = engine.create_node(NewNode(top, HUB_SUMMARY, HUB_BODY, space=line.space,
+                                            cluster=top,
+                                            drafter=self.drafter, scope=line.scope))
         report.hubs.append(result.path)
 
     def finish(self) -> None:

@@ -38,6 +38,7 @@ from osk.capture import raw
 from osk.capture.redactions import LEDGER
 from osk.errors import RawNotFound, RawRecordError, RedactError
 from osk.provenance.rechecks import Rechecks
+from osk.request import NodeEdit
 from osk.store.edges import RawTarget, parse_target
 from osk.store.ledger import Ledger, Record
 from osk.store.vault import RAW_DIR, Vault
@@ -294,8 +295,8 @@ def _node_redact(vault: Vault, shown: NodeOutcome, span: str) -> NodeOutcome:
     after_hash = node.file_hash
     if found.spans:  # else a rerun after a crash: only the purge was left to do
         after_hash = engine.update_node(
-            found.node_id, body=node.body.replace(span, gone), expect_hash=found.before,
-            summary=summary if summary != node.meta.summary else None).hash
+            found.node_id, NodeEdit(body=node.body.replace(span, gone), expect_hash=found.before,
+                     summary=summary if summary != node.meta.summary else None)).hash
     for sha in found.purged:  # earlier versions that hold the text: gone from _objects/
         path = objects.path_of(vault, sha)
         path.unlink(missing_ok=True)

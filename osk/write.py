@@ -58,6 +58,7 @@ from osk.errors import (
     TitleError,
 )
 from osk.provenance.rechecks import Candidate, Edge, TargetRef, link_identity
+from osk.request import NewNode, NodeEdit
 from osk.store import clock, ids, sources
 from osk.store import node as node_mod
 from osk.store.catalog import Changes
@@ -198,10 +199,11 @@ def _busy(ctx: WriteContext) -> OskError:
 
 
 # -- create ------------------------------------------------------------------------------------
-def create_node(ctx: WriteContext, *, title: str, summary: str, body: str, place: Place,
-                drafter: str, derived_from: Sequence[str] = (), conflicts: Sequence[str] = (),
-                valid_from: str | None = None, valid_to: str | None = None,
-                supersedes: str | None = None) -> WriteResult:
+def create_node(ctx: WriteContext, new: NewNode) -> WriteResult:
+    title, summary, body, drafter = new.title, new.summary, new.body, new.drafter
+    place = Place(new.space, new.cluster, new.scope)
+    derived_from, conflicts = new.derived_from, new.conflicts
+    valid_from, valid_to, supersedes = new.valid_from, new.valid_to, new.supersedes
     secrets.check_title(title)  # before any message could echo the title
     filtered_summary, filtered_body = secrets.redact(summary), secrets.redact(body)
     summary, body = filtered_summary.text, filtered_body.text  # redacted before hashed or stored
@@ -247,13 +249,11 @@ def create_node(ctx: WriteContext, *, title: str, summary: str, body: str, place
 
 
 # -- update ------------------------------------------------------------------------------------
-def update_node(ctx: WriteContext, ref: str, *, body: str | None = None,
-                expect_hash: str | None = None, old_text: str | None = None,
-                new_text: str | None = None, summary: str | None = None,
-                derived_from: Sequence[str] | None = None,
-                conflicts: Sequence[str] | None = None, drafter: str | None = None,
-                recheck_of: Sequence[str] = (), valid_from: str | None = None,
-                valid_to: str | None = None, supersedes: str | None = None) -> WriteResult:
+def update_node(ctx: WriteContext, ref: str, edit: NodeEdit) -> WriteResult:
+    body, expect_hash, summary = edit.body, edit.expect_hash, edit.summary
+    old_text, new_text, drafter = edit.old_text, edit.new_text, edit.drafter
+    derived_from, conflicts, recheck_of = edit.derived_from, edit.conflicts, edit.recheck_of
+    valid_from, valid_to, supersedes = edit.valid_from, edit.valid_to, edit.supersedes
     with locked(ctx):
         node = node_for_write(ctx, ref)
         # A change already waiting for the person's review was never shown to this agent

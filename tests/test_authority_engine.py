@@ -16,6 +16,7 @@ from writekit import make_repo
 from osk.authority import approvals, audit, tombstones, trust
 from osk.engine import Engine
 from osk.errors import NodeNotFound, ProtectedRegionError, TombstoneError
+from osk.request import NewNode, NodeEdit
 from osk.store import objects
 from osk.store.fsutil import sha256_text
 from osk.store.vault import Vault
@@ -48,10 +49,10 @@ def person_node(agent: Engine, title: str, body: str) -> str:
         try:
             agent.read_node("prefs")
         except NodeNotFound:
-            agent.create_node("prefs", "The person's preferences", "Preferences.\n",
-                              space="Person", cluster="prefs", drafter="m")
-    return agent.create_node(title, f"About {title}", body, space="Person", cluster="prefs",
-                             drafter="m").path
+            agent.create_node(NewNode("prefs", "The person's preferences", "Preferences.\n",
+                                      space="Person", cluster="prefs", drafter="m"))
+    return agent.create_node(NewNode(title, f"About {title}", body, space="Person", cluster="prefs",
+                                     drafter="m")).path
 
 
 def titles(hits) -> list[str]:
@@ -64,7 +65,7 @@ def test_an_agent_edit_in_a_protected_region_is_not_served_until_approved(
 ):
     rel = person_node(agent, "Editor", "The person edits in Helix.\n")
     approvals.protect(vault, "Person/prefs")
-    agent.update_node("Editor", old_text="Helix", new_text="Kakoune")
+    agent.update_node("Editor", NodeEdit(old_text="Helix", new_text="Kakoune"))
     assert "Kakoune" in read(vault, rel)  # the working copy holds the edit
 
     shown = agent.read_node("Editor")
@@ -75,7 +76,7 @@ def test_an_agent_edit_in_a_protected_region_is_not_served_until_approved(
     hit = [h for h in session.search("Helix").hits if h.title == "Editor"][0]
     assert "pending" in hit.markers
     with pytest.raises(ProtectedRegionError, match="waiting for the person's review"):
-        agent.update_node("Editor", old_text="The person edits", new_text="They edit")
+        agent.update_node("Editor", NodeEdit(old_text="The person edits", new_text="They edit"))
 
     approvals.approve(vault, rel)
     shown = agent.read_node("Editor")
@@ -87,7 +88,7 @@ def test_a_reverted_agent_edit_is_gone(vault: Vault, repo: Path, agent: Engine, 
     rel = person_node(agent, "Editor", "The person edits in Helix.\n")
     approvals.protect(vault, "Person/prefs")
     approved = read(vault, rel)
-    agent.update_node("Editor", old_text="Helix", new_text="Kakoune")
+    agent.update_node("Editor", NodeEdit(old_text="Helix", new_text="Kakoune"))
     discarded = read(vault, rel)
     approvals.revert(vault, rel)
     assert read(vault, rel) == approved
@@ -116,8 +117,8 @@ def test_moving_a_node_out_of_a_protected_region_is_refused(
     vault: Vault, agent: Engine, person: None
 ):
     person_node(agent, "Editor", "The person edits in Helix.\n")
-    agent.create_node("tools", "Tools", "Tools.\n", space="Person", cluster="tools",
-                      drafter="m")
+    agent.create_node(NewNode("tools", "Tools", "Tools.\n", space="Person", cluster="tools",
+                              drafter="m"))
     approvals.protect(vault, "Person/prefs")
     with pytest.raises(ProtectedRegionError, match="touches protected region"):
         agent.move_nodes(["Editor"], space="Person", cluster="tools")
@@ -130,10 +131,10 @@ def test_every_engine_mutation_leaves_exactly_one_record_with_the_file_hashes(
     rel = person_node(agent, "Editor", "The person edits in Helix.\n")
     node_id = agent.read_node("Editor").id
     created_text = read(vault, rel)
-    agent.update_node("Editor", old_text="Helix", new_text="Kakoune")
+    agent.update_node("Editor", NodeEdit(old_text="Helix", new_text="Kakoune"))
     updated_text = read(vault, rel)
-    agent.create_node("tools", "Tools", "Tools.\n", space="Person", cluster="tools",
-                      drafter="m")
+    agent.create_node(NewNode("tools", "Tools", "Tools.\n", space="Person", cluster="tools",
+                              drafter="m"))
     agent.move_nodes(["Editor"], space="Person", cluster="tools")
     history = audit.history(vault, node_id)
     assert [e.action for e in history] == ["create", "update", "move"]
@@ -165,7 +166,8 @@ def test_an_agent_written_person_fact_is_marked_inferred_until_confirmed(
            if h.title == "Indentation"][0]
     assert "inferred" not in hit.markers
 
-    agent.update_node("Indentation", old_text="tabs over spaces", new_text="spaces over tabs")
+    agent.update_node("Indentation", NodeEdit(old_text="tabs over spaces",
+                                              new_text="spaces over tabs"))
     assert new_session(vault, repo).read_node("Indentation").trust == "inferred"
 
 
@@ -188,13 +190,14 @@ def test_as_of_a_date_before_the_supersession_returns_the_superseded_node(
     vault: Vault, repo: Path, agent: Engine, monkeypatch: pytest.MonkeyPatch
 ):
     monkeypatch.setenv("OSK_NOW", T0)
-    agent.create_node("api", "The API", "The API.\n", space="Domain", cluster="api",
-                      drafter="m")
-    agent.create_node("Rate limit v1", "Rate limit", "The rate limit is 100 per minute.\n",
-                      space="Domain", cluster="api", drafter="m")
+    agent.create_node(NewNode("api", "The API", "The API.\n", space="Domain", cluster="api",
+                              drafter="m"))
+    agent.create_node(NewNode("Rate limit v1", "Rate limit", "The rate limit is 100 per minute.\n",
+                              space="Domain", cluster="api", drafter="m"))
     monkeypatch.setenv("OSK_NOW", T1)
-    agent.create_node("Rate limit v2", "Rate limit", "The rate limit is 500 per minute.\n",
-                      space="Domain", cluster="api", drafter="m", supersedes="Rate limit v1")
+    agent.create_node(NewNode("Rate limit v2", "Rate limit", "The rate limit is 500 per minute.\n",
+                              space="Domain", cluster="api", drafter="m",
+                              supersedes="Rate limit v1"))
     session = new_session(vault, repo)
     before = titles(session.search("rate limit per minute", as_of="2026-02-01"))
     assert "Rate limit v1" in before and "Rate limit v2" not in before
@@ -209,12 +212,12 @@ def test_as_of_a_date_before_the_supersession_returns_the_superseded_node(
 def rewritten_over_time(agent: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
     """A node whose body said "zeppelin" from T0 and says "airship" from T1."""
     monkeypatch.setenv("OSK_NOW", T0)
-    agent.create_node("transport", "How we travel", "Transport.\n", space="Domain",
-                      cluster="transport", drafter="m")
-    agent.create_node("Carrier", "What carries us", "We fly by zeppelin.\n", space="Domain",
-                      cluster="transport", drafter="m")
+    agent.create_node(NewNode("transport", "How we travel", "Transport.\n", space="Domain",
+                              cluster="transport", drafter="m"))
+    agent.create_node(NewNode("Carrier", "What carries us", "We fly by zeppelin.\n", space="Domain",
+                              cluster="transport", drafter="m"))
     monkeypatch.setenv("OSK_NOW", T1)
-    agent.update_node("Carrier", old_text="zeppelin", new_text="airship")
+    agent.update_node("Carrier", NodeEdit(old_text="zeppelin", new_text="airship"))
 
 
 def test_as_of_searches_and_reads_the_text_that_stood_then(

@@ -14,6 +14,7 @@ from osk.engine import PAGE_CHARS, RAW_CHARS, Engine, Heading, outline_of
 from osk.errors import EdgeError, LedgerFork, NodeNotFound, RawNotFound
 from osk.provenance.candidates import Candidates
 from osk.provenance.sessions import Routing
+from osk.request import NewNode, NodeEdit
 from osk.store.vault import Vault
 
 repo, eng, hub = writekit.repo, writekit.eng, writekit.hub  # shared fixtures
@@ -30,8 +31,8 @@ LONG = (
 @pytest.fixture
 def other(vault: Vault, tmp_path: Path) -> Engine:
     engine = Engine.open(vault, cwd=make_repo(tmp_path / "work" / "other"))
-    engine.create_node("billing", "How the other project bills", "Invoices in euros.\n",
-                       space="Scope", cluster="billing", drafter="m")
+    engine.create_node(NewNode("billing", "How the other project bills", "Invoices in euros.\n",
+                               space="Scope", cluster="billing", drafter="m"))
     engine.append_raw("talk", user="price?", assistant="ten euros")
     return engine
 
@@ -147,7 +148,7 @@ def test_a_node_is_searchable_as_soon_as_create_returns(eng: Engine, hub: str):
     create(eng, "Mascot", body="Our mascot is a quokka.\n")
     result = eng.search("quokka")
     assert result.scope == "proj" and [h.title for h in result.hits] == ["Mascot"]
-    eng.update_node("Mascot", old_text="quokka", new_text="wombat")
+    eng.update_node("Mascot", NodeEdit(old_text="quokka", new_text="wombat"))
     assert eng.search("quokka").hits == ()  # the replaced text no longer finds it
     assert [h.title for h in eng.search("wombat").hits] == ["Mascot"]
 
@@ -164,7 +165,7 @@ def test_search_hits_carry_recheck_and_conflict_markers(eng: Engine, vault: Vaul
     create(eng, "Source", body="Limit ten.\n")
     create(eng, "Claim", body="We allow ten quokkas.\n", derived_from=("[[Source]]",))
     create(eng, "Rival", body="We allow five quokkas.\n")
-    eng.update_node("Source", old_text="ten", new_text="twelve")
+    eng.update_node("Source", NodeEdit(old_text="ten", new_text="twelve"))
     Candidates(vault).record("contradiction", [eng.catalog.get("Claim"),
                                                eng.catalog.get("Rival")], "ten or five?")
     hits = {h.title: h.markers for h in eng.search("quokkas").hits}
@@ -185,8 +186,9 @@ def test_overview_reports_binding_counts_candidates_and_forks(eng: Engine, other
                                                               tmp_path: Path):
     create(eng, "Source")
     create(eng, "Claim", derived_from=("[[Source]]",))
-    eng.create_node("patterns", "hub", "x\n", space="Domain", cluster="patterns", drafter="m")
-    eng.update_node("Source", old_text="Source body", new_text="changed")
+    eng.create_node(NewNode("patterns", "hub", "x\n", space="Domain", cluster="patterns",
+                            drafter="m"))
+    eng.update_node("Source", NodeEdit(old_text="Source body", new_text="changed"))
     seen = eng.overview()
     assert (seen.scope, seen.session_key, seen.bound, seen.isolation) == ("proj", "proj", True,
                                                                           True)
@@ -220,7 +222,7 @@ def test_overview_lists_damaged_ledgers_and_unreadable_nodes(eng: Engine, vault:
 def test_every_result_names_the_active_scope(eng: Engine, hub: str):
     results = [eng.read_node("auth"), eng.append_raw("t", user="u", assistant="a"),
                eng.overview(), eng.search("auth"), eng.recheck(),
-               create(eng, "X"), eng.update_node("X", summary="y"),
+               create(eng, "X"), eng.update_node("X", NodeEdit(summary="y")),
                eng.move_nodes(["X"], space="Scope", cluster="auth/sub")]
     for result in results:
         assert dataclasses.is_dataclass(result) and result.scope == "proj"
@@ -229,7 +231,8 @@ def test_every_result_names_the_active_scope(eng: Engine, hub: str):
 def test_an_explicit_scope_acts_for_that_scope_without_binding_the_key(vault: Vault,
                                                                       repo: Path):
     engine = Engine.open(vault, cwd=repo, scope="platform")
-    result = engine.create_node("api", "hub", "x\n", space="Scope", cluster="api", drafter="m")
+    result = engine.create_node(NewNode("api", "hub", "x\n", space="Scope", cluster="api",
+                                        drafter="m"))
     assert result.path == "Scope/platform/api/api.md" and result.scope == "platform"
     assert not Routing(vault).route("proj")[1]
 
@@ -258,7 +261,7 @@ def test_a_forked_binding_keeps_reads_working_and_refuses_scope_writes(vault: Va
     assert [f.subject for f in engine.overview().forks] == ["key:proj"]
     before = snapshot(vault)
     with pytest.raises(LedgerFork):
-        engine.create_node("api", "hub", "x\n", space="Scope", cluster="api", drafter="m")
+        engine.create_node(NewNode("api", "hub", "x\n", space="Scope", cluster="api", drafter="m"))
     assert snapshot(vault) == before
 
 
@@ -269,8 +272,8 @@ def test_a_hand_edit_that_a_read_notices_first_reaches_search_too(
 
     from osk import engine as engine_mod
 
-    done = eng.create_node("Widgets", "about widgets", "Widgets are blue.\n", space="Scope",
-                           cluster=hub, drafter="test-model")
+    done = eng.create_node(NewNode("Widgets", "about widgets", "Widgets are blue.\n", space="Scope",
+                                   cluster=hub, drafter="test-model"))
     assert [h.title for h in eng.search("widgets").hits] == ["Widgets"]
     path = vault.abs(done.path)
     path.write_text(path.read_text(encoding="utf-8").replace(

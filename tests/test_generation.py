@@ -19,6 +19,7 @@ from sync_support import make_devices, write_node
 from osk import engine as engine_mod
 from osk.authority import approvals, trust
 from osk.engine import Engine
+from osk.request import NewNode, NodeEdit
 from osk.search import SearchIndex
 from osk.store import freshness as freshness_mod
 from osk.store import generation
@@ -70,13 +71,14 @@ def titles(engine: Engine, query: str) -> list[str]:
 def test_another_sessions_create_update_and_move_are_read_at_once(
         eng: Engine, second: Engine, hub: str):
     assert titles(eng, "zeppelin") == []  # the index exists and has walked
-    second.create_node("Airship", "a zeppelin note", "Draft about zeppelins.\n",
-                       space="scope", cluster="auth", drafter="test-model")
+    second.create_node(NewNode("Airship", "a zeppelin note", "Draft about zeppelins.\n",
+                               space="scope", cluster="auth", drafter="test-model"))
     assert titles(eng, "zeppelin") == ["Airship"]
-    second.update_node("Airship", old_text="Draft", new_text="Final")
+    second.update_node("Airship", NodeEdit(old_text="Draft", new_text="Final"))
     assert eng.read_node("Airship").text.startswith("Final about zeppelins.")
-    second.create_node("hangar", "the hangar hub", "Hub.\n", space="scope", cluster="hangar",
-                       drafter="test-model")
+    second.create_node(NewNode("hangar", "the hangar hub", "Hub.\n", space="scope",
+                               cluster="hangar",
+                               drafter="test-model"))
     moved = second.move_nodes(["Airship"], space="scope", cluster="hangar")
     assert eng.read_node("Airship").path == moved.moved[0].after
     assert [h.path for h in eng.search("zeppelin").hits] == [moved.moved[0].after]
@@ -89,8 +91,8 @@ def test_a_read_with_no_write_since_looks_at_no_folder(eng: Engine, second: Engi
     eng.search("authenticates")
     eng.read_node(hub)
     assert looks == []  # the generation stood still: one stat each
-    second.create_node("Airship", "a note", "Zeppelins.\n", space="scope", cluster="auth",
-                       drafter="test-model")
+    second.create_node(NewNode("Airship", "a note", "Zeppelins.\n", space="scope", cluster="auth",
+                               drafter="test-model"))
     looks.clear()
     assert titles(eng, "zeppelins") == ["Airship"]
     eng.search("zeppelins")
@@ -113,7 +115,7 @@ def test_an_approval_is_served_at_once(eng: Engine, second: Engine, vault: Vault
     monkeypatch.setattr(sys, "stdin", FakeTerminal())
     rel = eng.read_node(hub).path
     approvals.protect(vault, rel)
-    second.update_node(hub, old_text="The auth cluster.", new_text="Zeppelin auth.")
+    second.update_node(hub, NodeEdit(old_text="The auth cluster.", new_text="Zeppelin auth."))
     assert titles(eng, "zeppelin") == []  # the change waits for the person
     approvals.approve(vault, rel)
     assert titles(eng, "zeppelin") == [hub]

@@ -18,6 +18,7 @@ from osk.hooks import growth
 from osk.hooks.state import StateStore, conversation_name
 from osk.hosts import hostsetup
 from osk.provenance.sessions import session_key
+from osk.request import NewNode, NodeEdit
 from osk.store.vault import Vault
 
 FAKE = Path(__file__).with_name("fake_host_cli.py")
@@ -497,13 +498,15 @@ def test_a_job_lists_the_scopes_recheck_candidates_and_pending_evictions(
     install_fake(bin_dir, "claude")
     record = capture(vault, "claude", 1, project)
     engine = Engine.open(vault, cwd=project)
-    engine.create_node("notes", "Notes hub.", "What we noted.\n", space="scope", cluster="notes",
-                       drafter="test")
-    engine.create_node("Alpha", "Alpha holds.", "Alpha, first version.\n", space="scope",
-                       cluster="notes", drafter="test", derived_from=[f"[[{record}#Round 1]]"])
-    engine.create_node("Beta", "Beta builds on Alpha.", "Beta.\n", space="scope",
-                       cluster="notes", drafter="test", derived_from=["[[Alpha]]"])
-    engine.update_node("Alpha", old_text="first version", new_text="second version")
+    engine.create_node(NewNode("notes", "Notes hub.", "What we noted.\n", space="scope",
+                               cluster="notes",
+                               drafter="test"))
+    engine.create_node(NewNode("Alpha", "Alpha holds.", "Alpha, first version.\n", space="scope",
+                               cluster="notes", drafter="test",
+                               derived_from=[f"[[{record}#Round 1]]"]))
+    engine.create_node(NewNode("Beta", "Beta builds on Alpha.", "Beta.\n", space="scope",
+                               cluster="notes", drafter="test", derived_from=["[[Alpha]]"]))
+    engine.update_node("Alpha", NodeEdit(old_text="first version", new_text="second version"))
     memory = ScopeMemory(vault, engine.session.scope)
     memory.write(text="keep this line\n" + "detail line\n" * 60, expect_hash=memory.read()[1])
     with pytest.raises(LimitError):

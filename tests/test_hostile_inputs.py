@@ -13,6 +13,7 @@ from writekit import create, make_repo, snapshot
 from osk.capture.raw import record_name
 from osk.engine import Engine
 from osk.errors import LimitError, TitleError, ValidityError
+from osk.request import NewNode, NodeEdit
 from osk.store.ids import MAX_IDENTIFIER_CHARS
 from osk.store.vault import Vault
 
@@ -37,8 +38,8 @@ def _refused(vault: Vault, error: type[Exception], call) -> Exception:
 def test_an_unparsable_validity_time_is_refused_by_name(eng: Engine, vault: Vault, hub: str,
                                                         name: str, value: str):
     error = _refused(vault, ValidityError, lambda: eng.create_node(
-        "Expiry", "When tokens expire", "Tokens expire.\n", space="Scope", cluster="auth",
-        drafter="test-model", **{name: value}))
+        NewNode("Expiry", "When tokens expire", "Tokens expire.\n", space="Scope", cluster="auth",
+                drafter="test-model", **{name: value})))
     assert name in str(error) and repr(value) in str(error)
     assert error.rule == "validity-time"
 
@@ -47,7 +48,7 @@ def test_an_unparsable_validity_time_is_refused_on_update_too(eng: Engine, vault
                                                               hub: str):
     create(eng, "Expiry")
     error = _refused(vault, ValidityError,
-                     lambda: eng.update_node("Expiry", valid_to="next tuesday"))
+                     lambda: eng.update_node("Expiry", NodeEdit(valid_to="next tuesday")))
     assert "valid_to 'next tuesday' is not a time" in str(error)
 
 
@@ -62,7 +63,7 @@ def test_titles_that_print_as_nothing_or_spoof_direction_are_refused(eng: Engine
 
 def test_a_cluster_folder_named_invisibly_is_refused_like_a_title(eng: Engine, vault: Vault):
     _refused(vault, Exception, lambda: eng.create_node(
-        "\u200b", "hub", "Hub.\n", space="Scope", cluster="\u200b", drafter="test-model"))
+        NewNode("\u200b", "hub", "Hub.\n", space="Scope", cluster="\u200b", drafter="test-model")))
 
 
 def test_visible_unicode_titles_are_still_accepted(eng: Engine, hub: str):
@@ -90,7 +91,7 @@ def test_overlong_node_references_and_coordinates_are_refused(eng: Engine, vault
                                                               hub: str):
     long = "x" * (MAX_IDENTIFIER_CHARS + 1)
     for call in (lambda: eng.read_node(long), lambda: eng.read_raw(long),
-                 lambda: eng.update_node(long, summary="s"),
+                 lambda: eng.update_node(long, NodeEdit(summary="s")),
                  lambda: create(eng, "Cites", derived_from=(f"[[{long}]]",))):
         _refused(vault, LimitError, call)
 
@@ -123,7 +124,7 @@ def test_the_replacement_hash_comes_once_every_page_of_a_long_body_was_read(eng:
     assert all(p.hash is None for p in pages[:-1])
     assert pages[-1].hash == created.hash
     assert "".join(p.text for p in pages) == body
-    replaced = eng.update_node("Long", body="short now\n", expect_hash=pages[-1].hash)
+    replaced = eng.update_node("Long", NodeEdit(body="short now\n", expect_hash=pages[-1].hash))
     assert replaced.action == "updated"
 
 
@@ -131,7 +132,7 @@ def test_pages_of_an_older_version_do_not_earn_the_current_hash(eng: Engine, hub
     body = "".join(f"line {i:05d} of a long node\n" for i in range(400))
     create(eng, "Long", body=body)
     first = eng.read_node("Long")
-    eng.update_node("Long", old_text="line 00399", new_text="line 99999")
+    eng.update_node("Long", NodeEdit(old_text="line 00399", new_text="line 99999"))
     rest = eng.read_node("Long", start=first.next_start)
     while rest.next_start is not None:
         assert rest.hash is None
@@ -145,10 +146,10 @@ def test_pages_of_an_older_version_do_not_earn_the_current_hash(eng: Engine, hub
 def test_a_title_taken_in_a_hidden_scope_is_refused_without_saying_where(
         eng: Engine, vault: Vault, hub: str, tmp_path: Path):
     other = Engine.open(vault, cwd=make_repo(tmp_path / "work" / "secretproj"))
-    other.create_node("plans", "Plans", "Plans.\n", space="Scope", cluster="plans",
-                      drafter="test-model")
-    other.create_node("Acquisition target", "Who we buy", "Them.\n", space="Scope",
-                      cluster="plans", drafter="test-model")
+    other.create_node(NewNode("plans", "Plans", "Plans.\n", space="Scope", cluster="plans",
+                              drafter="test-model"))
+    other.create_node(NewNode("Acquisition target", "Who we buy", "Them.\n", space="Scope",
+                              cluster="plans", drafter="test-model"))
     error = _refused(vault, TitleError, lambda: create(eng, "Acquisition target"))
     assert "secretproj" not in str(error) and "plans" not in str(error)
     assert "is taken by a node in a scope this session cannot see" in str(error)

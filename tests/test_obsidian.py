@@ -19,6 +19,7 @@ from osk import validate
 from osk.authority import trust
 from osk.engine import Engine
 from osk.errors import ContractError
+from osk.request import NewNode, NodeEdit
 from osk.store import node, sources
 from osk.store.node import split_frontmatter
 from osk.store.vault import GOVERNANCE, LEDGER_DIR, MEMORY_DIR, OBJECTS_DIR, RAW_DIR, Vault
@@ -74,19 +75,21 @@ def _cited_vault(vault: Vault, eng: Engine, repo: Path) -> dict[str, str]:
     round_1 = eng.append_raw("talk", user="Which build tool?", assistant="cargo dist.").coordinate
     round_2 = eng.append_raw("talk", user="And tests?", assistant="cargo nextest.").coordinate
     paths = {}
-    paths["build"] = eng.create_node("build", "How this project builds", "The build cluster.\n",
-                                     space="Scope", cluster="build", drafter="m").path
+    paths["build"] = eng.create_node(NewNode("build", "How this project builds",
+                                             "The build cluster.\n",
+                                             space="Scope", cluster="build", drafter="m")).path
     paths["Release builds"] = eng.create_node(
-        "Release builds", "Release builds use cargo dist", "Use `cargo dist` for releases.\n",
-        space="Scope", cluster="build", drafter="m",
-        derived_from=(round_1, "build", "file:src/app.py")).path
+        NewNode("Release builds", "Release builds use cargo dist",
+                "Use `cargo dist` for releases.\n",
+                space="Scope", cluster="build", drafter="m",
+                derived_from=(round_1, "build", "file:src/app.py"))).path
     paths["Old test runner"] = eng.create_node(
-        "Old test runner", "Tests ran with cargo test", "cargo test.\n", space="Scope",
-        cluster="build", drafter="m", derived_from=(round_1,)).path
+        NewNode("Old test runner", "Tests ran with cargo test", "cargo test.\n", space="Scope",
+                cluster="build", drafter="m", derived_from=(round_1,))).path
     paths["Test runner"] = eng.create_node(
-        "Test runner", "Tests run with nextest", "cargo nextest run.\n", space="Scope",
-        cluster="build", drafter="m", derived_from=(round_2, "Release builds"),
-        conflicts=("Old test runner",), supersedes="Old test runner").path
+        NewNode("Test runner", "Tests run with nextest", "cargo nextest run.\n", space="Scope",
+                cluster="build", drafter="m", derived_from=(round_2, "Release builds"),
+                conflicts=("Old test runner",), supersedes="Old test runner")).path
     return paths
 
 
@@ -180,8 +183,8 @@ def test_the_section_is_not_body_text_hashes_reads_and_search_ignore_it(
     # the cited title's words are in the section only: no search hit for them there
     assert [h.title for h in eng.search("nextest").hits] == ["Test runner"]
     # an edit by anchor works on the body and the section follows the new links
-    eng.update_node("Release builds", old_text="releases", new_text="release builds",
-                    derived_from=("build",))
+    eng.update_node("Release builds", NodeEdit(old_text="releases", new_text="release builds",
+                             derived_from=("build",)))
     text = vault.abs(paths["Release builds"]).read_text(encoding="utf-8")
     assert links_of(text).wikilinks == ("build",) and links_of(text).urls == ()
     assert text.endswith("---\n" + sources.render(["[[build]]"], [], None, {})
@@ -197,7 +200,8 @@ def test_a_node_written_before_the_section_stays_valid_and_gets_it_on_its_next_w
     eng.refresh()
     assert validate.run(vault) == []
     assert eng.recheck().candidates == ()  # the body hashes the ledger bound are unchanged
-    eng.update_node("Release builds", summary="Release builds use cargo dist, not cargo build")
+    eng.update_node("Release builds",
+                    NodeEdit(summary="Release builds use cargo dist, not cargo build"))
     text = vault.abs(paths["Release builds"]).read_text(encoding="utf-8")
     assert sources.OPEN in text and file_url_path(links_of(text).urls[0]) is not None
     assert sources.OPEN not in vault.abs(paths["Test runner"]).read_text(encoding="utf-8")
@@ -215,7 +219,7 @@ def test_a_hand_edit_of_the_section_changes_no_body_and_the_next_write_restores_
     eng.refresh()
     assert eng.catalog.get("Release builds").body == "Use `cargo dist` for releases.\n"
     assert eng.recheck().candidates == () and validate.run(vault) == []
-    eng.update_node("Release builds", summary="Release builds use cargo dist (checked)")
+    eng.update_node("Release builds", NodeEdit(summary="Release builds use cargo dist (checked)"))
     assert "my notes" not in path.read_text(encoding="utf-8")
 
 
@@ -224,11 +228,11 @@ def test_a_body_carrying_the_marker_line_is_refused_and_nothing_is_written(
     _cited_vault(vault, eng, repo)
     before = snapshot(vault)
     for call in (
-        lambda: eng.create_node("Forged", "s", f"{sources.OPEN}\n- Derived from [[x]]\n"
-                                f"{sources.CLOSE}\nreal body\n", space="Scope",
-                                cluster="build", drafter="m"),
-        lambda: eng.update_node("Release builds", old_text="Use",
-                                new_text=f"x\n{sources.OPEN}\nUse"),
+        lambda: eng.create_node(NewNode("Forged", "s", f"{sources.OPEN}\n- Derived from [[x]]\n"
+                                        f"{sources.CLOSE}\nreal body\n", space="Scope",
+                                        cluster="build", drafter="m")),
+        lambda: eng.update_node("Release builds", NodeEdit(old_text="Use",
+                                         new_text=f"x\n{sources.OPEN}\nUse")),
     ):
         with pytest.raises(ContractError, match="sources marker"):
             call()

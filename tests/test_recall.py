@@ -22,6 +22,7 @@ from osk.authority import approvals, tombstones
 from osk.engine import Engine
 from osk.errors import NodeNotFound
 from osk.hooks import recall
+from osk.request import NewNode, NodeEdit
 from osk.search import recallfile
 from osk.search.bm25 import Bm25
 from osk.store.vault import Vault
@@ -48,10 +49,10 @@ def write(eng: Engine, title: str, summary: str, body: str, *, space: str = "Sco
     try:
         eng.read_node(cluster)
     except NodeNotFound:  # every cluster opens with its hub
-        eng.create_node(cluster, "Hub.", "Hub.\n", space=space, cluster=cluster,
-                        drafter="test-model", scope=scope)
-    done = eng.create_node(title, summary, body, space=space, cluster=cluster,
-                           drafter="test-model", scope=scope)
+        eng.create_node(NewNode(cluster, "Hub.", "Hub.\n", space=space, cluster=cluster,
+                                drafter="test-model", scope=scope))
+    done = eng.create_node(NewNode(title, summary, body, space=space, cluster=cluster,
+                                   drafter="test-model", scope=scope))
     return done.id
 
 
@@ -128,7 +129,7 @@ def test_a_node_in_a_protected_region_is_injected_as_its_approved_version(
     with monkeypatch.context() as person:
         person.setattr(sys, "stdin", FakeTerminal())
         approvals.protect(vault, "Person/prefs")
-    eng.update_node("Editor of choice is Helix", summary="The person edits in Zed now.")
+    eng.update_node("Editor of choice is Helix", NodeEdit(summary="The person edits in Zed now."))
     eng.search("editor")  # the index takes the change (served: the approved version)
     block = prompt("claude", project, "which editor of choice, Helix?", "p-1", tmp_path)
     assert f"id {node_id}" in block
@@ -157,7 +158,8 @@ def test_the_same_node_is_not_injected_twice_in_one_conversation(eng, project, t
     first = prompt("claude", project, "how are release tags signed?", "p-1", tmp_path)
     again = prompt("claude", project, "release tags signed with minisign?", "p-2", tmp_path)
     assert f"id {node_id}" in first and again == ""
-    eng.update_node(FACT[0], summary="Release tags are signed with minisign and sigstore.")
+    eng.update_node(FACT[0],
+                    NodeEdit(summary="Release tags are signed with minisign and sigstore."))
     changed = prompt("claude", project, "how are release tags signed?", "p-3", tmp_path)
     assert f"id {node_id}" in changed  # a new version is news
 
@@ -300,9 +302,9 @@ def test_session_start_lists_the_newest_and_the_most_cited_nodes(eng, vault, pro
     cited = write(eng, *FACT)
     for n in range(3):
         eng.read_node(cited)
-        eng.create_node(f"Release step {n}", f"Step {n} of a release.", f"Step {n}.\n",
-                        space="Scope", cluster="release", drafter="test-model",
-                        derived_from=[f"[[{FACT[0]}]]"])
+        eng.create_node(NewNode(f"Release step {n}", f"Step {n} of a release.", f"Step {n}.\n",
+                                space="Scope", cluster="release", drafter="test-model",
+                                derived_from=[f"[[{FACT[0]}]]"]))
     eng.search("anything")
     text = start("claude", project, tmp_path)
     recent = text.split("## Recent nodes", 1)[1].split("## ", 1)[0]
@@ -351,8 +353,9 @@ def fact_citing_its_source(eng: Engine) -> str:
     source = write(eng, "Signing key custody", "The minisign key lives on the release box.",
                    "Key custody.\n")
     eng.read_node(source)
-    return eng.create_node(FACT[0], FACT[1], FACT[2], space="Scope", cluster="release",
-                           drafter="test-model", derived_from=["[[Signing key custody]]"]).id
+    return eng.create_node(NewNode(FACT[0], FACT[1], FACT[2], space="Scope", cluster="release",
+                                   drafter="test-model",
+                                   derived_from=["[[Signing key custody]]"])).id
 
 
 def test_read_node_lists_citation_neighbours_both_ways_then_similar_nodes(eng, vault,
@@ -362,9 +365,9 @@ def test_read_node_lists_citation_neighbours_both_ways_then_similar_nodes(eng, v
           "minisign release tags billing.\n", cluster="keys")
     node_id = fact_citing_its_source(eng)
     eng.read_node(node_id)
-    eng.create_node("Release checklist", "Tag, sign with minisign, push.", "Checklist.\n",
-                    space="Scope", cluster="release", drafter="test-model",
-                    derived_from=[f"[[{FACT[0]}]]"])
+    eng.create_node(NewNode("Release checklist", "Tag, sign with minisign, push.", "Checklist.\n",
+                            space="Scope", cluster="release", drafter="test-model",
+                            derived_from=[f"[[{FACT[0]}]]"]))
     similar = write(eng, "Verifying minisign release tag signatures",
                     "Verify a release tag's minisign signature with the docs KEY.", "Verify.\n")
     related = {r.title: r.why for r in eng.read_node(node_id).related}
@@ -411,8 +414,9 @@ def test_the_hooks_names_for_marker_files_are_their_owners():
 def test_a_hit_carries_the_recheck_marker_when_a_node_it_cites_changed(eng, vault, project,
                                                                       tmp_path):
     node_id = fact_citing_its_source(eng)
-    eng.update_node("Signing key custody", old_text="Key custody.", new_text="Key custody, "
-                    "moved to a hardware key.")
+    eng.update_node("Signing key custody", NodeEdit(old_text="Key custody.",
+                                                    new_text="Key custody, "
+                             "moved to a hardware key."))
     assert "recheck" in eng.search("minisign release tags").hits[0].markers
     block = prompt("claude", project, "are release tags signed with minisign?", "p-1",
                    tmp_path)
@@ -422,9 +426,10 @@ def test_a_hit_carries_the_recheck_marker_when_a_node_it_cites_changed(eng, vaul
 def test_the_node_that_supersedes_another_is_recalled_in_its_place(eng, project, tmp_path):
     old = write(eng, "Match tick rate is 30 Hz", "The match server ticks at 30 Hz.",
                 "The match server simulation ticks at 30 Hz.\n", cluster="net")
-    new = eng.create_node("Simulation rate raised", "Since v2 the simulation runs at 60 Hz.",
-                          "Raised to 60 Hz for v2.\n", space="Scope", cluster="net",
-                          drafter="test-model", supersedes="Match tick rate is 30 Hz").id
+    new = eng.create_node(NewNode("Simulation rate raised",
+                                  "Since v2 the simulation runs at 60 Hz.",
+                                  "Raised to 60 Hz for v2.\n", space="Scope", cluster="net",
+                                  drafter="test-model", supersedes="Match tick rate is 30 Hz")).id
     block = prompt("claude", project, "what tick rate does the match server run at?", "p-1",
                    tmp_path)
     assert f"id {new}" in block and f"id {old}" not in block

@@ -27,6 +27,7 @@ from writekit import write_toml
 
 from osk.engine import Engine
 from osk.hooks import recall, recall_channel, recall_server
+from osk.request import NewNode
 from osk.search import SearchIndex, recallfile
 from osk.store.vault import Vault, init
 
@@ -261,8 +262,8 @@ def test_a_vault_whose_socket_path_is_too_long_listens_in_a_private_temp_folder(
     folder = recall_channel.socket_dir(vault)
     assert folder.parent == Path("/tmp") / f"osk-{os.getuid()}"
     eng = Engine.open(vault, cwd=deep, scope=None)
-    eng.create_node("notes", "Hub.", "Hub.\n", space="domain", cluster="notes",
-                    drafter="test-model")
+    eng.create_node(NewNode("notes", "Hub.", "Hub.\n", space="domain", cluster="notes",
+                            drafter="test-model"))
     listener = eng.listen_for_recall()
     assert listener is not None
     try:

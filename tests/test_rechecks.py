@@ -16,6 +16,7 @@ from osk.engine import Engine
 from osk.errors import CascadeStop, OskError, RecheckError, RecheckUnread
 from osk.provenance.recheck_summary import scope_notes
 from osk.provenance.rechecks import ReadLog
+from osk.request import NewNode, NodeEdit
 from osk.store.ledger import Ledger
 from osk.store.vault import Vault
 
@@ -49,7 +50,7 @@ def test_the_recheck_cycle_closes_only_after_the_changed_source_is_read(
     assert candidates(chain) == []
     old_hash = chain.catalog.get("Source").body_hash
     assert chain.read_node("Source").complete  # reading the old version does not count later
-    chain.update_node("Source", old_text="10", new_text="20")
+    chain.update_node("Source", NodeEdit(old_text="10", new_text="20"))
     [cand] = candidates(chain)
     assert (cand.citing_title, cand.target, cand.reason) == ("Claim", "[[Source]]",
                                                             "target-changed")
@@ -66,78 +67,81 @@ def test_the_recheck_cycle_closes_only_after_the_changed_source_is_read(
 
 
 def test_update_node_with_recheck_of_and_no_changes_is_a_re_citation(chain: Engine):
-    chain.update_node("Source", old_text="10", new_text="20")
+    chain.update_node("Source", NodeEdit(old_text="10", new_text="20"))
     [cand] = candidates(chain)
     chain.read_node("Source")
-    result = chain.update_node("Claim", recheck_of=[cand.id])
+    result = chain.update_node("Claim", NodeEdit(recheck_of=[cand.id]))
     assert result.closed == (cand.id,) and candidates(chain) == []
 
 
 def test_a_correction_may_not_run_ahead_of_its_unresolved_source(chain: Engine, vault: Vault):
-    chain.update_node("Source", old_text="10", new_text="20")
+    chain.update_node("Source", NodeEdit(old_text="10", new_text="20"))
     [cand] = candidates(chain)
-    error = refused(vault, lambda: chain.update_node("Summary", old_text="see", new_text="read"),
+    error = refused(vault, lambda: chain.update_node("Summary", NodeEdit(old_text="see",
+                                                                         new_text="read")),
                     CascadeStop, "recheck-cascade-stop")
     assert error.candidates == [cand.id] and "'Claim'" in str(error)
 
 
 def test_a_correction_names_only_a_source_state_the_session_read(chain: Engine, vault: Vault):
-    chain.update_node("Source", old_text="10", new_text="20")
+    chain.update_node("Source", NodeEdit(old_text="10", new_text="20"))
     [cand] = candidates(chain)
-    refused(vault, lambda: chain.update_node("Claim", old_text="10", new_text="20",
-                                             recheck_of=[cand.id]),
+    refused(vault, lambda: chain.update_node("Claim", NodeEdit(old_text="10", new_text="20",
+                                                      recheck_of=[cand.id])),
             RecheckUnread, "recheck-read-first")
 
 
 def test_a_correction_closes_its_candidate_and_the_next_correction_stops_at_the_cascade(
         chain: Engine, vault: Vault):
-    chain.update_node("Source", old_text="10", new_text="20")
+    chain.update_node("Source", NodeEdit(old_text="10", new_text="20"))
     [first] = candidates(chain)
     chain.read_node("Source")
-    result = chain.update_node("Claim", old_text="10", new_text="20", recheck_of=[first.id])
+    result = chain.update_node("Claim", NodeEdit(old_text="10", new_text="20",
+                                                 recheck_of=[first.id]))
     assert result.closed == (first.id,)
     [second] = candidates(chain)
     assert (second.citing_title, second.target, second.cascade) == ("Summary", "[[Claim]]",
                                                                    True)
     chain.read_node("Claim")
-    refused(vault, lambda: chain.update_node("Summary", old_text="see", new_text="read",
-                                             recheck_of=[second.id]),
+    refused(vault, lambda: chain.update_node("Summary", NodeEdit(old_text="see", new_text="read",
+                                                      recheck_of=[second.id])),
             CascadeStop, "recheck-cascade-stop")
-    refused(vault, lambda: chain.update_node("Summary", summary="other words"), CascadeStop,
+    refused(vault, lambda: chain.update_node("Summary", NodeEdit(summary="other words")),
+            CascadeStop,
             "recheck-cascade-stop")
     # re-citing unchanged is always allowed: it propagates nothing
-    chain.update_node("Summary", recheck_of=[second.id])
+    chain.update_node("Summary", NodeEdit(recheck_of=[second.id]))
     assert candidates(chain) == []
 
 
 def test_a_person_corrects_past_the_cascade_stop(chain: Engine, vault: Vault, repo: Path):
-    chain.update_node("Source", old_text="10", new_text="20")
+    chain.update_node("Source", NodeEdit(old_text="10", new_text="20"))
     person = Engine.open(vault, cwd=repo, actor="user")
-    person.update_node("Summary", old_text="see", new_text="read")
+    person.update_node("Summary", NodeEdit(old_text="see", new_text="read"))
     assert person.catalog.get("Summary").body == "Rate limits: read Claim.\n"
 
 
 def test_cascade_ends_once_the_target_is_edited_again_without_a_recheck(chain: Engine):
-    chain.update_node("Source", old_text="10", new_text="20")
+    chain.update_node("Source", NodeEdit(old_text="10", new_text="20"))
     [first] = candidates(chain)
     chain.read_node("Source")
-    chain.update_node("Claim", old_text="10", new_text="20", recheck_of=[first.id])
-    chain.update_node("Claim", old_text="allow", new_text="permit")
+    chain.update_node("Claim", NodeEdit(old_text="10", new_text="20", recheck_of=[first.id]))
+    chain.update_node("Claim", NodeEdit(old_text="allow", new_text="permit"))
     [cand] = candidates(chain)
     assert cand.citing_title == "Summary" and cand.cascade is False
 
 
 def test_dropping_a_stale_citation_closes_it_without_reading(chain: Engine):
-    chain.update_node("Source", old_text="10", new_text="20")
+    chain.update_node("Source", NodeEdit(old_text="10", new_text="20"))
     [cand] = candidates(chain)
-    chain.update_node("Claim", derived_from=[], recheck_of=[cand.id])
+    chain.update_node("Claim", NodeEdit(derived_from=[], recheck_of=[cand.id]))
     assert candidates(chain) == []
 
 
 def test_a_body_change_carries_complete_pairs_forward(chain: Engine, vault: Vault):
     ref = chain.append_raw("talk", user="what is the limit?", assistant="ten")
-    chain.update_node("Claim", derived_from=["[[Source]]", ref.coordinate])
-    chain.update_node("Claim", old_text="allow", new_text="permit")
+    chain.update_node("Claim", NodeEdit(derived_from=["[[Source]]", ref.coordinate]))
+    chain.update_node("Claim", NodeEdit(old_text="allow", new_text="permit"))
     # Claim's own citations stay current; Summary, which cites Claim, now needs a recheck
     assert [c.citing_title for c in candidates(chain)] == ["Summary"]
     record = Ledger(vault, "rechecks").read().records[-1]
@@ -146,9 +150,9 @@ def test_a_body_change_carries_complete_pairs_forward(chain: Engine, vault: Vaul
 
 
 def test_a_stale_pair_stays_stale_across_an_unrelated_update(chain: Engine):
-    chain.update_node("Source", old_text="10", new_text="20")
+    chain.update_node("Source", NodeEdit(old_text="10", new_text="20"))
     [cand] = candidates(chain)
-    chain.update_node("Claim", summary="A claim about limits")
+    chain.update_node("Claim", NodeEdit(summary="A claim about limits"))
     assert [c.id for c in candidates(chain)] == [cand.id]
 
 
@@ -171,14 +175,14 @@ def test_a_target_deleted_by_hand_cannot_be_re_cited(chain: Engine, vault: Vault
     [cand] = candidates(chain)
     assert (cand.reason, cand.current_hash) == ("target-missing", None)
     refused(vault, lambda: chain.recite([cand.id]), RecheckError, "rechecks")
-    chain.update_node("Claim", derived_from=[], recheck_of=[cand.id])
+    chain.update_node("Claim", NodeEdit(derived_from=[], recheck_of=[cand.id]))
     assert candidates(chain) == []
 
 
 def test_an_unknown_candidate_is_refused(chain: Engine, vault: Vault):
     refused(vault, lambda: chain.recite(["000000000000"]), RecheckError, "rechecks")
-    refused(vault, lambda: chain.update_node("Claim", old_text="10", new_text="11",
-                                             recheck_of=["000000000000"]),
+    refused(vault, lambda: chain.update_node("Claim", NodeEdit(old_text="10", new_text="11",
+                                                      recheck_of=["000000000000"])),
             RecheckError, "rechecks")
 
 
@@ -187,7 +191,7 @@ def test_reading_a_long_target_in_pages_counts_once_every_page_was_read(eng: Eng
     long_body = "".join(f"line {i:05d}\n" for i in range(900))  # 10,800 characters
     create(eng, "Long source", body=long_body)
     create(eng, "Digest", derived_from=("[[Long source]]",))
-    eng.update_node("Long source", old_text="line 00000", new_text="LINE 00000")
+    eng.update_node("Long source", NodeEdit(old_text="line 00000", new_text="LINE 00000"))
     [cand] = candidates(eng)
     page = eng.read_node("Long source")
     assert not page.complete and page.hash is None and page.next_start == 4000
@@ -235,7 +239,7 @@ def test_another_engine_sees_pairs_and_candidates_as_soon_as_they_are_written(
     second = Engine.open(vault, cwd=repo)
     assert candidates(second) == []
     create(second, "Late claim", derived_from=("[[Source]]",))
-    chain.update_node("Source", old_text="10", new_text="30")
+    chain.update_node("Source", NodeEdit(old_text="10", new_text="30"))
     second.refresh()
     assert sorted(c.citing_title for c in candidates(second)) == ["Claim", "Late claim"]
 
@@ -248,11 +252,11 @@ def test_concurrent_changes_to_one_nodes_citations_are_a_fork_until_re_cited(
     shutil.rmtree(other_root / ".osk" / "index", ignore_errors=True)
     device_b = Engine.open(Vault(other_root), cwd=chain.session.key.repo_root)
     # device A re-cites after a change; device B rewrites the citing node
-    chain.update_node("Source", old_text="10", new_text="20")
-    device_b.update_node("Source", old_text="10", new_text="20")
+    chain.update_node("Source", NodeEdit(old_text="10", new_text="20"))
+    device_b.update_node("Source", NodeEdit(old_text="10", new_text="20"))
     chain.read_node("Source")
     chain.recite([candidates(chain)[0].id])
-    device_b.update_node("Claim", old_text="allow", new_text="permit")
+    device_b.update_node("Claim", NodeEdit(old_text="allow", new_text="permit"))
     ours = vault.ledger_path("rechecks").read_bytes().splitlines(keepends=True)
     theirs = (other_root / "_ledger" / "rechecks.jsonl").read_bytes().splitlines(keepends=True)
     vault.ledger_path("rechecks").write_bytes(b"".join(ours + [x for x in theirs
@@ -267,7 +271,7 @@ def test_concurrent_changes_to_one_nodes_citations_are_a_fork_until_re_cited(
 
 def test_the_hook_summary_lists_a_scopes_candidates(chain: Engine, vault: Vault):
     assert scope_notes(vault, "proj") == []
-    chain.update_node("Source", old_text="10", new_text="20")
+    chain.update_node("Source", NodeEdit(old_text="10", new_text="20"))
     [cand] = candidates(chain)
     [item] = scope_notes(vault, "proj")
     assert item == {"id": cand.id, "citing": "Claim", "path": cand.citing_path,
@@ -307,10 +311,10 @@ def test_a_round_appended_after_a_recheck_pass_is_citable_at_once(eng: Engine, h
 
 
 def test_domain_candidates_are_in_every_scopes_hook_summary(eng: Engine, vault: Vault):
-    eng.create_node("patterns", "hub", "Patterns.\n", space="Domain", cluster="patterns",
-                    drafter="m")
+    eng.create_node(NewNode("patterns", "hub", "Patterns.\n", space="Domain", cluster="patterns",
+                            drafter="m"))
     create(eng, "Retry", space="Domain", cluster="patterns", derived_from=("[[patterns]]",))
-    eng.update_node("patterns", old_text="Patterns", new_text="All patterns")
+    eng.update_node("patterns", NodeEdit(old_text="Patterns", new_text="All patterns"))
     candidates(eng)
     assert [i["citing"] for i in scope_notes(vault, "")] == ["Retry"]
     assert scope_notes(vault, "proj") == scope_notes(vault, "elsewhere") == []
@@ -320,10 +324,11 @@ def test_a_file_citation_stays_bound_to_its_project_when_another_project_edits_t
         eng: Engine, vault: Vault, tmp_path: Path):
     other = Engine.open(vault, cwd=make_repo(tmp_path / "work" / "other", files={
         "src/app.py": "print('a different file')\n"}))
-    eng.create_node("patterns", "hub", "x\n", space="Domain", cluster="patterns", drafter="m")
+    eng.create_node(NewNode("patterns", "hub", "x\n", space="Domain", cluster="patterns",
+                            drafter="m"))
     create(eng, "Entry", space="Domain", cluster="patterns", body="Starts in app.py.\n",
            derived_from=("file:src/app.py",))
-    other.update_node("Entry", old_text="Starts", new_text="It starts")
+    other.update_node("Entry", NodeEdit(old_text="Starts", new_text="It starts"))
     assert candidates(eng) == [] and candidates(other) == []
     [pair] = eng.rechecks.citations(eng.catalog.get("Entry").id).pairs
     assert pair == "file:proj:src/app.py"
@@ -334,10 +339,10 @@ def test_a_correction_stopped_at_the_cascade_waits_in_the_persons_queue(
     from authority_support import osk
 
     assert osk(vault, "candidates").out == "No open candidates.\n"
-    chain.update_node("Source", old_text="10", new_text="20")
+    chain.update_node("Source", NodeEdit(old_text="10", new_text="20"))
     [first] = candidates(chain)
     chain.read_node("Source")
-    chain.update_node("Claim", old_text="10", new_text="20", recheck_of=[first.id])
+    chain.update_node("Claim", NodeEdit(old_text="10", new_text="20", recheck_of=[first.id]))
     [stopped] = candidates(chain)
     listed = osk(vault, "candidates")
     assert listed.code == 0, listed.err
@@ -348,5 +353,6 @@ def test_a_correction_stopped_at_the_cascade_waits_in_the_persons_queue(
     (item,) = json.loads(osk(vault, "candidates", "--json").out)
     assert (item["type"], item["key"], item["citing"]) == ("cascade", stopped.id, "Summary")
     chain.read_node("Claim")
-    chain.update_node("Summary", recheck_of=[stopped.id])  # the agent re-cites: queue empty
+    # the agent re-cites: queue empty
+    chain.update_node("Summary", NodeEdit(recheck_of=[stopped.id]))
     assert osk(vault, "candidates").out == "No open candidates.\n"

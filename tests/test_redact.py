@@ -19,6 +19,7 @@ from osk import redaction, validate
 from osk.capture import raw
 from osk.capture.secrets import redact
 from osk.engine import Engine
+from osk.request import NewNode, NodeEdit
 from osk.store.vault import Vault
 from osk.sync.cycle import sync_once
 
@@ -33,11 +34,11 @@ def conversation(vault: Vault, repo: Path) -> tuple[Engine, list[raw.RoundRef]]:
             eng.append_raw("talk", user="and the backup?",
                            assistant=f"Backed up using {SPAN} as well."),
             eng.append_raw("talk", user="thanks", assistant="You are welcome.")]
-    eng.create_node("nas", "The NAS", "The NAS hub.\n", space="Scope", cluster="nas",
-                    drafter="test-model")
-    eng.create_node("Mounting the NAS", "How the NAS is mounted", "Mounted over SMB.\n",
-                    space="Scope", cluster="nas", drafter="test-model",
-                    derived_from=(refs[0].coordinate, refs[2].coordinate))
+    eng.create_node(NewNode("nas", "The NAS", "The NAS hub.\n", space="Scope", cluster="nas",
+                            drafter="test-model"))
+    eng.create_node(NewNode("Mounting the NAS", "How the NAS is mounted", "Mounted over SMB.\n",
+                            space="Scope", cluster="nas", drafter="test-model",
+                            derived_from=(refs[0].coordinate, refs[2].coordinate)))
     return eng, refs
 
 
@@ -143,15 +144,15 @@ def test_redacting_a_node_rewrites_it_as_the_person_and_purges_earlier_versions(
     repo = make_repo(tmp_path / "work" / "proj")
     eng = Engine.open(vault, cwd=repo)
     source = eng.append_raw("talk", user="how do we reach the NAS?", assistant="Over SMB.")
-    eng.create_node("nas", "The NAS", "The NAS hub.\n", space="Scope", cluster="nas",
-                    drafter="test-model")
-    created = eng.create_node("NAS access", f"log in with {SPAN}",
-                              f"Mount it over SMB.\n\nLogin: {SPAN}\n", space="Scope",
-                              cluster="nas", drafter="test-model",
-                              derived_from=(source.coordinate,))
-    edited = eng.update_node("NAS access", old_text="Mount it", new_text="Mount the NAS")
-    eng.create_node("Backups", "Where backups go", "To the NAS.\n", space="Scope",
-                    cluster="nas", drafter="test-model", derived_from=("NAS access",))
+    eng.create_node(NewNode("nas", "The NAS", "The NAS hub.\n", space="Scope", cluster="nas",
+                            drafter="test-model"))
+    created = eng.create_node(NewNode("NAS access", f"log in with {SPAN}",
+                                      f"Mount it over SMB.\n\nLogin: {SPAN}\n", space="Scope",
+                                      cluster="nas", drafter="test-model",
+                                      derived_from=(source.coordinate,)))
+    edited = eng.update_node("NAS access", NodeEdit(old_text="Mount it", new_text="Mount the NAS"))
+    eng.create_node(NewNode("Backups", "Where backups go", "To the NAS.\n", space="Scope",
+                            cluster="nas", drafter="test-model", derived_from=("NAS access",)))
     assert len(holding(vault)) == 2  # the created version and the edited (current) one
     sync_once(vault)
     sync_once(second)
@@ -189,10 +190,11 @@ def test_redacting_a_node_rewrites_it_as_the_person_and_purges_earlier_versions(
 
 def test_a_node_redaction_refuses_a_title_and_a_protected_region(vault: Vault, tmp_path: Path):
     eng = Engine.open(vault, cwd=make_repo(tmp_path / "work" / "proj"))
-    eng.create_node("nas", "The NAS", f"Login {SPAN}.\n", space="Scope", cluster="nas",
-                    drafter="test-model")
-    eng.create_node(f"Note {SPAN}", "A note", "Nothing here.\n", space="Scope", cluster="nas",
-                    drafter="test-model")
+    eng.create_node(NewNode("nas", "The NAS", f"Login {SPAN}.\n", space="Scope", cluster="nas",
+                            drafter="test-model"))
+    eng.create_node(NewNode(f"Note {SPAN}", "A note", "Nothing here.\n", space="Scope",
+                            cluster="nas",
+                            drafter="test-model"))
     titled = osk(vault, "redact", f"Note {SPAN}", tty=True, answer=f"{SPAN}\nX\n")
     assert titled.code == 1 and "part of the node's title" in titled.err
     assert osk(vault, "protect", "Scope/proj/nas", tty=True).code == 0

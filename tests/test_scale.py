@@ -26,6 +26,7 @@ from osk.errors import OskError
 from osk.importer import Importer, read_lines
 from osk.provenance import rechecks as rechecks_mod
 from osk.provenance.rechecks import Rechecks
+from osk.request import NewNode, NodeEdit
 from osk.store import catalog as catalog_mod
 from osk.store import freshness as freshness_mod
 from osk.store.catalog import Catalog, Changes
@@ -60,12 +61,12 @@ class CountingEntries(dict):
 def test_the_candidates_after_a_write_never_pass_over_every_catalog_entry(
         eng: Engine, hub: str):
     for n in range(12):
-        eng.create_node(f"note {n}", "s", f"body {n}\n", space="Scope", cluster=hub,
-                        drafter="m", derived_from=[f"[[note {n - 1}]]"] if n else [])
-    eng.update_node("note 3", old_text="body 3", new_text="body three")
+        eng.create_node(NewNode(f"note {n}", "s", f"body {n}\n", space="Scope", cluster=hub,
+                                drafter="m", derived_from=[f"[[note {n - 1}]]"] if n else []))
+    eng.update_node("note 3", NodeEdit(old_text="body 3", new_text="body three"))
     before = eng.rechecks.candidates(eng.catalog)
     assert [c.citing_title for c in before] == ["note 4"]
-    eng.update_node("note 7", old_text="body 7", new_text="body seven")
+    eng.update_node("note 7", NodeEdit(old_text="body 7", new_text="body seven"))
     eng.catalog.note_written(eng.catalog.get("note 9").path)
     eng.catalog.entries = CountingEntries(eng.catalog.entries)
     CountingEntries.passes = 0
@@ -86,8 +87,9 @@ def test_incremental_candidates_equal_a_full_recomputation_after_random_catalog_
     rng = random.Random(SEED + keep)
     project = make_repo(tmp_path / "work" / "proj")
     one, two = Engine.open(vault, cwd=project), Engine.open(vault, cwd=project)
-    one.create_node("auth", "hub", "Hub.\n", space="Scope", cluster="auth", drafter="m")
-    one.create_node("shared", "hub", "Hub.\n", space="Domain", cluster="shared", drafter="m")
+    one.create_node(NewNode("auth", "hub", "Hub.\n", space="Scope", cluster="auth", drafter="m"))
+    one.create_node(NewNode("shared", "hub", "Hub.\n", space="Domain", cluster="shared",
+                            drafter="m"))
     titles = ["auth"]
     for trial in range(TRIALS):
         engine = rng.choice([one, one, two])
@@ -110,13 +112,14 @@ def _act(engine: Engine, vault: Vault, rng: random.Random, action: str, trial: i
          titles: list[str]) -> None:
     if action == "create":
         cites = rng.sample(titles, min(len(titles), rng.randint(0, 3)))
-        engine.create_node(f"t{trial}", "s", f"body {trial}\n", space="Scope", cluster="auth",
-                           drafter="m", derived_from=[f"[[{t}]]" for t in cites])
+        engine.create_node(NewNode(f"t{trial}", "s", f"body {trial}\n", space="Scope",
+                                   cluster="auth",
+                                   drafter="m", derived_from=[f"[[{t}]]" for t in cites]))
         titles.append(f"t{trial}")
     elif action == "update":
         title = rng.choice(titles)
-        engine.update_node(title, body=f"new body {trial}\n",
-                           expect_hash=engine.read_node(title).hash)
+        engine.update_node(title, NodeEdit(body=f"new body {trial}\n",
+                                    expect_hash=engine.read_node(title).hash))
     elif action == "hand-edit":
         path = vault.abs(engine.catalog.get(rng.choice(titles)).path)
         path.write_text(path.read_text(encoding="utf-8") + f"hand {trial}\n", encoding="utf-8")
@@ -138,8 +141,8 @@ def _act(engine: Engine, vault: Vault, rng: random.Random, action: str, trial: i
             source, citing = cand.target_key.partition(":")[2], cand.citing_id
             if cand.target_key.startswith("node:") and engine.read_node(source):
                 current = engine.read_node(citing).hash
-                engine.update_node(citing, body=f"fixed {trial}\n", expect_hash=current,
-                                   recheck_of=[cand.id])
+                engine.update_node(citing, NodeEdit(body=f"fixed {trial}\n", expect_hash=current,
+                                            recheck_of=[cand.id]))
 
 
 def _fresh_id() -> str:
@@ -152,13 +155,14 @@ def test_the_change_log_names_what_changed_since_a_mark_and_says_when_it_cannot(
         vault: Vault, eng: Engine, hub: str, monkeypatch: pytest.MonkeyPatch):
     catalog = eng.catalog
     mark = catalog.mark
-    eng.create_node("Tokens", "s", "Tokens expire.\n", space="Scope", cluster=hub, drafter="m")
+    eng.create_node(NewNode("Tokens", "s", "Tokens expire.\n", space="Scope", cluster=hub,
+                            drafter="m"))
     rel = catalog.get("Tokens").path
     assert rel in (catalog.changed_since(mark) or [])
     monkeypatch.setattr(catalog_mod, "CHANGE_LOG_KEEP", 2)
     later = catalog.mark
     for n in range(4):
-        eng.create_node(f"Extra {n}", "s", "x\n", space="Scope", cluster=hub, drafter="m")
+        eng.create_node(NewNode(f"Extra {n}", "s", "x\n", space="Scope", cluster=hub, drafter="m"))
     assert catalog.changed_since(mark) is None  # the log no longer reaches back to it
     assert catalog.changed_since(later) is None or rel not in catalog.changed_since(later)
     assert Catalog(vault).changed_since(10**6) is None  # a mark from another catalog
@@ -230,12 +234,13 @@ OTHER_WRITER = """
 import sys
 from pathlib import Path
 from osk.engine import Engine
+from osk.request import NewNode
 
 engine = Engine.open(sys.argv[1], cwd=Path(sys.argv[2]), actor="user")
-engine.create_node("elsewhere", "s", "Another process's cluster.", space="Domain",
-                   cluster="elsewhere", drafter="other")
-engine.create_node("Taken by another", "s", "Another process wrote it.", space="Domain",
-                   cluster="elsewhere", drafter="other")
+engine.create_node(NewNode("elsewhere", "s", "Another process's cluster.", space="Domain",
+                           cluster="elsewhere", drafter="other"))
+engine.create_node(NewNode("Taken by another", "s", "Another process wrote it.", space="Domain",
+                           cluster="elsewhere", drafter="other"))
 """
 
 
@@ -274,7 +279,8 @@ def test_hand_changes_are_seen_within_the_sweep_bound_without_a_full_walk(
     monkeypatch.setattr(freshness_mod, "RACE_NS", 0)
     rng = random.Random(SEED)
     for n in range(14):
-        eng.create_node(f"n{n}", "s", f"body {n}\n", space="Scope", cluster=hub, drafter="m")
+        eng.create_node(NewNode(f"n{n}", "s", f"body {n}\n", space="Scope", cluster=hub,
+                                drafter="m"))
     walks = []
     monkeypatch.setattr(eng.catalog, "refresh", lambda: walks.append(1) or Changes())
     folder = vault.abs(eng.catalog.get("n0").path).parent
@@ -311,7 +317,8 @@ def test_an_edit_in_place_is_found_by_the_sweep_alone_within_its_bound(
     monkeypatch.setattr(catalog_mod, "_RACE_WINDOW_NS", 0)
     monkeypatch.setattr(freshness_mod, "RACE_NS", 0)
     for n in range(10):
-        eng.create_node(f"n{n}", "s", f"body {n}\n", space="Scope", cluster=hub, drafter="m")
+        eng.create_node(NewNode(f"n{n}", "s", f"body {n}\n", space="Scope", cluster=hub,
+                                drafter="m"))
     eng.search("body")
     # The folder no longer changes below, so its listing stays good: the folder check alone
     # can never see an edit in place (same inode, same folder stat).

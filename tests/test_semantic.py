@@ -12,6 +12,7 @@ import pytest
 from semantic_support import write_tiny_model
 
 from osk.engine import Engine
+from osk.request import NewNode
 from osk.search import ranking, semantic
 from osk.search.corpus import Corpus, SearchDoc
 from osk.search.expand import query_terms
@@ -42,7 +43,7 @@ def engine(vault: Vault) -> Engine:
 
 
 def write(eng: Engine, title: str, body: str, summary: str = "a note") -> None:
-    eng.create_node(title, summary, body, space="domain", cluster="notes", drafter="test")
+    eng.create_node(NewNode(title, summary, body, space="domain", cluster="notes", drafter="test"))
 
 
 # -- fusion ---------------------------------------------------------------------------------

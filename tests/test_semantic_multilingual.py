@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from osk.engine import Engine
+from osk.request import NewNode
 from osk.search import semantic
 from osk.store.vault import Vault
 
@@ -46,10 +47,10 @@ def put(eng: Engine, title: str, summary: str, body: str, *, space: str = "domai
     """A node, and its cluster's hub first when the cluster is new."""
     hubs = {"domain": "Domain", "person": "Person", "scope": f"Scope/{scope}"}
     if not eng.vault.abs(f"{hubs[space]}/{cluster}/{cluster}.md").exists():
-        eng.create_node(cluster, "the cluster hub", f"The {cluster} of these tests.",
-                        space=space, cluster=cluster, scope=scope, drafter="test")
-    eng.create_node(title, summary, body, space=space, cluster=cluster, scope=scope,
-                    drafter="test")
+        eng.create_node(NewNode(cluster, "the cluster hub", f"The {cluster} of these tests.",
+                                space=space, cluster=cluster, scope=scope, drafter="test"))
+    eng.create_node(NewNode(title, summary, body, space=space, cluster=cluster, scope=scope,
+                            drafter="test"))
 
 
 def write_all(vault: Vault) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from osk.engine import Engine
+from osk.request import NewNode, NodeEdit
 from osk.store.vault import Vault
 from osk.surfaces.cli import main
 
@@ -27,11 +28,11 @@ def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture
 def written(vault: Vault, repo: Path) -> Engine:
     engine = Engine.open(vault, cwd=repo)
-    engine.create_node("cache", "the cache hub", "Hub.\n", space="scope", cluster="cache",
-                       drafter="m")
+    engine.create_node(NewNode("cache", "the cache hub", "Hub.\n", space="scope", cluster="cache",
+                               drafter="m"))
     body = "".join(f"## Part {i}\n{'text ' * 20}\n" for i in range(3))
-    engine.create_node("Cache TTL", "TTL facts", body, space="scope", cluster="cache",
-                       drafter="m", derived_from=["[[cache]]"])
+    engine.create_node(NewNode("Cache TTL", "TTL facts", body, space="scope", cluster="cache",
+                               drafter="m", derived_from=["[[cache]]"]))
     return engine
 
 
@@ -43,7 +44,7 @@ def test_overview_prints_the_session_scope_and_counts(written: Engine, capsys):
 
 
 def test_overview_json_lists_recheck_candidates(written: Engine, capsys):
-    written.update_node("cache", old_text="Hub.", new_text="The hub.")
+    written.update_node("cache", NodeEdit(old_text="Hub.", new_text="The hub."))
     assert main(["overview", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["scope"] == "app"

@@ -21,6 +21,7 @@ from osk.capture.raw import record_name
 from osk.engine import Engine
 from osk.errors import OutsideVault, SyncError
 from osk.provenance.scope_memory import ScopeMemory
+from osk.request import NewNode
 from osk.store.vault import Vault
 from osk.surfaces.cli import main
 from osk.sync.cycle import sync_once
@@ -117,8 +118,9 @@ def test_an_empty_cluster_folder_linked_elsewhere_gets_no_node(
         eng: Engine, vault: Vault, hub: str, outside: Path):
     (vault.root / "Scope" / "proj" / "billing").symlink_to(outside, True)
     with pytest.raises(OutsideVault):
-        eng.create_node("billing", "Billing", "Billing.\n", space="Scope", cluster="billing",
-                        drafter="test-model")
+        eng.create_node(NewNode("billing", "Billing", "Billing.\n", space="Scope",
+                                cluster="billing",
+                                drafter="test-model"))
     assert _listing(outside) == {}
 
 

@@ -26,6 +26,7 @@ from osk.errors import (
     TombstoneError,
 )
 from osk.provenance.sessions import Routing
+from osk.request import NewNode, NodeEdit
 from osk.store import sources
 from osk.store.ids import is_uuid7
 from osk.store.ledger import Ledger
@@ -49,8 +50,9 @@ def refused(vault: Vault, call: Callable[[], object], error: type[OskError],
 def other(vault: Vault, tmp_path: Path) -> Engine:
     """A second project's session in the same vault, with its own hub and a raw round."""
     engine = Engine.open(vault, cwd=make_repo(tmp_path / "work" / "other"))
-    engine.create_node("billing", "How the other project bills", "Billing.\n", space="Scope",
-                       cluster="billing", drafter="test-model")
+    engine.create_node(NewNode("billing", "How the other project bills", "Billing.\n",
+                               space="Scope",
+                               cluster="billing", drafter="test-model"))
     engine.append_raw("talk", user="price?", assistant="ten euros")
     return engine
 
@@ -64,8 +66,9 @@ def shared(vault: Vault, *scopes: str) -> None:
 def test_create_writes_a_contract_node_with_a_server_id_and_the_agent_as_author(
         eng: Engine, vault: Vault, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("OSK_NOW", "2026-11-29T18:02+09:00")
-    result = eng.create_node("auth", "How this project authenticates", "# Auth\n\nTokens.\n",
-                             space="Scope", cluster="auth", drafter="test-model")
+    result = eng.create_node(NewNode("auth", "How this project authenticates",
+                                     "# Auth\n\nTokens.\n",
+                                     space="Scope", cluster="auth", drafter="test-model"))
     assert is_uuid7(result.id)
     assert (result.action, result.path, result.scope) == ("created", "Scope/proj/auth/auth.md",
                                                           "proj")
@@ -87,23 +90,25 @@ def test_create_writes_a_contract_node_with_a_server_id_and_the_agent_as_author(
 
 def test_the_first_scope_write_binds_the_session_key(eng: Engine, vault: Vault):
     assert not eng.session.bound
-    first = eng.create_node("auth", "hub", "x\n", space="Scope", cluster="auth", drafter="m")
+    first = eng.create_node(NewNode("auth", "hub", "x\n", space="Scope", cluster="auth",
+                                    drafter="m"))
     second = create(eng, "Token lifetime")
     assert (first.bound_now, first.bound, second.bound_now) == (True, True, False)
     assert Routing(vault).scope_for("proj") == "proj" and Routing(vault).route("proj")[1]
 
 
 def test_domain_and_person_writes_do_not_bind_the_session(eng: Engine, vault: Vault):
-    eng.create_node("patterns", "Reusable patterns", "x\n", space="Domain", cluster="patterns",
-                    drafter="m")
+    eng.create_node(NewNode("patterns", "Reusable patterns", "x\n", space="Domain",
+                            cluster="patterns",
+                            drafter="m"))
     assert not Routing(vault).route("proj")[1] and not eng.session.bound
 
 
 def test_a_person_at_the_terminal_writes_as_user_with_confirmed_trust(vault: Vault,
                                                                       repo: Path):
     person = Engine.open(vault, cwd=repo, actor="user")
-    result = person.create_node("me", "Who I am", "I prefer tabs.\n", space="Person",
-                                cluster="me", drafter="hand")
+    result = person.create_node(NewNode("me", "Who I am", "I prefer tabs.\n", space="Person",
+                                        cluster="me", drafter="hand"))
     text = vault.abs(result.path).read_text(encoding="utf-8")
     assert "author: user\n" in text and "trust: confirmed\n" in text
 
@@ -111,14 +116,15 @@ def test_a_person_at_the_terminal_writes_as_user_with_confirmed_trust(vault: Vau
 @pytest.mark.parametrize("title", ["a/b", "CON", "ends with a dot.", " padded", "x[y]"])
 def test_a_title_that_is_no_portable_file_name_is_refused(eng: Engine, vault: Vault,
                                                            title: str):
-    refused(vault, lambda: eng.create_node(title, "s", "b\n", space="Scope", cluster="auth",
-                                           drafter="m"), TitleError, "unique-portable-titles")
+    refused(vault, lambda: eng.create_node(NewNode(title, "s", "b\n", space="Scope", cluster="auth",
+                                                   drafter="m")), TitleError,
+                                                   "unique-portable-titles")
 
 
 def test_a_title_taken_after_case_folding_is_refused_vault_wide(eng: Engine, vault: Vault,
                                                                 hub: str):
-    error = refused(vault, lambda: eng.create_node("AUTH", "s", "b\n", space="Domain",
-                                                   cluster="auth", drafter="m"),
+    error = refused(vault, lambda: eng.create_node(NewNode("AUTH", "s", "b\n", space="Domain",
+                                                           cluster="auth", drafter="m")),
                     TitleError, "unique-portable-titles")
     assert "Scope/proj/auth/auth.md" in str(error)
 
@@ -127,7 +133,8 @@ def test_a_cluster_needs_its_hub_before_any_other_node(eng: Engine, vault: Vault
     error = refused(vault, lambda: create(eng, "Token lifetime"), HubMissing,
                     "cluster-hub-first")
     assert "create the node titled 'auth'" in str(error)
-    eng.create_node("auth", "hub", "x\n", space="Scope", cluster="auth/tokens", drafter="m")
+    eng.create_node(NewNode("auth", "hub", "x\n", space="Scope", cluster="auth/tokens",
+                            drafter="m"))
     assert create(eng, "Token lifetime", cluster="auth/tokens").path == \
         "Scope/proj/auth/tokens/Token lifetime.md"
 
@@ -137,19 +144,20 @@ def test_a_cluster_needs_its_hub_before_any_other_node(eng: Engine, vault: Vault
                                            ("Scope", "bad:name")])
 def test_a_node_goes_in_a_space_and_a_portable_cluster_folder(eng: Engine, vault: Vault,
                                                              space: str, cluster: str):
-    refused(vault, lambda: eng.create_node("x", "s", "b\n", space=space, cluster=cluster,
-                                           drafter="m"), PlacementError, "node-placement")
+    refused(vault, lambda: eng.create_node(NewNode("x", "s", "b\n", space=space, cluster=cluster,
+                                                   drafter="m")), PlacementError, "node-placement")
 
 
 def test_a_session_cannot_create_a_node_in_another_scope(eng: Engine, vault: Vault):
-    refused(vault, lambda: eng.create_node("x", "s", "b\n", space="Scope", cluster="x",
-                                           scope="elsewhere", drafter="m"),
+    refused(vault, lambda: eng.create_node(NewNode("x", "s", "b\n", space="Scope", cluster="x",
+                                                   scope="elsewhere", drafter="m")),
             ScopeError, "scope-boundary")
 
 
 def test_a_summary_that_breaks_the_contract_is_refused(eng: Engine, vault: Vault):
-    error = refused(vault, lambda: eng.create_node("auth", "two\nlines", "b\n", space="Scope",
-                                                   cluster="auth", drafter="m"),
+    error = refused(vault, lambda: eng.create_node(NewNode("auth", "two\nlines", "b\n",
+                                                           space="Scope",
+                                                           cluster="auth", drafter="m")),
                     ContractError, "node-contract")
     assert error.key == "summary"
 
@@ -184,7 +192,8 @@ def test_no_node_cites_workbench_work_state(eng: Engine, vault: Vault, hub: str)
 
 def test_a_domain_node_cannot_cite_a_raw_round_directly(eng: Engine, vault: Vault):
     ref = eng.append_raw("talk", user="q", assistant="a")
-    eng.create_node("patterns", "hub", "x\n", space="Domain", cluster="patterns", drafter="m")
+    eng.create_node(NewNode("patterns", "hub", "x\n", space="Domain", cluster="patterns",
+                            drafter="m"))
     error = refused(vault, lambda: create(eng, "Retry pattern", space="Domain",
                                           cluster="patterns", derived_from=(ref.coordinate,)),
                     EdgeError, "citation-topology")
@@ -209,7 +218,8 @@ def test_a_scope_node_cannot_cite_another_scopes_raw_rounds(eng: Engine, other: 
 
 def test_another_scopes_nodes_are_not_citable_from_domain_when_isolated(
         eng: Engine, other: Engine, vault: Vault):
-    eng.create_node("patterns", "hub", "x\n", space="Domain", cluster="patterns", drafter="m")
+    eng.create_node(NewNode("patterns", "hub", "x\n", space="Domain", cluster="patterns",
+                            drafter="m"))
     error = refused(vault, lambda: create(eng, "Retry", space="Domain", cluster="patterns",
                                           derived_from=("[[billing]]",)),
                     EdgeError, "citation-topology")
@@ -218,20 +228,20 @@ def test_another_scopes_nodes_are_not_citable_from_domain_when_isolated(
 
 def test_conflicts_name_nodes_only(eng: Engine, vault: Vault, hub: str):
     ref = eng.append_raw("talk", user="q", assistant="a")
-    refused(vault, lambda: eng.create_node("T", "s", "b\n", space="Scope", cluster="auth",
-                                           drafter="m", conflicts=(ref.coordinate,)),
+    refused(vault, lambda: eng.create_node(NewNode("T", "s", "b\n", space="Scope", cluster="auth",
+                                                   drafter="m", conflicts=(ref.coordinate,))),
             EdgeError, "citation-topology")
 
 
 def test_a_node_cannot_cite_itself(eng: Engine, vault: Vault, hub: str):
-    refused(vault, lambda: eng.update_node("auth", derived_from=["[[auth]]"]), EdgeError,
+    refused(vault, lambda: eng.update_node("auth", NodeEdit(derived_from=["[[auth]]"])), EdgeError,
             "citation-topology")
 
 
 # -- updating --------------------------------------------------------------------------------
 def test_an_anchor_edit_replaces_exactly_that_passage(eng: Engine, vault: Vault, hub: str):
     created = create(eng, "T", body="alpha\nbeta\ngamma\n")
-    result = eng.update_node("T", old_text="beta", new_text="BETA")
+    result = eng.update_node("T", NodeEdit(old_text="beta", new_text="BETA"))
     assert result.action == "updated" and result.hash != created.hash
     assert vault.abs(result.path).read_text(encoding="utf-8").endswith(
         "---\nalpha\nBETA\ngamma\n")
@@ -241,7 +251,7 @@ def test_an_anchor_edit_replaces_exactly_that_passage(eng: Engine, vault: Vault,
 def test_an_anchor_that_does_not_occur_exactly_once_is_refused_with_its_count(
         eng: Engine, vault: Vault, hub: str, anchor: str, count: int):
     create(eng, "T", body="aaa gamma\n")
-    error = refused(vault, lambda: eng.update_node("T", old_text=anchor, new_text="z"),
+    error = refused(vault, lambda: eng.update_node("T", NodeEdit(old_text=anchor, new_text="z")),
                     AnchorError, "unique-anchor")
     assert error.occurrences == count
 
@@ -249,35 +259,37 @@ def test_an_anchor_that_does_not_occur_exactly_once_is_refused_with_its_count(
 def test_a_full_replacement_needs_the_hash_of_the_version_read(eng: Engine, vault: Vault,
                                                                hub: str):
     create(eng, "T", body="one\n")
-    refused(vault, lambda: eng.update_node("T", body="two\n"), StaleHash, "compare-and-swap")
+    refused(vault, lambda: eng.update_node("T", NodeEdit(body="two\n")), StaleHash,
+            "compare-and-swap")
     read = eng.read_node("T")
-    eng.update_node("T", old_text="one", new_text="uno")  # someone else's change
-    error = refused(vault, lambda: eng.update_node("T", body="two\n", expect_hash=read.hash),
+    eng.update_node("T", NodeEdit(old_text="one", new_text="uno"))  # someone else's change
+    error = refused(vault, lambda: eng.update_node("T", NodeEdit(body="two\n",
+                                                                 expect_hash=read.hash)),
                     StaleHash, "compare-and-swap")
     assert error.expected == read.hash
     fresh = eng.read_node("T")
-    result = eng.update_node("T", body="two\n", expect_hash=fresh.hash)
+    result = eng.update_node("T", NodeEdit(body="two\n", expect_hash=fresh.hash))
     assert vault.abs(result.path).read_text(encoding="utf-8").endswith("---\ntwo\n")
 
 
 def test_body_and_anchor_together_are_refused(eng: Engine, vault: Vault, hub: str):
     create(eng, "T")
     h = eng.read_node("T").hash
-    refused(vault, lambda: eng.update_node("T", body="x\n", expect_hash=h, old_text="T",
-                                           new_text="y"), AnchorError, "unique-anchor")
+    refused(vault, lambda: eng.update_node("T", NodeEdit(body="x\n", expect_hash=h, old_text="T",
+                                                    new_text="y")), AnchorError, "unique-anchor")
 
 
 def test_an_update_that_changes_nothing_writes_nothing(eng: Engine, vault: Vault, hub: str):
     create(eng, "T", summary="same")
     before = snapshot(vault)
-    result = eng.update_node("T", summary="same")
+    result = eng.update_node("T", NodeEdit(summary="same"))
     assert result.action == "unchanged" and snapshot(vault) == before
 
 
 def test_summary_and_edges_change_without_touching_the_body(eng: Engine, vault: Vault,
                                                            hub: str):
     create(eng, "T", body="kept\n")
-    result = eng.update_node("T", summary="new summary", derived_from=["[[auth]]"])
+    result = eng.update_node("T", NodeEdit(summary="new summary", derived_from=["[[auth]]"]))
     text = vault.abs(result.path).read_text(encoding="utf-8")
     assert "summary: new summary\n" in text and '  - "[[auth]]"\n' in text
     # the body follows the sources section (docs/FORMAT.md §2), unchanged
@@ -286,18 +298,19 @@ def test_summary_and_edges_change_without_touching_the_body(eng: Engine, vault: 
 
 def test_a_session_cannot_change_another_scopes_node(eng: Engine, other: Engine, vault: Vault,
                                                      hub: str):
-    refused(vault, lambda: eng.update_node("billing", summary="mine now"), NodeNotFound, "")
+    refused(vault, lambda: eng.update_node("billing", NodeEdit(summary="mine now")), NodeNotFound,
+            "")
     shared(vault, "other")
     eng.refresh()
-    refused(vault, lambda: eng.update_node("billing", summary="mine now"), ScopeError,
+    refused(vault, lambda: eng.update_node("billing", NodeEdit(summary="mine now")), ScopeError,
             "scope-boundary")
 
 
 # -- moving --------------------------------------------------------------------------------
 @pytest.fixture
 def two_clusters(eng: Engine, hub: str) -> None:
-    eng.create_node("storage", "Where data lives", "x\n", space="Scope", cluster="storage",
-                    drafter="m")
+    eng.create_node(NewNode("storage", "Where data lives", "x\n", space="Scope", cluster="storage",
+                            drafter="m"))
     create(eng, "Token store")
     create(eng, "Session rules", derived_from=("[[Token store]]",))
 
@@ -312,7 +325,7 @@ def test_a_move_keeps_every_link_and_citation_pointing_at_the_node(
     assert eng.read_node("Token store").path == "Scope/proj/storage/Token store.md"
     assert eng.recheck().candidates == ()
     # the citation still binds the moved node: changing it reopens the citing node
-    eng.update_node("Token store", old_text="Token store body", new_text="changed")
+    eng.update_node("Token store", NodeEdit(old_text="Token store body", new_text="changed"))
     assert [c.citing_title for c in eng.recheck().candidates] == ["Session rules"]
     hits = eng.search("Token store")
     assert hits.hits[0].path == "Scope/proj/storage/Token store.md"
@@ -335,7 +348,8 @@ def test_a_move_to_domain_of_a_node_citing_raw_rounds_is_refused(eng: Engine, va
                                                                  hub: str):
     ref = eng.append_raw("talk", user="q", assistant="a")
     create(eng, "Decision", derived_from=(ref.coordinate,))
-    eng.create_node("patterns", "hub", "x\n", space="Domain", cluster="patterns", drafter="m")
+    eng.create_node(NewNode("patterns", "hub", "x\n", space="Domain", cluster="patterns",
+                            drafter="m"))
     error = refused(vault, lambda: eng.move_nodes(["Decision"], space="Domain",
                                                   cluster="patterns"),
                     EdgeError, "citation-topology")
@@ -344,10 +358,11 @@ def test_a_move_to_domain_of_a_node_citing_raw_rounds_is_refused(eng: Engine, va
 
 def test_a_move_into_a_scope_is_refused_while_another_scope_cites_the_node(
         eng: Engine, other: Engine, vault: Vault, hub: str):
-    eng.create_node("patterns", "hub", "x\n", space="Domain", cluster="patterns", drafter="m")
+    eng.create_node(NewNode("patterns", "hub", "x\n", space="Domain", cluster="patterns",
+                            drafter="m"))
     create(eng, "Retry", space="Domain", cluster="patterns")
-    other.create_node("Billing retries", "s", "b\n", space="Scope", cluster="billing",
-                      drafter="m", derived_from=["[[Retry]]"])
+    other.create_node(NewNode("Billing retries", "s", "b\n", space="Scope", cluster="billing",
+                              drafter="m", derived_from=["[[Retry]]"]))
     error = refused(vault, lambda: eng.move_nodes(["Retry"], space="Scope", cluster="auth"),
                     EdgeError, "citation-topology")
     assert error.topology == "cross-scope-node"
@@ -380,7 +395,7 @@ def test_every_create_update_and_move_leaves_one_audit_record(eng: Engine, vault
                                                               two_clusters: None):
     node = eng.read_node("Token store")
     first_hash = node.hash
-    updated = eng.update_node("Token store", old_text="Token store body", new_text="v2")
+    updated = eng.update_node("Token store", NodeEdit(old_text="Token store body", new_text="v2"))
     eng.move_nodes(["Token store"], space="Scope", cluster="storage")
     history = audit.history(vault, node.id)
     assert [e.action for e in history] == ["create", "update", "move"]
@@ -411,17 +426,17 @@ def test_a_claim_the_person_rejected_is_refused_by_create_and_update(
     error = refused(vault, lambda: create(eng, "Port again", body="The API listens on 8080.\n"),
                     TombstoneError, "tombstones")
     assert error.reason == "we moved to 9090"
-    refused(vault, lambda: eng.update_node("Host", old_text="runs on localhost",
-                                           new_text="listens on 8080"),
+    refused(vault, lambda: eng.update_node("Host", NodeEdit(old_text="runs on localhost",
+                                                    new_text="listens on 8080")),
             TombstoneError, "tombstones")
 
 
 def test_a_node_that_supersedes_another_closes_its_validity(eng: Engine, vault: Vault,
                                                             hub: str):
     old = create(eng, "Old limit", body="Ten per minute.\n")
-    new = eng.create_node("New limit", "Twenty per minute", "Twenty per minute.\n",
-                          space="Scope", cluster="auth", drafter="m",
-                          valid_from="2026-12-01T00:00+00:00", supersedes="Old limit")
+    new = eng.create_node(NewNode("New limit", "Twenty per minute", "Twenty per minute.\n",
+                                  space="Scope", cluster="auth", drafter="m",
+                                  valid_from="2026-12-01T00:00+00:00", supersedes="Old limit"))
     assert new.superseded == "Old limit"
     text = vault.abs(old.path).read_text(encoding="utf-8")
     assert "valid_to: 2026-12-01T00:00+00:00\n" in text
@@ -432,9 +447,9 @@ def test_a_node_that_supersedes_another_closes_its_validity(eng: Engine, vault: 
 def test_an_agent_rewrite_of_a_confirmed_node_is_inferred_again(eng: Engine, vault: Vault,
                                                                 repo: Path):
     person = Engine.open(vault, cwd=repo, actor="user")
-    person.create_node("me", "Who I am", "I prefer tabs.\n", space="Person", cluster="me",
-                       drafter="hand")
-    result = eng.update_node("me", old_text="tabs", new_text="spaces")
+    person.create_node(NewNode("me", "Who I am", "I prefer tabs.\n", space="Person", cluster="me",
+                               drafter="hand"))
+    result = eng.update_node("me", NodeEdit(old_text="tabs", new_text="spaces"))
     assert result.trust == "inferred"
     assert "author: agent\n" in vault.abs(result.path).read_text(encoding="utf-8")
 
@@ -447,6 +462,6 @@ def test_links_not_named_in_an_update_are_kept_exactly_as_written(eng: Engine, v
                     encoding="utf-8")  # a person's spelling of the same link
     eng.refresh()
     before = snapshot(vault)
-    assert eng.update_node("T").action == "unchanged" and snapshot(vault) == before
-    eng.update_node("T", summary="new words")
+    assert eng.update_node("T", NodeEdit()).action == "unchanged" and snapshot(vault) == before
+    eng.update_node("T", NodeEdit(summary="new words"))
     assert '  - "[[AUTH]]"\n' in path.read_text(encoding="utf-8")

@@ -23,6 +23,7 @@ WRITER = """
 import random, sys
 from pathlib import Path
 from osk.engine import Engine
+from osk.request import NewNode, NodeEdit
 
 vault, repo, tag, count, seed = sys.argv[1:]
 rng = random.Random(int(seed))
@@ -30,10 +31,10 @@ engine = Engine.open(vault, cwd=Path(repo))
 edited = []
 for i in range(int(count)):
     title = f"{tag} note {i}"
-    engine.create_node(title, f"note {i} of {tag}", f"body {i}\\n", space="Scope",
-                       cluster="auth", drafter="m", derived_from=["[[auth]]"])
+    engine.create_node(NewNode(title, f"note {i} of {tag}", f"body {i}\\n", space="Scope",
+                               cluster="auth", drafter="m", derived_from=["[[auth]]"]))
     if rng.random() < 0.5:
-        engine.update_node(title, old_text=f"body {i}", new_text=f"body {i} edited")
+        engine.update_node(title, NodeEdit(old_text=f"body {i}", new_text=f"body {i} edited"))
         edited.append(title)
 print("\\n".join(edited))
 """

@@ -37,6 +37,7 @@ import os, signal, sys
 from pathlib import Path
 import osk.store.ledger as ledger
 from osk.engine import Engine
+from osk.request import NewNode, NodeEdit
 
 vault, project, action, point = sys.argv[1:5]
 armed = False
@@ -62,17 +63,17 @@ def append(path, data):
 os.replace = replace
 ledger.append_durably = append
 eng = Engine.open(vault, cwd=Path(project))
-eng.create_node("auth", "How auth works", "The auth cluster.\n", space="Scope",
-                cluster="auth", drafter="test-model")
+eng.create_node(NewNode("auth", "How auth works", "The auth cluster.\n", space="Scope",
+                        cluster="auth", drafter="test-model"))
 if action != "create":
-    eng.create_node("Tokens", "Token rules", "Tokens expire.\n", space="Scope",
-                    cluster="auth", drafter="test-model")
+    eng.create_node(NewNode("Tokens", "Token rules", "Tokens expire.\n", space="Scope",
+                            cluster="auth", drafter="test-model"))
 armed = True
 if action == "create":
-    eng.create_node("Tokens", "Token rules", "Tokens expire.\n", space="Scope",
-                    cluster="auth", drafter="test-model")
+    eng.create_node(NewNode("Tokens", "Token rules", "Tokens expire.\n", space="Scope",
+                            cluster="auth", drafter="test-model"))
 elif action == "update":
-    eng.update_node("Tokens", old_text="expire", new_text="expire hourly")
+    eng.update_node("Tokens", NodeEdit(old_text="expire", new_text="expire hourly"))
 elif action in ("confirm", "reject"):
     from osk.authority import protection, tombstones, trust
     protection.require_person = lambda verb: None  # the person's verbs, as at a terminal

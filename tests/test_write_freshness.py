@@ -21,6 +21,7 @@ from osk.engine import Engine
 from osk.errors import OskError, StaleHash, TitleError
 from osk.provenance import rechecks as rechecks_mod
 from osk.provenance.rechecks import Rechecks
+from osk.request import NewNode, NodeEdit
 from osk.store import catalog as catalog_mod
 from osk.store import freshness as freshness_mod
 from osk.store import ids
@@ -84,10 +85,10 @@ def fresh_view(vault: Vault) -> dict[str, str | None]:
 def test_a_title_another_process_just_took_is_refused_without_a_full_refresh(
         eng: Engine, second: Engine, vault: Vault, hub: str, no_full_refresh: None):
     create(eng, "Tokens")  # eng's full refresh is now done; only folder checks follow
-    second.create_node("billing", "Billing hub", "Billing.\n", space="Scope",
-                       cluster="billing", drafter="m")
-    second.create_node("Invoices", "Invoices", "Invoices.\n", space="Scope",
-                       cluster="billing", drafter="m")
+    second.create_node(NewNode("billing", "Billing hub", "Billing.\n", space="Scope",
+                               cluster="billing", drafter="m"))
+    second.create_node(NewNode("Invoices", "Invoices", "Invoices.\n", space="Scope",
+                               cluster="billing", drafter="m"))
     before = snapshot(vault)
     with pytest.raises(TitleError, match="is taken"):
         create(eng, "invoices")
@@ -116,15 +117,15 @@ def test_a_hand_edit_in_place_of_the_node_being_changed_is_seen_before_the_write
     seen = eng.read_node("Tokens").hash
     edit_in_place(vault, rel, "an hour", "a day")
     with pytest.raises(StaleHash):
-        eng.update_node("Tokens", body="Tokens last a week.\n", expect_hash=seen)
-    eng.update_node("Tokens", old_text="a day", new_text="two days")
+        eng.update_node("Tokens", NodeEdit(body="Tokens last a week.\n", expect_hash=seen))
+    eng.update_node("Tokens", NodeEdit(old_text="a day", new_text="two days"))
     assert "two days" in vault.abs(rel).read_text(encoding="utf-8")
 
 
 def test_a_citation_binds_to_the_body_another_process_just_wrote(
         eng: Engine, second: Engine, hub: str, no_full_refresh: None):
     create(eng, "Source", body="The limit is 10.\n")
-    second.update_node("Source", old_text="10", new_text="20")
+    second.update_node("Source", NodeEdit(old_text="10", new_text="20"))
     create(eng, "Claim", derived_from=("[[Source]]",))
     assert eng.recheck().candidates == ()
 
@@ -183,7 +184,7 @@ def test_incremental_candidates_match_a_fresh_computation_after_random_changes(
     project = make_repo(tmp_path / "work" / "proj", files={"src/app.py": "v0\n"})
     one = Engine.open(vault, cwd=project)
     two = Engine.open(vault, cwd=project)  # another process appending to the same ledgers
-    one.create_node("auth", "hub", "Hub.\n", space="Scope", cluster="auth", drafter="m")
+    one.create_node(NewNode("auth", "hub", "Hub.\n", space="Scope", cluster="auth", drafter="m"))
     coordinate = one.append_raw("talk", user="q", assistant="a").coordinate
     titles = ["auth"]
     for trial in range(TRIALS):
@@ -199,13 +200,13 @@ def test_incremental_candidates_match_a_fresh_computation_after_random_changes(
                 if rng.random() < 0.2:
                     links.append("[[file:src/app.py]]")
                 title = f"t{trial}"
-                engine.create_node(title, "s", f"body {trial}\n", space="Scope",
-                                   cluster="auth", drafter="m", derived_from=links)
+                engine.create_node(NewNode(title, "s", f"body {trial}\n", space="Scope",
+                                           cluster="auth", drafter="m", derived_from=links))
                 titles.append(title)
             elif action == "update":
                 title = rng.choice(titles)
-                engine.update_node(title, body=f"new body {trial}\n",
-                                   expect_hash=engine.read_node(title).hash)
+                engine.update_node(title, NodeEdit(body=f"new body {trial}\n",
+                                            expect_hash=engine.read_node(title).hash))
             elif action == "hand-edit":
                 rel = engine.catalog.get(rng.choice(titles)).path
                 path = vault.abs(rel)
@@ -232,9 +233,9 @@ def test_incremental_candidates_match_a_fresh_computation_after_random_changes(
                 if found:
                     cand = rng.choice(found)
                     engine.read_node(cand.target_key[len("node:"):])
-                    engine.update_node(cand.citing_id, body=f"corrected {trial}\n",
-                                       expect_hash=engine.read_node(cand.citing_id).hash,
-                                       recheck_of=[cand.id])
+                    engine.update_node(cand.citing_id, NodeEdit(body=f"corrected {trial}\n",
+                                                expect_hash=engine.read_node(cand.citing_id).hash,
+                                                recheck_of=[cand.id]))
         except OskError:
             pass  # a refused write (cascade stop, hub, unread...) changes nothing
         for session in (one, two):
@@ -257,7 +258,7 @@ def test_writes_hand_the_index_their_changes_and_never_rebuild_it(
     monkeypatch.setattr(type(index), "_build", no_rebuild)
     monkeypatch.setattr(type(index), "rebuild", no_rebuild)
     create(eng, "Sessions", body="Sessions idle out after ten minutes.\n")
-    eng.update_node("Tokens", old_text="hourly", new_text="daily")
+    eng.update_node("Tokens", NodeEdit(old_text="hourly", new_text="daily"))
     assert [h.title for h in eng.search("idle out").hits][:1] == ["Sessions"]
     assert [h.title for h in eng.search("expire daily").hits][:1] == ["Tokens"]
     assert "Tokens" not in [h.title for h in eng.search("hourly").hits]
@@ -266,8 +267,9 @@ def test_writes_hand_the_index_their_changes_and_never_rebuild_it(
 def test_opening_an_engine_lists_each_folder_of_the_vault_once(
         vault: Vault, repo: Path, eng: Engine, hub: str, monkeypatch: pytest.MonkeyPatch):
     create(eng, "Token lifetimes")
-    eng.create_node("Glossary", "Words we use", "Terms.\n", space="Domain", cluster="Glossary",
-                    drafter="test-model")
+    eng.create_node(NewNode("Glossary", "Words we use", "Terms.\n", space="Domain",
+                            cluster="Glossary",
+                            drafter="test-model"))
     real = os.scandir
     listed: list[str] = []
 

@@ -17,6 +17,7 @@ from osk.authority import approvals, audit
 from osk.capture import raw
 from osk.engine import Engine
 from osk.errors import ProtectedRegionError
+from osk.request import NewNode, NodeEdit
 from osk.store import conflict_copies
 from osk.store.fsutil import atomic_write
 from osk.store.vault import Vault
@@ -38,12 +39,13 @@ def anyio_backend() -> str:
 
 def protected_note(eng: Engine, vault: Vault) -> str:
     """A Domain node in a protected region, with an agent's edit waiting for review."""
-    eng.create_node("editors", "Editors", "Editors hub.\n", space="Domain", cluster="editors",
-                    drafter="m")
-    rel = eng.create_node("Editor", "The editor in use", "The team edits in Helix.\n",
-                          space="Domain", cluster="editors", drafter="m").path
+    eng.create_node(NewNode("editors", "Editors", "Editors hub.\n", space="Domain",
+                            cluster="editors",
+                            drafter="m"))
+    rel = eng.create_node(NewNode("Editor", "The editor in use", "The team edits in Helix.\n",
+                                  space="Domain", cluster="editors", drafter="m")).path
     approvals.protect(vault, "Domain/editors")
-    eng.update_node("Editor", old_text="Helix", new_text="Kakoune")
+    eng.update_node("Editor", NodeEdit(old_text="Helix", new_text="Kakoune"))
     return rel
 
 
@@ -57,28 +59,30 @@ def test_editing_a_node_whose_change_waits_for_review_is_refused_as_pending_not_
     # "Helix" no longer occurs in the working copy: without the early check this was an
     # AnchorError about text the agent was never shown.
     with pytest.raises(ProtectedRegionError, match="waiting for the person's review"):
-        eng.update_node("Editor", old_text="Helix", new_text="Vim")
+        eng.update_node("Editor", NodeEdit(old_text="Helix", new_text="Vim"))
     with pytest.raises(ProtectedRegionError, match="waiting for the person's review"):
-        eng.update_node("Editor", body="Vim.\n", expect_hash="0" * 64)
+        eng.update_node("Editor", NodeEdit(body="Vim.\n", expect_hash="0" * 64))
     assert snapshot(vault) == before
 
 
 def test_a_write_inside_a_protected_region_says_it_waits_for_the_person(
         eng: Engine, vault: Vault, person: None):
-    eng.create_node("editors", "Editors", "Editors hub.\n", space="Domain", cluster="editors",
-                    drafter="m")
-    outside = eng.create_node("shells", "Shells", "Shells hub.\n", space="Domain",
-                              cluster="shells", drafter="m")
+    eng.create_node(NewNode("editors", "Editors", "Editors hub.\n", space="Domain",
+                            cluster="editors",
+                            drafter="m"))
+    outside = eng.create_node(NewNode("shells", "Shells", "Shells hub.\n", space="Domain",
+                                      cluster="shells", drafter="m"))
     assert outside.pending is False
-    eng.create_node("Editor", "The editor", "Helix.\n", space="Domain", cluster="editors",
-                    drafter="m")
+    eng.create_node(NewNode("Editor", "The editor", "Helix.\n", space="Domain", cluster="editors",
+                            drafter="m"))
     approvals.protect(vault, "Domain/editors")
-    updated = eng.update_node("Editor", old_text="Helix", new_text="Kakoune")
-    created = eng.create_node("Pager", "The pager", "less.\n", space="Domain",
-                              cluster="editors", drafter="m")
+    updated = eng.update_node("Editor", NodeEdit(old_text="Helix", new_text="Kakoune"))
+    created = eng.create_node(NewNode("Pager", "The pager", "less.\n", space="Domain",
+                                      cluster="editors", drafter="m"))
     assert (updated.action, updated.pending) == ("updated", True)
     assert (created.action, created.pending) == ("created", True)
-    assert eng.update_node("shells", old_text="Shells hub", new_text="The shells").pending is False
+    assert eng.update_node("shells", NodeEdit(old_text="Shells hub",
+                                              new_text="The shells")).pending is False
 
 
 def test_a_pending_node_carries_the_pending_marker_in_search(eng: Engine, vault: Vault,
@@ -97,8 +101,8 @@ def test_a_move_is_audited_at_the_new_path_with_the_old_one_in_its_detail(eng: E
                                                                            vault: Vault,
                                                                            hub: str):
     node = create(eng, "Tokens")
-    eng.create_node("patterns", "Patterns", "Patterns hub.\n", space="Scope",
-                    cluster="patterns", drafter="m")
+    eng.create_node(NewNode("patterns", "Patterns", "Patterns hub.\n", space="Scope",
+                            cluster="patterns", drafter="m"))
     eng.move_nodes(["Tokens"], space="Scope", cluster="patterns")
     moved = audit.history(vault, node.id)[-1]
     assert moved.action == "move"
@@ -127,8 +131,8 @@ def test_overview_lists_conflict_copies_and_not_as_problems(eng: Engine, vault: 
                                                              tmp_path: Path):
     copy = conflict_copy(vault, create(eng, "Tokens").path)
     other = Engine.open(vault, cwd=writekit.make_repo(tmp_path / "work" / "other"))
-    other.create_node("billing", "Billing", "Billing.\n", space="Scope", cluster="billing",
-                      drafter="m")
+    other.create_node(NewNode("billing", "Billing", "Billing.\n", space="Scope", cluster="billing",
+                              drafter="m"))
     hidden = conflict_copy(vault, "Scope/other/billing/billing.md")
     seen = eng.overview()
     assert seen.conflict_copies == (copy,)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from osk.engine import Engine
+from osk.request import NewNode
 from osk.store.vault import Vault
 
 
@@ -63,14 +64,14 @@ def eng(vault: Vault, repo: Path) -> Engine:
 @pytest.fixture
 def hub(eng: Engine) -> str:
     """The hub of cluster ``auth`` in the session's scope."""
-    eng.create_node("auth", "How this project authenticates", "The auth cluster.\n",
-                    space="Scope", cluster="auth", drafter="test-model")
+    eng.create_node(NewNode("auth", "How this project authenticates", "The auth cluster.\n",
+                            space="Scope", cluster="auth", drafter="test-model"))
     return "auth"
 
 
 def create(eng: Engine, title: str, *, cluster: str = "auth", space: str = "Scope",
            body: str | None = None, derived_from: tuple[str, ...] = (),
            summary: str | None = None):
-    return eng.create_node(title, summary or f"About {title}", body or f"{title} body.\n",
-                           space=space, cluster=cluster, drafter="test-model",
-                           derived_from=derived_from)
+    return eng.create_node(NewNode(title, summary or f"About {title}", body or f"{title} body.\n",
+                                   space=space, cluster=cluster, drafter="test-model",
+                                   derived_from=derived_from))

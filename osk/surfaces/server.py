@@ -34,6 +34,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from osk import __version__
 from osk.errors import OskError, SurfaceError
+from osk.request import NewNode, NodeEdit
 from osk.search.index import DEFAULT_K, MAX_K
 
 if TYPE_CHECKING:
@@ -500,19 +501,13 @@ def _run_validators(engine: Any, a: NoArgs) -> Out:
 
 
 def _create_node(engine: Any, a: CreateNodeArgs) -> Out:
-    result = engine.create_node(
-        a.title, a.summary, a.body, space=a.space, cluster=a.cluster, drafter=a.drafter,
-        derived_from=a.derived_from, conflicts=a.conflicts, valid_from=a.valid_from,
-        valid_to=a.valid_to, supersedes=a.supersedes)
+    result = engine.create_node(NewNode(**dict(a)))
     return WriteOut.model_validate(result, from_attributes=True)
 
 
 def _update_node(engine: Any, a: UpdateNodeArgs) -> Out:
-    result = engine.update_node(
-        a.node, body=a.body, expect_hash=a.expect_hash, old_text=a.old_text,
-        new_text=a.new_text, summary=a.summary, derived_from=a.derived_from,
-        conflicts=a.conflicts, drafter=a.drafter, recheck_of=a.recheck_of,
-        valid_from=a.valid_from, valid_to=a.valid_to, supersedes=a.supersedes)
+    fields = dict(a)
+    result = engine.update_node(fields.pop("node"), NodeEdit(**fields))
     out = UpdateOut.model_validate(result, from_attributes=True)
     if result.action == "recited":
         out.recited = [result.title]

@@ -18,6 +18,7 @@ from test_live_hosts import WRITE
 
 from osk.engine import Engine
 from osk.hooks.recall import DIGEST_RECENT
+from osk.request import NewNode
 from osk.store.vault import locate
 
 ASK = "[live:chat 20] Question 20: what runs before a tidepool release?"
@@ -30,9 +31,9 @@ def sessions(host: LiveHost) -> tuple[Run, Run, str]:
     engine = Engine.open(locate(str(host.vault)), cwd=host.project)
     engine.warm()
     for n in range(DIGEST_RECENT + 1):  # newer nodes than session 1's
-        engine.create_node(f"Harbour map note {n}", f"Harbour map detail number {n}.",
-                           f"Harbour map detail {n}.\n", space="Scope", cluster=CLUSTER,
-                           drafter="live-test")
+        engine.create_node(NewNode(f"Harbour map note {n}", f"Harbour map detail number {n}.",
+                                   f"Harbour map detail {n}.\n", space="Scope", cluster=CLUSTER,
+                                   drafter="live-test"))
     node_id = engine.read_node(CLUSTER).id
     second = host.run(ASK, OSK_GROWTH="off")
     return first, second, node_id
