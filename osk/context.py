@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
-from osk.provenance.rechecks import ReadLog, Rechecks
+from osk.provenance.pairs import ReadLog
+from osk.provenance.rechecks import Rechecks
 from osk.provenance.sessions import Routing, Session
 from osk.store.catalog import Catalog, Changes
 from osk.store.freshness import Freshness

@@ -29,10 +29,22 @@ from typing import TYPE_CHECKING, Any
 from osk.authority import mutation, protection, trust
 from osk.context import AGENT, USER, WriteContext
 from osk.errors import EdgeError, LedgerError, NodeNotFound, OskError
+from osk.outline import _section_span, outline_of
 from osk.provenance import candidates
-from osk.provenance.rechecks import Candidate, ReadLog, Rechecks
+from osk.provenance.pairs import Candidate, ReadLog
+from osk.provenance.rechecks import Rechecks
 from osk.provenance.sessions import Routing, Session, open_session
 from osk.request import NewNode, NodeEdit
+from osk.results import (
+    AppendResult,
+    ForkInfo,
+    NodeRead,
+    Overview,
+    RawRead,
+    RecheckReport,
+    Related,
+    SearchResult,
+)
 from osk.search import DEFAULT_K, SearchIndex
 from osk.search.corpus import SearchDoc
 from osk.search.ranking import Hit, Markers
@@ -56,120 +68,6 @@ PAGE_CHARS = 4000  # read_node: at most this many body characters per call
 RAW_CHARS = 6000  # read_raw: the review view's cap
 REFRESH_SECONDS = 1.0  # reads re-stat every node file at most this often (for hand edits)
 _RECORD = re.compile(r"^_raw/(?P<key>[^/#]+)/(?P<conv>[^/#]+?)(?:\.md)?$")
-_HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$")
-_FENCE = re.compile(r"^\s*(```|~~~)")
-
-
-# -- results -------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Heading:
-    level: int
-    title: str
-    start: int  # character offsets in the body
-    end: int
-
-
-@dataclass(frozen=True)
-class NodeRead:
-    scope: str  # the session's active scope
-    id: str
-    title: str
-    path: str
-    space: str | None
-    node_scope: str | None
-    summary: str
-    created: str
-    updated: str
-    author: str
-    drafter: str
-    trust: str
-    derived_from: tuple[str, ...]
-    conflicts: tuple[str, ...]
-    text: str  # this page of the body
-    start: int
-    end: int
-    total_chars: int
-    complete: bool  # the whole body was returned in this call
-    next_start: int | None  # pass as start= to read on; None at the end of the page range
-    hash: str | None  # file hash authorising a full replacement; only with a complete read
-    outline: tuple[Heading, ...]
-    section: str | None
-    pending: bool  # a change waits for the person's review; the approved version is shown
-    markers: tuple[str, ...]
-    related: tuple[Related, ...] = ()  # citation neighbours, then the most similar nodes
-
-
-@dataclass(frozen=True)
-class Related:
-    """A node near the one read, and why: it cites it, it is cited by it, or it is similar."""
-
-    title: str
-    id: str
-    why: str
-
-
-@dataclass(frozen=True)
-class RawRead:
-    scope: str
-    coordinate: str
-    kind: str  # round | record | file
-    text: str
-    start: int
-    end: int
-    total_chars: int
-    complete: bool
-    next_start: int | None
-    hash: str | None  # the round's or file's hash (what a citation binds to)
-    rounds: tuple[int, ...]  # the round(s) shown
-    next_rounds: tuple[int, ...] = ()  # a cut record view: pass as rounds= to read on
-
-
-@dataclass(frozen=True)
-class AppendResult:
-    scope: str
-    coordinate: str  # cite it as [[coordinate]]
-    number: int
-    hash: str
-    duplicate: bool  # the completion was already captured: nothing written
-    path: str  # the record file, vault-relative
-
-
-@dataclass(frozen=True)
-class ForkInfo:
-    ledger: str
-    subject: str
-    description: str
-
-
-@dataclass(frozen=True)
-class Overview:
-    scope: str
-    session_key: str
-    bound: bool
-    explicit_scope: bool
-    isolation: bool
-    shared_scopes: tuple[str, ...]
-    counts: dict[str, int]  # visible nodes per Space, plus "scope" for the active scope's
-    rechecks: tuple[Candidate, ...]
-    conflicts: tuple[Any, ...]  # open candidates (osk.provenance.candidates.Candidate)
-    pending_evictions: tuple[Any, ...]  # osk.provenance.scope_memory.Eviction
-    forks: tuple[ForkInfo, ...]
-    damaged_ledgers: tuple[str, ...]
-    problems: tuple[str, ...]  # unreadable node files, duplicate ids and titles
-    conflict_copies: tuple[str, ...] = ()  # sync conflict copies waiting for a person to merge
-
-
-@dataclass(frozen=True)
-class SearchResult:
-    scope: str
-    query: str
-    hits: tuple[Any, ...]  # osk.search.Hit
-
-
-@dataclass(frozen=True)
-class RecheckReport:
-    scope: str
-    candidates: tuple[Candidate, ...]
 
 
 BACKGROUND_PACE = 1.0  # the background catch-up rests as long as it works: half the cores
@@ -346,7 +244,8 @@ class Engine:
 
     def move_nodes(self, refs: Sequence[str], *, space: str, cluster: str,
                    scope: str | None = None) -> MoveResult:
-        from osk.write import Place, move_nodes
+        from osk.moves import move_nodes
+        from osk.placement import Place
 
         try:
             return move_nodes(self._ctx, refs, Place(space, cluster, scope))
@@ -354,7 +253,7 @@ class Engine:
             self._after_write()
 
     def move_cluster(self, cluster: str, *, space: str, to_space: str) -> MoveResult:
-        from osk.write import move_cluster
+        from osk.moves import move_cluster
 
         try:
             return move_cluster(self._ctx, cluster, space=space, to_space=to_space)
@@ -798,40 +697,6 @@ class Engine:
         return problems
 
 
-# -- helpers -------------------------------------------------------------------------------------
-def outline_of(body: str) -> tuple[Heading, ...]:
-    """Markdown headings outside fenced code, with the character span each one covers."""
-    found: list[tuple[int, str, int]] = []
-    offset, fenced = 0, False
-    for line in body.splitlines(keepends=True):
-        stripped = line.rstrip("\r\n")
-        if _FENCE.match(stripped):
-            fenced = not fenced
-        elif not fenced:
-            match = _HEADING.match(stripped)
-            if match:
-                found.append((len(match[1]), match[2].strip(), offset))
-        offset += len(line)
-    headings = []
-    for i, (level, title, start) in enumerate(found):
-        end = next((s for lv, _, s in found[i + 1:] if lv <= level), len(body))
-        headings.append(Heading(level, title, start, end))
-    return tuple(headings)
-
-
-def _section_span(outline: Sequence[Heading], body: str,
-                  section: str | None) -> tuple[int, int, str | None]:
-    if section is None or not section.strip():
-        return 0, len(body), None
-    wanted = section.strip().lstrip("#").strip().casefold()
-    for heading in outline:
-        if heading.title.casefold() == wanted:
-            return heading.start, heading.end, heading.title
-    listing = "; ".join(h.title for h in outline) or "the body has no headings"
-    raise NodeNotFound(f"no heading {section!r} in this node; its headings: {listing}",
-                       ref=section)
-
-
 def _settle_killed_writes(vault: Vault) -> None:
     """What a process killed mid-write left: temp files in device state (removed when their
     writer is gone) and audit records journalled but not appended (finished under the lock)."""
@@ -873,15 +738,5 @@ def _open_party_ids(vault: Vault) -> set[str]:
 
 
 __all__ = [
-    "AppendResult",
     "Engine",
-    "ForkInfo",
-    "Heading",
-    "NodeRead",
-    "Overview",
-    "RawRead",
-    "Related",
-    "RecheckReport",
-    "SearchResult",
-    "outline_of",
 ]

@@ -34,7 +34,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from osk.capture import raw
+from osk.capture import raw, raw_redact
 from osk.capture.redactions import LEDGER
 from osk.errors import RawNotFound, RawRecordError, RedactError
 from osk.provenance.rechecks import Rechecks
@@ -102,7 +102,7 @@ class Affected:
 @dataclass(frozen=True)
 class Outcome:
     target: Target
-    rounds: tuple[raw.Rewritten, ...]
+    rounds: tuple[raw_redact.Rewritten, ...]
     affected: tuple[Affected, ...]
     record_id: str | None  # the ledger record; None for a preview
 
@@ -204,9 +204,10 @@ def purged_by(vault: Vault, sha: str) -> Record | None:
     return None
 
 
-def _rounds(vault: Vault, target: Target, span: str, *, dry_run: bool) -> list[raw.Rewritten]:
+def _rounds(vault: Vault, target: Target, span: str, *,
+            dry_run: bool) -> list[raw_redact.Rewritten]:
     try:
-        rounds = raw.redact_rounds(vault, target.key, target.conversation,
+        rounds = raw_redact.redact_rounds(vault, target.key, target.conversation,
                                    None if target.rounds is None else set(target.rounds),
                                    span, KIND, dry_run=dry_run)
     except RawNotFound as exc:
@@ -217,7 +218,8 @@ def _rounds(vault: Vault, target: Target, span: str, *, dry_run: bool) -> list[r
     return rounds
 
 
-def _affected(vault: Vault, target: Target, rounds: list[raw.Rewritten]) -> tuple[Affected, ...]:
+def _affected(vault: Vault, target: Target, rounds: list[raw_redact.Rewritten]) -> tuple[Affected,
+                                                                                         ...]:
     """Citation pairs bound to a changed round: they become recheck candidates."""
     keys = {f"raw:{target.coordinate(r.number)}" for r in rounds}
     found = [Affected(citing, key) for citing, citations in Rechecks(vault).table().items()

@@ -183,10 +183,10 @@ def _raw_scope(routing: Routing, key: str) -> str:
 def _topology(node: Node, kind: str, cited: tuple[str | None, str | None],
               link: str) -> str | None:
     """The write path's citation-topology rule, applied to an existing node's edge."""
-    from osk import write
+    from osk import citations
 
     try:
-        write.check_topology((node.space, node.scope), kind, cited, citing=node.title,
+        citations.check_topology((node.space, node.scope), kind, cited, citing=node.title,
                              link=link)
     except EdgeError as exc:
         message = str(exc)

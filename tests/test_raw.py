@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from osk.capture import raw
+from osk.capture import raw, raw_text
 from osk.capture.raw import RoundInput, append_round, read_record, read_round
 from osk.capture.raw_review import REVIEW_CAP, review
 from osk.errors import RawNotFound, RawRecordError
@@ -138,7 +138,7 @@ def test_an_unclosed_code_fence_is_closed_by_the_framing_and_not_added_to_the_te
     append_round(vault, KEY, CONV, RoundInput("```python\nprint(1)", "~~~~\nstill open", at=AT))
     append_round(vault, KEY, CONV, rnd(2))
     text = record_file(vault).read_text(encoding="utf-8")
-    assert raw._open_fence(text) == ""  # Obsidian renders round 2 as Markdown, not as code
+    assert raw_text._open_fence(text) == ""  # Obsidian renders round 2 as Markdown, not as code
     assert "parts=user:18:b3,assistant:15:t4" in text
     first = read_round(vault, RawTarget(KEY, CONV, 1))
     assert (first.user, first.assistant) == ("```python\nprint(1)", "~~~~\nstill open")
@@ -445,7 +445,7 @@ def test_garbage_after_the_last_round_is_not_mistaken_for_an_interrupted_append(
 
 def test_appends_to_an_unchanged_file_never_reread_the_record(vault: Vault, monkeypatch):
     calls: list[int] = []
-    real_scan = raw._scan
+    real_scan = raw_text._scan
 
     def counting_scan(data: bytes, rel: str):
         calls.append(len(data))

@@ -14,8 +14,8 @@ from writekit import create, make_repo, snapshot
 
 from osk.engine import Engine
 from osk.errors import CascadeStop, OskError, RecheckError, RecheckUnread
+from osk.provenance.pairs import ReadLog
 from osk.provenance.recheck_summary import scope_notes
-from osk.provenance.rechecks import ReadLog
 from osk.request import NewNode, NodeEdit
 from osk.store.ledger import Ledger
 from osk.store.vault import Vault

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import fields
 
 from osk.request import NewNode, NodeEdit
-from osk.surfaces.server import CreateNodeArgs, UpdateNodeArgs
+from osk.surfaces.tool_models import CreateNodeArgs, UpdateNodeArgs
 
 
 def test_create_node_takes_a_new_node_and_the_session_gives_its_scope():

@@ -24,7 +24,7 @@ from osk.authority import audit
 from osk.engine import Engine
 from osk.errors import OskError
 from osk.importer import Importer, read_lines
-from osk.provenance import rechecks as rechecks_mod
+from osk.provenance import pairs as pairs_mod
 from osk.provenance.rechecks import Rechecks
 from osk.request import NewNode, NodeEdit
 from osk.store import catalog as catalog_mod
@@ -83,7 +83,7 @@ def test_incremental_candidates_equal_a_full_recomputation_after_random_catalog_
     # notice they fell behind it and compare every entry instead.
     monkeypatch.setattr(catalog_mod, "CHANGE_LOG_KEEP", keep)
     monkeypatch.setattr(catalog_mod, "_RACE_WINDOW_NS", 0)
-    monkeypatch.setattr(rechecks_mod, "_RACE_NS", 0)
+    monkeypatch.setattr(pairs_mod, "_RACE_NS", 0)
     rng = random.Random(SEED + keep)
     project = make_repo(tmp_path / "work" / "proj")
     one, two = Engine.open(vault, cwd=project), Engine.open(vault, cwd=project)

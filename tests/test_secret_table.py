@@ -11,7 +11,8 @@ from collections import Counter
 import pytest
 from secret_corpus import VENDORS, caught, negatives, positives
 
-from osk.capture.secrets import KINDS, redact
+from osk.capture.secret_detectors import KINDS
+from osk.capture.secrets import redact
 
 SAMPLES = positives()
 NEGATIVES = negatives()

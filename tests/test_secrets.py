@@ -17,7 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from osk.capture.secrets import KINDS, marker, redact
+from osk.capture.secret_detectors import KINDS
+from osk.capture.secrets import marker, redact
 
 RNG = random.Random(20251129)
 ALNUM = string.ascii_letters + string.digits

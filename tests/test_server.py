@@ -17,6 +17,7 @@ from osk.errors import SurfaceError
 from osk.store.ledger import Ledger
 from osk.store.vault import Vault
 from osk.surfaces import server as server_mod
+from osk.surfaces import tool_models
 from osk.surfaces.server import TOOL_NAMES, build_server
 
 pytestmark = pytest.mark.anyio
@@ -144,7 +145,7 @@ async def test_an_invalid_value_is_explained_per_argument(server):
 
 
 def lax_specs() -> tuple[server_mod.Spec, ...]:
-    class LaxSearchArgs(server_mod.ArgModelBase):
+    class LaxSearchArgs(tool_models.ArgModelBase):
         query: str
 
     return tuple(replace(s, args=LaxSearchArgs) if s.name == "search" else s

@@ -208,7 +208,7 @@ def test_sync_refuses_to_commit_a_local_link(tmp_path: Path, outside: Path):
 
 
 def test_the_sync_daemons_fingerprint_survives_a_link_to_outside(vault: Vault, outside: Path):
-    from osk.sync.cycle import fingerprint
+    from osk.sync.daemon import fingerprint
 
     before = fingerprint(vault)
     (vault.root / "Domain" / "x.md").symlink_to(outside / "x.md")

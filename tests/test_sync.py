@@ -25,6 +25,7 @@ from osk.store.ledger import Ledger, device_id
 from osk.store.vault import Vault
 from osk.surfaces.cli import main
 from osk.sync import cycle as sync
+from osk.sync import daemon
 
 NOW = "2026-11-29T18:02+09:00"
 
@@ -332,7 +333,7 @@ def test_an_unreachable_remote_keeps_commits_locally_and_they_are_pushed_later(
     write_node(a, "Domain/Offline two.md", "2\n")
     offline = sync.sync_once(a)
     assert offline.offline and offline.ahead == 2
-    status = sync.status(a)
+    status = daemon.status(a)
     assert status.line() == (
         f"main: 2 ahead, 0 behind origin/main (as of {NOW}); 0 local change(s) pending; "
         f"last synced {NOW}; offline since {NOW} ({status.reason})"
@@ -342,7 +343,7 @@ def test_an_unreachable_remote_keeps_commits_locally_and_they_are_pushed_later(
     assert not back.offline and back.pushed == 2
     sync.sync_once(b)
     assert b.abs("Domain/Offline one.md").exists() and b.abs("Domain/Offline two.md").exists()
-    assert sync.status(a).line() == (
+    assert daemon.status(a).line() == (
         f"main: 0 ahead, 0 behind origin/main (as of {NOW}); 0 local change(s) pending; "
         f"last synced {NOW}; online"
     )
@@ -373,7 +374,7 @@ def test_a_refused_key_is_an_error_to_fix_while_an_unknown_host_is_offline(
     code = main(["--vault", str(a.root), "sync"])
     out, err = capsys.readouterr()
     assert git(a.root, "log", "-1", "--format=%s").startswith("osk sync: nodes: 1 added")
-    status = sync.status(a)
+    status = daemon.status(a)
     if case == "no-dns":
         assert code == 75 and out.startswith("Offline: origin is unreachable (")
         assert status.offline_since == NOW and status.failed_at is None
@@ -472,9 +473,9 @@ def test_a_merge_or_rebase_a_person_started_in_the_vault_is_refused_and_nothing_
         f"`git {verb} --continue`) or abort it (`git {verb} --abort`), then sync again"
     )
     assert head(a) == before
-    line = sync.status(a).line()
+    line = daemon.status(a).line()
     assert f"blocked: {what} started outside osk" in line
-    assert line.endswith(f"; last attempt failed at {sync.status(a).failed_at}: {what} started "
+    assert line.endswith(f"; last attempt failed at {daemon.status(a).failed_at}: {what} started "
                          f"outside osk is in progress in {a.root}")
 
 

@@ -19,7 +19,7 @@ from writekit import create, make_repo, snapshot
 from osk.capture import raw
 from osk.engine import Engine
 from osk.errors import OskError, StaleHash, TitleError
-from osk.provenance import rechecks as rechecks_mod
+from osk.provenance import pairs as pairs_mod
 from osk.provenance.rechecks import Rechecks
 from osk.request import NewNode, NodeEdit
 from osk.store import catalog as catalog_mod
@@ -179,7 +179,7 @@ def test_incremental_candidates_match_a_fresh_computation_after_random_changes(
     # (and every citer recomputed) on each call, hiding a dependency the tracking missed.
     # Each change below alters a file's size, so its stat changes even within one tick.
     monkeypatch.setattr(catalog_mod, "_RACE_WINDOW_NS", 0)
-    monkeypatch.setattr(rechecks_mod, "_RACE_NS", 0)
+    monkeypatch.setattr(pairs_mod, "_RACE_NS", 0)
     rng = random.Random(SEED + 1)
     project = make_repo(tmp_path / "work" / "proj", files={"src/app.py": "v0\n"})
     one = Engine.open(vault, cwd=project)

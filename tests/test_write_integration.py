@@ -22,6 +22,7 @@ from osk.store import conflict_copies
 from osk.store.fsutil import atomic_write
 from osk.store.vault import Vault
 from osk.surfaces.server import build_server
+from osk.sync import common as sync_common
 from osk.sync import cycle as sync
 
 repo, eng, hub = writekit.repo, writekit.eng, writekit.hub  # shared fixtures
@@ -163,13 +164,13 @@ def test_a_sync_landing_a_raw_record_holds_its_append_lock(tmp_path: Path,
     ref = raw.append_round(a, "repo-a", "conv-1", raw.RoundInput(user="u", assistant="a"))
     sync.sync_once(a)
     held: list[Path] = []
-    real = sync.file_lock
+    real = sync_common.file_lock
 
     def recording(path: Path, *args: object, **kwargs: object):
         held.append(path)
         return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(sync, "file_lock", recording)
+    monkeypatch.setattr(sync_common, "file_lock", recording)
     sync.sync_once(b)
     assert b.abs(ref.path).read_bytes() == a.abs(ref.path).read_bytes()
     assert raw.lock_path(b, ref.path) in held

@@ -13,7 +13,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from osk.capture.raw import RawRecord, Round, count_text, read_record
+from osk.capture.raw import RawRecord, count_text, read_record
+from osk.capture.raw_text import Round
 from osk.errors import RawNotFound, RawRecordError
 from osk.store.vault import Vault
 

@@ -46,10 +46,11 @@ def _positive(text: str) -> float:
 def run_sync(args: argparse.Namespace) -> int:
     from osk.store.vault import locate
     from osk.sync import cycle as sync
+    from osk.sync import daemon
 
     vault = locate(args.vault)
     if args.status:
-        state = sync.status(vault, remote=args.remote)
+        state = daemon.status(vault, remote=args.remote)
         print(json.dumps(state.to_json(), ensure_ascii=False) if args.json else state.line())
         return 0
     if args.daemon:
@@ -63,7 +64,7 @@ def _run_daemon(vault, args: argparse.Namespace) -> int:  # vault: osk.store.vau
     import signal
     import threading
 
-    from osk.sync import cycle as sync
+    from osk.sync import daemon
 
     stop = threading.Event()
 
@@ -75,7 +76,7 @@ def _run_daemon(vault, args: argparse.Namespace) -> int:  # vault: osk.store.vau
     print(f"osk sync daemon: {vault.root} every {args.interval:g} s and on change "
           f"(stop with SIGTERM or Ctrl-C)", flush=True)
     try:
-        sync.daemon(vault, interval=args.interval, poll=args.poll, max_cycles=args.max_cycles,
+        daemon.daemon(vault, interval=args.interval, poll=args.poll, max_cycles=args.max_cycles,
                     remote=args.remote, stop=stop, report=lambda line: print(line, flush=True))
     finally:
         for signum, handler in previous.items():

@@ -1,0 +1,223 @@
+"""Bringing the remote's commits in and ours out: fetch and push (an unreachable remote is
+offline, a refusing one an error), and the rebase of our unpublished commits onto the remote's,
+run in a disposable scratch clone so nobody sees a half-rebased vault, its conflicts resolved
+path by path (append-only files by union, ledger lines a merge repeated dropped).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import NoReturn
+
+from osk.errors import SyncError
+from osk.store.conflict_copies import (
+    copy_content,
+    copy_name,
+)
+from osk.store.vault import LEDGER_DIR, Vault
+from osk.sync.common import (
+    _ACCESS_REFUSED,
+    _SCRATCH_CONFIG,
+    NETWORK_TIMEOUT,
+    _append_only,
+    _Cycle,
+    _is_ledger,
+    _union,
+    _Unreachable,
+)
+from osk.sync.gitrepo import GitRepo, GitRun, literal, open_repo, split_z
+from osk.sync.landing import _land
+
+
+# -- fetch and push -------------------------------------------------------------------------
+def _fetch(cycle: _Cycle) -> str | None:
+    """Update the remote-tracking ref; None when the remote has no such branch yet."""
+    result = cycle.repo.run("fetch", "-q", "--no-tags", cycle.remote,
+                            f"+refs/heads/{cycle.branch}:{cycle.tracking}",
+                            check=False, timeout=NETWORK_TIMEOUT)
+    if result.status != 0:
+        if "couldn't find remote ref" in result.err:
+            return None
+        _raise_unless_reached(cycle, result)
+    return cycle.repo.sha(cycle.tracking)
+
+
+def _push(cycle: _Cycle, head: str) -> bool:
+    """True when published; False when the remote moved on first (fetch and retry)."""
+    result = cycle.repo.run("push", "--porcelain", cycle.remote,
+                            f"{head}:refs/heads/{cycle.branch}", check=False,
+                            timeout=NETWORK_TIMEOUT)
+    if result.status == 0:
+        cycle.repo.run("update-ref", cycle.tracking, head)
+        return True
+    text = result.out + result.err
+    if "[remote rejected]" in text:
+        raise SyncError(f"{cycle.remote} refused the push: {_first_error(result)}; "
+                        f"every commit is kept locally")
+    if "[rejected]" in text:
+        return False
+    _raise_unless_reached(cycle, result)
+
+
+def _raise_unless_reached(cycle: _Cycle, result: GitRun) -> NoReturn:
+    """Raise SyncError when the remote refused our credentials, else _Unreachable."""
+    lines = [line.strip() for line in (result.err + result.out).splitlines() if line.strip()]
+    refused = [line for line in lines if any(sign in line.lower() for sign in _ACCESS_REFUSED)]
+    if refused:
+        raise SyncError(
+            f"{cycle.remote} refused access ({refused[0][:300]}); the remote was reached, so "
+            f"this is not a network outage. Check the key, token or credential helper git "
+            f"uses for {cycle.remote} (`git -C {cycle.vault.root} fetch {cycle.remote}` shows "
+            f"the same error); every commit is kept locally",
+            remote=cycle.remote,
+        )
+    raise _Unreachable(_first_error(result))
+
+
+def _first_error(result: GitRun) -> str:
+    lines = [line.strip() for line in (result.err + result.out).splitlines() if line.strip()]
+    wanted = [line for line in lines if line.startswith(("fatal", "error", "!"))]
+    return (wanted or lines or ["git gave no reason"])[0][:300]
+
+
+# -- integrate: rebase in a scratch clone, then land ---------------------------------------
+def _integrate(cycle: _Cycle, upstream: str) -> None:
+    repo, local = cycle.repo, cycle.head()
+    cycle.result.pulled += repo.count(f"{local}..{upstream}")
+    if repo.is_ancestor(local, upstream):
+        _land(cycle, local, upstream)
+        return
+    if repo.run("merge-base", local, upstream, check=False).status != 0:
+        raise SyncError(
+            f"{cycle.remote}/{cycle.branch} shares no history with this vault (was the vault "
+            f"created twice?); clone the remote into a new folder and move your notes there")
+    rebased = _rebase_in_scratch(cycle, local, upstream)
+    cycle.mark("rebased")
+    _land(cycle, local, rebased)
+    _drop_scratch(cycle)
+
+
+def _scratch_path(vault: Vault) -> Path:
+    return vault.state("sync", "scratch")
+
+
+def _drop_scratch(cycle: _Cycle) -> None:
+    cycle.repo.run("update-ref", "-d", "refs/osk/sync-result", check=False)
+    shutil.rmtree(_scratch_path(cycle.vault), ignore_errors=True)
+
+
+def _rebase_in_scratch(cycle: _Cycle, local: str, upstream: str) -> str:
+    scratch = _scratch_path(cycle.vault)
+    shutil.rmtree(scratch, ignore_errors=True)  # a killed cycle's leftovers are simply redone
+    scratch.parent.mkdir(parents=True, exist_ok=True)
+    cycle.repo.run("clone", "-q", "--shared", "--no-checkout", "--no-tags",
+                   str(cycle.vault.root), str(scratch))
+    hooks = scratch / ".git" / "osk-no-hooks"
+    hooks.mkdir(exist_ok=True)
+    config = [*cycle.repo.config, *_SCRATCH_CONFIG, f"core.hooksPath={hooks}"]
+    with open_repo(scratch, config) as work:
+        work.run("sparse-checkout", "set", "--cone", check=False)  # top-level files only
+        work.run("checkout", "-q", "--detach", local)
+        started = work.run("rebase", "--merge", upstream, check=False)
+        limit = work.count(f"{upstream}..{local}") + 2
+        while (work.git_dir / "rebase-merge").exists():
+            limit -= 1
+            if limit < 0:
+                raise SyncError(f"the rebase in {scratch} did not finish; sync again")
+            cycle.mark("rebase-stopped")
+            _resolve_step(cycle, work, started)
+            action = "--continue" if _index_differs(work) else "--skip"
+            started = work.run("rebase", action, check=False)
+        if started.status != 0:
+            raise SyncError(f"rebasing onto {cycle.remote}/{cycle.branch} failed: "
+                            f"{_first_error(started)}")
+        _dedupe_ledgers(cycle, work, upstream)
+        rebased = work.sha("HEAD")
+        assert rebased is not None
+        work.run("update-ref", "refs/osk/result", rebased)
+    cycle.repo.run("fetch", "-q", "--no-tags", str(scratch),
+                   "+refs/osk/result:refs/osk/sync-result")
+    return rebased
+
+
+def _index_differs(work: GitRepo) -> bool:
+    return work.run("diff", "--cached", "--quiet", "HEAD", check=False).status != 0
+
+
+def _resolve_step(cycle: _Cycle, work: GitRepo, started: GitRun) -> None:
+    """Resolve every unmerged path of the stopped step; never leave conflict markers."""
+    stages: dict[str, dict[int, tuple[str, str]]] = {}
+    for entry in split_z(work.run("ls-files", "-u", "-z").out):
+        info, rel = entry.split("\t", 1)
+        mode, sha, stage = info.split()
+        stages.setdefault(rel, {})[int(stage)] = (mode, sha)
+    if not stages:
+        raise SyncError(f"the rebase stopped without a conflict: {_first_error(started)}")
+    notes = []
+    for rel, entry in sorted(stages.items()):
+        notes.extend(_resolve_path(cycle, work, rel, entry.get(2), entry.get(3)))
+    message = work.git_dir / "rebase-merge" / "message"
+    if notes and message.exists():
+        with message.open("a", encoding="utf-8") as handle:
+            handle.write("\nSync conflicts (both versions kept):\n"
+                         + "".join(f"- {note}\n" for note in notes))
+
+
+def _resolve_path(cycle: _Cycle, work: GitRepo, rel: str, ours: tuple[str, str] | None,
+                  theirs: tuple[str, str] | None) -> list[str]:
+    # In a rebase "ours" is the remote's version and "theirs" is the local commit's.
+    if ours and theirs and _is_ledger(rel):
+        merged = _union(work.blob(ours[1]), work.blob(theirs[1]))
+        _put(work, rel, ours[0], work.store(merged))
+        return [f"{rel}: lines of both kept"]
+    if ours and theirs and ours[1] == theirs[1]:
+        _put(work, rel, *ours)
+        return []
+    if ours:
+        _put(work, rel, *ours)
+        if not theirs:
+            return [f"{rel}: deleted here, edited on another device; the edit is kept"]
+    else:
+        if theirs and _append_only(rel):
+            _put(work, rel, *theirs)  # never drop lines of an append-only file
+            return [f"{rel}: deleted on another device, grown here; kept"]
+        work.run("update-index", "--force-remove", "--", rel)
+        (work.root / rel).unlink(missing_ok=True)
+    if not theirs:
+        return []
+    copy = copy_name(rel, cycle.device, lambda name: _tracked(work, name))
+    _put(work, copy, theirs[0], work.store(copy_content(rel, work.blob(theirs[1]))))
+    cycle.result.conflict_copies.append(copy)
+    return [f"{rel}: this device's version is in {copy}"]
+
+
+def _put(work: GitRepo, rel: str, mode: str, sha: str) -> None:
+    """Resolve ``rel`` in the index and the worktree (rebase --continue checks both)."""
+    work.set_entry(rel, mode, sha)
+    work.run("checkout-index", "-f", "--", rel)
+
+
+def _tracked(work: GitRepo, rel: str) -> bool:
+    return bool(work.run("ls-files", "-z", "--", literal(rel)).out) or (work.root / rel).exists()
+
+
+def _dedupe_ledgers(cycle: _Cycle, work: GitRepo, upstream: str) -> None:
+    """A union merge can repeat a line both sides added; a ledger line must appear once."""
+    changed = split_z(work.run("diff", "-z", "--name-only", upstream, "HEAD", "--",
+                                LEDGER_DIR).out)
+    fixed = 0
+    for rel in changed:
+        entry = work.run("ls-tree", "-z", "HEAD", "--", rel).out.split("\0")[0]
+        if not entry:
+            continue
+        mode, _kind, rest = entry.split(" ", 2)
+        data = work.blob(rest.split("\t", 1)[0])
+        unique = _union(data, b"")
+        if unique != data:
+            fixed += data.count(b"\n") - unique.count(b"\n")
+            _put(work, rel, mode, work.store(unique))
+    if fixed:
+        work.run("commit", "-q", "--no-verify", "-m",
+                 f"osk sync: removed {fixed} repeated ledger line(s) left by a merge\n\n"
+                 f"Device: {cycle.device}\n")

@@ -1,0 +1,143 @@
+"""Landing: moving the vault's working tree from one commit to another. Each file that differs is
+rewritten atomically; appends made while the cycle ran are carried onto the new content, each
+file landing under the lock its appends take; a landing is journalled first, so an interrupted
+one is finished by the next cycle.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path, PurePosixPath
+
+from osk.errors import RawRecordError, SyncError
+from osk.store.conflict_copies import (
+    copy_content,
+    copy_name,
+    is_conflict_copy,
+)
+from osk.store.fsutil import atomic_write
+from osk.store.vault import Vault
+from osk.sync.commit import _commit_into, _listing
+from osk.sync.common import (
+    _ZERO,
+    _append_only,
+    _Cycle,
+    _is_ledger,
+    _is_raw,
+    _journal_path,
+    _links,
+    _locked,
+    _raw_entries,
+    _union,
+)
+from osk.sync.gitrepo import split_z
+
+
+# -- landing: move the vault's working tree from one commit to another ----------------------
+def _land(cycle: _Cycle, old: str, new: str) -> None:
+    """Bring the working tree from ``old`` to ``new`` without losing anything written since.
+
+    Journalled: a killed landing is finished by ``_recover_landing``. Caller holds the lock.
+    """
+    repo = cycle.repo
+    entries = _raw_entries(
+        split_z(repo.run("diff", "--raw", "--no-abbrev", "-z", "--no-renames", old, new).out))
+    links = _links(entries)
+    if links:
+        raise SyncError(
+            f"{cycle.remote}/{cycle.branch} brings symbolic link(s) {_listing(links)}; osk "
+            f"refuses to land a commit that adds one (a link can lead reads and writes out of "
+            f"the vault), and nothing here changed. Remove the links on the device that added "
+            f"them, push, and sync again")
+    journal = _journal_path(cycle.vault)
+    atomic_write(journal, json.dumps({"from": old, "to": new}) + "\n")
+    first = True
+    for new_mode, old_sha, new_sha, rel in entries:
+        _land_file(cycle, rel, old_sha, new_sha, new_mode)
+        if first:
+            cycle.mark("landing")
+            first = False
+    repo.run("update-ref", "-m", "osk sync", f"refs/heads/{cycle.branch}", new, old)
+    repo.run("reset", "-q", new)  # the index follows; the working tree is already there
+    journal.unlink(missing_ok=True)
+    cycle.mark("landed")
+    _commit_into(cycle)  # copies of files edited during the cycle
+
+
+def _land_file(cycle: _Cycle, rel: str, old_sha: str, new_sha: str, new_mode: str) -> None:
+    repo, vault = cycle.repo, cycle.vault
+    lock = _append_lock(vault, rel)
+    with _locked(lock, 60.0, f"an append to {rel} is stuck") if lock else _nothing():
+        path = vault.abs(rel)
+        old = repo.blob(old_sha) if old_sha != _ZERO else None
+        new = repo.blob(new_sha) if new_sha != _ZERO else None
+        current = _read_current(path)
+        if current == new or new_mode == "160000":
+            return
+        if current == old:
+            _write(vault, rel, new, new_mode)
+            return
+        if current is not None and _append_only(rel):
+            if new is not None and current.startswith(new):
+                return  # landed before a crash, then appended to
+            if old is not None and current.startswith(old):
+                tail = current[len(old):]
+                _write(vault, rel, (new + tail) if new is not None else current, new_mode)
+                return
+            if old is None and new is not None and _is_ledger(rel):
+                _write(vault, rel, _union(new, current), new_mode)
+                return
+        if current is not None:  # changed here while the cycle ran: keep it beside the node
+            copy = copy_name(rel, cycle.device, lambda name: vault.abs(name).exists())
+            _write(vault, copy, copy_content(rel, current), "100644")
+            cycle.result.conflict_copies.append(copy)
+        _write(vault, rel, new, new_mode)
+
+
+def _append_lock(vault: Vault, rel: str) -> Path | None:
+    """The lock an append to ``rel`` takes (a ledger or a raw record), held while it lands so
+    the append cannot interleave with the rewrite; None for files nobody appends to."""
+    if _is_ledger(rel):
+        return vault.lock_path(f"ledger-{PurePosixPath(rel).stem}")
+    if _is_raw(rel) and rel.endswith(".md") and not is_conflict_copy(rel):
+        from osk.capture import raw
+
+        try:
+            return raw.lock_path(vault, rel)
+        except RawRecordError:
+            return None  # not a record file (_raw/README.md, say): nothing appends to it
+    return None
+
+
+def _read_current(path: Path) -> bytes | None:
+    if path.is_symlink():  # git stores a link as its target's path
+        return os.readlink(path).encode("utf-8")
+    return path.read_bytes() if path.is_file() else None
+
+
+@contextmanager
+def _nothing() -> Iterator[None]:
+    yield
+
+
+def _write(vault: Vault, rel: str, data: bytes | None, mode: str) -> None:
+    path = vault.abs(rel)
+    if data is None:
+        path.unlink(missing_ok=True)
+        _prune_empty_dirs(vault, path.parent)
+        return
+    vault.write_file(path, data)  # never a link: _land refuses a commit that brings one
+    path.chmod(0o755 if mode == "100755" else 0o644)  # what a git checkout would leave
+
+
+def _prune_empty_dirs(vault: Vault, directory: Path) -> None:
+    root = vault.root.resolve()
+    while directory.resolve() != root and directory.parent.resolve() != root:
+        try:
+            directory.rmdir()
+        except OSError:
+            return
+        directory = directory.parent
