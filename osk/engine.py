@@ -569,7 +569,7 @@ class Engine:
     def markers(self, node_ids: Iterable[str]) -> dict[str, list[str]]:
         """recheck / conflict / pending / inferred for each id that has any."""
         wanted = list(node_ids)
-        stale = self.rechecks.stale_node_ids(self.catalog)
+        stale = self.rechecks.stale_among(wanted, self.catalog)
         conflicted = _open_party_ids(self.vault)
         result: dict[str, list[str]] = {}
         for node_id in wanted:

@@ -174,6 +174,22 @@ def test_search_hits_carry_recheck_and_conflict_markers(eng: Engine, vault: Vaul
     assert eng.read_node("Claim").markers == ("conflict", "recheck")
 
 
+def test_a_fresh_engine_marks_only_the_stale_hits_as_a_warm_one_does(
+        eng: Engine, vault: Vault, repo: Path, hub: str):
+    # A new process's first search checks just its hits for the recheck marker; it must give
+    # the answer the engine that saw every write gives.
+    create(eng, "Source", body="Limit ten.\n")
+    create(eng, "Claim", body="We allow ten quokkas.\n", derived_from=("[[Source]]",))
+    create(eng, "Steady", body="Quokkas sleep by day.\n", derived_from=("[[Claim]]",))
+    eng.update_node("Source", NodeEdit(old_text="ten", new_text="twelve"))
+    warm = {h.title: h.markers for h in eng.search("quokkas").hits}
+    fresh = Engine.open(vault, cwd=repo)
+    assert {h.title: h.markers for h in fresh.search("quokkas").hits} == warm == {
+        "Claim": ("recheck",), "Steady": ()}
+    ids = [fresh.catalog.get(title).id for title in ("Claim", "Steady")]
+    assert fresh.rechecks.stale_among(ids, fresh.catalog) == {ids[0]}
+
+
 def test_k_is_capped_at_fifty(eng: Engine, hub: str):
     for i in range(3):
         create(eng, f"Note {i}", body="shared word\n")

@@ -442,6 +442,20 @@ class Rechecks:
         """The ids of nodes with at least one recheck candidate (the ``recheck`` marker)."""
         return {c.citing_id for c in self.candidates(catalog)}
 
+    def stale_among(self, node_ids: Iterable[str], catalog: Catalog) -> set[str]:
+        """Which of ``node_ids`` carry the ``recheck`` marker.
+
+        A table that has already looked at ``catalog`` answers from what it keeps, which
+        costs what changed since. A cold one (a fresh ``osk search``'s only look) checks just
+        these nodes with the same rule, instead of every node of the vault.
+        """
+        wanted = set(node_ids)
+        if catalog is self._catalog and self._mark is not None:
+            return self.stale_node_ids(catalog) & wanted
+        table = self.table()
+        with self.hasher.one_pass():
+            return {i for i in wanted if self._collect_one(catalog, table, i)}
+
     def _write_summary(self, found: Sequence[Candidate]) -> None:
         """Keep a small snapshot for the session-start hook, rewritten only when it changes.
 
