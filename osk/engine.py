@@ -5,19 +5,20 @@ what this session has read, and the search index. It has one method per tool; ea
 nothing the surface already validated, makes the engine calls, and returns a dataclass that
 names the session's active scope.
 
-Scope isolation (vault setting ``scope_isolation``, default on) is applied here to every read:
+Scope isolation (vault setting ``scope_isolation``, default on) is applied to every read:
 ``search``, ``read_node`` and ``read_raw`` see another project's Scope nodes and raw records only
 when that scope is listed in ``shared_scopes``.
 
-The write path (``osk.write``), capture (``osk.capture.raw``) and what only ``overview`` reads are
-imported by the methods that use them, so a process that only reads (``osk search``) never
-loads them: a fresh process pays for every module it imports (a test checks ``sys.modules``).
+The methods delegate what only some calls need, and import it when they use it: the write path
+(``osk.write``), capture (``osk.capture.raw``), ``read_raw`` (``osk.raw_reads``), reads at a past
+date (``osk.as_of``), and the ``overview`` and ``recheck`` reports (``osk.overview``). So a process
+that only reads (``osk search``) never loads them: a fresh process pays for every module it
+imports (a test checks ``sys.modules``).
 """
 
 from __future__ import annotations
 
 import math
-import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -28,16 +29,15 @@ from typing import TYPE_CHECKING, Any
 
 from osk.authority import mutation, protection, trust
 from osk.context import AGENT, USER, WriteContext
-from osk.errors import EdgeError, LedgerError, NodeNotFound, OskError
+from osk.errors import LedgerError, NodeNotFound, OskError
 from osk.outline import _section_span, outline_of
 from osk.provenance import candidates
-from osk.provenance.pairs import Candidate, ReadLog
+from osk.provenance.pairs import ReadLog
 from osk.provenance.rechecks import Rechecks
 from osk.provenance.sessions import Routing, Session, open_session
 from osk.request import NewNode, NodeEdit
 from osk.results import (
     AppendResult,
-    ForkInfo,
     NodeRead,
     Overview,
     RawRead,
@@ -49,14 +49,11 @@ from osk.search import DEFAULT_K, SearchIndex
 from osk.search.corpus import SearchDoc
 from osk.search.ranking import Hit, Markers
 from osk.store.catalog import Catalog, Changes
-from osk.store.edges import FileTarget, NodeTarget, RawTarget, parse_target, raw_record
-from osk.store.fsutil import sha256_bytes, synced_at_exit
-from osk.store.ids import check_identifier
-from osk.store.ledger import Ledger
+from osk.store.edges import NodeTarget, parse_target
+from osk.store.fsutil import synced_at_exit
 from osk.store.node import Node
 from osk.store.node import parse as parse_node
-from osk.store.titles import title_key
-from osk.store.vault import SCOPE, SPACES, Vault, locate, scope_of
+from osk.store.vault import Vault, locate, scope_of
 
 if TYPE_CHECKING:
     from osk.write import MoveResult, ReciteResult, WriteResult
@@ -65,9 +62,7 @@ if TYPE_CHECKING:
     from osk.hooks.recall_server import Listener
 
 PAGE_CHARS = 4000  # read_node: at most this many body characters per call
-RAW_CHARS = 6000  # read_raw: the review view's cap
 REFRESH_SECONDS = 1.0  # reads re-stat every node file at most this often (for hand edits)
-_RECORD = re.compile(r"^_raw/(?P<key>[^/#]+)/(?P<conv>[^/#]+?)(?:\.md)?$")
 
 
 BACKGROUND_PACE = 1.0  # the background catch-up rests as long as it works: half the cores
@@ -283,7 +278,10 @@ class Engine:
         ``as_of``: the version readers were served at that time (``osk.authority.validity``); such a
         read carries no hash and does not count as reading the node for a re-citation."""
         if as_of is not None:
-            past = self._past_node(ref, as_of)
+            from osk.as_of import past_node
+
+            self._fresh()
+            past = past_node(self._ctx, self.visible, ref, as_of)
             return self._page(past, past, section, start, length)
         node = self.visible_node(ref)
         shown, pending = self._served(node)
@@ -354,22 +352,6 @@ class Engine:
             section=label, pending=False, markers=(),
         )
 
-    def _past_node(self, ref: str, as_of: str) -> Node:
-        """The version of node ``ref`` (title or id) readers were served at ``as_of``."""
-        from osk.authority import validity
-
-        self._fresh()
-        at = validity.parse_as_of(as_of)
-        wanted = title_key(ref.strip())
-        for node in validity.as_of_view(self.vault, self.catalog, at, self.visible).nodes:
-            if node.id == ref.strip() or title_key(node.title) == wanted:
-                return node
-        raise NodeNotFound(
-            f"no node {ref!r} stood in the vault at {as_of} as this session sees it (created "
-            f"later, not valid then, or another project's); search with the same as_of to "
-            f"see what did", ref=ref,
-        )
-
     def visible_node(self, ref: str) -> Node:
         """The node ``ref`` names if this session may see it, re-read from disk."""
         self._fresh()
@@ -403,88 +385,11 @@ class Engine:
     # -- reading raw records and project files -------------------------------------------------
     def read_raw(self, coordinate: str, *, rounds: Sequence[int] | None = None,
                  start: int = 0, length: int | None = None) -> RawRead:
-        """A raw round (``_raw/KEY/CONV#Round N``), a record (``_raw/KEY/CONV``, optionally
-        ``rounds``) as the review view, or a project file (``file:PATH``); at most 6,000
-        characters per call. ``start`` pages on (for a record view: characters to skip in its
-        first chosen round, as the view's cut notice says)."""
-        text = check_identifier("coordinate", coordinate).strip()
-        inner = text[2:-2] if text.startswith("[[") and text.endswith("]]") else text
-        record = _RECORD.match(inner)
-        if record:
-            return self._read_record(record["key"], record["conv"], rounds, max(0, start))
-        target = parse_target(inner)
-        size = RAW_CHARS if length is None else max(1, min(int(length), RAW_CHARS))
-        if isinstance(target, RawTarget):
-            return self._read_round(target, max(0, start), size)
-        if isinstance(target, FileTarget):
-            return self._read_file(target, max(0, start), size)
-        raise EdgeError(
-            f"{coordinate!r} is a node title; read it with read_node. read_raw takes "
-            f"_raw/KEY/CONVERSATION#Round N, _raw/KEY/CONVERSATION or file:PATH",
-            coordinate=coordinate,
-        )
+        """A raw round, a raw record's review view or a project file, in pages of at most
+        6,000 characters (``osk.raw_reads``)."""
+        from osk.raw_reads import read_raw
 
-    def _check_raw_visible(self, key: str) -> None:
-        if key == self.session.key.key:
-            return
-        if not self.session.can_see_scope(self.routing.scope_for(key)):
-            raise NodeNotFound(
-                f"no raw record _raw/{key}/… visible to this session (scope {self.scope!r})",
-                ref=key,
-            )
-
-    def _read_round(self, target: RawTarget, start: int, size: int) -> RawRead:
-        from osk.capture import raw
-
-        self._check_raw_visible(target.key)
-        found = raw.read_round(self.vault, target, strict=False)
-        body = str(found.text)
-        end = min(len(body), start + size)
-        self.reads.note(f"raw:{target.coordinate}", str(found.hash), start, end, len(body))
-        return RawRead(self.scope, target.coordinate, "round", body[start:end], start, end,
-                       len(body), start == 0 and end == len(body),
-                       end if end < len(body) else None, str(found.hash), (target.round,))
-
-    def _read_record(self, key: str, conversation: str, rounds: Sequence[int] | None,
-                     skip: int) -> RawRead:
-        from osk.capture import raw, raw_review
-
-        self._check_raw_visible(key)
-        record = raw.read_record(self.vault, key, conversation, strict=False)
-        view = raw_review.review(self.vault, key, conversation, rounds=rounds, cap=RAW_CHARS,
-                          skip=skip)
-        cut_inside = view.cut and view.next_skip > 0
-        for index, number in enumerate(view.shown):
-            partial = (index == 0 and skip > 0) or (cut_inside and number == view.shown[-1])
-            if not partial:  # shown in full: the session has read this round
-                found = record.round(number)
-                self.reads.note(f"raw:{found.coordinate}", str(found.hash), 0, 1, 1)
-        nxt = view.next_skip if cut_inside else None
-        return RawRead(self.scope, raw_record(key, conversation), "record", view.text, skip,
-                       skip + len(view.text), len(view.text), not view.cut, nxt, None,
-                       tuple(view.shown), tuple(view.next_rounds))
-
-    def _read_file(self, target: FileTarget, start: int, size: int) -> RawRead:
-        root = self.session.repo_root
-        if root is None:
-            raise EdgeError("this session works in no Git repository, so file: paths have no "
-                            "project folder to resolve against", link=target.link)
-        base = root.resolve()
-        path = (base / target.path).resolve()
-        if base not in path.parents or not path.is_file():
-            raise NodeNotFound(f"no file {target.path} in {base}", ref=target.link)
-        data = path.read_bytes()
-        try:
-            body = data.decode("utf-8")
-        except UnicodeDecodeError:
-            raise EdgeError(f"{target.path} is not UTF-8 text", link=target.link) from None
-        digest = sha256_bytes(data)
-        end = min(len(body), start + size)
-        self.reads.note(f"file:{self.session.key.key}:{target.path}", digest, start, end,
-                        len(body))
-        return RawRead(self.scope, target.link, "file", body[start:end], start, end, len(body),
-                       start == 0 and end == len(body), end if end < len(body) else None,
-                       digest, ())
+        return read_raw(self._ctx, coordinate, rounds=rounds, start=start, length=length)
 
     # -- search and markers ----------------------------------------------------------------
     def warm(self) -> None:
@@ -529,7 +434,10 @@ class Engine:
         ``MAX_K``; below 1 is refused). ``as_of``: the vault as it stood then, each node in
         the version readers were served at that time, ranked by those words."""
         if as_of is not None:
-            return self._search_past(query, k, as_of)
+            from osk.as_of import search_past
+
+            self._fresh()
+            return search_past(self._ctx, self.visible, query, k, as_of)
         return SearchResult(self.scope, query, tuple(self._hits(query, k, self.markers)))
 
     def _hits(self, query: str, k: int, markers: Markers | None) -> list[Hit]:
@@ -538,17 +446,6 @@ class Engine:
         index = self._search_index()
         self._sync_index()
         return index.search(query, k=k, scope=self.scope, visible=self.visible, markers=markers)
-
-    def _search_past(self, query: str, k: int, as_of: str) -> SearchResult:
-        from osk.authority import validity
-        from osk.search.index import search_versions
-
-        self._fresh()
-        at = validity.parse_as_of(as_of)
-        view = validity.as_of_view(self.vault, self.catalog, at, self.visible)
-        hits = search_versions(view.nodes, query, at=at, k=k, scope=self.scope,
-                               visible=self.visible)
-        return SearchResult(self.scope, query, tuple(hits))
 
     def visible(self, doc: object) -> bool:
         """Scope isolation for one search document (anything with ``.path``, or a path).
@@ -595,106 +492,17 @@ class Engine:
     # -- rechecks and overview ---------------------------------------------------------------
     def recheck(self) -> RecheckReport:
         """Recheck candidates whose citing node this session can see."""
-        self.refresh()
-        return RecheckReport(self.scope, tuple(self._visible_candidates()))
+        from osk.overview import visible_candidates
 
-    def _visible_candidates(self) -> list[Candidate]:
-        """Candidates of nodes this session can see, naming only visible ``next`` nodes."""
-        found = []
-        for cand in self.rechecks.candidates(self.catalog):
-            if not self.session.can_see_scope(cand.scope):
-                continue
-            keep = [(i, t) for i, t in zip(cand.next_ids, _titles(self.catalog, cand.next_ids),
-                                            strict=True)
-                    if t is not None and self.session.can_see_scope(t[1])]
-            found.append(replace(cand, next_ids=tuple(i for i, _ in keep),
-                                 next=tuple(sorted(t[0] for _, t in keep))))
-        return found
+        self.refresh()
+        return RecheckReport(self.scope, tuple(visible_candidates(self._ctx)))
 
     def overview(self) -> Overview:
+        """What this session may see of the vault and its health (``osk.overview``)."""
+        from osk.overview import overview
+
         self.refresh()
-        counts = {space: 0 for space in SPACES}
-        counts["scope"] = 0
-        for node in self.catalog.nodes():
-            if node.space in counts and self.session.can_see_scope(node.scope):
-                counts[node.space] += 1
-                if node.space == SCOPE and node.scope == self.scope:
-                    counts["scope"] += 1
-        forks, damaged = self._ledger_health()
-        return Overview(
-            scope=self.scope, session_key=self.session.key.key, bound=self.session.bound,
-            explicit_scope=self.session.explicit, isolation=self.session.isolation,
-            shared_scopes=tuple(sorted(self.session.shared)), counts=counts,
-            rechecks=tuple(self._visible_candidates()),
-            conflicts=tuple(self._open_conflicts()),
-            pending_evictions=tuple(self._pending_evictions()),
-            forks=tuple(forks), damaged_ledgers=tuple(damaged), problems=tuple(self._problems()),
-            conflict_copies=tuple(self._conflict_copies()),
-        )
-
-    def _open_conflicts(self) -> list[Any]:
-        found = []
-        try:
-            open_items = candidates.Candidates(self.vault).open()
-        except LedgerError:
-            return []  # listed under damaged_ledgers
-        for item in open_items:
-            parties = getattr(item, "parties", ())
-            if all(self.session.can_see_scope(scope_of(getattr(p, "path", ""))) for p in parties):
-                found.append(item)
-        return found
-
-    def _pending_evictions(self) -> list[Any]:
-        from osk.provenance import scope_memory
-
-        try:
-            return list(scope_memory.ScopeMemory(self.vault, self.scope).pending_evictions())
-        except LedgerError:
-            return []  # listed under damaged_ledgers
-
-    def _ledger_health(self) -> tuple[list[ForkInfo], list[str]]:
-        forks: list[ForkInfo] = []
-        damaged: list[str] = []
-        folder = self.vault.ledger_dir
-        for path in sorted(folder.glob("*.jsonl")) if folder.is_dir() else []:
-            try:
-                view = Ledger(self.vault, path.stem).read()
-            except LedgerError as exc:
-                damaged.append(str(exc))
-                continue
-            forks.extend(ForkInfo(f.ledger, f.subject, f.describe()) for f in view.forks())
-        return forks, damaged
-
-    def _conflict_copies(self) -> list[str]:
-        """Sync conflict copies this session may see (another project's stay hidden)."""
-        from osk.store import conflict_copies
-
-        return [rel for rel in conflict_copies.conflict_copies(self.vault)
-                if self._may_see_path(str(rel))]
-
-    def _may_see_path(self, rel: str) -> bool:
-        record = _RECORD.match(rel.split("#", 1)[0])
-        if record:
-            key = record["key"]
-            if key == self.session.key.key:
-                return True
-            try:
-                return self.session.can_see_scope(self.routing.scope_for(key))
-            except OskError:  # a forked or damaged routing ledger: overview reports it
-                return False
-        return self.session.can_see_scope(scope_of(rel))
-
-    def _problems(self) -> list[str]:
-        from osk.store import conflict_copies
-
-        # A conflict copy has no contract id on purpose; it is listed under conflict_copies.
-        problems = [str(entry.error) for entry in self.catalog.entries.values()
-                    if entry.error is not None and not conflict_copies.is_conflict_copy(entry.path)]
-        for node_id, paths in self.catalog.duplicate_ids().items():
-            problems.append(f"id {node_id} is carried by {', '.join(paths)}")
-        for _, paths in self.catalog.duplicate_titles().items():
-            problems.append(f"one title is claimed by {', '.join(paths)}")
-        return problems
+        return overview(self._ctx)
 
 
 def _settle_killed_writes(vault: Vault) -> None:
@@ -702,14 +510,6 @@ def _settle_killed_writes(vault: Vault) -> None:
     writer is gone) and audit records journalled but not appended (finished under the lock)."""
     vault.clear_debris()
     mutation.settle(vault)
-
-
-def _titles(catalog: Catalog, node_ids: Sequence[str]) -> list[tuple[str, str | None] | None]:
-    found: list[tuple[str, str | None] | None] = []
-    for node_id in node_ids:
-        node = _node_or_none(catalog, node_id)
-        found.append((node.title, node.scope) if node is not None else None)
-    return found
 
 
 def _node_or_none(catalog: Catalog, node_id: str) -> Node | None:

@@ -11,7 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from osk.errors import SetupError
-from osk.hosts.configtext import JsonHook, JsonMember, JsonText, OwnedFile, TextBlock
+from osk.hosts.configtext import JsonHook, JsonMember, OwnedFile, TextBlock
+from osk.hosts.jsontext import JsonText
 
 EXAMPLES = int(os.environ.get("OSK_SETUP_EXAMPLES", "150"))
 PATH = Path("/home/someone/settings.json")

@@ -148,11 +148,11 @@ def test_every_rule_an_error_names_is_explained_in_bold_on_a_governance_page():
 # -- FORMAT.md -------------------------------------------------------------------------------
 def _ledger_kinds() -> dict[str, set[str]]:
     from osk.authority import audit, protection, tombstones
-    from osk.provenance import candidates, rechecks, scope_memory, sessions
+    from osk.provenance import candidates, recheck_table, scope_memory, sessions
 
     return {
         sessions.LEDGER: {sessions.KIND_OWNER, sessions.KIND_BIND},
-        rechecks.LEDGER: {rechecks.KIND_PAIRS},
+        recheck_table.LEDGER: {recheck_table.KIND_PAIRS},
         candidates.LEDGER: {candidates.KIND_CANDIDATE, candidates.KIND_DISMISS},
         scope_memory.EVICTIONS: {scope_memory.KIND_EVICT, scope_memory.KIND_SETTLE},
         audit.AUDIT: set(audit.ACTIONS),

@@ -10,11 +10,12 @@ import pytest
 import writekit
 from writekit import create, make_repo, snapshot, write_toml
 
-from osk.engine import PAGE_CHARS, RAW_CHARS, Engine
+from osk.engine import PAGE_CHARS, Engine
 from osk.errors import EdgeError, LedgerFork, NodeNotFound, RawNotFound
 from osk.outline import Heading, outline_of
 from osk.provenance.candidates import Candidates
 from osk.provenance.sessions import Routing
+from osk.raw_reads import RAW_CHARS
 from osk.request import NewNode, NodeEdit
 from osk.store.vault import Vault
 

@@ -108,11 +108,13 @@ def test_search_k_defaults_to_8_is_capped_at_50_and_below_1_is_refused(
 
 
 # What only a write needs: the write path, the capture path and the secret filter they apply,
-# the audit log, the person's verbs, the command groups a search does not run, and the node
-# contract's model and YAML reader (a node restored from the catalog snapshot needs neither).
+# the audit log, the person's verbs, the command groups a search does not run, the reads a
+# search does not make (raw records, a past date, the overview), and the node contract's model
+# and YAML reader (a node restored from the catalog snapshot needs neither).
 WRITE_PATH = frozenset({
     "pydantic", "yaml", "osk.store.contract",
     "osk.write", "osk.capture.raw", "osk.capture.raw_review", "osk.capture.secrets",
+    "osk.raw_reads", "osk.as_of", "osk.overview",
     "osk.authority.audit", "osk.authority.tombstones",
     "osk.provenance.scope_memory", "osk.store.conflict_copies", "osk.authority.validity",
     "osk.importer", "osk.placement", "osk.citations", "osk.recheck_gate", "osk.moves",

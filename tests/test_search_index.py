@@ -11,7 +11,7 @@ import pytest
 from rank_bm25 import BM25Okapi
 
 from osk.errors import SearchError
-from osk.search import SearchIndex, scope_visibility, store, tokenize
+from osk.search import SearchIndex, regions, scope_visibility, store, tokenize
 from osk.search import index as index_mod
 from osk.store import contract, node
 from osk.store.catalog import Catalog
@@ -390,7 +390,7 @@ def test_a_protected_node_is_found_by_its_approved_text_until_the_person_approve
         vault: Vault, monkeypatch):
     from osk.authority import approvals, protection
 
-    assert index_mod.APPROVALS_LEDGER == protection.APPROVALS
+    assert regions.APPROVALS_LEDGER == protection.APPROVALS
     rel = "Person/prefs/Editor.md"
     write_node(vault, rel, "the person edits in kestrel")
     index = fresh(vault)

@@ -34,8 +34,6 @@ from osk.hosts.configtext import (
     Edit,
     JsonHook,
     JsonMember,
-    JsonText,
-    JsonValue,
     KeptOnRemove,
     Memo,
     OwnedFile,
@@ -44,6 +42,7 @@ from osk.hosts.configtext import (
     toml_places,
     toml_string,
 )
+from osk.hosts.jsontext import JsonText, JsonValue
 from osk.store.fsutil import atomic_write
 
 SERVER_NAME = "osk"

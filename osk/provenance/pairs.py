@@ -1,8 +1,8 @@
 """What a recheck compares: the pair table (each citation bound to the hashes of the citing body
 and of its target, and the candidates a changed target opens), the current state of every kind
 of target (a node's body hash, a raw round's hash, a project file's), and what a session has
-read (the target states a correction may bind to). The ledger and its passes are
-``osk.provenance.rechecks``.
+read (the target states a correction may bind to). The ledger read as a table is
+``osk.provenance.recheck_table``; its passes are ``osk.provenance.rechecks``.
 """
 
 from __future__ import annotations

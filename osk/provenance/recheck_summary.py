@@ -47,7 +47,8 @@ def scopes(vault: Vault) -> dict[str, list[object]]:
 
 def most_cited(vault: Vault) -> list[tuple[str, int]]:
     """(node id, how many nodes cite it) for the most cited nodes, most first (at most
-    ``osk.provenance.rechecks.MOST_CITED``); [] before the first recheck pass on this device."""
+    ``osk.provenance.recheck_table.MOST_CITED``); [] before the first recheck pass on this
+    device."""
     found = _summary(vault).get("cited")
     if not isinstance(found, list):
         return []

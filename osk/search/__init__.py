@@ -6,7 +6,9 @@ pydantic, no numpy); node files are parsed only when one has to be (re)read.
 
 Modules: ``tokenize`` (terms), ``bm25`` (scores, postings), ``corpus`` (documents in memory),
 ``store`` (snapshot + journal on disk), ``index`` (freshness, persistence, the public object),
-``ranking`` (the order of hits), ``recallfile`` (the index's queryable copy for the hooks),
+``versions`` (what the index keeps of a node version; a search over given versions alone),
+``regions`` (protected regions as the index sees them), ``ranking`` (the order of hits),
+``recallfile`` (the index's queryable copy for the hooks; ``recall_mirror`` keeps it in step),
 ``expand`` + ``glossary`` (query terms). (`osk import` is ``osk.importer``: it writes
 through the engine.)
 
@@ -24,10 +26,11 @@ from osk.search.tokenize import tokenize
 
 if TYPE_CHECKING:
     from osk.search.corpus import SearchDoc
-    from osk.search.index import DEFAULT_K, MAX_K, Refreshed, SearchIndex
+    from osk.search.index import Refreshed, SearchIndex
     from osk.search.ranking import Hit, scope_visibility
+    from osk.search.versions import DEFAULT_K, MAX_K
 
-_HOMES = {"SearchDoc": "corpus", "DEFAULT_K": "index", "MAX_K": "index", "Refreshed": "index",
+_HOMES = {"SearchDoc": "corpus", "DEFAULT_K": "versions", "MAX_K": "versions", "Refreshed": "index",
           "SearchIndex": "index", "Hit": "ranking", "scope_visibility": "ranking"}
 
 

@@ -17,16 +17,18 @@ inode) the way the catalog is. Three paths keep it current:
   compared by content hash) on every walk until it is old enough, in this process and after
   a reload.
 
-Protected regions (``osk.authority.protection``): what is indexed is what readers are served, the
-approved version while a change waits for review; when the approvals ledger changes, the
-files in the old and new regions are read again.
+Protected regions (``osk.authority.protection``, as ``regions.Regions`` reads them): what is
+indexed is what readers are served, the approved version while a change waits for review; when
+the approvals ledger changes, the files in the old and new regions are read again.
 
 Persistence (``store``): a snapshot plus a journal of per-document changes under
 ``vault.state("index")``. A missing, damaged or outdated snapshot is rebuilt from the files.
 Each change appends one journal line; the snapshot is rewritten once the journal holds a
-quarter of the corpus (or on ``flush``), so no single change rewrites the corpus.
+quarter of the corpus (or on ``flush``), so no single change rewrites the corpus. The recall
+file the hooks query is kept in step with the journal (``recall_mirror``).
 
-Ranking is ``ranking.Ranking``; the documents and postings are ``corpus.Corpus``.
+Ranking is ``ranking.Ranking``; the documents and postings are ``corpus.Corpus``; what a
+document keeps of a node version, and what a query may ask, is ``versions``.
 
 The semantic channel (``semantic.Vectors``, on when its model is installed) keeps one vector
 per indexed text beside this index. A search fuses it with the lexical order after embedding
@@ -40,27 +42,32 @@ from __future__ import annotations
 import logging
 import math
 import os
-import sqlite3
 import threading
 import time
-import unicodedata
-from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from osk.errors import OskError, SearchError
-from osk.search import recallfile, store
+from osk.search import store
 from osk.search.bm25 import EPSILON, K1, B
 from osk.search.corpus import RACE_WINDOW_NS, Corpus, SearchDoc, StatKey
 from osk.search.ranking import FUSION_DEPTH, Hit, Markers, Ranked, Ranking, Visible, fuse
+from osk.search.recall_mirror import RecallMirror
+from osk.search.regions import Regions
 from osk.search.semantic import Vectors
-from osk.search.tokenize import TOKENIZER_VERSION, loose_key, tokenize
-from osk.store import clock
+from osk.search.tokenize import TOKENIZER_VERSION
+from osk.search.versions import (
+    DEFAULT_K,
+    checked,
+    document,
+    moment,
+    parse_node,
+    searchable_path,
+    title_of,
+)
 from osk.store.fsutil import collector_paused, sha256_text
-from osk.store.titles import title_key
-from osk.store.vault import SCOPE, SPACES, Vault
+from osk.store.vault import Vault
 
 if TYPE_CHECKING:
     from osk.store.catalog import Catalog, Changes
@@ -68,13 +75,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("osk.search")
 
-DEFAULT_K = 8
-MAX_K = 50
 REFRESH_INTERVAL = 1.0  # seconds between freshness walks started by searches
-
-# osk.authority.protection.APPROVALS (a test keeps the two equal): while this ledger does not exist
-# no region is protected, and the index never imports osk.authority.protection.
-APPROVALS_LEDGER = "approvals"
 
 # What a snapshot was built with; one that differs is rebuilt, not trusted.
 PARAMS: dict[str, Any] = {
@@ -125,16 +126,14 @@ class SearchIndex:
     def _reset_memory(self) -> None:
         self._corpus = Corpus()
         self._rejects: dict[str, tuple[StatKey, int]] = {}  # unusable files: stat, read time
-        self._regions: tuple[str, ...] = ()
-        self._approvals: object = None  # the approvals ledger's stat when regions were read
+        self._regions = Regions(self.vault)
         self._last_walk = -math.inf
         self._generation = ""
         self._journal_ops = 0
         self._pending: list[list[Any]] = []
         self._content_slots: tuple[int, dict[str, int]] = (-1, {})
         self._embedded_version = -1  # the corpus version at which every node had a vector
-        self._recall_written: dict[str, Any] | None = None  # the recall file's meta, as written
-        self._recall_backlog: list[list[Any]] = []  # changes a busy recall file did not take
+        self._recall = RecallMirror(self.directory, self._recall_meta)
 
     # -- public API ---------------------------------------------------------------------------
     def sync(self, catalog: Catalog, changes: Changes) -> None:
@@ -147,7 +146,7 @@ class SearchIndex:
             self._ensure_loaded()
             now = time.time_ns()
             for rel in (*changes.added, *changes.changed):
-                if not _searchable_path(rel):
+                if not searchable_path(rel):
                     continue
                 entry = catalog.entries.get(rel)
                 if entry is None or entry.node is None:
@@ -160,7 +159,8 @@ class SearchIndex:
             for rel in changes.removed:
                 self._drop(rel)
             if self._last_walk > -math.inf:  # else the first search walks and checks
-                for rel in self._check_protection():  # an approval changes no node file
+                # an approval changes no node file
+                for rel in self._regions.moved(self._corpus.slot_of, self._rejects):
                     self._reread(rel, now)
             self._commit()
 
@@ -199,7 +199,7 @@ class SearchIndex:
         isolation). ``markers(ids)``: extra markers per node id (recheck, conflict, …).
         ``as_of``: only nodes that existed and were valid then (a date or a timestamp).
         """
-        query, k = _checked(query, k)
+        query, k = checked(query, k)
         with self._lock:
             ranked = self.channels(query, k=k, scope=scope, visible=visible, as_of=as_of)
             return ranked.ranking.hits(ranked.order, markers)
@@ -213,16 +213,16 @@ class SearchIndex:
         recall asked of the MCP server (``osk.hooks.recall_channel``) ranks from here, so it ranks
         exactly as ``search`` does. ``fresh_within``: walk for changes made elsewhere when the
         last walk is older than that many seconds (default: the index's refresh interval)."""
-        moment = _moment(as_of)
+        when = moment(as_of)
         interval = self.refresh_interval if fresh_within is None else fresh_within
         with self._lock:
             self._ensure_loaded()
             if time.monotonic() - self._last_walk >= interval:
                 self._walk_and_reconcile()
                 self._commit()
-            ranking = Ranking(self._corpus, scope=scope, visible=visible, moment=moment,
+            ranking = Ranking(self._corpus, scope=scope, visible=visible, moment=when,
                               explicit_time=as_of is not None)
-            approvals = self._served_approvals()
+            approvals = self._regions.served_approvals()
             if self.vectors is None or not self.vectors.model.reads(query):
                 lexical = ranking.rank(query, k)
                 return Channels(ranking, lexical, None, lexical, approvals)
@@ -289,13 +289,13 @@ class SearchIndex:
         """The indexed text of ``rel`` if it still hashes to ``content_hash``, else None."""
         try:
             with open(os.path.join(self._root, rel), encoding="utf-8") as handle:
-                node = _parse(rel, handle.read())
+                node = parse_node(rel, handle.read())
         except (OSError, UnicodeDecodeError):
             return None
-        served = self._served(rel, node) if node is not None else None
+        served = self._regions.served(rel, node) if node is not None else None
         if served is None:
             return None
-        text = SearchDoc.content_text(_title_of(rel), served.meta.summary, served.body)
+        text = SearchDoc.content_text(title_of(rel), served.meta.summary, served.body)
         return text if sha256_text(text) == content_hash else None
 
     def flush(self) -> None:
@@ -350,7 +350,7 @@ class SearchIndex:
                 self._journal_ops = len(ops)
                 if unusable or self._journal_ops > self._compact_threshold():
                     self._compact()
-                self._recall_catch_up()
+                self._recall.catch_up(self._corpus)
         self._loaded = True
 
     def _build(self, report: str) -> None:
@@ -360,7 +360,7 @@ class SearchIndex:
         self._last_walk = time.monotonic()
         self._pending.clear()
         self._compact()
-        self._recall_rebuild()
+        self._recall.rebuild(self._corpus)
         self.load_report = report
 
     def _replay(self, op: list[Any]) -> None:
@@ -384,11 +384,11 @@ class SearchIndex:
     def _commit(self) -> None:
         """Append pending changes to the journal; fold it into a snapshot when it is long."""
         if not self._pending:
-            if self._recall_backlog or self._recall_protection_moved():
-                self._recall_mirror([])  # only the protection state moved, or a backlog waits
+            if self._recall.backlog or self._recall.moved(self._recall_protection()):
+                self._recall.mirror([])  # only the protection state moved, or a backlog waits
             return
         ops, self._pending = self._pending, []
-        self._recall_mirror(ops)
+        self._recall.mirror(ops)
         try:
             store.append_journal(self.directory, ops)
         except OSError:
@@ -407,14 +407,7 @@ class SearchIndex:
         self._journal_ops = 0
         self._pending.clear()
 
-    # -- the recall file (osk.search.recallfile) ------------------------------------------------
-    # Kept in step with the journal. A failure here must not take search down: the file is
-    # removed, the hooks recall nothing until the next load rebuilds it, and search goes on.
-    def _served_approvals(self) -> list[Any] | None:
-        """The approvals generation the served versions were read under (None: no region)."""
-        approvals = self._approvals if self._protected() else None
-        return list(approvals) if isinstance(approvals, tuple) else None
-
+    # -- the recall file (osk.search.recall_mirror) ----------------------------------------------
     def _recall_meta(self) -> dict[str, Any]:
         bm25 = self._corpus.bm25
         return {"average_idf": bm25.average_idf(), "n": bm25.size,
@@ -422,69 +415,8 @@ class SearchIndex:
 
     def _recall_protection(self) -> dict[str, Any]:
         """The part of the recall file's meta that moves without a change of the corpus."""
-        return {"approvals": self._served_approvals(),
-                "regions": list(self._regions)}
-
-    def _recall_protection_moved(self) -> bool:
-        """Whether the file's meta must be written though no document changed: the corpus's
-        part (counts, mean idf; a pass over every term) moves only with documents."""
-        written = self._recall_written
-        return written is None or any(written.get(key) != value
-                                      for key, value in self._recall_protection().items())
-
-    def _recall_mirror(self, ops: list[list[Any]]) -> None:
-        meta = self._recall_meta()
-        backlog, self._recall_backlog = self._recall_backlog, []
-        try:
-            recallfile.RecallWriter(self.directory).mirror([*backlog, *ops], meta)
-            self._recall_written = meta
-        except (sqlite3.Error, OSError) as exc:
-            if recallfile.busy(exc):  # another writer held it: these go with the next commit
-                self._recall_backlog = [*backlog, *ops]
-            else:
-                self._recall_failed()
-
-    def _recall_rebuild(self) -> None:
-        meta = self._recall_meta()
-        try:
-            recallfile.RecallWriter(self.directory).rebuild(
-                self._corpus.docs, self._corpus.bm25, meta)
-            self._recall_written = meta
-        except (sqlite3.Error, OSError) as exc:
-            if not recallfile.busy(exc):  # busy: the file stays; the next load compares it
-                self._recall_failed()
-
-    def _recall_catch_up(self) -> None:
-        """After a load: mend what the recall file missed (a process killed between the
-        journal and it), or rebuild it when it is missing, damaged or outdated."""
-        writer = recallfile.RecallWriter(self.directory)
-        try:
-            if not writer.schema_ok():
-                self._recall_rebuild()
-                return
-            stale, gone = writer.differences(self._corpus.docs.values())
-            if not stale and not gone:
-                # The file holds this corpus, and the meta it was written from it: a read that
-                # changes nothing writes nothing, and ranks with its mean idf (not recounted).
-                meta = self._recall_written = writer.meta()
-                if isinstance(meta.get("n"), int) and isinstance(meta.get("average_idf"), float):
-                    self._corpus.bm25.adopt_average_idf(meta["n"], meta["average_idf"])
-                return
-            corpus = self._corpus
-            ops: list[list[Any]] = [["del", rel] for rel in gone]
-            for doc in stale:
-                slot = corpus.slot_of[doc.path]
-                frequencies = {term: corpus.bm25.postings(term)[slot]
-                               for term in corpus.terms_of(slot)}
-                ops.append(["put", doc.record(), frequencies])
-            self._recall_mirror(ops)
-        except (sqlite3.Error, OSError):
-            self._recall_failed()
-
-    def _recall_failed(self) -> None:
-        log.exception("the recall file could not be updated; removing it (rebuilt on next load)")
-        self._recall_written = None
-        recallfile.remove(self.directory)
+        return {"approvals": self._regions.served_approvals(),
+                "regions": list(self._regions.regions)}
 
     # -- freshness ----------------------------------------------------------------------------
     def _walk_and_reconcile(self, files: dict[str, StatKey] | None = None) -> Refreshed:
@@ -493,7 +425,7 @@ class SearchIndex:
         started = time.monotonic()  # an edit made while we walk may be missed: count from here
         corpus = self._corpus
         seen: dict[str, StatKey] = dict(_walk(self.vault)) if files is None else files
-        forced = self._check_protection()
+        forced = self._regions.moved(corpus.slot_of, self._rejects)
         for rel, stat in seen.items():
             doc = corpus.get(rel)
             if doc is None:
@@ -541,7 +473,7 @@ class SearchIndex:
             previous.stat, previous.read_ns = stat, now
             self._pending.append(["stat", rel, *stat, now])
             return True
-        node = _parse(rel, text)
+        node = parse_node(rel, text)
         if node is None:
             self._reject(rel, stat, now)
             return False
@@ -551,42 +483,6 @@ class SearchIndex:
     def _reject(self, rel: str, stat: StatKey, now: int) -> None:
         self._drop(rel)
         self._rejects[rel] = (stat, now)
-
-    # -- protected regions ----------------------------------------------------------------------
-    def _served(self, rel: str, node: Node) -> Node | None:
-        """The version readers must see (the approved one while a protected change waits), or
-        None while the file must be treated as absent: a pending creation, or an approved
-        version that has not reached this device yet."""
-        if not self._protected():
-            return node
-        protection = _protection()
-        try:
-            served = protection.served(self.vault, rel, node.text)
-        except OskError:
-            return None
-        if served.text is None:
-            return None
-        return node if served.text == node.text else _parse(rel, served.text)
-
-    def _protected(self) -> bool:
-        return self.vault.ledger_path(APPROVALS_LEDGER).exists()
-
-    def _check_protection(self) -> set[str]:
-        """Paths to re-read because the protected regions or their approvals changed."""
-        if not self._protected():
-            stale_regions, self._regions, self._approvals = self._regions, (), None
-        else:
-            protection = _protection()
-            generation = protection.generation(self.vault)
-            if generation == self._approvals:
-                return set()
-            regions = protection.regions(self.vault)
-            stale_regions = (*self._regions, *regions)
-            self._regions, self._approvals = regions, generation
-        if not stale_regions:
-            return set()
-        return {rel for rel in (*self._corpus.slot_of, *self._rejects)
-                if any(rel == r or rel.startswith(r.rstrip("/") + "/") for r in stale_regions)}
 
     # -- changing the index ---------------------------------------------------------------------
     def _put_node(self, node: Node, stat: StatKey, read_ns: int, file_hash: str = "",
@@ -599,12 +495,12 @@ class SearchIndex:
                 current.stat, current.read_ns = stat, read_ns
                 self._pending.append(["stat", rel, *stat, read_ns])
             return
-        served = self._served(rel, node)
+        served = self._regions.served(rel, node)
         if served is None:  # readers must treat it as absent for now
             self._reject(rel, stat, read_ns)
             return
         self._rejects.pop(rel, None)
-        doc, frequencies = _document(rel, served, stat, file_hash, read_ns)
+        doc, frequencies = document(rel, served, stat, file_hash, read_ns)
         self._corpus.store(doc, frequencies)
         self._pending.append(["put", doc.record(), dict(frequencies)])
 
@@ -614,55 +510,6 @@ class SearchIndex:
 
 
 # -- helpers ------------------------------------------------------------------------------------
-def _document(rel: str, served: Node, stat: StatKey, file_hash: str,
-              read_ns: int) -> tuple[SearchDoc, Counter[str]]:
-    """What the index keeps of the version ``served`` of the node at ``rel``, and its terms."""
-    meta = served.meta
-    title = _title_of(rel)
-    tokens = tokenize(title) + tokenize(meta.summary) + tokenize(served.body)
-    content_hash = sha256_text(SearchDoc.content_text(title, meta.summary, served.body))
-    supersedes = _link_title(meta.supersedes)
-    doc = SearchDoc(
-        path=rel, id=meta.id, title=title, summary=meta.summary, updated=meta.updated,
-        space=rel.split("/", 1)[0], scope=_scope_of(rel), trust=meta.trust_state,
-        created=_epoch(meta.created), valid_from=_epoch(meta.valid_from),
-        valid_to=_epoch(meta.valid_to),
-        supersedes=title_key(supersedes) if supersedes else None,
-        stat=stat, file_hash=file_hash, read_ns=read_ns, length=len(tokens),
-        title_key=title_key(title), loose_key=loose_key(title), content_hash=content_hash,
-    )
-    return doc, Counter(tokens)
-
-
-def search_versions(nodes: Iterable[Node], query: str, *, at: datetime, k: int = DEFAULT_K,
-                    scope: str | None = None, visible: Visible | None = None) -> list[Hit]:
-    """Rank ``query`` over these node versions alone (the vault as it stood at ``at``,
-    ``osk.authority.validity.as_of_view``), the way ``SearchIndex.search`` ranks the live vault.
-
-    The versions get an index of their own for this one query (a past vault shares no
-    statistics with today's): every node is tokenized, about a second at 5,000 nodes. Words
-    only: past versions have no vectors.
-    """
-    query, k = _checked(query, k)
-    corpus = Corpus()
-    for node in nodes:
-        if _searchable_path(node.path):
-            doc, frequencies = _document(node.path, node, (0, 0, 0), node.file_hash, 0)
-            corpus.store(doc, frequencies)
-    ranking = Ranking(corpus, scope=scope, visible=visible, moment=_moment(at),
-                      explicit_time=True)
-    return ranking.hits(ranking.rank(query, k), None)
-
-
-def _checked(query: object, k: object) -> tuple[str, int]:
-    """The query and k a search accepts (k capped at ``MAX_K``), or a SearchError."""
-    if not isinstance(query, str) or not query.strip():
-        raise SearchError("the search query is empty; give words or a title to look for")
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise SearchError(f"k must be a whole number from 1 to {MAX_K} (got {k!r})")
-    return query, min(k, MAX_K)
-
-
 def _walk(vault: Vault) -> Iterator[tuple[str, StatKey]]:
     """The catalog's traversal (imported here: osk.store.catalog loads pydantic via
     osk.store.node)."""
@@ -673,59 +520,3 @@ def _walk(vault: Vault) -> Iterator[tuple[str, StatKey]]:
 
 def _racy(stat: StatKey, read_ns: int) -> bool:
     return read_ns - stat[1] < RACE_WINDOW_NS
-
-
-def _title_of(rel: str) -> str:
-    """A node's title from its path (osk.store.node.title_from_path, without pathlib's cost)."""
-    return unicodedata.normalize("NFC", rel.rsplit("/", 1)[-1].removesuffix(".md"))
-
-
-def _scope_of(rel: str) -> str | None:
-    parts = rel.split("/", 2)
-    return parts[1] if len(parts) == 3 and parts[0] == SCOPE else None
-
-
-def _searchable_path(rel: str) -> bool:
-    return rel.split("/", 1)[0] in SPACES and rel.endswith(".md")
-
-
-def _parse(rel: str, text: str) -> Node | None:
-    from osk.errors import ContractError
-    from osk.store import node as node_mod  # pydantic: imported only when a file must be read
-
-    try:
-        return node_mod.parse(rel, text)
-    except ContractError:
-        return None
-
-
-def _protection() -> Any:
-    from osk.authority import protection  # only once an approvals ledger exists (see _protected)
-
-    return protection
-
-
-def _link_title(link: str | None) -> str | None:
-    if not link:
-        return None
-    inner = link[2:-2] if link.startswith("[[") and link.endswith("]]") else link
-    return inner.split("|", 1)[0].split("#", 1)[0].strip() or None
-
-
-def _epoch(text: str | None) -> float | None:
-    return clock.parse(text).timestamp() if text else None
-
-
-def _moment(as_of: str | datetime | None) -> float:
-    if as_of is None:
-        return clock.now().timestamp()
-    if isinstance(as_of, datetime):
-        if as_of.tzinfo is None:
-            raise SearchError("as_of must carry a UTC offset, e.g. 2026-11-29T18:02+09:00")
-        return as_of.timestamp()
-    from osk.authority.validity import parse_as_of  # one reading of as_of for every reader
-
-    try:
-        return parse_as_of(as_of).timestamp()
-    except OskError as exc:
-        raise SearchError(str(exc)) from None

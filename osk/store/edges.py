@@ -19,6 +19,8 @@ from osk.store.ids import check_identifier
 RAW_PREFIX = "_raw/"
 FILE_PREFIX = "file:"
 _RAW = re.compile(r"^_raw/(?P<key>[^/#]+)/(?P<conv>[^/#]+)#Round (?P<n>[1-9][0-9]*)$")
+# A whole record as ``raw_record`` names it, or its file's vault path (``….md``).
+RAW_RECORD = re.compile(r"^_raw/(?P<key>[^/#]+)/(?P<conv>[^/#]+?)(?:\.md)?$")
 
 
 def raw_record(key: str, conversation: str) -> str:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-from osk.search.index import DEFAULT_K, MAX_K
+from osk.search.versions import DEFAULT_K, MAX_K
 
 if TYPE_CHECKING:
     pass

@@ -1,0 +1,100 @@
+"""The search index's side of the recall file (``osk.search.recallfile``): kept in step with
+the journal.
+
+``SearchIndex`` hands each commit's changes to ``mirror`` in the same step that appends them
+to its journal; a full build hands its whole corpus to ``rebuild``; after a load, ``catch_up``
+mends what the file missed (a process killed between the journal and it), or rebuilds it when
+it is missing, damaged or of another schema. While another writer holds the file, the changes
+wait in a backlog for the next commit.
+
+A failure here must not take search down: the file is removed, the hooks recall nothing until
+the next load rebuilds it, and search goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from osk.search import recallfile
+
+if TYPE_CHECKING:
+    from osk.search.corpus import Corpus
+
+log = logging.getLogger("osk.search")
+
+
+class RecallMirror:
+    """The recall file of one index directory, as this index last wrote it.
+
+    ``meta`` gives the file's meta for the corpus as it stands (counts, mean idf, the
+    protection state the served versions were read under).
+    """
+
+    def __init__(self, directory: Path, meta: Callable[[], dict[str, Any]]) -> None:
+        self.directory = directory
+        self.meta = meta
+        self.written: dict[str, Any] | None = None  # the recall file's meta, as written
+        self.backlog: list[list[Any]] = []  # changes a busy recall file did not take
+
+    def moved(self, protection: dict[str, Any]) -> bool:
+        """Whether the file's meta must be written though no document changed: the corpus's
+        part (counts, mean idf; a pass over every term) moves only with documents."""
+        written = self.written
+        return written is None or any(written.get(key) != value
+                                      for key, value in protection.items())
+
+    def mirror(self, ops: list[list[Any]]) -> None:
+        meta = self.meta()
+        backlog, self.backlog = self.backlog, []
+        try:
+            recallfile.RecallWriter(self.directory).mirror([*backlog, *ops], meta)
+            self.written = meta
+        except (sqlite3.Error, OSError) as exc:
+            if recallfile.busy(exc):  # another writer held it: these go with the next commit
+                self.backlog = [*backlog, *ops]
+            else:
+                self.failed()
+
+    def rebuild(self, corpus: Corpus) -> None:
+        meta = self.meta()
+        try:
+            recallfile.RecallWriter(self.directory).rebuild(corpus.docs, corpus.bm25, meta)
+            self.written = meta
+        except (sqlite3.Error, OSError) as exc:
+            if not recallfile.busy(exc):  # busy: the file stays; the next load compares it
+                self.failed()
+
+    def catch_up(self, corpus: Corpus) -> None:
+        """After a load: mend what the recall file missed (a process killed between the
+        journal and it), or rebuild it when it is missing, damaged or outdated."""
+        writer = recallfile.RecallWriter(self.directory)
+        try:
+            if not writer.schema_ok():
+                self.rebuild(corpus)
+                return
+            stale, gone = writer.differences(corpus.docs.values())
+            if not stale and not gone:
+                # The file holds this corpus, and the meta it was written from it: a read that
+                # changes nothing writes nothing, and ranks with its mean idf (not recounted).
+                meta = self.written = writer.meta()
+                if isinstance(meta.get("n"), int) and isinstance(meta.get("average_idf"), float):
+                    corpus.bm25.adopt_average_idf(meta["n"], meta["average_idf"])
+                return
+            ops: list[list[Any]] = [["del", rel] for rel in gone]
+            for doc in stale:
+                slot = corpus.slot_of[doc.path]
+                frequencies = {term: corpus.bm25.postings(term)[slot]
+                               for term in corpus.terms_of(slot)}
+                ops.append(["put", doc.record(), frequencies])
+            self.mirror(ops)
+        except (sqlite3.Error, OSError):
+            self.failed()
+
+    def failed(self) -> None:
+        log.exception("the recall file could not be updated; removing it (rebuilt on next load)")
+        self.written = None
+        recallfile.remove(self.directory)
