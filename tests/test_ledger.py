@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import subprocess
@@ -277,3 +278,28 @@ def test_appenders_killed_at_random_moments_lose_no_acknowledged_record(vault: V
     lines = Ledger(vault, "audit").path.read_text(encoding="utf-8").splitlines()
     assert len(lines) == len(view.records)
     assert all(isinstance(json.loads(line), dict) for line in lines)
+
+
+def test_an_older_view_keeps_the_ledger_as_it_was_and_can_still_grow_its_own_way(vault: Vault):
+    # Views of one ledger share what was parsed (an append costs the new record, not a copy),
+    # so each must still answer only for the records it was made with.
+    ledger = Ledger(vault, "audit")
+    first = ledger.append("create", "a")
+    old = ledger.read()
+    second = ledger.append("update", "a")
+    new = ledger.read()
+    assert [r.id for r in old.records] == [first.id] and len(old.by_id) == 1
+    assert second.id not in old.by_id and old.for_subject("a") == [first]
+    assert old.heads == (first.id,) and old.current("a") == first
+    assert [r.id for r in new.records] == [first.id, second.id]
+    assert new.current("a") == second and new.is_ancestor(first, second)
+    assert list(old.subjects()) == ["a"] and old.records[-1] == first
+    with pytest.raises(IndexError):
+        old.records[1]
+    # The older view grown another way (as a reader that missed the second record would):
+    third = dataclasses.replace(second, id=ids.uuid7(after=second.id), kind="delete")
+    branch = old.extended([third])
+    assert branch is not None and [r.id for r in branch.records] == [first.id, third.id]
+    assert [r.id for r in new.records] == [first.id, second.id]  # untouched by the branch
+    assert [r.id for r in ledger.read().records] == [first.id, second.id]
+    assert old.extended([second]) is not None and old.extended([first]) is None  # a repeat

@@ -18,8 +18,9 @@ import hashlib
 import json
 import os
 import threading
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 
 from osk.errors import LedgerError, LedgerFork
@@ -70,65 +71,153 @@ class Fork:
         return f"{self.ledger}: subject {self.subject!r} has concurrent records {lines}"
 
 
-@dataclass
-class LedgerView:
-    """A parsed, structurally valid ledger with its causal order."""
+class _Growth:
+    """What the views of one ledger's growth share: every record parsed so far, in file order,
+    with its vector clock. Only ever appended to, so an older view reads it through its own
+    length and an append costs the new records, not a copy of the ledger."""
 
-    name: str
-    records: list[Record]
-    by_id: dict[str, Record]
-    heads: tuple[str, ...]
-    _clock: dict[str, dict[str, int]] = field(default_factory=dict, repr=False)
-    _seq: dict[str, int] = field(default_factory=dict, repr=False)
-    _by_subject: dict[str, list[Record]] | None = field(default=None, repr=False)
+    def __init__(self, records: list[Record]) -> None:
+        self.records = records
+        self.index = {r.id: i for i, r in enumerate(records)}
+        self.clock: dict[str, dict[str, int]] = {}
+        self.seq: dict[str, int] = {}
+        self.lock = threading.Lock()  # readers in several threads may extend the same view
+        self._subjects: dict[str, list[Record]] = {}
+        self._grouped = 0  # records[:_grouped] are in _subjects
+
+    def subjects(self) -> dict[str, list[Record]]:
+        """Records per subject, in file order (kept up to date as the ledger grows)."""
+        with self.lock:
+            for record in self.records[self._grouped:]:
+                self._subjects.setdefault(record.subject, []).append(record)
+            self._grouped = len(self.records)
+            return self._subjects
+
+    def cut(self, count: int) -> _Growth:
+        """A copy of the first ``count`` records: an older view is growing another way."""
+        kept = _Growth(self.records[:count])
+        kept.clock = {r.id: self.clock[r.id] for r in kept.records}
+        kept.seq = {r.id: self.seq[r.id] for r in kept.records}
+        return kept
+
+
+class _Prefix(Sequence[Record]):
+    """The first ``count`` records of a growth: what one view holds."""
+
+    def __init__(self, items: list[Record], count: int) -> None:
+        self._items, self._count = items, count
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, at):  # type: ignore[override]
+        if isinstance(at, slice):
+            return self._items[slice(*at.indices(self._count))]
+        position = at + self._count if at < 0 else at
+        if not 0 <= position < self._count:
+            raise IndexError("ledger record index out of range")
+        return self._items[position]
+
+    def __iter__(self) -> Iterator[Record]:
+        return islice(self._items, self._count)
+
+
+class _Ids(Mapping[str, Record]):
+    """Record by id, as of one view."""
+
+    def __init__(self, growth: _Growth, count: int) -> None:
+        self._growth, self._count = growth, count
+
+    def __getitem__(self, record_id: str) -> Record:
+        position = self._growth.index.get(record_id)
+        if position is None or position >= self._count:
+            raise KeyError(record_id)
+        return self._growth.records[position]
+
+    def __contains__(self, record_id: object) -> bool:
+        position = self._growth.index.get(record_id)  # type: ignore[arg-type]
+        return position is not None and position < self._count
+
+    def __iter__(self) -> Iterator[str]:
+        return (r.id for r in islice(self._growth.records, self._count))
+
+    def __len__(self) -> int:
+        return self._count
+
+
+class LedgerView:
+    """A parsed, structurally valid ledger with its causal order.
+
+    Immutable to its readers: a view made later (``extended``) shares what this one parsed
+    and sees more records; this one keeps seeing the ledger as it was when it was made.
+    """
+
+    def __init__(self, name: str, growth: _Growth, count: int, heads: tuple[str, ...],
+                 max_id: str | None, device_counts: dict[str, int]) -> None:
+        self.name = name
+        self.heads = heads
+        self._growth = growth
+        self._count = count
+        self._max_id = max_id
+        self._device_counts = device_counts
+
+    @property
+    def records(self) -> Sequence[Record]:
+        """Every record, in file order."""
+        return _Prefix(self._growth.records, self._count)
+
+    @property
+    def by_id(self) -> Mapping[str, Record]:
+        return _Ids(self._growth, self._count)
 
     @property
     def max_id(self) -> str | None:
         return self._max_id
 
-    _max_id: str | None = field(default=None, repr=False)
-
     def extended(self, new: list[Record]) -> LedgerView | None:
         """This view plus records appended after it, or None when they need a full rebuild
         (a parent that is missing, or ids that do not grow: a merge rewrote the file)."""
-        view = LedgerView(self.name, [*self.records, *new], dict(self.by_id), self.heads,
-                          dict(self._clock), dict(self._seq), None, self._max_id)
+        known, batch = self.by_id, set()
         heads = set(self.heads)
-        per_device = dict(self._device_counts)
+        max_id = self._max_id
         for record in new:
-            if record.id in view.by_id or (view._max_id and record.id <= view._max_id):
+            if record.id in known or (max_id and record.id <= max_id):
                 return None
-            if any(p not in view.by_id or p >= record.id for p in record.parents):
+            if any((p not in known and p not in batch) or p >= record.id
+                   for p in record.parents):
                 return None
-            view.by_id[record.id] = record
+            batch.add(record.id)
             heads.difference_update(record.parents)
             heads.add(record.id)
-            _clock_one(view, record, per_device)
-            view._max_id = record.id
-        view.heads = tuple(sorted(heads))
-        view._device_counts = per_device
-        return view
-
-    _device_counts: dict[str, int] = field(default_factory=dict, repr=False)
+            max_id = record.id
+        growth = self._growth
+        with growth.lock:
+            if len(growth.records) != self._count:  # a later view already grew from here
+                growth = growth.cut(self._count)
+            per_device = dict(self._device_counts)
+            for record in new:
+                growth.index[record.id] = len(growth.records)
+                growth.records.append(record)
+                _clock_one(growth, record, per_device)
+            count = len(growth.records)
+        return LedgerView(self.name, growth, count, tuple(sorted(heads)), max_id, per_device)
 
     def is_ancestor(self, older: Record, newer: Record) -> bool:
         """True when ``older`` happened before ``newer`` (is reachable through parents)."""
         if older.id == newer.id:
             return False
-        return self._clock[newer.id].get(older.device, 0) >= self._seq[older.id]
+        growth = self._growth
+        return growth.clock[newer.id].get(older.device, 0) >= growth.seq[older.id]
 
     def for_subject(self, subject: str) -> list[Record]:
-        if self._by_subject is None:
-            grouped: dict[str, list[Record]] = {}
-            for record in self.records:
-                grouped.setdefault(record.subject, []).append(record)
-            self._by_subject = grouped
-        return self._by_subject.get(subject, [])
+        found = self._growth.subjects().get(subject, [])
+        return [r for r in found if self._growth.index[r.id] < self._count]
 
     def subjects(self) -> Iterable[str]:
-        self.for_subject("")
-        assert self._by_subject is not None
-        return self._by_subject.keys()
+        grouped = self._growth.subjects()
+        with self._growth.lock:
+            names = list(grouped)
+        return [name for name in names if self.for_subject(name)]
 
     def maxima(self, subject: str) -> list[Record]:
         """The records about ``subject`` that no later record about it supersedes."""
@@ -213,7 +302,7 @@ class Ledger:
         fresh = data[old_size:]
         if not fresh.endswith(b"\n"):
             return None  # a cut-short line: let the full parse name it
-        seen = set(cached.view.by_id)
+        seen: set[str] = set()  # a repeat of an older id: extended refuses, the full parse names it
         first = len(cached.view.records) + 1
         records = [
             _parse_line(self.path, first + offset, raw, seen)
@@ -367,30 +456,28 @@ def _parse_line(path: Path, number: int, raw: bytes, seen: set[str]) -> Record:
 
 
 def _build_view(name: str, records: list[Record]) -> LedgerView:
-    by_id = {r.id: r for r in records}
+    growth = _Growth(records)
     named = {p for r in records for p in r.parents}
-    heads = tuple(sorted(rid for rid in by_id if rid not in named))
-    view = LedgerView(name, records, by_id, heads)
+    heads = tuple(sorted(r.id for r in records if r.id not in named))
     per_device: dict[str, int] = {}
     for record in sorted(records, key=lambda r: r.id):  # ids grow along parents: topological
-        _clock_one(view, record, per_device)
-    view._device_counts = per_device
-    view._max_id = max(by_id) if by_id else None
-    return view
+        _clock_one(growth, record, per_device)
+    max_id = max(growth.index) if records else None
+    return LedgerView(name, growth, len(records), heads, max_id, per_device)
 
 
-def _clock_one(view: LedgerView, record: Record, per_device: dict[str, int]) -> None:
+def _clock_one(growth: _Growth, record: Record, per_device: dict[str, int]) -> None:
     """The vector clock of ``record``: the merge of its parents' clocks, plus its own step."""
     merged: dict[str, int] = {}
     for parent in record.parents:
-        for device, count in view._clock[parent].items():
+        for device, count in growth.clock[parent].items():
             if count > merged.get(device, 0):
                 merged[device] = count
     seq = per_device.get(record.device, 0) + 1
     per_device[record.device] = seq
     merged[record.device] = seq
-    view._clock[record.id] = merged
-    view._seq[record.id] = seq
+    growth.clock[record.id] = merged
+    growth.seq[record.id] = seq
 
 
 def device_id(vault: Vault) -> str:
