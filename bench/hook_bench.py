@@ -79,7 +79,7 @@ def check_captured(fixture: dict[str, Path], runs: int) -> None:
 
 def build(base: Path) -> dict[str, Path]:
     from osk.capture import raw
-    from osk.provenance.rechecks import SUMMARY_FILE
+    from osk.provenance.recheck_summary import SUMMARY_FILE
     from osk.provenance.scope_memory import ScopeMemory
     from osk.store.ids import uuid7
     from osk.store.vault import init

@@ -11,7 +11,7 @@ from hookkit import context_of, make_project, payload, run_hook
 from osk.errors import LimitError
 from osk.hooks.harness import Budget
 from osk.hooks.inject import Section, compose
-from osk.provenance.rechecks import SUMMARY_FILE
+from osk.provenance.recheck_summary import SUMMARY_FILE
 from osk.provenance.scope_memory import ScopeMemory
 from osk.provenance.sessions import Routing
 
