@@ -8,7 +8,9 @@ Prints the median wall time over several fresh processes of:
 - the same with the catalog snapshot removed first (every node file read and parsed);
 - in process: `Engine.open` and the first `Engine.search` separately;
 - an `osk mcp` server from spawn to its first search result over stdio (the MCP SDK import
-  alone is most of it; hosts start the server with the session, before the first question).
+  alone is most of it; hosts start the server with the session, before the first question),
+  lexical and then with the semantic channel on (where its model is installed, the first
+  search waits for the model to load).
 
 Usage: ``python bench/cold_bench.py [--size 5000] [--runs 5]``.
 """
@@ -50,9 +52,10 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 async def main():
+    # The client passes the server only a few safe variables unless told: hand it OSK_SEMANTIC.
     params = StdioServerParameters(command=sys.executable,
                                    args=["-m", "osk", "--vault", sys.argv[1], "mcp"],
-                                   cwd=sys.argv[2])
+                                   cwd=sys.argv[2], env={**os.environ, "OSK_SEMANTIC": sys.argv[4]})
     start = time.perf_counter()
     with open(os.devnull, "w") as errlog:
         async with stdio_client(params, errlog=errlog) as (read, write):
@@ -114,13 +117,14 @@ def main() -> int:
             out = subprocess.run([sys.executable, "-c", IN_PROCESS, str(vault), str(cwd), scope,
                                   query], check=True, capture_output=True, text=True).stdout
             parts.append([float(x) for x in out.split()])
-        mcp = []
+        mcp: dict[str, list[list[float]]] = {"0": [], "1": []}  # OSK_SEMANTIC off / on
         for _ in range(max(3, args.runs // 2)):
-            done = subprocess.run([sys.executable, "-c", MCP_FIRST, str(vault), str(cwd),
-                                   query], capture_output=True, text=True, env={**os.environ})
-            if done.returncode:
-                raise SystemExit(f"the MCP measurement failed:\n{done.stderr[-2000:]}")
-            mcp.append([float(x) for x in done.stdout.split()])
+            for semantic, runs in mcp.items():
+                done = subprocess.run([sys.executable, "-c", MCP_FIRST, str(vault), str(cwd),
+                                       query, semantic], capture_output=True, text=True)
+                if done.returncode:
+                    raise SystemExit(f"the MCP measurement failed:\n{done.stderr[-2000:]}")
+                runs.append([float(x) for x in done.stdout.split()])
         python = [wall([sys.executable, "-c", "pass"]) for _ in range(args.runs)]
     bytecode = "off" if os.environ.get("PYTHONDONTWRITEBYTECODE") else "on"
     print(f"{args.size} nodes, median of {args.runs} fresh processes (bytecode cache {bytecode}, "
@@ -132,8 +136,10 @@ def main() -> int:
     print(f"  in process: import osk.engine           {median_ms([p[0] for p in parts])}")
     print(f"  in process: Engine.open                 {median_ms([p[1] for p in parts])}")
     print(f"  in process: first search                {median_ms([p[2] for p in parts])}")
-    print(f"  osk mcp: spawn to initialized           {median_ms([m[0] for m in mcp])}")
-    print(f"  osk mcp: first search call              {median_ms([m[1] for m in mcp])}")
+    lexical, semantic = mcp["0"], mcp["1"]
+    print(f"  osk mcp: spawn to initialized           {median_ms([m[0] for m in lexical])}")
+    print(f"  osk mcp: first search call              {median_ms([m[1] for m in lexical])}")
+    print(f"  … with the semantic channel (model load) {median_ms([m[1] for m in semantic])}")
     return 0
 
 
