@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from osk.authority import mutation, protection, trust
 from osk.context import AGENT, USER, WriteContext
 from osk.errors import LedgerError, NodeNotFound, OskError
-from osk.outline import _section_span, outline_of
+from osk.outline import outline_of, section_span
 from osk.provenance import candidates
 from osk.provenance.pairs import ReadLog
 from osk.provenance.rechecks import Rechecks
@@ -56,10 +56,8 @@ from osk.store.node import parse as parse_node
 from osk.store.vault import Vault, locate, scope_of
 
 if TYPE_CHECKING:
-    from osk.write import MoveResult, ReciteResult, WriteResult
-
-if TYPE_CHECKING:
     from osk.hooks.recall_server import Listener
+    from osk.write import MoveResult, ReciteResult, WriteResult
 
 PAGE_CHARS = 4000  # read_node: at most this many body characters per call
 REFRESH_SECONDS = 1.0  # reads re-stat every node file at most this often (for hand edits)
@@ -335,7 +333,7 @@ class Engine:
         no hash and no markers: the caller adds what this read earns."""
         body = shown.body
         outline = outline_of(body)
-        lo, hi, label = _section_span(outline, body, section)
+        lo, hi, label = section_span(outline, body, section)
         begin = lo + max(0, start or 0)
         if begin > hi:
             raise OskError(f"start {start} is past the end ({hi - lo} characters)", start=start)

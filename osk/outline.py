@@ -7,15 +7,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from osk.errors import NodeNotFound
-
-if TYPE_CHECKING:
-    pass
-if TYPE_CHECKING:
-    pass
-
 
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$")
 
@@ -53,7 +46,7 @@ def outline_of(body: str) -> tuple[Heading, ...]:
     return tuple(headings)
 
 
-def _section_span(outline: Sequence[Heading], body: str,
+def section_span(outline: Sequence[Heading], body: str,
                   section: str | None) -> tuple[int, int, str | None]:
     if section is None or not section.strip():
         return 0, len(body), None

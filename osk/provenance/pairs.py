@@ -143,9 +143,9 @@ class TargetHasher:
 
     def _stat_once(self, key: str, path: Callable[[], Path]) -> StatKey | None:
         if self._pass is None:
-            return _stat(path())
+            return stat_key(path())
         if key not in self._pass:
-            self._pass[key] = _stat(path())
+            self._pass[key] = stat_key(path())
         return self._pass[key]
 
     def raw_hash(self, target: RawTarget) -> str | None:
@@ -156,7 +156,7 @@ class TargetHasher:
         if stat is None:
             return None
         cached = self._raw.get(target.record_path)
-        if cached is None or cached[0] != stat or _racy(stat):
+        if cached is None or cached[0] != stat or racy(stat):
             try:
                 record = raw.read_record(self.vault, target.key, target.conversation,
                                          strict=False)
@@ -175,7 +175,7 @@ class TargetHasher:
         if stat is None:
             return None
         cached = self._files.get(str(path))
-        if cached is None or cached[0] != stat or _racy(stat):
+        if cached is None or cached[0] != stat or racy(stat):
             try:
                 cached = (stat, sha256_bytes(path.read_bytes()))
             except OSError:
@@ -219,12 +219,9 @@ def node_by_id(catalog: Catalog, node_id: str) -> Node | None:
 _RACE_NS = RACE_WINDOW_NS  # a module name, so a test can narrow the window
 
 
-def _racy(stat: StatKey) -> bool:
+def racy(stat: StatKey) -> bool:
+    """Changed too recently for an equal stat to prove the contents equal."""
     return time.time_ns() - stat[1] < _RACE_NS
-
-
-def _stat(path: Path) -> StatKey | None:
-    return stat_key(path)
 
 
 # -- what a session has read -----------------------------------------------------------------

@@ -26,8 +26,8 @@ from dataclasses import replace
 
 from osk.errors import LedgerFork
 from osk.provenance.most_cited import MostCited, counts_of
-from osk.provenance.pairs import Citations, Pair, TargetRef, _stat
-from osk.store.fsutil import StatKey
+from osk.provenance.pairs import Citations, Pair, TargetRef
+from osk.store.fsutil import StatKey, stat_key
 from osk.store.ledger import Ledger, LedgerView, Record
 from osk.store.vault import Vault
 
@@ -62,7 +62,7 @@ class RecheckTable:
 
     # -- the table ---------------------------------------------------------------------
     def table(self) -> dict[str, Citations]:
-        stat = _stat(self.ledger.path)
+        stat = stat_key(self.ledger.path)
         if stat is None:
             self._view = None
             self._replace({})
@@ -154,7 +154,7 @@ class RecheckTable:
         self.table()  # the table now matches the file as of self._stat
         known = self._stat
         record = self.ledger.append(KIND_PAIRS, f"citing:{citations.citing_id}", data)
-        after = _stat(self.ledger.path)
+        after = stat_key(self.ledger.path)
         line = len(record.to_json().encode("utf-8")) + 1
         known_size = known[0] if known is not None else 0
         same_file = known is None or (after is not None and after[2] == known[2])

@@ -34,19 +34,15 @@ from osk.provenance.pairs import (
     Pair,
     TargetHasher,
     TargetRef,
-    _racy,
-    _stat,
     candidate_id,
     node_by_id,
     parse_raw,
+    racy,
 )
 from osk.provenance.recheck_summary import SUMMARY_FILE
 from osk.provenance.recheck_table import RecheckTable
 from osk.store.edges import NodeTarget, parse_target
-from osk.store.fsutil import (
-    StatKey,
-    replace_unsynced,
-)
+from osk.store.fsutil import StatKey, replace_unsynced, stat_key
 from osk.store.ledger import Record
 from osk.store.titles import title_key
 from osk.store.vault import Vault, scope_of
@@ -211,7 +207,7 @@ class Rechecks(RecheckTable):
         """One stat per cited raw record and project file; mark the citers of changed ones."""
         from osk.provenance.sessions import roots_path
 
-        roots = _stat(roots_path(self.vault))
+        roots = stat_key(roots_path(self.vault))
         if roots != self._roots_stat:
             self._paths.clear()  # where a file citation resolves may have changed
             self._roots_stat = roots
@@ -231,12 +227,12 @@ class Rechecks(RecheckTable):
             if path is None:
                 path = self.vault.abs(parse_raw(target.key[len("raw:"):]).record_path)
                 self._paths[source] = path
-            return (str(path), _stat(path))
-        stat = _stat(path) if path is not None else None
+            return (str(path), stat_key(path))
+        stat = stat_key(path) if path is not None else None
         if stat is None:  # resolve again: the file or its worktree may have moved
             path = self.hasher.file_path(target)
             self._paths[source] = path
-            stat = _stat(path) if path is not None else None
+            stat = stat_key(path) if path is not None else None
         return (str(path), stat)
 
     def _collect_one(self, catalog: Catalog, table: dict[str, Citations],
@@ -360,7 +356,7 @@ def _ids_of(entry: object, into: set[str]) -> None:
 
 
 def _racy_token(token: tuple[str, StatKey | None]) -> bool:
-    return token[1] is not None and _racy(token[1])
+    return token[1] is not None and racy(token[1])
 
 
 @dataclass(frozen=True)

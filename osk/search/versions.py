@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from osk.errors import OskError, SearchError
+from osk.errors import ContractError, OskError, SearchError
 from osk.search.corpus import Corpus, SearchDoc, StatKey
 from osk.search.ranking import Hit, Ranking, Visible
 from osk.search.tokenize import loose_key, tokenize
@@ -110,7 +110,6 @@ def searchable_path(rel: str) -> bool:
 
 
 def parse_node(rel: str, text: str) -> Node | None:
-    from osk.errors import ContractError
     from osk.store import node as node_mod  # pydantic: imported only when a file must be read
 
     try:
