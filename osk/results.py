@@ -6,15 +6,10 @@ report. The write path's results are ``osk.write``'s.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from osk.outline import Heading
 from osk.provenance.pairs import Candidate
-
-if TYPE_CHECKING:
-    pass
-if TYPE_CHECKING:
-    pass
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,7 @@ def test_an_unrelated_repository_with_a_taken_name_gets_its_root_commit_suffix(
     assert session_key(first, vault).key == "app"
     suffixed = session_key(second, vault)
     assert suffixed.key == f"app-{root_of(second)[:8]}"
-    assert suffixed.name == "app" and suffixed.suffixed
+    assert suffixed.name == "app" and suffixed.key != suffixed.name
     # stable on every later resolution, from either side, and from the second one's worktree
     assert session_key(first, vault).key == "app"
     assert session_key(second, vault).key == suffixed.key

@@ -193,10 +193,6 @@ class SessionKey:
     common_dir: Path | None  # the repository's common git dir (None outside Git)
     source: str  # "git" | "folder"
 
-    @property
-    def suffixed(self) -> bool:
-        return self.key != self.name
-
 
 def portable_name(raw: str) -> str:
     """A folder name that works as a scope folder and a raw record folder on every platform."""

@@ -60,10 +60,6 @@ class FileLock:
         self._fd: int | None = None
         self._depth = 0
 
-    @property
-    def is_locked(self) -> bool:
-        return self._fd is not None
-
     def acquire(self, timeout: float | None = None) -> FileLock:
         if self._fd is not None:
             self._depth += 1

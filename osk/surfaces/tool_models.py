@@ -5,16 +5,12 @@ never dropped) and result model, as the host sees them in ``tools/list`` and in 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import Annotated, Literal
 
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from osk.search.versions import DEFAULT_K, MAX_K
-
-if TYPE_CHECKING:
-    pass
-
 
 # A query is words, not a document: a pasted file as a query costs seconds and is echoed back.
 MAX_QUERY = 4000
