@@ -261,7 +261,7 @@ class Ledger:
     def __init__(self, vault: Vault, name: str) -> None:
         self.vault = vault
         self.name = name
-        self.path = vault.ledger_path(name)
+        self.path = vault.ledger_path(name)  # checked against links at each read and append
 
     # -- reading ----------------------------------------------------------------------
     def read(self) -> LedgerView:
@@ -271,8 +271,13 @@ class Ledger:
         the earlier bytes unchanged by digest), only the new lines are parsed, so a long-lived
         server pays for an append, not for re-parsing the ledger.
         """
+        self.vault.inside(self.path)  # never read through a planted link
+        return self._read_checked()
+
+    def _read_checked(self) -> LedgerView:
+        """``read`` once the path is known to stay inside the vault."""
         try:
-            stat = self.vault.inside(self.path).stat()  # a link planted since we were made
+            stat = self.path.stat()
         except FileNotFoundError:
             return _build_view(self.name, [])
         key = (stat.st_size, stat.st_mtime_ns, stat.st_ino)
@@ -362,7 +367,7 @@ class Ledger:
         with file_lock(self.vault.lock_path(f"ledger-{self.name}")):
             self.vault.inside(self.path)  # never settle or append through a planted link
             self._settle_tail()
-            view = self.read()
+            view = self._read_checked()
             record = Record(
                 id=uuid7(after=view.max_id),
                 parents=tuple(sorted(view.heads)),

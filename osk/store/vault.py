@@ -150,7 +150,10 @@ class Vault:
         return clear_stale_temps(self.temp_dir)
 
     def ledger_path(self, name: str) -> Path:
-        return self.inside(self.ledger_dir / f"{name}.jsonl")
+        """Where a ledger lives. Its stat is what callers watch for changes; its contents are
+        read and written only through ``osk.store.ledger.Ledger``, which refuses a link
+        leading out of the vault at each read and append (one may be planted at any time)."""
+        return self.ledger_dir / f"{name}.jsonl"
 
     def lock_path(self, name: str) -> Path:
         return self.state("locks", f"{name}.lock")
@@ -180,8 +183,9 @@ class Vault:
     def inside(self, path: Path) -> Path:
         """``path``, refused with OutsideVault when it resolves outside the vault.
 
-        The one containment rule: every path to a vault file (node, ledger, raw record, scope
-        memory, object) is made by a helper that passes it through here, so a symbolic link
+        The one containment rule: every path to a vault file (node, raw record, scope memory,
+        object) is made by a helper that passes it through here, and a ledger's reads and
+        appends pass its path through here at each use, so a symbolic link
         planted anywhere in the vault (``_raw/proj -> /elsewhere``) is never read or written
         through. A link that stays inside the vault is followed; ``osk validate`` reports
         every link all the same.
