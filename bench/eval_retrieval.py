@@ -247,7 +247,7 @@ def _share(values: list[bool]) -> tuple[int, int]:
 
 
 # -- per-prompt injection (osk.hooks.recall) ---------------------------------------------------
-FLOORS = (0.0, 2.0, 2.5, 3.0, 3.25, 3.5, 3.75, 4.0, 4.25, 4.5, 5.0, 6.0)
+FLOORS = (0.0, 2.0, 2.5, 3.0, 3.25, 3.5, 3.75, 4.0, 4.25, 4.5, 4.75, 5.0, 6.0)
 
 
 def run_injection(vault: Any, base: Path, queries: list[dict[str, Any]],

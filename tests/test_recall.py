@@ -435,6 +435,18 @@ def test_the_node_that_supersedes_another_is_recalled_in_its_place(eng, project,
     assert f"id {new}" in block and f"id {old}" not in block
 
 
+def test_a_node_whose_text_says_it_supersedes_another_is_recalled_in_its_place(
+        eng, project, tmp_path):
+    old = write(eng, "Match tick rate is 30 Hz", "The match server ticks at 30 Hz.",
+                "The match server simulation ticks at 30 Hz.\n", cluster="net")
+    new = write(eng, "Simulation rate raised", "Since v2 the simulation runs at 60 Hz.",
+                '**Supersedes** "Match tick rate is 30 Hz".\n\nRaised to 60 Hz for v2.\n',
+                cluster="net")
+    block = prompt("claude", project, "what tick rate does the match server run at?", "p-1",
+                   tmp_path)
+    assert f"id {new}" in block and f"id {old}" not in block
+
+
 def test_a_write_while_another_writer_holds_the_recall_file_reaches_it_later(
         eng, vault, project, tmp_path, monkeypatch):
     import sqlite3

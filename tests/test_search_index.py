@@ -189,6 +189,35 @@ def test_a_superseded_node_is_marked_and_ranked_below_the_node_that_replaces_it(
     assert hits[0].markers == ()
 
 
+@pytest.mark.parametrize("statement", [
+    '**Supersedes** "Tick rate: 20 Hz" from season 2.',  # a title as a person types it
+    "This replaces [[Tick rate 20 Hz]].",
+    '**"Tick rate 20 Hz" 결정을 대체** (시즌 3).',
+])
+def test_a_node_whose_text_says_it_supersedes_another_ranks_as_its_successor(
+        vault: Vault, statement: str):
+    write_node(vault, "Domain/Tick rate 20 Hz.md", "the server tick rate is 20 Hz")
+    write_node(vault, "Domain/Tick rate raised.md", f"{statement}\n\nNow 30 Hz on the server.")
+    hits = fresh(vault).search("server tick rate 20 Hz")
+    assert titles(hits) == ["Tick rate raised", "Tick rate 20 Hz"]
+    assert hits[1].markers == ("superseded",) and hits[0].markers == ()
+
+
+@pytest.mark.parametrize(("older", "newer"), [
+    # the other way round: the older node saying what replaced it names no successor of its own
+    ('It is superseded by "Tick rate raised".', ""),
+    ("It was replaced by [[Tick rate raised]].", ""),
+    ("", 'Supersedes "Tick rate 10 Hz", which no node is.'),
+    ("", "The rate replaces nothing; see Tick rate 20 Hz."),  # the verb, but no quoted title
+])
+def test_text_that_names_no_supersession_changes_nothing(vault: Vault, older: str, newer: str):
+    write_node(vault, "Domain/Tick rate 20 Hz.md", f"the server tick rate is 20 Hz. {older}")
+    write_node(vault, "Domain/Tick rate raised.md", f"{newer} Now 30 Hz on the server.")
+    hits = fresh(vault).search("server tick rate")
+    assert set(titles(hits)) == {"Tick rate 20 Hz", "Tick rate raised"}
+    assert all(hit.markers == () for hit in hits)
+
+
 def test_as_of_returns_only_nodes_valid_then(vault: Vault):
     write_node(vault, "Domain/Old host.md", "docs are hosted on netlify",
                created="2025-06-01T00:00+00:00", valid_to="2026-02-01T00:00+00:00")
@@ -333,7 +362,9 @@ def test_a_missing_or_damaged_index_is_rebuilt_and_answers_the_same(vault: Vault
     elif damage == "garbage":
         snapshot.write_bytes(b"\x00\xff not an index")
     elif damage == "other version":
-        snapshot.write_bytes(data.replace(b'"version":1', b'"version":99', 1))
+        ours = f'"version":{store.FORMAT_VERSION}'.encode()
+        assert ours in data
+        snapshot.write_bytes(data.replace(ours, b'"version":99', 1))
     elif damage == "journal torn":
         journal.write_bytes(journal.read_bytes()[:-7])
     elif damage == "journal garbage":

@@ -82,18 +82,6 @@ def test_superseding_closes_the_old_claim_at_the_new_ones_start(vault: Vault, mo
     assert validity.state(old, at(T2)) == "expired"
 
 
-def test_search_helpers_mark_superseded_and_expired_hits(vault: Vault, monkeypatch):
-    supersede(vault, monkeypatch)
-    nodes = list(catalog_of(vault).nodes())
-    index = validity.Supersessions.build(nodes)
-    by_title = {n.title: n for n in nodes}
-    assert index.superseded_by(by_title["Rate limit 2025"]) == ("Rate limit 2026",)
-    assert validity.markers(by_title["Rate limit 2025"], at=at(T2), supersessions=index) == [
-        "superseded", "expired"
-    ]
-    assert validity.markers(by_title["Rate limit 2026"], at=at(T2), supersessions=index) == []
-
-
 def test_as_of_before_the_supersession_returns_the_superseded_node(vault: Vault, monkeypatch):
     supersede(vault, monkeypatch)
     before = as_of(vault, at("2026-02-01T00:00+00:00"))

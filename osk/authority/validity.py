@@ -23,14 +23,13 @@ have minute precision.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, time
 from typing import TYPE_CHECKING, Any
 
 from osk.errors import ContractError, NodeNotFound, ObjectMissing, ValidityError
 from osk.store import clock
-from osk.store.titles import title_key
 from osk.store.vault import Vault
 
 if TYPE_CHECKING:
@@ -39,7 +38,6 @@ if TYPE_CHECKING:
     from osk.store.node import Node
 
 VALID, EXPIRED, FUTURE = "valid", "expired", "future"
-SUPERSEDED = "superseded"
 TIER = {VALID: 0, FUTURE: 1, EXPIRED: 2}  # rank currently valid claims first
 
 
@@ -94,42 +92,6 @@ def _given(name: str, value: str | None) -> datetime | None:
 def start_of(meta: Frontmatter) -> str:
     """When a claim starts to hold: its valid_from, else its created time."""
     return meta.valid_from or meta.created
-
-
-# -- supersession ------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Supersessions:
-    """Which nodes are superseded, and by whom (from the ``supersedes`` keys of a node set)."""
-
-    by: dict[str, tuple[str, ...]] = field(default_factory=dict)  # title key -> superseders
-
-    @classmethod
-    def build(cls, nodes: Iterable[Any]) -> Supersessions:
-        from osk.store.edges import node_title
-
-        found: dict[str, list[str]] = {}
-        for item in nodes:
-            cited = node_title(item.meta.supersedes) if item.meta.supersedes else None
-            if cited is not None:
-                found.setdefault(title_key(cited), []).append(item.title)
-        return cls({k: tuple(sorted(v)) for k, v in found.items()})
-
-    def superseded_by(self, node: Any) -> tuple[str, ...]:
-        return self.by.get(title_key(node.title), ())
-
-
-def markers(node: Any, *, at: datetime | None = None,
-            supersessions: Supersessions | None = None) -> list[str]:
-    """Markers for a search hit: 'superseded', 'expired', 'not-yet-valid'."""
-    found = []
-    if supersessions is not None and supersessions.superseded_by(node):
-        found.append(SUPERSEDED)
-    current = state(node, at)
-    if current == EXPIRED:
-        found.append("expired")
-    elif current == FUTURE:
-        found.append("not-yet-valid")
-    return found
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,10 @@ For each prompt the hook ranks the nodes the session may see exactly as ``search
 scope isolation and locality, the served version of protected regions, validity and
 supersession), then keeps a hit only when
 
-- the best hit's confidence clears ``FLOOR`` (else nothing is injected at all), and each
-  further hit reaches ``RELATIVE`` of the best's (``confidence``: BM25 with a smoothed idf,
+- the most confident of the ranked hits clears ``FLOOR`` (else nothing is injected at all;
+  the first in rank need not be the surest: a node that supersedes another ranks first with
+  the older one's score added, not its words), and each hit shown reaches ``RELATIVE`` of
+  that best confidence (``confidence``: BM25 with a smoothed idf,
   times locality and validity, in units of a word found in one node; certain for a title
   match). The floor was calibrated on the dev set only (docs/performance.md has the curve);
 - it is valid now (a superseded, expired or not-yet-valid node is left to ``search``; the
@@ -59,7 +61,7 @@ RECALL_SETTINGS = frozenset({"budget", "hosts", "server"})
 # Asked of the MCP server (osk.hooks.recall_channel): the fused order's floor, and the lower one
 # when both channels put the same node first. Calibrated on the dev set only (the curves are
 # in docs/performance.md).
-FUSED_FLOOR = 4.5
+FUSED_FLOOR = 4.75
 AGREE_FLOOR = 1.0
 # When the fused order shows nothing, its lexical order still may, at this floor: fusion can
 # put meaning's guesses above a node that holds the prompt's rare words.
@@ -198,9 +200,10 @@ def select(vault: Vault, hits: Sequence[Recalled], *, seen: Mapping[str, str] | 
            floor: float = FLOOR) -> list[Recalled]:
     """The hits to inject: confident, valid now, still on disk as indexed, allowed by trust,
     not shown to this conversation before at this hash; with their current markers."""
-    if not hits or hits[0].confidence < floor:
+    best = max((hit.confidence for hit in hits), default=0.0)
+    if best < floor:
         return []
-    bar = RELATIVE * hits[0].confidence
+    bar = RELATIVE * best
     allowed = _Allowed(vault)
     chosen = []
     for hit in hits:

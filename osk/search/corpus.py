@@ -31,7 +31,7 @@ class SearchDoc:
     created: float | None  # epoch seconds
     valid_from: float | None
     valid_to: float | None
-    supersedes: str | None  # title key of the node this one replaces
+    supersedes: str | None  # loose title key of the node this one replaces (key or text)
     stat: StatKey
     file_hash: str
     read_ns: int  # when the file was read (time.time_ns, taken before reading)
@@ -81,7 +81,7 @@ class Corpus:
         self.slot_of: dict[str, int] = {}
         self.by_title: dict[str, set[int]] = {}  # title key -> slots
         self.by_loose: dict[str, set[int]] = {}  # loose title key -> slots
-        self.successors: dict[str, set[int]] = {}  # title key -> slots that supersede it
+        self.successors: dict[str, set[int]] = {}  # loose title key -> slots that supersede it
         self.version = 0  # bumped on every change
         self._free: list[int] = []
         self._next_slot = 0
@@ -152,7 +152,7 @@ class Corpus:
         cached = self._supersession
         if cached is None or cached[0] != self.version:
             pairs = [(old, new) for key, successors in self.successors.items()
-                     for old in self.by_title.get(key, ()) for new in successors if old != new]
+                     for old in self.by_loose.get(key, ()) for new in successors if old != new]
             cached = self._supersession = (self.version, pairs, {p[0] for p in pairs})
         return cached[1], cached[2]
 

@@ -10,11 +10,12 @@ The order (weights tuned on the dev set; the figures are in docs/performance.md)
 3. Locality: the session's own scope ×2.0, Domain and Person ×1.5, other scopes ×1.0. Only
    the ratios matter; 4:3:2 was the best of the grid tried, its neighbours scored within 0.007
    nDCG@10, and giving Domain/Person the weight of either neighbour lost 0.02.
-4. Validity: a node superseded by another (whose ``supersedes`` names it and whose claim has
-   started), or past its ``valid_to``, or before its ``valid_from``, is demoted ×0.75 and
-   marked ``superseded`` / ``expired`` / ``not-yet-valid``; its successor gains the demoted
-   node's score, so the newer node outranks the one it replaces. With an explicit ``as_of``
-   only nodes that existed and were valid then are returned.
+4. Validity: a node superseded by another (whose ``supersedes`` key, or failing that its text,
+   ``osk.store.edges.stated_supersedes``, names it up to punctuation and spacing, and whose
+   claim has started), or past its ``valid_to``, or before its ``valid_from``, is demoted
+   ×0.75 and marked ``superseded`` / ``expired`` / ``not-yet-valid``; its successor gains the
+   demoted node's score, so the newer node outranks the one it replaces. With an explicit
+   ``as_of`` only nodes that existed and were valid then are returned.
 
 5. With the semantic channel on (``osk.search.semantic``) and a query the model can read
    (the multilingual model reads all; the English one skips a query with Hangul), the best
@@ -229,7 +230,7 @@ class Ranking:
 
     def _superseded_by(self, doc: SearchDoc) -> int | None:
         """A node in force that names ``doc`` in its ``supersedes`` (lowest slot if several)."""
-        for slot in sorted(self.corpus.successors.get(doc.title_key, ())):
+        for slot in sorted(self.corpus.successors.get(doc.loose_key, ())):
             successor = self.corpus.docs[slot]
             if successor.path == doc.path or (successor.starts or 0.0) > self.moment:
                 continue
@@ -267,7 +268,7 @@ class Ranking:
 
     def validity_markers(self, doc: SearchDoc) -> list[str]:
         labels = []
-        if doc.title_key in self.corpus.successors and self._superseded_by(doc) is not None:
+        if doc.loose_key in self.corpus.successors and self._superseded_by(doc) is not None:
             labels.append("superseded")
         if doc.valid_to is not None and doc.valid_to <= self.moment:
             labels.append("expired")

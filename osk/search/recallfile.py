@@ -37,7 +37,7 @@ from osk.search.bm25 import Bm25
 from osk.search.corpus import SearchDoc
 from osk.store.locks import file_lock
 
-SCHEMA = 1
+SCHEMA = 2  # 2: supersedes holds a loose title key (key or text, osk.store.edges)
 FILE = "recall.sqlite"
 LOCK = "recall.lock"  # writers only: a mirror and a rebuild never overlap; readers never wait
 BUSY_MS = 2000  # how long a writer waits for another writer's transaction
@@ -312,7 +312,7 @@ class RecallCorpus:
         # (superseded, superseding) rows, in one indexed join: what Corpus.supersession gives
         self._pairs = list(db.execute(
             "SELECT old.row, new.row FROM docs AS new JOIN docs AS old "
-            "ON old.title_key = new.supersedes WHERE old.row != new.row"))
+            "ON old.loose_key = new.supersedes WHERE old.row != new.row"))
         wanted.update(row for pair in self._pairs for row in pair)
         lengths = {row: every[row] for row in wanted if row < len(every)}
         self.bm25 = _PartialBm25(postings, lengths, int(self.meta.get("n", 0)),

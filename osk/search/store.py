@@ -37,7 +37,7 @@ from typing import Any
 
 from osk.store.fsutil import atomic_write
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: SearchDoc.supersedes holds a loose title key
 MAGIC = b"OSK-SEARCH-INDEX\n"
 SNAPSHOT = "snapshot.bin"
 JOURNAL = "journal.jsonl"

@@ -20,6 +20,7 @@ from osk.search.corpus import Corpus, SearchDoc, StatKey
 from osk.search.ranking import Hit, Ranking, Visible
 from osk.search.tokenize import loose_key, tokenize
 from osk.store import clock
+from osk.store.edges import stated_supersedes
 from osk.store.fsutil import sha256_text
 from osk.store.titles import title_key
 from osk.store.vault import SCOPE, SPACES
@@ -38,13 +39,13 @@ def document(rel: str, served: Node, stat: StatKey, file_hash: str,
     title = title_of(rel)
     tokens = tokenize(title) + tokenize(meta.summary) + tokenize(served.body)
     content_hash = sha256_text(SearchDoc.content_text(title, meta.summary, served.body))
-    supersedes = _link_title(meta.supersedes)
+    supersedes = _link_title(meta.supersedes) or stated_supersedes(served.body)
     doc = SearchDoc(
         path=rel, id=meta.id, title=title, summary=meta.summary, updated=meta.updated,
         space=rel.split("/", 1)[0], scope=_scope_of(rel), trust=meta.trust_state,
         created=_epoch(meta.created), valid_from=_epoch(meta.valid_from),
         valid_to=_epoch(meta.valid_to),
-        supersedes=title_key(supersedes) if supersedes else None,
+        supersedes=loose_key(supersedes) if supersedes else None,
         stat=stat, file_hash=file_hash, read_ns=read_ns, length=len(tokens),
         title_key=title_key(title), loose_key=loose_key(title), content_hash=content_hash,
     )

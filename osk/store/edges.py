@@ -107,3 +107,27 @@ def node_title(link: str) -> str | None:
     except EdgeError:
         return None
     return target.title if isinstance(target, NodeTarget) else None
+
+
+# A node's text stating which node it replaces: "Supersedes "Old title"", "replaces [[Old]]",
+# or in Korean "[[Old]]를 대체" / ""Old" 결정을 대체". The title is quoted or linked, so prose
+# that merely uses the word names nothing; "superseded by" and "replaced by" point the other way
+# and do not match. Markdown emphasis around the verb is allowed ("**Supersedes** ...").
+_QUOTED = (r'(?:"(?P<{0}q>[^"\n]{{1,200}})"|“(?P<{0}c>[^”\n]{{1,200}})”'
+           r"|\[\[(?P<{0}w>[^\]\n]{{1,200}})\]\])")
+_STATED_SUPERSEDES = re.compile(
+    r"(?i:\b(?:supersedes|replaces))[*_]*\s*:?\s*" + _QUOTED.format("en")
+    + "|" + _QUOTED.format("ko") + r'[^"“”\[\]\n]{0,12}?대체')
+
+
+def stated_supersedes(body: str) -> str | None:
+    """The title a node's body says the node supersedes (its first such statement), or None.
+
+    Search ranks a node whose text says so as the successor of the node it names, as it ranks
+    one whose ``supersedes`` key names it: writers and people often say it only in prose. Only
+    the key closes the old node's validity (``osk.authority.validity``)."""
+    match = _STATED_SUPERSEDES.search(body)
+    if match is None:
+        return None
+    found = next(value for value in match.groups() if value is not None)
+    return found.split("|", 1)[0].split("#", 1)[0].strip() or None
