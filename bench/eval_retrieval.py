@@ -286,7 +286,7 @@ def run_injection_fused(vault: Any, base: Path, queries: list[dict[str, Any]],
     (the index's fused order, the hook's confidence), then the hook's ``recall.choose`` and
     ``render``. The curve sweeps the fused floor under two gates: the best fused hit's
     confidence alone (``select``), and what the hook does (``choose``: that, or both channels
-    agreeing on the first node at ``AGREE_FLOOR``, else the lexical order at
+    backing the fused first node at ``AGREE_FLOOR``, else the lexical order at
     ``RESCUE_FLOOR``)."""
     from osk.engine import Engine
     from osk.hooks import recall, recall_server
@@ -315,7 +315,7 @@ def run_injection_fused(vault: Any, base: Path, queries: list[dict[str, Any]],
         return _injection_figures(queries, shown, by_id, budget)
 
     curves = {"confidence": {f: figures(f, False) for f in FLOORS},
-              f"what the hook does: confidence, or both channels agree at "
+              f"what the hook does: confidence, or both channels back the first node at "
               f"{recall.AGREE_FLOOR}, else the lexical order at {recall.RESCUE_FLOOR}":
                   {f: figures(f, True) for f in FLOORS}}
     return {"floor": recall.FUSED_FLOOR, "at_floor": figures(recall.FUSED_FLOOR, True),
@@ -365,8 +365,8 @@ def print_injection(result: dict[str, Any], title: str) -> None:
     print(f"mean injected characters per prompt                {at['mean_chars']:.0f}")
     print("by kind: " + ", ".join(f"{k} {v[0]}/{v[1]}" for k, v in sorted(at["per_kind"].items())))
     if "agree" in result:
-        print(f"prompts where both channels and the fused order put the same node first: "
-              f"{result['agree']}")
+        print(f"prompts where both channels back the fused order's first node (each has it "
+              f"in its first two): {result['agree']}")
     for gate, curve in result.get("curves", {"confidence": result.get("curve")}).items():
         print(f"gate: {gate}")
         print_curve(curve)

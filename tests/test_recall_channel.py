@@ -332,3 +332,19 @@ def test_when_the_fused_order_shows_nothing_its_lexical_order_still_may(eng, vau
     # both channels agreeing on the first node lowers the fused floor
     agreed = replace(weak_words, hits=[replace(top, confidence=recall.AGREE_FLOOR)], agree=True)
     assert [hit.id for hit in recall.choose(vault, agreed)] == [top.id]
+
+
+@pytest.mark.parametrize(("lexical", "semantic", "backed"), [
+    ([7, 3], [7, 1], True),    # first in both
+    ([3, 7], [7, 1], True),    # second by words, first by meaning
+    ([7, 3], [1, 7], True),    # first by words, second by meaning
+    ([3, 4, 7], [7], False),   # third by words: not backed
+    ([7], [1, 2, 7], False),   # third by meaning: not backed
+    ([7], [], False),          # meaning has nothing
+])
+def test_both_channels_back_the_fused_first_only_from_their_own_first_two(
+        lexical: list[int], semantic: list[int], backed: bool):
+    assert recall.AGREE_DEPTH == 2
+    words = [(slot, 0, 1.0, 1.0) for slot in lexical]
+    meaning = [(slot, 0.5) for slot in semantic]
+    assert recall_server._backed(7, words, meaning) is backed

@@ -59,10 +59,12 @@ PROMPT_CHARS = 2000  # a pasted log or file: its first part says what the prompt
 SKIPPED_MARKERS = frozenset({"superseded", "expired", "not-yet-valid"})
 RECALL_SETTINGS = frozenset({"budget", "hosts", "server"})
 # Asked of the MCP server (osk.hooks.recall_channel): the fused order's floor, and the lower one
-# when both channels put the same node first. Calibrated on the dev set only (the curves are
+# when both channels back the fused order's first node (it is among the first AGREE_DEPTH of
+# the lexical order and of the semantic one). Calibrated on the dev set only (the curves are
 # in docs/performance.md).
 FUSED_FLOOR = 4.75
 AGREE_FLOOR = 1.0
+AGREE_DEPTH = 2
 # When the fused order shows nothing, its lexical order still may, at this floor: fusion can
 # put meaning's guesses above a node that holds the prompt's rare words.
 RESCUE_FLOOR = 5.0
@@ -477,7 +479,8 @@ def _chosen(vault: Vault, scope: str, prompt: str, seen: Mapping[str, str]) -> l
 def choose(vault: Vault, answer: Answer, *, seen: Mapping[str, str] | None = None,
            floor: float = FUSED_FLOOR) -> list[Recalled]:
     """What to inject from a server's answer: the fused order at ``floor`` (``AGREE_FLOOR``
-    when both channels put the same node first), else its lexical order at ``RESCUE_FLOOR``."""
+    when both channels rank its first node among their first ``AGREE_DEPTH``), else its
+    lexical order at ``RESCUE_FLOOR``."""
     gate = min(floor, AGREE_FLOOR) if answer.agree else floor
     return (select(vault, answer.hits, seen=seen, floor=gate)
             or select(vault, answer.words, seen=seen, floor=RESCUE_FLOOR))

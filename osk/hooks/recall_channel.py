@@ -12,7 +12,8 @@ temp directory when that path is too long for a socket). For a prompt the hook
 2. gets the hits of the order ``search`` ranks by for a session bound to that scope
    (``SearchIndex.channels``: the same isolation, locality, served versions of protected
    regions and validity; the fused order when the model reads the prompt), each with the
-   hook's confidence (``recall.recalled``), and whether both channels put the same node first;
+   hook's confidence (``recall.recalled``), and whether both channels rank the fused order's
+   first node among their own first two (``recall.AGREE_DEPTH``);
 3. then applies the same ``recall.select`` as on the lexical path (trust, tombstones, the
    file still as indexed, validity markers, shown before), at the fused path's floor; when
    that shows nothing, the lexical order's hits at a higher floor (``recall.choose``).
@@ -56,7 +57,7 @@ SOCKET_PATH_MAX = 100   # AF_UNIX paths hold about 108 bytes; keep a margin
 @dataclass(frozen=True)
 class Answer:
     hits: list[Recalled]   # the fused order (the lexical one when the model does not read it)
-    agree: bool  # the lexical and semantic channels and the fused order share their first
+    agree: bool  # both channels rank the fused order's first node near their own head
     words: list[Recalled]  # the lexical order alone (``recall.choose``: its rescue)
 
 

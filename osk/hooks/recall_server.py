@@ -10,6 +10,7 @@ import json
 import math
 import os
 import socket
+from collections.abc import Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
@@ -39,9 +40,19 @@ def answer(index: SearchIndex, vault: Vault, scope: str, prompt: str) -> Answer:
     hits = recall.recalled(found.ranking, found.order, weights, found.approvals)
     words = hits if found.semantic is None else recall.recalled(
         found.ranking, found.lexical[:recall.DEPTH], weights, found.approvals)
-    agree = bool(found.semantic and found.lexical and found.order
-                 and found.lexical[0][0] == found.semantic[0][0] == found.order[0][0])
+    agree = bool(found.semantic and found.lexical and found.order) and _backed(
+        found.order[0][0], found.lexical, found.semantic)
     return Answer(hits, agree, words)
+
+
+def _backed(slot: int, lexical: Sequence[tuple[Any, ...]],
+            semantic: Sequence[tuple[Any, ...]]) -> bool:
+    """Both channels rank ``slot`` among their first ``AGREE_DEPTH``: words and meaning each
+    put it at the head of their order, independently."""
+    from osk.hooks.recall import AGREE_DEPTH
+
+    return (any(entry[0] == slot for entry in lexical[:AGREE_DEPTH])
+            and any(entry[0] == slot for entry in semantic[:AGREE_DEPTH]))
 
 
 class Listener:
