@@ -121,22 +121,20 @@ def build(base: Path) -> dict[str, Path]:
         state.write_text(json.dumps({"transcript": str(path), "offset": path.stat().st_size,
                                      "key": "shop", "record": f"_raw/shop/{session}",
                                      "rounds": rounds}), encoding="utf-8")
+    # The vault as osk init writes it asks the session's MCP server first; the rows over the
+    # recall file turn that off, so they measure the file alone (no server runs for them).
+    served = base / "vault-served"
+    shutil.copytree(vault.root, served, symlinks=True)
+    settings = (vault.root / "osk.toml").read_text(encoding="utf-8")
+    if "\nserver = true\n" not in settings or "\nbudget = 1200\n" not in settings:
+        raise SystemExit("the vault template's [recall] table is not what the bench expects")
+    settings = settings.replace("\nserver = true\n", "\nserver = false\n")
+    (vault.root / "osk.toml").write_text(settings, encoding="utf-8")
     # The same vault with per-prompt recall off, to show what recall adds in the same run.
     off = base / "vault-recall-off"
     shutil.copytree(vault.root, off, symlinks=True)
-    settings = (off / "osk.toml").read_text(encoding="utf-8")
-    if "\nbudget = 1200\n" not in settings:
-        raise SystemExit("the vault template's [recall] table is not where the bench expects it")
     (off / "osk.toml").write_text(settings.replace("\nbudget = 1200\n", "\nbudget = 0\n"),
                                   encoding="utf-8")
-    served = base / "vault-served"  # the same vault with the recall channel on
-    shutil.copytree(vault.root, served, symlinks=True)
-    text = (served / "osk.toml").read_text(encoding="utf-8")
-    if "\nserver = false\n" not in text:
-        raise SystemExit("the vault template's [recall] server line is not where the bench "
-                         "expects it")
-    (served / "osk.toml").write_text(text.replace("\nserver = false\n", "\nserver = true\n"),
-                                     encoding="utf-8")
     return {"vault": vault.root, "off": off, "served": served, "project": project,
             "big": transcripts[SESSION], "small": transcripts[SMALL_SESSION]}
 

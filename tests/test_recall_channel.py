@@ -54,8 +54,8 @@ def patient_hooks(monkeypatch: pytest.MonkeyPatch) -> None:
 def set_server(vault: Vault, value: str) -> None:
     toml = vault.root / "osk.toml"
     text = toml.read_text(encoding="utf-8")
-    assert "\nserver = false\n" in text  # as osk init writes it: off
-    write_toml(vault, text.replace("\nserver = false\n", f"\nserver = {value}\n"))
+    assert "\nserver = true\n" in text  # as osk init writes it: on
+    write_toml(vault, text.replace("\nserver = true\n", f"\nserver = {value}\n"))
 
 
 @pytest.fixture
@@ -239,11 +239,16 @@ def test_with_the_setting_off_no_server_listens_and_no_hook_asks(eng, vault, pro
         recall.server_enabled(vault)
 
 
-def test_the_channel_is_off_in_a_new_vault_and_when_the_setting_is_absent(vault, tiny_model):
-    assert not recall.server_enabled(vault)  # osk init writes server = false
-    assert recall_server.listen(SearchIndex(vault), vault) is None
+def test_the_channel_is_on_in_a_new_vault_and_when_the_setting_is_absent(vault, tiny_model):
+    assert recall.server_enabled(vault)  # osk init writes server = true
+    listener = recall_server.listen(SearchIndex(vault), vault)
+    assert listener is not None
+    listener.close()
     toml = vault.root / "osk.toml"
-    write_toml(vault, toml.read_text(encoding="utf-8").replace("\nserver = false\n", "\n"))
+    write_toml(vault, toml.read_text(encoding="utf-8").replace("\nserver = true\n", "\n"))
+    assert recall.server_enabled(vault)
+    write_toml(vault, toml.read_text(encoding="utf-8").replace("[recall]\n",
+                                                               "[recall]\nserver = false\n"))
     assert not recall.server_enabled(vault)
 
 

@@ -95,12 +95,11 @@ def budget_for(vault: Vault, host: str) -> int:
 
 
 def server_enabled(vault: Vault) -> bool:
-    """``[recall] server`` (default false): ask the session's MCP server before the recall
-    file (``osk.hooks.recall_channel``). Off by default: on the dev set, with search's current
-    fusion, it injects no more answers than the recall file at the same silence
-    (docs/performance.md)."""
+    """``[recall] server`` (default true): ask the session's MCP server before the recall
+    file (``osk.hooks.recall_channel``). On by default: on the dev set it injects 42 of 54
+    answers against the recall file's 38, with the same silence (docs/performance.md)."""
     section = vault.settings().extra.get("recall", {})
-    value = section.get("server", False) if isinstance(section, Mapping) else False
+    value = section.get("server", True) if isinstance(section, Mapping) else True
     if not isinstance(value, bool):
         raise OskError(f"osk.toml: [recall] server must be true or false (got {value!r})")
     return value

@@ -26,7 +26,7 @@ node out, and a node added by hand is not yet found this way.
 
 No socket, a refused or slow connection, or an answer that does not parse: ``ask`` returns
 None and the hook ranks over the recall file as before. ``[recall] server`` in ``osk.toml``
-turns the channel on (off by default: servers do not listen, hooks do not ask).
+turns the channel off (on by default; off: servers do not listen, hooks do not ask).
 
 Top-level imports: standard library only (the hook imports this module).
 """
