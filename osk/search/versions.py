@@ -39,7 +39,7 @@ def document(rel: str, served: Node, stat: StatKey, file_hash: str,
     title = title_of(rel)
     tokens = tokenize(title) + tokenize(meta.summary) + tokenize(served.body)
     content_hash = sha256_text(SearchDoc.content_text(title, meta.summary, served.body))
-    supersedes = _link_title(meta.supersedes) or stated_supersedes(served.body)
+    supersedes = _link_title(meta.supersedes) or _link_title(stated_supersedes(served.body))
     doc = SearchDoc(
         path=rel, id=meta.id, title=title, summary=meta.summary, updated=meta.updated,
         space=rel.split("/", 1)[0], scope=_scope_of(rel), trust=meta.trust_state,
