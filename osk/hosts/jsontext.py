@@ -20,7 +20,6 @@ from osk.errors import SetupError
 JsonValue = object
 
 
-
 @dataclass
 class _Node:
     start: int
@@ -39,42 +38,34 @@ def _skip(text: str, pos: int) -> int:
     return match.end() if match else pos
 
 
+_CLOSING = {"{": ("}", "object"), "[": ("]", "array")}
+
+
 def _parse(text: str, pos: int) -> _Node:
+    """The value at ``pos`` and, for an object or array, its members or items with their
+    offsets. ``text`` is valid JSON (``JsonText`` checks it first)."""
     pos = _skip(text, pos)
-    char = text[pos : pos + 1]
-    if char == "{":
-        node = _Node(pos, pos, "object")
-        pos = _skip(text, pos + 1)
-        if text[pos] == "}":
-            node.end = pos + 1
-            return node
-        while True:
+    opening = text[pos : pos + 1]
+    if opening not in _CLOSING:
+        _, end = _DECODER.raw_decode(text, pos)
+        return _Node(pos, end, "scalar")
+    closing, kind = _CLOSING[opening]
+    node = _Node(pos, pos, kind)
+    pos = _skip(text, pos + 1)
+    while text[pos] != closing:
+        if kind == "object":
             key_start = pos
             key, pos = _DECODER.raw_decode(text, pos)
-            pos = _skip(text, pos) + 1  # the colon
-            value = _parse(text, pos)
+            value = _parse(text, _skip(text, pos) + 1)  # past the colon
             node.members.append((key, key_start, value))
-            pos = _skip(text, value.end)
-            if text[pos] == "}":
-                node.end = pos + 1
-                return node
-            pos = _skip(text, pos + 1)  # the comma
-    if char == "[":
-        node = _Node(pos, pos, "array")
-        pos = _skip(text, pos + 1)
-        if text[pos] == "]":
-            node.end = pos + 1
-            return node
-        while True:
-            item = _parse(text, pos)
-            node.items.append(item)
-            pos = _skip(text, item.end)
-            if text[pos] == "]":
-                node.end = pos + 1
-                return node
+        else:
+            value = _parse(text, pos)
+            node.items.append(value)
+        pos = _skip(text, value.end)
+        if text[pos] == ",":
             pos = _skip(text, pos + 1)
-    _, end = _DECODER.raw_decode(text, pos)
-    return _Node(pos, end, "scalar")
+    node.end = pos + 1
+    return node
 
 
 class JsonText:
