@@ -248,6 +248,7 @@ def _share(values: list[bool]) -> tuple[int, int]:
 
 # -- per-prompt injection (osk.hooks.recall) ---------------------------------------------------
 FLOORS = (0.0, 2.0, 2.5, 3.0, 3.25, 3.5, 3.75, 4.0, 4.25, 4.5, 4.75, 5.0, 6.0)
+MEANING_FLOORS = (0.0, 0.3, 0.35, 0.375, 0.4, 0.45, 0.5, math.inf)  # inf: meaning never lowers
 
 
 def run_injection(vault: Any, base: Path, queries: list[dict[str, Any]],
@@ -284,10 +285,10 @@ def run_injection_fused(vault: Any, base: Path, queries: list[dict[str, Any]],
     """The hook's path when the session's MCP server answers (``osk.hooks.recall_channel``): each
     prompt ranked by ``recall_channel.answer``, the very function the server's socket runs
     (the index's fused order, the hook's confidence), then the hook's ``recall.choose`` and
-    ``render``. The curve sweeps the fused floor under two gates: the best fused hit's
+    ``render``. The curves sweep the fused floor under two gates: the best fused hit's
     confidence alone (``select``), and what the hook does (``choose``: that, or both channels
-    backing the fused first node at ``AGREE_FLOOR``, else the lexical order at
-    ``RESCUE_FLOOR``)."""
+    backing the fused first node or meaning close enough at ``AGREE_FLOOR``, else the lexical
+    order at ``RESCUE_FLOOR``); and, at the hook's fused floor, the meaning floor."""
     from osk.engine import Engine
     from osk.hooks import recall, recall_server
     from osk.hooks.adapters import get
@@ -305,21 +306,27 @@ def run_injection_fused(vault: Any, base: Path, queries: list[dict[str, Any]],
     by_id = {hit.id: titles.get(hit.title, "") for found in answers.values()
              for hit in (*found.hits, *found.words)}
 
-    def figures(floor: float, gated: bool) -> dict[str, Any]:
+    def figures(floor: float, gated: bool,
+                meaning: float = recall.MEANING_FLOOR) -> dict[str, Any]:
         def shown(qid: str) -> list[Any]:
             found = answers[qid]
             if not gated:
                 return recall.select(vault, found.hits, floor=floor)
-            return recall.choose(vault, found, floor=floor)
+            return recall.choose(vault, found, floor=floor, meaning=meaning)
 
         return _injection_figures(queries, shown, by_id, budget)
 
     curves = {"confidence": {f: figures(f, False) for f in FLOORS},
-              f"what the hook does: confidence, or both channels back the first node at "
-              f"{recall.AGREE_FLOOR}, else the lexical order at {recall.RESCUE_FLOOR}":
-                  {f: figures(f, True) for f in FLOORS}}
+              f"what the hook does: confidence, or both channels back the first node or "
+              f"meaning reaches {recall.MEANING_FLOOR} at {recall.AGREE_FLOOR}, else the "
+              f"lexical order at {recall.RESCUE_FLOOR}": {f: figures(f, True) for f in FLOORS},
+              f"the meaning floor (the curve's first column) at the fused floor "
+              f"{recall.FUSED_FLOOR}": {m: figures(recall.FUSED_FLOOR, True, m)
+                                        for m in MEANING_FLOORS}}
     return {"floor": recall.FUSED_FLOOR, "at_floor": figures(recall.FUSED_FLOOR, True),
-            "curves": curves, "agree": sum(found.agree for found in answers.values())}
+            "curves": curves, "agree": sum(found.agree for found in answers.values()),
+            "close": sum(found.closeness >= recall.MEANING_FLOOR
+                         for found in answers.values())}
 
 
 def _injection_figures(queries: list[dict[str, Any]], chosen: Callable[[str], list[Any]],
@@ -365,8 +372,11 @@ def print_injection(result: dict[str, Any], title: str) -> None:
     print(f"mean injected characters per prompt                {at['mean_chars']:.0f}")
     print("by kind: " + ", ".join(f"{k} {v[0]}/{v[1]}" for k, v in sorted(at["per_kind"].items())))
     if "agree" in result:
+        from osk.hooks import recall
+
         print(f"prompts where both channels back the fused order's first node (each has it "
-              f"in its first two): {result['agree']}")
+              f"in its first {recall.AGREE_DEPTH}): {result['agree']}; where meaning's first "
+              f"node is at least {recall.MEANING_FLOOR} close: {result['close']}")
     for gate, curve in result.get("curves", {"confidence": result.get("curve")}).items():
         print(f"gate: {gate}")
         print_curve(curve)
@@ -378,7 +388,7 @@ def print_curve(curve: dict[float, Any]) -> None:
     for floor, figures in curve.items():
         a, n = figures["answerable_injected"], figures["none_silent"]
         s = figures["superseded_newer_first"]
-        print(f"{floor:6.2f} {a[0]:>5}/{a[1]:<5} {n[0]:>6}/{n[1]:<5} "
+        print(f"{floor:>6g} {a[0]:>5}/{a[1]:<5} {n[0]:>6}/{n[1]:<5} "
               f"{figures['mean_chars']:11.0f} {s[0]:>6}/{s[1]:<5}")
 
 

@@ -213,8 +213,11 @@ def test_the_wait_is_the_hooks_own_unless_set_to_a_positive_number(
     assert recall_channel.answer_timeout() == recall_channel.ANSWER_TIMEOUT
 
 
-@pytest.mark.parametrize("answer", [b"not json\n", b'{"hits": [{"id": 1}], "agree": 1}\n',
-                                    b"[]\n", b'{"hits": "x", "agree": true}\n'])
+@pytest.mark.parametrize("answer", [
+    b"not json\n", b'{"hits": [{"id": 1}], "agree": 1}\n', b"[]\n",
+    b'{"hits": "x", "agree": true}\n',
+    b'{"hits": [], "agree": true, "words": [], "closeness": "near"}\n',
+    b'{"hits": [], "agree": true, "words": [], "closeness": true}\n'])
 def test_an_answer_that_does_not_parse_is_no_answer(eng, vault, project, tmp_path, answer):
     node_id = write(eng, *FACT)
     with mute_socket(vault, answer):
@@ -314,10 +317,17 @@ def test_the_answer_carries_what_the_hook_checks_and_round_trips(eng, vault):
     assert [hit.id for hit in found.hits][:1] == [node_id]
     top = found.hits[0]
     assert top.confidence == recall.TITLE_CONFIDENCE and len(top.stat) == 3
-    text = json.dumps({"hits": [recall_server._plain(h) for h in found.hits],
-                       "agree": found.agree,
-                       "words": [recall_server._plain(h) for h in found.words]}).encode() + b"\n"
-    assert recall_channel._parse(text) == found
+    # one hit is meaning's first (the tiny test model's choice), with its closeness
+    assert sum(hit.meant for hit in found.hits) == 1
+    assert 0 < found.closeness <= 1.0
+    message = {"hits": [recall_server._plain(h) for h in found.hits], "agree": found.agree,
+               "words": [recall_server._plain(h) for h in found.words],
+               "closeness": found.closeness}
+    assert recall_channel._parse(json.dumps(message).encode() + b"\n") == found
+    # an older server sends no closeness: nothing is close, the rest stands
+    del message["closeness"]
+    older = recall_channel._parse(json.dumps(message).encode() + b"\n")
+    assert older is not None and older.closeness == 0.0 and older.hits == found.hits
 
 
 def test_when_the_fused_order_shows_nothing_its_lexical_order_still_may(eng, vault):
@@ -327,7 +337,7 @@ def test_when_the_fused_order_shows_nothing_its_lexical_order_still_may(eng, vau
     found = recall_server.answer(SearchIndex(vault), vault, eng.scope, FACT[0])
     top = found.hits[0]
     unsure = replace(found, hits=[replace(top, confidence=recall.FUSED_FLOOR / 2)],
-                     agree=False)
+                     agree=False, closeness=0.0)
     sure_words = replace(unsure, words=[replace(top, confidence=recall.RESCUE_FLOOR)])
     assert recall.choose(vault, sure_words) == recall.select(vault, sure_words.words,
                                                              floor=recall.RESCUE_FLOOR)
@@ -339,17 +349,50 @@ def test_when_the_fused_order_shows_nothing_its_lexical_order_still_may(eng, vau
     assert [hit.id for hit in recall.choose(vault, agreed)] == [top.id]
 
 
+def test_a_first_node_close_in_meaning_lowers_the_fused_floor_as_agreement_does(eng, vault):
+    from dataclasses import replace
+
+    write(eng, *FACT)
+    found = recall_server.answer(SearchIndex(vault), vault, eng.scope, FACT[0])
+    top = replace(found.hits[0], confidence=recall.AGREE_FLOOR)
+    apart = replace(found, hits=[top], words=[], agree=False,
+                    closeness=recall.MEANING_FLOOR - 0.01)
+    assert recall.choose(vault, apart) == []
+    close = replace(apart, closeness=recall.MEANING_FLOOR)
+    assert [hit.id for hit in recall.choose(vault, close)] == [top.id]
+    # the lower floor is still a floor
+    faint = replace(close, hits=[replace(top, confidence=recall.AGREE_FLOOR - 0.01)])
+    assert recall.choose(vault, faint) == []
+
+
+def test_the_node_meaning_ranks_first_is_not_cut_for_holding_fewer_of_the_words(eng, vault):
+    from dataclasses import replace
+
+    first = write(eng, *FACT)
+    second = write(eng, *OTHER)
+    index = SearchIndex(vault)
+    hits = {hit.id: replace(hit, meant=False) for title in (FACT[0], OTHER[0])
+            for hit in recall_server.answer(index, vault, eng.scope, title).hits}
+    sure = replace(hits[first], confidence=10.0)
+    faint = replace(hits[second], confidence=10.0 * recall.RELATIVE - 0.5)
+    assert [hit.id for hit in recall.select(vault, [sure, faint])] == [first]
+    meant = replace(faint, meant=True)
+    assert [hit.id for hit in recall.select(vault, [sure, meant])] == [first, second]
+
+
 @pytest.mark.parametrize(("lexical", "semantic", "backed"), [
     ([7, 3], [7, 1], True),    # first in both
     ([3, 7], [7, 1], True),    # second by words, first by meaning
     ([7, 3], [1, 7], True),    # first by words, second by meaning
-    ([3, 4, 7], [7], False),   # third by words: not backed
-    ([7], [1, 2, 7], False),   # third by meaning: not backed
+    ([3, 4, 7], [7], True),    # third by words
+    ([7], [1, 2, 7], True),    # third by meaning
+    ([3, 4, 5, 7], [7], False),  # fourth by words: not backed
+    ([7], [1, 2, 3, 7], False),  # fourth by meaning: not backed
     ([7], [], False),          # meaning has nothing
 ])
-def test_both_channels_back_the_fused_first_only_from_their_own_first_two(
+def test_both_channels_back_the_fused_first_only_from_their_own_first_three(
         lexical: list[int], semantic: list[int], backed: bool):
-    assert recall.AGREE_DEPTH == 2
+    assert recall.AGREE_DEPTH == 3
     words = [(slot, 0, 1.0, 1.0) for slot in lexical]
     meaning = [(slot, 0.5) for slot in semantic]
     assert recall_server._backed(7, words, meaning) is backed

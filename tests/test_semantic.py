@@ -104,14 +104,17 @@ def test_a_title_match_stays_first_whatever_the_semantic_channel_says():
     assert [(slot, tier) for slot, tier, *_ in fused] == [(2, 2), (1, 0)]
 
 
-def _corpus(notes: dict[str, tuple[str, str | None, str]]) -> Corpus:
-    """A corpus of notes path -> (space, scope, text), indexed as the index does."""
+def _corpus(notes: dict[str, tuple[str, str | None, str]],
+            supersedes: dict[str, str] | None = None) -> Corpus:
+    """A corpus of notes path -> (space, scope, text), indexed as the index does; a note in
+    ``supersedes`` names the note it replaces."""
     corpus = Corpus()
     for path, (space, scope, text) in notes.items():
         terms = tokenize(text)
         corpus.store(SearchDoc(
             path=path, id=path, title=path, summary="", updated="", space=space, scope=scope,
-            trust=None, created=None, valid_from=None, valid_to=None, supersedes=None,
+            trust=None, created=None, valid_from=None, valid_to=None,
+            supersedes=(supersedes or {}).get(path),
             stat=(0, 0, 0), file_hash="", read_ns=0, length=len(terms), title_key=path,
             loose_key=path, content_hash=path), Counter(terms))
     return corpus
@@ -133,6 +136,43 @@ def test_the_floor_comes_before_locality_so_a_local_note_unlike_the_query_gets_n
     assert [slot for slot, _ in order] == [person, other, own]
     assert [value for _, value in order] == pytest.approx(
         [0.2 * ranking.LOCALITY_SHARED, 0.1 * ranking.LOCALITY_OTHER, 0.0])
+
+
+def test_a_node_that_supersedes_a_visible_one_is_as_close_in_meaning_as_its_predecessor():
+    notes = {"old": (DOMAIN, None, "deploys go out on fridays"),
+             "new": (DOMAIN, None, "deploys go out on tuesdays now"),
+             "aside": (DOMAIN, None, "the office plants")}
+    corpus = _corpus(notes, supersedes={"new": "old"})
+    old, new, aside = (corpus.slot_of[name] for name in ("old", "new", "aside"))
+    view = _ranking(corpus)
+    order = view.semantic_order({old: 0.7, new: 0.3, aside: 0.5})
+    demoted = ranking.VALIDITY_DEMOTION * ranking.LOCALITY_SHARED
+    assert [slot for slot, _ in order] == [new, old, aside]
+    assert [value for _, value in order] == pytest.approx(
+        [0.6 * ranking.LOCALITY_SHARED, 0.6 * demoted, 0.4 * ranking.LOCALITY_SHARED])
+    assert view.similarity(new) == pytest.approx(0.7)  # the cosine it was ranked by
+    assert view.similarity(old) == pytest.approx(0.7)
+    # found by meaning only through its predecessor: the successor still comes in, first
+    only = _ranking(corpus).semantic_order({old: 0.7})
+    assert [slot for slot, _ in only] == [new, old]
+    # closer itself: it keeps its own similarity
+    closer = _ranking(corpus)
+    assert closer.semantic_order({old: 0.4, new: 0.8})[0][0] == new
+    assert closer.similarity(new) == pytest.approx(0.8)
+    assert closer.similarity(aside) == 0.0  # not given: not close
+
+
+def test_a_hidden_predecessor_passes_nothing_on_to_its_successor():
+    corpus = _corpus({"old": (SCOPE, "secret", "deploys go out on fridays"),
+                      "new": (DOMAIN, None, "deploys go out on tuesdays now")},
+                     supersedes={"new": "old"})
+    old, new = corpus.slot_of["old"], corpus.slot_of["new"]
+    view = ranking.Ranking(corpus, scope="game", moment=0.0, explicit_time=False,
+                           visible=lambda doc: doc.scope != "secret")
+    order = view.semantic_order({old: 0.9, new: 0.2})
+    assert [slot for slot, _ in order] == [new]
+    assert order[0][1] == pytest.approx(0.1 * ranking.LOCALITY_SHARED)
+    assert view.similarity(new) == pytest.approx(0.2)
 
 
 def test_coverage_is_the_share_of_the_querys_term_weight_a_note_holds():

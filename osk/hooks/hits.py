@@ -21,3 +21,5 @@ class Recalled:
     stat: tuple[int, int, int]  # the file's stat key when the index read it
     approvals: object = None    # the approvals' generation the index served it under
     trust: str | None = None    # confirmed / inferred (osk.authority.trust)
+    meant: bool = False         # the semantic order's first node (server path): not cut by
+                                # recall.RELATIVE, since its confidence counts words only

@@ -11,7 +11,8 @@ supersession), then keeps a hit only when
   the older one's score added, not its words), and each hit shown reaches ``RELATIVE`` of
   that best confidence (``confidence``: BM25 with a smoothed idf,
   times locality and validity, in units of a word found in one node; certain for a title
-  match). The floor was calibrated on the dev set only (docs/performance.md has the curve);
+  match; asked of the server, the node meaning ranks first is not held to ``RELATIVE``).
+  The floor was calibrated on the dev set only (docs/performance.md has the curve);
 - it is valid now (a superseded, expired or not-yet-valid node is left to ``search``; the
   node superseding it takes its confidence);
 - its file still has the stat key the recall file holds (``_Verifier``): a node deleted,
@@ -64,7 +65,10 @@ RECALL_SETTINGS = frozenset({"budget", "hosts", "server"})
 # in docs/performance.md).
 FUSED_FLOOR = 4.75
 AGREE_FLOOR = 1.0
-AGREE_DEPTH = 2
+AGREE_DEPTH = 3
+# The same lower floor when the semantic order's first node is at least this close in meaning
+# to the prompt (its cosine similarity): a question asked in other words is met by meaning.
+MEANING_FLOOR = 0.4
 # When the fused order shows nothing, its lexical order still may, at this floor: fusion can
 # put meaning's guesses above a node that holds the prompt's rare words.
 RESCUE_FLOOR = 5.0
@@ -96,7 +100,7 @@ def budget_for(vault: Vault, host: str) -> int:
 
 def server_enabled(vault: Vault) -> bool:
     """``[recall] server`` (default true): ask the session's MCP server before the recall
-    file (``osk.hooks.recall_channel``). On by default: on the dev set it injects 42 of 54
+    file (``osk.hooks.recall_channel``). On by default: on the dev set it injects 46 of 54
     answers against the recall file's 38, with the same silence (docs/performance.md)."""
     section = vault.settings().extra.get("recall", {})
     value = section.get("server", True) if isinstance(section, Mapping) else True
@@ -210,7 +214,8 @@ def select(vault: Vault, hits: Sequence[Recalled], *, seen: Mapping[str, str] | 
     for hit in hits:
         if len(chosen) >= MAX_HITS:
             break
-        if hit.confidence < bar or SKIPPED_MARKERS.intersection(hit.markers):
+        if (hit.confidence < bar and not hit.meant) or SKIPPED_MARKERS.intersection(
+                hit.markers):
             continue
         if seen is not None and seen.get(hit.id) == hit.content_hash:
             continue
@@ -476,11 +481,12 @@ def _chosen(vault: Vault, scope: str, prompt: str, seen: Mapping[str, str]) -> l
 
 
 def choose(vault: Vault, answer: Answer, *, seen: Mapping[str, str] | None = None,
-           floor: float = FUSED_FLOOR) -> list[Recalled]:
+           floor: float = FUSED_FLOOR, meaning: float = MEANING_FLOOR) -> list[Recalled]:
     """What to inject from a server's answer: the fused order at ``floor`` (``AGREE_FLOOR``
-    when both channels rank its first node among their first ``AGREE_DEPTH``), else its
-    lexical order at ``RESCUE_FLOOR``."""
-    gate = min(floor, AGREE_FLOOR) if answer.agree else floor
+    when both channels rank its first node among their first ``AGREE_DEPTH``, or when the
+    semantic order's first node is at least ``meaning`` close), else its lexical order at
+    ``RESCUE_FLOOR``."""
+    gate = min(floor, AGREE_FLOOR) if answer.agree or answer.closeness >= meaning else floor
     return (select(vault, answer.hits, seen=seen, floor=gate)
             or select(vault, answer.words, seen=seen, floor=RESCUE_FLOOR))
 

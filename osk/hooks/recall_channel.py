@@ -13,10 +13,12 @@ temp directory when that path is too long for a socket). For a prompt the hook
    (``SearchIndex.channels``: the same isolation, locality, served versions of protected
    regions and validity; the fused order when the model reads the prompt), each with the
    hook's confidence (``recall.recalled``), and whether both channels rank the fused order's
-   first node among their own first two (``recall.AGREE_DEPTH``);
+   first node among their own first three (``recall.AGREE_DEPTH``), and how close in meaning
+   the semantic order's first node is (its cosine similarity to the prompt);
 3. then applies the same ``recall.select`` as on the lexical path (trust, tombstones, the
-   file still as indexed, validity markers, shown before), at the fused path's floor; when
-   that shows nothing, the lexical order's hits at a higher floor (``recall.choose``).
+   file still as indexed, validity markers, shown before), at the fused path's floor, or
+   at the lower floor when the channels agree or the closeness reaches ``recall.MEANING_FLOOR``;
+   when that shows nothing, the lexical order's hits at a higher floor (``recall.choose``).
 
 Freshness: the engine hands its own writes to the index; before answering, the server walks
 the vault for changes only when the vault generation (``osk.store.generation``) moved since its last
@@ -59,6 +61,7 @@ class Answer:
     hits: list[Recalled]   # the fused order (the lexical one when the model does not read it)
     agree: bool  # both channels rank the fused order's first node near their own head
     words: list[Recalled]  # the lexical order alone (``recall.choose``: its rescue)
+    closeness: float = 0.0  # cosine similarity of the semantic order's first node to the prompt
 
 
 # -- where ------------------------------------------------------------------------------------
@@ -166,7 +169,10 @@ def _parse(reply: bytes) -> Answer | None:
         hits, words = ([Recalled(**{**item, "markers": tuple(item["markers"]),
                                     "stat": tuple(item["stat"])}) for item in message[key]]
                        for key in ("hits", "words"))
-        return Answer(hits, message["agree"] is True, words)
+        closeness = message.get("closeness", 0.0)
+        if isinstance(closeness, bool) or not isinstance(closeness, int | float):
+            return None
+        return Answer(hits, message["agree"] is True, words, float(closeness))
     except (ValueError, TypeError, KeyError, AttributeError):
         return None
 

@@ -11,7 +11,7 @@ import math
 import os
 import socket
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -38,11 +38,18 @@ def answer(index: SearchIndex, vault: Vault, scope: str, prompt: str) -> Answer:
                            visible=scope_visibility(vault, scope or None),
                            fresh_within=math.inf)
     hits = recall.recalled(found.ranking, found.order, weights, found.approvals)
-    words = hits if found.semantic is None else recall.recalled(
-        found.ranking, found.lexical[:recall.DEPTH], weights, found.approvals)
-    agree = bool(found.semantic and found.lexical and found.order) and _backed(
+    if not found.semantic:  # the model does not read the prompt: the lexical order alone
+        return Answer(hits, False, hits)
+    words = recall.recalled(found.ranking, found.lexical[:recall.DEPTH], weights,
+                            found.approvals)
+    agree = bool(found.lexical and found.order) and _backed(
         found.order[0][0], found.lexical, found.semantic)
-    return Answer(hits, agree, words)
+    first = found.semantic[0][0]
+    # Its confidence counts only the prompt's words; meaning put it first, so a hit beside a
+    # surer one by words is not cut for holding fewer of them (recall.select).
+    hits = [replace(hit, meant=True) if slot == first else hit
+            for (slot, *_), hit in zip(found.order, hits, strict=True)]
+    return Answer(hits, agree, words, found.ranking.similarity(first))
 
 
 def _backed(slot: int, lexical: Sequence[tuple[Any, ...]],
@@ -116,7 +123,8 @@ class Listener:
             self._stamp = stamp
         result = answer(self.index, self.vault, scope, prompt)
         payload = {"hits": [_plain(hit) for hit in result.hits], "agree": result.agree,
-                   "words": [_plain(hit) for hit in result.words]}
+                   "words": [_plain(hit) for hit in result.words],
+                   "closeness": result.closeness}
         conn.sendall(json.dumps(payload, ensure_ascii=False).encode("utf-8") + b"\n")
 
     def close(self) -> None:

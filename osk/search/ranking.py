@@ -23,8 +23,10 @@ The order (weights tuned on the dev set; the figures are in docs/performance.md)
    (``fuse``), each channel relative to its own best for this query. A node's meaning counts
    by how far its cosine similarity rises above ``SEMANTIC_FLOOR``, × the factor above to the
    power ``SEMANTIC_LOCALITY`` (the floor comes first, so a project's own notes that are not
-   about the question get nothing from being local). The fused score is the lexical score /
-   the best lexical score, plus the semantic weight × that rise / the best rise.
+   about the question get nothing from being local); a node that supersedes a visible one is
+   as close as the closer of the two, as it takes its predecessor's score in the lexical
+   order. The fused score is the lexical score / the best lexical score, plus the semantic
+   weight × that rise / the best rise.
    The semantic weight depends on the query: ``semantic_weight`` of how much of the query's
    term weight (count × idf, as BM25 weighs it) the best lexical hit holds (``coverage``).
    A query whose words the best hit holds in full (a title, a command, an error message) is
@@ -111,6 +113,7 @@ class Ranking:
         self.explicit_time = explicit_time
         self._factors: dict[int, float] = {}
         self._pairs, self._superseded = corpus.supersession()
+        self._cosines: dict[int, float] = {}
 
     # -- the order ----------------------------------------------------------------------------
     def rank(self, query: str, k: int) -> list[Ranked]:
@@ -181,14 +184,29 @@ class Ranking:
         """Nodes that may be returned, by how far their similarity rises above
         ``SEMANTIC_FLOOR`` (0 below it) × factor ** SEMANTIC_LOCALITY, best first (at most
         ``FUSION_DEPTH``). A node below the floor stays a candidate that meaning adds nothing
-        to, so the channel still answers from what the session may see."""
+        to, so the channel still answers from what the session may see.
+
+        A node in force that supersedes a visible one is at least as close as its predecessor
+        (it answers what the older one answered, as in ``rank``), so meaning ranks the newer
+        node first too. ``similarity`` gives the cosine each entry was ranked by."""
+        cosines = dict(similarities)
+        for slot in self._superseded.intersection(similarities):
+            successor = self._current_successor(slot) if self.factor(slot) > 0 else None
+            if successor is not None:
+                cosines[successor] = max(cosines.get(successor, -1.0), similarities[slot])
+        self._cosines = cosines
         scored = []
-        for slot, cosine in similarities.items():
+        for slot, cosine in cosines.items():
             value = self.factor(slot)
             if value > 0:
                 rise = max(0.0, cosine - SEMANTIC_FLOOR)
                 scored.append((slot, rise * value ** SEMANTIC_LOCALITY))
         return heapq.nlargest(FUSION_DEPTH, scored, key=_second)
+
+    def similarity(self, slot: int) -> float:
+        """The cosine similarity ``semantic_order`` ranked ``slot`` by (a successor's may be its
+        predecessor's); 0.0 for a node it was not given."""
+        return self._cosines.get(slot, 0.0)
 
     def coverage(self, query: str, slot: int | None) -> float:
         """How much of the query the node's words hold: the share of the query's term weight
