@@ -53,6 +53,19 @@ def test_latin_letters_lose_their_accents():
     assert tokenize("Café naïve") == tokenize("cafe naive")
 
 
+def test_a_glossary_word_expands_the_same_whichever_language_is_met_first():
+    """The expansion tables are built on first use, each only as far as a query needs; the
+    terms must not depend on which query came first."""
+    from osk.search import expand
+
+    queries = ["why did the deploy fail", "리플레이 배포는 어떻게 해?", "build the replay"]
+    first = [query_terms(query) for query in queries]
+    for table in (expand._korean_to_english, expand._english_words, expand._korean_terms):
+        table.cache_clear()
+    assert [query_terms(query) for query in reversed(queries)] == first[::-1]
+    assert first[0]["배포"] == expand.EXPANSION_WEIGHT and first[1]["deploy"] == 0.5
+
+
 def test_loose_title_key_ignores_punctuation_that_titles_cannot_hold():
     assert loose_key("Lag compensation: server-side rewind") == loose_key(
         "Lag compensation - server side rewind"

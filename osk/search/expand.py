@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from functools import lru_cache
+from functools import cache
 
 from osk.search.glossary import parse
 from osk.search.tokenize import normalise, tokenize
@@ -40,21 +40,34 @@ _PARTICLE = re.compile(r"^(.+?)(은|는|이|가|을|를|에|의|도|로|으로|�
 _WORDS = re.compile(r"[^\W_]+")
 
 
-@lru_cache(maxsize=1)
-def _tables() -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]]:
-    """(Korean word -> English terms, English term -> Korean bigram terms)."""
-    korean_to_english: dict[str, tuple[str, ...]] = {}
-    english_to_korean: dict[str, list[str]] = {}
+# The glossary's tables are built on first use, each only as far as a query needs it: an ASCII
+# prompt needs no Korean normalised, and only the Korean words its own terms name tokenized
+# (tokenizing Korean compiles the CJK patterns, a few ms a hook would pay on every prompt).
+@cache
+def _korean_to_english() -> dict[str, tuple[str, ...]]:
+    """Normalised Korean word -> the English terms of its alternatives."""
+    return {normalise(korean): tuple(sorted({term for alt in alternatives
+                                             for term in tokenize(alt)}))
+            for korean, alternatives in parse()}
+
+
+@cache
+def _english_words() -> dict[str, tuple[str, ...]]:
+    """English term -> the Korean words that have it as a one-term alternative."""
+    words: dict[str, list[str]] = {}
     for korean, alternatives in parse():
-        key = normalise(korean)
-        english_terms = sorted({term for alt in alternatives for term in tokenize(alt)})
-        korean_to_english[key] = tuple(english_terms)
-        korean_terms = tokenize(korean)
         for alt in alternatives:
-            words = tokenize(alt)
-            if len(words) == 1:
-                english_to_korean.setdefault(words[0], []).extend(korean_terms)
-    return korean_to_english, {k: tuple(dict.fromkeys(v)) for k, v in english_to_korean.items()}
+            terms = tokenize(alt)
+            if len(terms) == 1:
+                words.setdefault(terms[0], []).append(korean)
+    return {term: tuple(found) for term, found in words.items()}
+
+
+@cache
+def _korean_terms(term: str) -> tuple[str, ...]:
+    """The Korean bigram terms an English term expands to, each once."""
+    return tuple(dict.fromkeys(bigram for korean in _english_words().get(term, ())
+                               for bigram in tokenize(korean)))
 
 
 def query_terms(query: str, *, expansion_weight: float = EXPANSION_WEIGHT) -> dict[str, float]:
@@ -65,16 +78,16 @@ def query_terms(query: str, *, expansion_weight: float = EXPANSION_WEIGHT) -> di
         return _without_stopwords(weights)
     extra: dict[str, float] = {}
     text = normalise(query)
-    korean_to_english, english_to_korean = _tables()
     if not text.isascii():
         words = {_PARTICLE.match(word).group(1) for word in _WORDS.findall(text)}  # type: ignore[union-attr]
-        for korean, english in korean_to_english.items():
+        for korean, english in _korean_to_english().items():
             if (korean in words) if len(korean) == 1 else (korean in text):
                 for term in english:
                     extra[term] = expansion_weight
+    english_words = _english_words()
     for term in typed:
-        if term.isascii():
-            for korean_term in english_to_korean.get(term, ()):
+        if term.isascii() and term in english_words:
+            for korean_term in _korean_terms(term):
                 extra[korean_term] = expansion_weight
     for term, weight in extra.items():
         weights[term] = weights.get(term, 0.0) + weight

@@ -38,15 +38,18 @@ _CJK_RANGES = (
     "\U00020000-\U0002ffff"  # CJK extensions B-F and supplement
 )
 
+# The same ranges as code point pairs, for a test of one character without a regex.
+_CJK_CODES = tuple((ord(_CJK_RANGES[i]), ord(_CJK_RANGES[i + 2]))
+                   for i in range(0, len(_CJK_RANGES), 3))
+
+
+def _is_cjk(char: str) -> bool:
+    code = ord(char)
+    return any(low <= code <= high for low, high in _CJK_CODES)
 
 
 # Compiled on first use: each of these classes spans the CJK planes and costs 2-4 ms to compile,
 # which a hook would pay on every prompt although ASCII text (the common case) needs none.
-@cache
-def _cjk() -> re.Pattern[str]:
-    return re.compile(f"[{_CJK_RANGES}]")
-
-
 @cache
 def _token() -> re.Pattern[str]:
     return re.compile(f"[a-z0-9]+|[{_CJK_RANGES}]+")
@@ -64,7 +67,7 @@ class _LatinFold(dict[int, str]):
     def __missing__(self, code: int) -> str:
         char = chr(code)
         folded = char
-        if not _cjk().match(char):
+        if not _is_cjk(char):  # never a Latin letter: no decomposition to look at
             stripped = "".join(
                 c for c in unicodedata.normalize("NFKD", char) if not unicodedata.combining(c)
             )
