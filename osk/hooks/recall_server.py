@@ -42,8 +42,7 @@ def answer(index: SearchIndex, vault: Vault, scope: str, prompt: str) -> Answer:
         return Answer(hits, False, hits)
     words = recall.recalled(found.ranking, found.lexical[:recall.DEPTH], weights,
                             found.approvals)
-    agree = bool(found.lexical and found.order) and _backed(
-        found.order[0][0], found.lexical, found.semantic)
+    agree = _backed(found.order[0][0], found.lexical, found.semantic)
     first = found.semantic[0][0]
     # Its confidence counts only the prompt's words; meaning put it first, so a hit beside a
     # surer one by words is not cut for holding fewer of them (recall.select).

@@ -43,19 +43,22 @@ _WORDS = re.compile(r"[^\W_]+")
 # The glossary's tables are built on first use, each only as far as a query needs it: an ASCII
 # prompt needs no Korean normalised, and only the Korean words its own terms name tokenized
 # (tokenizing Korean compiles the CJK patterns, a few ms a hook would pay on every prompt).
+_entries = cache(parse)  # both tables read the one parse
+
+
 @cache
 def _korean_to_english() -> dict[str, tuple[str, ...]]:
     """Normalised Korean word -> the English terms of its alternatives."""
     return {normalise(korean): tuple(sorted({term for alt in alternatives
                                              for term in tokenize(alt)}))
-            for korean, alternatives in parse()}
+            for korean, alternatives in _entries()}
 
 
 @cache
 def _english_words() -> dict[str, tuple[str, ...]]:
     """English term -> the Korean words that have it as a one-term alternative."""
     words: dict[str, list[str]] = {}
-    for korean, alternatives in parse():
+    for korean, alternatives in _entries():
         for alt in alternatives:
             terms = tokenize(alt)
             if len(terms) == 1:

@@ -38,15 +38,6 @@ _CJK_RANGES = (
     "\U00020000-\U0002ffff"  # CJK extensions B-F and supplement
 )
 
-# The same ranges as code point pairs, for a test of one character without a regex.
-_CJK_CODES = tuple((ord(_CJK_RANGES[i]), ord(_CJK_RANGES[i + 2]))
-                   for i in range(0, len(_CJK_RANGES), 3))
-
-
-def _is_cjk(char: str) -> bool:
-    code = ord(char)
-    return any(low <= code <= high for low, high in _CJK_CODES)
-
 
 # Compiled on first use: each of these classes spans the CJK planes and costs 2-4 ms to compile,
 # which a hook would pay on every prompt although ASCII text (the common case) needs none.
@@ -62,18 +53,16 @@ def _word() -> re.Pattern[str]:
 
 class _LatinFold(dict[int, str]):
     """Per-character fold for str.translate: Latin letters lose their accents (é → e), so
-    "café" is the word ``cafe``; every other character maps to itself. Filled on first use."""
+    "café" is the word ``cafe``; every other character maps to itself. Filled on first use.
+    It sees text after NFKC, where no CJK character decomposes to ASCII (the two spacing kana
+    sound marks that would are gone by then), so CJK needs no case of its own."""
 
     def __missing__(self, code: int) -> str:
         char = chr(code)
-        folded = char
-        if not _is_cjk(char):  # never a Latin letter: no decomposition to look at
-            stripped = "".join(
-                c for c in unicodedata.normalize("NFKD", char) if not unicodedata.combining(c)
-            )
-            if stripped.isascii() and stripped:
-                folded = stripped
-        self[code] = folded
+        stripped = "".join(
+            c for c in unicodedata.normalize("NFKD", char) if not unicodedata.combining(c)
+        )
+        folded = self[code] = stripped if stripped.isascii() and stripped else char
         return folded
 
 
