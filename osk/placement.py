@@ -107,15 +107,19 @@ def _where(rel: str) -> tuple[str | None, str | None]:
     return spot.space, spot.scope
 
 
+def _visible(ctx: WriteContext, paths: list[str]) -> list[str]:
+    """The paths this session may see. Where another node lives is told only when the session
+    may see it: naming a path in a hidden scope, or even saying that a hidden scope holds it,
+    would leak that project's notes through a refusal."""
+    return [p for p in paths if ctx.session.can_see_scope(scope_of(p))]
+
+
 def check_title_free(ctx: WriteContext, title: str, rel: str) -> None:
     taken = ctx.catalog.paths_with_title(title)
     if taken or ctx.vault.abs(rel).exists():
-        # Where the other node lives is told only when this session may see it: naming a path
-        # in a hidden scope would leak that project's notes through a refusal.
-        shown = [p for p in taken if ctx.session.can_see_scope(scope_of(p))]
+        shown = _visible(ctx, taken)
         where = ", ".join(shown) or (rel if not taken else "")
-        held = f"is taken ({where})" if where else "is taken by a node in a scope this " \
-            "session cannot see"
+        held = f"is taken ({where})" if where else "is taken"
         raise TitleError(
             f"title {title!r} {held}; titles are unique across the whole vault after case "
             f"folding. Update that node instead, or choose a more specific title",
@@ -129,8 +133,10 @@ def check_hub(ctx: WriteContext, spot: Spot, title: str) -> None:
     holders = ctx.catalog.paths_with_title(spot.cluster)
     if any(rel.startswith(spot.cluster_root + "/") for rel in holders):
         return
-    elsewhere = (f" The title {spot.cluster!r} is already used by {holders[0]}, so this "
-                 f"cluster needs another folder name." if holders else "")
+    shown = _visible(ctx, holders)
+    where = f"already used by {shown[0]}" if shown else "already taken"
+    elsewhere = (f" The title {spot.cluster!r} is {where}, so this cluster needs another "
+                 f"folder name." if holders else "")
     raise HubMissing(
         f"cluster {spot.cluster_root} has no hub yet: create the node titled "
         f"{spot.cluster!r} in {spot.cluster_root} first (it says what the cluster holds), "

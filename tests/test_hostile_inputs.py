@@ -12,7 +12,7 @@ from writekit import create, make_repo, snapshot
 
 from osk.capture.raw import record_name
 from osk.engine import Engine
-from osk.errors import LimitError, TitleError, ValidityError
+from osk.errors import HubMissing, LimitError, TitleError, ValidityError
 from osk.request import NewNode, NodeEdit
 from osk.store.ids import MAX_IDENTIFIER_CHARS
 from osk.store.vault import Vault
@@ -152,8 +152,30 @@ def test_a_title_taken_in_a_hidden_scope_is_refused_without_saying_where(
                               cluster="plans", drafter="test-model"))
     error = _refused(vault, TitleError, lambda: create(eng, "Acquisition target"))
     assert "secretproj" not in str(error) and "plans" not in str(error)
-    assert "is taken by a node in a scope this session cannot see" in str(error)
+    assert "is taken;" in str(error) and "scope" not in str(error).split(";")[0]
     assert error.facts.get("paths") == []
+
+
+def test_a_hub_title_taken_in_a_hidden_scope_is_refused_without_saying_where(
+        eng: Engine, vault: Vault, hub: str, tmp_path: Path):
+    other = Engine.open(vault, cwd=make_repo(tmp_path / "work" / "secretproj"))
+    other.create_node(NewNode("ahub", "A hub", "Hub.\n", space="Scope", cluster="ahub",
+                              drafter="test-model"))
+    error = _refused(vault, HubMissing, lambda: eng.create_node(NewNode(
+        "Inside", "A node in a cluster whose hub title is taken", "Body.\n", space="Scope",
+        cluster="ahub", drafter="test-model")))
+    assert "secretproj" not in str(error) and "ahub.md" not in str(error)
+    assert "'ahub' is already taken, so this cluster needs another folder name" in str(error)
+
+
+def test_a_hub_title_taken_in_a_visible_place_names_the_holder(eng: Engine, vault: Vault,
+                                                               hub: str):
+    eng.create_node(NewNode("bhub", "A shared hub", "Hub.\n", space="Domain", cluster="bhub",
+                            drafter="test-model"))
+    error = _refused(vault, HubMissing, lambda: eng.create_node(NewNode(
+        "Inside", "A node in a cluster whose hub title is taken", "Body.\n", space="Scope",
+        cluster="bhub", drafter="test-model")))
+    assert "already used by Domain/bhub/bhub.md" in str(error)
 
 
 def test_a_title_taken_in_a_visible_scope_still_names_the_node(eng: Engine, vault: Vault,
