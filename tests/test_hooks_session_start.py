@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
-from hookkit import context_of, make_project, payload, run_hook
+from hookkit import context_of, copy_fixture, make_project, payload, run_hook
 
+from osk.capture.raw import list_records
 from osk.errors import LimitError
 from osk.hooks.harness import Budget
 from osk.hooks.inject import Section, compose
 from osk.provenance.recheck_summary import SUMMARY_FILE
 from osk.provenance.scope_memory import ScopeMemory
 from osk.provenance.sessions import Routing
+from osk.store.edges import raw_record
 
 
 @pytest.fixture
@@ -86,3 +89,23 @@ def test_a_domain_recheck_note_is_shown_once_in_a_scoped_session(vault, project,
     context = start(project, tmp_path)
     assert "## Recheck notes: re-read each target, then re-cite or correct (2)" in context
     assert context.count("Retry with backoff cites [[Patterns]]") == 1
+
+
+@pytest.mark.parametrize(("host", "transcript"), [
+    ("claude", "session.jsonl"),
+    ("codex", "rollout-2026-03-14T09-40-00-019a2d7a-41c4-78b1-b7cc-a45d62a89cd5.jsonl")])
+def test_the_block_names_the_raw_record_its_conversation_is_captured_in(
+        vault, project, tmp_path, host, transcript):
+    """Issue 24 item 5: the coordinate a node cites for a round of this conversation is told,
+    and it is the one the Stop hook's capture then writes."""
+    path = copy_fixture(host, transcript, tmp_path / "sessions" / transcript)
+    data = payload(host, "session_start", transcript=path, cwd=project)
+    started = run_hook("session-start", host, data, cwd=project)
+    context = context_of(started.stdout, "SessionStart")
+    [cited] = re.findall(r"\[\[(_raw/[^\]#]+)#Round N\]\]", context)
+    stopped = run_hook("stop", host, payload(host, "stop", transcript=path, cwd=project),
+                       cwd=project)
+    assert stopped.returncode == 0, stopped.stderr
+    [record] = list_records(vault)
+    assert cited == raw_record(record.key, record.conversation)
+    assert (vault.root / f"{cited}.md").is_file()

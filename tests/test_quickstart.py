@@ -8,8 +8,9 @@ from pathlib import Path
 
 
 def test_quickstart_walks_capture_distil_recall_and_recheck(tmp_path: Path):
+    # --keep as a user types it: a folder relative to where osk runs (issue 24 item 8)
     result = subprocess.run(
-        [sys.executable, "-m", "osk", "quickstart", "--keep", str(tmp_path / "demo")],
+        [sys.executable, "-m", "osk", "quickstart", "--keep", "demo"], cwd=tmp_path,
         capture_output=True, text=True, encoding="utf-8", timeout=300,
     )
     assert result.returncode == 0, result.stderr
@@ -25,6 +26,12 @@ def test_quickstart_walks_capture_distil_recall_and_recheck(tmp_path: Path):
     assert "pushed" in out
     assert result.stderr == ""
     vault = tmp_path / "demo" / "vault"
+    assert not (tmp_path / "demo" / "demo").exists()
+    ending = out[out.index("\nDone."):].splitlines()
+    commands = [line.split("#")[0].strip() for line in ending if line.startswith("   osk ")]
+    assert commands == ["osk init ~/memory && export OSK_VAULT=~/memory", "osk setup claude",
+                        "osk doctor"]
+    assert ending[-1] == f"(the demo vault stays in {vault}: open it in Obsidian as a vault)"
     node = vault / "Scope" / "tidepool" / "release" / "Releases are built with cargo dist.md"
     assert '"[[file:docs/release.md]]"' in node.read_text(encoding="utf-8")
     log = subprocess.run(["git", "log", "--oneline"], cwd=vault, capture_output=True,

@@ -63,19 +63,17 @@ def count_prompt(vault: Vault, adapter: Adapter, payload: HookPayload, *,
     if not due or not in_session_reviews(vault, adapter):
         return Counted(conversation, inputs, True, noted=noted)
     if not record and payload.session_id and adapter.capabilities.capture == "transcript":
-        record = _expected_record(vault, payload, conversation)
+        record = _expected_record(vault, payload)
     return Counted(conversation, inputs, True, review_reminder(inputs, record, rounds), noted)
 
 
-def _expected_record(vault: Vault, payload: HookPayload, conversation: str) -> str:
+def _expected_record(vault: Vault, payload: HookPayload) -> str:
     """Where this conversation's rounds will be recorded, before the first capture."""
-    from osk.capture.raw import record_name
     from osk.errors import OskError
-    from osk.hooks.capture import session_key_text
-    from osk.store.edges import raw_record
+    from osk.hooks.capture import expected_record, session_key_text
 
     try:
-        return raw_record(record_name(session_key_text(vault, payload)), record_name(conversation))
+        return expected_record(session_key_text(vault, payload), payload)
     except (OskError, ValueError):  # no working directory: the reminder stays generic
         return ""
 

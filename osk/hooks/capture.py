@@ -23,7 +23,7 @@ from pathlib import Path
 
 from osk.hooks.adapters.common import merge_final
 from osk.hooks.harness import Adapter, HookPayload, TurnRecord, Unknown
-from osk.hooks.state import ConversationState, StateStore, conversation_name
+from osk.hooks.state import ConversationState, StateStore, record_conversation
 from osk.hooks.transcript import Chunk, read_lines
 from osk.store.edges import raw_record
 from osk.store.vault import Vault
@@ -49,7 +49,7 @@ def capture_stop(vault: Vault, adapter: Adapter, payload: HookPayload, *,
     path = payload.transcript_path
     if path is None:
         return Captured(skipped="the payload names no transcript")
-    conversation = conversation_name(payload.session_id or path.stem)
+    conversation = record_conversation(payload.session_id, path)
     store = StateStore(vault, adapter.name, conversation)
     if dry_run:
         state = store.load()
@@ -162,6 +162,15 @@ def answer_text(texts: list[str], turn: TurnRecord) -> str:
     if answer:
         return answer
     return "[no text answer; tool calls only]" if turn.tools else "[no answer recorded]"
+
+
+def expected_record(key: str, payload: HookPayload) -> str:
+    """``_raw/KEY/CONVERSATION``: where capture files this conversation's rounds, before the
+    first is captured ("" when the payload names no conversation)."""
+    from osk.capture.raw import record_name
+
+    conversation = record_conversation(payload.session_id, payload.transcript_path)
+    return raw_record(record_name(key), record_name(conversation)) if conversation else ""
 
 
 def session_key_text(vault: Vault, payload: HookPayload, *, claim: bool = True) -> str:

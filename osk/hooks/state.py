@@ -91,6 +91,13 @@ def conversation_name(session_id: str) -> str:
     return f"{cleaned}-{digest[:8]}" if cleaned else f"conversation-{digest[:16]}"
 
 
+def record_conversation(session_id: str, transcript: Path | None) -> str:
+    """The conversation name the Stop hook captures rounds under: the host's conversation id,
+    else the transcript's file name ("" when the payload names neither)."""
+    name = session_id or (transcript.stem if transcript else "")
+    return conversation_name(name) if name else ""
+
+
 def workspace_name(host: str, cwd: Path | None) -> str:
     """A stand-in conversation name for hosts whose hooks name no conversation (per workspace)."""
     where = str(cwd.resolve()) if cwd else ""

@@ -91,13 +91,23 @@ class Demo:
 def run(keep: Path | None = None, out: Any = None) -> int:
     """Run the scripted session; returns 0 when every step behaved as described."""
     if keep is not None:
+        # Absolute: every step runs in a folder of its own (the vault, the project), where a
+        # relative folder would name another place.
+        keep = keep.resolve()
         keep.mkdir(parents=True, exist_ok=True)
-        return _run(Demo(keep, out or sys.stdout))
+        return _run(Demo(keep, out or sys.stdout), kept=True)
     with tempfile.TemporaryDirectory(prefix="osk-quickstart-") as tmp:
-        return _run(Demo(Path(tmp), out or sys.stdout))
+        return _run(Demo(Path(tmp), out or sys.stdout), kept=False)
 
 
-def _run(demo: Demo) -> int:
+NEXT_STEPS = (
+    ("osk init ~/memory && export OSK_VAULT=~/memory", "a vault of your own"),
+    ("osk setup claude", "or codex, kiro, antigravity: the MCP server and hooks"),
+    ("osk doctor", "the setup checked end to end"),
+)
+
+
+def _run(demo: Demo, *, kept: bool) -> int:
     import anyio
 
     print(f"osk quickstart — a demo vault and one scripted agent session in {demo.root}",
@@ -108,7 +118,18 @@ def _run(demo: Demo) -> int:
     _person(demo)
     print("\nDone. Every step above ran through the real hooks, MCP server and CLI.",
           file=demo.out)
+    _next_steps(demo, kept)
     return 0
+
+
+def _next_steps(demo: Demo, kept: bool) -> None:
+    print("\nNext, to give your own agent a memory:", file=demo.out)
+    width = max(len(command) for command, _ in NEXT_STEPS)
+    for command, why in NEXT_STEPS:
+        print(f"   {command:<{width}}   # {why}", file=demo.out)
+    if kept:
+        print(f"(the demo vault stays in {demo.vault}: open it in Obsidian as a vault)",
+              file=demo.out)
 
 
 def _setup(demo: Demo) -> None:
