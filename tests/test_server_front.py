@@ -194,3 +194,87 @@ def test_a_handshake_that_cannot_be_kept_is_reported_and_serving_goes_on(
 
     assert [a["id"] for a in pipe.answers()] == [1, 2]
     assert "the handshake could not be kept" in capsys.readouterr().err
+
+
+# -- one protocol generation per connection ----------------------------------------------------
+ENVELOPE_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                 "io.modelcontextprotocol/clientCapabilities": {}}
+DISCOVER_RESULT = {"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}},
+                   "resultType": "complete"}
+ENVELOPE_TOOLS = {**TOOLS, "resultType": "complete"}
+
+
+def probe(id_: object = "probe-1") -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": id_, "method": "server/discover",
+            "params": {"_meta": ENVELOPE_META}}
+
+
+def enveloped(id_: object, method: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": id_, "method": method, "params": {"_meta": ENVELOPE_META}}
+
+
+def test_after_a_probe_an_initialize_is_left_to_the_sdk_not_answered_from_the_classic_cache(
+        tmp_path: Path) -> None:
+    """Claude Code's opening: the probe, then (not answered in time) an initialize. The SDK
+    takes the probe's generation; the front must not answer the initialize as classic."""
+    pipe = Pipe(tmp_path, kept())
+    pipe.send(probe())
+    pipe.send(initialize(0, "2025-11-25"))
+    pipe.send({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+
+    assert pipe.front.committed == stdio.ENVELOPE
+    assert pipe.answers() == []  # nothing kept for the envelope: all of it is the SDK's
+    assert pipe.queued() == ["probe-1", 0, 1]
+
+
+def test_an_envelope_connection_is_answered_from_its_own_kept_handshake_and_learns_it(
+        tmp_path: Path) -> None:
+    pipe = Pipe(tmp_path, None)
+    pipe.send(probe())
+    pipe.send(enveloped(3, "tools/list"))
+    pipe.front.deliver("probe-1", json.dumps({"jsonrpc": "2.0", "id": "probe-1",
+                                              "result": DISCOVER_RESULT}))
+    pipe.front.deliver(3, json.dumps({"jsonrpc": "2.0", "id": 3, "result": ENVELOPE_TOOLS}))
+    assert [a["id"] for a in pipe.answers()] == ["probe-1", 3]
+    saved = Handshake.load(pipe.path)
+    assert saved is not None and saved.envelope and not saved.classic
+
+    again = Pipe(tmp_path, saved)
+    again.send(probe("p"))
+    again.send(initialize(0))  # the host's fallback, sent before it saw the answer
+    again.send(enveloped(4, "tools/list"))
+    again.send({"jsonrpc": "2.0", "id": 5, "method": "server/discover",
+                "params": {"_meta": {**ENVELOPE_META,
+                                     "io.modelcontextprotocol/protocolVersion": "2099-01-01"}}})
+    again.front.deliver("p", json.dumps({"jsonrpc": "2.0", "id": "p", "result": {}}))
+    assert again.answers() == [{"jsonrpc": "2.0", "id": "p", "result": DISCOVER_RESULT},
+                               {"jsonrpc": "2.0", "id": 4, "result": ENVELOPE_TOOLS}]
+    assert again.queued() == ["p", 0, 5]  # the SDK refuses the initialize and the odd version
+
+
+def test_a_classic_connection_is_not_answered_from_the_envelope_cache(tmp_path: Path) -> None:
+    both = kept()
+    both.discover, both.envelope_tools = DISCOVER_RESULT, ENVELOPE_TOOLS
+    pipe = Pipe(tmp_path, both)
+    pipe.send(initialize(1))
+    pipe.send(probe("late"))
+    pipe.send(enveloped(2, "tools/list"))
+    assert pipe.front.committed == stdio.CLASSIC
+    assert [a["id"] for a in pipe.answers()] == [1]
+    assert pipe.queued() == [1, "late", 2]
+
+
+@pytest.mark.parametrize(("message", "expected"), [
+    (probe(), stdio.ENVELOPE),
+    (enveloped(1, "tools/list"), stdio.ENVELOPE),
+    ({**initialize(1), "params": {"_meta": ENVELOPE_META}}, stdio.CLASSIC),
+    (initialize(1), stdio.CLASSIC),
+    ({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"_meta": {"progressToken": 1}}},
+     stdio.CLASSIC),
+])
+def test_the_generation_rule_is_the_sdks(message: dict[str, Any], expected: str) -> None:
+    from mcp.server.runner import _has_modern_envelope
+
+    sdk = ("envelope" if message["method"] != "initialize"
+           and _has_modern_envelope(message.get("params")) else "classic")
+    assert stdio.generation(message) == expected == sdk

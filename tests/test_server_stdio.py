@@ -349,3 +349,47 @@ def test_every_malformed_line_gets_an_answer_that_says_what_is_wrong(vault: Vaul
         found = answers.get(id_) if id_ is not None else " ".join(unnamed)
         assert found is not None, f"no answer to {line[:80]!r}"
         assert phrase in found.replace("\\\\", "\\"), (line[:80], found)
+
+
+# -- one protocol generation per connection ----------------------------------------------------
+ENVELOPE = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "raw-test", "version": "0"},
+            "io.modelcontextprotocol/clientCapabilities": {}}
+
+
+def _probe_then_initialize(vault: Vault, repo: Path) -> tuple[str, dict[str, Any]]:
+    """Claude Code's opening (2.1.332): a server/discover probe and, before its answer, an
+    initialize. The host keeps the generation whose answer succeeds first and makes a search
+    in it; returns that generation and the search's answer."""
+    from osk.surfaces.commands.hosts import _close, _Lines, _send
+
+    proc = _spawn(vault, repo)
+    deadline = __import__("time").monotonic() + 120
+    try:
+        lines = _Lines(proc)
+        _send(proc, {"jsonrpc": "2.0", "id": "probe", "method": "server/discover",
+                     "params": {"_meta": ENVELOPE}})
+        _send(proc, {**INITIALIZE, "id": 0})
+        first = lines.next_answer(deadline, {"probe", 0})
+        if "error" in first:
+            first = lines.next_answer(deadline, {"probe", 0} - {first["id"]})
+        chosen = "envelope" if first["id"] == "probe" else "classic"
+        params: dict[str, Any] = {"name": "search", "arguments": {"query": "cache"}}
+        if chosen == "envelope":
+            params["_meta"] = ENVELOPE
+        else:
+            _send(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        _send(proc, {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": params})
+        return chosen, lines.response(5, deadline)
+    finally:
+        _close(proc)
+
+
+def test_a_probe_then_an_initialize_is_served_in_one_generation(vault: Vault, repo: Path):
+    """The handshake a classic client left behind (doctor's) must not answer Claude Code's
+    initialize while the SDK serves its probe: every tool call then failed."""
+    _handshake(vault, repo)  # a classic run keeps its handshake, as `osk doctor` did
+    for run in range(2):  # the second run answers the probe from what the first kept
+        chosen, called = _probe_then_initialize(vault, repo)
+        assert "error" not in called and called["result"]["isError"] is False, (run, called)
+        assert chosen == "envelope"

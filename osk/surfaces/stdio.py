@@ -5,13 +5,21 @@ only, so it runs before the SDK is imported) stands in front of it:
 
 * **Ready at once.** Importing the SDK and pydantic takes about a second, opening and warming
   the engine more on a large vault; a host whose model looks for osk's tools before the server
-  is up is told there are none. So the front answers ``initialize`` and ``tools/list`` from the
-  handshake the SDK gave on the previous run (kept in the vault's state folder); then a thread
+  is up is told there are none. So the front answers the handshake and ``tools/list`` from what
+  the SDK gave on earlier runs (kept in the vault's state folder); then a thread
   imports the SDK and builds the server, and another opens and warms the engine (they start
   once the host has the tool list, so they do not slow the handshake down). Everything else
   waits for the SDK, and a tool call waits for the engine. Each run asks the SDK for its
   handshake again; when it differs (osk was upgraded) it is saved, and a host that was already
   given the old tool list is sent ``notifications/tools/list_changed``.
+* **One protocol per connection.** A host may speak either generation of MCP: the classic
+  ``initialize`` handshake, or the per-request envelope of 2026-07-28 opened by a
+  ``server/discover`` probe (Claude Code sends the probe and, when it is not answered at once,
+  an ``initialize`` too, taking whichever succeeds first). The SDK commits a connection to the
+  generation of its first request and refuses the other's requests from then on, so the front
+  commits by the same rule (``generation``) and answers only in that generation: after a probe,
+  an ``initialize`` goes to the SDK, which refuses it, instead of being answered from the kept
+  classic handshake while the SDK serves the envelope.
 * **An answer to every line.** The SDK drops a line it cannot parse (invalid JSON, a lone
   surrogate escape, nesting past its parser's limit) without answering, so the host's call
   hangs until its own timeout. Here each line is parsed by the standard library and checked
@@ -54,6 +62,8 @@ PRIVATE_ID = "osk-handshake-tools"  # the id of the tools/list the front asks th
 
 
 _LEARNED = object()  # initialize_id once the SDK's answer to it has been seen
+ENVELOPE_KEY = "io.modelcontextprotocol/protocolVersion"  # only a 2026-07-28 request carries it
+CLASSIC, ENVELOPE = "classic", "envelope"
 _ID = re.compile(rb'"id"\s*:\s*(-?\d{1,18}(?![\d.eE])|"(?:[^"\\]|\\.){0,200}")')
 
 
@@ -221,34 +231,70 @@ def read_lines(fd: int) -> Iterator[bytes | Refusal]:
 
 
 # == the handshake kept from the last run ======================================================
+def generation(message: dict[str, Any]) -> str:
+    """The protocol generation a connection's first request commits it to, by the SDK's rule
+    (``mcp.server.runner.serve_dual_era_loop``): an ``initialize`` is classic even when it
+    carries the envelope; any other request carrying the envelope's version key opens an
+    envelope connection; anything else is classic."""
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    if message.get("method") != "initialize" and isinstance(meta, dict) and ENVELOPE_KEY in meta:
+        return ENVELOPE
+    return CLASSIC
+
+
 @dataclass
 class Handshake:
-    """What the SDK answered to ``initialize`` and ``tools/list`` on a previous run."""
+    """What the SDK answered on previous runs: ``initialize`` and ``tools/list`` for a classic
+    connection, ``server/discover`` and ``tools/list`` for an envelope one (each pair empty
+    until a host of that generation has connected)."""
 
     versions: list[str]  # protocol versions the handshake can agree on
     latest: str  # the one offered when the host asks for another
     initialize: dict[str, Any]
     tools: dict[str, Any]
+    discover: dict[str, Any] = field(default_factory=dict)
+    envelope_tools: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def load(cls, path: Path) -> Handshake | None:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
             found = cls(list(data["versions"]), str(data["latest"]), dict(data["initialize"]),
-                        dict(data["tools"]))
+                        dict(data["tools"]), dict(data.get("discover") or {}),
+                        dict(data.get("envelope_tools") or {}))
         except (OSError, ValueError, KeyError, TypeError):
             return None  # none yet, or unreadable: the SDK answers, and the next run is fast
-        return found if found.versions and isinstance(found.tools.get("tools"), list) else None
+        return found if found.classic or found.envelope else None
+
+    @property
+    def classic(self) -> bool:
+        return bool(self.versions and self.initialize and _listing(self.tools))
+
+    @property
+    def envelope(self) -> bool:
+        return bool(self.discover and _listing(self.envelope_tools))
 
     def to_json(self) -> str:
         return json.dumps({"versions": self.versions, "latest": self.latest,
-                           "initialize": self.initialize, "tools": self.tools},
+                           "initialize": self.initialize, "tools": self.tools,
+                           "discover": self.discover, "envelope_tools": self.envelope_tools},
                           ensure_ascii=False, sort_keys=True, indent=1) + "\n"
 
     def initialize_result(self, params: object) -> dict[str, Any]:
         asked = params.get("protocolVersion") if isinstance(params, dict) else None
         agreed = asked if asked in self.versions else self.latest
         return {**self.initialize, "protocolVersion": agreed}
+
+    def discover_result(self, message: dict[str, Any]) -> dict[str, Any] | None:
+        """The kept answer to a probe, when it asks for a version that answer supports."""
+        asked = message["params"]["_meta"].get(ENVELOPE_KEY)
+        supported = self.discover.get("supportedVersions")
+        return self.discover if isinstance(supported, list) and asked in supported else None
+
+
+def _listing(tools: dict[str, Any]) -> bool:
+    return isinstance(tools.get("tools"), list)
 
 
 # == the front =================================================================================
@@ -263,11 +309,14 @@ class Front:
     ready: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
     failed: str | None = None
-    initialize_id: object = None  # the host's initialize request (a legacy-era session)
-    answered: bool = False  # the front answered that initialize from the cache
+    committed: str | None = None  # the generation the first request chose (CLASSIC, ENVELOPE)
+    initialize_id: object = None  # the host's initialize request (a classic session)
+    answered: bool = False  # the front answered the opening request from the cache
     listed_from_cache: bool = False
     listed: Callable[[], None] = lambda: None  # called once the host has the cached tool list
     learned_initialize: dict[str, Any] | None = None
+    probes: dict[object, bool] = field(default_factory=dict)  # discover id -> answered here
+    listings: set[object] = field(default_factory=set)  # envelope tools/list ids the SDK answers
 
     def handle(self, item: bytes | Refusal) -> None:
         message = parse(item) if isinstance(item, bytes) else item
@@ -280,6 +329,8 @@ class Front:
                 if id_ is not None and method is not None:
                     self.wire.send(error(id_, INTERNAL_ERROR, self.failed))
                 return
+            if self.committed is None and id_ is not None and isinstance(method, str):
+                self.committed = generation(message)  # as the SDK will on this same request
             if self._answer_early(message, method, id_):
                 return
             self.inbox.put(message)
@@ -291,26 +342,52 @@ class Front:
         """Answer a handshake request from the cache; True when it must not reach the SDK."""
         if id_ is None:
             return False
+        if self.committed == ENVELOPE:
+            return self._answer_envelope(message, method, id_)
         if method == "initialize" and self.initialize_id is None:
             self.initialize_id = id_  # the SDK still gets it: it opens the SDK's session
-            if self.cached is not None:
+            if self.cached is not None and self.cached.classic:
                 self.answered = True  # and the SDK's own answer is dropped
                 self.wire.send({"jsonrpc": "2.0", "id": id_,
                                 "result": self.cached.initialize_result(message.get("params"))})
             return False
-        if self.ready.is_set() or not self.answered or self.cached is None:
+        if (self.ready.is_set() or not self.answered or self.cached is None
+                or generation(message) != CLASSIC):  # the SDK refuses an envelope here
             return False
-        params = message.get("params")
-        plain = not params or (isinstance(params, dict) and not params.get("cursor"))
-        if method == "tools/list" and plain:
-            self.listed_from_cache = True
-            self.wire.send({"jsonrpc": "2.0", "id": id_, "result": self.cached.tools})
-            self.listed()
+        if method == "tools/list" and _first_page(message):
+            self._list(id_, self.cached.tools)
             return True
         if method == "ping":
             self.wire.send({"jsonrpc": "2.0", "id": id_, "result": {}})
             return True
         return False
+
+    def _answer_envelope(self, message: dict[str, Any], method: object, id_: object) -> bool:
+        """An envelope connection: a probe answered from the cache (the SDK still gets it, as
+        it decides the SDK's generation too), then the tool list; an ``initialize`` is the
+        SDK's to refuse."""
+        if generation(message) != ENVELOPE:
+            return False
+        kept = self.cached if self.cached is not None and self.cached.envelope else None
+        if method == "server/discover":
+            result = kept.discover_result(message) if kept is not None else None
+            self.probes[id_] = result is not None
+            if result is not None:
+                self.answered = True
+                self.wire.send({"jsonrpc": "2.0", "id": id_, "result": result})
+            return False
+        if method != "tools/list" or not _first_page(message):
+            return False
+        if kept is None or not self.answered or self.ready.is_set():
+            self.listings.add(id_)  # its answer is learned for the next run
+            return False
+        self._list(id_, kept.envelope_tools)
+        return True
+
+    def _list(self, id_: object, tools: dict[str, Any]) -> None:
+        self.listed_from_cache = True
+        self.wire.send({"jsonrpc": "2.0", "id": id_, "result": tools})
+        self.listed()
 
     # -- called from the SDK's side --------------------------------------------------------
     def deliver(self, response_id: object, text: str) -> None:
@@ -318,12 +395,7 @@ class Front:
         and notifications): to the host, unless it is the front's own business."""
         with self.lock:
             if response_id == PRIVATE_ID:
-                try:
-                    self._learn_tools(text)
-                except (OSError, ValueError) as exc:  # a cache, never a reason to stop serving
-                    print(f"osk mcp: the handshake could not be kept in {self.handshake_path} "
-                          f"({exc}); the next start answers once the SDK is loaded",
-                          file=sys.stderr)
+                self._keep(lambda: self._learn_tools(text))
                 return
             if response_id is not None and response_id == self.initialize_id:
                 self.initialize_id = _LEARNED
@@ -331,6 +403,14 @@ class Front:
                 self.learned_initialize = result if isinstance(result, dict) else None
                 if self.answered:
                     return
+            if response_id is not None and response_id in self.probes:
+                answered_here = self.probes.pop(response_id)
+                self._keep(lambda: self._learn_envelope(text, "discover"))
+                if answered_here:
+                    return
+            if response_id is not None and response_id in self.listings:
+                self.listings.discard(response_id)
+                self._keep(lambda: self._learn_envelope(text, "envelope_tools"))
         self.wire.send_text(text)
 
     def refuse(self, message: dict[str, Any], reason: str) -> None:
@@ -338,19 +418,43 @@ class Front:
         if message.get("id") is not None:
             self.wire.send(error(message["id"], INVALID_REQUEST, f"Invalid request: {reason}"))
 
-    def _learn_tools(self, text: str) -> None:
-        from osk.store.fsutil import atomic_write
+    def _keep(self, learn: Callable[[], None]) -> None:
+        try:
+            learn()
+        except (OSError, ValueError) as exc:  # a cache, never a reason to stop serving
+            print(f"osk mcp: the handshake could not be kept in {self.handshake_path} "
+                  f"({exc}); the next start answers once the SDK is loaded", file=sys.stderr)
 
+    def _learn_tools(self, text: str) -> None:
         tools = json.loads(text).get("result")
         if not isinstance(tools, dict) or self.learned_initialize is None:
             return
         versions, latest = _sdk_versions()
         initialize = {k: v for k, v in self.learned_initialize.items() if k != "protocolVersion"}
-        learned = Handshake(versions, latest, initialize, tools)
-        if self.cached is not None and learned.to_json() == self.cached.to_json():
-            return
+        base = self.cached or Handshake([], "", {}, {})
+        learned = Handshake(versions, latest, initialize, tools, base.discover,
+                            base.envelope_tools)
         if self.listed_from_cache and (self.cached is None or self.cached.tools != tools):
             self.wire.send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+        self._save(learned)
+
+    def _learn_envelope(self, text: str, part: str) -> None:
+        """The SDK's answer to a probe or to an envelope tools/list, kept for the next run.
+        (A host given an older kept list hears of the change on its subscription stream,
+        which the SDK serves.)"""
+        result = json.loads(text).get("result")
+        if not isinstance(result, dict):
+            return
+        base = self.cached or Handshake([], "", {}, {})
+        self._save(Handshake(base.versions, base.latest, base.initialize, base.tools,
+                             **{"discover": base.discover, "envelope_tools": base.envelope_tools,
+                                part: result}))
+
+    def _save(self, learned: Handshake) -> None:
+        from osk.store.fsutil import atomic_write
+
+        if self.cached is not None and learned.to_json() == self.cached.to_json():
+            return
         self.handshake_path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(self.handshake_path, learned.to_json())
         self.cached = learned
@@ -366,6 +470,12 @@ class Front:
                     break
                 if message is not None and message.get("id") is not None and "method" in message:
                     self.wire.send(error(message["id"], INTERNAL_ERROR, reason))
+
+
+def _first_page(message: dict[str, Any]) -> bool:
+    """A tools/list that asks for the list from its start (no cursor)."""
+    params = message.get("params")
+    return not params or (isinstance(params, dict) and not params.get("cursor"))
 
 
 def _sdk_versions() -> tuple[list[str], str]:

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from osk.hosts.hostsetup import Context
@@ -356,14 +356,19 @@ class _Lines:
         self.selector.register(proc.stdout, selectors.EVENT_READ)
         self.buffer = b""
 
-    def response(self, want_id: int, deadline: float) -> dict[str, object]:
+    def response(self, want_id: object, deadline: float) -> dict[str, object]:
+        return self.next_answer(deadline, {want_id})
+
+    def next_answer(self, deadline: float, ids: set[object]) -> dict[str, Any]:
+        """The next message answering one of ``ids`` (others are passed over)."""
         while True:
             while b"\n" in self.buffer:
                 line, self.buffer = self.buffer.split(b"\n", 1)
                 if not line.strip():
                     continue
                 message = json.loads(line)
-                if isinstance(message, dict) and message.get("id") == want_id:
+                if (isinstance(message, dict) and "method" not in message
+                        and message.get("id") in ids):
                     return message
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not self.selector.select(remaining):
