@@ -431,6 +431,33 @@ def parse_lines(path: Path, data: bytes) -> list[Record]:
     return records
 
 
+def foreign_line_problems(name: str, known: bytes, incoming: bytes) -> list[str]:
+    """What is wrong with the lines ``incoming`` (a ledger's bytes another device wrote) adds
+    to ``known`` (the bytes this device agreed on): each new line must be a record (a JSON
+    object with the envelope, a UUIDv7 id seen once) whose parents are in the ledger and
+    older than it. One problem per bad line, naming it by ``name`` and line number."""
+    already = set(known.splitlines())
+    lines = incoming.splitlines()
+    seen: set[str] = set()
+    problems: list[str] = []
+    fresh: list[Record] = []
+    for number, raw in enumerate(lines, start=1):
+        try:
+            record = _parse_line(Path(name), number, raw, seen)
+        except LedgerError as exc:
+            if raw not in already:
+                problems.append(str(exc))
+            continue
+        if raw not in already:
+            fresh.append(record)
+    for record in fresh:
+        strays = [p for p in record.parents if p not in seen or p >= record.id]
+        if strays:
+            problems.append(f"{name}: line {record.line} names parent {strays[0]}, which is "
+                            f"not an older record of the ledger")
+    return problems
+
+
 def _parse_line(path: Path, number: int, raw: bytes, seen: set[str]) -> Record:
     def bad(why: str) -> LedgerError:
         return LedgerError(f"{path}: line {number} is damaged: {why}", path=str(path), line=number)

@@ -44,7 +44,14 @@ class Settings:
             data = _parsed_toml(path)
         except FileNotFoundError:
             return cls()
+        return cls.from_toml(data, path)
+
+    @classmethod
+    def from_toml(cls, data: dict[str, object], path: Path) -> Settings:
+        """The settings ``data`` (osk.toml as parsed) holds; ``path`` names it in a refusal."""
         section = data.get("vault", {})
+        if not isinstance(section, dict):
+            raise OskError(f"{path}: [vault] must be a table")
         known = {"scope_isolation", "shared_scopes", "inject_inferred_person"}
         unknown = set(section) - known
         if unknown:

@@ -68,6 +68,7 @@ class SyncResult:
     reason: str = ""  # why the remote could not be reached
     ahead: int = 0  # local commits still unpublished (offline)
     head: str = ""
+    notices: list[str] = field(default_factory=list)  # landed, but a person should look
 
     def line(self) -> str:
         target = f"{self.remote}/{self.branch}"
@@ -86,9 +87,10 @@ class SyncResult:
         if self.conflict_copies:
             parts.append(f"kept {len(self.conflict_copies)} conflict copy(ies): "
                          f"{', '.join(self.conflict_copies)} (merge by hand, then delete)")
+        notes = "".join(f" Note: {notice}." for notice in self.notices)
         if not parts:
-            return f"Already in sync with {target} ({self.head[:8]})."
-        return f"Synced with {target} ({self.head[:8]}): " + "; ".join(parts) + "."
+            return f"Already in sync with {target} ({self.head[:8]}).{notes}"
+        return f"Synced with {target} ({self.head[:8]}): " + "; ".join(parts) + "." + notes
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -218,6 +220,7 @@ class _Cycle:
     checkpoint: Checkpoint | None
     device: str
     result: SyncResult
+    accept_rewrite: bool = False  # a person agreed to a remote whose history was rewritten
 
     @property
     def tracking(self) -> str:

@@ -10,6 +10,11 @@ One cycle (``sync_once``) runs in this order:
 2. **Fetch** the remote branch (no lock held: the network can be slow). If the remote cannot
    be reached the cycle stops here: the commit stays local, the state says *offline*, and a
    later cycle catches up.
+   A remote whose history no longer holds what this device last saw there (a force-push) is
+   refused until a person decides (``accept_rewrite``). Then what the remote brings is
+   checked before any of it lands (``osk.sync.admission``): a commit holding a link, an
+   oversized file, a damaged ledger line, a duplicate node id or broken machinery is refused
+   as a whole, by name, and nothing of it lands.
 3. **Rebase** our unpublished commits onto the remote branch (under the mutation lock). The
    rebase never runs in the vault's own working tree: it runs in a disposable clone under
    ``.osk/sync/scratch`` that borrows the vault's objects and checks out only the top-level
@@ -93,15 +98,19 @@ CHECKPOINTS = ("committed", "fetched", "rebase-stopped", "rebased", "landing", "
 
 
 def sync_once(vault: Vault, *, remote: str = DEFAULT_REMOTE, push_attempts: int = PUSH_ATTEMPTS,
-              checkpoint: Checkpoint | None = None) -> SyncResult:
-    """Run one cycle: commit, fetch, rebase, land, push. See the module docstring."""
+              checkpoint: Checkpoint | None = None, accept_rewrite: bool = False) -> SyncResult:
+    """Run one cycle: commit, fetch, rebase, land, push. See the module docstring.
+
+    ``accept_rewrite``: a person decided that a remote whose history was rewritten is right;
+    this device's commits are rebased onto it (otherwise such a remote is refused)."""
     with _locked(vault.lock_path("sync"), SYNC_LOCK_TIMEOUT,
                  "another `osk sync` is running for this vault"):
         marker = vault.state("sync", "cycle.json")
         interrupted = marker.exists()
         atomic_write(marker, json.dumps({"pid": os.getpid(), "at": clock.now_text()}) + "\n")
         try:
-            return _run_cycle(vault, remote, push_attempts, checkpoint, interrupted)
+            return _run_cycle(vault, remote, push_attempts, checkpoint, interrupted,
+                              accept_rewrite)
         except SyncError as exc:
             state = _State.load(vault)
             state.failed_at, state.error = clock.now_text(), str(exc).split("; ")[0]
@@ -112,13 +121,13 @@ def sync_once(vault: Vault, *, remote: str = DEFAULT_REMOTE, push_attempts: int 
 
 
 def _run_cycle(vault: Vault, remote: str, attempts: int, checkpoint: Checkpoint | None,
-               interrupted: bool) -> SyncResult:
+               interrupted: bool, accept_rewrite: bool) -> SyncResult:
     state = _State.load(vault)
     with open_repo(vault.root) as repo:
         repo.config = _identity(repo, vault)
         branch = _current_branch(repo, remote)
         cycle = _Cycle(vault, repo, remote, branch, checkpoint, device_id(vault),
-                       SyncResult(remote, branch))
+                       SyncResult(remote, branch), accept_rewrite)
         _refuse_foreign_operations(repo)
         _clear_stale_git_locks(cycle, interrupted)
         with _mutation(vault):

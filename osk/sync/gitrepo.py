@@ -79,6 +79,10 @@ class GitRepo:
     def blob(self, sha: str) -> bytes:
         return bytes(self.repo.odb.stream(bytes.fromhex(sha)).read())
 
+    def size(self, sha: str) -> int:
+        """An object's size in bytes, without reading it."""
+        return int(self.repo.odb.info(bytes.fromhex(sha)).size)
+
     def store(self, data: bytes) -> str:
         from io import BytesIO
 

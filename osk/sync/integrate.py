@@ -16,6 +16,7 @@ from osk.store.conflict_copies import (
     copy_name,
 )
 from osk.store.vault import LEDGER_DIR, Vault
+from osk.sync.admission import admit
 from osk.sync.common import (
     _ACCESS_REFUSED,
     _SCRATCH_CONFIG,
@@ -23,24 +24,56 @@ from osk.sync.common import (
     _append_only,
     _Cycle,
     _is_ledger,
+    _journal_path,
     _union,
     _Unreachable,
 )
 from osk.sync.gitrepo import GitRepo, GitRun, literal, open_repo, split_z
 from osk.sync.landing import _land
 
+FETCHED = "refs/osk/fetched"  # the remote branch as fetched, before it is trusted
+
 
 # -- fetch and push -------------------------------------------------------------------------
 def _fetch(cycle: _Cycle) -> str | None:
-    """Update the remote-tracking ref; None when the remote has no such branch yet."""
-    result = cycle.repo.run("fetch", "-q", "--no-tags", cycle.remote,
-                            f"+refs/heads/{cycle.branch}:{cycle.tracking}",
-                            check=False, timeout=NETWORK_TIMEOUT)
+    """Update the remote-tracking ref; None when the remote has no such branch yet.
+
+    The branch is fetched beside the tracking ref first: a remote whose history no longer
+    holds what this device last saw there (a force-push) is refused, the tracking ref left as
+    it was, so every later cycle refuses too until a person decides (``accept_rewrite``)."""
+    repo = cycle.repo
+    known = repo.sha(cycle.tracking)
+    # --refmap= : git would otherwise move the tracking ref too (its configured refspec).
+    result = repo.run("fetch", "-q", "--no-tags", "--refmap=", cycle.remote,
+                      f"+refs/heads/{cycle.branch}:{FETCHED}", check=False,
+                      timeout=NETWORK_TIMEOUT)
     if result.status != 0:
         if "couldn't find remote ref" in result.err:
             return None
         _raise_unless_reached(cycle, result)
-    return cycle.repo.sha(cycle.tracking)
+    fetched = repo.sha(FETCHED)
+    assert fetched is not None
+    if known and not cycle.accept_rewrite and not repo.is_ancestor(known, fetched):
+        _refuse_rewrite(cycle, known, fetched)
+    repo.run("update-ref", cycle.tracking, fetched)
+    return fetched
+
+
+def _refuse_rewrite(cycle: _Cycle, known: str, fetched: str) -> NoReturn:
+    repo = cycle.repo
+    gone = repo.count(f"{fetched}..{known}")
+    mine = int(repo.run("rev-list", "--count", f"--grep=^Device: {cycle.device}$",
+                        f"{fetched}..{known}").out.strip() or 0)
+    raise SyncError(
+        f"{cycle.remote}/{cycle.branch} was rewritten (a force-push): it no longer holds "
+        f"{known[:8]}, which this device last saw there; {gone} commit(s) are gone from it, "
+        f"{mine} of them made on this device. Nothing was landed or pushed. A person decides: "
+        f"if the rewrite was meant, run `osk sync --accept-rewrite` (this device's commits are "
+        f"rebased onto the new history and pushed again; nothing is lost); if not, put the "
+        f"old history back with `git -C {cycle.vault.root} push --force {cycle.remote} "
+        f"{known[:12]}:{cycle.branch}` (what was pushed onto the rewritten branch then leaves "
+        f"it), and sync again",
+        remote=cycle.remote, known=known, fetched=fetched)
 
 
 def _push(cycle: _Cycle, head: str) -> bool:
@@ -84,17 +117,25 @@ def _first_error(result: GitRun) -> str:
 # -- integrate: rebase in a scratch clone, then land ---------------------------------------
 def _integrate(cycle: _Cycle, upstream: str) -> None:
     repo, local = cycle.repo, cycle.head()
-    cycle.result.pulled += repo.count(f"{local}..{upstream}")
     if repo.is_ancestor(local, upstream):
+        admit(cycle, local, upstream)
+        cycle.result.pulled += repo.count(f"{local}..{upstream}")
         _land(cycle, local, upstream)
         return
     if repo.run("merge-base", local, upstream, check=False).status != 0:
         raise SyncError(
             f"{cycle.remote}/{cycle.branch} shares no history with this vault (was the vault "
             f"created twice?); clone the remote into a new folder and move your notes there")
-    rebased = _rebase_in_scratch(cycle, local, upstream)
-    cycle.mark("rebased")
-    _land(cycle, local, rebased)
+    admit(cycle, local, upstream)
+    cycle.result.pulled += repo.count(f"{local}..{upstream}")
+    try:
+        rebased = _rebase_in_scratch(cycle, local, upstream)
+        cycle.mark("rebased")
+        _land(cycle, local, rebased)
+    except SyncError:
+        if not _journal_path(cycle.vault).exists():
+            _drop_scratch(cycle)  # a refused cycle leaves nothing behind; a journal is finished
+        raise
     _drop_scratch(cycle)
 
 

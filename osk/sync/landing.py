@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 
-from osk.errors import RawRecordError, SyncError
+from osk.errors import RawRecordError
 from osk.store.conflict_copies import (
     copy_content,
     copy_name,
@@ -20,7 +20,7 @@ from osk.store.conflict_copies import (
 )
 from osk.store.fsutil import atomic_write
 from osk.store.vault import Vault
-from osk.sync.commit import _commit_into, _listing
+from osk.sync.commit import _commit_into
 from osk.sync.common import (
     _ZERO,
     _append_only,
@@ -28,7 +28,6 @@ from osk.sync.common import (
     _is_ledger,
     _is_raw,
     _journal_path,
-    _links,
     _locked,
     _raw_entries,
     _union,
@@ -45,13 +44,7 @@ def _land(cycle: _Cycle, old: str, new: str) -> None:
     repo = cycle.repo
     entries = _raw_entries(
         split_z(repo.run("diff", "--raw", "--no-abbrev", "-z", "--no-renames", old, new).out))
-    links = _links(entries)
-    if links:
-        raise SyncError(
-            f"{cycle.remote}/{cycle.branch} brings symbolic link(s) {_listing(links)}; osk "
-            f"refuses to land a commit that adds one (a link can lead reads and writes out of "
-            f"the vault), and nothing here changed. Remove the links on the device that added "
-            f"them, push, and sync again")
+    # What it brings was admitted before (osk.sync.admission): no link, nothing oversized.
     journal = _journal_path(cycle.vault)
     atomic_write(journal, json.dumps({"from": old, "to": new}) + "\n")
     first = True

@@ -18,7 +18,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="commit the vault, pull with rebase and push (one cycle, --daemon, or --status)",
         description="Commit the vault's changes, rebase onto the remote branch and push. "
                     "Ledgers merge by union; a node edited on two devices keeps both versions "
-                    "(the local one as a '(sync conflict …)' copy beside it).",
+                    "(the local one as a '(sync conflict …)' copy beside it). What the remote "
+                    "brings is checked before any of it lands (links, file sizes, ledger lines, "
+                    "duplicate node ids, .gitattributes, osk.toml, a rewritten history) and "
+                    "refused by name when it cannot land.",
     )
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--daemon", action="store_true",
@@ -26,6 +29,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     mode.add_argument("--status", action="store_true",
                       help="print one line: ahead/behind, pending changes, last sync, offline")
     parser.add_argument("--remote", default="origin", help="the git remote (default: origin)")
+    parser.add_argument("--accept-rewrite", action="store_true",
+                        help="the remote's history was rewritten (force-pushed) and that is "
+                             "right: rebase this device's commits onto it")
     parser.add_argument("--interval", type=_positive, default=300.0, metavar="SECONDS",
                         help="daemon: sync at least this often (default: 300)")
     parser.add_argument("--poll", type=_positive, default=5.0, metavar="SECONDS",
@@ -55,7 +61,7 @@ def run_sync(args: argparse.Namespace) -> int:
         return 0
     if args.daemon:
         return _run_daemon(vault, args)
-    result = sync.sync_once(vault, remote=args.remote)
+    result = sync.sync_once(vault, remote=args.remote, accept_rewrite=args.accept_rewrite)
     print(json.dumps(result.to_json(), ensure_ascii=False) if args.json else result.line())
     return EXIT_OFFLINE if result.offline else 0
 

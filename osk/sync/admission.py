@@ -1,0 +1,225 @@
+"""What a remote may land. Everything another device pushed is checked before any of it lands,
+so nothing a remote brings can stop this device: a remote's commit is refused as a whole, by
+name, when it brings
+
+- a symbolic link (it can lead reads and writes out of the vault);
+- a file over the size limit (``[sync] max_file_mb`` in this device's ``osk.toml``, default
+  10 MB);
+- a ledger line that is not a record (not a JSON object, an id that is no UUIDv7 or is used
+  twice, a parent that is not an older record): one bad line would stop every write here;
+- a node whose id another node already carries (the real node would become unreadable);
+- machinery the vault depends on, broken: a ``.gitattributes`` that lets git rewrite the bytes
+  of ledgers or raw records, an ``osk.toml`` osk cannot read, or files under ``.osk/`` (device
+  state is never synced). A ``.gitattributes`` that only drops the union merge of ledgers (or
+  ``-text`` of raw records) lands with a notice in the cycle's report: osk merges ledger lines
+  itself, so nothing stops, but the person should put the line back.
+
+A refused cycle lands nothing and keeps every local commit; the message says what to do (repair
+the commit on the device that pushed it, push, sync again). The checks read blobs from git's
+object database, never a checkout, and look only at what changed since this device and the
+remote last agreed (their merge base), so a problem already on this device is not the
+remote's to answer for.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Mapping
+from fnmatch import fnmatchcase
+from pathlib import Path, PurePosixPath
+
+from osk.errors import OskError, SyncError
+from osk.store.conflict_copies import is_node_path
+from osk.store.ledger import foreign_line_problems
+from osk.store.vault import MARKER, STATE_DIR, Settings
+from osk.sync.common import _ZERO, _Cycle, _is_ledger, _links, _raw_entries
+from osk.sync.gitrepo import split_z
+
+DEFAULT_MAX_FILE_MB = 10.0
+ATTRIBUTES = ".gitattributes"
+# Paths whose attributes osk relies on, and the attribute each must keep.
+_PROBE_LEDGER = "_ledger/audit.jsonl"
+_PROBE_RAW = "_raw/key/conversation.md"
+_REWRITING = ("text", "eol", "filter", "ident", "working-tree-encoding")
+
+Entry = tuple[str, str, str, str]  # (new mode, old sha, new sha, path), as _raw_entries gives
+
+
+def admit(cycle: _Cycle, local: str, upstream: str) -> None:
+    """Refuse (SyncError, nothing landed) when what ``upstream`` brings cannot land here."""
+    repo = cycle.repo
+    found = repo.run("merge-base", local, upstream, check=False).out.strip()
+    base = found or local
+    entries = _raw_entries(split_z(repo.run(
+        "diff", "--raw", "--no-abbrev", "-z", "--no-renames", base, upstream).out))
+    brought = [e for e in entries if e[2] != _ZERO]
+    problems = [*_link_problems(entries), *_state_problems(brought),
+                *_size_problems(cycle, brought), *_ledger_problems(cycle, brought),
+                *_machinery_problems(cycle, brought), *_duplicate_ids(cycle, upstream, brought)]
+    if problems:
+        raise SyncError(
+            f"{cycle.remote}/{cycle.branch} brings what osk will not land, so none of it was "
+            f"landed (this device's notes and commits are kept, unchanged): "
+            + "; ".join(problems)
+            + ". On the device that pushed it, repair or revert that commit (`git revert`), "
+              "push, and sync here again",
+            problems=problems)
+
+
+def _link_problems(entries: list[Entry]) -> list[str]:
+    return [f"{rel} is a symbolic link (a link can lead reads and writes out of the vault)"
+            for rel in _links(entries)]
+
+
+def _state_problems(brought: list[Entry]) -> list[str]:
+    return [f"{rel} is device state (.osk/ is never synced)" for _m, _o, _n, rel in brought
+            if PurePosixPath(rel).parts[:1] == (STATE_DIR,)]
+
+
+def max_file_bytes(settings: Settings) -> int:
+    """``[sync] max_file_mb`` (default 10): the largest file a remote may land."""
+    section = settings.extra.get("sync", {})
+    if not isinstance(section, Mapping) or set(section) - {"max_file_mb"}:
+        raise OskError("osk.toml: [sync] may hold only max_file_mb (the largest file, in MB, "
+                       "a sync may bring in)")
+    value = section.get("max_file_mb", DEFAULT_MAX_FILE_MB)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise OskError(f"osk.toml: [sync] max_file_mb must be a number above 0 (got {value!r})")
+    return int(value * 1_000_000)
+
+
+def _size_problems(cycle: _Cycle, brought: list[Entry]) -> list[str]:
+    limit = max_file_bytes(cycle.vault.settings())
+    problems = []
+    for mode, _old, new, rel in brought:
+        if mode == "160000":
+            continue  # a submodule's commit, never landed (landing skips it)
+        size = cycle.repo.size(new)
+        if size > limit:
+            problems.append(f"{rel} is {size / 1_000_000:.1f} MB, over the "
+                            f"{limit / 1_000_000:g} MB limit ([sync] max_file_mb in osk.toml)")
+    return problems
+
+
+def _ledger_problems(cycle: _Cycle, brought: list[Entry]) -> list[str]:
+    problems = []
+    for _mode, old, new, rel in brought:
+        if not _is_ledger(rel):
+            continue
+        known = cycle.repo.blob(old) if old != _ZERO else b""
+        found = foreign_line_problems(rel, known, cycle.repo.blob(new))
+        problems.extend(found[:3])
+        if len(found) > 3:
+            problems.append(f"{rel}: {len(found) - 3} more bad line(s)")
+    return problems
+
+
+def _machinery_problems(cycle: _Cycle, brought: list[Entry]) -> list[str]:
+    problems = []
+    for _mode, _old, new, rel in brought:
+        if rel == ATTRIBUTES:
+            refusals, notices = attribute_problems(
+                cycle.repo.blob(new).decode("utf-8", "replace"))
+            problems.extend(refusals)
+            cycle.result.notices.extend(notices)
+        elif rel == MARKER:
+            try:
+                Settings.from_toml(tomllib.loads(cycle.repo.blob(new).decode("utf-8")),
+                                   Path(MARKER))
+            except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+                problems.append(f"{MARKER} is not valid TOML ({exc}): no osk command could run")
+            except OskError as exc:
+                problems.append(f"{exc} (no osk command could run)")
+    return problems
+
+
+def attribute_problems(text: str) -> tuple[list[str], list[str]]:
+    """What a ``.gitattributes`` breaks, as (refusals, notices). Refused: attributes that let
+    git rewrite the bytes of a ledger or a raw record (text, eol, filter, ident, an encoding):
+    their lines are hashed and checked by prefix, so a rewrite reads as damage on every other
+    device. Only noted: the union merge of ledgers or ``-text`` of raw records dropped (osk
+    merges ledger lines itself, and git rewrites nothing unless told to)."""
+    refusals, notices = [], []
+    for probe, kind in ((_PROBE_LEDGER, "ledgers"), (_PROBE_RAW, "raw records")):
+        rewriting = [name for name in _REWRITING
+                     if _attribute(text, probe, name) not in (None, False)]
+        if rewriting:
+            refusals.append(f"{ATTRIBUTES} sets {', '.join(rewriting)} on {kind} (git would "
+                            f"rewrite their bytes, which read as damage on every device)")
+    if _attribute(text, _PROBE_LEDGER, "merge") != "union":
+        notices.append(f"{ATTRIBUTES} no longer says `_ledger/*.jsonl merge=union`; osk still "
+                       f"merges ledger lines itself, but put the line back")
+    if _attribute(text, _PROBE_RAW, "text") is not False:
+        notices.append(f"{ATTRIBUTES} no longer says `_raw/** -text`; put the line back so no "
+                       f"git setting (core.autocrlf) can rewrite raw records")
+    return refusals, notices
+
+
+def _attribute(text: str, path: str, name: str) -> str | bool | None:
+    """The value git gives attribute ``name`` of ``path`` under ``text`` (last match wins):
+    a string for ``name=value``, True set, False unset, None unspecified."""
+    value: str | bool | None = None
+    for line in text.splitlines():
+        fields = line.split()
+        if not fields or fields[0].startswith("#") or not _matches(fields[0], path):
+            continue
+        for item in fields[1:]:
+            if item == "binary" and name in ("merge", "text", "diff"):
+                value = False  # the built-in macro: -diff -merge -text
+            elif item in (name, f"-{name}", f"!{name}"):
+                value = True if item == name else (False if item[0] == "-" else None)
+            elif item.startswith(f"{name}="):
+                value = item.split("=", 1)[1]
+    return value
+
+
+def _matches(pattern: str, path: str) -> bool:
+    if "/" not in pattern.rstrip("/"):
+        return fnmatchcase(PurePosixPath(path).name, pattern)
+    parts = []
+    for piece in re.split(r"(\*\*/|/\*\*|\*|\?)", pattern.lstrip("/")):
+        parts.append({"**/": "(?:.*/)?", "/**": "/.*", "*": "[^/]*", "?": "[^/]"}.get(
+            piece, re.escape(piece)))
+    return re.fullmatch("".join(parts), path) is not None
+
+
+def _duplicate_ids(cycle: _Cycle, upstream: str, brought: list[Entry]) -> list[str]:
+    """Node ids the remote's nodes carry that another node of its tree carries too."""
+    ids: dict[str, str] = {}
+    for _mode, _old, new, rel in brought:
+        node_id = _front_id(cycle.repo.blob(new)) if is_node_path(rel) else None
+        if node_id:
+            ids[node_id] = rel
+    if not ids:
+        return []
+    args = ["grep", "-l", "-z", "-i", "-E"]
+    for node_id in ids:
+        args += ["-e", f"^id:[[:space:]]*{node_id}[[:space:]]*$"]
+    hits = split_z(cycle.repo.run(*args, upstream, "--", "*.md", check=False).out)
+    holders: dict[str, list[str]] = {}
+    for hit in hits:
+        rel = hit.split(":", 1)[1]
+        if not is_node_path(rel):
+            continue
+        sha = cycle.repo.run("rev-parse", f"{upstream}:{rel}").out.strip()
+        node_id = _front_id(cycle.repo.blob(sha))
+        if node_id:
+            holders.setdefault(node_id, []).append(rel)
+    return [f"node id {node_id} is carried by both {' and '.join(sorted(paths)[:3])} (the "
+            f"node would become unreadable)"
+            for node_id, paths in sorted(holders.items()) if node_id in ids and len(paths) > 1]
+
+
+def _front_id(data: bytes) -> str | None:
+    """The ``id:`` of a node file's front matter (lower case), None when it has none."""
+    lines = data.split(b"\n")
+    if not lines or lines[0].rstrip(b"\r").lstrip(b"\xef\xbb\xbf") != b"---":
+        return None
+    for line in lines[1:]:
+        line = line.rstrip(b"\r")
+        if line == b"---":
+            return None
+        if line.startswith(b"id:"):
+            return line[3:].strip().decode("utf-8", "replace").strip("'\"").lower() or None
+    return None

@@ -1,0 +1,236 @@
+"""What a remote brings that must not land: a second clone pushes each hostile change through a
+bare remote with plain git, and `osk sync` on the first refuses it by name, lands nothing,
+keeps every local commit, and leaves no scratch behind; once the change is repaired upstream,
+the next cycle goes through."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from sync_support import git, head, make_devices, write_node
+
+from osk.errors import SyncError
+from osk.store.ids import uuid7
+from osk.store.ledger import Ledger
+from osk.store.vault import Vault
+from osk.surfaces.cli import main
+from osk.sync.cycle import sync_once
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> tuple[Path, Vault, Vault]:
+    remote, (first, second) = make_devices(tmp_path, 2)
+    sync_once(second)
+    return remote, first, second
+
+
+def _push_by_hand(vault: Vault, message: str) -> str:
+    """Commit everything with plain git and push, as anyone with push access could."""
+    git(vault.root, "add", "-A")
+    git(vault.root, "commit", "-q", "-m", message)
+    git(vault.root, "push", "-q", "origin", "main")
+    return head(vault)
+
+
+def _refused(pair: tuple[Path, Vault, Vault], hostile: Callable[[Vault], None],
+             *named: str) -> SyncError:
+    """``hostile`` changes the second clone; it is pushed; the first clone, holding an
+    unpublished node of its own, must refuse it by name and keep everything it had."""
+    remote, first, second = pair
+    write_node(first, "Domain/local/local.md", "Written here, not yet pushed.\n")
+    hostile(second)
+    _push_by_hand(second, "hostile change")
+    upstream = git(remote, "rev-parse", "main")
+    with pytest.raises(SyncError) as caught:
+        sync_once(first)
+    message = str(caught.value)
+    for name in named:
+        assert name in message, message
+    assert "none of it was landed" in message
+    assert git(remote, "rev-parse", "main") == upstream, "the refused cycle pushed"
+    assert (first.root / "Domain/local/local.md").is_file(), "a local node was lost"
+    assert "Domain/local/local.md" in git(first.root, "ls-files")
+    assert git(first.root, "status", "--porcelain") == ""
+    assert not first.state("sync", "scratch").exists(), "the refused cycle left its scratch"
+    assert upstream not in git(first.root, "rev-list", "HEAD"), "the remote's commit landed"
+    return caught.value
+
+
+def _repaired_then_synced(pair: tuple[Path, Vault, Vault]) -> None:
+    """The second clone reverts the hostile commit; the first now syncs and publishes."""
+    remote, first, second = pair
+    git(second.root, "revert", "--no-edit", "HEAD")
+    git(second.root, "push", "-q", "origin", "main")
+    sync_once(first)
+    assert "Domain/local/local.md" in git(remote, "ls-tree", "-r", "--name-only", "main")
+
+
+def _append_line(vault: Vault, line: bytes) -> None:
+    with open(vault.ledger_path("audit"), "ab") as handle:
+        handle.write(line)
+
+
+def test_a_ledger_line_that_is_not_a_json_object_is_refused_by_line(pair):
+    error = _refused(pair, lambda v: _append_line(v, b"[1, 2, 3]\n"),
+                     "_ledger/audit.jsonl: line", "not a JSON object")
+    assert str(pair[1].root) not in str(error).split(". On the device")[0]
+    first = pair[1]
+    Ledger(first, "audit").read()  # this device's ledger is whole: its writes go on
+    _repaired_then_synced(pair)
+
+
+def test_a_ledger_line_whose_parent_is_not_in_the_ledger_is_refused(pair):
+    record = {"id": uuid7(), "parents": [uuid7()], "device": "bad", "at": "2026-11-29T18:02Z",
+              "kind": "note", "subject": "x"}
+    _refused(pair, lambda v: _append_line(v, (json.dumps(record) + "\n").encode()),
+             "_ledger/audit.jsonl: line", "names parent")
+    _repaired_then_synced(pair)
+
+
+def test_a_ledger_line_with_a_malformed_id_is_refused(pair):
+    record = {"id": "not-a-uuid", "parents": [], "device": "bad", "at": "2026-11-29T18:02Z",
+              "kind": "note", "subject": "x"}
+    _refused(pair, lambda v: _append_line(v, (json.dumps(record) + "\n").encode()),
+             "'not-a-uuid' is not a UUIDv7")
+
+
+def test_a_file_over_the_default_limit_is_refused_naming_it(pair):
+    def big(vault: Vault) -> None:
+        (vault.root / "Workbench" / "dump.bin").write_bytes(os.urandom(10_500_000))
+
+    _refused(pair, big, "Workbench/dump.bin is 10.5 MB, over the 10 MB limit",
+             "[sync] max_file_mb")
+    _repaired_then_synced(pair)
+
+
+def test_the_size_limit_is_read_from_this_devices_osk_toml(pair):
+    first = pair[1]
+    toml = first.root / "osk.toml"
+    toml.write_text(toml.read_text(encoding="utf-8") + "\n[sync]\nmax_file_mb = 0.5\n",
+                    encoding="utf-8")
+
+    def medium(vault: Vault) -> None:
+        (vault.root / "Workbench" / "photo.jpg").write_bytes(os.urandom(600_000))
+
+    _refused(pair, medium, "Workbench/photo.jpg is 0.6 MB, over the 0.5 MB limit")
+
+
+def test_a_copy_of_a_node_under_another_name_is_refused_as_a_duplicate_id(pair):
+    _remote, first, second = pair
+    node_id = write_node(second, "Domain/real/real.md", "The real node.\n")
+    _push_by_hand(second, "a real node")
+    sync_once(first)
+
+    def copy(vault: Vault) -> None:
+        (vault.root / "Domain/real/copy.md").write_bytes(
+            (vault.root / "Domain/real/real.md").read_bytes().replace(b"The real", b"A fake"))
+
+    _refused(pair, copy, f"node id {node_id}", "Domain/real/copy.md", "Domain/real/real.md")
+    assert (first.root / "Domain/real/real.md").is_file()
+    _repaired_then_synced(pair)
+
+
+def test_a_gitattributes_that_drops_the_union_merge_lands_with_a_notice(pair):
+    remote, first, second = pair
+    path = second.root / ".gitattributes"
+    path.write_text(path.read_text(encoding="utf-8").replace("merge=union", ""),
+                    encoding="utf-8")
+    _push_by_hand(second, "union dropped")
+    result = sync_once(first)
+    assert "no longer says `_ledger/*.jsonl merge=union`" in result.line()
+    assert "merge=union" not in (first.root / ".gitattributes").read_text(encoding="utf-8")
+
+
+def test_a_gitattributes_that_lets_git_rewrite_ledgers_or_raw_records_is_refused(pair):
+    def override(vault: Vault) -> None:
+        with open(vault.root / ".gitattributes", "a", encoding="utf-8") as handle:
+            handle.write("*.jsonl text eol=crlf\n_raw/**/*.md filter=lfs\n")
+
+    _refused(pair, override, ".gitattributes sets text, eol on ledgers",
+             ".gitattributes sets filter on raw records")
+    _repaired_then_synced(pair)
+
+
+def test_the_attribute_reading_follows_gits_last_match_rule():
+    from osk.sync.admission import attribute_problems
+
+    template = "_ledger/*.jsonl merge=union\n_raw/** -text\n"
+    assert attribute_problems(template) == ([], [])
+    refused, noted = attribute_problems(template + "*.jsonl binary\n")
+    assert refused == [] and any("merge=union" in n for n in noted)
+    refused, _ = attribute_problems(template + "_raw/** text=auto\n")
+    assert refused and "raw records" in refused[0]
+    assert attribute_problems(template + "_raw/** text\n_raw/** -text\n") == ([], [])
+    assert attribute_problems("# a comment\n" + template + "*.png binary\n") == ([], [])
+
+
+def test_an_unreadable_osk_toml_is_refused(pair):
+    def break_it(vault: Vault) -> None:
+        (vault.root / "osk.toml").write_text("[vault\nscope_isolation = maybe\n",
+                                             encoding="utf-8")
+
+    _refused(pair, break_it, "osk.toml is not valid TOML")
+
+
+def test_device_state_pushed_by_hand_is_refused(pair):
+    def plant(vault: Vault) -> None:
+        planted = vault.root / ".osk" / "device-id"
+        git(vault.root, "add", "-f", str(planted))
+
+    _refused(pair, plant, ".osk/device-id is device state")
+
+
+def test_a_link_brought_by_a_remote_leaves_no_scratch_behind(pair, tmp_path: Path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+
+    def link(vault: Vault) -> None:
+        (vault.root / "_raw" / "planted").symlink_to(outside, True)
+
+    _refused(pair, link, "_raw/planted is a symbolic link")
+    assert not os.path.lexists(pair[1].root / "_raw" / "planted")
+
+
+def test_every_problem_of_a_commit_is_named_at_once(pair):
+    def several(vault: Vault) -> None:
+        _append_line(vault, b"not json\n")
+        (vault.root / "Workbench" / "dump.bin").write_bytes(os.urandom(10_200_000))
+
+    _refused(pair, several, "_ledger/audit.jsonl: line", "Workbench/dump.bin")
+
+
+# -- a rewritten remote (force-push) -------------------------------------------------------------
+def test_a_force_pushed_remote_is_refused_until_a_person_accepts_it(pair, capsys):
+    remote, first, second = pair
+    write_node(first, "Domain/mine/mine.md", "Pushed by the first device.\n")
+    sync_once(first)
+    sync_once(second)
+    pushed = head(first)
+    # The second clone throws the first device's commit away and force-pushes.
+    git(second.root, "reset", "-q", "--hard", "HEAD~1")
+    write_node(second, "Domain/theirs/theirs.md", "Written on the rewritten history.\n")
+    git(second.root, "add", "-A")
+    git(second.root, "commit", "-q", "-m", "rewritten")
+    git(second.root, "push", "-q", "--force", "origin", "main")
+    rewritten = git(remote, "rev-parse", "main").strip()
+    write_node(first, "Domain/later/later.md", "Written here after the rewrite.\n")
+    for _attempt in range(2):  # refused every time, not only the first
+        with pytest.raises(SyncError) as caught:
+            sync_once(first)
+        message = str(caught.value)
+        assert "was rewritten (a force-push)" in message and pushed[:8] in message
+        assert "1 of them made on this device" in message
+        assert "osk sync --accept-rewrite" in message
+        assert git(remote, "rev-parse", "main").strip() == rewritten
+        assert not (first.root / "Domain/theirs").exists(), "the rewritten history landed"
+    assert main(["--vault", str(first.root), "sync"]) == 1
+    assert "force-push" in capsys.readouterr().err
+    assert main(["--vault", str(first.root), "sync", "--accept-rewrite"]) == 0
+    files = git(remote, "ls-tree", "-r", "--name-only", "main")
+    for rel in ("Domain/mine/mine.md", "Domain/theirs/theirs.md", "Domain/later/later.md"):
+        assert rel in files, rel
+    sync_once(first)  # accepted once: later cycles go on as usual
