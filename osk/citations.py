@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from osk.capture.secrets import check_name
 from osk.context import WriteContext
 from osk.errors import (
     EdgeError,
@@ -22,7 +23,14 @@ from osk.placement import (
 )
 from osk.provenance.pairs import TargetRef
 from osk.provenance.rechecks import Edge, link_identity
-from osk.store.edges import FileTarget, NodeTarget, RawTarget, Target, parse_target
+from osk.store.edges import (
+    FileTarget,
+    NodeTarget,
+    RawTarget,
+    Target,
+    in_git_folder,
+    parse_target,
+)
 from osk.store.fsutil import sha256_bytes
 from osk.store.titles import title_key
 from osk.store.vault import DOMAIN, SCOPE, WORKBENCH
@@ -54,6 +62,8 @@ def resolve_edges(ctx: WriteContext, links: Sequence[str], spot: Spot, *, field_
     seen: set[str] = set()
     for text in links:
         target = parse_target(text)
+        if isinstance(target, FileTarget) and link_identity(target.link) not in known_ids:
+            _check_file_path(target, field_name)
         resolved = _resolve(ctx, target, spot, field_name=field_name, citing_id=citing_id,
                             tolerate=link_identity(target.link) in known_ids)
         identity = link_identity(resolved.link)
@@ -62,6 +72,15 @@ def resolve_edges(ctx: WriteContext, links: Sequence[str], spot: Spot, *, field_
         seen.add(identity)
         result.append(resolved)
     return result
+
+
+def _check_file_path(target: FileTarget, field_name: str) -> None:
+    """A cited path is kept as it is (front matter, the rechecks ledger): one holding a secret
+    is refused, and Git's own folder is not evidence (its config may hold a token)."""
+    check_name(f"the {field_name} path", target.path)
+    if in_git_folder(target.path):
+        raise EdgeError(f"{target.link} lies under .git/, Git's own files; cite project files",
+                        link=target.link)
 
 
 def _resolve(ctx: WriteContext, target: Target, spot: Spot, *, field_name: str,

@@ -209,6 +209,15 @@ class RedactError(OskError):
     rule = "person-redaction"
 
 
+class SecretInName(OskError):
+    """A name or identifier (a conversation or completion id, a host, a drafter, a cluster or
+    scope folder, a cited path, a path osk setup writes) holds what the secret filter takes for
+    a secret. It names a file, a record or a coordinate, so it is refused whole, never
+    redacted; the message names the field and the kind, never the value."""
+
+    rule = "secret-filter"
+
+
 class LockTimeout(OskError, TimeoutError):
     """A lock stayed held by another process past its timeout (osk.store.locks)."""
 

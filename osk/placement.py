@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
+from osk.capture.secrets import check_name
 from osk.context import WriteContext
 from osk.errors import (
     HubMissing,
@@ -63,6 +64,7 @@ def resolve_place(ctx: WriteContext, place: Place) -> Spot:
             f"'auth/tokens'", cluster=place.cluster,
         )
     for part in parts:
+        check_name("a cluster folder", part)  # a folder name: refused, never redacted
         try:
             check_portable(part)
         except TitleError as exc:

@@ -14,10 +14,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from osk.capture import raw, raw_review
+from osk.capture.secrets import redact
 from osk.context import WriteContext
 from osk.errors import EdgeError, NodeNotFound
 from osk.results import RawRead
-from osk.store.edges import RAW_RECORD, FileTarget, RawTarget, parse_target, raw_record
+from osk.store.edges import (
+    RAW_RECORD,
+    FileTarget,
+    RawTarget,
+    in_git_folder,
+    parse_target,
+    raw_record,
+)
 from osk.store.fsutil import sha256_bytes
 from osk.store.ids import check_identifier
 
@@ -88,6 +96,9 @@ def _read_record(ctx: WriteContext, key: str, conversation: str,
 
 
 def _read_file(ctx: WriteContext, target: FileTarget, start: int, size: int) -> RawRead:
+    """A project file, secret-filtered (an ``.env`` is a project file too); never one outside
+    the project (a ``..`` or a symbolic link that leads out) nor under ``.git/``. Offsets page
+    through the filtered text; the hash is the file's own (what a citation binds to)."""
     root = ctx.session.repo_root
     if root is None:
         raise EdgeError("this session works in no Git repository, so file: paths have no "
@@ -96,9 +107,13 @@ def _read_file(ctx: WriteContext, target: FileTarget, start: int, size: int) -> 
     path = (base / target.path).resolve()
     if base not in path.parents or not path.is_file():
         raise NodeNotFound(f"no file {target.path} in {base}", ref=target.link)
+    if in_git_folder(target.path) or in_git_folder(path.relative_to(base).as_posix()):
+        raise EdgeError(f"{target.link} lies under .git/, Git's own files (its config may hold "
+                        f"a token in a remote URL); read_raw reads project files only",
+                        link=target.link)
     data = path.read_bytes()
     try:
-        body = data.decode("utf-8")
+        body = redact(data.decode("utf-8")).text
     except UnicodeDecodeError:
         raise EdgeError(f"{target.path} is not UTF-8 text", link=target.link) from None
     digest = sha256_bytes(data)

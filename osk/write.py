@@ -186,6 +186,7 @@ def create_node(ctx: WriteContext, new: NewNode) -> WriteResult:
     derived_from, conflicts = new.derived_from, new.conflicts
     valid_from, valid_to, supersedes = new.valid_from, new.valid_to, new.supersedes
     secrets.check_title(title)  # before any message could echo the title
+    secrets.check_name("drafter", drafter)
     filtered_summary, filtered_body = secrets.redact(summary), secrets.redact(body)
     summary, body = filtered_summary.text, filtered_body.text  # redacted before hashed or stored
     with locked(ctx):
@@ -235,6 +236,7 @@ def update_node(ctx: WriteContext, ref: str, edit: NodeEdit) -> WriteResult:
     old_text, new_text, drafter = edit.old_text, edit.new_text, edit.drafter
     derived_from, conflicts, recheck_of = edit.derived_from, edit.conflicts, edit.recheck_of
     valid_from, valid_to, supersedes = edit.valid_from, edit.valid_to, edit.supersedes
+    secrets.check_name("drafter", drafter)
     with locked(ctx):
         node = node_for_write(ctx, ref)
         # A change already waiting for the person's review was never shown to this agent

@@ -55,7 +55,7 @@ from osk.capture.raw_text import (
     _trailer,
     content_hash,
 )
-from osk.capture.secrets import redact
+from osk.capture.secrets import check_name, redact
 from osk.errors import RawNotFound, RawRecordError
 from osk.store import clock
 from osk.store.edges import RAW_PREFIX, RawTarget
@@ -382,6 +382,7 @@ def append_round(vault: Vault, key: str, conversation: str, round: RoundInput) -
     check_identifier("completion", round.completion)
     check_identifier("host", round.host)
     sections, findings = _prepared(round)
+    _check_names(key, conversation, round)
     at = _at_text(round.at)
     key_name, conversation_name, path, rel = _located(vault, key, conversation)
     state_path = _state_path(vault, key_name, conversation_name)
@@ -453,6 +454,14 @@ def _prepared(round: RoundInput) -> tuple[list[tuple[str, str]], list[tuple[str,
             counts[found] = counts.get(found, 0) + count
         sections.append((kind, filtered.text))
     return sections, sorted(counts.items())
+
+
+def _check_names(key: str, conversation: str, round: RoundInput) -> None:
+    """Refuse identifiers that hold a secret: the conversation and key name the record's file
+    and every coordinate of it, and the completion id and host sit in each round's header."""
+    for what, value in (("the conversation id", conversation), ("the session key", key),
+                        ("completion", round.completion), ("host", round.host)):
+        check_name(what, value)
 
 
 def _valid_unicode(text: str) -> str:

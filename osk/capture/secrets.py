@@ -74,16 +74,36 @@ def check_title(title: str) -> None:
     committed and synced with it; a marker's brackets and colon cannot be in a portable file
     name, and a node named after a marker helps nobody, so the writer chooses another title.
     The refusal names the kind, never the title (it holds the secret)."""
-    found = redact(title)
-    if found.changed:
+    kinds = _kinds_in(title)
+    if kinds:
         from osk.errors import TitleError
 
-        kinds = ", ".join(kind for kind, _ in found.findings)
         raise TitleError(
             f"the title holds what looks like a secret ({kinds}); a title is the node's file "
             f"name, committed and synced with it, so it is never redacted in place: choose a "
             f"title without it"
         )
+
+
+def check_name(what: str, value: str | None) -> None:
+    """Refuse a name or identifier that holds a secret (``SecretInName``): a conversation or
+    completion id, a host, a drafter, a cluster or scope folder, a cited path. Each becomes a
+    file or folder name, a coordinate or a front-matter value that other records repeat, so a
+    marker in place would change what it names: the caller sends another. The refusal names
+    ``what`` and the kind, never the value."""
+    kinds = _kinds_in(value) if isinstance(value, str) and value else ""
+    if kinds:
+        from osk.errors import SecretInName
+
+        raise SecretInName(
+            f"{what} holds what looks like a secret ({kinds}); {what} is stored as it is "
+            f"(a name, an id or a path that other records repeat), so it is never redacted: "
+            f"send it without the secret", argument=what, kinds=kinds,
+        )
+
+
+def _kinds_in(text: str) -> str:
+    return ", ".join(kind for kind, _ in redact(text).findings)
 
 
 def redact(text: str) -> Redacted:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from osk.capture.secrets import check_name
 from osk.errors import SetupError
 from osk.hooks import adapters
 from osk.hooks.adapters import HOSTS
@@ -355,6 +356,10 @@ def plan(host: str, ctx: Context, *, remove: bool = False) -> Plan:
         raise SetupError(f"unknown host {host!r}; choose one of {', '.join(HOSTS)}")
     if not remove and ctx.vault is None:
         raise SetupError("a vault is needed to set up a host: pass --vault or set OSK_VAULT")
+    if not remove:  # every path below is written into the host's configuration as it is
+        for what, path in (("the vault path", ctx.vault), ("the project path", ctx.project),
+                           ("the osk command", " ".join(ctx.osk_command))):
+            check_name(what, None if path is None else str(path))
     manifest = _load_manifest(ctx.home)
     texts: dict[Path, str | None] = {}
     originals: dict[Path, str | None] = {}

@@ -353,6 +353,9 @@ def open_session(vault: Vault, cwd: Path, scope: str | None = None) -> Session:
 def checked_scope_name(scope: str) -> str:
     """The NFC form of a scope name, or ScopeError. The one rule for every scope name (session
     ``--scope``, scope memory): a single portable folder name, as strict as a node title."""
+    from osk.capture.secrets import check_name
+
+    check_name("the scope name", scope)  # a folder name: refused, never redacted
     if isinstance(scope, str) and "/" in scope:
         raise ScopeError(f"scope name {scope!r} contains '/'; a scope is one folder, not a path",
                          scope=scope)

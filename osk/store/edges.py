@@ -68,6 +68,12 @@ class FileTarget:
 Target = NodeTarget | RawTarget | FileTarget
 
 
+def in_git_folder(path: str) -> bool:
+    """A path under a ``.git`` folder at any depth (a submodule's too): Git's own files, never
+    project content; its config may hold a token in a remote URL. Nothing reads or cites it."""
+    return any(part.casefold() == ".git" for part in PurePosixPath(path).parts)
+
+
 def parse_target(text: str) -> Target:
     """Parse a link (``[[…]]``) or a bare coordinate/title into a target."""
     check_identifier("a link or coordinate", text)
