@@ -175,6 +175,7 @@ class Engine:
             self._index = SearchIndex(self.vault, refresh_interval=math.inf)
             self._ctx.take_changes()
             self._index.reconcile(self.catalog)  # the catalog's stats: no second walk
+            self._note_look()
         return self._index
 
     def _sync_index(self, *, moved: bool = False) -> None:
@@ -186,6 +187,19 @@ class Engine:
         changes = self._ctx.take_changes()
         if self._index is not None and (changes or moved):
             self._index.sync(self.catalog, changes)
+            self._note_look()
+
+    def _note_look(self) -> None:
+        """Tell the index what the catalog's last look saw, now that it holds every change
+        that look found: a fresh ``osk search`` checks that instead of looking itself
+        (``osk.quick_search``). Files the index does not hold (invalid nodes) go with it."""
+        assert self._index is not None
+        look = self._ctx.fresh.look()
+        entries = self.catalog.entries
+        if look is not None and len(entries) != len(self._index):
+            look["others"] = {rel: list(entry.stat) for rel, entry in entries.items()
+                              if self._index.doc(rel) is None}
+        self._index.note_look(look)
 
     def _after_write(self) -> None:
         """Make a write searchable and refresh the hook snapshot of recheck candidates.

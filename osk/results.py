@@ -6,10 +6,11 @@ report. The write path's results are ``osk.write``'s.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from osk.outline import Heading
-from osk.provenance.pairs import Candidate
+if TYPE_CHECKING:  # annotations only: a fresh `osk search` imports this module, not these
+    from osk.outline import Heading
+    from osk.provenance.pairs import Candidate
 
 
 @dataclass(frozen=True)

@@ -290,8 +290,8 @@ def _with_markers(vault: Vault, hits: list[Recalled]) -> list[Recalled]:
     from dataclasses import replace
 
     stale = _recheck_paths(vault, {scope_of(hit.path) or "" for hit in hits})
-    conflicted = _conflicted_ids(vault)
-    pending = _pending_paths(vault, [hit.path for hit in hits])
+    conflicted = conflicted_ids(vault)
+    pending = pending_paths(vault, [hit.path for hit in hits])
     result = []
     for hit in hits:
         labels = set(hit.markers)
@@ -314,7 +314,7 @@ def _recheck_paths(vault: Vault, scopes: set[str]) -> set[str]:
             if isinstance(item, dict)}
 
 
-def _conflicted_ids(vault: Vault) -> set[str]:
+def conflicted_ids(vault: Vault) -> set[str]:
     if not vault.ledger_path(CANDIDATES_LEDGER).exists():
         return set()
     from osk.provenance import candidates
@@ -325,7 +325,7 @@ def _conflicted_ids(vault: Vault) -> set[str]:
         return set()  # a damaged ledger is reported by overview and the validators
 
 
-def _pending_paths(vault: Vault, paths: Sequence[str]) -> set[str]:
+def pending_paths(vault: Vault, paths: Sequence[str]) -> set[str]:
     if not vault.ledger_path("approvals").exists():
         return set()
     from osk.authority import protection

@@ -133,6 +133,7 @@ class SearchIndex:
         self._pending: list[list[Any]] = []
         self._content_slots: tuple[int, dict[str, int]] = (-1, {})
         self._embedded_version = -1  # the corpus version at which every node had a vector
+        self._look: dict[str, Any] | None = None  # the engine's last look (note_look)
         self._recall = RecallMirror(self.directory, self._recall_meta)
 
     # -- public API ---------------------------------------------------------------------------
@@ -162,6 +163,17 @@ class SearchIndex:
                 # an approval changes no node file
                 for rel in self._regions.moved(self._corpus.slot_of, self._rejects):
                     self._reread(rel, now)
+            self._commit()
+
+    def note_look(self, look: dict[str, Any] | None) -> None:
+        """Record in the recall file what the engine's last look saw (``Freshness.look``),
+        with the unindexed node files (invalid ones) it holds at their stats: a fresh
+        process (``osk.quick_search``) that finds the vault still so answers from this
+        store without a look of its own. Call it only when every change that look found
+        has been handed over (``sync``/``reconcile``). None: no such promise."""
+        with self._lock:
+            self._ensure_loaded()
+            self._look = look
             self._commit()
 
     def refresh(self) -> Refreshed:
@@ -416,7 +428,7 @@ class SearchIndex:
     def _recall_protection(self) -> dict[str, Any]:
         """The part of the recall file's meta that moves without a change of the corpus."""
         return {"approvals": self._regions.served_approvals(),
-                "regions": list(self._regions.regions)}
+                "regions": list(self._regions.regions), "look": self._look}
 
     # -- freshness ----------------------------------------------------------------------------
     def _walk_and_reconcile(self, files: dict[str, StatKey] | None = None) -> Refreshed:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from osk.store import generation
 from osk.store.catalog import Catalog, Changes, is_settled
-from osk.store.fsutil import RACE_WINDOW_NS
+from osk.store.fsutil import RACE_WINDOW_NS, folder_stat
 from osk.store.vault import SPACES, Vault
 
 FULL_REFRESH_SECONDS = 1.0  # the periodic look for hand edits runs at most this often
@@ -173,6 +173,21 @@ class Freshness:
                 changed.append(rel)
         return Changes((), tuple(changed), tuple(removed))
 
+    def look(self) -> dict[str, object] | None:
+        """What a process that cannot afford this look may check instead (``osk.quick_search``):
+        the generation stamp this look began at, when it began, and the stat of every folder
+        it listed (None for a Space folder that was absent). None when no full look has run
+        or a folder was listed too soon after a change to vouch for it (``_racy_folder``)."""
+        if not self.looked_fully or not self._folders or self.stamp is None:
+            return None
+        if any(_racy_folder(folder) for folder in self._folders.values()):
+            return None
+        folders: dict[str, object] = {space: None for space in SPACES}
+        folders.update({rel: list(folder.stat) for rel, folder in self._folders.items()})
+        seen = min(folder.seen_ns for folder in self._folders.values())
+        return {"stamp": list(self.stamp), "seen_ns": seen, "folders": folders,
+                "sweep": SWEEP_FILES}
+
     def noted(self, added: Sequence[str], removed: Sequence[str]) -> None:
         """Keep the folder listings in step with files this process wrote or removed."""
         for rel in added:
@@ -199,7 +214,7 @@ class Freshness:
                removed: list[str]) -> None:
         known = self._folders.get(rel)
         path = self.vault.root / rel
-        stat = _folder_stat(path, top="/" not in rel)
+        stat = folder_stat(path, top="/" not in rel)
         if stat is None:
             if known is not None:
                 self._vanish(rel, removed)
@@ -267,20 +282,10 @@ def _racy_folder(folder: _Folder) -> bool:
     return folder.seen_ns - changed < window
 
 
-def _folder_stat(path: Path, *, top: bool) -> StatKey | None:
-    try:
-        st = os.stat(path, follow_symlinks=top)  # the catalog follows only the Space folders
-    except OSError:
-        return None
-    if not stat_mod.S_ISDIR(st.st_mode):
-        return None
-    return (st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_size)
-
-
 def _list_folder(path: Path, *, top: bool) -> _Folder | None:
     """A folder's node files with their stats, and its sub-folders, chosen exactly as
     ``catalog.walk_nodes`` walks."""
-    stat = _folder_stat(path, top=top)
+    stat = folder_stat(path, top=top)
     seen = time.time_ns()
     if stat is None:
         return None

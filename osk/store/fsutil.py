@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import gc
 import os
+import stat as stat_mod
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,6 +27,18 @@ def stat_key(path: str | os.PathLike[str]) -> StatKey | None:
     except OSError:
         return None
     return (st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+def folder_stat(path: str | os.PathLike[str], *, top: bool) -> tuple[int, int, int, int] | None:
+    """What the catalog's freshness records of a folder (``osk.store.freshness``), or None when
+    it is not a folder. ``top``: a Space folder, the only kind followed through a link."""
+    try:
+        st = os.stat(path, follow_symlinks=top)
+    except OSError:
+        return None
+    if not stat_mod.S_ISDIR(st.st_mode):
+        return None
+    return (st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_size)
 
 
 def is_temp_name(name: str) -> bool:

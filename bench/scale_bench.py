@@ -1,0 +1,290 @@
+"""The scale run (issue 26): osk beside SQLite FTS5 over the same text, from 1,000 nodes up.
+
+For each vault size (default 1,000 and 10,000 nodes; ``--sizes 1000,10000,100000``) it builds
+a synthetic vault (``search_bench.make_vault``: Zipf words, a sixth of the notes with Hangul,
+Scope/Domain/Person), opens it once as a first session would (catalog and index written), and
+prints, in one run:
+
+- fresh process, ``osk search QUERY`` (the CLI, interpreter included): median wall and CPU
+  over ``--runs`` processes, each with its own query, and the peak memory of one;
+- fresh process, SQLite FTS5 over the same title/summary/body text: open read-only, MATCH the
+  same words (OR), bm25, top 10; and ``python -c pass``, both measured in the same run;
+- warm search in one process through ``Engine.search`` (what ``osk mcp`` answers with):
+  median wall and CPU per query, queries back to back;
+- a write round through ``Engine`` (create, update, ``read_node``): median CPU of each;
+- the on-disk size of ``.osk/index`` (and of the catalog snapshot) against the FTS5 file;
+- ``osk import`` of ``--import-size`` nodes (default: the vault size, capped at 10,000):
+  CPU per node, wall, peak memory, and the catalog snapshot it leaves.
+
+CPU figures are what to compare on a shared box (wall moves with the load). Run by hand, not
+in CI: ``nice -n 10 python bench/scale_bench.py [--sizes 1000,10000] [--runs 7] [--keep DIR]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+sys.path.insert(0, str(BENCH))
+sys.path.insert(0, str(ROOT))
+
+from search_bench import make_vault  # noqa: E402
+from write_bench import import_lines, make_repo  # noqa: E402
+
+FTS_CHILD = """
+import sqlite3, sys
+db = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True)
+words = [w for w in sys.argv[2].split() if w]
+match = " OR ".join('"' + w.replace('"', '') + '"' for w in words)
+rows = db.execute("SELECT path, bm25(notes) FROM notes WHERE notes MATCH ? "
+                  "ORDER BY bm25(notes) LIMIT 10", (match,)).fetchall()
+print(len(rows))
+"""
+
+OSK_CHILD = """
+import resource, sys
+from osk.surfaces.cli import main
+code = main(["--vault", sys.argv[1], "search", sys.argv[2], "--json"])
+sys.stdout.flush()
+print("PEAK", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
+print("PATH", "engine" if "osk.engine" in sys.modules else "store", file=sys.stderr)
+sys.exit(code)
+"""
+
+
+# -- measuring a child -------------------------------------------------------------------------
+def child(argv: list[str], cwd: Path, env: dict[str, str] | None = None
+          ) -> tuple[float, float, subprocess.CompletedProcess[str]]:
+    """(wall s, CPU s, result) of one child process."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise SystemExit(f"{argv[:4]} failed: {done.stderr[-2000:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, done
+
+
+def medians(samples: list[tuple[float, float]]) -> tuple[float, float]:
+    return (statistics.median(w for w, _ in samples) * 1000,
+            statistics.median(c for _, c in samples) * 1000)
+
+
+def peak_mb(stderr: str) -> float:
+    for line in stderr.splitlines():
+        if line.startswith("PEAK "):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def env_for_osk() -> dict[str, str]:
+    # Lexical only: the semantic channel's model load is measured by semantic_bench.
+    return {**{k: v for k, v in os.environ.items() if k != "OSK_VAULT"}, "OSK_SEMANTIC": "0"}
+
+
+# -- FTS5 over the same text -------------------------------------------------------------------
+def build_fts(root: Path, target: Path) -> float:
+    """An FTS5 table of every node's path, title, summary and body; returns the seconds."""
+    from osk.store.catalog import walk_nodes
+    from osk.store.node import parse
+
+    started = time.perf_counter()
+    target.unlink(missing_ok=True)
+    db = sqlite3.connect(target)
+    db.execute("CREATE VIRTUAL TABLE notes USING fts5(path UNINDEXED, title, summary, body)")
+    rows = []
+    for rel, _ in walk_nodes_of(root, walk_nodes):
+        node = parse(rel, (root / rel).read_text(encoding="utf-8"))
+        rows.append((rel, node.title, node.meta.summary, node.body))
+    db.executemany("INSERT INTO notes VALUES (?, ?, ?, ?)", rows)
+    db.commit()
+    db.execute("INSERT INTO notes(notes) VALUES ('optimize')")
+    db.commit()
+    db.close()
+    return time.perf_counter() - started
+
+
+def walk_nodes_of(root: Path, walk_nodes: Any) -> Any:
+    from osk.store.vault import Vault
+
+    return walk_nodes(Vault(root))
+
+
+def size_of(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+# -- the run -----------------------------------------------------------------------------------
+def fresh_searches(root: Path, fts: Path, queries: list[str], cwd: Path
+                   ) -> dict[str, Any]:
+    py = sys.executable
+    env = env_for_osk()
+    osk, sql, bare, peaks, paths = [], [], [], [], []
+    child([py, "-c", OSK_CHILD, str(root), queries[0]], cwd, env)  # bytecode, page cache
+    for query in queries:
+        wall, cpu, done = child([py, "-c", OSK_CHILD, str(root), query], cwd, env)
+        osk.append((wall, cpu))
+        peaks.append(peak_mb(done.stderr))
+        paths.append("store" if "PATH store" in done.stderr else "engine")
+        wall, cpu, _ = child([py, "-c", FTS_CHILD, str(fts), query], cwd)
+        sql.append((wall, cpu))
+        wall, cpu, _ = child([py, "-c", "pass"], cwd)
+        bare.append((wall, cpu))
+    return {"osk": medians(osk), "fts": medians(sql), "python": medians(bare),
+            "peak_mb": max(peaks), "from_store": paths.count("store"), "runs": len(paths)}
+
+
+def warm_and_writes(root: Path, queries: list[str], rounds: int) -> dict[str, float]:
+    """Warm searches and write rounds through one Engine in this process (lexical)."""
+    os.environ["OSK_SEMANTIC"] = "0"
+    from osk.engine import Engine
+    from osk.request import NewNode, NodeEdit
+
+    engine = Engine.open(root, cwd=root, scope="atlas")
+    engine.search("warm up")
+    searches = []
+    for query in queries * 3:
+        wall, cpu = time.perf_counter(), time.process_time()
+        engine.search(query)
+        searches.append((time.perf_counter() - wall, time.process_time() - cpu))
+    calls: dict[str, list[tuple[float, float]]] = {"create": [], "update": [], "read": []}
+    tag = f"{time.time_ns() % 10**9}"
+    cluster = f"bench{tag}"
+    engine.create_node(NewNode(cluster, "What the scale bench writes", "Its write rounds.\n",
+                               space="scope", cluster=cluster, drafter="bench", scope="atlas"))
+    for number in range(rounds):
+        title = f"scale bench {tag} note {number}"
+        steps = (
+            ("create", lambda t=title, n=number: engine.create_node(NewNode(
+                t, "A node the scale bench writes", f"Written by round {n}. Marker x{n}.\n",
+                space="scope", cluster=cluster, drafter="bench", scope="atlas"))),
+            ("update", lambda t=title, n=number: engine.update_node(t, NodeEdit(
+                old_text=f"Marker x{n}.", new_text=f"Marker x{n} edited."))),
+            ("read", lambda t=title: engine.read_node(t)),
+        )
+        for name, call in steps:
+            wall, cpu = time.perf_counter(), time.process_time()
+            call()
+            calls[name].append((time.perf_counter() - wall, time.process_time() - cpu))
+    result = {"warm_ms": medians(searches)[0], "warm_cpu_ms": medians(searches)[1]}
+    for name, samples in calls.items():
+        result[f"{name}_cpu_ms"] = medians(samples[1:])[1]  # the first pays the write imports
+    return result
+
+
+def bench_import(base: Path, size: int) -> dict[str, float]:
+    folder = base / f"import-{size}"
+    shutil.rmtree(folder, ignore_errors=True)
+    from osk.store.vault import init
+
+    vault = init(folder / "vault", git=False)
+    source = folder / "nodes.jsonl"
+    source.write_text("\n".join(import_lines(size)) + "\n", encoding="utf-8")
+    work = make_repo(folder / "work")
+    argv = [sys.executable, "-c",
+            "import resource, sys\nfrom osk.surfaces.cli import main\n"
+            "code = main(sys.argv[1:])\nsys.stdout.flush()\n"
+            "print('PEAK', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
+            "sys.exit(code)",
+            "--vault", str(vault.root), "import", str(source), "--json"]
+    wall, cpu, done = child(argv, work, env_for_osk())
+    report = json.loads(done.stdout)
+    snapshot = vault.state("catalog", "snapshot.json")
+    result = {"size": size, "wall_s": wall, "cpu_ms_per_node": cpu * 1000 / size,
+              "peak_mb": peak_mb(done.stderr), "created": len(report["created"]),
+              "catalog_bytes": snapshot.stat().st_size if snapshot.exists() else 0}
+    shutil.rmtree(folder, ignore_errors=True)
+    return result
+
+
+def queries_for(size: int, count: int) -> list[str]:
+    from search_bench import SEED, Corpus
+
+    corpus = Corpus(SEED + size)
+    rng = random.Random(size)
+    corpus.rng = rng
+    return [corpus.query() for _ in range(count)]
+
+
+def report(size: int, fresh: dict[str, Any], warm: dict[str, float], sizes: dict[str, int],
+           imported: dict[str, float] | None) -> None:
+    o_w, o_c = fresh["osk"]
+    f_w, f_c = fresh["fts"]
+    p_w, p_c = fresh["python"]
+    print(f"\n== {size:,} nodes ==")
+    print(f"fresh `osk search`    {o_w:7.0f} ms wall {o_c:7.0f} ms CPU   "
+          f"peak {fresh['peak_mb']:.0f} MB, {fresh['from_store']}/{fresh['runs']} answered "
+          f"from the store")
+    print(f"fresh FTS5 query      {f_w:7.0f} ms wall {f_c:7.0f} ms CPU   "
+          f"(osk/FTS5 CPU {o_c / f_c:.1f}x)")
+    print(f"python -c pass        {p_w:7.0f} ms wall {p_c:7.0f} ms CPU")
+    print(f"warm Engine.search    {warm['warm_ms']:7.1f} ms wall {warm['warm_cpu_ms']:7.1f} ms CPU")
+    print(f"write round CPU       create {warm['create_cpu_ms']:.1f} ms, update "
+          f"{warm['update_cpu_ms']:.1f} ms, read_node {warm['read_cpu_ms']:.1f} ms")
+    print(f"on disk               .osk/index {sizes['index'] / 1e6:.1f} MB, catalog snapshot "
+          f"{sizes['catalog'] / 1e6:.1f} MB, FTS5 {sizes['fts'] / 1e6:.1f} MB "
+          f"(index/FTS5 {sizes['index'] / sizes['fts']:.2f}x)")
+    if imported:
+        print(f"osk import {imported['size']:,}        {imported['cpu_ms_per_node']:.2f} ms CPU a "
+              f"node, {imported['wall_s']:.1f} s wall, peak {imported['peak_mb']:.0f} MB, "
+              f"{imported['created']:,} created, catalog snapshot left "
+              f"{imported['catalog_bytes']:,} bytes")
+    sys.stdout.flush()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1000,10000")
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--rounds", type=int, default=12, help="write rounds per size")
+    parser.add_argument("--import-size", type=int, default=None)
+    parser.add_argument("--no-import", action="store_true")
+    parser.add_argument("--keep", type=Path, help="build (or reuse) the vaults here")
+    args = parser.parse_args()
+    base = args.keep or Path(tempfile.mkdtemp(prefix="osk-scale-"))
+    base.mkdir(parents=True, exist_ok=True)
+    try:
+        for size in (int(s) for s in args.sizes.split(",")):
+            root, _, _ = make_vault(base, size)
+            fts = base / f"fts-{size}.sqlite"
+            seconds = build_fts(root, fts)
+            print(f"\n{size:,} nodes built; FTS5 indexed in {seconds:.1f} s", flush=True)
+            started = time.perf_counter()
+            child([sys.executable, "-c", OSK_CHILD, str(root), "first"], root, env_for_osk())
+            print(f"first `osk search` (catalog and index built): "
+                  f"{time.perf_counter() - started:.1f} s", flush=True)
+            queries = queries_for(size, args.runs)
+            fresh = fresh_searches(root, fts, queries, root)
+            sizes = {"index": size_of(root / ".osk" / "index"),
+                     "catalog": size_of(root / ".osk" / "catalog"), "fts": size_of(fts)}
+            warm = warm_and_writes(root, queries, args.rounds)
+            imported = None
+            if not args.no_import:
+                imported = bench_import(base, args.import_size or min(size, 10000))
+            report(size, fresh, warm, sizes, imported)
+    finally:
+        if args.keep is None:
+            shutil.rmtree(base, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,162 @@
+"""A fresh process's search answered from the persisted index, without opening the engine.
+
+``osk search`` runs in a new process each time. Opening the engine costs that process its
+heaviest imports (pydantic, YAML), the catalog restored from its snapshot and a stat of every
+node file, and the index decoded whole: 8-10x a SQLite FTS5 query over the same text
+(docs/performance.md, the scale table). The recall file (``osk.search.recallfile``) already
+holds the index's documents, postings and statistics in a form a query reads only the part it
+needs of, and ``Ranking`` ranks over it exactly as over the index in memory. What a fresh
+process lacks is the engine's freshness; this module checks instead what the last engine's
+look recorded with the index (``Freshness.look``, handed over by ``SearchIndex.note_look``):
+
+- the vault generation is the one that look began at: no osk writer has written since;
+- every folder it listed has the stat it had, and each absent Space folder is still absent:
+  no node file was created, removed or renamed since (every osk write and most editors' saves
+  are one of those);
+- up to ``SWEEP_FILES`` node files (``osk.store.freshness``, recorded with the look), each
+  one the index holds (and each invalid one it skipped) has its stat and changed at least
+  the race window before that look: no file was edited in place (in a larger vault only the
+  hits' files are checked: the bound the engine's own sweep keeps there, docs/search.md);
+- the approvals (what protected regions serve) are the ones the index read under.
+
+When any of these fails, or the query asks what this path does not answer (a past date, the
+semantic channel, recheck markers from a vault that records citations), ``search`` returns
+None and the caller opens the engine, which looks, mends the index and records a new look.
+So every answer given here is one the engine would have given.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from osk.results import SearchResult
+from osk.store.fsutil import RACE_WINDOW_NS, folder_stat
+from osk.store.vault import Vault, locate
+
+RECHECKS_LEDGER = "rechecks"  # osk.provenance.rechecks' ledger: its markers need the engine
+
+
+def search(vault_arg: str | Path | None, cwd: Path, scope: str | None, query: str,
+           k: int | None) -> SearchResult | None:
+    """The engine's answer to ``query`` for a session in ``cwd``, or None: open the engine."""
+    from osk.authority import mutation
+    from osk.errors import OskError
+    from osk.provenance.sessions import open_session
+    from osk.search.versions import DEFAULT_K, checked
+
+    try:
+        text, wanted = checked(query, DEFAULT_K if k is None else k)
+    except OskError:
+        return None  # the engine refuses it, in its own words
+    vault = locate(vault_arg, cwd)
+    if not _answerable_here(vault, text):
+        return None
+    vault.clear_debris()  # what opening the engine does first
+    mutation.settle(vault)
+    session = open_session(vault, cwd, scope)
+    return _ranked(vault, session, query, text, wanted)
+
+
+def _answerable_here(vault: Vault, query: str) -> bool:
+    """False when the engine's answer needs more than the recall file holds."""
+    from osk.search.semantic import Vectors
+
+    rechecks = vault.ledger_path(RECHECKS_LEDGER)
+    if rechecks.exists() and rechecks.stat().st_size:
+        return False  # recheck markers: the rechecks table and a catalog
+    vectors = Vectors.for_index(vault.state("index"))
+    return vectors is None or not vectors.model.reads(query)
+
+
+def _ranked(vault: Vault, session: Any, query: str, text: str,
+            k: int) -> SearchResult | None:
+    from osk.search import recallfile
+    from osk.search.expand import query_terms
+    from osk.search.ranking import Ranking
+    from osk.search.versions import moment
+
+    try:
+        db = recallfile.open_reader(vault.state("index"))
+    except recallfile.Unusable:
+        return None
+    try:
+        corpus = recallfile.RecallCorpus(db, query_terms(text))
+        if not _unchanged(vault, db, corpus.meta):
+            return None
+        ranking = Ranking(corpus, scope=session.scope,  # type: ignore[arg-type]
+                          visible=lambda doc: session.can_see_scope(doc.scope),
+                          moment=moment(None), explicit_time=False)
+        order = ranking.rank(text, k)
+        docs = [corpus.docs[slot] for slot, *_ in order]
+        look = corpus.meta["look"]
+        if int(corpus.meta.get("n", 0)) > int(look["sweep"]) and not _files_unchanged(
+                vault, [(doc.path, doc.stat) for doc in docs], look):
+            return None
+        hits = ranking.hits(order, lambda ids: _markers(vault, docs))
+    except (recallfile.Unusable, recallfile.Error, KeyError, TypeError, ValueError):
+        return None  # damaged, swapped as we read, or another shape: the engine mends it
+    finally:
+        db.close()
+    return SearchResult(session.scope, query, tuple(hits))
+
+
+def _unchanged(vault: Vault, db: Any, meta: dict[str, Any]) -> bool:
+    """Whether the vault is as the look recorded with the recall file left it."""
+    from osk.search.regions import Regions
+    from osk.store import generation
+
+    look = meta.get("look")
+    if not isinstance(look, dict) or list(generation.current(vault)) != look["stamp"]:
+        return False
+    if meta.get("approvals") != Regions(vault).served_approvals():
+        return False
+    root = str(vault.root)
+    for rel, stat in look["folders"].items():
+        now = folder_stat(os.path.join(root, rel), top="/" not in rel)
+        if (None if now is None else list(now)) != stat:
+            return False
+    if int(meta.get("n", 0)) > int(look["sweep"]):
+        return _files_unchanged(vault, list(look.get("others", {}).items()), look)
+    files = [(path, (size, mtime, ino)) for path, size, mtime, ino in
+             db.execute("SELECT path, size, mtime_ns, ino FROM docs")]
+    return _files_unchanged(vault, [*files, *look.get("others", {}).items()], look)
+
+
+def _files_unchanged(vault: Vault, files: list[tuple[str, Any]], look: dict[str, Any]) -> bool:
+    """Each file has the stat recorded and was settled before the look began."""
+    root = str(vault.root)
+    settled_before = int(look["seen_ns"]) - RACE_WINDOW_NS
+    for rel, recorded in files:
+        try:
+            st = os.stat(os.path.join(root, rel), follow_symlinks=False)
+        except OSError:
+            return False
+        if (st.st_size, st.st_mtime_ns, st.st_ino) != tuple(recorded) or \
+                st.st_mtime_ns >= settled_before:
+            return False
+    return True
+
+
+def _markers(vault: Vault, docs: list[Any]) -> dict[str, list[str]]:
+    """conflict / pending / inferred, as ``Engine.markers`` gives them (recheck markers never
+    reach here: ``_answerable_here``)."""
+    from osk.authority import trust
+    from osk.hooks.recall import conflicted_ids, pending_paths
+
+    conflicted = conflicted_ids(vault)
+    pending = pending_paths(vault, [doc.path for doc in docs])
+    found: dict[str, list[str]] = {}
+    for doc in docs:
+        labels = []
+        if doc.id in conflicted:
+            labels.append("conflict")
+        if doc.path in pending:
+            labels.append("pending")
+        marker = trust.person_marker(doc.space, doc.trust)
+        if marker:
+            labels.append(marker)
+        if labels:
+            found[doc.id] = sorted(labels)
+    return found

@@ -1,0 +1,161 @@
+"""A fresh `osk search` answers from the persisted index only while the vault is as the last
+engine's look left it (``osk.quick_search``); any change since sends it to the engine, so every
+answer is the engine's. Real processes on a real vault."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from osk.store.vault import Vault
+
+HOUR_NS = 3600 * 10**9
+
+CHILD = (
+    "import sys\n"
+    "from osk.surfaces.cli import main\n"
+    "code = main(sys.argv[1:])\n"
+    "sys.stdout.flush()\n"
+    "print('ENGINE' if 'osk.engine' in sys.modules else 'QUICK', file=sys.stderr)\n"
+    "sys.exit(code)\n"
+)
+
+
+def node_text(number: int, body: str, *, summary: str = "A note") -> str:
+    return ("---\n"
+            f"id: quick-{number:04d}\n"
+            "created: 2026-11-29T18:00+00:00\n"
+            "updated: 2026-11-29T18:00+00:00\n"
+            "author: agent\n"
+            "drafter: test\n"
+            f"summary: {json.dumps(summary)}\n"
+            "derived-from: []\n"
+            "---\n"
+            f"{body}\n")
+
+
+def age(path: Path) -> None:
+    """Move a file's mtime an hour back: settled, as a file long on disk is."""
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns - HOUR_NS))
+
+
+def write(vault: Vault, rel: str, text: str, *, settled: bool = True) -> Path:
+    path = vault.root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    if settled:
+        age(path)
+    return path
+
+
+def search(vault: Vault, query: str, cwd: Path) -> tuple[str, list[str]]:
+    """(which path answered, the hit titles) of one fresh `osk search --json`."""
+    env = {**os.environ, "OSK_SEMANTIC": "0"}
+    done = subprocess.run([sys.executable, "-c", CHILD, "--vault", str(vault.root), "search",
+                           query, "--json"], cwd=cwd, capture_output=True, text=True,
+                          encoding="utf-8", env=env)
+    assert done.returncode == 0, done.stderr
+    titles = [hit["title"] for hit in json.loads(done.stdout)["hits"]]
+    return done.stderr.strip().splitlines()[-1], titles
+
+
+def populated(vault: Vault) -> None:
+    for number, (title, body) in enumerate([("Walrus habits", "walrus on the ice"),
+                                            ("Walrus diet", "walrus and clams"),
+                                            ("Seal songs", "seals sing under water")]):
+        write(vault, f"Domain/animals/{title}.md", node_text(number, body))
+
+
+def test_a_second_search_answers_from_the_store_with_the_engines_hits(
+        vault: Vault, tmp_path: Path):
+    populated(vault)
+    first = search(vault, "walrus", tmp_path)
+    assert first[0] == "ENGINE"  # no index yet: the engine builds it and records its look
+    second = search(vault, "walrus", tmp_path)
+    assert second == ("QUICK", first[1])
+    assert set(first[1]) == {"Walrus habits", "Walrus diet"}
+    # the engine's full answer, in this process, agrees hit for hit (scores, markers, order)
+    from osk.engine import Engine
+    from osk.quick_search import search as quick
+
+    engine = Engine.open(vault, cwd=tmp_path, actor="user").search("walrus clams")
+    assert quick(vault.root, tmp_path, None, "walrus clams", None) == engine
+
+
+def test_a_hand_edit_in_place_a_new_file_and_a_deletion_are_each_seen_at_once(
+        vault: Vault, tmp_path: Path):
+    populated(vault)
+    search(vault, "walrus", tmp_path)
+    assert search(vault, "narwhal", tmp_path) == ("QUICK", [])
+    seal = vault.root / "Domain/animals/Seal songs.md"
+    with open(seal, "r+", encoding="utf-8") as handle:  # in place: same inode, same folder
+        text = handle.read().replace("seals sing", "narwhals sing narwhal")
+        handle.seek(0)
+        handle.write(text)
+        handle.truncate()
+    assert search(vault, "narwhal", tmp_path) == ("ENGINE", ["Seal songs"])
+    write(vault, "Domain/animals/Narwhal tusks.md", node_text(7, "the narwhal tusk"))
+    found = search(vault, "narwhal", tmp_path)
+    assert found[0] == "ENGINE" and set(found[1]) == {"Seal songs", "Narwhal tusks"}
+    age(seal)  # settled now, and the next look records it so
+    search(vault, "narwhal", tmp_path)
+    (vault.root / "Domain/animals/Narwhal tusks.md").unlink()
+    assert search(vault, "narwhal", tmp_path) == ("ENGINE", ["Seal songs"])
+    assert search(vault, "narwhal", tmp_path) == ("QUICK", ["Seal songs"])
+
+
+def test_a_file_written_within_the_race_window_is_never_vouched_for(
+        vault: Vault, tmp_path: Path):
+    populated(vault)
+    write(vault, "Domain/animals/Fresh note.md", node_text(8, "a walrus just now"),
+          settled=False)
+    for _ in range(2):  # its bytes may still change without its stat changing
+        assert search(vault, "walrus", tmp_path)[0] == "ENGINE"
+
+
+def test_an_invalid_node_made_valid_in_place_is_found(vault: Vault, tmp_path: Path):
+    populated(vault)
+    broken = write(vault, "Domain/animals/Broken.md", "no front matter: the dugong\n")
+    search(vault, "walrus", tmp_path)
+    assert search(vault, "dugong", tmp_path) == ("QUICK", [])
+    with open(broken, "r+", encoding="utf-8") as handle:
+        handle.write(node_text(9, "the dugong grazes"))
+    assert search(vault, "dugong", tmp_path) == ("ENGINE", ["Broken"])
+
+
+def test_another_osk_writer_moves_the_generation_and_is_seen(vault: Vault, tmp_path: Path):
+    populated(vault)
+    search(vault, "walrus", tmp_path)
+    source = tmp_path / "nodes.jsonl"
+    source.write_text(json.dumps({"title": "Walrus tusks", "summary": "Ivory.",
+                                  "body": "walrus tusks grow", "space": "domain",
+                                  "cluster": "animals"}) + "\n", encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "osk", "--vault", str(vault.root), "import",
+                           str(source)], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    path, titles = search(vault, "tusks", tmp_path)
+    assert path == "ENGINE" and titles == ["Walrus tusks"]
+
+
+def test_a_vault_that_records_citations_goes_to_the_engine_for_recheck_markers(
+        vault: Vault, tmp_path: Path):
+    source = tmp_path / "nodes.jsonl"
+    source.write_text("\n".join(json.dumps(line) for line in [
+        {"title": "Walrus habits", "summary": "Rest.", "body": "walrus on ice",
+         "space": "domain", "cluster": "animals"},
+        {"title": "Walrus diet", "summary": "Clams.", "body": "walrus and clams",
+         "space": "domain", "cluster": "animals", "derived_from": ["Walrus habits"]},
+    ]) + "\n", encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "osk", "--vault", str(vault.root), "import",
+                           str(source)], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert vault.ledger_path("rechecks").stat().st_size  # the citation is recorded
+    for path in vault.root.glob("Domain/**/*.md"):
+        age(path)
+    for _ in range(2):
+        path, titles = search(vault, "walrus", tmp_path)
+        assert path == "ENGINE" and set(titles) == {"Walrus habits", "Walrus diet"}
