@@ -22,11 +22,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from osk.hooks.harness import Adapter, Budget, HookPayload, one_line
 from osk.hooks.scope import Scoped, resolve_scope, scope_entry
 from osk.hooks.state import StateStore, conversation_name
 from osk.store.vault import Vault
+
+if TYPE_CHECKING:
+    from osk.hooks.recall import Digest
 
 ITEM_CHARS = 300
 FORGETS = frozenset({"compact", "clear"})  # session starts after which the model lost context
@@ -104,6 +108,8 @@ def session_start(vault: Vault, adapter: Adapter, payload: HookPayload, *,
     block = _memory_block(scoped.scope, text, digest, pointer)
     record = _own_record(adapter, payload, scoped)
     result = compose(_header(scoped, record) + "\n" + block, sections, adapter.budget)
+    if not dry_run:
+        _receipt(vault, adapter, payload, scoped.scope, contents, result, digest)
     if store is not None and not dry_run:
         with store.locked() as state:
             state.scope = scope_entry(vault, payload, scoped.scope)
@@ -114,6 +120,26 @@ def session_start(vault: Vault, adapter: Adapter, payload: HookPayload, *,
                 if f"(id {hit.id}" in result:
                     state.recalled[hit.id] = hit.content_hash
     return result
+
+
+def _receipt(vault: Vault, adapter: Adapter, payload: HookPayload, scope: str,
+             contents: Digest, block: str, memory: str) -> None:
+    """The session start's receipt: each node of the digest shown, the rest held back."""
+    from osk.hooks import receipts
+    from osk.hooks.cadence import conversation_of
+
+    lists = (("digest-recent", contents.recent), ("digest-person", contents.person),
+             ("digest-cited", tuple(hit for hit, _ in contents.cited)))
+    items, held = [], list(contents.held)
+    for channel, hits in lists:
+        for hit in hits:
+            if f"(id {hit.id}" in block:
+                items.append(receipts.item(hit, channel))
+            else:
+                held.append(receipts.held(hit, "budget", channel))
+    receipts.write(vault, receipts.receipt(
+        "session-start", adapter.name, conversation_of(adapter, payload), scope, len(block),
+        items, held, memory=memory[:12], source=payload.source or ""))
 
 
 def provided_sections(vault: Vault, scope: str) -> list[Section]:

@@ -35,10 +35,11 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from osk.errors import OskError
+from osk.hooks import receipts
 from osk.hooks.harness import Adapter, Budget, HookPayload, one_line
 from osk.hooks.hits import Recalled
 from osk.hooks.scope import scope_entry, session_scope
@@ -201,27 +202,56 @@ def confidence(bm25: Any, weights: Mapping[str, float], slot: int) -> float:
 
 
 # -- what is shown -----------------------------------------------------------------------------
+@dataclass
+class Trace:
+    """What a selection decided besides its hits, for the receipt (``osk.hooks.receipts``):
+    each candidate held back with its reason, and the channel and floors of the order the
+    hits came from."""
+
+    held: list[dict[str, Any]] = field(default_factory=list)
+    channel: str = "recall-file"
+    floor: float = FLOOR
+    bar: float = 0.0
+
+
 def select(vault: Vault, hits: Sequence[Recalled], *, seen: Mapping[str, str] | None = None,
-           floor: float = FLOOR) -> list[Recalled]:
+           floor: float = FLOOR, trace: Trace | None = None,
+           channel: str = "recall-file") -> list[Recalled]:
     """The hits to inject: confident, valid now, still on disk as indexed, allowed by trust,
-    not shown to this conversation before at this hash; with their current markers."""
+    not shown to this conversation before at this hash; with their current markers. ``trace``
+    collects why each other hit was held back."""
+    held = trace.held if trace is not None else []
     best = max((hit.confidence for hit in hits), default=0.0)
     if best < floor:
+        held.extend(receipts.held(hit, "below-floor", channel, floor) for hit in hits)
         return []
     bar = RELATIVE * best
     allowed = _Allowed(vault)
     chosen = []
     for hit in hits:
-        if len(chosen) >= MAX_HITS:
-            break
-        if (hit.confidence < bar and not hit.meant) or SKIPPED_MARKERS.intersection(
-                hit.markers):
-            continue
-        if seen is not None and seen.get(hit.id) == hit.content_hash:
-            continue
-        if allowed(hit):
+        reason = _held_by_rank(hit, len(chosen), bar, seen) or allowed.refusal(hit)
+        if reason is None:
             chosen.append(hit)
+        else:
+            held.append(receipts.held(hit, reason, channel,
+                                      bar if reason == "below-floor" else floor))
+    if trace is not None and chosen:
+        trace.channel, trace.floor, trace.bar = channel, floor, bar
     return _with_markers(vault, chosen)
+
+
+def _held_by_rank(hit: Recalled, shown: int, bar: float,
+                  seen: Mapping[str, str] | None) -> str | None:
+    """Why ``hit`` is held back before its file is looked at; None when it is not."""
+    if shown >= MAX_HITS:
+        return "max-hits"
+    if hit.confidence < bar and not hit.meant:
+        return "below-floor"
+    if SKIPPED_MARKERS.intersection(hit.markers):
+        return "not-valid"
+    if seen is not None and seen.get(hit.id) == hit.content_hash:
+        return "shown-before"
+    return None
 
 
 class _Allowed:
@@ -235,9 +265,16 @@ class _Allowed:
         self.check = _Verifier(vault)
         self.rejected = _rejected_ids(vault)
 
+    def refusal(self, hit: Recalled) -> str | None:
+        """Why ``hit`` may not be injected (a key of ``receipts.REASONS``); None when it may."""
+        if not self.trust.injectable(self.vault, hit.space, hit.trust):
+            return "trust"
+        if hit.id in self.rejected:
+            return "tombstone"
+        return None if self.check.still_served(hit) else "changed"
+
     def __call__(self, hit: Recalled) -> bool:
-        return (self.trust.injectable(self.vault, hit.space, hit.trust)
-                and hit.id not in self.rejected and self.check.still_served(hit))
+        return self.refusal(hit) is None
 
 
 def _rejected_ids(vault: Vault) -> set[str]:
@@ -388,6 +425,7 @@ class Digest:
     recent: tuple[Recalled, ...] = ()
     person: tuple[Recalled, ...] = ()
     cited: tuple[tuple[Recalled, int], ...] = ()  # with how many nodes cite it
+    held: tuple[dict[str, Any], ...] = ()  # candidates held back, for the receipt
 
     @property
     def nodes(self) -> tuple[Recalled, ...]:
@@ -413,14 +451,19 @@ def digest(vault: Vault, scope: str) -> Digest:
                           moment=_now(), explicit_time=False)
         approvals = corpus.meta.get("approvals")
         allowed = _Allowed(vault)
+        held: list[dict[str, Any]] = []
 
         def usable(doc: Any) -> Recalled | None:
             if visible is not None and not visible(doc):
                 return None
-            if SKIPPED_MARKERS.intersection(ranking.validity_markers(doc)):
-                return None  # superseded (its successor is shown), expired, not yet valid
             hit = _recalled(doc, (), 0.0, approvals)
-            return hit if allowed(hit) else None
+            # superseded (its successor is shown), expired, not yet valid
+            reason = ("not-valid" if SKIPPED_MARKERS.intersection(ranking.validity_markers(doc))
+                      else allowed.refusal(hit))
+            if reason is not None:
+                held.append(receipts.held(hit, reason, "digest"))
+                return None
+            return hit
 
         recent = _newest(db, usable, scope)
         cited = []
@@ -435,7 +478,8 @@ def digest(vault: Vault, scope: str) -> Digest:
         marked = _with_markers(vault, [*recent, *person, *(hit for hit, _ in cited)])
         first, second = len(recent), len(recent) + len(person)
         return Digest(tuple(marked[:first]), tuple(marked[first:second]),
-                      tuple(zip(marked[second:], (n for _, n in cited), strict=True)))
+                      tuple(zip(marked[second:], (n for _, n in cited), strict=True)),
+                      tuple(held))
     except (recallfile.Unusable, recallfile.Error, OSError):
         return Digest()
     finally:
@@ -467,7 +511,8 @@ def _newest_where(db: Any, usable: Callable[[Any], Recalled | None], where: str,
     return found
 
 
-def _chosen(vault: Vault, scope: str, prompt: str, seen: Mapping[str, str]) -> list[Recalled]:
+def _chosen(vault: Vault, scope: str, prompt: str, seen: Mapping[str, str],
+            trace: Trace | None = None) -> list[Recalled]:
     """The hits to inject: ranked by the session's MCP server when one answers in time (the
     fused order, osk.hooks.recall_channel), else over the recall file; chosen by ``select``
     alike."""
@@ -476,19 +521,57 @@ def _chosen(vault: Vault, scope: str, prompt: str, seen: Mapping[str, str]) -> l
 
         answer = recall_channel.ask(vault, scope, prompt)
         if answer is not None:
-            return choose(vault, answer, seen=seen)
-    return select(vault, ranked(vault, scope, prompt), seen=seen)
+            return choose(vault, answer, seen=seen, trace=trace)
+    return select(vault, ranked(vault, scope, prompt), seen=seen, trace=trace)
 
 
 def choose(vault: Vault, answer: Answer, *, seen: Mapping[str, str] | None = None,
-           floor: float = FUSED_FLOOR, meaning: float = MEANING_FLOOR) -> list[Recalled]:
+           floor: float = FUSED_FLOOR, meaning: float = MEANING_FLOOR,
+           trace: Trace | None = None) -> list[Recalled]:
     """What to inject from a server's answer: the fused order at ``floor`` (``AGREE_FLOOR``
     when both channels rank its first node among their first ``AGREE_DEPTH``, or when the
     semantic order's first node is at least ``meaning`` close), else its lexical order at
     ``RESCUE_FLOOR``."""
     gate = min(floor, AGREE_FLOOR) if answer.agree or answer.closeness >= meaning else floor
-    return (select(vault, answer.hits, seen=seen, floor=gate)
-            or select(vault, answer.words, seen=seen, floor=RESCUE_FLOOR))
+    return (select(vault, answer.hits, seen=seen, floor=gate, trace=trace, channel="server")
+            or select(vault, answer.words, seen=seen, floor=RESCUE_FLOOR, trace=trace,
+                      channel="server-words"))
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One prompt's recall as decided: the block, the hits in it, and the trace of the rest.
+    The hook injects ``block``; ``osk recall why`` shows the same outcome (one function makes
+    both, so they cannot disagree)."""
+
+    block: str
+    shown: tuple[Recalled, ...]
+    chosen: tuple[Recalled, ...]
+    trace: Trace
+
+    def items(self) -> list[dict[str, Any]]:
+        return [receipts.item(hit, self.trace.channel, self.trace.floor,
+                              bar=round(self.trace.bar, 3)) for hit in self.shown]
+
+    def held(self) -> list[dict[str, Any]]:
+        cut = [receipts.held(hit, "budget", self.trace.channel, self.trace.floor)
+               for hit in self.chosen if hit not in self.shown]
+        return [*self.trace.held, *cut]
+
+
+def decide(vault: Vault, scope: str, prompt: str, budget: Budget, limit: int,
+           seen: Mapping[str, str]) -> Outcome:
+    """What recall injects for ``prompt`` in ``scope`` within ``limit`` characters."""
+    trace = Trace()
+    hits = _chosen(vault, scope, prompt, seen, trace)
+    block = render(hits, budget, limit)
+    shown = tuple(hit for hit in hits if f"(id {hit.id}" in block)
+    return Outcome(block, shown, tuple(hits), trace)
+
+
+def limit_for(vault: Vault, adapter: Adapter) -> int:
+    """The characters a prompt's recall may take on this host (0: recall is off)."""
+    return min(budget_for(vault, adapter.name), adapter.budget.max_chars)
 
 
 @dataclass
@@ -513,24 +596,27 @@ def prompt_recall(vault: Vault, adapter: Adapter, payload: HookPayload, *,
     if (not prompt or adapter.capabilities.inject != "hook" or payload.subagent
             or payload.machine_input):
         return Recall()
-    limit = min(budget_for(vault, adapter.name), adapter.budget.max_chars)
+    limit = limit_for(vault, adapter)
     if limit <= 0:
         return Recall()
     from osk.hooks.cadence import conversation_of
     from osk.hooks.state import StateStore
 
     # Per conversation; per workspace on hosts that name none (Kiro), like the turn count.
-    store = StateStore(vault, adapter.name, conversation_of(adapter, payload))
+    conversation = conversation_of(adapter, payload)
+    store = StateStore(vault, adapter.name, conversation)
     state = store.load()
     scope = session_scope(vault, payload, state.scope, dry_run)
     if not scope:
         return Recall()
-    seen = state.recalled
-    hits = _chosen(vault, scope, prompt, seen)
-    block = render(hits, adapter.budget, limit)
+    outcome = decide(vault, scope, prompt, adapter.budget, limit, state.recalled)
+    block = outcome.block
     if dry_run:
         return Recall(block)
-    shown = {hit.id: hit.content_hash for hit in hits if f"(id {hit.id}" in block}
+    receipts.write(vault, receipts.receipt(
+        "prompt-submit", adapter.name, conversation, scope, len(block), outcome.items(),
+        outcome.held(), prompt=receipts.prompt_hash(prompt)))
+    shown = {hit.id: hit.content_hash for hit in outcome.shown}
     entry = scope_entry(vault, payload, scope)
     if not shown and state.scope == entry:
         return Recall(block)

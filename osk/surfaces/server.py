@@ -341,7 +341,9 @@ class _Surface:
             try:
                 if self._engine is None:
                     self._engine = self._factory()
-                return spec.run(self._engine, args)
+                result = spec.run(self._engine, args)
+                _log_use(self._engine, spec.name, args, result)
+                return result
             except OskError as exc:
                 raise ToolError(_message(exc)) from exc
             except ToolError:
@@ -352,6 +354,21 @@ class _Surface:
                     f"internal error ({type(exc).__name__}); nothing more is known here. The "
                     f"server log (stderr) has the traceback; this is a bug in osk, not in your "
                     f"call") from exc
+
+
+USES = frozenset({"read_node", "create_node", "update_node"})  # what osk stats counts
+
+
+def _log_use(engine: Any, tool: str, args: Any, result: Out) -> None:
+    """The call log ``osk stats`` reads: which node was read or written, and what it cites
+    (``osk.hooks.receipts``); never raises."""
+    if tool not in USES:
+        return
+    from osk.hooks import receipts
+
+    cites = getattr(args, "derived_from", None) or ()
+    receipts.log_call(engine.vault, tool, str(engine.scope), node=str(getattr(result, "id", "")),
+                      cites=[str(c) for c in cites])
 
 
 def _message(exc: OskError) -> str:

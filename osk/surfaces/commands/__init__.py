@@ -9,6 +9,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "vault": ("init",),
     "nodes": ("mcp", "validate", "overview", "read"),
     "search": ("search", "embed", "import"),
+    "recall": ("recall", "stats"),
     "authority": ("protect", "unprotect", "approve", "revert", "review", "log", "show",
                   "confirm", "reject", "tombstones", "lift", "candidates", "dismiss",
                   "evictions", "settle"),
