@@ -224,7 +224,7 @@ def test_as_of_returns_only_nodes_valid_then(vault: Vault):
     write_node(vault, "Domain/New host.md", "docs are hosted on pages",
                created="2026-01-20T00:00+00:00", valid_from="2026-02-01T00:00+00:00",
                supersedes="[[Old host]]")
-    write_node(vault, "Domain/Hosting costs.md", "what the docs hosting costs",
+    write_node(vault, "Domain/Site costs.md", "what the docs site costs",
                created="2026-03-01T00:00+00:00")
     index = fresh(vault)
     assert titles(index.search("docs hosted", as_of="2026-01-15T00:00+00:00")) == ["Old host"]

@@ -1,7 +1,8 @@
 """Turning text into index terms.
 
 Latin-script text becomes lowercase ASCII words (runs of ``a-z0-9``; ``MAX_PATH`` gives ``max``
-and ``path``), with plural endings removed (see ``stem``). Hangul, kana and CJK ideographs
+and ``path``), each reduced to its English stem (see ``stem``), so "visited", "visits" and
+"visiting" meet "visit". Hangul, kana and CJK ideographs
 have no spaces between words (or, for Korean, particles glued onto them), so a run of those
 characters becomes its overlapping character bigrams: ``검색하면`` gives ``검색 색하 하면``,
 and a query ``검색`` finds it. A one-character run is kept as a unigram. Mixed Korean/English
@@ -18,9 +19,11 @@ import re
 import unicodedata
 from functools import cache
 
+from osk.search import english
+
 # Bump when tokenize() changes what it emits: a persisted index built by another version is
-# rebuilt rather than trusted.
-TOKENIZER_VERSION = 1
+# rebuilt rather than trusted. 2: Snowball English's inflections (was: plural endings only).
+TOKENIZER_VERSION = 2
 
 _CJK_RANGES = (
     "\u1100-\u11ff"  # Hangul jamo
@@ -77,22 +80,21 @@ def normalise(text: str) -> str:
 
 
 def stem(word: str) -> str:
-    """A light English stemmer: plural ``-s``/``-es``/``-ies`` and a final ``-e`` come off, so
-    hash/hashes, file/files, cache/caches and query/queries each meet in one term.
+    """A word without its inflection (``osk.search.english``: Step 1 of Snowball's English
+    algorithm), then without a final -e: tenses and plurals meet in one term, so visited,
+    visiting and visits find visit, studies finds study, caches finds cache; derived words
+    (general, generate) stay apart.
 
-    Words ending in ``ss``, ``us`` and ``is`` (class, status, redis) keep their ``s``. Nothing
-    else is stripped: a full stemmer merges too much for identifiers and flags. Terms are only
-    compared with terms made the same way, so ``cach`` is never shown to anyone.
+    Only words of letters alone are stemmed: a word with a digit (``crc32``, ``v2``, a date's
+    ``2023``) is an identifier or a number and stays whole. Terms are only compared with
+    terms made the same way, so a stem like ``configur`` is never shown to anyone.
     """
-    if len(word) <= 3 or word.isdigit():
+    if len(word) <= 2 or not word.isalpha():
         return word
-    if word.endswith("ies") and not word.endswith(("eies", "aies")):
-        return word[:-3] + "y"
-    if word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        word = word[:-1]
-    if word.endswith("e") and len(word) > 3:
-        word = word[:-1]
-    return word
+    word = english.stem(word, derivational=False)
+    # A final -e off too (as osk always did): "hashes" leaves Step 1 as "hashe", "cache" stays
+    # "cache"; without the e both meet "hash"/"cach" as the plural rule intended.
+    return word[:-1] if word.endswith("e") and len(word) > 3 else word
 
 
 class _StemCache(dict[str, str]):
