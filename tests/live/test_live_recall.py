@@ -9,6 +9,7 @@ the model never searches.
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -69,3 +70,24 @@ def _tool_calls(body: object) -> list[str]:
         if isinstance(item, dict) and item.get("type") == "function_call":
             names.append(str(item.get("name")))
     return names
+
+
+def test_each_injection_of_both_sessions_left_a_receipt_the_log_reads_back(
+        host: LiveHost, sessions: tuple[Run, Run, str]) -> None:
+    first, second, node_id = sessions
+    found = json.loads(host.osk("recall", "log", "--json", "--limit", "1000").stdout)
+    mine = [r for r in found if r["conversation"] == second.session_id]
+    events = [r["event"] for r in mine]
+    assert events[0] == "session-start" and "prompt-submit" in events, events
+    assert {r["host"] for r in mine} == {host.name}
+    blocks = BLOCK.findall(second.request_text())
+    recalled = [r for r in mine if node_id in {i["id"] for i in r["items"]}]
+    assert [r["event"] for r in recalled] == ["prompt-submit"]
+    shown = json.loads(f'"{blocks[0]}"')  # as the request carried it, JSON-escaped
+    assert recalled[0]["chars"] == len(shown)  # what reached the model, to the character
+    assert ASK not in json.dumps(found)  # the prompt itself is never kept
+    assert any(r["conversation"] == first.session_id for r in found)
+    stats = json.loads(host.osk("stats", "--json").stdout)
+    assert sum(row["prompts"] for row in stats) == sum(
+        r["event"] == "prompt-submit" for r in found)
+    assert sum(row["with_block"] for row in stats) >= 1
