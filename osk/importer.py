@@ -20,7 +20,7 @@ Lines may cite nodes that appear later in the file: a line whose ``derived_from`
 ``supersedes`` names a title that does not exist yet waits and is retried once the others are
 in; only what still fails then is rejected. A node goes in its line's ``cluster``, or in a
 per-destination cluster ``imports`` (``imports 2``, ``imports 3`` … where the title is taken);
-a missing cluster hub is created first, as the write path requires.
+a new cluster's hub is written by the same create_node call as its first node.
 
 This lives with search because search owns `osk import` (it loads the eval sets); it uses only
 the engine's public methods.
@@ -48,8 +48,6 @@ DEFAULT_CLUSTER = "imports"
 BATCH_LINES = 500  # lines per hold of the mutation lock (and per fsync)
 BATCH_SECONDS = 1.0  # ... or this long, whichever comes first: other writers wait meanwhile
 HUB_SUMMARY = "Nodes loaded in bulk by osk import; move them into better clusters."
-HUB_BODY = ("This cluster holds nodes that `osk import` loaded from a JSON Lines file.\n"
-            "Move them into clusters that say what they are about when convenient.\n")
 
 
 @dataclass(frozen=True)
@@ -189,12 +187,14 @@ class Importer:
     def _write(self, line: Line, report: Report) -> tuple[str, str]:
         engine = self._engine(line.scope)
         cluster = line.cluster or self._default_cluster(engine, line)
-        self._ensure_hub(engine, line, cluster, report)
         result = engine.create_node(
             NewNode(line.title, line.summary, line.body, space=line.space, cluster=cluster,
                     drafter=self.drafter, scope=line.scope, derived_from=line.derived_from,
-                    valid_from=line.valid_from, valid_to=line.valid_to, supersedes=line.supersedes),
+                    valid_from=line.valid_from, valid_to=line.valid_to, supersedes=line.supersedes,
+                    hub_summary=HUB_SUMMARY),
         )
+        if result.hub:  # a new cluster: create_node wrote its hub first
+            report.hubs.append(result.hub)
         return result.title, result.path
 
     def _engine(self, scope: str | None) -> Any:
@@ -242,20 +242,6 @@ class Importer:
                 self._clusters[key] = name
                 return name
             number += 1
-
-    def _ensure_hub(self, engine: Any, line: Line, cluster: str, report: Report) -> None:
-        """Create the cluster's hub (the node titled like its folder) when it is missing."""
-        top = cluster.strip("/").split("/")[0]
-        base = f"{line.space}/{line.scope}" if line.scope else line.space
-        hub = f"{base}/{top}/{top}.md"
-        if title_key(top) == title_key(line.title) or hub in engine.catalog.entries:
-            return
-        if engine.catalog.paths_with_title(top):
-            return  # the title is used elsewhere: let create_node say what to do
-        result = engine.create_node(NewNode(top, HUB_SUMMARY, HUB_BODY, space=line.space,
-                                            cluster=top,
-                                            drafter=self.drafter, scope=line.scope))
-        report.hubs.append(result.path)
 
     def finish(self) -> None:
         """Fold everything written into the search index and persist it, so the next search

@@ -129,12 +129,18 @@ def check_title_free(ctx: WriteContext, title: str, rel: str) -> None:
         )
 
 
-def check_hub(ctx: WriteContext, spot: Spot, title: str) -> None:
+def hub_needed(ctx: WriteContext, spot: Spot, title: str) -> bool:
+    """True when ``spot``'s cluster has no hub yet and ``title`` is not the hub itself."""
     if title_key(title) == title_key(spot.cluster):
-        return  # this is the hub
+        return False  # this is the hub
     holders = ctx.catalog.paths_with_title(spot.cluster)
-    if any(rel.startswith(spot.cluster_root + "/") for rel in holders):
+    return not any(rel.startswith(spot.cluster_root + "/") for rel in holders)
+
+
+def check_hub(ctx: WriteContext, spot: Spot, title: str) -> None:
+    if not hub_needed(ctx, spot, title):
         return
+    holders = ctx.catalog.paths_with_title(spot.cluster)
     shown = _visible(ctx, holders)
     where = f"already used by {shown[0]}" if shown else "already taken"
     elsewhere = (f" The title {spot.cluster!r} is {where}, so this cluster needs another "
@@ -145,6 +151,21 @@ def check_hub(ctx: WriteContext, spot: Spot, title: str) -> None:
         f"then {title!r}.{elsewhere}",
         cluster=spot.cluster_root, hub=spot.cluster,
     )
+
+
+def generated_hub_summary(spot: Spot) -> str:
+    """The summary of a hub written with its cluster's first node when none was given."""
+    return f"The {spot.cluster} cluster of {spot.scope or spot.space}"
+
+
+def hub_body(spot: Spot, summary: str | None) -> str:
+    """The body of a hub written with its cluster's first node: the summary the agent gave,
+    else a line the person replaces with what the cluster holds."""
+    if summary:
+        return summary.strip() + "\n"
+    return (f"Nodes about {spot.cluster} are filed in this folder ({spot.cluster_root}). "
+            f"osk wrote this hub with the cluster's first node: say here what the cluster "
+            f"holds.\n")
 
 
 def node_for_write(ctx: WriteContext, ref: str) -> Node:

@@ -28,6 +28,7 @@ class NewNode:
     valid_from: str | None = None
     valid_to: str | None = None
     supersedes: str | None = None
+    hub_summary: str | None = None  # a new cluster's hub, written in the same call
 
 
 @dataclass(frozen=True)

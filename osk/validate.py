@@ -34,6 +34,7 @@ from osk.store.vault import (
     STATE_DIR,
     WORKBENCH,
     Vault,
+    is_hub,
     scope_of,
     space_of,
 )
@@ -201,7 +202,7 @@ def _hubs(vault: Vault, catalog: Catalog) -> Iterator[Finding]:
         if node.cluster is not None and node.space is not None:
             clusters.setdefault((node.space, node.scope, node.cluster), []).append(node)
     for (_space, _scope, cluster), members in clusters.items():
-        if any(title_key(n.title) == title_key(cluster) for n in members):
+        if any(is_hub(n.path, n.title) for n in members):
             continue
         for member in members:
             yield _finding("cluster-hubs", member.path,

@@ -42,7 +42,7 @@ from dataclasses import dataclass, replace
 
 from osk.authority import audit, mutation, protection, tombstones, trust, validity
 from osk.capture import secrets
-from osk.citations import _edge, _file_roots, resolve_edges
+from osk.citations import Resolved, _edge, _file_roots, resolve_edges
 from osk.context import WriteContext
 from osk.errors import (
     AnchorError,
@@ -58,6 +58,9 @@ from osk.placement import (
     check_hub,
     check_title_free,
     check_writable_node,
+    generated_hub_summary,
+    hub_body,
+    hub_needed,
     node_for_write,
     resolve_place,
     spot_of,
@@ -93,6 +96,7 @@ class WriteResult:
     superseded: str | None = None  # the node whose validity this write closed
     pending: bool = False  # inside a protected region: the change waits for the person
     redactions: tuple[Redaction, ...] = ()  # what the secret filter removed from this write
+    hub: str | None = None  # create: the cluster hub this call wrote first (its path)
 
 
 @dataclass(frozen=True)
@@ -180,54 +184,106 @@ def _busy(ctx: WriteContext) -> OskError:
 
 
 # -- create ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Creation:
+    """A node create_node has checked and rendered, not yet written."""
+
+    node: Node
+    text: str
+    spot: Spot
+    edges: tuple[Resolved, ...]
+    closing: object  # _prepare_supersede's
+    meta: Frontmatter
+    redacted: tuple[tuple[str, int], ...]
+
+
 def create_node(ctx: WriteContext, new: NewNode) -> WriteResult:
-    title, summary, body, drafter = new.title, new.summary, new.body, new.drafter
-    place = Place(new.space, new.cluster, new.scope)
-    derived_from, conflicts = new.derived_from, new.conflicts
-    valid_from, valid_to, supersedes = new.valid_from, new.valid_to, new.supersedes
-    secrets.check_title(title)  # before any message could echo the title
-    secrets.check_name("drafter", drafter)
-    filtered_summary, filtered_body = secrets.redact(summary), secrets.redact(body)
-    summary, body = filtered_summary.text, filtered_body.text  # redacted before hashed or stored
+    """Create ``new``; in a cluster that has no hub yet, its hub first, in the same call (from
+    ``new.hub_summary``, else a generated one the person can edit). Every check of both runs
+    before either is written."""
+    secrets.check_title(new.title)  # before any message could echo the title
+    secrets.check_name("drafter", new.drafter)
+    new, redacted = _filtered(new)  # outside the lock: the filter's cost holds up no writer
     with locked(ctx):
-        title = check_portable(title)
-        spot = resolve_place(ctx, place)
-        rel = f"{spot.folder}/{title}.md"
-        sources.check_body(rel, body)
-        check_title_free(ctx, title, rel)
-        check_hub(ctx, spot, title)
-        edges = resolve_edges(ctx, derived_from, spot, field_name="derived-from")
-        conflict_edges = resolve_edges(ctx, conflicts, spot, field_name="conflicts")
-        check_ledgers(ctx)
-        _authority_content_checks(ctx, title, body, rel, valid_from, valid_to)
-        now = clock.now_text()
-        meta = validate_meta(rel, _drop_none({
-            "id": ids.uuid7(),
-            "created": now,
-            "updated": now,
-            "author": ctx.author,
-            "drafter": drafter,
-            "summary": summary,
-            "derived-from": [e.link for e in edges],
-            "conflicts": [e.link for e in conflict_edges],
-            "trust": _trust(ctx, spot.space, None, new=True),
-            "valid_from": valid_from,
-            "valid_to": valid_to,
-            "supersedes": _supersedes_link(supersedes),
-        }))
-        text = node_mod.render(meta, body, _file_roots(edges))
-        new = _parse_back(rel, text)
-        closing = _prepare_supersede(ctx, meta, supersedes)
+        spot = resolve_place(ctx, Place(new.space, new.cluster, new.scope))
+        hub = _hub_for(ctx, spot, new)
+        made = _prepare_create(ctx, new, spot, redacted, hub_planned=hub is not None)
         # ---- every check passed: nothing was written before this line ----
-        intent = _intend(ctx, "create", new, before_text=None, after_text=text)
-        ctx.vault.write_file(ctx.vault.abs(rel), text)
-        ctx.note(added=[rel])
-        ctx.rechecks.after_write(None, new, [_edge(e) for e in edges], via="create")
-        bound_now = bind_if_first(ctx, spot)
-        intent.record()
-        superseded = _close_supersede(ctx, closing, meta, new)
-        return _result(ctx, "created", new, bound_now, superseded=superseded,
-                       redacted=secrets.merged_findings(filtered_summary, filtered_body))
+        hub_result = _commit_create(ctx, hub) if hub is not None else None
+        result = _commit_create(ctx, made)
+    if hub_result is None:
+        return result
+    return replace(result, hub=hub_result.path, bound_now=result.bound_now or hub_result.bound_now,
+                   redactions=(*hub_result.redactions, *result.redactions))
+
+
+def _hub_for(ctx: WriteContext, spot: Spot, new: NewNode) -> _Creation | None:
+    """The hub to write before ``new``, checked and rendered; None when the cluster has one or
+    ``new`` is its hub. A hub title used elsewhere in the vault is refused (HubMissing)."""
+    if not hub_needed(ctx, spot, new.title):
+        return None
+    if ctx.catalog.paths_with_title(spot.cluster):
+        check_hub(ctx, spot, new.title)  # raises, naming where the title is used
+    secrets.check_title(spot.cluster)  # the folder name becomes a title
+    summary = new.hub_summary or generated_hub_summary(spot)
+    hub = NewNode(spot.cluster, summary, hub_body(spot, new.hub_summary), space=spot.space,
+                  cluster=spot.cluster, drafter=new.drafter, scope=new.scope)
+    hub, redacted = _filtered(hub)
+    return _prepare_create(ctx, hub, resolve_place(ctx, Place(hub.space, hub.cluster, hub.scope)),
+                           redacted, hub_planned=False)
+
+
+def _filtered(new: NewNode) -> tuple[NewNode, tuple[tuple[str, int], ...]]:
+    """``new`` with the secret filter run on its summary and body (before they are hashed or
+    stored), and what it removed."""
+    summary, body = secrets.redact(new.summary), secrets.redact(new.body)
+    return (replace(new, summary=summary.text, body=body.text),
+            secrets.merged_findings(summary, body))
+
+
+def _prepare_create(ctx: WriteContext, new: NewNode, spot: Spot,
+                    redacted: tuple[tuple[str, int], ...], *, hub_planned: bool) -> _Creation:
+    title, drafter, summary, body = new.title, new.drafter, new.summary, new.body
+    title = check_portable(title)
+    rel = f"{spot.folder}/{title}.md"
+    sources.check_body(rel, body)
+    check_title_free(ctx, title, rel)
+    if not hub_planned:
+        check_hub(ctx, spot, title)
+    edges = resolve_edges(ctx, new.derived_from, spot, field_name="derived-from")
+    conflict_edges = resolve_edges(ctx, new.conflicts, spot, field_name="conflicts")
+    check_ledgers(ctx)
+    _authority_content_checks(ctx, title, body, rel, new.valid_from, new.valid_to)
+    now = clock.now_text()
+    meta = validate_meta(rel, _drop_none({
+        "id": ids.uuid7(),
+        "created": now,
+        "updated": now,
+        "author": ctx.author,
+        "drafter": drafter,
+        "summary": summary,
+        "derived-from": [e.link for e in edges],
+        "conflicts": [e.link for e in conflict_edges],
+        "trust": _trust(ctx, spot.space, None, new=True),
+        "valid_from": new.valid_from,
+        "valid_to": new.valid_to,
+        "supersedes": _supersedes_link(new.supersedes),
+    }))
+    text = node_mod.render(meta, body, _file_roots(edges))
+    return _Creation(_parse_back(rel, text), text, spot, tuple(edges),
+                     _prepare_supersede(ctx, meta, new.supersedes), meta, redacted)
+
+
+def _commit_create(ctx: WriteContext, made: _Creation) -> WriteResult:
+    intent = _intend(ctx, "create", made.node, before_text=None, after_text=made.text)
+    ctx.vault.write_file(ctx.vault.abs(made.node.path), made.text)
+    ctx.note(added=[made.node.path])
+    ctx.rechecks.after_write(None, made.node, [_edge(e) for e in made.edges], via="create")
+    bound_now = bind_if_first(ctx, made.spot)
+    intent.record()
+    superseded = _close_supersede(ctx, made.closing, made.meta, made.node)
+    return _result(ctx, "created", made.node, bound_now, superseded=superseded,
+                   redacted=made.redacted)
 
 
 # -- update ------------------------------------------------------------------------------------

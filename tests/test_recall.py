@@ -466,3 +466,34 @@ def test_a_write_while_another_writer_holds_the_recall_file_reaches_it_later(
     assert recallfile.path_in(vault.state("index")).exists()  # kept, not thrown away
     write(eng, "Cart lines merge by SKU", "Lines with one SKU merge.", "Merge.\n", cluster="cart")
     assert held in [h.id for h in recall.ranked(vault, eng.scope, "cart totals round")]
+
+
+# -- hubs (issue 24 item 6) ------------------------------------------------------------------------
+HUB_WORDS = "How minisign signing keys for release tags are rotated and stored"
+
+
+def test_a_hub_is_never_in_the_session_start_digest_even_when_most_cited(eng, vault, project,
+                                                                        tmp_path):
+    made = eng.create_node(NewNode(FACT[0], FACT[1], FACT[2], space="Scope", cluster="release",
+                                   drafter="test-model", hub_summary=HUB_WORDS))
+    for n in range(2):  # the hub, cited by two nodes: the most cited node of the scope
+        eng.create_node(NewNode(f"Release step {n}", f"Step {n} of a release.", f"Step {n}.\n",
+                                space="Scope", cluster="release", drafter="test-model",
+                                derived_from=["[[release]]"]))
+    eng.search("anything")
+    text = start("claude", project, tmp_path)
+    assert made.hub and FACT[0] in text and "Release step 1" in text
+    assert HUB_WORDS not in text and "(id " + eng.read_node("release").id not in text
+
+
+def test_a_hub_is_recalled_only_for_a_prompt_about_its_cluster(eng, vault, project, tmp_path):
+    eng.create_node(NewNode(FACT[0], FACT[1], FACT[2], space="Scope", cluster="release",
+                            drafter="test-model", hub_summary=HUB_WORDS))
+    eng.search("anything")
+    hub_id = eng.read_node("release").id
+    block = prompt("claude", project, "how are minisign signing keys rotated and stored?",
+                   "p-1", tmp_path)
+    assert hub_id not in block
+    about = prompt("claude", project, "what does the release cluster say about minisign "
+                   "signing keys being rotated and stored?", "p-2", tmp_path)
+    assert f"id {hub_id}" in about

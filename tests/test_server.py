@@ -207,10 +207,10 @@ async def test_every_result_names_the_active_scope(server):
 
 async def test_a_refusal_returns_its_message_and_rule_and_writes_nothing(vault: Vault, server):
     async with mcp.Client(server) as client:
-        await ok(client, "overview", {})  # open the session first (claims its name)
+        await ok(client, "create_node", HUB)
         before = snapshot(vault.root)
-        text = await refused(client, "create_node", {**HUB, "title": "Cache TTL"})
-    assert "has no hub yet" in text and "(rule: cluster-hub-first)" in text
+        text = await refused(client, "create_node", {**HUB, "title": "Cache"})
+    assert "title 'Cache' is taken" in text and "(rule: unique-portable-titles)" in text
     assert snapshot(vault.root) == before
 
 

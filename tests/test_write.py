@@ -10,6 +10,7 @@ import pytest
 import writekit
 from writekit import create, make_repo, snapshot, write_toml
 
+from osk import validate
 from osk.authority import audit, tombstones
 from osk.engine import Engine
 from osk.errors import (
@@ -129,14 +130,38 @@ def test_a_title_taken_after_case_folding_is_refused_vault_wide(eng: Engine, vau
     assert "Scope/proj/auth/auth.md" in str(error)
 
 
-def test_a_cluster_needs_its_hub_before_any_other_node(eng: Engine, vault: Vault):
-    error = refused(vault, lambda: create(eng, "Token lifetime"), HubMissing,
+def test_a_node_into_a_new_cluster_writes_the_clusters_hub_in_the_same_call(eng: Engine,
+                                                                            vault: Vault):
+    """Issue 24 item 6: no extra call per cluster; the hub rule still holds on disk."""
+    made = create(eng, "Token lifetime", cluster="auth/tokens")
+    assert made.path == "Scope/proj/auth/tokens/Token lifetime.md"
+    assert made.hub == "Scope/proj/auth/auth.md"
+    hub = eng.read_node("auth")
+    assert hub.summary == "The auth cluster of proj"  # generated: the person may rewrite it
+    assert "say here what the cluster holds" in hub.text
+    assert validate.run(vault) == []
+    again = create(eng, "Token rotation", cluster="auth")
+    assert again.hub is None  # the cluster has its hub now
+    given = eng.create_node(NewNode("Invoice dates", "s", "b\n", space="Scope",
+                                    cluster="billing", drafter="m",
+                                    hub_summary="How invoices are numbered and dated"))
+    assert given.hub == "Scope/proj/billing/billing.md"
+    assert eng.read_node("billing").summary == "How invoices are numbered and dated"
+    assert len(audit.entries(vault)) == 5  # one audit record per node written
+
+
+def test_a_hub_title_taken_elsewhere_is_refused_and_nothing_is_written(eng: Engine,
+                                                                       vault: Vault):
+    create(eng, "billing", cluster="money")  # the hub of money, then a node titled billing
+    error = refused(vault, lambda: create(eng, "Invoice dates", cluster="billing"), HubMissing,
                     "cluster-hub-first")
-    assert "create the node titled 'auth'" in str(error)
-    eng.create_node(NewNode("auth", "hub", "x\n", space="Scope", cluster="auth/tokens",
-                            drafter="m"))
-    assert create(eng, "Token lifetime", cluster="auth/tokens").path == \
-        "Scope/proj/auth/tokens/Token lifetime.md"
+    assert "The title 'billing' is already used by Scope/proj/money/billing.md" in str(error)
+
+
+def test_a_node_refused_in_a_new_cluster_leaves_no_hub_behind(eng: Engine, vault: Vault):
+    refused(vault, lambda: create(eng, "Token lifetime", cluster="auth",
+                                  derived_from=("[[No such node]]",)), EdgeError,
+            "citation-topology")
 
 
 @pytest.mark.parametrize("space,cluster", [("Workbench", "x"), ("Nowhere", "x"),

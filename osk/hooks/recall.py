@@ -21,7 +21,9 @@ supersession), then keeps a hit only when
 - the person has not rejected it (``osk reject``: its id is tombstoned);
 - it is not an inferred Person fact while ``inject_inferred_person`` is off
 (``osk.authority.trust``);
-- this conversation has not been shown it at the same content hash already.
+- this conversation has not been shown it at the same content hash already;
+- it is not a cluster hub (the node titled like its cluster folder), unless the prompt names
+  the cluster: a hub says what a cluster holds, rarely what a prompt asks.
 
 What is injected per hit: title, id, markers (recheck, conflict, pending, inferred) and
 summary, never the body, plus one line asking the model to ``read_node`` before relying on it.
@@ -43,7 +45,7 @@ from osk.hooks import receipts
 from osk.hooks.harness import Adapter, Budget, HookPayload, one_line
 from osk.hooks.hits import Recalled
 from osk.hooks.scope import scope_entry, session_scope
-from osk.store.vault import Vault, scope_of
+from osk.store.vault import Vault, is_hub, scope_of
 
 if TYPE_CHECKING:
     from osk.hooks.recall_channel import Answer
@@ -159,6 +161,14 @@ def recalled(ranking: Any, order: Sequence[tuple[int, int, float, float]],
     return found
 
 
+def names(prompt: str, cluster: str) -> bool:
+    """Does ``prompt`` name ``cluster`` (every word of its name, as search tokenises)?"""
+    from osk.search.tokenize import tokenize
+
+    words = set(tokenize(cluster))
+    return bool(words) and words <= set(tokenize(prompt[:PROMPT_CHARS]))
+
+
 def _recalled(doc: Any, markers: Sequence[str], sure: float, approvals: object) -> Recalled:
     """A Recalled from a recall-file document (``SearchDoc``), with the trust marker added."""
     from osk.authority import trust
@@ -215,12 +225,17 @@ class Trace:
 
 
 def select(vault: Vault, hits: Sequence[Recalled], *, seen: Mapping[str, str] | None = None,
-           floor: float = FLOOR, trace: Trace | None = None,
-           channel: str = "recall-file") -> list[Recalled]:
+           floor: float = FLOOR, trace: Trace | None = None, channel: str = "recall-file",
+           prompt: str | None = None) -> list[Recalled]:
     """The hits to inject: confident, valid now, still on disk as indexed, allowed by trust,
     not shown to this conversation before at this hash; with their current markers. ``trace``
-    collects why each other hit was held back."""
+    collects why each other hit was held back. Given the ``prompt``, a cluster hub is held
+    back unless the prompt names its cluster."""
     held = trace.held if trace is not None else []
+    if prompt is not None:
+        hubs = [hit for hit in hits if is_hub(hit.path, hit.title) and not names(prompt, hit.title)]
+        held.extend(receipts.held(hit, "hub", channel) for hit in hubs)
+        hits = [hit for hit in hits if hit not in hubs]
     best = max((hit.confidence for hit in hits), default=0.0)
     if best < floor:
         held.extend(receipts.held(hit, "below-floor", channel, floor) for hit in hits)
@@ -454,8 +469,8 @@ def digest(vault: Vault, scope: str) -> Digest:
         held: list[dict[str, Any]] = []
 
         def usable(doc: Any) -> Recalled | None:
-            if visible is not None and not visible(doc):
-                return None
+            if visible is not None and not visible(doc) or is_hub(doc.path, doc.title):
+                return None  # a hub says what its cluster holds: search and read_node find it
             hit = _recalled(doc, (), 0.0, approvals)
             # superseded (its successor is shown), expired, not yet valid
             reason = ("not-valid" if SKIPPED_MARKERS.intersection(ranking.validity_markers(doc))
@@ -521,21 +536,22 @@ def _chosen(vault: Vault, scope: str, prompt: str, seen: Mapping[str, str],
 
         answer = recall_channel.ask(vault, scope, prompt)
         if answer is not None:
-            return choose(vault, answer, seen=seen, trace=trace)
-    return select(vault, ranked(vault, scope, prompt), seen=seen, trace=trace)
+            return choose(vault, answer, seen=seen, trace=trace, prompt=prompt)
+    return select(vault, ranked(vault, scope, prompt), seen=seen, trace=trace, prompt=prompt)
 
 
 def choose(vault: Vault, answer: Answer, *, seen: Mapping[str, str] | None = None,
            floor: float = FUSED_FLOOR, meaning: float = MEANING_FLOOR,
-           trace: Trace | None = None) -> list[Recalled]:
+           trace: Trace | None = None, prompt: str | None = None) -> list[Recalled]:
     """What to inject from a server's answer: the fused order at ``floor`` (``AGREE_FLOOR``
     when both channels rank its first node among their first ``AGREE_DEPTH``, or when the
     semantic order's first node is at least ``meaning`` close), else its lexical order at
     ``RESCUE_FLOOR``."""
     gate = min(floor, AGREE_FLOOR) if answer.agree or answer.closeness >= meaning else floor
-    return (select(vault, answer.hits, seen=seen, floor=gate, trace=trace, channel="server")
+    return (select(vault, answer.hits, seen=seen, floor=gate, trace=trace, channel="server",
+                   prompt=prompt)
             or select(vault, answer.words, seen=seen, floor=RESCUE_FLOOR, trace=trace,
-                      channel="server-words"))
+                      channel="server-words", prompt=prompt))
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ PROMPT_HASH_CHARS = 16
 REASONS = {
     "below-floor": "its confidence is under the floor (none of the prompt's hits was sure "
                    "enough, or it scored under half of the best)",
+    "hub": "a cluster hub, and the prompt does not name its cluster",
     "not-valid": "superseded, expired or not yet valid (search still finds it)",
     "shown-before": "this conversation was shown it already, at the same content hash",
     "trust": "an inferred Person fact while inject_inferred_person is off",

@@ -11,6 +11,7 @@ from pathlib import Path, PurePosixPath
 
 from osk.errors import OskError, OutsideVault, VaultNotFound
 from osk.store.fsutil import RACE_WINDOW_NS, atomic_write, clear_stale_temps, replace_unsynced
+from osk.store.titles import title_key
 
 MARKER = "osk.toml"
 
@@ -243,6 +244,12 @@ def cluster_of(rel_path: str) -> str | None:
     parts = PurePosixPath(rel_path).parts
     depth = 2 if parts[:1] == (SCOPE,) else 1
     return parts[depth] if len(parts) > depth + 1 else None
+
+
+def is_hub(rel_path: str, title: str) -> bool:
+    """A cluster's hub: the node titled like its cluster folder (after NFC and case folding)."""
+    cluster = cluster_of(rel_path)
+    return cluster is not None and title_key(title) == title_key(cluster)
 
 
 def locate(explicit: str | os.PathLike[str] | None = None, cwd: Path | None = None) -> Vault:

@@ -263,12 +263,6 @@ async def _refusal(client: Any, tool: str, **arguments: Any) -> str:
 async def _distil(demo: Demo, client: Any) -> None:
     coordinate = demo.coordinate  # type: ignore[attr-defined]
     demo.step("The agent distils a durable claim into a node that cites its evidence")
-    hub = await _call(client, "create_node", title="release",
-                      summary="How tidepool is released.",
-                      body="Release procedure and pitfalls for tidepool.\n", space="scope",
-                      cluster="release", drafter="claude-opus-4-5")
-    demo.say(f"created {hub['path']}  (the cluster's hub; this first write bound the "
-             f"session to scope {hub['scope']!r}: {hub['bound_now']})")
     created = await _call(
         client, "create_node", title="Releases are built with cargo dist",
         summary="tidepool releases use `cargo dist build`; plain `cargo build` ships no "
@@ -276,8 +270,12 @@ async def _distil(demo: Demo, client: Any) -> None:
         body="Build releases with `cargo dist build`. A plain `cargo build` produces no "
              "installers, which is how a release once shipped without one.\n",
         space="scope", cluster="release", drafter="claude-opus-4-5",
+        hub_summary="How tidepool is released: procedure and pitfalls.",
         derived_from=[f"[[{coordinate}]]", "[[file:docs/release.md]]"],
     )
+    demo.say(f"created {created['hub']}  (the new cluster's hub, written by the same call; "
+             f"this first write bound the session to scope {created['scope']!r}: "
+             f"{created['bound_now']})")
     demo.say(f"created {created['path']}")
     node_text = (demo.vault / created["path"]).read_text(encoding="utf-8")
     demo.say(node_text.split("---\n")[1].rstrip(), indent=5)

@@ -41,6 +41,7 @@ from osk.surfaces.tool_models import (
     Args,
     CandidateOut,
     CreateNodeArgs,
+    CreateOut,
     EvictionOut,
     FindingOut,
     MemoryOut,
@@ -63,7 +64,6 @@ from osk.surfaces.tool_models import (
     UpdateNodeArgs,
     UpdateOut,
     ValidateOut,
-    WriteOut,
 )
 
 if TYPE_CHECKING:
@@ -140,7 +140,7 @@ def _run_validators(engine: Any, a: NoArgs) -> Out:
 
 def _create_node(engine: Any, a: CreateNodeArgs) -> Out:
     result = engine.create_node(NewNode(**dict(a)))
-    return WriteOut.model_validate(result, from_attributes=True)
+    return CreateOut.model_validate(result, from_attributes=True)
 
 
 def _update_node(engine: Any, a: UpdateNodeArgs) -> Out:
@@ -240,14 +240,15 @@ SPECS: tuple[Spec, ...] = (
         "Check the whole vault (node contract, duplicate ids and titles, dangling edges, "
         "citation topology, cluster hubs, ledger integrity and forks, raw record framing, sync "
         "conflict copies) and report findings. Changes nothing.")),
-    Spec("create_node", CreateNodeArgs, WriteOut, _create_node, read_only=False,
+    Spec("create_node", CreateNodeArgs, CreateOut, _create_node, read_only=False,
          idempotent=False, description=(
         "Write a new node: one durable claim with its conditions and evidence. search first "
         "(if a node already holds the claim, update it instead). Cite evidence in "
         "derived_from: raw rounds by coordinate ([[_raw/KEY/CONVERSATION#Round N]]), nodes by "
-        "[[Title]] (read_node them first), files by [[file:PATH]]. A cluster's hub (the node "
-        "titled like the cluster folder) must exist before its other nodes. Scope nodes go "
-        "into this session's scope. Searchable as soon as this returns.")),
+        "[[Title]] (read_node them first), files by [[file:PATH]]. The first node of a new "
+        "cluster also writes its hub (the node titled like the cluster folder; hub_summary "
+        "says what the cluster holds). Scope nodes go into this session's scope. Searchable as "
+        "soon as this returns.")),
     Spec("update_node", UpdateNodeArgs, UpdateOut, _update_node, read_only=False,
          idempotent=False, destructive=True, description=(
         "Change a node in place: replace the whole body (body + expect_hash from a complete "

@@ -83,8 +83,8 @@ class CreateNodeArgs(Args):
     body: str = Field(description="Markdown body: the claim, its conditions, the evidence")
     space: SpaceName
     cluster: str = Field(min_length=1, description="the cluster folder, e.g. 'auth' or "
-                                                   "'auth/tokens'; its hub node (titled like the "
-                                                   "folder) must exist first")
+                                                   "'auth/tokens'; a new cluster's hub node "
+                                                   "(titled like the folder) is written with it")
     drafter: Drafter
     derived_from: Links = Field(default_factory=list)
     conflicts: list[str] = Field(default_factory=list,
@@ -92,6 +92,10 @@ class CreateNodeArgs(Args):
     valid_from: Timestamp = None
     valid_to: Timestamp = None
     supersedes: str | None = Field(None, description="[[Title]] of the node this one replaces")
+    hub_summary: str | None = Field(
+        None, min_length=1, max_length=300,
+        description="a new cluster only: one line saying what the cluster holds, for the hub "
+                    "written with this node (else osk writes one for the person to edit)")
 
 
 class UpdateNodeArgs(Args):
@@ -357,6 +361,11 @@ class WriteOut(Out):
     redactions: list[RedactionOut] = Field(
         default_factory=list, description="secrets the filter replaced by [REDACTED:kind] in "
                                           "the body or summary before it was stored")
+
+
+class CreateOut(WriteOut):
+    hub: str | None = Field(description="the path of the cluster hub this call wrote first "
+                                        "(null: the cluster had one)")
 
 
 class UpdateOut(WriteOut):
