@@ -413,6 +413,16 @@ class Engine:
         self._search_index()  # loaded and reconciled with the catalog
         self.rechecks.stale_node_ids(self.catalog)
 
+    def persist(self) -> None:
+        """Leave what a bulk load built whole on disk, so the next process reads no node file:
+        one full look (the catalog exact, recorded with the index), the catalog snapshot,
+        and the search index folded into one snapshot (``osk import`` ends with this)."""
+        self.refresh()
+        self.catalog.save_snapshot()
+        index = self._search_index()
+        self._note_look()
+        index.flush()
+
     def listen_for_recall(self) -> Listener | None:
         """Answer the prompt-submit hook's per-prompt recall over a local socket with this
         index's ranking (``osk.hooks.recall_channel``); None when the channel is off or the

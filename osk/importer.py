@@ -244,14 +244,14 @@ class Importer:
             number += 1
 
     def finish(self) -> None:
-        """Fold everything written into the search index and persist it, so the next search
-        (in any process) starts from a current snapshot instead of re-reading the import."""
+        """Leave the catalog snapshot and the search index whole on disk (``Engine.persist``),
+        so the next process, search or server, starts from them instead of re-reading the
+        import."""
+        if self._engines:
+            self._root().persist()
+            return
         from osk.search import SearchIndex
 
-        index = SearchIndex(self.vault)
-        root = self._engines.get("")
-        if root is not None:  # its catalog holds the stat of every file: no walk of our own
-            index.reconcile(root.catalog)
-        else:
-            index.refresh()
+        index = SearchIndex(self.vault)  # nothing was written: only bring the index up to date
+        index.refresh()
         index.flush()

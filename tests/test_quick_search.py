@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from osk.store.vault import Vault
@@ -63,11 +64,19 @@ def search(vault: Vault, query: str, cwd: Path) -> tuple[str, list[str]]:
     return done.stderr.strip().splitlines()[-1], titles
 
 
+def folders_settle() -> None:
+    """Wait out the race window of the folders just changed: a look made sooner may not vouch
+    for them (``Freshness.look``; 2 s where the clock looks coarse), and a file's mtime can be
+    set back but a folder's ctime cannot."""
+    time.sleep(2.1)
+
+
 def populated(vault: Vault) -> None:
     for number, (title, body) in enumerate([("Walrus habits", "walrus on the ice"),
                                             ("Walrus diet", "walrus and clams"),
                                             ("Seal songs", "seals sing under water")]):
         write(vault, f"Domain/animals/{title}.md", node_text(number, body))
+    folders_settle()
 
 
 def test_a_second_search_answers_from_the_store_with_the_engines_hits(
@@ -104,6 +113,7 @@ def test_a_hand_edit_in_place_a_new_file_and_a_deletion_are_each_seen_at_once(
     age(seal)  # settled now, and the next look records it so
     search(vault, "narwhal", tmp_path)
     (vault.root / "Domain/animals/Narwhal tusks.md").unlink()
+    folders_settle()
     assert search(vault, "narwhal", tmp_path) == ("ENGINE", ["Seal songs"])
     assert search(vault, "narwhal", tmp_path) == ("QUICK", ["Seal songs"])
 
@@ -120,6 +130,7 @@ def test_a_file_written_within_the_race_window_is_never_vouched_for(
 def test_an_invalid_node_made_valid_in_place_is_found(vault: Vault, tmp_path: Path):
     populated(vault)
     broken = write(vault, "Domain/animals/Broken.md", "no front matter: the dugong\n")
+    folders_settle()
     search(vault, "walrus", tmp_path)
     assert search(vault, "dugong", tmp_path) == ("QUICK", [])
     with open(broken, "r+", encoding="utf-8") as handle:
@@ -159,3 +170,35 @@ def test_a_vault_that_records_citations_goes_to_the_engine_for_recheck_markers(
     for _ in range(2):
         path, titles = search(vault, "walrus", tmp_path)
         assert path == "ENGINE" and set(titles) == {"Walrus habits", "Walrus diet"}
+
+
+def test_osk_import_leaves_the_catalog_snapshot_and_the_index_whole(
+        vault: Vault, tmp_path: Path):
+    from osk.importer import Importer, read_lines
+    from osk.search import recallfile
+
+    lines, rejected, _ = read_lines(json.dumps({
+        "title": f"Imported {n}", "summary": "Loaded in bulk.", "body": f"walrus {n}",
+        "space": "domain", "cluster": "animals"}) for n in range(5))
+    importer = Importer(vault, cwd=tmp_path)
+    assert not rejected and len(importer.run(lines).created) == 5
+    for path in vault.root.glob("Domain/**/*.md"):
+        age(path)  # as a long import's early files are by its end: settled
+    folders_settle()
+    importer.finish()
+    on_disk = {path.relative_to(vault.root).as_posix(): path.stat()
+               for path in vault.root.glob("Domain/**/*.md")}
+    assert len(on_disk) == 6  # five nodes and the cluster's hub
+    stats = {rel: (st.st_size, st.st_mtime_ns, st.st_ino) for rel, st in on_disk.items()}
+    snapshot = json.loads(vault.state("catalog", "snapshot.json").read_text("utf-8"))
+    assert {rel: tuple(entry["stat"]) for rel, entry in snapshot["entries"].items()} == stats
+    db = recallfile.open_reader(vault.state("index"))
+    try:
+        held = {path: (size, mtime, ino) for path, size, mtime, ino in
+                db.execute("SELECT path, size, mtime_ns, ino FROM docs")}
+        look = json.loads(db.execute("SELECT value FROM meta WHERE key = 'look'").fetchone()[0])
+    finally:
+        db.close()
+    assert held == stats
+    assert look["folders"]["Domain/animals"] is not None  # the import's last look, recorded
+    assert search(vault, "walrus", tmp_path)[0] == "QUICK"  # the next process reads no file
