@@ -124,6 +124,20 @@ def test_scope_names_and_setup_paths_holding_a_secret_are_refused(vault: Vault,
     assert not (tmp_path / "home").exists()
 
 
+async def test_a_title_naming_an_aws_secret_key_is_refused(vault: Vault, repo: Path):  # noqa: F811
+    import random
+    import string
+
+    rng = random.Random(25)
+    key = "".join(rng.choice(string.ascii_letters + string.digits + "+/") for _ in range(39)) + "Q"
+    async with mcp.Client(params(vault, repo), mode="legacy") as client:
+        await ok(client, "create_node", HUB)
+        result = await client.call_tool("create_node", {
+            **HUB, "title": f"aws_secret_access_key {key}", "summary": "s", "body": "b\n"})
+        assert result.is_error and "aws-secret-key" in result.content[0].text
+    assert key not in everything(vault.root)
+
+
 def test_ordinary_ids_and_names_pass_the_check():
     # What hosts and agents send: message ids, UUIDs, model names, host names, folders.
     for value in ("msg_01XFDUDYJgAACzvnptvVoYEL", "0193a1b2-7c3d-7e4f-8a9b-0c1d2e3f4a5b",

@@ -165,6 +165,8 @@ RECALL: list[tuple[str, str, str, str]] = [
     ("camel-token", '{{"accessToken": "{s}"}}', rand(ALNUM, 40), "token"),
     ("api-key-python", 'api_key = "{s}"', rand(ALNUM, 32), "api-key"),
     ("api-key-env", "WEATHER_API_KEY={s}", rand(ALNUM, 32), "api-key"),
+    ("twilio-client", "client = Client('AC" + "0123456789abcdef" * 2 + "', '{s}')",
+     rand("0123456789abcdef", 32), "twilio-auth-token"),
     ("access-key", "const minio = new Client({{ accessKey: \"{s}\" }});", rand(ALNUM, 20),
      "access-key"),
 ]

@@ -35,6 +35,38 @@ def _secret_groups(pattern: re.Pattern[str], kind: str) -> Callable[[str], Found
             yield match.start("secret"), match.end("secret"), kind
     return detect
 
+def _matches_at(pattern: re.Pattern[str], text: str, words: tuple[str, ...]
+                ) -> list[re.Match[str]]:
+    """Matches of ``pattern`` tried only where one of ``words`` (lower case) begins: a
+    substring search finds the few places a case-blind pattern could start far faster than
+    the pattern's own scan of every position."""
+    lower = text.lower() if text.isascii() else text.casefold()
+    if len(lower) != len(text):  # case folding moved offsets (rare letters): scan instead
+        return list(pattern.finditer(text))
+    starts = sorted({i for word in words for i in _occurrences(lower, word)})
+    found: list[re.Match[str]] = []
+    for start in starts:
+        if found and start < found[-1].end():
+            continue
+        match = pattern.match(text, start)
+        if match is not None:
+            found.append(match)
+    return found
+
+
+def _occurrences(text: str, word: str) -> list[int]:
+    found, at = [], text.find(word)
+    while at >= 0:
+        found.append(at)
+        at = text.find(word, at + 1)
+    return found
+
+
+def _example_key(body: str) -> bool:
+    """AWS's documentation key (``AKIAIOSFODNN7EXAMPLE``) and masks (``AKIAXXXXXXXXXXXXXXXX``)."""
+    return body.endswith("EXAMPLE") or len(set(body[4:])) <= 2
+
+
 # -- detectors: whole-match tokens ------------------------------------------------------------
 
 # (kind, pattern, check on the part after the first "-", substrings one of which must occur)
@@ -42,7 +74,7 @@ _TOKENS: tuple[tuple[str, re.Pattern[str], Callable[[str], bool] | None, tuple[s
                ...] = (
     ("aws-access-key-id", re.compile(
         r"(?<![A-Za-z0-9+/])(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|ANPA|ANVA|AROA|APKA|ASCA)"
-        r"[A-Z0-9]{16}(?![A-Za-z0-9])"), None,
+        r"[A-Z0-9]{16}(?![A-Za-z0-9])"), lambda body: not _example_key(body),
      ("AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AIPA", "ANPA", "ANVA", "AROA", "APKA",
       "ASCA")),
     ("github-token", re.compile(
@@ -240,13 +272,24 @@ def _unterminated_keys(text: str, begin: re.Match[str], limit: int | None = None
 # -- detectors: credentials in context --------------------------------------------------------
 
 _AWS_SECRET = re.compile(
-    r"(?i)(?<![A-Za-z0-9])(?:aws[-_ ]?secret[-_ ]?(?:access[-_ ]?)?key|secret[-_ ]?access[-_ ]?key)"
-    r"(?:[ \t]*\[[^\]\n]*\])?[\"']?[ \t]*(?:=>|:=|=|:)[ \t]*[\"']?"
+    r"(?i)(?<![A-Za-z0-9])(?:aws[-_ .]?secret[-_ ]?(?:access[-_ ]?)?key"
+    r"|secret[-_ ]?access[-_ ]?key)"
+    r"(?:[ \t]*\[[^\]\n]*\])?[\"']?(?:[ \t]*(?:=>|:=|=|:)[ \t]*|[ \t]+)[\"']?"
     r"(?P<secret>[A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])"
+)
+# A secret access key beside its key id: the console's CSV download (``AKIA…,secret``), a key
+# pair written ``AKIA… / secret`` or ``AKIA…:secret``.
+_AWS_PAIR = re.compile(
+    r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}[\"']?[ \t]*[,;:|/][ \t]*[\"']?"
+    r"(?P<secret>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
 )
 
 
-_aws_secrets = _secret_groups(_AWS_SECRET, "aws-secret-key")
+def _aws_secrets(text: str) -> Found:
+    matches = [*_matches_at(_AWS_SECRET, text, ("aws", "secret")), *_AWS_PAIR.finditer(text)]
+    for match in matches:
+        if _mixed_token(match["secret"]) or any(c in "/+" for c in match["secret"]):
+            yield match.start("secret"), match.end("secret"), "aws-secret-key"
 
 
 _AUTH_HEADER = re.compile(
@@ -277,13 +320,16 @@ _slack_webhooks = _secret_groups(_SLACK_WEBHOOK, "slack-webhook")
 
 _URL_PASSWORD = re.compile(
     r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{1,30}://(?P<user>[^\s:/@'\"<>\[\]]*)"
-    r":(?P<secret>[^\s/?#'\"<>]+)@(?=[A-Za-z0-9\[])"
+    r":(?P<secret>[^\s/'\"<>]+)@(?=[A-Za-z0-9\[])"
 )
 
 
 def _url_passwords(text: str) -> Found:
+    """``scheme://user:password@host``; a password pasted unencoded may hold ``#``, ``?`` or
+    ``@`` (the last ``@`` before the host ends it). ``host:8080?q=a@b`` is a port, not one."""
     def accept(match: re.Match[str]) -> tuple[int, int, str] | None:
-        if _placeholder(match["secret"]):
+        secret = match["secret"]
+        if _placeholder(secret) or re.match(r"[0-9]+(?:[?#]|$)", secret):
             return None
         return match.start("secret"), match.end("secret"), "password"
     return _each(_URL_PASSWORD, text, accept)
@@ -320,7 +366,8 @@ def _key_kind(key: str) -> str | None:
 
 def _path_like(value: str) -> bool:
     """``PWD=/home/dev``: the shell's working directory, not a password."""
-    return value.startswith(("/", "~", "./", "../")) or bool(re.match(r"[A-Za-z]:[\\/]", value))
+    return (value.startswith(("/", "~/", "./", "../")) or value == "~"
+            or bool(re.match(r"[A-Za-z]:[\\/]", value)))
 
 
 def _token_shaped(value: str) -> bool:
@@ -528,17 +575,98 @@ def _tool_passwords(text: str) -> Found:
             yield match.start(group), match.end(group), "password"
 
 
+# API keys sent in a header or a field named for them, wherever the name sits (quoted in a curl
+# -H, a JSON or JS object, a PowerShell hashtable): ``x-api-key``, ``Ocp-Apim-Subscription-Key``,
+# ``X-Auth-Token``, ``Private-Token``. The value must look random (letters and digits, 16+).
+_KEY_HEADER = re.compile(
+    r"(?i)(?:api-?key|api-?secret|api-?token|auth-token|access-token|private-token|"
+    r"subscription-key)[\"']?[ \t]*[:=][ \t]*[\"']?"
+    r"(?P<secret>[A-Za-z0-9._~+/=-]{16,})"
+)
+# ``key="…"`` alone names many things (a cache or dict key); only a random-looking value counts.
+_BARE_KEY = re.compile(
+    r"(?<![A-Za-z0-9_.-])key[ \t]*=[ \t]*(?P<q>[\"'])(?P<secret>[A-Za-z0-9_-]{24,})(?P=q)")
+
+
+def _random_looking(value: str) -> bool:
+    return _mixed_token(value) or (any(c.isdigit() for c in value)
+                                   and any(c.isalpha() for c in value) and len(value) >= 24)
+
+
+_KEY_HEADER_WORDS = ("api", "auth-token", "access-token", "private-token", "subscription-key")
+
+
+def _key_headers(text: str) -> Found:
+    for match in _matches_at(_KEY_HEADER, text, _KEY_HEADER_WORDS):
+        secret = match["secret"].rstrip(".")
+        if _random_looking(secret) and not _placeholder(secret):
+            yield match.start("secret"), match.start("secret") + len(secret), "api-key"
+
+
+def _bare_keys(text: str) -> Found:
+    for match in _BARE_KEY.finditer(text):
+        if _mixed_token(match["secret"]):
+            yield match.start("secret"), match.end("secret"), "api-key"
+
+
+# ``the API key is …``, ``token: …`` in a sentence: a key word, then a random-looking value.
+_PROSE_KEY = re.compile(
+    r"(?i)(?<![A-Za-z0-9_])(?:api[ _-]?key|access[ _-]?key|secret[ _-]?key|auth[ _-]?token|"
+    r"access[ _-]?token|token|secret)(?:[ \t]+(?:is|was|will be)[ \t]+|[ \t]*:[ \t]*|[ \t]+)"
+    r"[\"'`]?(?P<secret>[A-Za-z0-9._~+/=-]{16,})"
+)
+
+
+def _prose_keys(text: str) -> Found:
+    for match in _matches_at(_PROSE_KEY, text, ("api", "access", "secret", "auth", "token")):
+        secret = match["secret"].rstrip(".")
+        if _random_looking(secret) and not _placeholder(secret) and not _hex_id(secret):
+            yield match.start("secret"), match.start("secret") + len(secret), "secret"
+
+
+def _hex_id(value: str) -> bool:
+    """A git SHA or a digest (40 or 64 hex digits) after ``token`` is rarely the token."""
+    return len(value) in (40, 64) and all(c in "0123456789abcdef" for c in value)
+
+
+# ``.netrc`` (Heroku keeps its API key there): ``machine HOST login USER password SECRET``, on
+# one line or several; and the key ``heroku auth:token`` prints on the next line.
+_NETRC_PASSWORD = re.compile(r"(?m)(?:^|[ \t])password[ \t]+(?P<secret>[^\s]+)")
+_HEROKU_TOKEN = re.compile(r"heroku[ \t]+auth:token[^\n]*\r?\n[ \t]*(?P<secret>[A-Za-z0-9_-]{20,})")
+
+
+def _netrc_passwords(text: str) -> Found:
+    if re.search(r"(?m)(?:^|[ \t])machine[ \t]+\S", text):
+        for match in _NETRC_PASSWORD.finditer(text):
+            if not _placeholder(match["secret"]):
+                yield match.start("secret"), match.end("secret"), "password"
+    for match in _HEROKU_TOKEN.finditer(text):
+        yield match.start("secret"), match.end("secret"), "api-key"
+
+
+# Twilio's auth token (32 hex digits) written beside its account SID: ``Client('AC…', '…')``,
+# ``sid AC… token …``.
+_TWILIO_PAIR = re.compile(
+    r"(?<![A-Za-z0-9])AC[0-9a-f]{32}(?:[\"']?[ \t]*[,:][ \t]*[\"']?|[ \t]+(?:auth[-_ ]?)?token"
+    r"[ \t:=]+[\"']?)(?P<secret>[0-9a-f]{32})(?![0-9A-Za-z])"
+)
+
+
+_twilio_tokens = _secret_groups(_TWILIO_PAIR, "twilio-auth-token")
+
+
 # Most specific first: a merged span is named by the earliest detector that found part of it.
 # Each detector runs only when one of its needles occurs (lower-case needles are looked for in
 # the lower-cased text): a substring test is far cheaper than a regex scan.
 _DETECTORS: tuple[tuple[Callable[[str], Found], tuple[str, ...], tuple[str, ...]], ...] = (
     (_private_keys, ("PRIVATE KEY",), ()),
     (_putty_keys, ("Private-Lines:",), ()),
-    (_aws_secrets, (), ("secret",)),
+    (_aws_secrets, ("AKIA", "ASIA"), ("secret",)),
     *((_token_detector(kind, pattern, check), needles, ())
       for kind, pattern, check, needles in _TOKENS),
     *((_vendor_detector(kind, source), needles, ()) for kind, source, needles in _VENDOR_TOKENS),
     (_slack_webhooks, ("hooks.slack.com",), ()),
+    (_twilio_tokens, ("AC",), ()),
     (_auth_headers, (), ("authorization",)),
     (_url_passwords, ("://",), ()),
     (_cli_flags, (), ("pass", "token", "secret", "apikey", "api-key")),
@@ -548,10 +676,15 @@ _DETECTORS: tuple[tuple[Callable[[str], Found], tuple[str, ...], tuple[str, ...]
     (_named_values, (), ("value", "</")),
     (_prose_passwords, (), ("pass", "pw", "비밀번호", "비번", "암호", "패스워드")),
     (_tool_passwords, (), ("mysql", "sshpass", "htpasswd")),
+    (_key_headers, (), _KEY_HEADER_WORDS),
+    (_bare_keys, ("key",), ()),
+    (_netrc_passwords, (), ("machine", "auth:token")),
+    (_prose_keys, (), ("key", "token", "secret")),
 )
 
 KINDS = (
-    "private-key", "aws-secret-key", *(kind for kind, _, _, _ in _TOKENS),
+    "private-key", "aws-secret-key", "twilio-auth-token",
+    *(kind for kind, _, _, _ in _TOKENS),
     *dict.fromkeys(kind for kind, _, _ in _VENDOR_TOKENS), "slack-webhook",
     "bearer-token", "basic-auth", "auth-token", "password", "secret", "token", "api-key",
     "access-key",
