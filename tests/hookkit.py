@@ -49,12 +49,30 @@ def run_hook(event: str, host: str, stdin: bytes, *, cwd: Path,
              env: dict[str, str] | None = None,
              extra: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
     """Run one hook the way a host does. Background growth is off unless a test turns it on."""
-    environment = {**os.environ, "OSK_GROWTH": "off", **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "osk", "hook", event, "--host", host, *extra],
-        input=stdin.decode("utf-8"), capture_output=True, text=True, cwd=cwd, env=environment,
-        timeout=60, encoding="utf-8",
+        input=stdin.decode("utf-8"), capture_output=True, text=True, cwd=cwd,
+        env=_hook_env(env), timeout=60, encoding="utf-8",
     )
+
+
+def run_hooks_at_once(runs: list[tuple[str, str, bytes]], *,
+                      cwd: Path) -> list[tuple[int, str, str]]:
+    """Run several hooks (event, host, stdin) as ``run_hook`` does, side by side; each one's
+    (exit code, stdout, stderr) in order."""
+    started = [subprocess.Popen(
+        [sys.executable, "-m", "osk", "hook", event, "--host", host], stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd, env=_hook_env(None),
+        encoding="utf-8") for event, host, _ in runs]
+    done = []
+    for process, (_, _, stdin) in zip(started, runs, strict=True):
+        out, err = process.communicate(stdin.decode("utf-8"), timeout=60)
+        done.append((process.returncode, out, err))
+    return done
+
+
+def _hook_env(env: dict[str, str] | None) -> dict[str, str]:
+    return {**os.environ, "OSK_GROWTH": "off", **(env or {})}
 
 
 def state(vault: Vault, host: str, conversation: str) -> ConversationState:
