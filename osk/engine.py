@@ -211,7 +211,7 @@ class Engine:
         """
         try:
             self._sync_index()
-        except OskError:
+        except (OskError, OSError):  # a full disk, say: the write itself has landed
             self._index = None
         try:
             self.rechecks.candidates(self.catalog)

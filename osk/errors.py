@@ -218,6 +218,14 @@ class SecretInName(OskError):
     rule = "secret-filter"
 
 
+class DiskError(OskError):
+    """The disk refused: it is full (ENOSPC), the quota is used up (EDQUOT), the file system is
+    read-only (EROFS) or permission is denied (EACCES, EPERM). The message names the cause and
+    the path inside the vault (``osk.store.vault.disk_error`` makes one from an OSError)."""
+
+    rule = "disk"
+
+
 class LockTimeout(OskError, TimeoutError):
     """A lock stayed held by another process past its timeout (osk.store.locks)."""
 

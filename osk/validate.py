@@ -23,7 +23,7 @@ from osk.errors import EdgeError, LedgerError, OskError, OutsideVault
 from osk.provenance.sessions import Routing
 from osk.store import conflict_copies, edges
 from osk.store.catalog import Catalog
-from osk.store.fsutil import is_temp_name
+from osk.store.fsutil import is_temp_name, stale_temps
 from osk.store.ledger import Ledger
 from osk.store.node import Node
 from osk.store.titles import check_portable, title_key
@@ -296,6 +296,13 @@ def _links_and_debris(vault: Vault, catalog: Catalog) -> Iterator[Finding]:
         yield _finding(DEBRIS_RULE, rel,
                        "a temporary file left by a write that was killed before it finished; "
                        "osk never reads it and sync never commits it: delete it")
+    stale = [vault.rel(path) for path in stale_temps(vault.state_dir)]
+    if stale:
+        shown = ", ".join(sorted(stale)[:5]) + (", …" if len(stale) > 5 else "")
+        yield _finding(DEBRIS_RULE, STATE_DIR,
+                       f"{len(stale)} temporary file(s) in device state whose writer is gone "
+                       f"(killed, or stopped by a full disk): {shown}; never synced, and "
+                       f"removed the next time osk opens the vault (any osk command but this)")
 
 
 def _sync_conflicts(vault: Vault, catalog: Catalog) -> Iterator[Finding]:

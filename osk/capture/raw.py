@@ -59,7 +59,7 @@ from osk.capture.secrets import check_name, redact
 from osk.errors import RawNotFound, RawRecordError
 from osk.store import clock
 from osk.store.edges import RAW_PREFIX, RawTarget
-from osk.store.fsutil import fsync_dir, replace_unsynced
+from osk.store.fsutil import fsync_dir, name_path, replace_unsynced
 from osk.store.ids import check_identifier
 from osk.store.locks import file_lock
 from osk.store.vault import RAW_DIR, Vault
@@ -412,12 +412,19 @@ def append_round(vault: Vault, key: str, conversation: str, round: RoundInput) -
             chain = hashlib.sha256(header).hexdigest()
             data = header + frame
         stat = _write(path, data, position.truncate_to, position.create)
-        # The index first, the state last: a crash between them leaves a state that does not
-        # match the record, so the next append verifies the record and rebuilds the index.
-        index.add(round.completion, number, digest)
-        _save_state(state_path, _State(list(_identity(stat)), number, _chain(chain, frame),
-                                       _recent(position.recent, round.completion, number,
-                                               digest)))
+        # The round is durable now, so the call succeeds whatever follows: the index and the
+        # state are caches of what the record holds. The index first, the state last: a crash
+        # (or a full disk) between or during them leaves a state that does not match the
+        # record, so the next append verifies the record and rebuilds the index, and a retry
+        # with the same completion id is still found.
+        try:
+            index.add(round.completion, number, digest)
+            _save_state(state_path, _State(list(_identity(stat)), number,
+                                           _chain(chain, frame),
+                                           _recent(position.recent, round.completion, number,
+                                                   digest)))
+        except OSError:
+            pass
     return RoundRef(key_name, conversation_name, number, digest, redacted=tuple(findings))
 
 
@@ -571,8 +578,14 @@ def _write(path: Path, data: bytes, truncate_to: int | None, create: bool) -> os
     try:
         if truncate_to is not None:
             os.ftruncate(fd, truncate_to)
-        _write_all(fd, data)
-        os.fsync(fd)
+        start = os.fstat(fd).st_size
+        try:
+            _write_all(fd, data)
+            os.fsync(fd)
+        except OSError as exc:
+            _cut_back(fd, start)  # a full disk: no half-written round stays behind
+            name_path(exc, path)
+            raise
         stat = os.fstat(fd)
     finally:
         os.close(fd)
@@ -581,6 +594,16 @@ def _write(path: Path, data: bytes, truncate_to: int | None, create: bool) -> os
         for folder in reversed(new_folders):
             fsync_dir(folder.parent)
     return stat
+
+
+def _cut_back(fd: int, size: int) -> None:
+    """Drop what a failed append wrote past ``size``; if even that fails, the next append
+    finds the torn frame and cuts it (``truncate_to``)."""
+    try:
+        os.ftruncate(fd, size)
+        os.fsync(fd)
+    except OSError:
+        pass
 
 
 def _write_all(fd: int, data: bytes) -> None:

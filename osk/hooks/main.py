@@ -64,8 +64,12 @@ def run(argv: Sequence[str]) -> int:
         vault = locate(request.vault)
         output = dispatch(vault, request, read_stdin(), os.environ)
     except Exception as exc:  # the user's turn must go on: log it, exit 0, print nothing
+        from osk.store.vault import disk_error
+
+        disk = disk_error(exc)  # a full or read-only vault: say so, in one line
         hooklog.write(vault, request.host, request.event,
-                      f"failed: {exc.__class__.__name__}: {exc}", echo=True)
+                      f"failed: {exc.__class__.__name__}: {exc}" if disk is None else
+                      f"failed: {disk}", echo=True)
         return 0
     if output:
         try:

@@ -412,9 +412,18 @@ class SearchIndex:
 
     def _compact(self) -> None:
         generation = store.new_generation()
-        self.directory.mkdir(parents=True, exist_ok=True)
-        store.write_snapshot(self.directory, self._corpus.snapshot(generation, PARAMS))
-        store.reset_journal(self.directory, generation)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            store.write_snapshot(self.directory, self._corpus.snapshot(generation, PARAMS))
+            store.reset_journal(self.directory, generation)
+        except OSError as exc:  # a full or read-only disk: search goes on from memory
+            log.warning("the search index could not be saved (%s); it is rebuilt from the "
+                        "vault on the next load", exc)
+            for name in (store.SNAPSHOT, store.JOURNAL):  # never leave a stale pair behind
+                try:
+                    (self.directory / name).unlink(missing_ok=True)
+                except OSError:
+                    pass  # read-only: the vault cannot change under the pair either
         self._generation = generation
         self._journal_ops = 0
         self._pending.clear()

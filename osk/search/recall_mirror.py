@@ -97,4 +97,8 @@ class RecallMirror:
     def failed(self) -> None:
         log.exception("the recall file could not be updated; removing it (rebuilt on next load)")
         self.written = None
-        recallfile.remove(self.directory)
+        try:
+            recallfile.remove(self.directory)
+        except OSError:  # a read-only disk: the vault cannot change under the file either
+            log.warning("the recall file could not be removed; the hooks rank without it "
+                        "until the disk takes writes again")

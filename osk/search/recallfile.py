@@ -142,7 +142,7 @@ class RecallWriter:
             lengths[slot] = doc.length
         # Built aside and swapped in whole, so a hook never reads a half-built file.
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        built = self.path.with_name(f"{FILE}.{os.getpid()}.tmp")
+        built = self.path.with_name(f".{os.getpid()}.{FILE}.tmp")  # what fsutil sweeps
         built.unlink(missing_ok=True)
         with closing(sqlite3.connect(built, isolation_level=None)) as db:
             db.execute("BEGIN")

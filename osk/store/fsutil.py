@@ -152,13 +152,21 @@ def atomic_write(path: Path, data: bytes | str, *, temp_dir: Path | None = None)
             handle.flush()
             _fsync_fd(handle.fileno(), path)
         _replace(tmp_name, path)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp_name)
         except FileNotFoundError:
             pass
+        name_path(exc, path)
         raise
     fsync_dir(path.parent)
+
+
+def name_path(exc: BaseException, path: Path) -> None:
+    """Give an OSError that names no file (a write to a full disk) the file being written,
+    so the error a person reads says where (``osk.store.vault.disk_error``)."""
+    if isinstance(exc, OSError) and exc.filename is None:
+        exc.filename = str(path)
 
 
 def _new_temp(folder: Path, name: str) -> tuple[int, str]:
@@ -195,31 +203,39 @@ def _replace(source: str, path: Path) -> None:
 
 
 def clear_stale_temps(folder: Path) -> int:
-    """Remove the temp files in ``folder`` whose writer is no longer running (killed midway);
-    a live writer's file is kept. Returns how many were removed."""
+    """Remove the temp files under ``folder`` (at any depth) whose writer is no longer running
+    (killed midway, or stopped by a full disk); a live writer's file is kept. Returns how many
+    were removed."""
     removed = 0
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        return 0
-    for name in names:
-        pid = _writer_pid(name)
-        if pid is None or _alive(pid):
-            continue
+    for path in stale_temps(folder):
         try:
-            os.unlink(folder / name)
+            os.unlink(path)
             removed += 1
         except OSError:
             continue  # gone already, or not ours to remove
     return removed
 
 
+def stale_temps(folder: Path) -> list[Path]:
+    """The temp files under ``folder`` whose writer is gone (links are not followed)."""
+    found = []
+    for here, dirs, names in os.walk(folder):
+        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(here, d))]
+        for name in names:
+            pid = _writer_pid(name)
+            if pid is not None and not _alive(pid):
+                found.append(Path(here) / name)
+    return found
+
+
 def _writer_pid(name: str) -> int | None:
-    """The pid a temp file's name carries (``.PID.NAME.RANDOM.tmp``), or None."""
+    """The pid a temp file's name carries (``.PID.NAME.RANDOM.tmp``, or ``.NAME.PID.tmp`` as
+    earlier versions wrote), or None."""
     if not is_temp_name(name):
         return None
     head = name[1:].split(".", 1)[0]
-    return int(head) if head.isdigit() else None
+    tail = name[: -len(".tmp")].rsplit(".", 1)[-1]
+    return int(head) if head.isdigit() else int(tail) if tail.isdigit() else None
 
 
 def _alive(pid: int) -> bool:
@@ -240,12 +256,14 @@ def replace_unsynced(path: Path, text: str | bytes) -> None:
     """Replace ``path`` with ``text`` atomically but without fsync: for device-state caches
     whose loss or staleness after a crash costs only a recomputation."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    if isinstance(text, bytes):
-        temporary.write_bytes(text)
-    else:
-        temporary.write_text(text, encoding="utf-8")
-    os.replace(temporary, path)
+    temporary = path.with_name(f".{os.getpid()}.{path.name[:80]}.tmp")
+    try:
+        with open(temporary, "wb") as handle:
+            handle.write(text if isinstance(text, bytes) else text.encode("utf-8"))
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)  # a full disk leaves no half-written temp behind
+        raise
 
 
 def append_durably(path: Path, data: bytes) -> None:
@@ -261,6 +279,9 @@ def append_durably(path: Path, data: bytes) -> None:
             written = os.write(fd, view)
             view = view[written:]
         _fsync_fd(fd, path)
+    except OSError as exc:
+        name_path(exc, path)
+        raise
     finally:
         os.close(fd)
     if created:

@@ -5,11 +5,12 @@ This is the one place that reads ``OSK_VAULT`` and the one place that knows fold
 
 from __future__ import annotations
 
+import errno
 import os
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from osk.errors import OskError, OutsideVault, VaultNotFound
+from osk.errors import DiskError, OskError, OutsideVault, VaultNotFound
 from osk.store.fsutil import RACE_WINDOW_NS, atomic_write, clear_stale_temps, replace_unsynced
 from osk.store.titles import title_key
 
@@ -154,8 +155,9 @@ class Vault:
         atomic_write(self.inside(path), data, temp_dir=self.temp_dir)
 
     def clear_debris(self) -> int:
-        """Remove temp files that killed writers left in device state (live writers' stay)."""
-        return clear_stale_temps(self.temp_dir)
+        """Remove temp files that killed writers (or a full disk) left anywhere in device
+        state; live writers' stay. ``osk validate`` counts them until then."""
+        return clear_stale_temps(self.state_dir)
 
     def ledger_path(self, name: str) -> Path:
         """Where a ledger lives. Its stat is what callers watch for changes; its contents are
@@ -368,3 +370,38 @@ def _git_init(root: Path) -> None:
     ).returncode == 0
     extra = [] if has_identity else env_name
     run(*extra, "commit", "-q", "-m", "osk: new vault")
+
+
+# errno -> (what happened, what the person does about it)
+_DISK_CAUSES = {
+    errno.ENOSPC: ("the disk holding the vault is full", "free space on it"),
+    errno.EDQUOT: ("the disk quota for the vault is used up", "free space or raise the quota"),
+    errno.EROFS: ("the vault is on a read-only file system",
+                  "remount it read-write (or work in a writable copy)"),
+    errno.EACCES: ("permission denied", "give this user write access to that path"),
+    errno.EPERM: ("operation not permitted", "give this user write access to that path"),
+}
+
+
+def disk_error(exc: BaseException) -> DiskError | None:
+    """The DiskError an OSError stands for (a full, over-quota, read-only or forbidden disk),
+    naming the path inside the vault; None for any other error."""
+    if not isinstance(exc, OSError) or exc.errno not in _DISK_CAUSES:
+        return None
+    cause, fix = _DISK_CAUSES[exc.errno]
+    name = errno.errorcode[exc.errno]
+    where = _inside_vault(exc.filename)
+    at = f", at {where}" if where else ""
+    return DiskError(f"{cause} ({name}{at}): {fix}, then try again", cause=name, path=where)
+
+
+def _inside_vault(filename: object) -> str | None:
+    """``filename`` relative to the vault that holds it (the folder with osk.toml above it),
+    else as given; None when the error named no file."""
+    if not isinstance(filename, str | bytes | os.PathLike):
+        return None
+    path = Path(os.fsdecode(filename))
+    for folder in path.parents:
+        if (folder / MARKER).is_file():
+            return path.relative_to(folder).as_posix()
+    return str(path)

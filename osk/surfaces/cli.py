@@ -101,9 +101,16 @@ def _plain_mcp(args: list[str]) -> tuple[str | None] | None:
 def _handled(run: Callable[[], int | None]) -> int:
     """Run a command: a refusal prints one line and exits with its code."""
     from osk.errors import OskError
+    from osk.store.vault import disk_error
 
     try:
-        return int(run() or 0)
+        try:
+            return int(run() or 0)
+        except OSError as exc:  # a full or read-only disk is named, not a traceback
+            disk = disk_error(exc)
+            if disk is None:
+                raise
+            raise disk from exc
     except OskError as exc:
         rule = f" (rule: {exc.rule})" if exc.rule else ""
         print(f"Error: {exc}{rule}", file=sys.stderr)

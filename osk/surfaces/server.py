@@ -350,6 +350,11 @@ class _Surface:
             except ToolError:
                 raise
             except Exception as exc:
+                from osk.store.vault import disk_error
+
+                disk = disk_error(exc)  # a full or read-only disk is the machine's, not a bug
+                if disk is not None:
+                    raise ToolError(_message(disk)) from exc
                 log.exception("osk tool %s failed unexpectedly", spec.name)
                 raise ToolError(
                     f"internal error ({type(exc).__name__}); nothing more is known here. The "

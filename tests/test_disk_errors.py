@@ -1,0 +1,245 @@
+"""A full, read-only or forbidden disk is named as such (DiskError: the cause and the path inside
+the vault), never reported as a bug in osk; a call is reported as failed only when it did not
+land; temp files a failed or killed write left in device state are counted and swept.
+
+Two ways in: a failing-write shim (always), and a real tmpfs vault that is filled up or
+remounted read-only (only where the test may mount one: root on Linux; skipped elsewhere)."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import mcp
+import pytest
+from hookkit import copy_fixture, make_project, payload, run_hook
+from mcp import StdioServerParameters
+
+from osk import validate
+from osk.capture import raw
+from osk.engine import Engine
+from osk.errors import DiskError
+from osk.hooks import main as hook_main
+from osk.request import NewNode
+from osk.store.vault import Vault, disk_error, init
+from osk.surfaces.cli import main
+
+HUB = NewNode("auth", "What we know about auth", "The auth hub.\n", space="Scope",
+              cluster="auth", drafter="test-model")
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    return make_project(tmp_path / "work" / "shop")
+
+
+# -- the error itself ---------------------------------------------------------------------------
+@pytest.mark.parametrize(("code", "cause"), [
+    (errno.ENOSPC, "the disk holding the vault is full (ENOSPC"),
+    (errno.EDQUOT, "the disk quota for the vault is used up (EDQUOT"),
+    (errno.EROFS, "the vault is on a read-only file system (EROFS"),
+    (errno.EACCES, "permission denied (EACCES"),
+])
+def test_each_disk_cause_is_named_with_the_path_inside_the_vault(vault: Vault, code: int,
+                                                                 cause: str):
+    failure = OSError(code, os.strerror(code), str(vault.state("locks", "vault-mutation.lock")))
+    error = disk_error(failure)
+    assert isinstance(error, DiskError) and error.rule == "disk"
+    assert str(error).startswith(cause)
+    assert "at .osk/locks/vault-mutation.lock" in str(error)
+    assert str(vault.root) not in str(error)
+
+
+def test_other_os_errors_are_not_disk_errors():
+    assert disk_error(OSError(errno.EIO, "I/O error")) is None
+    assert disk_error(ValueError("no")) is None
+
+
+# -- surfaces, through a shim ---------------------------------------------------------------------
+def _full_disk(*_args: object, **_kwargs: object) -> None:
+    raise OSError(errno.ENOSPC, "No space left on device", "/nowhere/in/particular")
+
+
+def test_the_cli_names_a_full_disk_instead_of_a_traceback(vault: Vault, project: Path,
+                                                          monkeypatch, capsys):
+    node = vault.root / "Scope" / "shop" / "auth" / "auth.md"
+    monkeypatch.chdir(project)
+
+    def fail(self: Engine, *args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", str(node))
+
+    monkeypatch.setattr(Engine, "search", fail)
+    assert main(["search", "auth"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("Error: the disk holding the vault is full (ENOSPC, at "
+                          "Scope/shop/auth/auth.md)")
+    assert "(rule: disk)" in err and "Traceback" not in err
+
+
+def test_a_hook_on_a_full_disk_says_so_in_one_line_and_exits_zero(vault: Vault, monkeypatch,
+                                                                  capsys):
+    def fail(*_args: object) -> str:
+        raise OSError(errno.EROFS, "Read-only file system", str(vault.state("hooks", "x")))
+
+    monkeypatch.setattr(hook_main, "dispatch", fail)
+    monkeypatch.setattr(hook_main, "read_stdin", lambda: {})
+    assert hook_main.run(["stop", "--host", "claude", "--vault", str(vault.root)]) == 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "the vault is on a read-only file system (EROFS, at .osk/hooks/x)" in err
+
+
+# -- append_raw: failed only when the round did not land ----------------------------------------
+def test_a_round_that_landed_is_reported_as_landed_when_its_device_state_cannot_be_written(
+        vault: Vault, project: Path, monkeypatch):
+    eng = Engine.open(vault, cwd=project)
+    first = eng.append_raw("conv", user="hello", assistant="hi", completion="c-1")
+    monkeypatch.setattr(raw, "_save_state", _full_disk)
+    second = eng.append_raw("conv", user="again", assistant="yes", completion="c-2")
+    assert (second.number, second.duplicate) == (first.number + 1, False)
+    assert "again" in vault.abs(second.path).read_text(encoding="utf-8")
+    monkeypatch.undo()
+    retry = eng.append_raw("conv", user="again", assistant="yes", completion="c-2")
+    assert retry.duplicate and retry.number == second.number  # captured once, not twice
+    third = eng.append_raw("conv", user="third", assistant="ok", completion="c-3")
+    assert third.number == second.number + 1
+
+
+def test_a_round_the_disk_could_not_take_leaves_the_record_as_it_was(vault: Vault,
+                                                                     project: Path,
+                                                                     monkeypatch):
+    eng = Engine.open(vault, cwd=project)
+    first = eng.append_raw("conv", user="hello", assistant="hi", completion="c-1")
+    path = vault.abs(first.path)
+    before = path.read_bytes()
+    real = raw._write_all
+
+    def half_then_full(fd: int, data: bytes) -> None:
+        real(fd, data[: len(data) // 2])
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(raw, "_write_all", half_then_full)
+    with pytest.raises(OSError) as caught:
+        eng.append_raw("conv", user="lost", assistant="never", completion="c-2")
+    assert caught.value.errno == errno.ENOSPC
+    assert path.read_bytes() == before, "half a round stayed in the record"
+    monkeypatch.undo()
+    again = eng.append_raw("conv", user="lost", assistant="never", completion="c-2")
+    assert (again.number, again.duplicate) == (first.number + 1, False)
+
+
+# -- stale temp files in device state -----------------------------------------------------------
+def _dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_stale_temp_files_in_device_state_are_counted_then_swept_on_open(vault: Vault,
+                                                                         project: Path):
+    dead = _dead_pid()
+    stale = [vault.state(f".{dead}.settings.json.tmp"),
+             vault.state("raw", "shop", f".conv.json.{dead}.tmp"),  # an older version's name
+             vault.state("index", f".{dead}.recall.sqlite.tmp")]
+    live = vault.state("raw", f".{os.getpid()}.conv.json.tmp")
+    for path in [*stale, live]:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"half")
+    found = [f for f in validate.run(vault) if f.rule == validate.DEBRIS_RULE]
+    assert len(found) == 1 and found[0].path == ".osk"
+    assert found[0].message.startswith("3 temporary file(s) in device state")
+    Engine.open(vault, cwd=project)
+    assert not any(p.exists() for p in stale)
+    assert live.exists(), "a live writer's temp file was removed"
+    assert not [f for f in validate.run(vault) if f.rule == validate.DEBRIS_RULE]
+
+
+def test_a_cache_write_the_disk_refuses_leaves_no_temp_file(tmp_path: Path, monkeypatch):
+    from osk.store import fsutil
+
+    monkeypatch.setattr(os, "replace", _full_disk)
+    with pytest.raises(OSError):
+        fsutil.replace_unsynced(tmp_path / "state.json", "{}")
+    assert os.listdir(tmp_path) == []
+
+
+# -- a real full or read-only tmpfs (where this test may mount one) -----------------------------
+@pytest.fixture
+def tmpfs(tmp_path: Path) -> Iterator[Path]:
+    mount = tmp_path / "mnt"
+    mount.mkdir()
+    if sys.platform != "linux" or os.geteuid() != 0 or subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", str(mount)],
+            capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (needs root on Linux); the shim tests cover it")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
+def _fill(folder: Path) -> None:
+    with open(folder / "filler", "wb") as handle:
+        try:
+            while True:
+                handle.write(b"\0" * 65536)
+                handle.flush()
+        except OSError:
+            pass
+
+
+def _params(vault: Vault, cwd: Path) -> StdioServerParameters:
+    env = {k: v for k, v in os.environ.items() if k != "OSK_VAULT"}
+    return StdioServerParameters(command=sys.executable,
+                                 args=["-m", "osk", "mcp", "--vault", str(vault.root)],
+                                 env=env, cwd=str(cwd))
+
+
+def test_the_real_server_names_a_full_then_read_only_disk(tmpfs: Path, project: Path):
+    vault = init(tmpfs / "vault")
+
+    async def scenario() -> None:
+        async with mcp.Client(_params(vault, project), mode="legacy") as client:
+            made = await client.call_tool("create_node", {
+                "title": "auth", "summary": "Auth", "body": "The auth hub.\n",
+                "space": "scope", "cluster": "auth", "drafter": "test-model"})
+            assert not made.is_error, made.content[0].text
+            _fill(tmpfs)
+            full = await client.call_tool("create_node", {
+                "title": "Tokens", "summary": "Tokens", "body": "Rotate them.\n" * 2000,
+                "space": "scope", "cluster": "auth", "drafter": "test-model"})
+            text = full.content[0].text
+            assert full.is_error and "the disk holding the vault is full (ENOSPC, at " in text, text
+            assert "internal error" not in text and str(tmpfs) not in text
+            found = await client.call_tool("search", {"query": "auth"})
+            assert not found.is_error, found.content[0].text
+        (tmpfs / "filler").unlink()
+        subprocess.run(["mount", "-o", "remount,ro", str(tmpfs)], check=True)
+        async with mcp.Client(_params(vault, project), mode="legacy") as client:
+            refused = await client.call_tool("append_raw", {
+                "conversation": "c1", "user": "hello", "assistant": "hi"})
+            text = refused.content[0].text
+            assert refused.is_error and "read-only file system (EROFS, at .osk/" in text, text
+            found = await client.call_tool("search", {"query": "auth"})
+            assert not found.is_error, found.content[0].text
+
+    anyio.run(scenario)
+
+
+def test_the_stop_hook_on_a_read_only_vault_says_so_in_one_line(tmpfs: Path, project: Path,
+                                                                tmp_path: Path):
+    vault = init(tmpfs / "vault")
+    transcript = copy_fixture("claude", "session.jsonl", tmp_path / "t.jsonl")
+    subprocess.run(["mount", "-o", "remount,ro", str(tmpfs)], check=True)
+    data = json.loads(payload("claude", "stop", transcript=transcript, cwd=project))
+    done = run_hook("stop", "claude", json.dumps(data).encode(), cwd=project,
+                    env={"OSK_VAULT": str(vault.root)})
+    assert done.returncode == 0
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "read-only file system (EROFS" in lines[0], done.stderr
