@@ -104,11 +104,14 @@ def _ranked(vault: Vault, session: Any, query: str, text: str,
 
 def _unchanged(vault: Vault, db: Any, meta: dict[str, Any]) -> bool:
     """Whether the vault is as the look recorded with the recall file left it."""
+    from osk.search.index import PARAMS
     from osk.search.regions import Regions
     from osk.store import generation
 
     look = meta.get("look")
     if not isinstance(look, dict) or list(generation.current(vault)) != look["stamp"]:
+        return False
+    if meta.get("params") != PARAMS:  # postings of another tokenizer or BM25: the engine rebuilds
         return False
     if meta.get("approvals") != Regions(vault).served_approvals():
         return False
@@ -143,7 +146,7 @@ def _markers(vault: Vault, docs: list[Any]) -> dict[str, list[str]]:
     """conflict / pending / inferred, as ``Engine.markers`` gives them (recheck markers never
     reach here: ``_answerable_here``)."""
     from osk.authority import trust
-    from osk.hooks.recall import conflicted_ids, pending_paths
+    from osk.hooks.markers import conflicted_ids, pending_paths
 
     conflicted = conflicted_ids(vault)
     pending = pending_paths(vault, [doc.path for doc in docs])

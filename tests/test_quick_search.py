@@ -202,3 +202,21 @@ def test_osk_import_leaves_the_catalog_snapshot_and_the_index_whole(
     assert held == stats
     assert look["folders"]["Domain/animals"] is not None  # the import's last look, recorded
     assert search(vault, "walrus", tmp_path)[0] == "QUICK"  # the next process reads no file
+
+
+def test_a_store_written_under_other_tokenizer_params_is_not_ranked_from(
+        vault: Vault, tmp_path: Path):
+    import sqlite3
+
+    populated(vault)
+    search(vault, "walrus", tmp_path)
+    assert search(vault, "walrus", tmp_path)[0] == "QUICK"
+    db = sqlite3.connect(vault.state("index", "recall.sqlite"))
+    params = json.loads(db.execute("SELECT value FROM meta WHERE key = 'params'").fetchone()[0])
+    params["tokenizer"] = -1  # as a file an older osk wrote with another tokenizer
+    db.execute("UPDATE meta SET value = ? WHERE key = 'params'", (json.dumps(params),))
+    db.commit()
+    db.close()
+    first = search(vault, "walrus", tmp_path)
+    assert first[0] == "ENGINE" and set(first[1]) == {"Walrus habits", "Walrus diet"}
+    assert search(vault, "walrus", tmp_path) == ("QUICK", first[1])  # the engine mended it

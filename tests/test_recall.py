@@ -406,9 +406,10 @@ def anyio_backend() -> str:
 
 
 def test_the_hooks_names_for_marker_files_are_their_owners():
+    from osk.hooks import markers
     from osk.provenance import candidates
 
-    assert recall.CANDIDATES_LEDGER == candidates.LEDGER
+    assert markers.CANDIDATES_LEDGER == candidates.LEDGER
 
 
 def test_a_hit_carries_the_recheck_marker_when_a_node_it_cites_changed(eng, vault, project,

@@ -44,6 +44,7 @@ from osk.errors import OskError
 from osk.hooks import fence, receipts
 from osk.hooks.harness import Adapter, Budget, HookPayload
 from osk.hooks.hits import Recalled
+from osk.hooks.markers import conflicted_ids, pending_paths
 from osk.hooks.scope import scope_entry, session_scope
 from osk.store.vault import Vault, is_hub, scope_of
 
@@ -329,12 +330,6 @@ class _Verifier:
         return current is not None and list(current) == hit.approvals
 
 
-# The ledger the conflict marker comes from, named here so a prompt that finds no such ledger
-# pays for no import (osk.provenance.candidates loads the ledger machinery); a test keeps the name
-# equal to its owner's.
-CANDIDATES_LEDGER = "candidates"  # osk.provenance.candidates.LEDGER
-
-
 def _with_markers(vault: Vault, hits: list[Recalled]) -> list[Recalled]:
     """recheck / conflict / pending / inferred, as ``Engine.markers`` gives them."""
     if not hits:
@@ -364,32 +359,6 @@ def _recheck_paths(vault: Vault, scopes: set[str]) -> set[str]:
     stored = recheck_summary.scopes(vault)
     return {str(item.get("path")) for scope in scopes for item in stored.get(scope, [])
             if isinstance(item, dict)}
-
-
-def conflicted_ids(vault: Vault) -> set[str]:
-    if not vault.ledger_path(CANDIDATES_LEDGER).exists():
-        return set()
-    from osk.provenance import candidates
-
-    try:
-        return set(candidates.Candidates(vault).open_party_ids())
-    except OskError:
-        return set()  # a damaged ledger is reported by overview and the validators
-
-
-def pending_paths(vault: Vault, paths: Sequence[str]) -> set[str]:
-    if not vault.ledger_path("approvals").exists():
-        return set()
-    from osk.authority import protection
-
-    found = set()
-    for rel in paths:
-        try:
-            if protection.is_pending(vault, rel):
-                found.add(rel)
-        except (OskError, OSError, UnicodeDecodeError):
-            found.add(rel)
-    return found
 
 
 def _lead(hit: Recalled, *extra: str) -> str:

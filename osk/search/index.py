@@ -435,9 +435,10 @@ class SearchIndex:
                 "total_length": bm25.total_length, **self._recall_protection()}
 
     def _recall_protection(self) -> dict[str, Any]:
-        """The part of the recall file's meta that moves without a change of the corpus."""
+        """The part of the recall file's meta that moves without a change of the corpus (the
+        params: a file written before they were recorded gets them with the next commit)."""
         return {"approvals": self._regions.served_approvals(),
-                "regions": list(self._regions.regions), "look": self._look}
+                "regions": list(self._regions.regions), "look": self._look, "params": PARAMS}
 
     # -- freshness ----------------------------------------------------------------------------
     def _walk_and_reconcile(self, files: dict[str, StatKey] | None = None) -> Refreshed:
