@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from osk.authority import mutation, protection, trust
+from osk.authority import mutation, protection, review_queue, trust
 from osk.context import AGENT, USER, WriteContext
 from osk.errors import LedgerError, NodeNotFound, OskError
 from osk.outline import outline_of, section_span
@@ -507,9 +507,21 @@ class Engine:
             marker = trust.marker(node) if node is not None else None
             if marker:
                 found.append(marker)
+            if node is not None and self._awaits_review(node):
+                found.append(review_queue.MARKER)
             if found:
                 result[node_id] = sorted(found)
         return result
+
+    def _awaits_review(self, node: Node) -> bool:
+        """An agent's node in a scope ``[review] hold`` names, not yet kept by the person."""
+        held = review_queue.held_scopes(self.vault)
+        if not held or node.scope not in held:
+            return False
+        from osk.review import content_hash
+
+        return review_queue.unreviewed(node.id, node.meta.trust_state, content_hash(node),
+                                       review_queue.kept(self.vault))
 
     # -- rechecks and overview ---------------------------------------------------------------
     def recheck(self) -> RecheckReport:

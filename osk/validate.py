@@ -336,16 +336,18 @@ AUTHORITY_VERBS = ("approve", "revert", "protect", "unprotect", "confirm", "reje
                    "dismiss")
 #: The authority ledgers: records of a person's decisions (approvals of protected regions,
 #: trust confirmations, tombstones and their lifting, protected-region registrations,
-#: candidate/pin/signature decisions, redactions of raw records) and the audit ledger, which
-#: only the engine's write path appends to. A server module may not name any of them.
+#: candidate/pin/signature decisions, redactions of raw records, reviews of agents' nodes) and
+#: the audit ledger, which only the engine's write path appends to. A server module may not
+#: name any of them.
 AUTHORITY_LEDGERS = frozenset({
     "approvals", "audit", "tombstones", "confirmations", "trust", "protection", "protected",
-    "regions", "pins", "signatures", "redactions",
+    "regions", "pins", "signatures", "redactions", "reviews",
 })
 #: Modules whose functions change authority state; the server reaches them only through the
 #: engine (which decides what an agent may do), never by importing them.
 AUTHORITY_MODULES = frozenset({
     "osk.authority.audit", "osk.authority.protection", "osk.authority.tombstones",
+    "osk.authority.review_queue", "osk.review",
     "osk.store.objects", "osk.surfaces.commands.authority",
     "osk.redaction", "osk.surfaces.commands.redact",
 })

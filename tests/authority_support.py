@@ -85,10 +85,10 @@ class Run:
 
 
 def osk(vault: Vault, *args: str, tty: bool = False, answer: str = "",
-        timeout: float = 60.0) -> Run:
+        timeout: float = 60.0, env: dict[str, str] | None = None) -> Run:
     """Run the real CLI in a subprocess, stdin a pipe or (``tty=True``) a real pseudo-terminal
     on which ``answer`` is already typed (what the person answers to a question)."""
-    env = {**os.environ, "OSK_VAULT": str(vault.root), "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "OSK_VAULT": str(vault.root), "PYTHONPATH": str(ROOT), **(env or {})}
     command = [sys.executable, "-m", "osk", *args]
     if not tty:
         done = subprocess.run(command, input="", capture_output=True, text=True, env=env,

@@ -86,13 +86,7 @@ def budget_for(vault: Vault, host: str) -> int:
     """The host's recall budget in characters: ``[recall] budget`` (default 1,200), or
     ``[recall.hosts] HOST = N`` for one host; 0 turns per-prompt recall off."""
 
-    section = vault.settings().extra.get("recall", {})
-    if not isinstance(section, Mapping):
-        raise OskError("osk.toml: [recall] must be a table")
-    unknown = set(section) - RECALL_SETTINGS
-    if unknown:
-        raise OskError(f"osk.toml: unknown setting(s) {sorted(unknown)} in [recall]; known "
-                       f"settings are {sorted(RECALL_SETTINGS)}")
+    section = vault.settings().table("recall", RECALL_SETTINGS)
     hosts = section.get("hosts", {})
     value = hosts.get(host, section.get("budget", DEFAULT_BUDGET)) if isinstance(
         hosts, Mapping) else section.get("budget", DEFAULT_BUDGET)
@@ -280,6 +274,7 @@ class _Allowed:
         self.vault, self.trust = vault, trust
         self.check = _Verifier(vault)
         self.rejected = _rejected_ids(vault)
+        self.review = _ReviewHold(vault)
 
     def refusal(self, hit: Recalled) -> str | None:
         """Why ``hit`` may not be injected (a key of ``receipts.REASONS``); None when it may."""
@@ -287,10 +282,28 @@ class _Allowed:
             return "trust"
         if hit.id in self.rejected:
             return "tombstone"
+        if self.review.holds(hit):
+            return "pending"
         return None if self.check.still_served(hit) else "changed"
 
     def __call__(self, hit: Recalled) -> bool:
         return self.refusal(hit) is None
+
+
+class _ReviewHold:
+    """New agent nodes of the scopes ``[review] hold`` names wait for ``osk review --new``
+    (``osk.authority.review_queue``); nothing is read when no scope is held."""
+
+    def __init__(self, vault: Vault) -> None:
+        from osk.authority import review_queue
+
+        self.queue = review_queue
+        self.scopes = review_queue.held_scopes(vault)
+        self.keeps = review_queue.kept(vault) if self.scopes else {}
+
+    def holds(self, hit: Recalled) -> bool:
+        return (bool(self.scopes) and scope_of(hit.path) in self.scopes
+                and self.queue.unreviewed(hit.id, hit.trust, hit.content_hash, self.keeps))
 
 
 def _rejected_ids(vault: Vault) -> set[str]:

@@ -41,7 +41,8 @@ REASONS = {
     "trust": "an inferred Person fact while inject_inferred_person is off",
     "tombstone": "the person rejected it (osk reject)",
     "changed": "its file changed or went since the index read it",
-    "pending": "a new agent node not reviewed yet (osk review --new)",
+    "pending": "an agent's node in a scope [review] hold names, not reviewed yet "
+               "(osk review --new)",
     "max-hits": "more hits than a prompt shows (recall.MAX_HITS)",
     "budget": "the host's character budget was spent before it",
 }

@@ -13,7 +13,7 @@ from typing import Any
 
 from osk.search import store
 from osk.search.bm25 import Bm25
-from osk.store.fsutil import RACE_WINDOW_NS, StatKey
+from osk.store.fsutil import RACE_WINDOW_NS, StatKey, sha256_text
 
 
 @dataclass(slots=True)
@@ -59,6 +59,11 @@ class SearchDoc:
     def content_text(title: str, summary: str, body: str) -> str:
         """What the index reads of a node, as one text (what the semantic channel embeds)."""
         return f"{title}\n{summary}\n{body}"
+
+    @staticmethod
+    def hash_of(title: str, summary: str, body: str) -> str:
+        """A version's content hash: what recall, receipts and review keeps name it by."""
+        return sha256_text(SearchDoc.content_text(title, summary, body))
 
     @property
     def starts(self) -> float | None:

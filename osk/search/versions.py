@@ -21,7 +21,6 @@ from osk.search.ranking import Hit, Ranking, Visible
 from osk.search.tokenize import loose_key, tokenize
 from osk.store import clock
 from osk.store.edges import stated_supersedes
-from osk.store.fsutil import sha256_text
 from osk.store.titles import title_key
 from osk.store.vault import SCOPE, SPACES
 
@@ -38,7 +37,7 @@ def document(rel: str, served: Node, stat: StatKey, file_hash: str,
     meta = served.meta
     title = title_of(rel)
     tokens = tokenize(title) + tokenize(meta.summary) + tokenize(served.body)
-    content_hash = sha256_text(SearchDoc.content_text(title, meta.summary, served.body))
+    content_hash = SearchDoc.hash_of(title, meta.summary, served.body)
     supersedes = _link_title(meta.supersedes) or _link_title(stated_supersedes(served.body))
     doc = SearchDoc(
         path=rel, id=meta.id, title=title, summary=meta.summary, updated=meta.updated,

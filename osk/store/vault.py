@@ -68,6 +68,18 @@ class Settings:
             extra={k: v for k, v in data.items() if k != "vault"},
         )
 
+    def table(self, name: str, known: frozenset[str]) -> dict[str, object]:
+        """``[name]`` of osk.toml ({} when absent), refused when it is not a table or names a
+        setting not in ``known``: the one check of every table but ``[vault]``."""
+        section = self.extra.get(name, {})
+        if not isinstance(section, dict):
+            raise OskError(f"osk.toml: [{name}] must be a table")
+        unknown = set(section) - known
+        if unknown:
+            raise OskError(f"osk.toml: unknown setting(s) {sorted(unknown)} in [{name}]; known "
+                           f"settings are {sorted(known)}")
+        return section
+
 
 SETTINGS_CACHE = "settings.json"  # device state: osk.toml as parsed, keyed by its stat
 # The same, within one process (a hook asks for the settings several times a run): path ->

@@ -37,8 +37,12 @@ def register(sub: argparse._SubParsersAction) -> None:
             "--yes", action="store_true",
             help="refused with an explanation: only the code shown, typed back, decides")
 
-    review = sub.add_parser("review", help="show pending changes in protected regions as diffs")
+    review = sub.add_parser("review", help="show pending changes in protected regions as diffs; "
+                                           "--new: what agents wrote since your last review, "
+                                           "to keep, reject or edit (terminal only)")
     review.add_argument("path", nargs="?", help="only changes under this path")
+    review.add_argument("--new", action="store_true",
+                        help="nodes agents wrote or changed since you last reviewed them")
     add_json_flag(review)
     review.set_defaults(handler=run_review)
 
@@ -202,6 +206,8 @@ def _agreed(vault, verb: str, rel: str, changes: list, assume_yes: bool) -> bool
 def run_review(args: argparse.Namespace) -> int:
     from osk.authority import protection
 
+    if args.new:
+        return run_review_new(args)
     vault = _vault(args)
     under = _path(vault, args.path) if args.path else None
     changes = protection.pending(vault, under)
@@ -224,6 +230,110 @@ def run_review(args: argparse.Namespace) -> int:
     print(f"{len(changes)} pending change(s). Decide with `osk approve PATH` or "
           f"`osk revert PATH`.")
     return 0
+
+
+REVIEW_CHOICES = "[k]eep, [r]eject, [e]dit, [s]kip, [q]uit? "
+
+
+def run_review_new(args: argparse.Namespace) -> int:
+    """Each node agents wrote since the last review: its diff and citations, then the
+    person's decision. ``--json`` only lists (anywhere); deciding is terminal only."""
+    from osk import review
+    from osk.authority import protection
+
+    vault = _vault(args)
+    if args.path:
+        from osk.errors import OskError
+
+        raise OskError("`osk review --new` takes no PATH: it lists every node agents wrote "
+                       "since your last review")
+    writes = review.new_writes(vault)
+    if args.json:
+        print(json_text(writes))
+        return 0
+    protection.require_person("review --new")
+    if not writes:
+        print("Nothing new: no agent wrote or changed a node since your last review.")
+        return 0
+    for number, write in enumerate(writes, start=1):
+        _show_write(number, len(writes), write)
+        if not _decide(vault, write):
+            break
+    return 0
+
+
+def _show_write(number: int, total: int, write) -> None:
+    held = " (held out of recall until reviewed)" if write.held else ""
+    print(f"# {number}/{total} {write.title} (id {write.node_id}){held}")
+    print(f"  {write.path}: by {', '.join(write.actors)} since {write.since}")
+    cites = ", ".join(write.citations) or "nothing"
+    print(f"  cites: {cites}")
+    print(write.diff, end="" if write.diff.endswith("\n") else "\n")
+
+
+def _decide(vault, write) -> bool:
+    """Ask until the person answers; False to stop the review."""
+    from osk import review
+    from osk.authority import tombstones
+
+    while True:
+        try:
+            answer = input(REVIEW_CHOICES).strip().lower()[:1]
+        except EOFError:
+            answer = "q"
+        if answer == "k":
+            review.keep(vault, write)
+            print("Kept.")
+        elif answer == "r":
+            reason = input("Why is it rejected (agents are shown this)? ").strip()
+            if not reason:
+                print("A reason is needed; nothing was rejected.")
+                continue
+            tomb = tombstones.reject(vault, write.node_id, reason=reason)
+            print(f"Rejected: tombstone {tomb.key[:12]}; the same text is refused if written "
+                  f"again.")
+        elif answer == "e":
+            if not _edit(vault, write):
+                continue
+            print("Edited and kept.")
+        elif answer in ("s", ""):
+            print("Skipped; it stays new.")
+        elif answer == "q":
+            return False
+        else:
+            continue
+        return True
+
+
+def _edit(vault, write) -> bool:
+    """The body in $VISUAL / $EDITOR; the person's version is written as theirs, then kept."""
+    import os
+    import shlex
+    import subprocess
+    import tempfile
+
+    from osk import review
+    from osk.engine import Engine
+    from osk.request import NodeEdit
+
+    engine = Engine.open(vault, cwd=Path.cwd(), scope=write.scope, actor="user")
+    page = engine.read_node(write.node_id)
+    text = page.text
+    while page.next_start is not None:  # every page read: the read that authorises a rewrite
+        page = engine.read_node(write.node_id, start=page.next_start)
+        text += page.text
+    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+    with tempfile.TemporaryDirectory() as folder:
+        draft = Path(folder) / "body.md"
+        draft.write_text(text, encoding="utf-8")
+        if subprocess.run([*shlex.split(editor), str(draft)], check=False).returncode != 0:
+            print(f"{editor} failed; nothing was changed.")
+            return False
+        body = draft.read_text(encoding="utf-8")
+    if body != text:
+        engine.update_node(write.node_id, NodeEdit(body=body, expect_hash=page.hash))
+    review.keep_current(vault, write.node_id)
+    return True
 
 
 # -- audit ------------------------------------------------------------------------------------
