@@ -22,9 +22,24 @@ What it keeps consistent:
   long the span was. Never the span, nor a hash of it (a hash of a short password is a guess
   away from the password).
 
-What it cannot do: the old bytes remain in Git history on every device and remote that has
-synced them. ``purge_instructions`` says how to remove them with `git filter-repo`; osk never
-rewrites history by itself.
+What it cannot do, and says: after a redaction ``remaining`` looks through every file of the
+vault (device state under ``.osk/`` included, ``.git/`` aside) for the text, in content and in
+file and folder names, and the person is shown each place left with why it was left:
+
+- append-only ledger lines (the audit ledger's ``drafter``, a note, a path) are not rewritten:
+  sync merges ledgers line by line, so a line changed on one device would come back from every
+  other device's copy, and two lines with one id would damage the ledger. They go with the Git
+  history purge, which rewrites every device's copy at once;
+- a raw record's or a node's file or folder name (a conversation id, a session key, a title, a
+  cluster) is what every coordinate or link of it says: osk does not rename it;
+- device state is this device's only, never synced: the caches of the node files (the
+  catalog snapshot, the search index, its journal and the recall file, which keep the text's
+  words) are deleted and rebuilt on the next read (``drop_caches``); what else holds the text
+  there (a raw record's capture state named after it, receipts, logs) is named.
+
+The old bytes also remain in Git history on every device and remote that has synced them.
+``purge_instructions`` says how to remove them with `git filter-repo`; osk never rewrites
+history by itself.
 """
 
 from __future__ import annotations
@@ -32,6 +47,7 @@ from __future__ import annotations
 import getpass
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from osk.capture import raw, raw_redact
@@ -105,6 +121,7 @@ class Outcome:
     rounds: tuple[raw_redact.Rewritten, ...]
     affected: tuple[Affected, ...]
     record_id: str | None  # the ledger record; None for a preview
+    dropped: tuple[str, ...] = ()  # caches deleted (rebuilt on the next read)
 
 
 def parse(text: str) -> Target | NodeTarget:
@@ -184,7 +201,7 @@ def redact(vault: Vault, target: Target | NodeTarget, span: str, *,
         "affected": [{"citing": a.citing_id, "target": a.target, "reason": "redacted"}
                      for a in affected],
     })
-    return Outcome(target, tuple(rounds), affected, record.id)
+    return Outcome(target, tuple(rounds), affected, record.id, drop_caches(vault))
 
 
 
@@ -234,6 +251,7 @@ class NodeOutcome:
     change: NodeChange
     affected: tuple[Affected, ...]
     record_id: str | None
+    dropped: tuple[str, ...] = ()  # caches deleted (rebuilt on the next read)
 
 
 def _node_preview(vault: Vault, target: NodeTarget, span: str) -> NodeOutcome:
@@ -249,7 +267,7 @@ def _node_preview(vault: Vault, target: NodeTarget, span: str) -> NodeOutcome:
     versions = [*audit.versions(audit.history(vault, node.id)), node.file_hash]
     purged = tuple(dict.fromkeys(sha for sha in versions
                                  if _holds(objects.path_of(vault, sha), span)))
-    spans = node.body.count(span) + node.meta.summary.count(span)
+    spans = node.body.count(span) + node.meta.summary.count(span) + node.meta.drafter.count(span)
     _check_node(vault, node, span, spans or len(purged))
     change = NodeChange(node.id, node.title, node.path, node.file_hash, None, None, spans,
                         purged)
@@ -294,11 +312,13 @@ def _node_redact(vault: Vault, shown: NodeOutcome, span: str) -> NodeOutcome:
     node = engine.catalog.get(found.node_id)
     gone = marker(KIND)
     summary = node.meta.summary.replace(span, gone)
+    drafter = node.meta.drafter.replace(span, gone)
     after_hash = node.file_hash
     if found.spans:  # else a rerun after a crash: only the purge was left to do
         after_hash = engine.update_node(
             found.node_id, NodeEdit(body=node.body.replace(span, gone), expect_hash=found.before,
-                     summary=summary if summary != node.meta.summary else None)).hash
+                     summary=summary if summary != node.meta.summary else None,
+                     drafter=drafter if drafter != node.meta.drafter else None)).hash
     for sha in found.purged:  # earlier versions that hold the text: gone from _objects/
         path = objects.path_of(vault, sha)
         path.unlink(missing_ok=True)
@@ -313,7 +333,7 @@ def _node_redact(vault: Vault, shown: NodeOutcome, span: str) -> NodeOutcome:
         "affected": [{"citing": a.citing_id, "target": a.target, "reason": "redacted"}
                      for a in shown.affected],
     })
-    return NodeOutcome(shown.target, change, shown.affected, record.id)
+    return NodeOutcome(shown.target, change, shown.affected, record.id, drop_caches(vault))
 
 
 def _scope_of(rel: str) -> str | None:
@@ -336,6 +356,92 @@ def _person() -> str:
         return f"uid:{os.getuid()}" if hasattr(os, "getuid") else "unknown"
 
 
+@dataclass(frozen=True)
+class Remaining:
+    """A place in the vault that still holds the text after a redaction."""
+
+    path: str  # vault-relative, with ``/``
+    line: int | None  # the first line that holds it; None when it is in the path's name
+    place: str  # a key of ``WHY_LEFT``
+
+
+WHY_LEFT = {
+    "name": "in a file or folder name (a title, a cluster, a raw record's conversation id or "
+            "session key): every link or coordinate of it says that name, so osk does not "
+            "rename it; rename or remove it by hand (git mv / git rm), then re-cite",
+    "ledger": "in an append-only ledger line: not rewritten, because sync merges ledgers "
+              "line by line and a changed line would come back from every other device's "
+              "copy; the Git history purge below rewrites every copy at once",
+    "raw": "in another raw record: redact it there too (osk redact _raw/KEY/CONVERSATION)",
+    "node": "in another node file (its front matter or body): redact that node too",
+    "object": "in a stored version in _objects/ that no node's audit history names: delete "
+              "it by hand after checking it is no node's version",
+    "state": "in this device's state under .osk/ (never synced: receipts, logs, a raw "
+             "record's capture state named after it): delete or edit it by hand",
+    "other": "in a file osk does not manage: edit it by hand",
+}
+
+
+def remaining(vault: Vault, span: str) -> tuple[Remaining, ...]:
+    """Every place under the vault that still holds ``span``: file and folder names, and the
+    bytes of every file (``.git/`` aside: history is the purge's). Read-only."""
+    needle = span.encode("utf-8")
+    found: list[Remaining] = []
+    root = vault.root
+    for folder, dirs, files in os.walk(root):
+        base = Path(folder).relative_to(root).as_posix()
+        if base == ".":
+            dirs[:] = [d for d in dirs if d != ".git"]
+            base = ""
+        dirs.sort()
+        for name in sorted(dirs) + sorted(files):
+            if span in name:
+                rel = f"{base}/{name}".lstrip("/")
+                found.append(Remaining(rel, None, "state" if rel.startswith(".osk/") else "name"))
+        for name in sorted(files):
+            rel = f"{base}/{name}".lstrip("/")
+            line = _line_holding(Path(folder) / name, needle)
+            if line is not None:
+                found.append(Remaining(rel, line, _place_of(rel, span)))
+    return tuple(found)
+
+
+# Device-state caches of the node files (each module says: delete it and the next load reads
+# every file again). A redaction deletes them all: the index keeps a text's words, not the
+# text, so a byte search would miss them, and a rebuild after a rare redaction is cheap.
+CACHES = (".osk/catalog/snapshot.json", ".osk/index/snapshot.bin", ".osk/index/journal.jsonl",
+          ".osk/index/recall.sqlite", ".osk/index/recall.sqlite-wal",
+          ".osk/index/recall.sqlite-shm")
+
+
+def drop_caches(vault: Vault) -> tuple[str, ...]:
+    """Delete the caches of the node files; they are rebuilt from the vault when next read."""
+    dropped = []
+    for rel in CACHES:
+        path = vault.root / rel
+        if path.exists():
+            path.unlink(missing_ok=True)
+            dropped.append(rel)
+    return tuple(dropped)
+
+
+def _line_holding(path: Path, needle: bytes) -> int | None:
+    try:
+        data = path.read_bytes()
+    except OSError:  # a socket, a file gone meanwhile: nothing to read
+        return None
+    at = data.find(needle)
+    return None if at < 0 else data.count(b"\n", 0, at) + 1
+
+
+def _place_of(rel: str, span: str) -> str:
+    if span in rel:  # a record's front matter repeats the id its name was made from
+        return "name"
+    top = rel.split("/", 1)[0]
+    return {"_ledger": "ledger", "_raw": "raw", "_objects": "object", ".osk": "state"}.get(
+        top, "node" if rel.endswith(".md") else "other")
+
+
 def purge_instructions(vault: Vault, where: str) -> str:
     """How to remove the old bytes from Git history: printed, never run."""
     return (
@@ -356,5 +462,5 @@ def purge_instructions(vault: Vault, where: str) -> str:
     )
 
 
-__all__ = ["KIND", "LEDGER", "NodeOutcome", "NodeTarget", "Outcome", "Target", "parse",
-           "preview", "purge_instructions", "redact"]
+__all__ = ["KIND", "LEDGER", "WHY_LEFT", "NodeOutcome", "NodeTarget", "Outcome", "Remaining",
+           "Target", "parse", "preview", "purge_instructions", "redact", "remaining"]

@@ -219,3 +219,58 @@ def test_a_record_that_changed_since_it_was_shown_is_not_redacted(
         redaction.redact(vault, target, SPAN, shown=shown)
     assert record.read_bytes() == before
     assert not (vault.root / "_ledger/redactions.jsonl").exists()
+
+
+def test_redact_reaches_the_drafter_and_names_every_place_it_cannot(vault: Vault,
+                                                                    tmp_path: Path):
+    # issue 25: `osk redact` said "Redacted" and left the text in drafter, the audit ledger and
+    # the raw file's name. Now the drafter is redacted with the body, and every place left is
+    # named with why: the audit ledger's lines, the raw record named after it.
+    repo = make_repo(tmp_path / "work" / "proj")
+    eng = Engine.open(vault, cwd=repo)
+    ref = eng.append_raw(f"chat-{SPAN}", user="hello", assistant="hi")
+    eng.create_node(NewNode("nas", "The NAS", "The NAS hub.\n", space="Scope", cluster="nas",
+                            drafter="test-model"))
+    node = eng.create_node(NewNode("NAS access", "How we log in", f"Login: {SPAN}\n",
+                                   space="Scope", cluster="nas", drafter=f"model {SPAN}"))
+    assert [h.title for h in eng.search("orbit lamp").hits] == ["NAS access"]
+    cached = [c for c in redaction.CACHES if (vault.root / c).exists()]
+    assert {".osk/index/snapshot.bin", ".osk/index/recall.sqlite"} <= set(cached)
+    run = run_redact(vault, "NAS access")
+    assert run.code == 0, run.err
+    assert "2 occurrence(s) of a 18-character text" in run.out  # body and drafter
+    text = vault.abs(node.path).read_text(encoding="utf-8")
+    assert SPAN not in text and 'drafter: "model [REDACTED:by-person]"' in text
+    left = redaction.remaining(vault, SPAN)
+    where = {(r.path, r.line, r.place) for r in left}
+    audit = next(r.line for r in left if r.path == "_ledger/audit.jsonl")
+    assert ("_ledger/audit.jsonl", audit, "ledger") in where  # the create named the drafter
+    assert (ref.path, None, "name") in where  # the record's file name ...
+    assert any(p == ref.path and line and place == "name" for p, line, place in where)  # ... and id
+    assert {r.place for r in left} == {"ledger", "name", "state"}  # state: capture files
+    assert all(r.path.startswith((".osk/raw/proj/chat-", ".osk/locks/raw/proj/chat-"))
+               for r in left if r.place == "state")  # no cache: those that held it are gone
+    assert f"    _ledger/audit.jsonl line {audit}\n" in run.out
+    assert "    _raw/proj/chat-<the text>.md\n" in run.out and "does not rename it" in run.out
+    assert "sync merges ledgers line by line" in run.out
+    assert SPAN not in run.out  # the places are named, never the text
+    deleted = next(line for line in run.out.splitlines()
+                   if line.startswith("Deleted this device's caches of the vault"))
+    assert all(cache in deleted for cache in cached), deleted
+    assert not any((vault.root / c).exists() for c in cached)
+    again = Engine.open(vault, cwd=repo)  # rebuilt from the vault: the words are gone
+    assert again.search("orbit lamp").hits == () or all(
+        h.title != "NAS access" for h in again.search("orbit lamp").hits)
+    assert [h.title for h in again.search("login").hits] == ["NAS access"]
+
+
+def test_remaining_finds_text_in_names_content_and_device_state_but_not_git(vault: Vault):
+    (vault.root / "Domain" / f"x-{SPAN}").mkdir(parents=True)
+    (vault.root / ".osk" / "index").mkdir(parents=True, exist_ok=True)
+    (vault.root / ".osk" / "index" / "journal.jsonl").write_text(f"a\nb {SPAN}\n",
+                                                                 encoding="utf-8")
+    (vault.root / ".git").mkdir(exist_ok=True)
+    (vault.root / ".git" / "COMMIT_EDITMSG").write_text(SPAN, encoding="utf-8")
+    left = redaction.remaining(vault, SPAN)
+    assert [(r.path, r.line, r.place) for r in left] == [
+        (".osk/index/journal.jsonl", 2, "state"), (f"Domain/x-{SPAN}", None, "name")]

@@ -34,9 +34,33 @@ def run_redact(args: argparse.Namespace) -> int:
         print("Nothing redacted.")
         return 0
     done = redaction.redact(vault, target, span, shown=shown)
-    print(f"Redacted; recorded in _ledger/{redaction.LEDGER}.jsonl ({done.record_id}).")
+    print(f"Redacted in {where}; recorded in _ledger/{redaction.LEDGER}.jsonl "
+          f"({done.record_id}).")
+    if done.dropped:
+        print(f"Deleted this device's caches of the vault (rebuilt on the next read; the "
+              f"search index keeps a text's words): {', '.join(done.dropped)}.")
+    report_remaining(redaction.remaining(vault, span), span)
     print(redaction.purge_instructions(vault, where))
     return 0
+
+
+def report_remaining(left, span: str) -> None:
+    """Say exactly where the text still is, grouped by why osk redact left it; a name that
+    holds the text is shown with the text masked (it is never printed)."""
+    from osk.redaction import WHY_LEFT
+
+    if not left:
+        print("No other file or folder name in the vault holds the text (device state "
+              "included); Git history still does.")
+        return
+    print(f"The text is still in {len(left)} place(s) osk redact does not change:")
+    for place, why in WHY_LEFT.items():
+        here = [r for r in left if r.place == place]
+        if here:
+            print(f"  {why}:")
+            for found in here:
+                line = "" if found.line is None else f" line {found.line}"
+                print(f"    {found.path.replace(span, '<the text>')}{line}")
 
 
 def describe(shown, length: int) -> str:
