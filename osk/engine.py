@@ -423,6 +423,19 @@ class Engine:
         self._note_look()
         index.flush()
 
+    def reindex(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Rebuild the search index and the recall file from the node files alone (the files
+        are the source of truth; what was persisted is forgotten), then record this look with
+        it; ``progress(done, total)`` per file. Returns how many nodes are indexed."""
+        self.refresh()
+        self._ctx.take_changes()  # the rebuild reads every file: nothing to hand over
+        if self._index is None:
+            self._index = SearchIndex(self.vault, refresh_interval=math.inf)
+        self._index.rebuild(progress)
+        self._note_look()
+        self.catalog.save_snapshot()
+        return len(self._index)
+
     def listen_for_recall(self) -> Listener | None:
         """Answer the prompt-submit hook's per-prompt recall over a local socket with this
         index's ranking (``osk.hooks.recall_channel``); None when the channel is off or the

@@ -220,3 +220,28 @@ def test_a_store_written_under_other_tokenizer_params_is_not_ranked_from(
     first = search(vault, "walrus", tmp_path)
     assert first[0] == "ENGINE" and set(first[1]) == {"Walrus habits", "Walrus diet"}
     assert search(vault, "walrus", tmp_path) == ("QUICK", first[1])  # the engine mended it
+
+
+def test_osk_reindex_rebuilds_the_store_from_the_files_with_progress(
+        vault: Vault, tmp_path: Path):
+    import sqlite3
+
+    populated(vault)
+    search(vault, "walrus", tmp_path)
+    db = sqlite3.connect(vault.state("index", "recall.sqlite"))
+    row, record = db.execute("SELECT row, record FROM docs WHERE path LIKE '%Walrus diet%'"
+                             ).fetchone()
+    damaged = json.loads(record)
+    damaged[2] = "Not what the file says"  # the title: a store that no longer matches its files
+    db.execute("UPDATE docs SET record = ? WHERE row = ?", (json.dumps(damaged), row))
+    db.commit()
+    db.close()
+    assert "Not what the file says" in search(vault, "walrus", tmp_path)[1]
+    done = subprocess.run([sys.executable, "-m", "osk", "--vault", str(vault.root), "reindex"],
+                          cwd=tmp_path, capture_output=True, text=True,
+                          env={**os.environ, "OSK_SEMANTIC": "0"})
+    assert done.returncode == 0, done.stderr
+    assert "indexed 3 node(s) from the files" in done.stdout
+    assert "indexing: 3/3 (100%)" in done.stderr  # the progress report
+    path, titles = search(vault, "walrus", tmp_path)
+    assert path == "QUICK" and set(titles) == {"Walrus habits", "Walrus diet"}

@@ -317,11 +317,12 @@ class SearchIndex:
                 self._commit()
                 self._compact()
 
-    def rebuild(self) -> None:
-        """Forget everything persisted and index the files again."""
+    def rebuild(self, progress: Callable[[int, int], None] | None = None) -> None:
+        """Forget everything persisted and index the files again (``progress(done, total)``
+        after each file)."""
         with self._lock:
             self._reset_memory()
-            self._build("rebuilt: requested")
+            self._build("rebuilt: requested", progress)
             self._loaded = True
 
     def __len__(self) -> int:
@@ -365,10 +366,13 @@ class SearchIndex:
                 self._recall.catch_up(self._corpus)
         self._loaded = True
 
-    def _build(self, report: str) -> None:
+    def _build(self, report: str, progress: Callable[[int, int], None] | None = None) -> None:
         now = time.time_ns()
-        for rel, stat in _walk(self.vault):
+        files = list(_walk(self.vault))
+        for done, (rel, stat) in enumerate(files, start=1):
             self._read_file(rel, stat, None, now)
+            if progress is not None:
+                progress(done, len(files))
         self._last_walk = time.monotonic()
         self._pending.clear()
         self._compact()

@@ -8,7 +8,7 @@ keeps it equal to what each group registers.
 GROUPS: dict[str, tuple[str, ...]] = {
     "vault": ("init",),
     "nodes": ("mcp", "validate", "overview", "read"),
-    "search": ("search", "embed", "import"),
+    "search": ("search", "embed", "reindex", "import"),
     "recall": ("recall", "stats"),
     "authority": ("protect", "unprotect", "approve", "revert", "review", "log", "show",
                   "confirm", "reject", "tombstones", "lift", "candidates", "dismiss",

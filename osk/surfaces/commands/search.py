@@ -30,6 +30,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                                          "(the MCP server does this in the background)")
     embed.set_defaults(handler=run_embed)
 
+    reindex = sub.add_parser("reindex", help="rebuild the search index from the node files "
+                                             "(the files are the source of truth), with progress")
+    add_json_flag(reindex)
+    reindex.set_defaults(handler=run_reindex)
+
     load = sub.add_parser("import", help="load nodes from a JSON Lines file through the write "
                                          "path; rejected lines are reported, the rest load")
     load.add_argument("file", help="JSON Lines: title, summary, body, space, scope, "
@@ -85,7 +90,6 @@ def _hit(hit: Any) -> dict[str, Any]:
 
 # -- embed --------------------------------------------------------------------------------------
 def run_embed(args: argparse.Namespace) -> int:
-    import time
 
     from osk.engine import Engine
     from osk.search import semantic
@@ -96,15 +100,35 @@ def run_embed(args: argparse.Namespace) -> int:
         print(f"Error: the semantic channel is {state.text}{hint}", file=sys.stderr)
         return 1
     engine = Engine.open(args.vault, cwd=Path.cwd(), actor="user")
-    bar = Progress(sys.stderr, "embedding")
-    started = time.monotonic()
-    missing = engine.embed_nodes(progress=bar.update)
-    bar.close()
-    seconds = time.monotonic() - started
+    missing, seconds = _with_progress("embedding", engine.embed_nodes)
     done = f"every node has its vector ({seconds:.1f} s)"
     print(done if not missing else f"{missing} node(s) could not be embedded (changed or "
                                    f"unreadable while this ran; run it again)")
     return 0 if not missing else 1
+
+
+def _with_progress(label: str, work: Any) -> tuple[Any, float]:
+    """``work(progress=...)`` with a progress bar on stderr: (its result, seconds taken)."""
+    import time
+
+    bar = Progress(sys.stderr, label)
+    started = time.monotonic()
+    result = work(progress=bar.update)
+    bar.close()
+    return result, time.monotonic() - started
+
+
+# -- reindex ------------------------------------------------------------------------------------
+def run_reindex(args: argparse.Namespace) -> int:
+    from osk.engine import Engine
+
+    engine = Engine.open(args.vault, cwd=Path.cwd(), actor="user")
+    count, seconds = _with_progress("indexing", engine.reindex)
+    if args.json:
+        print(json_text({"indexed": count, "seconds": round(seconds, 3)}))
+    else:
+        print(f"indexed {count} node(s) from the files ({seconds:.1f} s)")
+    return 0
 
 
 # -- import -------------------------------------------------------------------------------------
