@@ -115,11 +115,16 @@ class Engine:
         engine.refresh()
         return engine
 
-    def sibling(self, *, cwd: Path, scope: str | None) -> Engine:
+    def sibling(self, *, cwd: Path, scope: str | None, files: Path | None = None) -> Engine:
         """Another session on this vault (``scope``, or the one ``cwd`` routes to) sharing this
         engine's catalog, recheck table, read log, ledgers and freshness, so what either writes
-        the other knows without a walk: ``osk import`` writes every scope through siblings."""
-        ctx = replace(self._ctx, session=open_session(self.vault, cwd, scope))
+        the other knows without a walk: ``osk import`` writes every scope through siblings.
+        ``files``: where its file citations resolve instead of the worktree (a host's own
+        memory folder, ``osk import --from``)."""
+        session = open_session(self.vault, cwd, scope)
+        if files is not None:
+            session = replace(session, key=replace(session.key, repo_root=files))
+        ctx = replace(self._ctx, session=session)
         ctx.fresh = self._ctx.fresh
         return replace(self, _ctx=ctx, _index=None, _embedder=None, _scope_answers=(None, {}))
 
