@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from functools import cache
 
 from osk.capture.secret_values import (
     _KEYWORDS,
@@ -34,6 +35,13 @@ def _secret_groups(pattern: re.Pattern[str], kind: str) -> Callable[[str], Found
         for match in pattern.finditer(text):
             yield match.start("secret"), match.end("secret"), kind
     return detect
+
+@cache
+def _pattern(source: str) -> re.Pattern[str]:
+    """A detector's pattern, compiled on first use: every hook process imports the filter,
+    and most texts never reach the detectors that need these."""
+    return re.compile(source)
+
 
 def _matches_at(pattern: re.Pattern[str], text: str, words: tuple[str, ...]
                 ) -> list[re.Match[str]]:
@@ -279,14 +287,15 @@ _AWS_SECRET = re.compile(
 )
 # A secret access key beside its key id: the console's CSV download (``AKIA…,secret``), a key
 # pair written ``AKIA… / secret`` or ``AKIA…:secret``.
-_AWS_PAIR = re.compile(
+_AWS_PAIR = (
     r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}[\"']?[ \t]*[,;:|/][ \t]*[\"']?"
     r"(?P<secret>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
 )
 
 
 def _aws_secrets(text: str) -> Found:
-    matches = [*_matches_at(_AWS_SECRET, text, ("aws", "secret")), *_AWS_PAIR.finditer(text)]
+    matches = [*_matches_at(_AWS_SECRET, text, ("aws", "secret")),
+               *_pattern(_AWS_PAIR).finditer(text)]
     for match in matches:
         if _mixed_token(match["secret"]) or any(c in "/+" for c in match["secret"]):
             yield match.start("secret"), match.end("secret"), "aws-secret-key"
@@ -578,13 +587,13 @@ def _tool_passwords(text: str) -> Found:
 # API keys sent in a header or a field named for them, wherever the name sits (quoted in a curl
 # -H, a JSON or JS object, a PowerShell hashtable): ``x-api-key``, ``Ocp-Apim-Subscription-Key``,
 # ``X-Auth-Token``, ``Private-Token``. The value must look random (letters and digits, 16+).
-_KEY_HEADER = re.compile(
+_KEY_HEADER = (
     r"(?i)(?:api-?key|api-?secret|api-?token|auth-token|access-token|private-token|"
     r"subscription-key)[\"']?[ \t]*[:=][ \t]*[\"']?"
     r"(?P<secret>[A-Za-z0-9._~+/=-]{16,})"
 )
 # ``key="…"`` alone names many things (a cache or dict key); only a random-looking value counts.
-_BARE_KEY = re.compile(
+_BARE_KEY = (
     r"(?<![A-Za-z0-9_.-])key[ \t]*=[ \t]*(?P<q>[\"'])(?P<secret>[A-Za-z0-9_-]{24,})(?P=q)")
 
 
@@ -597,20 +606,20 @@ _KEY_HEADER_WORDS = ("api", "auth-token", "access-token", "private-token", "subs
 
 
 def _key_headers(text: str) -> Found:
-    for match in _matches_at(_KEY_HEADER, text, _KEY_HEADER_WORDS):
+    for match in _matches_at(_pattern(_KEY_HEADER), text, _KEY_HEADER_WORDS):
         secret = match["secret"].rstrip(".")
         if _random_looking(secret) and not _placeholder(secret):
             yield match.start("secret"), match.start("secret") + len(secret), "api-key"
 
 
 def _bare_keys(text: str) -> Found:
-    for match in _BARE_KEY.finditer(text):
+    for match in _pattern(_BARE_KEY).finditer(text):
         if _mixed_token(match["secret"]):
             yield match.start("secret"), match.end("secret"), "api-key"
 
 
 # ``the API key is …``, ``token: …`` in a sentence: a key word, then a random-looking value.
-_PROSE_KEY = re.compile(
+_PROSE_KEY = (
     r"(?i)(?<![A-Za-z0-9_])(?:api[ _-]?key|access[ _-]?key|secret[ _-]?key|auth[ _-]?token|"
     r"access[ _-]?token|token|secret)(?:[ \t]+(?:is|was|will be)[ \t]+|[ \t]*:[ \t]*|[ \t]+)"
     r"[\"'`]?(?P<secret>[A-Za-z0-9._~+/=-]{16,})"
@@ -618,7 +627,8 @@ _PROSE_KEY = re.compile(
 
 
 def _prose_keys(text: str) -> Found:
-    for match in _matches_at(_PROSE_KEY, text, ("api", "access", "secret", "auth", "token")):
+    words = ("api", "access", "secret", "auth", "token")
+    for match in _matches_at(_pattern(_PROSE_KEY), text, words):
         secret = match["secret"].rstrip(".")
         if _random_looking(secret) and not _placeholder(secret) and not _hex_id(secret):
             yield match.start("secret"), match.start("secret") + len(secret), "secret"
@@ -631,28 +641,30 @@ def _hex_id(value: str) -> bool:
 
 # ``.netrc`` (Heroku keeps its API key there): ``machine HOST login USER password SECRET``, on
 # one line or several; and the key ``heroku auth:token`` prints on the next line.
-_NETRC_PASSWORD = re.compile(r"(?m)(?:^|[ \t])password[ \t]+(?P<secret>[^\s]+)")
-_HEROKU_TOKEN = re.compile(r"heroku[ \t]+auth:token[^\n]*\r?\n[ \t]*(?P<secret>[A-Za-z0-9_-]{20,})")
+_NETRC_PASSWORD = r"(?m)(?:^|[ \t])password[ \t]+(?P<secret>[^\s]+)"
+_HEROKU_TOKEN = r"heroku[ \t]+auth:token[^\n]*\r?\n[ \t]*(?P<secret>[A-Za-z0-9_-]{20,})"
 
 
 def _netrc_passwords(text: str) -> Found:
     if re.search(r"(?m)(?:^|[ \t])machine[ \t]+\S", text):
-        for match in _NETRC_PASSWORD.finditer(text):
+        for match in _pattern(_NETRC_PASSWORD).finditer(text):
             if not _placeholder(match["secret"]):
                 yield match.start("secret"), match.end("secret"), "password"
-    for match in _HEROKU_TOKEN.finditer(text):
+    for match in _pattern(_HEROKU_TOKEN).finditer(text):
         yield match.start("secret"), match.end("secret"), "api-key"
 
 
 # Twilio's auth token (32 hex digits) written beside its account SID: ``Client('AC…', '…')``,
 # ``sid AC… token …``.
-_TWILIO_PAIR = re.compile(
+_TWILIO_PAIR = (
     r"(?<![A-Za-z0-9])AC[0-9a-f]{32}(?:[\"']?[ \t]*[,:][ \t]*[\"']?|[ \t]+(?:auth[-_ ]?)?token"
     r"[ \t:=]+[\"']?)(?P<secret>[0-9a-f]{32})(?![0-9A-Za-z])"
 )
 
 
-_twilio_tokens = _secret_groups(_TWILIO_PAIR, "twilio-auth-token")
+def _twilio_tokens(text: str) -> Found:
+    for match in _pattern(_TWILIO_PAIR).finditer(text):
+        yield match.start("secret"), match.end("secret"), "twilio-auth-token"
 
 
 # Most specific first: a merged span is named by the earliest detector that found part of it.
