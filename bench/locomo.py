@@ -334,6 +334,38 @@ def injected(vault: Any, cwd: Path, prompt: str) -> str:
     return match.group(0) if match else ""
 
 
+def round_floor_table(vault: Any, data: Data, units: dict[str, str]) -> str:
+    """How the rounds fallback's floor trades answers for silence: each question's candidate
+    rounds once (``osk.hooks.recall.rounds_recalled`` with no floor), then each floor applied
+    as the hook applies it (nothing below it; the first ``MAX_ROUNDS`` above the bar)."""
+    from osk.hooks import recall
+
+    floor, most = recall.ROUND_FLOOR, recall.MAX_ROUNDS
+    recall.ROUND_FLOOR, recall.MAX_ROUNDS = 0.0, recall.DEPTH
+    try:
+        found = [recall.rounds_recalled(vault, f"locomo-{q.conversation}", q.text, {}, None)
+                 for q in data.questions]
+    finally:
+        recall.ROUND_FLOOR, recall.MAX_ROUNDS = floor, most
+    lines = [f"rounds fallback by floor (now {floor}; at most {most} rounds):",
+             " floor  evidence (1-4)  adversarial silent  mean rounds shown"]
+    for gate in (0.0, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 5.0):
+        hit, answerable, silent, adversarial, shown = 0, 0, 0, 0, 0
+        for question, candidates in zip(data.questions, found, strict=True):
+            best = max((c.confidence for c in candidates), default=0.0)
+            chosen = candidates[:most] if best >= gate and candidates else []
+            shown += len(chosen)
+            if question.category == 5:
+                adversarial += 1
+                silent += not chosen
+            else:
+                answerable += 1
+                hit += bool(question.evidence & {units.get(c.id) for c in chosen})
+        lines.append(f" {gate:5}  {hit / max(answerable, 1):14.3f}  "
+                     f"{silent / max(adversarial, 1):18.3f}  {shown / len(found):17.2f}")
+    return "\n".join(lines)
+
+
 # -- baselines ----------------------------------------------------------------------------------
 def plain_words(text: str) -> list[str]:
     return _WORD.findall(text.lower())
@@ -462,6 +494,8 @@ def main(argv: Iterable[str] | None = None) -> None:
     parser.add_argument("--holdings", default="rounds,nodes")
     parser.add_argument("--keep", type=Path, default=None, help="build the vaults here")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--floors", action="store_true",
+                        help="also print the rounds fallback's answers and silence by floor")
     args = parser.parse_args(list(argv) if argv is not None else None)
     os.environ.setdefault("OSK_SEMANTIC", "0")  # lexical: the targets are lexical
     if not sorted(args.data.glob("*.json")):
@@ -483,6 +517,8 @@ def main(argv: Iterable[str] | None = None) -> None:
             built = time.perf_counter() - started
             answers = ask_osk(vault, base, data, Resolver(units), with_hook=True)
             results[f"osk, {holding}"] = table(data, answers)
+            if holding == "rounds" and args.floors:
+                print(round_floor_table(vault, data, units), file=sys.stderr)
             print(f"osk {holding}: built in {built:.1f} s, asked in "
                   f"{time.perf_counter() - started - built:.1f} s", file=sys.stderr)
     results["rank-bm25"] = table(data, ask_bm25(data, rank_bm25))

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from osk.authority import mutation, protection, review_queue, trust
 from osk.context import AGENT, USER, WriteContext
-from osk.errors import LedgerError, NodeNotFound, OskError
+from osk.errors import LedgerError, NodeNotFound, OskError, SearchError
 from osk.outline import outline_of, section_span
 from osk.provenance import candidates
 from osk.provenance.pairs import ReadLog
@@ -48,6 +48,7 @@ from osk.results import (
 from osk.search import DEFAULT_K, SearchIndex
 from osk.search.corpus import SearchDoc
 from osk.search.ranking import Hit, Markers
+from osk.search.rounds import SEARCH_KINDS, RoundIndex, merged, round_hits
 from osk.store.catalog import Catalog, Changes
 from osk.store.edges import NodeTarget, parse_target
 from osk.store.fsutil import synced_at_exit
@@ -94,6 +95,7 @@ class Engine:
     actor: str
     _ctx: WriteContext
     _index: SearchIndex | None = None
+    _rounds: RoundIndex | None = None
     embed_after_writes: bool = False  # the MCP server's choice: see embed_in_background
     _embedder: threading.Thread | None = None
     _scope_answers: tuple[Session | None, dict[str | None, bool]] = field(
@@ -469,16 +471,47 @@ class Engine:
                                           name="osk-embed", daemon=True)
         self._embedder.start()
 
-    def search(self, query: str, *, k: int = DEFAULT_K, as_of: str | None = None) -> SearchResult:
+    def search(self, query: str, *, k: int = DEFAULT_K, as_of: str | None = None,
+               kind: str = "all") -> SearchResult:
         """Ranked hits visible to this session, each with its markers (k is capped at
-        ``MAX_K``; below 1 is refused). ``as_of``: the vault as it stood then, each node in
-        the version readers were served at that time, ranked by those words."""
-        if as_of is not None:
+        ``MAX_K``; below 1 is refused): nodes and raw rounds (``kind``: all, nodes, rounds;
+        a round is marked "raw round", its coordinate its id). ``as_of``: the vault as it
+        stood then, each node in the version readers were served at that time, ranked by
+        those words (nodes only)."""
+        if kind not in SEARCH_KINDS:
+            raise SearchError(f"search kind must be one of {', '.join(SEARCH_KINDS)}, "
+                              f"not {kind!r}", kind=kind)
+        if as_of is not None:  # nodes only: a round has no past version
             from osk.as_of import search_past
 
             self._fresh()
             return search_past(self._ctx, self.visible, query, k, as_of)
-        return SearchResult(self.scope, query, tuple(self._hits(query, k, self.markers)))
+        nodes = self._hits(query, k, self.markers) if kind != "rounds" else []
+        if kind == "nodes":
+            return SearchResult(self.scope, query, tuple(nodes))
+        rounds = self._round_hits(query, k)
+        return SearchResult(self.scope, query, tuple(
+            merged(nodes, rounds, self._cited_rounds(nodes), k)))
+
+    def _round_hits(self, query: str, k: int) -> list[Hit]:
+        """Raw rounds of the projects this session may see (scope isolation, as read_raw)."""
+        if self._rounds is None:
+            self._rounds = RoundIndex(self.vault)
+        routing, session = self.routing, self.session
+        return round_hits(self._rounds, query, k, lambda key: routing.key_visible(session, key),
+                          routing.scope_for)
+
+    def _cited_rounds(self, hits: Sequence[Hit]) -> dict[str, set[str]]:
+        """node id -> the raw rounds it cites (the rechecks ledger's citations)."""
+        table = self.rechecks.table()
+        cites: dict[str, set[str]] = {}
+        for hit in hits:
+            citations = table.get(hit.id)
+            if citations is not None:
+                cites[hit.id] = {pair.target.key.removeprefix("raw:")
+                                 for pair in citations.pairs.values()
+                                 if pair.target.kind == "raw"}
+        return cites
 
     def _hits(self, query: str, k: int, markers: Markers | None) -> list[Hit]:
         """The index's hits for this session, the catalog made fresh first."""

@@ -39,8 +39,11 @@ RECHECKS_LEDGER = "rechecks"  # osk.provenance.rechecks' ledger: its markers nee
 
 
 def search(vault_arg: str | Path | None, cwd: Path, scope: str | None, query: str,
-           k: int | None) -> SearchResult | None:
-    """The engine's answer to ``query`` for a session in ``cwd``, or None: open the engine."""
+           k: int | None, kind: str = "all") -> SearchResult | None:
+    """The engine's answer to ``query`` for a session in ``cwd``, or None: open the engine.
+    ``kind`` as ``Engine.search``'s: raw rounds come from their own index
+    (``osk.search.rounds``), merged as the engine merges them (no citations here: a vault
+    that records any is answered by the engine)."""
     from osk.authority import mutation
     from osk.errors import OskError
     from osk.provenance.sessions import open_session
@@ -56,7 +59,24 @@ def search(vault_arg: str | Path | None, cwd: Path, scope: str | None, query: st
     vault.clear_debris()  # what opening the engine does first
     mutation.settle(vault)
     session = open_session(vault, cwd, scope)
-    return _ranked(vault, session, query, text, wanted)
+    if kind == "rounds":
+        return SearchResult(session.scope, query, tuple(_rounds(vault, session, text, wanted)))
+    result = _ranked(vault, session, query, text, wanted)
+    if result is None or kind == "nodes":
+        return result
+    from osk.search.rounds import merged
+
+    rounds = _rounds(vault, session, text, wanted)
+    return SearchResult(result.scope, query, tuple(merged(result.hits, rounds, {}, wanted)))
+
+
+def _rounds(vault: Vault, session: Any, text: str, k: int) -> list[Any]:
+    from osk.provenance.sessions import Routing
+    from osk.search.rounds import RoundIndex, round_hits
+
+    routing = Routing(vault)
+    return round_hits(RoundIndex(vault), text, k, lambda key: routing.key_visible(session, key),
+                      routing.scope_for)
 
 
 def _answerable_here(vault: Vault, query: str) -> bool:

@@ -57,9 +57,7 @@ def read_raw(ctx: WriteContext, coordinate: str, *, rounds: Sequence[int] | None
 
 
 def _check_visible(ctx: WriteContext, key: str) -> None:
-    if key == ctx.session.key.key:
-        return
-    if not ctx.session.can_see_scope(ctx.routing.scope_for(key)):
+    if not ctx.routing.key_visible(ctx.session, key):
         raise NodeNotFound(
             f"no raw record _raw/{key}/… visible to this session (scope {ctx.session.scope!r})",
             ref=key,

@@ -181,7 +181,7 @@ def test_the_section_is_not_body_text_hashes_reads_and_search_ignore_it(
     assert validate.run(vault) == []
     assert eng.recheck().candidates == ()
     # the cited title's words are in the section only: no search hit for them there
-    assert [h.title for h in eng.search("nextest").hits] == ["Test runner"]
+    assert [h.title for h in eng.search("nextest", kind="nodes").hits] == ["Test runner"]
     # an edit by anchor works on the body and the section follows the new links
     eng.update_node("Release builds", NodeEdit(old_text="releases", new_text="release builds",
                              derived_from=("build",)))

@@ -266,6 +266,11 @@ class Routing:
         return self.ledger.read()
 
     # -- bindings -----------------------------------------------------------------------
+    def key_visible(self, session: Session, key: str) -> bool:
+        """Scope isolation for a raw record's key: the session's own, or one bound to a scope
+        the session may see."""
+        return key == session.key.key or session.can_see_scope(self.scope_for(key))
+
     def route(self, key: str) -> tuple[str, bool]:
         """The scope ``key`` writes to (its binding, or the scope named after it) and whether
         the ledger binds it, from one look at the ledger. LedgerFork when the binding forked."""

@@ -110,7 +110,7 @@ class Spec:
 
 
 def _search(engine: Any, a: SearchArgs) -> Out:
-    return SearchOut.model_validate(engine.search(a.query, k=a.k, as_of=a.as_of),
+    return SearchOut.model_validate(engine.search(a.query, k=a.k, as_of=a.as_of, kind=a.kind),
                                     from_attributes=True)
 
 
@@ -214,7 +214,9 @@ SPECS: tuple[Spec, ...] = (
         "existing node instead of duplicating it. Returns title, path, id, summary, updated, "
         "score and markers (recheck: it cites a changed source; "
         "conflict: party to an open candidate). read_node a hit before citing or relying on "
-        "it.")),
+        "it. Captured conversation rounds come beside nodes, marked 'raw round', their "
+        "coordinate as id and their date and an excerpt as summary: read_raw one before "
+        "relying on it; kind asks for nodes or rounds only.")),
     Spec("read_node", ReadNodeArgs, NodeOut, _read_node, read_only=True, idempotent=True,
          description=(
         "Read a node by exact title or id. Long bodies come in pages of at most 4,000 "

@@ -47,6 +47,10 @@ class SearchArgs(Args):
                    description=f"how many hits (default {DEFAULT_K}, at most {MAX_K})")
     as_of: Timestamp = Field(None, description="answer as the vault stood at this time "
                                                "(each node's text then), for claims valid then")
+    kind: Literal["all", "nodes", "rounds"] = Field(
+        "all", description="nodes and raw rounds (all, the default), nodes only, or raw "
+                           "rounds only (a round's id is its coordinate: read it with "
+                           "read_raw)")
 
 
 class ReadNodeArgs(Args):

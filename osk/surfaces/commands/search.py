@@ -16,12 +16,15 @@ from osk.surfaces.commands.common import add_json_flag, add_scope_flag, json_tex
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    search = sub.add_parser("search", help="ranked nodes for a query (what the search tool sees)")
+    search = sub.add_parser("search", help="ranked nodes and raw rounds for a query (what the "
+                                           "search tool sees)")
     search.add_argument("query", help="words, or a node's title")
     search.add_argument("--k", type=int, help="how many hits (default 8, at most 50)")
     search.add_argument("--as-of", dest="as_of",
                         help="the vault as it stood at this time, for claims valid then "
                              "(2026-03-01 or a full timestamp)")
+    search.add_argument("--kind", choices=("all", "nodes", "rounds"), default="all",
+                        help="nodes and raw rounds (default), nodes only, or rounds only")
     add_scope_flag(search)
     add_json_flag(search)
     search.set_defaults(handler=run_search)
@@ -62,7 +65,8 @@ def run_search(args: argparse.Namespace) -> int:
 
     result = None
     if args.as_of is None:  # the engine's answer from the persisted index, when it holds
-        result = quick_search.search(args.vault, Path.cwd(), args.scope, args.query, args.k)
+        result = quick_search.search(args.vault, Path.cwd(), args.scope, args.query, args.k,
+                                     args.kind)
     if result is None:
         result = _engine_search(args)
     if args.json:
@@ -70,7 +74,7 @@ def run_search(args: argparse.Namespace) -> int:
                          "hits": [_hit(hit) for hit in result.hits]}))
         return 0
     if not result.hits:
-        print(f"No nodes match {args.query!r} (scope {result.scope}).", file=sys.stderr)
+        print(f"Nothing matches {args.query!r} (scope {result.scope}).", file=sys.stderr)
         return 0
     for rank, hit in enumerate(result.hits, start=1):
         markers = f"  [{', '.join(hit.markers)}]" if hit.markers else ""
@@ -89,7 +93,7 @@ def _engine_search(args: argparse.Namespace) -> Any:
     with collector_paused():
         engine = Engine.open(args.vault, cwd=Path.cwd(), scope=args.scope, actor="user")
         wanted = {} if args.k is None else {"k": args.k}  # the engine owns default and cap
-        return engine.search(args.query, as_of=args.as_of, **wanted)
+        return engine.search(args.query, as_of=args.as_of, kind=args.kind, **wanted)
 
 
 def _hit(hit: Any) -> dict[str, Any]:

@@ -1,0 +1,329 @@
+"""Raw rounds as search documents: every captured round findable by its words and its date.
+
+A round's document is its person text, its final answer and its tool summary, with its date
+written out in the words people ask with ("8 May 2023", "May 2023"), its host, its record's key
+(the project it belongs to, whose scope decides who may see it) and its coordinate.
+
+The index is an SQLite FTS5 table of our own terms (``tokenize``: each term a space-separated
+word, so FTS5 only splits at the spaces and ranks with its own BM25), in ``.osk/index/
+rounds.sqlite``: device state, rebuilt from the records whenever missing or of another schema.
+It is a cache of the raw record files, kept by their stat keys: every query first stats the
+record files (one ``os.stat`` each) and re-reads any record whose stat changed or that is new,
+so a round captured by a hook, by ``append_raw`` or landed by sync is found by the next query,
+and a redaction (which rewrites the record) removes the round's old terms at once. Standard
+library only: the prompt-submit hook queries it too.
+
+Visibility is the caller's: ``search`` takes ``visible(key)`` (scope isolation, decided where
+the routing ledger is read) and never returns a round of a key it refuses.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import closing, contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from osk.search.tokenize import tokenize
+from osk.store.locks import file_lock
+from osk.store.vault import Vault
+
+SCHEMA = 2  # 2: round numbers and lengths (for recall's confidence), the vocabulary view
+FILE = "rounds.sqlite"
+LOCK = "rounds.lock"
+EXCERPT_CHARS = 200
+KIND = "round"  # what a round is called beside nodes (``Hit.space``)
+MARKER = "raw round"  # its marker on a search hit
+SEARCH_KINDS = ("all", "nodes", "rounds")  # what a search may ask for
+
+_TABLES = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS records (
+    rel TEXT PRIMARY KEY, key TEXT NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
+    ino INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS rounds (
+    row INTEGER PRIMARY KEY, rel TEXT NOT NULL, key TEXT NOT NULL, coordinate TEXT NOT NULL,
+    number INTEGER NOT NULL, at TEXT NOT NULL, host TEXT NOT NULL, excerpt TEXT NOT NULL,
+    length INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS rounds_rel ON rounds (rel, number);
+CREATE VIRTUAL TABLE IF NOT EXISTS terms USING fts5(
+    body, tokenize = 'unicode61 remove_diacritics 0');
+CREATE VIRTUAL TABLE IF NOT EXISTS terms_vocab USING fts5vocab(terms, 'row');
+"""
+
+
+@dataclass(frozen=True)
+class RoundHit:
+    coordinate: str  # _raw/KEY/CONV#Round N: what read_raw takes
+    key: str
+    at: str
+    host: str
+    excerpt: str
+    score: float  # FTS5's BM25, larger is better
+    slot: int = 0  # its place in the result: the key of ``RoundStats``' tables
+
+
+@dataclass(frozen=True)
+class RoundStats:
+    """What BM25 knows about the rounds of one result, in the shape recall's ``confidence``
+    reads of the node index (``size``, ``k1``, ``norms``, ``postings``, ``df``), so rounds
+    and nodes are held to one measure of how sure a hit is."""
+
+    size: int
+    k1: float
+    _norms: dict[int, float]
+    _tfs: dict[str, dict[int, int]]
+    _dfs: dict[str, int]
+
+    def norms(self) -> dict[int, float]:
+        return self._norms
+
+    def postings(self, term: str) -> dict[int, int]:
+        return self._tfs.get(term, {})
+
+    def df(self, term: str) -> int:
+        return self._dfs.get(term, 0)
+
+
+_ISO_DATE = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
+
+
+def date_words(at: str) -> str:
+    """A round's time as people name its day: "8 May 2023 2023-05-08" ("" if none)."""
+    try:
+        moment = datetime.fromisoformat(at)
+    except ValueError:
+        return ""
+    return f"{moment.day} {moment:%B} {moment.year} {moment:%Y-%m-%d}"
+
+
+def dates_in(text: str) -> str:
+    """The ISO dates written in ``text`` (2023-05-07) as people ask for them ("7 May 2023"),
+    so "May 2023" finds a round that wrote the date in numbers."""
+    found = []
+    for match in _ISO_DATE.finditer(text):
+        try:
+            day = datetime(int(match[1]), int(match[2]), int(match[3]))
+        except ValueError:
+            continue
+        found.append(f"{day.day} {day:%B} {day.year}")
+    return " ".join(found)
+
+
+def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[:limit - 1].rstrip() + "…"
+
+
+class RoundIndex:
+    """The rounds of one vault's raw records, searchable by their terms."""
+
+    Error = sqlite3.Error  # what a reader catches without importing sqlite3 itself
+
+    def __init__(self, vault: Vault) -> None:
+        self.vault = vault
+        self.path = vault.state("index") / FILE
+
+    # -- freshness ----------------------------------------------------------------------------
+    def _records_on_disk(self) -> dict[str, tuple[str, tuple[int, int, int]]]:
+        """rel -> (key, stat key) of every raw record file."""
+        found: dict[str, tuple[str, tuple[int, int, int]]] = {}
+        root = self.vault.raw_dir
+        try:
+            keys = list(os.scandir(root))
+        except FileNotFoundError:
+            return found
+        for key in keys:
+            if not key.is_dir(follow_symlinks=False):
+                continue
+            for entry in os.scandir(key.path):
+                if entry.name.endswith(".md") and entry.is_file(follow_symlinks=False):
+                    st = entry.stat(follow_symlinks=False)
+                    found[f"_raw/{key.name}/{entry.name}"] = (
+                        key.name, (st.st_size, st.st_mtime_ns, st.st_ino))
+        return found
+
+    @contextmanager
+    def _open(self) -> Iterator[sqlite3.Connection]:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with closing(sqlite3.connect(self.path, timeout=2.0, isolation_level=None)) as db:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")  # a cache: a lost commit is re-read
+            yield db
+
+    def _schema(self, db: sqlite3.Connection) -> None:
+        try:
+            row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+        except sqlite3.OperationalError:
+            row = None
+        if row is None or row[0] != f"{SCHEMA}":
+            for table in ("meta", "records", "rounds", "terms_vocab", "terms"):
+                db.execute(f"DROP TABLE IF EXISTS {table}")
+            db.executescript(_TABLES)
+            db.execute("INSERT INTO meta VALUES ('schema', ?)", (f"{SCHEMA}",))
+
+    def refresh(self, *, timeout: float = 5.0) -> int:
+        """Re-read every record whose file changed since it was indexed; drop gone ones.
+        Returns how many records were (re)indexed. LockTimeout after ``timeout`` seconds
+        when another process is indexing."""
+        disk = self._records_on_disk()
+        with file_lock(self.path.with_name(LOCK), timeout=timeout), self._open() as db:
+            self._schema(db)
+            known = {rel: (size, mtime, ino) for rel, size, mtime, ino in
+                     db.execute("SELECT rel, size, mtime_ns, ino FROM records")}
+            changed = [rel for rel, (_, stat) in disk.items() if known.get(rel) != stat]
+            gone = [rel for rel in known if rel not in disk]
+            if not changed and not gone:
+                return 0
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                for rel in (*gone, *changed):
+                    self._forget(db, rel)
+                for rel in changed:
+                    key, stat = disk[rel]
+                    self._index_record(db, rel, key, stat)
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+            return len(changed)
+
+    @staticmethod
+    def _forget(db: sqlite3.Connection, rel: str) -> None:
+        rows = [r for (r,) in db.execute("SELECT row FROM rounds WHERE rel=?", (rel,))]
+        db.executemany("DELETE FROM terms WHERE rowid=?", [(r,) for r in rows])
+        db.execute("DELETE FROM rounds WHERE rel=?", (rel,))
+        db.execute("DELETE FROM records WHERE rel=?", (rel,))
+
+    def _index_record(self, db: sqlite3.Connection, rel: str, key: str,
+                      stat: tuple[int, int, int]) -> None:
+        from osk.capture.raw import read_record
+        from osk.errors import OskError
+
+        conversation = rel.rsplit("/", 1)[1][:-3]
+        try:
+            record = read_record(self.vault, key, conversation, strict=False)
+        except (OskError, OSError, UnicodeDecodeError):
+            return  # unreadable now; its stat is not stored, so the next query tries again
+        db.execute("INSERT INTO records VALUES (?, ?, ?, ?, ?)", (rel, key, *stat))
+        for found in record.rounds:
+            text = "\n".join((found.user, found.assistant, *found.tools))
+            terms = tokenize(f"{date_words(found.at)}\n{text}\n{dates_in(text)}")
+            cursor = db.execute(
+                "INSERT INTO rounds (rel, key, coordinate, number, at, host, excerpt, length) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (rel, key, found.coordinate, found.number, found.at, found.host,
+                 excerpt(text), len(terms)))
+            db.execute("INSERT INTO terms (rowid, body) VALUES (?, ?)",
+                       (cursor.lastrowid, " ".join(terms)))
+
+    # -- querying -----------------------------------------------------------------------------
+    def search(self, query: str, *, k: int, visible: Callable[[str], bool],
+               refresh: bool = True, skip: tuple[str, int] | None = None) -> list[RoundHit]:
+        """The best ``k`` rounds for ``query`` among those of keys ``visible`` allows.
+        ``skip`` = (record rel, n): leave out that record's rounds from number n on."""
+        return self.search_with_stats(query, k=k, visible=visible, refresh=refresh,
+                                      skip=skip)[0]
+
+    def search_with_stats(self, query: str, *, k: int, visible: Callable[[str], bool],
+                          refresh: bool = True, skip: tuple[str, int] | None = None
+                          ) -> tuple[list[RoundHit], RoundStats | None]:
+        """``search``, with the BM25 statistics of the rounds found (None when none)."""
+        from osk.search.expand import query_terms
+
+        terms = sorted(query_terms(query))
+        if not terms or k <= 0:
+            return [], None
+        if refresh:
+            self.refresh()
+        elif not self.path.exists():
+            return [], None
+        with self._open() as db:
+            self._schema(db)
+            keys = [key for (key,) in db.execute("SELECT DISTINCT key FROM records")
+                    if visible(key)]
+            if not keys:
+                return [], None
+            rows = _matching(db, terms, keys, k, skip)
+            hits = [RoundHit(coordinate, key, at, host, text, -float(score), slot)
+                    for slot, (_, coordinate, key, at, host, text, score, _, _) in
+                    enumerate(rows)]
+            return hits, _stats(db, rows, terms) if hits else None
+
+
+def _matching(db: sqlite3.Connection, terms: list[str], keys: list[str], k: int,
+              skip: tuple[str, int] | None) -> list[tuple[Any, ...]]:
+    match = " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+    marks = ",".join("?" * len(keys))
+    skipped, facts = "", []
+    if skip is not None:
+        skipped, facts = "AND NOT (r.rel = ? AND r.number >= ?) ", [skip[0], skip[1]]
+    return list(db.execute(
+        "SELECT r.row, r.coordinate, r.key, r.at, r.host, r.excerpt, bm25(terms) AS s, "
+        "r.length, terms.body FROM terms JOIN rounds r ON r.row = terms.rowid "
+        f"WHERE terms MATCH ? AND r.key IN ({marks}) {skipped}ORDER BY s LIMIT ?",
+        (match, *keys, *facts, k)))
+
+
+def _stats(db: sqlite3.Connection, rows: list[tuple[Any, ...]], terms: list[str]) -> RoundStats:
+    from osk.search.bm25 import K1, B
+
+    size, total = db.execute("SELECT count(*), total(length) FROM rounds").fetchone()
+    avgdl = total / size if size else 1.0
+    norms = {slot: K1 * (1 - B + B * row[7] / avgdl) for slot, row in enumerate(rows)}
+    wanted = set(terms)
+    tfs: dict[str, dict[int, int]] = {}
+    for slot, row in enumerate(rows):
+        for term in str(row[8]).split():
+            if term in wanted:
+                counts = tfs.setdefault(term, {})
+                counts[slot] = counts.get(slot, 0) + 1
+    marks = ",".join("?" * len(terms))
+    dfs = dict(db.execute(f"SELECT term, doc FROM terms_vocab WHERE term IN ({marks})", terms))
+    return RoundStats(int(size), K1, norms, tfs, {str(t): int(d) for t, d in dfs.items()})
+
+
+# -- beside nodes -------------------------------------------------------------------------------
+def as_hit(found: RoundHit, scope: str | None) -> Any:
+    """A round as a search hit: its coordinate for title, path and id (what ``read_raw``
+    takes), its date and an excerpt for summary, marked as a raw round."""
+    from osk.search.ranking import Hit
+
+    day = found.at[:10]
+    return Hit(found.coordinate, found.coordinate, found.coordinate,
+               f"{day} · {found.excerpt}" if day else found.excerpt, found.at, found.score,
+               (MARKER,), KIND, scope)
+
+
+def round_hits(index: RoundIndex, query: str, k: int, visible: Callable[[str], bool],
+               scope_of: Callable[[str], str | None]) -> list[Any]:
+    """The best ``k`` rounds a session may see, as search hits."""
+    return [as_hit(found, scope_of(found.key))
+            for found in index.search(query, k=k, visible=visible)]
+
+
+def merged(nodes: Sequence[Any], rounds: Sequence[Any], cites: Mapping[str, set[str]],
+           k: int) -> list[Any]:
+    """Node hits and round hits in one order, best score first, where a node that cites a
+    round always comes before that round (the distilled claim before its evidence)."""
+    order = sorted([*nodes, *rounds], key=lambda hit: -hit.score)
+    placed: list[Any] = []
+    waiting: dict[str, Any] = {}  # round coordinate -> its hit, until its citing node is placed
+    citing = {coordinate for cited in cites.values() for coordinate in cited}
+    shown_nodes = {hit.id for hit in nodes}
+    for hit in order:
+        if hit.space == KIND and hit.id in citing and any(
+                hit.id in cites.get(node, ()) and node not in {h.id for h in placed}
+                for node in shown_nodes):
+            waiting[hit.id] = hit
+            continue
+        placed.append(hit)
+        if hit.space != KIND:
+            placed.extend(waiting.pop(c) for c in sorted(cites.get(hit.id, ()))
+                          if c in waiting)
+    placed.extend(waiting.values())
+    return placed[:k]

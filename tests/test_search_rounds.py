@@ -1,0 +1,121 @@
+"""Raw rounds in search: captured by the Stop hook, found by a later session of the same project
+only, gone once redacted, and ranked below a node that cites them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from hookkit import CLAUDE_SESSION, copy_fixture, make_project, payload, run_hook
+
+from osk import redaction
+from osk.engine import Engine
+from osk.request import NewNode
+from osk.search.rounds import MARKER, RoundIndex
+from osk.store.vault import Vault
+
+
+def captured(vault: Vault, project: Path, tmp_path: Path) -> None:
+    transcript = copy_fixture("claude", "session.jsonl", tmp_path / "t" / "session.jsonl")
+    data = json.loads(payload("claude", "stop", transcript=transcript, cwd=project))
+    done = run_hook("stop", "claude", json.dumps(data).encode(), cwd=project)
+    assert done.returncode == 0, done.stderr
+
+
+def rounds_of(engine: Engine, query: str) -> list[str]:
+    return [hit.id for hit in engine.search(query, k=10).hits if MARKER in hit.markers]
+
+
+def test_a_round_captured_by_the_stop_hook_is_found_by_its_project_only(vault, tmp_path):
+    shop = make_project(tmp_path / "shop")
+    other = make_project(tmp_path / "other")
+    captured(vault, shop, tmp_path)
+    later = Engine.open(vault, cwd=shop)  # a later session of the same project
+    found = rounds_of(later, "why does the checkout test fail on CI")
+    assert found and found[0] == f"_raw/shop/{CLAUDE_SESSION}#Round 1"
+    hit = next(h for h in later.search("checkout test fails", k=10).hits if h.id == found[0])
+    assert hit.scope == "shop" and hit.summary.startswith("2026-03-14 · ")
+    assert rounds_of(Engine.open(vault, cwd=other), "why does the checkout test fail") == []
+    assert rounds_of(later, "checkout") and later.search(
+        "checkout", k=10, kind="nodes").hits == ()
+
+
+def test_a_redacted_round_is_not_found_by_the_redacted_words(vault, tmp_path, monkeypatch):
+    shop = make_project(tmp_path / "shop")
+    engine = Engine.open(vault, cwd=shop)
+    engine.append_raw("talk", user="the NAS login is tulip-7-orbit-lamp", assistant="Mounted.")
+    assert rounds_of(engine, "tulip orbit lamp") == ["_raw/shop/talk#Round 1"]
+    target = redaction.parse("_raw/shop/talk")
+    monkeypatch.setattr("sys.stdin.isatty", lambda: True, raising=False)
+    monkeypatch.setattr("osk.authority.protection.require_person", lambda *a, **k: None)
+    redaction.redact(vault, target, "tulip-7-orbit-lamp")
+    assert rounds_of(engine, "tulip orbit lamp") == []
+    assert rounds_of(engine, "NAS login") == ["_raw/shop/talk#Round 1"]
+
+
+def test_a_node_that_cites_a_round_ranks_above_it(vault, tmp_path):
+    shop = make_project(tmp_path / "shop")
+    engine = Engine.open(vault, cwd=shop)
+    ref = engine.append_raw("talk", user="the invoice totals round half up to cents, always",
+                            assistant="Rounding invoice totals half up to cents.")
+    engine.create_node(NewNode("billing", "Billing", "Billing hub.\n", space="Scope",
+                               cluster="billing", drafter="test-model"))
+    engine.create_node(NewNode("Invoice rounding", "Totals round half up",
+                               "Invoice totals round half up to cents.\n", space="Scope",
+                               cluster="billing", drafter="test-model",
+                               derived_from=(ref.coordinate,)))
+    ids = [hit.id for hit in engine.search("invoice totals round half up cents", k=10).hits]
+    node = next(i for i, hit in enumerate(ids) if not hit.startswith("_raw/"))
+    assert ref.coordinate in ids and node < ids.index(ref.coordinate)
+
+
+def test_the_index_catches_up_with_a_record_changed_behind_it(vault, tmp_path):
+    shop = make_project(tmp_path / "shop")
+    engine = Engine.open(vault, cwd=shop)
+    engine.append_raw("talk", user="first words", assistant="ok")
+    index = RoundIndex(vault)
+    assert index.refresh() == 1 and index.refresh() == 0
+    engine.append_raw("talk", user="zeppelin arrives", assistant="ok")
+    assert [h.coordinate for h in index.search("zeppelin", k=5, visible=lambda key: True)] \
+        == ["_raw/shop/talk#Round 2"]
+    assert index.search("zeppelin", k=5, visible=lambda key: False) == []
+
+
+# -- per-prompt recall falls back to rounds ------------------------------------------------------
+def recalled_for(project: Path, text: str, tmp_path: Path, session: str) -> str:
+    data = json.loads(payload("claude", "prompt_submit", transcript=tmp_path / "t.jsonl",
+                              cwd=project, prompt_id="p-1", prompt=text))
+    data["session_id"] = session
+    done = run_hook("prompt-submit", "claude", json.dumps(data).encode(), cwd=project)
+    assert done.returncode == 0 and "failed" not in done.stderr, done.stderr
+    return json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"] \
+        if done.stdout else ""
+
+
+def test_recall_falls_back_to_a_captured_round_in_a_later_session_of_its_project(vault,
+                                                                               tmp_path):
+    shop = make_project(tmp_path / "shop")
+    other = make_project(tmp_path / "other")
+    captured(vault, shop, tmp_path)
+    question = "why does the checkout test fail on CI but pass locally"
+    later = recalled_for(shop, question, tmp_path, "a-later-session")
+    coordinate = f"_raw/shop/{CLAUDE_SESSION}#Round 1"
+    assert f"(id {coordinate}, {MARKER})" in later and "read_raw" in later
+    assert "raw round 2026-03-14" in later
+    assert coordinate not in recalled_for(other, question, tmp_path, "elsewhere")
+    # the conversation that holds the round has it in its context: never shown to it again
+    assert coordinate not in recalled_for(shop, question, tmp_path, CLAUDE_SESSION)
+
+
+def test_a_round_is_found_by_the_words_of_its_date_and_of_dates_it_writes(vault, tmp_path,
+                                                                          monkeypatch):
+    shop = make_project(tmp_path / "shop")
+    monkeypatch.setenv("OSK_NOW", "2023-05-08T13:56+00:00")
+    engine = Engine.open(vault, cwd=shop)
+    engine.append_raw("talk", user="we shipped the quokka release", assistant="Noted.")
+    monkeypatch.setenv("OSK_NOW", "2023-06-20T09:00+00:00")
+    engine.append_raw("talk", user="the audit is due 2024-02-29", assistant="Booked.")
+    assert rounds_of(engine, "May 2023")[0] == "_raw/shop/talk#Round 1"
+    assert rounds_of(engine, "what happened on 20 June")[0] == "_raw/shop/talk#Round 2"
+    assert rounds_of(engine, "February 2024") == ["_raw/shop/talk#Round 2"]
+    assert rounds_of(engine, "29 February")[0] == "_raw/shop/talk#Round 2"
