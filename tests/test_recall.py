@@ -21,7 +21,7 @@ from writekit import make_repo, write_toml
 from osk.authority import approvals, tombstones
 from osk.engine import Engine
 from osk.errors import NodeNotFound
-from osk.hooks import recall
+from osk.hooks import digest, recall
 from osk.request import NewNode, NodeEdit
 from osk.search import recallfile
 from osk.search.bm25 import Bm25
@@ -166,7 +166,7 @@ def test_the_same_node_is_not_injected_twice_in_one_conversation(eng, project, t
 
 def test_a_compaction_lets_recalled_nodes_be_shown_again(eng, project, tmp_path):
     node_id = write(eng, *FACT)
-    for n in range(recall.DIGEST_RECENT + 1):  # newer nodes: the digest will not list FACT
+    for n in range(digest.USED + 1):  # newer nodes: the digest will not list FACT
         write(eng, f"Cart rule {n}", f"Cart rule number {n}.", "Cart.\n", cluster="cart")
     assert f"id {node_id}" in prompt("claude", project, "release tags signed?", "p-1", tmp_path)
     assert prompt("claude", project, "release tags signed?", "p-2", tmp_path) == ""
@@ -259,7 +259,7 @@ def test_a_bad_recall_setting_costs_the_block_not_the_turn(eng, vault, project, 
 
 def test_the_hook_recalls_on_the_standard_library_alone(eng, project, tmp_path):
     write(eng, *FACT)
-    for n in range(recall.DIGEST_RECENT + 1):  # newer nodes: the digest will not list FACT
+    for n in range(digest.USED + 1):  # newer nodes: the digest will not list FACT
         write(eng, f"Cart rule {n}", f"Cart rule number {n}.", "Cart.\n", cluster="cart")
     start = payload("claude", "session_start", transcript=tmp_path / "t.jsonl", cwd=project)
     assert run_hook("session-start", "claude", start, cwd=project).returncode == 0
@@ -307,10 +307,10 @@ def test_session_start_lists_the_newest_and_the_most_cited_nodes(eng, vault, pro
                                 derived_from=[f"[[{FACT[0]}]]"]))
     eng.search("anything")
     text = start("claude", project, tmp_path)
-    recent = text.split("## Recent nodes", 1)[1].split("## ", 1)[0]
-    assert "Release step 2" in recent and "Invoices" not in text
-    most = text.split("## Most cited nodes", 1)[1].split("## ", 1)[0]
-    assert f"{FACT[0]} (id {cited}, cited by 3): {FACT[1]}" in most
+    used = text.split("## Nodes this scope's work uses", 1)[1].split("## ", 1)[0]
+    assert "Release step 2" in used and "Invoices" not in text
+    assert used.index(FACT[0]) < used.index("Release step 2")  # cited first, then newest
+    assert f"{FACT[0]} (id {cited}, cited by 3): {FACT[1]}" in used
     # what the digest showed is not recalled again on the next prompt of the conversation
     assert cited in state(vault, "claude", CLAUDE_SESSION).recalled
     assert prompt("claude", project, "how are release tags signed?", "p-1", tmp_path) == ""
@@ -498,3 +498,42 @@ def test_a_hub_is_recalled_only_for_a_prompt_about_its_cluster(eng, vault, proje
     about = prompt("claude", project, "what does the release cluster say about minisign "
                    "signing keys being rotated and stored?", "p-2", tmp_path)
     assert f"id {hub_id}" in about
+
+
+# -- the digest ranks by use (issue 24 item 7) -----------------------------------------------------
+IMPORTED = 1000
+
+
+@pytest.mark.anyio
+async def test_a_bulk_import_does_not_push_the_agents_nodes_out_of_the_digest(
+        vault, project, tmp_path):
+    import mcp
+
+    from osk.surfaces.server import build_server
+
+    agent = [(f"Checkout rule {n}", f"Checkout rule {n} the agent settled.") for n in range(3)]
+    async with mcp.Client(build_server(lambda: Engine.open(vault, cwd=project))) as client:
+        for title, summary in agent:  # the agents' work, through the real MCP server
+            done = await client.call_tool("create_node", {
+                "title": title, "summary": summary, "body": f"{summary}\n", "space": "scope",
+                "cluster": "checkout", "drafter": "test-model",
+                "hub_summary": "How checkout works"})
+            assert not done.is_error, done.content[0].text
+        assert not (await client.call_tool("read_node", {"node": agent[0][0]})).is_error
+    notes = tmp_path / "notes.jsonl"  # then the person imports a pile of notes, all newer
+    notes.write_text("".join(json.dumps({
+        "title": f"Imported note {n}", "summary": f"An old note, number {n}.",
+        "body": f"Note {n}.\n", "space": "scope", "scope": "shop", "cluster": "notes"}) + "\n"
+        for n in range(IMPORTED)), encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "osk", "import", str(notes)], cwd=project,
+                          capture_output=True, text=True, encoding="utf-8")
+    assert done.returncode == 0 and f"Imported {IMPORTED} node(s)" in done.stdout, done.stderr
+    text = start("claude", project, tmp_path)
+    assert [title for title, _ in agent if title not in text] == []  # before: all pushed out
+    used = text.split("## Nodes this scope's work uses", 1)[1].split("## ", 1)[0]
+    shown = [line for line in used.splitlines() if line.startswith("- ")]
+    titles = [line.split(" (id ")[0] for line in shown]
+    assert titles[0] == "- Checkout rule 0"  # written and read
+    assert set(titles[1:3]) == {"- Checkout rule 1", "- Checkout rule 2"}  # written
+    assert "used 2x lately" in shown[0] and "used 1x lately" in shown[1]
+    assert len(shown) == digest.USED and "Imported note" in shown[-1]  # the rest: the newest

@@ -61,12 +61,12 @@ def test_each_injection_leaves_a_receipt_the_log_reads_back(eng, vault, project,
     assert session["chars"] == len(started)
     assert node_id in {i["id"] for i in session["items"]}
     assert {i["channel"] for i in session["items"]} <= {
-        "digest-recent", "digest-person", "digest-cited"}
+        "digest-used", "digest-person"}
     # shown at session start, so the prompt holds it back instead of showing it twice
     assert recalled["chars"] == len(recall_block) == 0
     held = {h["id"]: h["reason"] for h in recalled["held"]}
     assert held.pop(node_id) == "shown-before"
-    assert set(held.values()) <= {"below-floor"}  # the cluster's hub holds few of its words
+    assert set(held.values()) <= {"below-floor", "hub"}  # the cluster's hub: not about it
     assert recalled["prompt"] == receipts.prompt_hash(asked)
     text = receipts.RECEIPTS.path(vault).read_text(encoding="utf-8")
     assert "minisign or gpg" not in text  # the prompt itself is never kept

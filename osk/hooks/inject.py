@@ -2,8 +2,9 @@
 
 For the session key of the working directory and the scope it is bound to (the routing
 ledger), the block holds the scope memory with its hash, then a table of contents of what the
-session may see (the newest nodes, own scope first, the newest Person facts, and the most
-cited nodes: ``osk.hooks.recall.digest``), recheck notes, pending reviews and eviction
+session may see (the nodes its work uses, ranked by citations, agents' recent reads and
+writes, open rechecks and the person's confirmation, then Person facts: ``osk.hooks.digest``),
+recheck notes, pending reviews and eviction
 items, folded to the host's budget: whole sections first, then as many items of each as
 fit, with a count of the rest and a pointer to ``overview``. The block says it is reference
 data, not instructions.
@@ -31,7 +32,7 @@ from osk.hooks.state import StateStore, conversation_name
 from osk.store.vault import Vault
 
 if TYPE_CHECKING:
-    from osk.hooks.recall import Digest
+    from osk.hooks.digest import Digest
 
 ITEM_CHARS = 300
 # How the block tells the model what came from the vault (``osk.hooks.fence``).
@@ -105,9 +106,9 @@ def session_start(vault: Vault, adapter: Adapter, payload: HookPayload, *,
     store = StateStore(vault, adapter.name, conversation) if conversation else None
     seen = store.load().injected.get(scoped.scope) if store else None
     pointer = bool(digest) and seen == digest and payload.source != "compact"
-    from osk.hooks import recall
+    from osk.hooks.digest import digest as read_digest
 
-    contents = recall.digest(vault, scoped.scope)
+    contents = read_digest(vault, scoped.scope)
     sections = [*_digest_sections(contents), *provided_sections(vault, scoped.scope),
                 _evictions(memory.pending_evictions())]
     block = _memory_block(scoped.scope, text, digest, pointer)
@@ -133,8 +134,8 @@ def _receipt(vault: Vault, adapter: Adapter, payload: HookPayload, scope: str,
     from osk.hooks import receipts
     from osk.hooks.cadence import conversation_of
 
-    lists = (("digest-recent", contents.recent), ("digest-person", contents.person),
-             ("digest-cited", tuple(hit for hit, _ in contents.cited)))
+    lists = (("digest-used", tuple(hit for hit, _ in contents.used)),
+             ("digest-person", contents.person))
     items, held = [], list(contents.held)
     for channel, hits in lists:
         for hit in hits:
@@ -157,16 +158,14 @@ def provided_sections(vault: Vault, scope: str) -> list[Section]:
     return [Section(title, tuple(items)) for title, items in merged.items()]
 
 
-def _digest_sections(contents: object) -> list[Section]:
-    """The table of contents (``osk.hooks.recall.digest``): one line per node."""
+def _digest_sections(contents: Digest) -> list[Section]:
+    """The table of contents (``osk.hooks.digest``): one line per node."""
     from osk.hooks.recall import line
 
-    recent = tuple(line(hit) for hit in getattr(contents, "recent", ()))
-    person = tuple(line(hit) for hit in getattr(contents, "person", ()))
-    cited = tuple(line(hit, f"cited by {count}") for hit, count in getattr(contents, "cited", ()))
-    return [Section("Recent nodes (read_node before relying on one)", recent),
-            Section("About the person (Person space)", person),
-            Section("Most cited nodes", cited)]
+    used = tuple(line(hit, *use.labels()) for hit, use in contents.used)
+    person = tuple(line(hit) for hit in contents.person)
+    return [Section("Nodes this scope's work uses (read_node before relying on one)", used),
+            Section("About the person (Person space)", person)]
 
 
 def _evictions(evictions: Sequence[object]) -> Section:

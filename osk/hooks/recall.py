@@ -136,7 +136,7 @@ def ranked(vault: Vault, scope: str | None, prompt: str, *,
         if not corpus.meta.get("n"):
             return []
         ranking = Ranking(corpus, scope=scope, visible=scope_visibility(vault, scope),  # type: ignore[arg-type]
-                          moment=_now(), explicit_time=False)
+                          moment=now(), explicit_time=False)
         return recalled(ranking, ranking.rank(query, depth), weights,
                         corpus.meta.get("approvals"))
     except (recallfile.Unusable, recallfile.Error):  # damaged, or swapped as we read: none
@@ -159,7 +159,7 @@ def recalled(ranking: Any, order: Sequence[tuple[int, int, float, float]],
         sure = TITLE_CONFIDENCE if tier else max(
             ranking.factor(s) * confidence(corpus.bm25, weights, s)
             for s in (slot, *(old for old, new in pairs if new == slot)))
-        found.append(_recalled(corpus.docs[slot], hit.markers, sure, approvals))
+        found.append(recalled_doc(corpus.docs[slot], approvals, hit.markers, sure))
     return found
 
 
@@ -171,7 +171,8 @@ def names(prompt: str, cluster: str) -> bool:
     return bool(words) and words <= set(tokenize(prompt[:PROMPT_CHARS]))
 
 
-def _recalled(doc: Any, markers: Sequence[str], sure: float, approvals: object) -> Recalled:
+def recalled_doc(doc: Any, approvals: object, markers: Sequence[str] = (),
+                 sure: float = 0.0) -> Recalled:
     """A Recalled from a recall-file document (``SearchDoc``), with the trust marker added."""
     from osk.authority import trust
 
@@ -181,7 +182,7 @@ def _recalled(doc: Any, markers: Sequence[str], sure: float, approvals: object) 
                     doc.space, tuple(doc.stat), approvals, doc.trust)
 
 
-def _now() -> float:
+def now() -> float:
     """Epoch seconds; ``OSK_NOW`` pins it as everywhere (osk.store.clock, which costs datetime)."""
     if os.environ.get("OSK_NOW"):
         from osk.store import clock
@@ -243,7 +244,7 @@ def select(vault: Vault, hits: Sequence[Recalled], *, seen: Mapping[str, str] | 
         held.extend(receipts.held(hit, "below-floor", channel, floor) for hit in hits)
         return []
     bar = RELATIVE * best
-    allowed = _Allowed(vault)
+    allowed = Allowed(vault)
     chosen = []
     for hit in hits:
         reason = _held_by_rank(hit, len(chosen), bar, seen) or allowed.refusal(hit)
@@ -254,7 +255,7 @@ def select(vault: Vault, hits: Sequence[Recalled], *, seen: Mapping[str, str] | 
                                       bar if reason == "below-floor" else floor))
     if trace is not None and chosen:
         trace.channel, trace.floor, trace.bar = channel, floor, bar
-    return _with_markers(vault, chosen)
+    return with_markers(vault, chosen)
 
 
 def _held_by_rank(hit: Recalled, shown: int, bar: float,
@@ -271,7 +272,7 @@ def _held_by_rank(hit: Recalled, shown: int, bar: float,
     return None
 
 
-class _Allowed:
+class Allowed:
     """What every injected node must pass: trust (``inject_inferred_person``), not rejected,
     and its recall-file copy still the version readers are served."""
 
@@ -350,7 +351,7 @@ class _Verifier:
         return current is not None and list(current) == hit.approvals
 
 
-def _with_markers(vault: Vault, hits: list[Recalled]) -> list[Recalled]:
+def with_markers(vault: Vault, hits: list[Recalled]) -> list[Recalled]:
     """recheck / conflict / pending / inferred, as ``Engine.markers`` gives them."""
     if not hits:
         return hits
@@ -419,105 +420,6 @@ def render(hits: Sequence[Recalled], budget: Budget, limit: int) -> str:
         text += line
         shown += 1
     return text + close if shown else ""
-
-
-# -- the session-start digest ------------------------------------------------------------------
-DIGEST_RECENT = 6  # nodes: the newest of the session's own scope first, then Domain ones
-DIGEST_CITED = 5   # nodes most cited by others (derived-from), any Space the session sees
-
-
-DIGEST_PERSON = 4  # Person facts, newest first (inferred ones only if inject_inferred_person)
-
-
-@dataclass(frozen=True)
-class Digest:
-    recent: tuple[Recalled, ...] = ()
-    person: tuple[Recalled, ...] = ()
-    cited: tuple[tuple[Recalled, int], ...] = ()  # with how many nodes cite it
-    held: tuple[dict[str, Any], ...] = ()  # candidates held back, for the receipt
-
-    @property
-    def nodes(self) -> tuple[Recalled, ...]:
-        return (*self.recent, *self.person, *(hit for hit, _ in self.cited))
-
-
-def digest(vault: Vault, scope: str) -> Digest:
-    """The table of contents a session starts with: the scope's newest nodes, the newest facts
-    about the person, and the most cited nodes it may see, under the same rules as per-prompt
-    recall (isolation, served version, trust and ``inject_inferred_person``, rejections)."""
-    from osk.provenance import recheck_summary
-    from osk.search import recallfile
-    from osk.search.ranking import Ranking, scope_visibility
-
-    try:
-        db = recallfile.open_reader(vault.state("index"))
-    except recallfile.Unusable:
-        return Digest()
-    try:
-        corpus = recallfile.RecallCorpus(db, ())  # its schema checked; no terms to rank
-        visible = scope_visibility(vault, scope)
-        ranking = Ranking(corpus, scope=scope, visible=visible,  # type: ignore[arg-type]
-                          moment=_now(), explicit_time=False)
-        approvals = corpus.meta.get("approvals")
-        allowed = _Allowed(vault)
-        held: list[dict[str, Any]] = []
-
-        def usable(doc: Any) -> Recalled | None:
-            if visible is not None and not visible(doc) or is_hub(doc.path, doc.title):
-                return None  # a hub says what its cluster holds: search and read_node find it
-            hit = _recalled(doc, (), 0.0, approvals)
-            # superseded (its successor is shown), expired, not yet valid
-            reason = ("not-valid" if SKIPPED_MARKERS.intersection(ranking.validity_markers(doc))
-                      else allowed.refusal(hit))
-            if reason is not None:
-                held.append(receipts.held(hit, reason, "digest"))
-                return None
-            return hit
-
-        recent = _newest(db, usable, scope)
-        cited = []
-        for node_id, count in recheck_summary.most_cited(vault):
-            if len(cited) >= DIGEST_CITED:
-                break
-            doc = next(recallfile.documents(db, "id = ?", (node_id,)), None)
-            hit = usable(doc) if doc is not None else None
-            if hit is not None:
-                cited.append((hit, count))
-        person = _newest_where(db, usable, "space = 'Person'", (), DIGEST_PERSON)
-        marked = _with_markers(vault, [*recent, *person, *(hit for hit, _ in cited)])
-        first, second = len(recent), len(recent) + len(person)
-        return Digest(tuple(marked[:first]), tuple(marked[first:second]),
-                      tuple(zip(marked[second:], (n for _, n in cited), strict=True)),
-                      tuple(held))
-    except (recallfile.Unusable, recallfile.Error, OSError):
-        return Digest()
-    finally:
-        db.close()
-
-
-def _newest(db: Any, usable: Callable[[Any], Recalled | None], scope: str) -> list[Recalled]:
-    """The newest usable nodes: the session's own scope's first, then Domain ones (a third of
-    the list when there are any)."""
-    shared = _newest_where(db, usable, "space = 'Domain'", (), DIGEST_RECENT // 3)
-    own = _newest_where(db, usable, "space = 'Scope' AND scope = ?", (scope,),
-                        DIGEST_RECENT - len(shared))
-    return [*own, *shared]
-
-
-def _newest_where(db: Any, usable: Callable[[Any], Recalled | None], where: str,
-                  args: tuple[object, ...], limit: int) -> list[Recalled]:
-    """Up to ``limit`` usable documents matching ``where``, newest first. Each query looks at
-    a bounded number of rows, so a large vault costs no more than a small one."""
-    from osk.search import recallfile
-
-    found = []
-    for doc in recallfile.documents(db, where, args, "updated DESC", limit * 4):
-        hit = usable(doc)
-        if hit is not None:
-            found.append(hit)
-        if len(found) >= limit:
-            break
-    return found
 
 
 def _chosen(vault: Vault, scope: str, prompt: str, seen: Mapping[str, str],

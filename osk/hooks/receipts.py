@@ -88,6 +88,21 @@ class Journal:
                 os.replace(older, path.with_name(f"{path.name}.{number}"))
         os.replace(path, path.with_name(f"{path.name}.1"))
 
+    def tail(self, vault: Vault, max_bytes: int) -> list[dict[str, Any]]:
+        """The newest records of the current file, from its last ``max_bytes`` (a bounded
+        read for a hook), oldest first; damaged lines skipped."""
+        try:
+            with self.path(vault).open("rb") as file:
+                size = file.seek(0, os.SEEK_END)
+                file.seek(max(0, size - max_bytes))
+                data = file.read(max_bytes)
+        except OSError:
+            return []
+        lines = data.decode("utf-8", errors="replace").splitlines()
+        if size > max_bytes:
+            lines = lines[1:]  # the first may be the end of a line cut by the read
+        return [record for record in map(_record, lines) if record is not None]
+
     def read(self, vault: Vault) -> Iterator[dict[str, Any]]:
         """Every record, oldest first, across the kept generations; damaged lines skipped."""
         path = self.path(vault)
@@ -98,12 +113,18 @@ class Journal:
             except OSError:
                 continue
             for raw in text.splitlines():
-                try:
-                    record = json.loads(raw)
-                except ValueError:
-                    continue  # a line cut by a crash or a full disk
-                if isinstance(record, dict):
+                record = _record(raw)
+                if record is not None:
                     yield record
+
+
+def _record(line: str) -> dict[str, Any] | None:
+    """One journal line as a record; None for a damaged one (cut by a crash or a full disk)."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) else None
 
 
 RECEIPTS = Journal(("receipts", "receipts.jsonl"))

@@ -18,7 +18,7 @@ from plays import CLUSTER
 from test_live_hosts import WRITE
 
 from osk.engine import Engine
-from osk.hooks.recall import DIGEST_RECENT
+from osk.hooks.digest import USED
 from osk.request import NewNode
 from osk.store.vault import locate
 
@@ -31,7 +31,7 @@ def sessions(host: LiveHost) -> tuple[Run, Run, str]:
     first = host.run(WRITE, OSK_GROWTH="off")
     engine = Engine.open(locate(str(host.vault)), cwd=host.project)
     engine.warm()
-    for n in range(DIGEST_RECENT + 1):  # newer nodes than session 1's
+    for n in range(USED + 1):  # newer nodes than session 1's
         engine.create_node(NewNode(f"Harbour map note {n}", f"Harbour map detail number {n}.",
                                    f"Harbour map detail {n}.\n", space="Scope", cluster=CLUSTER,
                                    drafter="live-test"))
