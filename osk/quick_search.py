@@ -124,8 +124,8 @@ def _ranked(vault: Vault, session: Any, query: str, text: str,
 
 def _unchanged(vault: Vault, db: Any, meta: dict[str, Any]) -> bool:
     """Whether the vault is as the look recorded with the recall file left it."""
-    from osk.search.index import PARAMS
     from osk.search.regions import Regions
+    from osk.search.versions import PARAMS
     from osk.store import generation
 
     look = meta.get("look")

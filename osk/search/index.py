@@ -50,15 +50,14 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from osk.search import store
-from osk.search.bm25 import EPSILON, K1, B
 from osk.search.corpus import RACE_WINDOW_NS, Corpus, SearchDoc, StatKey
 from osk.search.ranking import FUSION_DEPTH, Hit, Markers, Ranked, Ranking, Visible, fuse
 from osk.search.recall_mirror import RecallMirror
 from osk.search.regions import Regions
 from osk.search.semantic import Vectors
-from osk.search.tokenize import TOKENIZER_VERSION
 from osk.search.versions import (
     DEFAULT_K,
+    PARAMS,
     checked,
     document,
     moment,
@@ -77,11 +76,6 @@ log = logging.getLogger("osk.search")
 
 REFRESH_INTERVAL = 1.0  # seconds between freshness walks started by searches
 
-# What a snapshot was built with; one that differs is rebuilt, not trusted.
-PARAMS: dict[str, Any] = {
-    "tokenizer": TOKENIZER_VERSION, "k1": K1, "b": B, "epsilon": EPSILON,
-    "fields": "title+summary+body", "doc": 2,  # doc 2: SearchDoc.content_hash
-}
 SEMANTIC_BUDGET = 2.0  # seconds a search may spend embedding nodes that have no vector yet
 NEAREST = 400  # nodes the semantic channel looks at per query, before visibility
 

@@ -13,12 +13,13 @@ import unicodedata
 from collections import Counter
 from collections.abc import Iterable
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from osk.errors import ContractError, OskError, SearchError
+from osk.search.bm25 import EPSILON, K1, B
 from osk.search.corpus import Corpus, SearchDoc, StatKey
 from osk.search.ranking import Hit, Ranking, Visible
-from osk.search.tokenize import loose_key, tokenize
+from osk.search.tokenize import TOKENIZER_VERSION, loose_key, tokenize
 from osk.store import clock
 from osk.store.edges import stated_supersedes
 from osk.store.titles import title_key
@@ -69,6 +70,14 @@ def search_versions(nodes: Iterable[Node], query: str, *, at: datetime, k: int =
     ranking = Ranking(corpus, scope=scope, visible=visible, moment=moment(at),
                       explicit_time=True)
     return ranking.hits(ranking.rank(query, k), None)
+
+
+# What an index was built with (``SearchIndex``'s snapshot, the recall file's meta); one that
+# differs is rebuilt, not trusted.
+PARAMS: dict[str, Any] = {
+    "tokenizer": TOKENIZER_VERSION, "k1": K1, "b": B, "epsilon": EPSILON,
+    "fields": "title+summary+body", "doc": 2,  # doc 2: SearchDoc.content_hash
+}
 
 
 def checked(query: object, k: object) -> tuple[str, int]:
