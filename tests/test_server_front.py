@@ -254,7 +254,7 @@ def test_an_envelope_connection_is_answered_from_its_own_kept_handshake_and_lear
 
 def test_a_classic_connection_is_not_answered_from_the_envelope_cache(tmp_path: Path) -> None:
     both = kept()
-    both.discover, both.envelope_tools = DISCOVER_RESULT, ENVELOPE_TOOLS
+    both.discover, both.lists = DISCOVER_RESULT, {"envelope tools/list": ENVELOPE_TOOLS}
     pipe = Pipe(tmp_path, both)
     pipe.send(initialize(1))
     pipe.send(probe("late"))
@@ -278,3 +278,45 @@ def test_the_generation_rule_is_the_sdks(message: dict[str, Any], expected: str)
     sdk = ("envelope" if message["method"] != "initialize"
            and _has_modern_envelope(message.get("params")) else "classic")
     assert stdio.generation(message) == expected == sdk
+
+
+def test_an_envelope_host_is_acknowledged_and_listed_at_once_from_what_the_sdk_gave(
+        tmp_path: Path) -> None:
+    """Claude Code waits for its subscription's acknowledgement and for three lists before it
+    calls a tool: from the second run on, all come from the front while the SDK loads."""
+    asked = {"toolsListChanged": True}
+    ack = {"_meta": {stdio.SUBSCRIPTION_KEY: "listen:0"}, "notifications": asked}
+    listen = {"jsonrpc": "2.0", "id": "listen:0", "method": "subscriptions/listen",
+              "params": {"_meta": ENVELOPE_META, "notifications": asked}}
+    prompts = {"prompts": [], "resultType": "complete"}
+    first = Pipe(tmp_path, None)
+    first.send(probe())
+    first.send(listen)
+    first.send(enveloped(1, "prompts/list"))
+    first.send(enveloped(2, "tools/list"))
+    first.front.deliver("probe-1", json.dumps({"jsonrpc": "2.0", "id": "probe-1",
+                                               "result": DISCOVER_RESULT}))
+    first.front.deliver(None, json.dumps({"jsonrpc": "2.0", "method": stdio.ACKNOWLEDGED,
+                                          "params": ack}))
+    first.front.deliver(1, json.dumps({"jsonrpc": "2.0", "id": 1, "result": prompts}))
+    first.front.deliver(2, json.dumps({"jsonrpc": "2.0", "id": 2, "result": ENVELOPE_TOOLS}))
+    assert len(first.answers()) == 4  # all of them the SDK's
+
+    again = Pipe(tmp_path, Handshake.load(first.path))
+    again.send(probe())
+    again.send(listen)
+    again.send(enveloped(1, "prompts/list"))
+    again.send(enveloped(2, "tools/list"))
+    call = enveloped(3, "tools/call")
+    call["params"].update(name="search", arguments={"query": "x"})
+    again.send(call)
+    # The SDK's own acknowledgement, when it comes, is not given twice.
+    again.front.deliver(None, json.dumps({"jsonrpc": "2.0", "method": stdio.ACKNOWLEDGED,
+                                          "params": ack}))
+    assert again.answers() == [
+        {"jsonrpc": "2.0", "id": "probe-1", "result": DISCOVER_RESULT},
+        {"jsonrpc": "2.0", "method": stdio.ACKNOWLEDGED, "params": ack},
+        {"jsonrpc": "2.0", "id": 1, "result": prompts},
+        {"jsonrpc": "2.0", "id": 2, "result": ENVELOPE_TOOLS},
+    ]
+    assert again.queued() == ["probe-1", "listen:0", 3]

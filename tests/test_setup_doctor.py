@@ -256,3 +256,49 @@ def test_doctor_fails_a_server_that_lists_its_tools_but_cannot_run_one(
     assert code == 1
     assert "a first tool call (overview) failed: " in line(lines, "[FAIL] mcp server:")
     assert "could not start" in line(lines, "[FAIL] mcp server:")
+
+
+# A server that answers the way osk's did before one connection kept one protocol generation:
+# its front took every connection for classic, so it answered Claude Code's fallback
+# initialize from the kept classic handshake while the SDK served the probe's envelope.
+BLIND_FRONT = """\
+import sys
+from osk.surfaces import stdio
+stdio.generation = lambda message: stdio.CLASSIC
+from osk.surfaces.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("blind", [True, False], ids=["the old front", "this front"])
+def test_doctor_connects_as_each_host_does_and_names_the_host_a_server_fails(
+    blind: bool, vault: Vault, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    if blind:
+        script = tmp_path / "osk_blind_front.py"  # "osk" in it: setup knows its own hooks
+        script.write_text(BLIND_FRONT, encoding="utf-8")
+        monkeypatch.setattr(hostsetup, "osk_command", lambda: (sys.executable, str(script)))
+    for host in ("claude", "codex"):
+        assert main(["setup", host, "--yes"]) == 0
+    capsys.readouterr()
+
+    code, lines = doctor(capsys, "--host", "claude", "--host", "codex")
+
+    # The plain check (doctor's own classic client) passes either way, and keeps the classic
+    # handshake that the old front then answered Claude Code's initialize from.
+    assert line(lines, "[ok  ] mcp server:"), "\n".join(lines)
+    assert line(lines, "[ok  ] codex connection:").endswith(
+        "connected as Codex 0.171.0 does (classic protocol); every tool call was answered")
+    if blind:
+        assert code == 1
+        failed = line(lines, "[FAIL] claude connection:")
+        assert failed.startswith("[FAIL] claude connection: as Claude Code 2.1.332 connects "
+                                 "(it keeps the classic protocol it was answered in first)")
+        assert "params._meta is missing the required envelope key(s)" in failed
+        assert line(lines, "  claude:") == "  claude: BROKEN (claude connection)"
+    else:
+        assert code == 0, "\n".join(lines)
+        assert line(lines, "[ok  ] claude connection:").endswith(
+            "connected as Claude Code 2.1.332 does (envelope protocol); every tool call was "
+            "answered")

@@ -64,6 +64,10 @@ PRIVATE_ID = "osk-handshake-tools"  # the id of the tools/list the front asks th
 _LEARNED = object()  # initialize_id once the SDK's answer to it has been seen
 ENVELOPE_KEY = "io.modelcontextprotocol/protocolVersion"  # only a 2026-07-28 request carries it
 CLASSIC, ENVELOPE = "classic", "envelope"
+SUBSCRIPTION_KEY = "io.modelcontextprotocol/subscriptionId"
+ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
+# Lists a host asks for while it connects, answered from the cache while the SDK loads.
+LISTS = ("tools/list", "prompts/list", "resources/list", "resources/templates/list")
 _ID = re.compile(rb'"id"\s*:\s*(-?\d{1,18}(?![\d.eE])|"(?:[^"\\]|\\.){0,200}")')
 
 
@@ -245,16 +249,19 @@ def generation(message: dict[str, Any]) -> str:
 
 @dataclass
 class Handshake:
-    """What the SDK answered on previous runs: ``initialize`` and ``tools/list`` for a classic
-    connection, ``server/discover`` and ``tools/list`` for an envelope one (each pair empty
-    until a host of that generation has connected)."""
+    """What the SDK answered on previous runs, per protocol generation: for a classic
+    connection ``initialize`` and ``tools/list``, for an envelope one ``server/discover``, the
+    acknowledgement of a ``subscriptions/listen``; for both, the first page of each list the
+    hosts ask for while connecting (``lists``, keyed "GENERATION METHOD"). A generation's part
+    stays empty until a host of that generation has connected."""
 
     versions: list[str]  # protocol versions the handshake can agree on
     latest: str  # the one offered when the host asks for another
     initialize: dict[str, Any]
     tools: dict[str, Any]
     discover: dict[str, Any] = field(default_factory=dict)
-    envelope_tools: dict[str, Any] = field(default_factory=dict)
+    lists: dict[str, dict[str, Any]] = field(default_factory=dict)
+    listen: dict[str, Any] = field(default_factory=dict)  # {"asked": {...}, "params": {...}}
 
     @classmethod
     def load(cls, path: Path) -> Handshake | None:
@@ -262,8 +269,9 @@ class Handshake:
             data = json.loads(path.read_text(encoding="utf-8"))
             found = cls(list(data["versions"]), str(data["latest"]), dict(data["initialize"]),
                         dict(data["tools"]), dict(data.get("discover") or {}),
-                        dict(data.get("envelope_tools") or {}))
-        except (OSError, ValueError, KeyError, TypeError):
+                        {str(k): dict(v) for k, v in (data.get("lists") or {}).items()},
+                        dict(data.get("listen") or {}))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None  # none yet, or unreadable: the SDK answers, and the next run is fast
         return found if found.classic or found.envelope else None
 
@@ -273,12 +281,13 @@ class Handshake:
 
     @property
     def envelope(self) -> bool:
-        return bool(self.discover and _listing(self.envelope_tools))
+        return bool(self.discover and _listing(self.lists.get(f"{ENVELOPE} tools/list", {})))
 
     def to_json(self) -> str:
         return json.dumps({"versions": self.versions, "latest": self.latest,
                            "initialize": self.initialize, "tools": self.tools,
-                           "discover": self.discover, "envelope_tools": self.envelope_tools},
+                           "discover": self.discover, "lists": self.lists,
+                           "listen": self.listen},
                           ensure_ascii=False, sort_keys=True, indent=1) + "\n"
 
     def initialize_result(self, params: object) -> dict[str, Any]:
@@ -291,6 +300,20 @@ class Handshake:
         asked = message["params"]["_meta"].get(ENVELOPE_KEY)
         supported = self.discover.get("supportedVersions")
         return self.discover if isinstance(supported, list) and asked in supported else None
+
+    def listing(self, generation: str, method: str) -> dict[str, Any] | None:
+        if generation == CLASSIC and method == "tools/list":
+            return self.tools if self.classic else None
+        return self.lists.get(f"{generation} {method}")
+
+    def acknowledgement(self, params: object) -> dict[str, Any] | None:
+        """The kept acknowledgement of a subscription that asks for the same notifications."""
+        asked = params.get("notifications") if isinstance(params, dict) else None
+        return self.listen.get("params") if self.listen and self.listen.get("asked") == asked \
+            else None
+
+    def with_part(self, **parts: Any) -> Handshake:
+        return Handshake(**{**self.__dict__, **parts})
 
 
 def _listing(tools: dict[str, Any]) -> bool:
@@ -315,8 +338,10 @@ class Front:
     listed_from_cache: bool = False
     listed: Callable[[], None] = lambda: None  # called once the host has the cached tool list
     learned_initialize: dict[str, Any] | None = None
-    probes: dict[object, bool] = field(default_factory=dict)  # discover id -> answered here
-    listings: set[object] = field(default_factory=set)  # envelope tools/list ids the SDK answers
+    learning: dict[object, str] = field(default_factory=dict)  # request id -> what it teaches
+    dropped: set[object] = field(default_factory=set)  # ids the front answered for the SDK
+    listens: dict[object, object] = field(default_factory=dict)  # subscription id -> asked
+    acknowledged: set[object] = field(default_factory=set)  # subscriptions the front acked
 
     def handle(self, item: bytes | Refusal) -> None:
         message = parse(item) if isinstance(item, bytes) else item
@@ -351,43 +376,63 @@ class Front:
                 self.wire.send({"jsonrpc": "2.0", "id": id_,
                                 "result": self.cached.initialize_result(message.get("params"))})
             return False
-        if (self.ready.is_set() or not self.answered or self.cached is None
-                or generation(message) != CLASSIC):  # the SDK refuses an envelope here
+        if generation(message) != CLASSIC:  # the SDK refuses an envelope here
             return False
-        if method == "tools/list" and _first_page(message):
-            self._list(id_, self.cached.tools)
-            return True
-        if method == "ping":
+        if method in LISTS:
+            return self._answer_list(message, method, id_)
+        if method == "ping" and self._early():
             self.wire.send({"jsonrpc": "2.0", "id": id_, "result": {}})
             return True
         return False
 
     def _answer_envelope(self, message: dict[str, Any], method: object, id_: object) -> bool:
         """An envelope connection: a probe answered from the cache (the SDK still gets it, as
-        it decides the SDK's generation too), then the tool list; an ``initialize`` is the
-        SDK's to refuse."""
+        it decides the SDK's generation too), a subscription acknowledged, the lists; an
+        ``initialize`` is the SDK's to refuse."""
         if generation(message) != ENVELOPE:
             return False
         kept = self.cached if self.cached is not None and self.cached.envelope else None
         if method == "server/discover":
+            self.learning[id_] = "discover"
             result = kept.discover_result(message) if kept is not None else None
-            self.probes[id_] = result is not None
             if result is not None:
                 self.answered = True
+                self.dropped.add(id_)
                 self.wire.send({"jsonrpc": "2.0", "id": id_, "result": result})
             return False
-        if method != "tools/list" or not _first_page(message):
+        if method == "subscriptions/listen":
+            self.listens[id_] = message["params"].get("notifications")
+            ack = kept.acknowledgement(message["params"]) if kept is not None else None
+            if ack is not None and self._early():  # the SDK still holds the subscription
+                self.acknowledged.add(id_)
+                self.wire.send({"jsonrpc": "2.0", "method": ACKNOWLEDGED,
+                                "params": {"_meta": {SUBSCRIPTION_KEY: id_}, **ack}})
             return False
-        if kept is None or not self.answered or self.ready.is_set():
-            self.listings.add(id_)  # its answer is learned for the next run
+        if method in LISTS:
+            return self._answer_list(message, method, id_)
+        return False
+
+    def _answer_list(self, message: dict[str, Any], method: str, id_: object) -> bool:
+        """A first page of a list from the cache while the SDK loads; else the SDK answers
+        and (but for the classic tool list, which the front asks itself) the cache learns."""
+        if not _first_page(message):
             return False
-        self._list(id_, kept.envelope_tools)
+        generation_ = self.committed or CLASSIC
+        kept = self.cached.listing(generation_, method) if self.cached is not None else None
+        if kept is None or not self._early():
+            if not (generation_ == CLASSIC and method == "tools/list"):
+                self.learning[id_] = f"{generation_} {method}"
+            return False
+        self.wire.send({"jsonrpc": "2.0", "id": id_, "result": kept})
+        if method == "tools/list":
+            self.listed_from_cache = True
+            self.listed()
         return True
 
-    def _list(self, id_: object, tools: dict[str, Any]) -> None:
-        self.listed_from_cache = True
-        self.wire.send({"jsonrpc": "2.0", "id": id_, "result": tools})
-        self.listed()
+    def _early(self) -> bool:
+        """Whether the front still answers for the SDK: it answered this connection's opening
+        from the cache, and the SDK is not serving yet."""
+        return self.answered and self.cached is not None and not self.ready.is_set()
 
     # -- called from the SDK's side --------------------------------------------------------
     def deliver(self, response_id: object, text: str) -> None:
@@ -403,14 +448,14 @@ class Front:
                 self.learned_initialize = result if isinstance(result, dict) else None
                 if self.answered:
                     return
-            if response_id is not None and response_id in self.probes:
-                answered_here = self.probes.pop(response_id)
-                self._keep(lambda: self._learn_envelope(text, "discover"))
-                if answered_here:
+            if response_id is not None and response_id in self.learning:
+                part = self.learning.pop(response_id)
+                self._keep(lambda: self._learn(text, part))
+                if response_id in self.dropped:
+                    self.dropped.discard(response_id)
                     return
-            if response_id is not None and response_id in self.listings:
-                self.listings.discard(response_id)
-                self._keep(lambda: self._learn_envelope(text, "envelope_tools"))
+            if response_id is None and ACKNOWLEDGED in text and not self._acknowledge(text):
+                return
         self.wire.send_text(text)
 
     def refuse(self, message: dict[str, Any], reason: str) -> None:
@@ -432,23 +477,39 @@ class Front:
         versions, latest = _sdk_versions()
         initialize = {k: v for k, v in self.learned_initialize.items() if k != "protocolVersion"}
         base = self.cached or Handshake([], "", {}, {})
-        learned = Handshake(versions, latest, initialize, tools, base.discover,
-                            base.envelope_tools)
+        learned = base.with_part(versions=versions, latest=latest, initialize=initialize,
+                                 tools=tools)
         if self.listed_from_cache and (self.cached is None or self.cached.tools != tools):
             self.wire.send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
         self._save(learned)
 
-    def _learn_envelope(self, text: str, part: str) -> None:
-        """The SDK's answer to a probe or to an envelope tools/list, kept for the next run.
-        (A host given an older kept list hears of the change on its subscription stream,
-        which the SDK serves.)"""
+    def _learn(self, text: str, part: str) -> None:
+        """The SDK's answer to a probe or to a list, kept for the next run."""
         result = json.loads(text).get("result")
         if not isinstance(result, dict):
             return
         base = self.cached or Handshake([], "", {}, {})
-        self._save(Handshake(base.versions, base.latest, base.initialize, base.tools,
-                             **{"discover": base.discover, "envelope_tools": base.envelope_tools,
-                                part: result}))
+        if part == "discover":
+            self._save(base.with_part(discover=result))
+        else:
+            self._save(base.with_part(lists={**base.lists, part: result}))
+
+    def _acknowledge(self, text: str) -> bool:
+        """The SDK's acknowledgement of a subscription: kept for the next run; False when the
+        front already gave it to the host."""
+        params = json.loads(text).get("params")
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        sub = meta.get(SUBSCRIPTION_KEY) if isinstance(meta, dict) else None
+        if sub not in self.listens:
+            return True
+        asked = self.listens.pop(sub)
+        ack = {k: v for k, v in params.items() if k != "_meta"}
+        base = self.cached or Handshake([], "", {}, {})
+        self._keep(lambda: self._save(base.with_part(listen={"asked": asked, "params": ack})))
+        if sub in self.acknowledged:
+            self.acknowledged.discard(sub)
+            return False
+        return True
 
     def _save(self, learned: Handshake) -> None:
         from osk.store.fsutil import atomic_write

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -180,6 +181,26 @@ class LiveHost:
 
     def setup(self) -> subprocess.CompletedProcess[str]:
         return self.osk("setup", self.name, "--yes")
+
+    def tap_wire(self, log: Path, mode: str = "pass") -> None:
+        """Start the registered MCP server through tests/live/wiretap.py from now on, which
+        logs every line each way to ``log`` (``mode``: see that module)."""
+        tap = [str(Path(__file__).with_name("wiretap.py")), str(log), mode]
+        if self.name == "claude":
+            path = self.home / ".claude.json"
+            config = json.loads(path.read_text(encoding="utf-8"))
+            server = config["mcpServers"]["osk"]
+            server["args"] = [*tap, server["command"], *server["args"]]
+            server["command"] = sys.executable
+            path.write_text(json.dumps(config, indent=2), encoding="utf-8")
+            return
+        path = self.codex_home / "config.toml"
+        text = path.read_text(encoding="utf-8")
+        found = re.search(r'(?m)^command = (".*")\nargs = \[(.*)\]$', text)
+        assert found is not None, f"no osk server entry in {path}"
+        args = ", ".join([*(json.dumps(a) for a in tap), found.group(1), found.group(2)])
+        path.write_text(text.replace(found.group(0), f"command = {json.dumps(sys.executable)}\n"
+                                                     f"args = [{args}]"), encoding="utf-8")
 
     # -- the CLI ------------------------------------------------------------------------------
 

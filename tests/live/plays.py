@@ -5,6 +5,8 @@ A prompt starts with a marker that picks the plan:
 - ``[live:write] …``: find osk's tools (Claude Code's ToolSearch when it defers them), then
   ``create_node`` (the cluster's hub), ``search`` for it, ``read_node`` it, and a final answer;
 - ``[live:chat N] …``: a plain final answer that quotes N, no tools;
+- ``[live:calls N] …``: find osk's tools, then ``search`` and ``overview`` (read-only, so any
+  number of fresh sessions can make them) and a final answer;
 - osk's background review prompt (``[osk background review: …``): read the first round item
   with ``read_raw``, write a node citing it with ``create_node``, answer "osk review done.".
 
@@ -48,6 +50,13 @@ def write_steps(host_model: str) -> list[Step]:
     ]
 
 
+READ_STEPS: list[Step] = [
+    lambda turn: Call(osk("search"), {"query": "tidepool releases"}),
+    lambda turn: Call(osk("overview"), {}),
+]
+CALLS_ANSWER = "Looked: the vault answered both calls."
+
+
 def review_steps(host_model: str) -> list[Step]:
     def target(turn: Turn) -> str:
         found = ITEM.findall(turn.prompt)
@@ -84,6 +93,8 @@ class Play:
         if prompt.startswith("[live:write]"):
             return self.steps(turn, write_steps(self.model),
                               "Noted: tidepool releases after `make check`.")
+        if prompt.startswith("[live:calls"):
+            return self.steps(turn, READ_STEPS, CALLS_ANSWER)
         if prompt.startswith("[osk background review"):
             return self.steps(turn, review_steps(self.model), "osk review done.")
         return Reply(text="(scripted side answer)")

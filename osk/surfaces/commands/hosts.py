@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import selectors
 import subprocess
 import sys
 import tempfile
@@ -13,7 +11,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from osk.surfaces.commands.connect import _close, _Lines, _send
 
 if TYPE_CHECKING:
     from osk.hosts.hostsetup import Context
@@ -51,9 +51,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "doctor", help="check the vault, host setup, MCP server and hooks end to end",
         description="Check that the vault is found and valid and that the MCP server starts "
                     "and lists its tools, then each host: whether osk is set up with it and, "
-                    "when it is, that its dry-run hook succeeds. Ends with a verdict line per "
-                    "host. A host osk is not set up with is information, not a failure: exits "
-                    "1 only when the vault, the server or a set-up host is broken.",
+                    "when it is, that the server serves the messages the real host sends "
+                    "(recorded from it) and that its dry-run hook succeeds. Ends with a "
+                    "verdict line per host. A host osk is not set up with is information, not "
+                    "a failure: exits 1 only when the vault, the server or a set-up host is "
+                    "broken.",
     )
     doctor.add_argument("--project", metavar="DIR",
                         help="check the project-level setup of this project")
@@ -346,39 +348,6 @@ def check_mcp(command: tuple[str, ...], vault_root: Path, project: Path | None) 
                                      f"call ({FIRST_CALL}) was answered")
 
 
-class _Lines:
-    """Newline-delimited JSON-RPC messages from a process's stdout, read with a deadline."""
-
-    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
-        assert proc.stdout is not None
-        self.fd = proc.stdout.fileno()
-        self.selector = selectors.DefaultSelector()
-        self.selector.register(proc.stdout, selectors.EVENT_READ)
-        self.buffer = b""
-
-    def response(self, want_id: object, deadline: float) -> dict[str, object]:
-        return self.next_answer(deadline, {want_id})
-
-    def next_answer(self, deadline: float, ids: set[object]) -> dict[str, Any]:
-        """The next message answering one of ``ids`` (others are passed over)."""
-        while True:
-            while b"\n" in self.buffer:
-                line, self.buffer = self.buffer.split(b"\n", 1)
-                if not line.strip():
-                    continue
-                message = json.loads(line)
-                if (isinstance(message, dict) and "method" not in message
-                        and message.get("id") in ids):
-                    return message
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or not self.selector.select(remaining):
-                raise TimeoutError("no answer from the MCP server in time")
-            chunk = os.read(self.fd, 65536)
-            if not chunk:
-                raise ValueError("the MCP server exited before answering")
-            self.buffer += chunk
-
-
 def list_tools(argv: list[str], *, timeout: float, cwd: Path | None = None) -> list[str]:
     deadline = time.monotonic() + timeout
     with tempfile.TemporaryFile() as errors:
@@ -424,34 +393,32 @@ def _first_call(proc: subprocess.Popen[bytes], lines: _Lines, deadline: float) -
                          f"{text or called.get('error')}")
 
 
-def _send(proc: subprocess.Popen[bytes], message: dict[str, object]) -> None:
-    assert proc.stdin is not None
-    try:
-        proc.stdin.write(json.dumps(message).encode("utf-8") + b"\n")
-        proc.stdin.flush()
-    except BrokenPipeError as exc:
-        try:
-            proc.wait(timeout=5)  # let it finish writing its error before we read it
-        except subprocess.TimeoutExpired:
-            pass
-        raise ValueError("the MCP server exited before answering") from exc
+HOST_NAMES = {"claude": "Claude Code", "codex": "Codex"}
 
 
-def _close(proc: subprocess.Popen[bytes]) -> None:
-    """End the server this check started: close its stdin, then terminate it if it lingers."""
-    try:
-        if proc.stdin is not None:
-            proc.stdin.close()
-        proc.wait(timeout=5)
-    except (subprocess.TimeoutExpired, BrokenPipeError, OSError):
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    if proc.stdout is not None:
-        proc.stdout.close()
+def check_connection(site: HostSite) -> list[Check]:
+    """Connect to `osk mcp` as the host itself does, by replaying what the live suite recorded
+    the real host sending (osk.hosts.recordings), and make its tool calls."""
+    from osk.hosts.recordings import recordings
+    from osk.surfaces.commands.connect import connect_as
+
+    recorded = recordings(site.host)
+    if not recorded:
+        return []
+    version = max(r.version for r in recorded.values())
+    who = f"{HOST_NAMES.get(site.host, site.host)} {version}"
+    argv = [*site.ctx.osk_command, "--vault", str(site.vault.root), "mcp"]
+    chosen, failed = connect_as(argv, recorded, timeout=MCP_TIMEOUT, first_call=FIRST_CALL,
+                                cwd=site.project)
+    name = f"{site.host} connection"
+    if failed:
+        kept = f" (it keeps the {chosen} protocol it was answered in first)" if chosen else ""
+        return [Check(name, False, f"as {who} connects{kept}, {len(failed)} request(s) "
+                                   f"failed; first: {failed[0]}",
+                      "the MCP server serves this host wrongly: upgrade osk, and report it "
+                      "if it persists")]
+    return [Check(name, True, f"connected as {who} does ({chosen} protocol); every tool call "
+                              f"was answered")]
 
 
 def check_hook(site: HostSite) -> list[Check]:
@@ -575,6 +542,7 @@ def check_hook_log(vault: Vault) -> list[Check]:
 # the host's verdict line can name what failed.
 HOST_CHECKS: tuple[Callable[[HostSite], list[Check]], ...] = (
     check_codex_trust,
+    check_connection,
     check_hook,
     check_capture,
     check_growth,
