@@ -94,6 +94,7 @@ def _ledger_health(vault: Vault) -> tuple[list[ForkInfo], list[str]]:
         except LedgerError as exc:
             damaged.append(str(exc))
             continue
+        damaged.extend(view.damaged)
         forks.extend(ForkInfo(f.ledger, f.subject, f.describe()) for f in view.forks())
     return forks, damaged
 

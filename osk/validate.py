@@ -222,6 +222,9 @@ def _ledgers(vault: Vault, catalog: Catalog) -> Iterator[Finding]:
         except LedgerError as exc:
             yield _finding("ledger-integrity", rel, _unprefixed(str(exc), path))
             continue
+        for problem in view.damaged:  # a history ledger: left out, blocking no write
+            yield _finding("ledger-integrity", rel,
+                           f"{problem} (left out of the history; no write waits for it)")
         for fork in view.forks():
             yield _finding("ledger-forks", rel,
                            f"{fork.describe()}; a person must decide which holds (the next "

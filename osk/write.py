@@ -47,6 +47,7 @@ from osk.context import WriteContext
 from osk.errors import (
     AnchorError,
     EdgeError,
+    LedgerError,
     NodeNotFound,
     OskError,
     RecheckError,
@@ -457,8 +458,18 @@ def _recite_locked(ctx: WriteContext, candidate_ids: list[str]) -> ReciteResult:
 def check_ledgers(ctx: WriteContext) -> None:
     """Refuse now, before a node is written, if a ledger this write appends to is damaged or
     the session's binding is forked (LedgerError / LedgerFork name the line or the records)."""
-    ctx.routing.scope_for(ctx.session.key.key)
-    ctx.rechecks.check_readable()
+    # A damaged line in the audit ledger (history) is left out and blocks nothing; these two
+    # decide every write, and which subject a damaged line was about cannot be known.
+    for check, decides in ((lambda: ctx.routing.scope_for(ctx.session.key.key),
+                            "which scope each session writes to"),
+                           (ctx.rechecks.check_readable, "what every write's citations owe")):
+        try:
+            check()
+        except LedgerError as exc:
+            raise LedgerError(
+                f"{exc}. That ledger decides {decides}, and which one the damaged line was "
+                f"about cannot be read, so writes wait until a person repairs it (restore the "
+                f"line from Git history: docs/FORMAT.md, Ledgers)", **exc.facts) from exc
     ctx.ledger("audit").read()
 
 

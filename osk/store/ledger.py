@@ -31,6 +31,11 @@ from osk.store.locks import file_lock
 from osk.store.vault import Vault
 
 ENVELOPE = ("id", "parents", "device", "at", "kind", "subject")
+# Ledgers that only keep history: no write decides anything from them, so a damaged line in one
+# is left out of the view (and reported by validate and overview), never a reason to refuse
+# every write. Every other ledger decides writes (a binding, a recheck, a candidate), so a
+# damaged line there is refused by name: which subject it was about cannot be known.
+HISTORY_LEDGERS = frozenset({"audit"})
 
 
 @dataclass(frozen=True)
@@ -153,9 +158,11 @@ class LedgerView:
     """
 
     def __init__(self, name: str, growth: _Growth, count: int, heads: tuple[str, ...],
-                 max_id: str | None, device_counts: dict[str, int]) -> None:
+                 max_id: str | None, device_counts: dict[str, int],
+                 damaged: tuple[str, ...] = ()) -> None:
         self.name = name
         self.heads = heads
+        self.damaged = damaged  # what was left out of a history ledger, one line each
         self._growth = growth
         self._count = count
         self._max_id = max_id
@@ -200,7 +207,8 @@ class LedgerView:
                 growth.records.append(record)
                 _clock_one(growth, record, per_device)
             count = len(growth.records)
-        return LedgerView(self.name, growth, count, tuple(sorted(heads)), max_id, per_device)
+        return LedgerView(self.name, growth, count, tuple(sorted(heads)), max_id, per_device,
+                          self.damaged)
 
     def is_ancestor(self, older: Record, newer: Record) -> bool:
         """True when ``older`` happened before ``newer`` (is reachable through parents)."""
@@ -262,6 +270,7 @@ class Ledger:
         self.vault = vault
         self.name = name
         self.path = vault.ledger_path(name)  # checked against links at each read and append
+        self.shown = Path(vault.rel(self.path))  # how messages name it: inside the vault
 
     # -- reading ----------------------------------------------------------------------
     def read(self) -> LedgerView:
@@ -289,7 +298,9 @@ class Ledger:
         data = self.path.read_bytes()
         view = self._grown(cached, key, data) if cached is not None else None
         if view is None:
-            view = _build_view(self.name, parse_lines(self.path, data))
+            damaged: list[str] | None = [] if self.name in HISTORY_LEDGERS else None
+            view = _build_view(self.name, parse_lines(self.shown, data, damaged),
+                               tuple(damaged or ()))
             if data and not data.endswith(b"\n"):
                 return view  # an unfinished tail: do not cache a view of a moving file
         self._remember(key, view, hashlib.blake2b(data[: key[0]], digest_size=16))
@@ -308,11 +319,14 @@ class Ledger:
         if not fresh.endswith(b"\n"):
             return None  # a cut-short line: let the full parse name it
         seen: set[str] = set()  # a repeat of an older id: extended refuses, the full parse names it
-        first = len(cached.view.records) + 1
-        records = [
-            _parse_line(self.path, first + offset, raw, seen)
-            for offset, raw in enumerate(fresh.split(b"\n")[:-1])
-        ]
+        first = data[:old_size].count(b"\n") + 1
+        try:
+            records = [
+                _parse_line(self.shown, first + offset, raw, seen)
+                for offset, raw in enumerate(fresh.split(b"\n")[:-1])
+            ]
+        except LedgerError:
+            return None  # the full parse names it (or, in a history ledger, leaves it out)
         return cached.view.extended(records)
 
     def _remember(self, key: tuple[int, int, int], view: LedgerView,
@@ -340,7 +354,8 @@ class Ledger:
             return
         cut = data.rfind(b"\n") + 1
         tail = data[cut:]
-        known = {r.id for r in parse_lines(self.path, data)}
+        known = {r.id for r in parse_lines(self.shown, data,
+                                           [] if self.name in HISTORY_LEDGERS else None)}
         try:
             record = _parse_line(self.path, 0, tail, set())
             whole = all(parent in known for parent in record.parents)
@@ -402,33 +417,54 @@ _CACHE: dict[Path, _Cached] = {}
 _CACHE_LOCK = threading.Lock()
 
 
-def parse_lines(path: Path, data: bytes) -> list[Record]:
+def parse_lines(path: Path, data: bytes, damaged: list[str] | None = None) -> list[Record]:
     """Parse ledger bytes into records, checking the structure every append relies on.
 
     Bytes after the last newline are an append still in progress in another process, or one a
     crash cut short: never acknowledged, so readers leave them out (the next append settles
-    them, see ``Ledger._settle_tail``).
+    them, see ``Ledger._settle_tail``). A damaged line raises LedgerError naming it, unless
+    ``damaged`` is a list: then the line is left out and its problem added there (a parent
+    that is not in the ledger is dropped from the record that names it).
     """
     data = data[: data.rfind(b"\n") + 1]
     records: list[Record] = []
     seen: set[str] = set()
     for number, raw in enumerate(data.split(b"\n")[:-1] if data else [], start=1):
-        records.append(_parse_line(path, number, raw, seen))
+        try:
+            records.append(_parse_line(path, number, raw, seen))
+        except LedgerError as exc:
+            if damaged is None:
+                raise
+            damaged.append(str(exc))
+    kept = []
     for record in records:
+        strays = []
         for parent in record.parents:
             if parent not in seen:
-                raise LedgerError(
+                strays.append(LedgerError(
                     f"{path}: line {record.line} names parent {parent}, which is not in the "
                     f"ledger (a line was removed?); restore it from Git history",
                     path=str(path), line=record.line,
-                )
-            if parent >= record.id:
-                raise LedgerError(
+                ))
+            elif parent >= record.id:
+                strays.append(LedgerError(
                     f"{path}: line {record.line} has id {record.id} not greater than its "
                     f"parent {parent}; ids must grow along parents",
                     path=str(path), line=record.line,
-                )
-    return records
+                ))
+        if strays and damaged is None:
+            raise strays[0]
+        if damaged is not None:
+            damaged.extend(str(e) for e in strays)
+        kept.append(record if not strays else _without_parents(record, seen))
+    return kept
+
+
+def _without_parents(record: Record, seen: set[str]) -> Record:
+    """``record`` keeping only the parents that are older records of the ledger."""
+    parents = tuple(p for p in record.parents if p in seen and p < record.id)
+    return Record(record.id, parents, record.device, record.at, record.kind, record.subject,
+                  record.data, record.line)
 
 
 def foreign_line_problems(name: str, known: bytes, incoming: bytes) -> list[str]:
@@ -487,7 +523,7 @@ def _parse_line(path: Path, number: int, raw: bytes, seen: set[str]) -> Record:
                   obj["subject"], data, number)
 
 
-def _build_view(name: str, records: list[Record]) -> LedgerView:
+def _build_view(name: str, records: list[Record], damaged: tuple[str, ...] = ()) -> LedgerView:
     growth = _Growth(records)
     named = {p for r in records for p in r.parents}
     heads = tuple(sorted(r.id for r in records if r.id not in named))
@@ -495,7 +531,7 @@ def _build_view(name: str, records: list[Record]) -> LedgerView:
     for record in sorted(records, key=lambda r: r.id):  # ids grow along parents: topological
         _clock_one(growth, record, per_device)
     max_id = max(growth.index) if records else None
-    return LedgerView(name, growth, len(records), heads, max_id, per_device)
+    return LedgerView(name, growth, len(records), heads, max_id, per_device, damaged)
 
 
 def _clock_one(growth: _Growth, record: Record, per_device: dict[str, int]) -> None:
