@@ -28,7 +28,7 @@ from typing import Any
 
 from osk.store.vault import Vault
 
-MAX_BYTES = 512 * 1024
+MAX_BYTES = 2 * 1024 * 1024  # per generation: about 2,000 receipts of a few items each
 KEEP = 2
 PROMPT_HASH_CHARS = 16
 # Why a candidate was not injected (docs/receipts.md shows them in use).
