@@ -19,6 +19,7 @@ from osk.hooks import receipts
 from osk.store.vault import Vault
 
 TITLE_MIN = 12  # a title shorter than this is too likely to occur in an answer by chance
+OPENS = frozenset({"read_node", "read_raw"})  # a node opened, or a raw round recall showed
 
 
 # -- osk recall log --------------------------------------------------------------------------
@@ -141,7 +142,7 @@ def stats(vault: Vault, *, days: int | None = None) -> list[DayScope]:
 
 
 def _opened(calls: Sequence[Mapping[str, Any]], node_id: str, scope: str, since: float) -> bool:
-    return any(c.get("tool") == "read_node" and c.get("node") == node_id
+    return any(c.get("tool") in OPENS and c.get("node") == node_id
                and c.get("scope") == scope and float(c.get("ts") or 0) >= since for c in calls)
 
 

@@ -208,3 +208,25 @@ async def test_stats_counts_cost_blocks_and_what_the_model_then_used(eng, vault,
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.mark.anyio
+async def test_a_raw_round_recall_showed_counts_as_opened_when_the_model_reads_it(
+        eng, vault, project):
+    import mcp
+
+    from osk.hooks.hits import Recalled
+    from osk.surfaces.server import build_server
+
+    shown = eng.append_raw("earlier", user="how do we sign?", assistant="With minisign.")
+    coordinate = shown.coordinate.removeprefix("[[").removesuffix("]]")
+    # the receipt rounds recall writes (osk.hooks.recall.rounds_recalled names a round so)
+    hit = Recalled("raw round", coordinate, coordinate, "", (), 5.0, coordinate, "round",
+                   (0, 0, 0))
+    receipts.write(vault, receipts.receipt("prompt-submit", "claude", "now", eng.scope, 200,
+                                           [receipts.item(hit, "rounds", 4.0)], []))
+    server = build_server(lambda: Engine.open(vault, cwd=project))
+    async with mcp.Client(server) as client:
+        assert not (await client.call_tool("read_raw", {"coordinate": shown.coordinate})).is_error
+    (row,) = json.loads(osk(vault, "stats", "--json", cwd=project))
+    assert (row["injected"], row["opened"]) == (1, 1)

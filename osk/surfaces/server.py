@@ -364,7 +364,7 @@ class _Surface:
                     f"call") from exc
 
 
-USES = frozenset({"read_node", "create_node", "update_node"})  # what osk stats counts
+USES = frozenset({"read_node", "read_raw", "create_node", "update_node"})  # osk stats counts
 
 
 def _log_use(engine: Any, tool: str, args: Any, result: Out) -> None:
@@ -375,7 +375,10 @@ def _log_use(engine: Any, tool: str, args: Any, result: Out) -> None:
     from osk.hooks import receipts
 
     cites = getattr(args, "derived_from", None) or ()
-    receipts.log_call(engine.vault, tool, str(engine.scope), node=str(getattr(result, "id", "")),
+    # a raw round recall showed is named by its coordinate, as the receipt names it
+    used = str(args.coordinate).removeprefix("[[").removesuffix("]]") if tool == "read_raw" \
+        else str(getattr(result, "id", ""))
+    receipts.log_call(engine.vault, tool, str(engine.scope), node=used,
                       cites=[str(c) for c in cites])
 
 
