@@ -145,3 +145,31 @@ def test_ordinary_ids_and_names_pass_the_check():
                   "rollout-2026-12-02T10-11-12-0193a1b2-7c3d-7e4f-8a9b-0c1d2e3f4a5b",
                   "toolu_01A09q90qw90lq917835lq9", "chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT"):
         assert not redact(value).changed, value
+
+
+def test_a_hook_names_a_conversation_whose_id_holds_a_secret_by_its_hash(vault: Vault,
+                                                                       tmp_path: Path):
+    # A hook never refuses the user's turn: the host's id becomes a hash, and the round is
+    # captured under it; the id itself reaches no file or file name.
+    import json
+
+    from hookkit import copy_fixture, make_project, payload, run_hook
+
+    from osk.capture import raw
+    from osk.hooks.state import conversation_name
+    from osk.store.fsutil import sha256_text
+
+    token = github_token()
+    session = f"sess-{token}"
+    project = make_project(tmp_path / "shop")
+    transcript = copy_fixture("claude", "session.jsonl", tmp_path / "t.jsonl")
+    data = json.loads(payload("claude", "stop", transcript=transcript, cwd=project))
+    data["session_id"] = session
+    done = run_hook("stop", "claude", json.dumps(data).encode(), cwd=project)
+    assert (done.returncode, done.stderr) == (0, "")
+    name = f"conversation-{sha256_text(session)[:16]}"
+    assert conversation_name(session) == name
+    assert len(raw.read_record(vault, "shop", name).rounds) == 5
+    assert token not in everything(vault.root)
+    plain = "5b0c7a52-8f1e-4d7a-9a63-2c4f1e9d0b11"
+    assert conversation_name(plain) == plain  # a host's UUID is kept as it is

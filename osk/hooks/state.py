@@ -83,12 +83,27 @@ class ConversationState:
 
 def conversation_name(session_id: str) -> str:
     """A conversation id as a portable file name: host ids (UUIDs) as they are, anything else
-    cleaned and suffixed with a hash of the original, so two ids never share a name."""
+    cleaned and suffixed with a hash of the original, so two ids never share a name. An id
+    that holds what the secret filter takes for a secret is named by its hash alone: it would
+    be the raw record's file name and every coordinate of it, and a hook never refuses a turn."""
+    if not _UUID.fullmatch(session_id) and _holds_secret(session_id):
+        return f"conversation-{sha256_text(session_id)[:16]}"
     cleaned = _UNSAFE.sub("-", session_id).strip(".-")[:100]
     if cleaned == session_id:
         return cleaned
     digest = sha256_text(session_id)
     return f"{cleaned}-{digest[:8]}" if cleaned else f"conversation-{digest[:16]}"
+
+
+_UUID = re.compile(r"[0-9A-Fa-f]{8}-(?:[0-9A-Fa-f]{4}-){3}[0-9A-Fa-f]{12}")
+
+
+def _holds_secret(text: str) -> bool:
+    # Imported only for an id that is not a UUID (what Claude Code and Codex send): the
+    # filter costs a hook about 30 ms to import.
+    from osk.capture.secrets import redact
+
+    return redact(text).changed
 
 
 def record_conversation(session_id: str, transcript: Path | None) -> str:
