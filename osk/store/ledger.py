@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -471,27 +472,49 @@ def foreign_line_problems(name: str, known: bytes, incoming: bytes) -> list[str]
     """What is wrong with the lines ``incoming`` (a ledger's bytes another device wrote) adds
     to ``known`` (the bytes this device agreed on): each new line must be a record (a JSON
     object with the envelope, a UUIDv7 id seen once) whose parents are in the ledger and
-    older than it. One problem per bad line, naming it by ``name`` and line number."""
+    older than it. One problem per bad line, naming it by ``name`` and line number. Lines
+    already known are not checked again (only their ids are read), so a sync pays for what
+    it brings, not for the ledger's length."""
     already = set(known.splitlines())
-    lines = incoming.splitlines()
     seen: set[str] = set()
+    fresh: list[tuple[int, bytes]] = []
+    for number, raw in enumerate(incoming.splitlines(), start=1):
+        if raw in already:
+            record_id = _known_id(raw)
+            if record_id:
+                seen.add(record_id)
+        else:
+            fresh.append((number, raw))
+    shown = Path(name)
     problems: list[str] = []
-    fresh: list[Record] = []
-    for number, raw in enumerate(lines, start=1):
+    records: list[Record] = []
+    for number, raw in fresh:
         try:
-            record = _parse_line(Path(name), number, raw, seen)
+            records.append(_parse_line(shown, number, raw, seen))
         except LedgerError as exc:
-            if raw not in already:
-                problems.append(str(exc))
-            continue
-        if raw not in already:
-            fresh.append(record)
-    for record in fresh:
+            problems.append(str(exc))
+    for record in records:
         strays = [p for p in record.parents if p not in seen or p >= record.id]
         if strays:
             problems.append(f"{name}: line {record.line} names parent {strays[0]}, which is "
                             f"not an older record of the ledger")
     return problems
+
+
+_LEADING_ID = re.compile(rb'^\{"id":"([0-9a-f-]{36})"')  # how Record.to_json starts a line
+
+
+def _known_id(raw: bytes) -> str | None:
+    """The id of a line already accepted: read from its start when osk wrote it, else parsed."""
+    found = _LEADING_ID.match(raw)
+    if found:
+        return found.group(1).decode("ascii")
+    try:
+        obj = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    value = obj.get("id") if isinstance(obj, dict) else None
+    return value if isinstance(value, str) else None
 
 
 def _parse_line(path: Path, number: int, raw: bytes, seen: set[str]) -> Record:
