@@ -15,6 +15,7 @@ import mcp
 import pytest
 from test_node_secrets import anyio_backend, github_token, password  # noqa: F401 (a fixture)
 from test_server_stdio import HUB, ok, params, repo  # noqa: F401 (repo: a fixture)
+from writekit import make_repo
 
 from osk.capture.secrets import redact
 from osk.errors import SecretInName, SetupError
@@ -173,3 +174,23 @@ def test_a_hook_names_a_conversation_whose_id_holds_a_secret_by_its_hash(vault: 
     assert token not in everything(vault.root)
     plain = "5b0c7a52-8f1e-4d7a-9a63-2c4f1e9d0b11"
     assert conversation_name(plain) == plain  # a host's UUID is kept as it is
+
+
+def test_a_project_folder_named_with_a_secret_gets_a_hashed_session_key(vault: Vault,
+                                                                       tmp_path: Path):
+    from osk.engine import Engine
+    from osk.request import NewNode
+
+    token = github_token()
+    eng = Engine.open(vault, cwd=make_repo(tmp_path / f"app-{token}"))
+    assert eng.session.key.key.startswith("project-") and token not in eng.session.key.key
+    eng.append_raw("c1", user="hi", assistant="hello")
+    eng.create_node(NewNode("cache", "The cache", "Hub.\n", space="Scope", cluster="cache",
+                            drafter="test-model"))
+    # Raw folder, scope folder, every ledger: none says it. Only this device's own record of
+    # where the project is (never synced; it finds the project's files) holds its path.
+    holding = sorted(str(p.relative_to(vault.root)) for p in vault.root.rglob("*")
+                     if token in p.name or (p.is_file() and token.encode() in p.read_bytes()))
+    assert holding == [".osk/sessions/roots.json", ".osk/sessions/worktrees.json"]
+    plain = Engine.open(vault, cwd=make_repo(tmp_path / "shop-2024-backend-v2"))
+    assert plain.session.key.key == "shop-2024-backend-v2"

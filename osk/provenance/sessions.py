@@ -203,6 +203,21 @@ def portable_name(raw: str) -> str:
     return cleaned or FALLBACK_NAME
 
 
+def _key_name(folder: str) -> str:
+    """The project folder's name as a session key, or ``project-<12 hex>`` of it when it holds
+    what the secret filter takes for a secret: the key names the raw records' and the scope's
+    folders and is in every ledger record a session writes. Only a name of 16 characters or
+    more with a digit is checked (a random token that long almost always has one), so
+    ordinary names never load the filter: hooks run this on every turn."""
+    name = portable_name(folder)
+    if len(name) >= 16 and any(c.isdigit() for c in name):
+        from osk.capture.secrets import redact
+
+        if redact(name).changed:
+            return f"project-{sha256_text(name)[:12]}"
+    return name
+
+
 def session_key(cwd: Path, vault: Vault | None = None) -> SessionKey:
     """The session key for an agent working in ``cwd``.
 
@@ -213,11 +228,11 @@ def session_key(cwd: Path, vault: Vault | None = None) -> SessionKey:
     repo = find_repo(cwd)
     if repo is None:
         folder = cwd.resolve()
-        name = portable_name(folder.name)
+        name = _key_name(folder.name)
         identity = "path:" + sha256_text(str(folder))
         partial = SessionKey(name, name, identity, None, None, "folder")
     else:
-        name = portable_name(repo.main_name)
+        name = _key_name(repo.main_name)
         commit = root_commit(repo, vault)
         identity = f"commit:{commit}" if commit else None
         partial = SessionKey(name, name, identity, repo.worktree, repo.common_dir, "git")
