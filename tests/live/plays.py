@@ -7,6 +7,8 @@ A prompt starts with a marker that picks the plan:
 - ``[live:chat N] …``: a plain final answer that quotes N, no tools;
 - ``[live:calls N] …``: find osk's tools, then ``search`` and ``overview`` (read-only, so any
   number of fresh sessions can make them) and a final answer;
+- ``[live:remember] …`` (Claude Code): write one memory with the host's own ``Write`` tool into
+  the memory folder its system prompt names, in the format it states, then its ``MEMORY.md``;
 - osk's background review prompt (``[osk background review: …``): read the first round item
   with ``read_raw``, write a node citing it with ``create_node``, answer "osk review done.".
 
@@ -79,6 +81,27 @@ def review_title(coordinate: str) -> str:
     return f"tidepool release check from round {coordinate.rsplit(' ', 1)[-1].rstrip(']')}"
 
 
+MEMORY_DIR = re.compile(r"persistent file-based memory at `([^`]+)`")
+MEMORY_FILE = "feedback_make_check.md"
+MEMORY_TEXT = ("---\nname: make-check-first\ndescription: Run make check before every tidepool "
+               "release\nmetadata:\n  type: feedback\n---\n\nRun `make check` before every "
+               "release.\n\n**Why:** a release without it shipped a broken build.\n"
+               "**How to apply:** `make check && make release`.\n")
+
+
+def remember_steps(turn: Turn) -> list[Call]:
+    """Claude Code's own memory, written as its system prompt tells the model to."""
+    system = turn.body.get("system", "")
+    text = system if isinstance(system, str) else " ".join(
+        str(block.get("text", "")) for block in system if isinstance(block, dict))
+    found = MEMORY_DIR.search(text)
+    assert found, "Claude Code's system prompt names no memory folder"
+    folder = found.group(1).rstrip("/")
+    return [Call("Write", {"file_path": f"{folder}/{MEMORY_FILE}", "content": MEMORY_TEXT}),
+            Call("Write", {"file_path": f"{folder}/MEMORY.md",
+                           "content": f"- [Make check first]({MEMORY_FILE}) — before releases\n"})]
+
+
 class Play:
     """The brain a ``ModelServer`` asks; ``model`` is the drafter name nodes carry."""
 
@@ -95,6 +118,11 @@ class Play:
                               "Noted: tidepool releases after `make check`.")
         if prompt.startswith("[live:calls"):
             return self.steps(turn, READ_STEPS, CALLS_ANSWER)
+        if prompt.startswith("[live:remember]"):
+            steps = remember_steps(turn)
+            done = sum(1 for name in turn.called if name == "Write")
+            return Reply(calls=(steps[done],)) if done < len(steps) else Reply(
+                text="Remembered.")
         if prompt.startswith("[osk background review"):
             return self.steps(turn, review_steps(self.model), "osk review done.")
         return Reply(text="(scripted side answer)")
