@@ -33,9 +33,10 @@ file and folder names, and the person is shown each place left with why it was l
 - a raw record's or a node's file or folder name (a conversation id, a session key, a title, a
   cluster) is what every coordinate or link of it says: osk does not rename it;
 - device state is this device's only, never synced: the caches of the node files (the
-  catalog snapshot, the search index, its journal and the recall file, which keep the text's
-  words) are deleted and rebuilt on the next read (``drop_caches``); what else holds the text
-  there (a raw record's capture state named after it, receipts, logs) is named.
+  catalog snapshot, the search index, its journal, the recall file and the raw rounds'
+  index, which keep the text's words) are deleted and rebuilt on the next read
+  (``drop_caches``); what else holds the text there (a raw record's capture state named after
+  it, receipts, logs) is named.
 
 The old bytes also remain in Git history on every device and remote that has synced them.
 ``purge_instructions`` says how to remove them with `git filter-repo`; osk never rewrites
@@ -372,6 +373,9 @@ WHY_LEFT = {
     "ledger": "in an append-only ledger line: not rewritten, because sync merges ledgers "
               "line by line and a changed line would come back from every other device's "
               "copy; the Git history purge below rewrites every copy at once",
+    "header": "in the redacted file outside what osk redact rewrites (a raw record's front "
+              "matter or a round's header: host, completion id; a node's links): edit it "
+              "by hand, or leave it to the Git history purge",
     "raw": "in another raw record: redact it there too (osk redact _raw/KEY/CONVERSATION)",
     "node": "in another node file (its front matter or body): redact that node too",
     "object": "in a stored version in _objects/ that no node's audit history names: delete "
@@ -382,9 +386,10 @@ WHY_LEFT = {
 }
 
 
-def remaining(vault: Vault, span: str) -> tuple[Remaining, ...]:
+def remaining(vault: Vault, span: str, done: str | None = None) -> tuple[Remaining, ...]:
     """Every place under the vault that still holds ``span``: file and folder names, and the
-    bytes of every file (``.git/`` aside: history is the purge's). Read-only."""
+    bytes of every file (``.git/`` aside: history is the purge's). ``done`` is the file just
+    redacted: what it still holds is outside what a redaction rewrites. Read-only."""
     needle = span.encode("utf-8")
     found: list[Remaining] = []
     root = vault.root
@@ -402,7 +407,8 @@ def remaining(vault: Vault, span: str) -> tuple[Remaining, ...]:
             rel = f"{base}/{name}".lstrip("/")
             line = _line_holding(Path(folder) / name, needle)
             if line is not None:
-                found.append(Remaining(rel, line, _place_of(rel, span)))
+                place = "header" if rel == done and span not in rel else _place_of(rel, span)
+                found.append(Remaining(rel, line, place))
     return tuple(found)
 
 
@@ -411,7 +417,8 @@ def remaining(vault: Vault, span: str) -> tuple[Remaining, ...]:
 # text, so a byte search would miss them, and a rebuild after a rare redaction is cheap.
 CACHES = (".osk/catalog/snapshot.json", ".osk/index/snapshot.bin", ".osk/index/journal.jsonl",
           ".osk/index/recall.sqlite", ".osk/index/recall.sqlite-wal",
-          ".osk/index/recall.sqlite-shm")
+          ".osk/index/recall.sqlite-shm", ".osk/index/rounds.sqlite",
+          ".osk/index/rounds.sqlite-wal", ".osk/index/rounds.sqlite-shm")
 
 
 def drop_caches(vault: Vault) -> tuple[str, ...]:

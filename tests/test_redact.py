@@ -274,3 +274,17 @@ def test_remaining_finds_text_in_names_content_and_device_state_but_not_git(vaul
     left = redaction.remaining(vault, SPAN)
     assert [(r.path, r.line, r.place) for r in left] == [
         (".osk/index/journal.jsonl", 2, "state"), (f"Domain/x-{SPAN}", None, "name")]
+
+
+def test_what_a_raw_redaction_leaves_in_the_record_itself_is_named_as_such(vault: Vault,
+                                                                            tmp_path: Path):
+    repo = make_repo(tmp_path / "work" / "proj")
+    eng = Engine.open(vault, cwd=repo)
+    ref = eng.append_raw("talk", user=f"the login is {SPAN}", assistant="ok",
+                         completion=f"turn-{SPAN}")
+    run = run_redact(vault, "_raw/proj/talk")
+    assert run.code == 0, run.err
+    left = redaction.remaining(vault, SPAN, ref.path)
+    assert [(r.path, r.place) for r in left if r.path == ref.path] == [(ref.path, "header")]
+    assert "outside what osk redact rewrites" in run.out and f"    {ref.path} line" in run.out
+    assert "in another raw record" not in run.out and SPAN not in run.out

@@ -39,7 +39,7 @@ def run_redact(args: argparse.Namespace) -> int:
     if done.dropped:
         print(f"Deleted this device's caches of the vault (rebuilt on the next read; the "
               f"search index keeps a text's words): {', '.join(done.dropped)}.")
-    report_remaining(redaction.remaining(vault, span), span)
+    report_remaining(redaction.remaining(vault, span, where), span)
     print(redaction.purge_instructions(vault, where))
     return 0
 
