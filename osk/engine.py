@@ -18,6 +18,7 @@ imports (a test checks ``sys.modules``).
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import time
@@ -54,7 +55,7 @@ from osk.store.edges import NodeTarget, parse_target
 from osk.store.fsutil import synced_at_exit
 from osk.store.node import Node
 from osk.store.node import parse as parse_node
-from osk.store.vault import Vault, locate, scope_of
+from osk.store.vault import Vault, disk_error, locate, scope_of
 
 if TYPE_CHECKING:
     from osk.hooks.recall_server import Listener
@@ -62,6 +63,8 @@ if TYPE_CHECKING:
 
 PAGE_CHARS = 4000  # read_node: at most this many body characters per call
 REFRESH_SECONDS = 1.0  # reads re-stat every node file at most this often (for hand edits)
+
+log = logging.getLogger("osk.engine")
 
 
 BACKGROUND_PACE = 1.0  # the background catch-up rests as long as it works: half the cores
@@ -498,8 +501,15 @@ class Engine:
         if self._rounds is None:
             self._rounds = RoundIndex(self.vault)
         routing, session = self.routing, self.session
-        return round_hits(self._rounds, query, k, lambda key: routing.key_visible(session, key),
-                          routing.scope_for)
+        try:
+            return round_hits(self._rounds, query, k,
+                              lambda key: routing.key_visible(session, key), routing.scope_for)
+        except Exception as exc:
+            if disk_error(exc) is None:
+                raise
+            # The rounds' index is a cache the disk cannot update now: nodes are still served.
+            log.warning("raw rounds left out of search: %s", disk_error(exc))
+            return []
 
     def _cited_rounds(self, hits: Sequence[Hit]) -> dict[str, set[str]]:
         """node id -> the raw rounds it cites (the rechecks ledger's citations)."""

@@ -56,6 +56,16 @@ def test_each_disk_cause_is_named_with_the_path_inside_the_vault(vault: Vault, c
     assert str(vault.root) not in str(error)
 
 
+def test_sqlites_words_for_a_full_or_read_only_disk_are_disk_errors():
+    import sqlite3
+
+    full = disk_error(sqlite3.OperationalError("database or disk is full"))
+    assert full is not None and str(full).startswith("the disk holding the vault is full")
+    read_only = disk_error(sqlite3.OperationalError("attempt to write a readonly database"))
+    assert read_only is not None and "read-only file system (EROFS)" in str(read_only)
+    assert disk_error(sqlite3.OperationalError("no such table: rounds")) is None
+
+
 def test_other_os_errors_are_not_disk_errors():
     assert disk_error(OSError(errno.EIO, "I/O error")) is None
     assert disk_error(ValueError("no")) is None
@@ -185,13 +195,14 @@ def tmpfs(tmp_path: Path) -> Iterator[Path]:
 
 
 def _fill(folder: Path) -> None:
-    with open(folder / "filler", "wb") as handle:
-        try:
-            while True:
-                handle.write(b"\0" * 65536)
-                handle.flush()
-        except OSError:
-            pass
+    fd = os.open(folder / "filler", os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        while True:
+            os.write(fd, b"\0" * 65536)
+    except OSError as exc:
+        assert exc.errno == errno.ENOSPC
+    finally:
+        os.close(fd)
 
 
 def _params(vault: Vault, cwd: Path) -> StdioServerParameters:

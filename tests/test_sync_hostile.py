@@ -234,3 +234,18 @@ def test_a_force_pushed_remote_is_refused_until_a_person_accepts_it(pair, capsys
     for rel in ("Domain/mine/mine.md", "Domain/theirs/theirs.md", "Domain/later/later.md"):
         assert rel in files, rel
     sync_once(first)  # accepted once: later cycles go on as usual
+
+
+def test_an_id_shaped_like_a_pattern_is_no_pattern(pair):
+    """A node whose id line is a regular expression is not taken for a copy of every node."""
+    remote, first, second = pair
+    write_node(second, "Domain/real/real.md", "The real node.\n")
+    node = second.root / "Domain/real/odd.md"
+    write_node(second, "Domain/real/odd.md", "An odd node.\n")
+    text = node.read_text(encoding="utf-8")
+    node.write_text("\n".join("id: .*" if line.startswith("id:") else line
+                              for line in text.split("\n")), encoding="utf-8")
+    _push_by_hand(second, "an odd id")
+    sync_once(first)  # lands: nothing else carries that (invalid) id
+    assert (first.root / "Domain/real/odd.md").is_file()
+    assert git(remote, "rev-parse", "main").strip() == head(first)

@@ -398,6 +398,9 @@ _DISK_CAUSES = {
 def disk_error(exc: BaseException) -> DiskError | None:
     """The DiskError an OSError stands for (a full, over-quota, read-only or forbidden disk),
     naming the path inside the vault; None for any other error."""
+    code = _sqlite_errno(exc)
+    if code is not None:
+        exc = OSError(code, os.strerror(code))  # SQLite names no file
     if not isinstance(exc, OSError) or exc.errno not in _DISK_CAUSES:
         return None
     cause, fix = _DISK_CAUSES[exc.errno]
@@ -405,6 +408,19 @@ def disk_error(exc: BaseException) -> DiskError | None:
     where = _inside_vault(exc.filename)
     at = f", at {where}" if where else ""
     return DiskError(f"{cause} ({name}{at}): {fix}, then try again", cause=name, path=where)
+
+
+def _sqlite_errno(exc: BaseException) -> int | None:
+    """The errno an SQLite error stands for when the disk refused (SQLite reports it in
+    words, not as an OSError); None otherwise. sqlite3 is not imported: hooks never need it."""
+    if type(exc).__module__ != "sqlite3":
+        return None
+    text = str(exc).lower()
+    if "database or disk is full" in text:
+        return errno.ENOSPC
+    if "readonly database" in text:
+        return errno.EROFS
+    return None
 
 
 def _inside_vault(filename: object) -> str | None:

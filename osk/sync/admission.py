@@ -43,6 +43,7 @@ _PROBE_LEDGER = "_ledger/audit.jsonl"
 _PROBE_RAW = "_raw/key/conversation.md"
 _REWRITING = ("text", "eol", "filter", "ident", "working-tree-encoding")
 
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 Entry = tuple[str, str, str, str]  # (new mode, old sha, new sha, path), as _raw_entries gives
 
 
@@ -189,20 +190,31 @@ def _duplicate_ids(cycle: _Cycle, upstream: str, brought: list[Entry]) -> list[s
     ids: dict[str, str] = {}
     for _mode, _old, new, rel in brought:
         node_id = _front_id(cycle.repo.blob(new)) if is_node_path(rel) else None
-        if node_id:
+        if node_id and _UUID.fullmatch(node_id):  # goes into a pattern: nothing but an id
             ids[node_id] = rel
     if not ids:
         return []
-    args = ["grep", "-l", "-z", "-i", "-E"]
-    for node_id in ids:
-        args += ["-e", f"^id:[[:space:]]*{node_id}[[:space:]]*$"]
-    hits = split_z(cycle.repo.run(*args, upstream, "--", "*.md", check=False).out)
+    # The patterns go in a file: a pull that brings thousands of nodes would overflow a
+    # command line. Matching paths are then read through one listing of the tree.
+    patterns = cycle.vault.state("sync", "brought-ids.txt")
+    patterns.parent.mkdir(parents=True, exist_ok=True)
+    patterns.write_text("".join(f"^id:[[:space:]]*{node_id}[[:space:]]*$\n" for node_id in ids),
+                        encoding="ascii")
+    try:
+        hits = split_z(cycle.repo.run("grep", "-l", "-z", "-i", "-E", "-f", str(patterns),
+                                      upstream, "--", "*.md", check=False).out)
+    finally:
+        patterns.unlink(missing_ok=True)
+    matched = {hit.split(":", 1)[1] for hit in hits}
+    blobs = {}
+    for entry in split_z(cycle.repo.run("ls-tree", "-r", "-z", upstream).out):
+        meta, rel = entry.split("\t", 1)
+        if rel in matched:
+            blobs[rel] = meta.split()[2]
     holders: dict[str, list[str]] = {}
-    for hit in hits:
-        rel = hit.split(":", 1)[1]
+    for rel, sha in blobs.items():
         if not is_node_path(rel):
             continue
-        sha = cycle.repo.run("rev-parse", f"{upstream}:{rel}").out.strip()
         node_id = _front_id(cycle.repo.blob(sha))
         if node_id:
             holders.setdefault(node_id, []).append(rel)
