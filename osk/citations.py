@@ -44,12 +44,6 @@ class Resolved:
     current_hash: str | None
 
 
-def _file_roots(edges: Sequence[Resolved]) -> dict[str, str]:
-    """The worktree folder each resolved file citation points into, for the sources section."""
-    return {e.link: e.target.root for e in edges
-            if e.target is not None and e.target.kind == "file" and e.target.root}
-
-
 def _edge(resolved: Resolved) -> Edge:
     return Edge(resolved.link, resolved.target, resolved.current_hash)
 

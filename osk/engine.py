@@ -51,7 +51,7 @@ from osk.search.corpus import SearchDoc
 from osk.search.ranking import Hit, Markers
 from osk.search.rounds import SEARCH_KINDS, RoundIndex, merged, round_hits
 from osk.store.catalog import Catalog, Changes
-from osk.store.edges import NodeTarget, parse_target
+from osk.store.edges import NodeTarget, as_link, parse_target
 from osk.store.fsutil import synced_at_exit
 from osk.store.node import Node
 from osk.store.node import parse as parse_node
@@ -367,7 +367,7 @@ class Engine:
             scope=self.scope, id=node.id, title=node.title, path=node.path, space=node.space,
             node_scope=node.scope, summary=shown.meta.summary, created=shown.meta.created,
             updated=shown.meta.updated, author=shown.meta.author, drafter=shown.meta.drafter,
-            trust=shown.meta.trust_state, derived_from=tuple(shown.meta.derived_from),
+            trust=shown.meta.trust_state, derived_from=tuple(map(as_link, shown.meta.derived_from)),
             conflicts=tuple(shown.meta.conflicts), text=body[begin:end], start=begin, end=end,
             total_chars=len(body), complete=begin == 0 and end == len(body),
             next_start=(end - lo) if end < hi else None, hash=None, outline=outline,

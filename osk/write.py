@@ -42,7 +42,7 @@ from dataclasses import dataclass, replace
 
 from osk.authority import audit, mutation, protection, tombstones, trust, validity
 from osk.capture import secrets
-from osk.citations import Resolved, _edge, _file_roots, resolve_edges
+from osk.citations import Resolved, _edge, resolve_edges
 from osk.context import WriteContext
 from osk.errors import (
     AnchorError,
@@ -73,7 +73,7 @@ from osk.store import clock, ids, sources
 from osk.store import node as node_mod
 from osk.store.catalog import Changes
 from osk.store.contract import Frontmatter, validate_meta
-from osk.store.edges import NodeTarget, parse_target
+from osk.store.edges import NodeTarget, parse_target, written
 from osk.store.fsutil import sha256_text
 from osk.store.locks import LockTimeout
 from osk.store.node import Node
@@ -263,14 +263,14 @@ def _prepare_create(ctx: WriteContext, new: NewNode, spot: Spot,
         "author": ctx.author,
         "drafter": drafter,
         "summary": summary,
-        "derived-from": [e.link for e in edges],
+        "derived-from": [written(e.link) for e in edges],
         "conflicts": [e.link for e in conflict_edges],
         "trust": _trust(ctx, spot.space, None, new=True),
         "valid_from": new.valid_from,
         "valid_to": new.valid_to,
         "supersedes": _supersedes_link(new.supersedes),
     }))
-    text = node_mod.render(meta, body, _file_roots(edges))
+    text = node_mod.render(meta, body)
     return _Creation(_parse_back(rel, text), text, spot, tuple(edges),
                      _prepare_supersede(ctx, meta, new.supersedes), meta, redacted)
 
@@ -316,7 +316,7 @@ def update_node(ctx: WriteContext, ref: str, edit: NodeEdit) -> WriteResult:
                                        citing_id=node.id, known=node.meta.conflicts)
         meta_changes = _drop_none({  # links not given are kept exactly as the file has them
             "summary": summary,
-            "derived-from": None if derived_from is None else [e.link for e in edges],
+            "derived-from": None if derived_from is None else [written(e.link) for e in edges],
             "conflicts": None if conflicts is None else [e.link for e in conflict_edges],
             "drafter": drafter,
             "valid_from": valid_from,
@@ -340,7 +340,7 @@ def update_node(ctx: WriteContext, ref: str, edit: NodeEdit) -> WriteResult:
         data = {**current, **meta_changes, "updated": clock.now_text(), "author": ctx.author,
                 "trust": _trust(ctx, node.space, node.meta.trust_state, new=False)}
         meta = validate_meta(node.path, _drop_none(data))
-        text = node_mod.render(meta, new_body, _file_roots(edges))
+        text = node_mod.render(meta, new_body)
         new = _parse_back(node.path, text)
         closing = _prepare_supersede(ctx, meta, supersedes) if supersedes else None
         # ---- every check passed: nothing was written before this line ----

@@ -11,9 +11,7 @@ text before ``|`` (display text) and ``#`` (a heading in the note); a target wit
 path from the vault root, a bare name is a note of that file name anywhere in the vault; ``.md``
 may be left out. Obsidian does not index hidden folders (``.obsidian``, ``.osk``, ``.git``), and
 the *Excluded files* setting hides notes from search and the graph without making links to them
-unresolved. A Markdown link with a ``file://`` URL is an external link that Obsidian hands to
-the system (its own drag-and-drop makes such links to files outside the vault). Quoted
-``"[[…]]"`` values of a list property are links too.
+unresolved. Quoted ``"[[…]]"`` values of a list property are links too.
 
 This is deliberately stricter than Obsidian where Obsidian would guess: a bare name must match
 exactly one note, also after case folding, and a heading must exist.
@@ -23,7 +21,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import unquote, urlparse
 
 import yaml
 from markdown_it import MarkdownIt
@@ -119,9 +116,26 @@ def resolve(root: Path, inner: str) -> Path | None:
     return found[0]
 
 
-def file_url_path(url: str) -> Path | None:
-    """The local path a ``file://`` URL opens, None for any other URL."""
-    parsed = urlparse(url)
-    if parsed.scheme != "file" or parsed.netloc not in ("", "localhost"):
-        return None
-    return Path(unquote(parsed.path))
+def unresolved(root: Path) -> list[tuple[str, str]]:
+    """Every link Obsidian would show as unresolved: (note, link text) for each wikilink in a
+    note's body and each ``[[…]]`` value of its front matter lists that opens no note."""
+    found = []
+    for note in notes(root):
+        links = links_of(note.read_text(encoding="utf-8"))
+        for inner in (*links.wikilinks, *links.properties):
+            if resolve(root, inner) is None:
+                found.append((note.relative_to(root).as_posix(), inner))
+    return found
+
+
+def listed(root: Path) -> list[str]:
+    """The notes Obsidian's file explorer lists with the vault's settings: not in a hidden
+    folder, nor in a top folder the vault's CSS snippets hide."""
+    import re
+
+    hidden: set[str] = set()
+    for css in (root / ".obsidian" / "snippets").glob("*.css"):
+        rules = re.sub(r"/\*.*?\*/", "", css.read_text(encoding="utf-8"), flags=re.S)
+        hidden |= set(re.findall(r'\.nav-folder-title\[data-path="([^"]+)"\]', rules))
+    return sorted(p.relative_to(root).as_posix() for p in notes(root)
+                  if p.relative_to(root).parts[0] not in hidden)

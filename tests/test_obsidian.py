@@ -6,17 +6,15 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
 import writekit
-from obsidian_support import file_url_path, links_of, resolve
+from obsidian_support import links_of, resolve, unresolved
 from sync_support import git, make_devices
 from writekit import snapshot
 
 from osk import validate
-from osk.authority import trust
 from osk.engine import Engine
 from osk.errors import ContractError
 from osk.request import NewNode, NodeEdit
@@ -27,8 +25,8 @@ from osk.sync.cycle import sync_once
 
 repo, eng = writekit.repo, writekit.eng  # shared fixtures
 
-HIDDEN_FROM_LIST = {RAW_DIR, LEDGER_DIR, OBJECTS_DIR}  # written and read through osk only
-EXCLUDED = HIDDEN_FROM_LIST | {MEMORY_DIR, GOVERNANCE}  # out of search and the graph too
+# written and read through osk: out of the file list (issue 24 item 9), search and the graph
+EXCLUDED = HIDDEN_FROM_LIST = {RAW_DIR, LEDGER_DIR, OBJECTS_DIR, MEMORY_DIR, GOVERNANCE}
 
 
 def _settings(vault: Vault, name: str) -> dict:
@@ -96,7 +94,8 @@ def _cited_vault(vault: Vault, eng: Engine, repo: Path) -> dict[str, str]:
 def _front_links(text: str) -> list[str]:
     meta, _ = split_frontmatter("n.md", text)
     links = [*meta.get("derived-from", []), *meta.get("conflicts", [])]
-    return [link[2:-2] for link in (*links, meta.get("supersedes")) if link]
+    return [link[2:-2] if link.startswith("[[") else link
+            for link in (*links, meta.get("supersedes")) if link]
 
 
 def test_every_citation_is_a_body_link_that_resolves_to_its_note_in_obsidian(
@@ -135,37 +134,30 @@ def test_a_node_without_the_section_is_what_obsidian_showed_before(vault: Vault,
     assert links_of(text).wikilinks
 
 
-def test_a_file_citation_is_a_link_that_opens_the_cited_file(vault: Vault, eng: Engine,
-                                                            repo: Path):
+def test_a_file_citation_is_project_relative_text_never_a_link_or_a_device_path(
+        vault: Vault, eng: Engine, repo: Path):
+    """Issue 24 item 9: the vault syncs to devices where the project lies elsewhere, and
+    Obsidian reads a [[file:…]] property as a link to a note that cannot exist."""
     paths = _cited_vault(vault, eng, repo)
-    links = links_of(vault.abs(paths["Release builds"]).read_text(encoding="utf-8"))
-    assert not [w for w in links.wikilinks if w.startswith("file:")]  # never a dead wikilink
-    [url] = links.urls
-    opened = file_url_path(url)
-    assert opened == (repo / "src" / "app.py").resolve() and opened.is_file()
-    assert "[[file:src/app.py]]" in eng.read_node("Release builds").derived_from
-
-
-def test_a_file_link_keeps_its_folder_through_a_confirm(vault: Vault, eng: Engine, repo: Path,
-                                                        monkeypatch: pytest.MonkeyPatch):
-    from authority_support import FakeTerminal
-
-    paths = _cited_vault(vault, eng, repo)
-    monkeypatch.setattr(sys, "stdin", FakeTerminal())
-    trust.confirm(vault, "Release builds")
     text = vault.abs(paths["Release builds"]).read_text(encoding="utf-8")
-    assert "trust: confirmed" in text
-    assert [file_url_path(u) for u in links_of(text).urls] == [(repo / "src/app.py").resolve()]
+    links = links_of(text)
+    assert not [w for w in (*links.wikilinks, *links.properties) if w.startswith("file:")]
+    assert links.urls == () and str(repo) not in text and "file://" not in text
+    assert "\n  - file:src/app.py\n" in text  # the front matter: relative to the project
+    assert "file:src/app.py (a project file)" in text  # the sources section, as text
+    assert "[[file:src/app.py]]" in eng.read_node("Release builds").derived_from  # as tools take it
+    eng.update_node("Release builds", NodeEdit(summary="Release builds use cargo dist (2)"))
+    assert eng.recheck().candidates == () and validate.run(vault) == []
+    (repo / "src" / "app.py").write_text("changed\n", encoding="utf-8")
+    [candidate] = eng.recheck().candidates  # the citation is bound as before
+    assert candidate.target == "[[file:src/app.py]]"
 
 
-def test_file_urls_are_percent_encoded(tmp_path: Path):
-    root = tmp_path / "my proj (2)"
-    section = sources.render(["[[file:src/a b#1.py]]"], [], None, {"[[file:src/a b#1.py]]":
-                                                                     str(root)})
-    [url] = links_of(section).urls
-    assert file_url_path(url) == root / "src" / "a b#1.py"
-    assert sources.roots_in(section, ["[[file:src/a b#1.py]]"]) == {
-        "[[file:src/a b#1.py]]": str(root)}
+def test_a_file_path_with_markdown_characters_stays_text(tmp_path: Path):
+    section = sources.render(["[[file:src/a b#1_[x].py]]"], [], None)
+    links = links_of(section)
+    assert links.wikilinks == () and links.urls == ()
+    assert "file:src/a b\\#1\\_\\[x\\].py (a project file)" in section
 
 
 def test_the_section_is_not_body_text_hashes_reads_and_search_ignore_it(
@@ -187,7 +179,7 @@ def test_the_section_is_not_body_text_hashes_reads_and_search_ignore_it(
                              derived_from=("build",)))
     text = vault.abs(paths["Release builds"]).read_text(encoding="utf-8")
     assert links_of(text).wikilinks == ("build",) and links_of(text).urls == ()
-    assert text.endswith("---\n" + sources.render(["[[build]]"], [], None, {})
+    assert text.endswith("---\n" + sources.render(["[[build]]"], [], None)
                          + "Use `cargo dist` for release builds.\n")
 
 
@@ -203,7 +195,7 @@ def test_a_node_written_before_the_section_stays_valid_and_gets_it_on_its_next_w
     eng.update_node("Release builds",
                     NodeEdit(summary="Release builds use cargo dist, not cargo build"))
     text = vault.abs(paths["Release builds"]).read_text(encoding="utf-8")
-    assert sources.OPEN in text and file_url_path(links_of(text).urls[0]) is not None
+    assert sources.OPEN in text and "file:src/app.py (a project file)" in text
     assert sources.OPEN not in vault.abs(paths["Test runner"]).read_text(encoding="utf-8")
     assert validate.run(vault) == [] and eng.recheck().candidates == ()
 
@@ -244,3 +236,18 @@ def _without_section(text: str) -> str:
     section, body = sources.split(rest)
     assert section
     return head + "\n---\n" + body
+
+
+def test_a_raw_records_quoted_tool_arguments_form_no_links(vault: Vault, eng: Engine,
+                                                           repo: Path):
+    """Issue 24 item 9: a tool call that quotes citations, whole or cut short, as capture
+    summarises it; the record must read as text in Obsidian, and read back the same."""
+    first = eng.append_raw("talk", user="Which build tool?", assistant="cargo dist.").coordinate
+    call = ('mcp__osk__create_node: {"derived_from": ["[[' + first + ']]", "[[file:a.py]]"], '
+            '"body": "see [[[Release builds]]] and [[_r…')
+    eng.append_raw("talk", user="Write it down.", assistant="Done.", tools=[call])
+    record = vault.root / "_raw" / "proj" / "talk.md"
+    assert unresolved(vault.root) == []
+    assert links_of(record.read_text(encoding="utf-8")).wikilinks == ()
+    [tool] = eng.read_raw(f"{first[:-1]}2").text.split("### Tools\n\n")[1:]
+    assert "[[" not in tool and "[\\[_raw/proj/talk#Round 1]]" in tool

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from obsidian_support import listed, notes, unresolved
+
 
 def test_quickstart_walks_capture_distil_recall_and_recheck(tmp_path: Path):
     # --keep as a user types it: a folder relative to where osk runs (issue 24 item 8)
@@ -33,7 +35,13 @@ def test_quickstart_walks_capture_distil_recall_and_recheck(tmp_path: Path):
                         "osk doctor"]
     assert ending[-1] == f"(the demo vault stays in {vault}: open it in Obsidian as a vault)"
     node = vault / "Scope" / "tidepool" / "release" / "Releases are built with cargo dist.md"
-    assert '"[[file:docs/release.md]]"' in node.read_text(encoding="utf-8")
+    assert "\n  - file:docs/release.md\n" in node.read_text(encoding="utf-8")
+    # Obsidian (issue 24 item 9): every link resolves; the file list shows the nodes, not the
+    # machinery; no file holds this device's path to the project
+    assert unresolved(vault) == []
+    assert listed(vault) == ["README.md", "Scope/tidepool/release/Releases are built with cargo "
+                             "dist.md", "Scope/tidepool/release/release.md"]
+    assert not [p for p in notes(vault) if str(tmp_path) in p.read_text(encoding="utf-8")]
     log = subprocess.run(["git", "log", "--oneline"], cwd=vault, capture_output=True,
                          text=True, check=True).stdout
     assert len(log.splitlines()) >= 2

@@ -203,7 +203,7 @@ def test_existing_raw_node_and_file_targets_are_accepted(eng: Engine, vault: Vau
     result = create(eng, "T", derived_from=(ref.coordinate, "auth", "file:src/app.py"))
     text = vault.abs(result.path).read_text(encoding="utf-8")
     assert ('derived-from:\n  - "[[_raw/proj/talk#Round 1]]"\n  - "[[auth]]"\n'
-            '  - "[[file:src/app.py]]"\n') in text
+            '  - file:src/app.py\n') in text  # plain: Obsidian would take [[…]] for a note
 
 
 def test_no_node_cites_workbench_work_state(eng: Engine, vault: Vault, hub: str):
@@ -318,7 +318,7 @@ def test_summary_and_edges_change_without_touching_the_body(eng: Engine, vault: 
     text = vault.abs(result.path).read_text(encoding="utf-8")
     assert "summary: new summary\n" in text and '  - "[[auth]]"\n' in text
     # the body follows the sources section (docs/FORMAT.md §2), unchanged
-    assert text.endswith(f"---\n{sources.render(['[[auth]]'], [], None, {})}kept\n")
+    assert text.endswith(f"---\n{sources.render(['[[auth]]'], [], None)}kept\n")
 
 
 def test_a_session_cannot_change_another_scopes_node(eng: Engine, other: Engine, vault: Vault,

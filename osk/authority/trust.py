@@ -91,8 +91,7 @@ def confirm(vault: Vault, ref: str) -> Confirmed:
         before = objects.put(vault, text)
         if current.meta.trust == CONFIRMED:
             return Confirmed(found.path, current.id, before, None)
-        new_text = node.render(current.meta.model_copy(update={"trust": CONFIRMED}), current.body,
-                               node.kept_roots(current))
+        new_text = node.render(current.meta.model_copy(update={"trust": CONFIRMED}), current.body)
         intent = audit.intend(vault, [audit.Change("user", "confirm", current.id, found.path,
                                                    text, new_text)])
         vault.write_file(vault.abs(found.path), new_text)

@@ -148,7 +148,7 @@ def prepare_close(vault: Vault, catalog: Catalog, *, supersedes: str, start: str
         "valid_to": start, "updated": clock.now_text(),
         "trust": trust.trust_for_update(space, actor, current.meta.trust_state),
     })
-    closed = node_mod.render(meta, current.body, node_mod.kept_roots(current))
+    closed = node_mod.render(meta, current.body)
     return Closing(old.path, old.id, old.title, text, closed, start)
 
 

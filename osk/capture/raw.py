@@ -459,8 +459,17 @@ def _prepared(round: RoundInput) -> tuple[list[tuple[str, str]], list[tuple[str,
         filtered = redact(_valid_unicode(text).rstrip("\r\n"))
         for found, count in filtered.findings:
             counts[found] = counts.get(found, 0) + count
-        sections.append((kind, filtered.text))
+        sections.append((kind, _inert(filtered.text) if kind == "tool" else filtered.text))
     return sections, sorted(counts.items())
+
+
+def _inert(tool: str) -> str:
+    """A tool call's summary with no ``[[`` left to open a link: its arguments quote citations
+    (often cut short, ``"[[_r…``), which Obsidian would render as links to notes that do not
+    exist. A backslash keeps the bracket as text in Obsidian and every CommonMark reader."""
+    while "[[" in tool:  # "[[[" leaves "[\\[[" after one pass
+        tool = tool.replace("[[", "[\\[")
+    return tool
 
 
 def _check_names(key: str, conversation: str, round: RoundInput) -> None:

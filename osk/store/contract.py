@@ -20,6 +20,7 @@ from osk.store import clock, trust_state
 
 MAX_SUMMARY = 300
 _LINK = re.compile(r"^\[\[[^\[\]|]+\]\]$")
+_FILE_CITATION = re.compile(r"^file:[^\[\]|]+$")  # osk.store.edges.written
 
 Timestamp = Annotated[str, Field(description="ISO 8601, minute precision, with UTC offset")]
 Link = Annotated[str, Field(description="an Obsidian link: [[Title]], [[_raw/KEY/CONV#Round N]]"
@@ -84,8 +85,8 @@ class Frontmatter(BaseModel):
     @classmethod
     def _links(cls, value: list[str]) -> list[str]:
         for item in value:
-            if not isinstance(item, str) or not _LINK.match(item):
-                raise ValueError(f"links written as [[target]] (got {item!r})")
+            if not isinstance(item, str) or not (_LINK.match(item) or _FILE_CITATION.match(item)):
+                raise ValueError(f"links written as [[target]], or file:PATH (got {item!r})")
         if len(set(value)) != len(value):
             raise ValueError("each link at most once")
         return value

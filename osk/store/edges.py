@@ -5,6 +5,10 @@ Edges are written as Obsidian links so the graph view shows provenance:
 - ``[[Title]]``                          another node (titles are unique vault-wide)
 - ``[[_raw/KEY/CONVERSATION#Round N]]``  one round of a raw conversation record
 - ``[[file:relative/path]]``             a file in the project the session works in
+
+A node's front matter holds a file citation as plain ``file:relative/path`` (``written``):
+Obsidian reads every ``[[…]]`` in a list property as a link to a note, and no note can be named
+``file:…``. ``parse_target`` reads both forms.
 """
 
 from __future__ import annotations
@@ -66,6 +70,21 @@ class FileTarget:
 
 
 Target = NodeTarget | RawTarget | FileTarget
+
+
+def written(link: str) -> str:
+    """How a node's front matter holds ``link``: a file citation as ``file:PATH``, any other as
+    the link itself."""
+    if link.startswith(f"[[{FILE_PREFIX}") and link.endswith("]]"):
+        return link[2:-2]
+    return link
+
+
+def as_link(written_link: str) -> str:
+    """A front-matter citation as the tools take and give it: ``[[…]]`` (``written`` undone)."""
+    if written_link.startswith(FILE_PREFIX):
+        return f"[[{written_link}]]"
+    return written_link
 
 
 def in_git_folder(path: str) -> bool:

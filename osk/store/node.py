@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from functools import cache
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
@@ -192,14 +192,6 @@ def split_frontmatter(path: str, text: str) -> tuple[dict[str, Any], str]:
     return data, body
 
 
-def kept_roots(node: Node) -> dict[str, str]:
-    """The worktree folders ``node``'s sources section names for its file citations, for a
-    rewrite that keeps its links without resolving them again (a confirm, a supersede)."""
-    head = node.text[: len(node.text) - len(node.body)].partition("\n")[2]
-    end = _closing_fence(head)
-    return sources.roots_in(head[end[1]:], node.meta.derived_from) if end is not None else {}
-
-
 def _closing_fence(rest: str) -> tuple[int, int] | None:
     position = 0
     for line in rest.splitlines(keepends=True):
@@ -264,9 +256,9 @@ def parse(path: str, text: str) -> Node:
 
 
 # -- rendering -----------------------------------------------------------------------------
-def render(meta: Frontmatter, body: str, roots: Mapping[str, str] | None = None) -> str:
+def render(meta: Frontmatter, body: str) -> str:
     """The canonical text of a node osk writes: contract keys in order, the sources section
-    (``osk.store.sources``; ``roots`` maps file links to their worktree folders), then the body."""
+    (``osk.store.sources``), then the body."""
     data = meta.model_dump(by_alias=True)
     lines = ["---"]
     for key in KEYS:
@@ -283,7 +275,7 @@ def render(meta: Frontmatter, body: str, roots: Mapping[str, str] | None = None)
             lines.append(f"{key}: {_scalar(value)}")
     lines.append("---")
     text_body = body if body.endswith("\n") or not body else body + "\n"
-    section = sources.render(meta.derived_from, meta.conflicts, meta.supersedes, roots or {})
+    section = sources.render(meta.derived_from, meta.conflicts, meta.supersedes)
     return "\n".join(lines) + "\n" + section + text_body
 
 

@@ -8,20 +8,18 @@ body hash that citations bind to is the hash of the text after it, so adding, re
 deleting the section never changes what a node says. The front matter stays the truth; the
 section is rewritten from it on every osk write of the node.
 
-A ``[[file:…]]`` citation can never resolve in Obsidian (a ':' cannot name a note), so the section
-writes it as a Markdown link to a ``file://`` URL, the kind of link Obsidian itself makes to a
-file outside the vault, when the writing device knows the worktree the path resolved against.
+A file citation is a path relative to the project, which lives outside the vault and at
+another place on every device the vault syncs to, so the section shows it as text: never a link
+Obsidian could not resolve, never one device's absolute path in a synced file.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
-from pathlib import Path
-from urllib.parse import unquote, urlparse
+from collections.abc import Sequence
 
 from osk.errors import ContractError, EdgeError
-from osk.store.edges import FileTarget, RawTarget, parse_target
+from osk.store.edges import FileTarget, NodeTarget, RawTarget, parse_target
 
 OPEN = ("<!-- osk-sources: the front matter's links, rewritten by osk on every write; "
         "edit the front matter, not these lines -->")
@@ -31,23 +29,17 @@ CLOSE = "<!-- /osk-sources -->"
 # link, an HTML tag, Obsidian's highlights, math, comments and tags); CommonMark lets a
 # backslash escape any ASCII punctuation.
 _ESCAPE = re.compile(r"([\\`*_\[\]<>~=$%#^|&!])")
-_FILE_LINE_URL = re.compile(r"\]\((file://[^)\s]+)\)")
 
 
-def render(derived_from: Sequence[str], conflicts: Sequence[str], supersedes: str | None,
-           roots: Mapping[str, str]) -> str:
-    """The section for these links (empty when there are none), ending with one blank line.
-
-    ``roots`` maps a ``[[file:PATH]]`` link to the absolute worktree folder PATH resolved
-    against on this device; a file link without one is written as text only.
-    """
+def render(derived_from: Sequence[str], conflicts: Sequence[str], supersedes: str | None) -> str:
+    """The section for these links (empty when there are none), ending with one blank line."""
     lines = []
     if derived_from:
-        lines.append("- Derived from " + ", ".join(_shown(link, roots) for link in derived_from))
+        lines.append("- Derived from " + ", ".join(_shown(link) for link in derived_from))
     if conflicts:
-        lines.append("- Conflicts with " + ", ".join(_shown(link, roots) for link in conflicts))
+        lines.append("- Conflicts with " + ", ".join(_shown(link) for link in conflicts))
     if supersedes:
-        lines.append("- Supersedes " + _shown(supersedes, roots))
+        lines.append("- Supersedes " + _shown(supersedes))
     if not lines:
         return ""
     return "\n".join([OPEN, *lines, CLOSE]) + "\n\n"
@@ -74,23 +66,6 @@ def split(after: str) -> tuple[str, str]:
     return "", after
 
 
-def roots_in(section: str, derived_from: Sequence[str]) -> dict[str, str]:
-    """The worktree folders an existing section names for its file links, so that a rewrite
-    which does not resolve citations again (a confirm, a supersede) keeps them."""
-    urls = [unquote(urlparse(url).path) for url in _FILE_LINE_URL.findall(section)]
-    found: dict[str, str] = {}
-    for link in derived_from:
-        target = _target(link)
-        if not isinstance(target, FileTarget):
-            continue
-        suffix = "/" + target.path
-        for path in urls:
-            if path.endswith(suffix) and len(path) > len(suffix):
-                found[link] = path[: -len(suffix)]
-                break
-    return found
-
-
 def check_body(path: str, body: str) -> None:
     """Refuse a body that carries the section's opening line: read back, it would not be body."""
     if any(line.rstrip("\r") == OPEN for line in body.split("\n")):
@@ -100,16 +75,14 @@ def check_body(path: str, body: str) -> None:
         )
 
 
-def _shown(link: str, roots: Mapping[str, str]) -> str:
+def _shown(link: str) -> str:
     target = _target(link)
     if isinstance(target, RawTarget):
         return f"[[{target.coordinate}|{target.key}/{target.conversation}, round {target.round}]]"
     if isinstance(target, FileTarget):
-        text = _ESCAPE.sub(r"\\\1", f"file:{target.path}")
-        root = roots.get(link)
-        if root is None or not Path(root).is_absolute():
-            return text
-        return f"[{text}]({Path(root, target.path).as_uri()})"
+        return _ESCAPE.sub(r"\\\1", f"file:{target.path}") + " (a project file)"
+    if isinstance(target, NodeTarget):
+        return target.link
     return link
 
 
