@@ -249,3 +249,19 @@ def test_an_id_shaped_like_a_pattern_is_no_pattern(pair):
     sync_once(first)  # lands: nothing else carries that (invalid) id
     assert (first.root / "Domain/real/odd.md").is_file()
     assert git(remote, "rev-parse", "main").strip() == head(first)
+
+
+def test_a_remote_that_removes_ledger_records_is_refused(pair):
+    _remote, first, second = pair
+    for number in range(3):
+        Ledger(second, "audit").append("note", f"subject-{number}")
+    _push_by_hand(second, "three records")
+    sync_once(first)
+
+    def remove_one(vault: Vault) -> None:
+        path = vault.ledger_path("audit")
+        lines = path.read_bytes().splitlines(keepends=True)
+        path.write_bytes(b"".join(lines[:-2] + lines[-1:]))  # the middle record of the three
+
+    _refused(pair, remove_one, "_ledger/audit.jsonl: 1 record(s) removed")
+    _repaired_then_synced(pair)

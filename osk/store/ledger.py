@@ -478,15 +478,17 @@ def foreign_line_problems(name: str, known: bytes, incoming: bytes) -> list[str]
     already = set(known.splitlines())
     seen: set[str] = set()
     fresh: list[tuple[int, bytes]] = []
+    kept: set[bytes] = set()
     for number, raw in enumerate(incoming.splitlines(), start=1):
         if raw in already:
+            kept.add(raw)
             record_id = _known_id(raw)
             if record_id:
                 seen.add(record_id)
         else:
             fresh.append((number, raw))
     shown = Path(name)
-    problems: list[str] = []
+    problems: list[str] = _removed(name, already - kept, incoming)
     records: list[Record] = []
     for number, raw in fresh:
         try:
@@ -499,6 +501,18 @@ def foreign_line_problems(name: str, known: bytes, incoming: bytes) -> list[str]
             problems.append(f"{name}: line {record.line} names parent {strays[0]}, which is "
                             f"not an older record of the ledger")
     return problems
+
+
+def _removed(name: str, missing: set[bytes], incoming: bytes) -> list[str]:
+    """A record whose id no longer occurs at all: a ledger only grows (a line rewritten in
+    place, keeping its id, is a person's redaction and passes)."""
+    gone = {record_id for raw in missing if (record_id := _known_id(raw))}
+    if gone:
+        gone -= {_known_id(raw) for raw in incoming.splitlines()}
+    if not gone:
+        return []
+    return [f"{name}: {len(gone)} record(s) removed (e.g. id {min(gone)}); a ledger only "
+            f"grows, and records that name them as parents would read as damaged"]
 
 
 _LEADING_ID = re.compile(rb'^\{"id":"([0-9a-f-]{36})"')  # how Record.to_json starts a line

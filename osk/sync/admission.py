@@ -6,7 +6,9 @@ name, when it brings
 - a file over the size limit (``[sync] max_file_mb`` in this device's ``osk.toml``, default
   10 MB);
 - a ledger line that is not a record (not a JSON object, an id that is no UUIDv7 or is used
-  twice, a parent that is not an older record): one bad line would stop every write here;
+  twice, a parent that is not an older record), or a record removed (its id gone from the
+  file; a line rewritten in place, as a person's redaction does, keeps its id): one bad line
+  would stop every write here;
 - a node whose id another node already carries (the real node would become unreadable);
 - machinery the vault depends on, broken: a ``.gitattributes`` that lets git rewrite the bytes
   of ledgers or raw records, an ``osk.toml`` osk cannot read, or files under ``.osk/`` (device
