@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from livehost import OSK_TOOLS, LiveHost, Run, pinned_versions
+from obsidian_support import notes, unresolved
 from plays import CLUSTER, chat_answer
 
 from osk.capture.raw import RawRecord, list_records, read_record
@@ -232,6 +233,17 @@ def test_the_review_reminder_reaches_the_model_at_input_turn_9(conversation: Con
 
 def test_the_hooks_logged_no_trouble(conversation: Conversation) -> None:
     assert conversation.host.hook_log() == ""
+
+
+def test_the_vault_the_conversation_leaves_reads_clean_in_obsidian(
+        conversation: Conversation) -> None:
+    """Issue 24 item 9: no link Obsidian cannot resolve (the node's file citation, the raw
+    record's quoted tool arguments), and no node naming this device's project folder."""
+    host = conversation.host
+    assert unresolved(host.vault) == []
+    nodes = [note for note in notes(host.vault) if note.relative_to(host.vault).parts[0]
+             in ("Scope", "Domain", "Person")]
+    assert nodes and not [n for n in nodes if str(host.project) in n.read_text(encoding="utf-8")]
 
 
 # -- helpers ----------------------------------------------------------------------------------
