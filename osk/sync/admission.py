@@ -125,7 +125,7 @@ def _machinery_problems(cycle: _Cycle, brought: list[Entry]) -> list[str]:
             refusals, notices = attribute_problems(
                 cycle.repo.blob(new).decode("utf-8", "replace"))
             problems.extend(refusals)
-            cycle.result.notices.extend(notices)
+            cycle.result.notices.extend(n for n in notices if n not in cycle.result.notices)
         elif rel == MARKER:
             try:
                 Settings.from_toml(tomllib.loads(cycle.repo.blob(new).decode("utf-8")),
