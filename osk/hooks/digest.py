@@ -131,9 +131,11 @@ def digest(vault: Vault, scope: str) -> Digest:
 
         found = signals(vault, scope)
         hits: dict[str, tuple[Recalled, str]] = {}  # id -> the hit, when it was updated
+        looked: set[str] = set()  # a node two signals name is judged (and held back) once
         for doc in _candidates(db, scope, found):
-            if doc.id not in hits and (hit := usable(doc)) is not None:
+            if doc.id not in looked and (hit := usable(doc)) is not None:
                 hits[doc.id] = (hit, doc.updated)
+            looked.add(doc.id)
         work = _ranked([h for h in hits.values() if h[0].space != "Person"], found, USED)
         person = _ranked([h for h in hits.values() if h[0].space == "Person"], found, PERSON)
         marked = recall.with_markers(vault, [*work, *person])
