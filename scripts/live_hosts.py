@@ -25,8 +25,28 @@ BINARIES = {"claude": "@anthropic-ai/claude-code", "codex": "@openai/codex"}
 INSTALL_TIMEOUT = 600  # seconds; both packages together are about 800 MB unpacked
 
 
+VERSIONS_ENV = "OSK_LIVE_VERSIONS"  # "PACKAGE=VERSION,…": other versions than the pinned ones
+
+
 class InstallError(RuntimeError):
     pass
+
+
+def wanted(env: dict[str, str] | None = None) -> dict[str, str]:
+    """The versions to run: the pinned ones, or those ``$OSK_LIVE_VERSIONS`` names (the drift
+    job, scripts/live_newest.py, sets it to the newest on npm)."""
+    env = dict(os.environ) if env is None else env
+    given = env.get(VERSIONS_ENV, "")
+    if not given:
+        return dict(PINNED)
+    versions = dict(PINNED)
+    for part in given.split(","):
+        name, _, version = part.strip().rpartition("=")
+        if name not in PINNED or not version:
+            raise InstallError(f"{VERSIONS_ENV}: {part!r} is not PACKAGE=VERSION for one of "
+                               f"{', '.join(PINNED)}")
+        versions[name] = version
+    return versions
 
 
 def cache_root(env: dict[str, str] | None = None) -> Path:
@@ -37,8 +57,9 @@ def cache_root(env: dict[str, str] | None = None) -> Path:
     return Path(base).expanduser() / "osk-live"
 
 
-def install_dir(root: Path) -> Path:
-    tag = "-".join(f"{name.rsplit('/', 1)[-1]}-{version}" for name, version in PINNED.items())
+def install_dir(root: Path, versions: dict[str, str] | None = None) -> Path:
+    versions = PINNED if versions is None else versions
+    tag = "-".join(f"{name.rsplit('/', 1)[-1]}-{version}" for name, version in versions.items())
     return root / tag
 
 
@@ -52,16 +73,17 @@ def version_of(binary: Path) -> str:
     return done.stdout.strip().splitlines()[0] if done.returncode == 0 and done.stdout else ""
 
 
-def check(bin_dir: Path) -> list[str]:
+def check(bin_dir: Path, versions: dict[str, str] | None = None) -> list[str]:
     """What is wrong with ``bin_dir`` as the live suite's binaries (empty when nothing is)."""
+    versions = PINNED if versions is None else versions
     problems = []
     for binary, package in BINARIES.items():
         path = bin_dir / binary
         reported = version_of(path) if path.exists() else ""
         if not reported:
             problems.append(f"{path} is missing or does not run")
-        elif PINNED[package] not in reported:
-            problems.append(f"{path} reports {reported!r}, not the pinned {PINNED[package]}")
+        elif versions[package] not in reported:
+            problems.append(f"{path} reports {reported!r}, not the wanted {versions[package]}")
     return problems
 
 
@@ -69,16 +91,17 @@ def ensure_installed(root: Path | None = None, env: dict[str, str] | None = None
     """The folder of the pinned ``claude`` and ``codex`` binaries, installing them first
     (``env``: the environment npm runs in, the process's by default)."""
     env = dict(os.environ) if env is None else env
-    target = install_dir(root or cache_root(env))
+    versions = wanted(env)
+    target = install_dir(root or cache_root(env), versions)
     bin_dir = target / "node_modules" / ".bin"
-    if not check(bin_dir):
+    if not check(bin_dir, versions):
         return bin_dir
     npm = shutil.which("npm", path=env.get("PATH"))
     if npm is None:
         raise InstallError("npm is not on PATH: the live suite needs Node.js and npm to "
                            "install the Claude Code and Codex CLIs (apt-get install npm)")
     target.mkdir(parents=True, exist_ok=True)
-    specs = [f"{name}@{version}" for name, version in PINNED.items()]
+    specs = [f"{name}@{version}" for name, version in versions.items()]
     try:
         done = subprocess.run(
             [npm, "install", "--no-audit", "--no-fund", "--no-save", "--prefix", str(target),
@@ -92,7 +115,7 @@ def ensure_installed(root: Path | None = None, env: dict[str, str] | None = None
         tail = " | ".join((done.stderr or done.stdout).strip().splitlines()[-6:])
         raise InstallError(f"npm install of {' '.join(specs)} failed (exit "
                            f"{done.returncode}); is the npm registry reachable? npm said: {tail}")
-    problems = check(bin_dir)
+    problems = check(bin_dir, versions)
     if problems:
         raise InstallError("after npm install: " + "; ".join(problems))
     return bin_dir

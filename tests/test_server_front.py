@@ -320,3 +320,54 @@ def test_an_envelope_host_is_acknowledged_and_listed_at_once_from_what_the_sdk_g
         {"jsonrpc": "2.0", "id": 2, "result": ENVELOPE_TOOLS},
     ]
     assert again.queued() == ["probe-1", "listen:0", 3]
+
+
+def test_a_search_while_the_sdk_loads_goes_to_the_early_searcher_and_back_when_it_cannot(
+        tmp_path: Path) -> None:
+    taken: list[tuple[object, Any, Any]] = []
+
+    def early(message: dict[str, Any], answer: Any, pass_on: Any) -> bool:
+        if message["params"]["name"] != "search":
+            return False
+        taken.append((message["id"], answer, pass_on))
+        return True
+
+    pipe = Pipe(tmp_path, kept())
+    pipe.front.early = early
+    call = {"jsonrpc": "2.0", "method": "tools/call",
+            "params": {"name": "search", "arguments": {"query": "x"}}}
+    pipe.send({**call, "id": 0})  # before initialize: no session, the SDK says so
+    pipe.send(initialize(1))
+    pipe.send({**call, "id": 2})
+    pipe.send({**call, "id": 3})
+    pipe.send({**call, "id": 4, "params": {"name": "overview", "arguments": {}}})
+    taken[0][1]({"content": [], "isError": False})  # answered early
+    taken[1][2]()  # given back: the SDK's
+    pipe.front.ready.set()
+    pipe.send({**call, "id": 5})  # the SDK serves: no early search any more
+
+    assert [t[0] for t in taken] == [2, 3]
+    assert [a["id"] for a in pipe.answers()] == [1, 2]
+    assert pipe.queued() == [0, 1, 4, 3, 5]
+
+
+def test_an_envelope_search_is_taken_early_only_with_a_kept_probe_answer_and_a_whole_envelope(
+        tmp_path: Path) -> None:
+    stamped = {**DISCOVER_RESULT, "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "osk"}}}
+    both = kept()
+    both.discover, both.lists = stamped, {"envelope tools/list": ENVELOPE_TOOLS}
+    pipe = Pipe(tmp_path, both)
+    pipe.front.early = lambda message, answer, pass_on: answer({"isError": False}) or True
+    pipe.send(probe())
+    call = enveloped(2, "tools/call")
+    call["params"].update(name="search", arguments={"query": "x"})
+    pipe.send(call)
+    half = json.loads(json.dumps(call))
+    half["id"] = 3
+    del half["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"]
+    pipe.send(half)
+
+    answers = pipe.answers()
+    assert answers[1] == {"jsonrpc": "2.0", "id": 2, "result": {
+        "isError": False, "resultType": "complete", "_meta": stamped["_meta"]}}
+    assert len(answers) == 2 and pipe.queued() == ["probe-1", 3]

@@ -393,3 +393,46 @@ def test_a_probe_then_an_initialize_is_served_in_one_generation(vault: Vault, re
         chosen, called = _probe_then_initialize(vault, repo)
         assert "error" not in called and called["result"]["isError"] is False, (run, called)
         assert chosen == "envelope"
+
+
+# -- a first search while the SDK loads --------------------------------------------------------
+def _two_searches(vault: Vault, repo: Path, envelope: bool) -> tuple[dict[str, Any], ...]:
+    """A search sent with the handshake (the front answers it while the SDK loads, when it
+    kept what it needs), then, once the SDK serves (an overview answered), the same search."""
+    from osk.surfaces.commands.hosts import _close, _Lines, _send
+
+    proc = _spawn(vault, repo)
+    deadline = __import__("time").monotonic() + 120
+    meta = {"_meta": ENVELOPE} if envelope else {}
+    search = {"name": "search", "arguments": {"query": "cache hub", "k": 5}, **meta}
+    try:
+        lines = _Lines(proc)
+        if envelope:
+            _send(proc, {"jsonrpc": "2.0", "id": "probe", "method": "server/discover",
+                         "params": {"_meta": ENVELOPE}})
+        else:
+            _send(proc, INITIALIZE)
+            _send(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        _send(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": search})
+        first = lines.response(2, deadline)
+        _send(proc, {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                     "params": {"name": "overview", "arguments": {}, **meta}})
+        lines.response(3, deadline)
+        _send(proc, {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": search})
+        return first, lines.response(4, deadline)
+    finally:
+        _close(proc)
+
+
+@pytest.mark.parametrize("envelope", [False, True], ids=["classic", "envelope"])
+def test_a_search_answered_while_the_sdk_loads_is_the_one_the_sdk_gives(
+        vault: Vault, repo: Path, envelope: bool):
+    from osk.engine import Engine
+
+    Engine.open(vault, cwd=repo).create_node(__import__("osk.request").request.NewNode(
+        **{**HUB, "derived_from": []}))
+    _two_searches(vault, repo, envelope)  # keeps the handshake of this generation
+    early, late = _two_searches(vault, repo, envelope)
+    assert early["result"]["isError"] is False, early
+    assert [h["title"] for h in early["result"]["structuredContent"]["hits"]] == ["cache"]
+    assert early["result"] == late["result"]

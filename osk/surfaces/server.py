@@ -35,6 +35,7 @@ from pydantic import ValidationError
 from osk import __version__
 from osk.errors import OskError, SurfaceError
 from osk.request import NewNode, NodeEdit
+from osk.surfaces.search_models import SearchOut, search_out
 from osk.surfaces.tool_models import (
     AppendOut,
     AppendRawArgs,
@@ -60,7 +61,6 @@ from osk.surfaces.tool_models import (
     RedactionOut,
     ScopeMemoryArgs,
     SearchArgs,
-    SearchOut,
     UpdateNodeArgs,
     UpdateOut,
     ValidateOut,
@@ -110,8 +110,7 @@ class Spec:
 
 
 def _search(engine: Any, a: SearchArgs) -> Out:
-    return SearchOut.model_validate(engine.search(a.query, k=a.k, as_of=a.as_of, kind=a.kind),
-                                    from_attributes=True)
+    return search_out(engine, a.query, k=a.k, as_of=a.as_of, kind=a.kind)
 
 
 def _read_node(engine: Any, a: ReadNodeArgs) -> Out:

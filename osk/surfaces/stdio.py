@@ -56,6 +56,7 @@ from osk.surfaces.jsonrpc import (
 
 MAX_LINE = 8 * 1024 * 1024  # bytes in one message; a node body is far smaller
 START_AFTER = 0.2  # seconds after spawn by which the SDK starts loading whatever the host does
+ENGINE_FIRST = 5.0  # seconds the SDK's import waits at most for the engine to open
 MAX_DEPTH = 32  # nesting levels in one message (osk's deepest argument is 5 levels down)
 HANDSHAKE_FILE = ("mcp", "handshake.json")
 PRIVATE_ID = "osk-handshake-tools"  # the id of the tools/list the front asks the SDK itself
@@ -65,6 +66,8 @@ _LEARNED = object()  # initialize_id once the SDK's answer to it has been seen
 ENVELOPE_KEY = "io.modelcontextprotocol/protocolVersion"  # only a 2026-07-28 request carries it
 CLASSIC, ENVELOPE = "classic", "envelope"
 SUBSCRIPTION_KEY = "io.modelcontextprotocol/subscriptionId"
+CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
+CLIENT_KEY = "io.modelcontextprotocol/clientInfo"
 ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
 # Lists a host asks for while it connects, answered from the cache while the SDK loads.
 LISTS = ("tools/list", "prompts/list", "resources/list", "resources/templates/list")
@@ -342,6 +345,9 @@ class Front:
     dropped: set[object] = field(default_factory=set)  # ids the front answered for the SDK
     listens: dict[object, object] = field(default_factory=dict)  # subscription id -> asked
     acknowledged: set[object] = field(default_factory=set)  # subscriptions the front acked
+    # A tool call taken while the SDK loads (osk.surfaces.early): (message, answer, pass_on).
+    early: Callable[[dict[str, Any], Callable[[dict[str, Any]], None], Callable[[], None]],
+                    bool] | None = None
 
     def handle(self, item: bytes | Refusal) -> None:
         message = parse(item) if isinstance(item, bytes) else item
@@ -367,6 +373,8 @@ class Front:
         """Answer a handshake request from the cache; True when it must not reach the SDK."""
         if id_ is None:
             return False
+        if method == "tools/call" and self._early_call(message, id_):
+            return True
         if self.committed == ENVELOPE:
             return self._answer_envelope(message, method, id_)
         if method == "initialize" and self.initialize_id is None:
@@ -428,6 +436,33 @@ class Front:
             self.listed_from_cache = True
             self.listed()
         return True
+
+    def _early_call(self, message: dict[str, Any], id_: object) -> bool:
+        """Hand a tool call to ``early`` while the SDK loads, in an opened session of the
+        connection's generation; the answer carries what that generation's results carry."""
+        if self.early is None or self.ready.is_set() or generation(message) != self.committed:
+            return False
+        extra: dict[str, Any] = {}
+        if self.committed == ENVELOPE:
+            discover = self.cached.discover if self.cached is not None else {}
+            if not (discover.get("_meta") and _complete_envelope(message, discover)):
+                return False
+            extra = {"resultType": "complete", "_meta": discover["_meta"]}
+        elif self.initialize_id is None:
+            return False  # no classic session yet: the SDK says so
+
+        def answer(result: dict[str, Any]) -> None:
+            self.wire.send({"jsonrpc": "2.0", "id": id_, "result": {**result, **extra}})
+
+        return self.early(message, answer, lambda: self._pass_on(message))
+
+    def _pass_on(self, message: dict[str, Any]) -> None:
+        """A call ``early`` gave back: the SDK's after all."""
+        with self.lock:
+            if self.failed is not None:
+                self.wire.send(error(message["id"], INTERNAL_ERROR, self.failed))
+            else:
+                self.inbox.put(message)
 
     def _early(self) -> bool:
         """Whether the front still answers for the SDK: it answered this connection's opening
@@ -531,6 +566,17 @@ class Front:
                     break
                 if message is not None and message.get("id") is not None and "method" in message:
                     self.wire.send(error(message["id"], INTERNAL_ERROR, reason))
+
+
+def _complete_envelope(message: dict[str, Any], discover: dict[str, Any]) -> bool:
+    """An envelope the SDK would serve: a version the probe's answer supports, and the
+    client's capabilities."""
+    meta = message["params"].get("_meta")
+    supported = discover.get("supportedVersions")
+    return (isinstance(meta, dict) and isinstance(supported, list)
+            and meta.get(ENVELOPE_KEY) in supported
+            and isinstance(meta.get(CAPABILITIES_KEY), dict)
+            and isinstance(meta.get(CLIENT_KEY, {}), dict))
 
 
 def _first_page(message: dict[str, Any]) -> bool:
@@ -640,6 +686,10 @@ class EngineOpener:
         if self._done.is_set() and self._listener is not None:
             self._listener.close()
 
+    def wait(self, timeout: float) -> None:
+        """Until the engine is open (or could not be), ``timeout`` seconds at most."""
+        self._done.wait(timeout)
+
     def get(self) -> Any:
         self._done.wait()
         if self._error is not None:
@@ -651,15 +701,27 @@ def serve(vault: str | None, cwd: Path) -> int:
     """`osk mcp`: find the vault (a missing one fails here, before anything is served), then
     answer the host at once while the SDK loads and the engine opens behind the handshake."""
     from osk.store.vault import locate
+    from osk.surfaces.early import EarlySearch
 
     found = locate(vault, cwd)
     opener = EngineOpener(found, cwd)
+    early = EarlySearch(opener.get)
+
+    def engine() -> Any:  # the SDK's side takes the engine over from the early searches
+        opened = opener.get()
+        early.close()
+        return opened
 
     def backend(front: Front) -> None:
-        opener.start()  # alongside the SDK's import, which this thread does
+        front.early = early.take
+        opener.start()
+        # The engine first (a first search needs it, not the SDK) when the front can answer
+        # either generation's handshake meanwhile; never for long (an index being rebuilt).
+        kept = front.cached is not None and front.cached.classic and front.cached.envelope
+        opener.wait(ENGINE_FIRST if kept else 0)
         from osk.surfaces.server import run_backend
 
-        run_backend(front, opener.get)
+        run_backend(front, engine)
 
     try:
         return run(found.state(*HANDSHAKE_FILE), backend)

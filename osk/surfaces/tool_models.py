@@ -11,9 +11,7 @@ from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from osk.search.versions import DEFAULT_K, MAX_K
-
-# A query is words, not a document: a pasted file as a query costs seconds and is echoed back.
-MAX_QUERY = 4000
+from osk.surfaces.search_models import MAX_QUERY, Item, Out
 
 
 # == argument models ==========================================================================
@@ -188,29 +186,7 @@ class ScopeMemoryArgs(Args):
 
 
 # == result models ============================================================================
-class Out(BaseModel):
-    model_config = ConfigDict(from_attributes=True)
-
-    scope: str = Field(description="the session's active scope")
-
-
-class Item(BaseModel):
-    model_config = ConfigDict(from_attributes=True)
-
-
-class HitOut(Item):
-    title: str
-    path: str
-    id: str
-    summary: str
-    updated: str
-    score: float
-    markers: list[str] = Field(description="recheck, conflict, pending, inferred, superseded…")
-
-
-class SearchOut(Out):
-    query: str
-    hits: list[HitOut]
+# Out, Item, HitOut and SearchOut: osk.surfaces.search_models (no SDK behind them).
 
 
 class HeadingOut(Item):

@@ -58,10 +58,10 @@ def live_bin_dir(env: dict[str, str] | None = None) -> Path:
     installer = _installer()
     given = env.get(BIN_ENV)
     if given:
-        problems = installer.check(Path(given))
+        problems = installer.check(Path(given), installer.wanted(env))
         if problems:
-            pytest.fail(f"{BIN_ENV}={given} does not hold the pinned host CLIs "
-                        f"{installer.PINNED}: {'; '.join(problems)}", pytrace=False)
+            pytest.fail(f"{BIN_ENV}={given} does not hold the host CLIs "
+                        f"{installer.wanted(env)}: {'; '.join(problems)}", pytrace=False)
         return Path(given)
     try:
         return installer.ensure_installed(installer.cache_root(env), env)
@@ -71,7 +71,8 @@ def live_bin_dir(env: dict[str, str] | None = None) -> Path:
 
 
 def pinned_versions() -> dict[str, str]:
-    return dict(_installer().PINNED)
+    """The versions this run drives: the pinned ones unless ``$OSK_LIVE_VERSIONS`` says."""
+    return _installer().wanted()
 
 
 @dataclass
