@@ -254,3 +254,20 @@ def test_the_stop_hook_on_a_read_only_vault_says_so_in_one_line(tmpfs: Path, pro
     assert done.returncode == 0
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "read-only file system (EROFS" in lines[0], done.stderr
+
+
+def test_the_walk_of_all_device_state_runs_at_most_once_an_hour(vault: Vault, project: Path):
+    Engine.open(vault, cwd=project)  # the first open walks and stamps
+    dead = _dead_pid()
+    deep = vault.state("raw", "shop", f".{dead}.conv.json.tmp")
+    shallow = vault.temp_dir / f".{dead}.Tokens.md.abcd.tmp"
+    for path in (deep, shallow):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"half")
+    Engine.open(vault, cwd=project)
+    assert not shallow.exists(), "the write path's temp folder is swept on every open"
+    assert deep.exists(), "device state was walked again within the hour"
+    stamp = vault.state("debris-swept")
+    os.utime(stamp, (stamp.stat().st_atime - 7200, stamp.stat().st_mtime - 7200))
+    Engine.open(vault, cwd=project)
+    assert not deep.exists()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -15,6 +16,7 @@ from osk.store.fsutil import RACE_WINDOW_NS, atomic_write, clear_stale_temps, re
 from osk.store.titles import title_key
 
 MARKER = "osk.toml"
+DEBRIS_SWEEP_SECONDS = 3600.0  # how often opening a vault walks all of device state for debris
 
 SCOPE, DOMAIN, PERSON = "Scope", "Domain", "Person"
 SPACES = (SCOPE, DOMAIN, PERSON)
@@ -167,9 +169,24 @@ class Vault:
         atomic_write(self.inside(path), data, temp_dir=self.temp_dir)
 
     def clear_debris(self) -> int:
-        """Remove temp files that killed writers (or a full disk) left anywhere in device
-        state; live writers' stay. ``osk validate`` counts them until then."""
-        return clear_stale_temps(self.state_dir)
+        """Remove temp files that killed writers (or a full disk) left in device state; live
+        writers' stay. ``osk validate`` counts them until then. The write path's own temp
+        folder is swept on every open; the rest of device state (a folder per project and
+        conversation: 10,000 files take some 40 ms to walk) at most once an hour."""
+        removed = clear_stale_temps(self.temp_dir)
+        stamp = self.state("debris-swept")
+        try:
+            if time.time() - stamp.stat().st_mtime < DEBRIS_SWEEP_SECONDS:
+                return removed
+        except FileNotFoundError:
+            pass
+        removed += clear_stale_temps(self.state_dir)
+        try:
+            stamp.parent.mkdir(parents=True, exist_ok=True)
+            stamp.touch()
+        except OSError:
+            pass  # a read-only vault: the next open sweeps again (and finds nothing to remove)
+        return removed
 
     def ledger_path(self, name: str) -> Path:
         """Where a ledger lives. Its stat is what callers watch for changes; its contents are
