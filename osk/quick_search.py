@@ -19,10 +19,12 @@ look recorded with the index (``Freshness.look``, handed over by ``SearchIndex.n
   hits' files are checked: the bound the engine's own sweep keeps there, docs/search.md);
 - the approvals (what protected regions serve) are the ones the index read under.
 
-When any of these fails, or the query asks what this path does not answer (a past date, the
-semantic channel, recheck markers from a vault that records citations), ``search`` returns
-None and the caller opens the engine, which looks, mends the index and records a new look.
-So every answer given here is one the engine would have given.
+The semantic channel is fused as ``SearchIndex.channels`` fuses it, from the same vectors,
+once every node has its vector. When any check fails, or the query asks what this path does
+not answer (a past date, a node still without its vector, recheck markers from a vault that
+records citations), ``search`` returns None and the caller opens the engine, which looks,
+mends the index and records a new look. So every answer given here is one the engine would
+have given.
 """
 
 from __future__ import annotations
@@ -81,13 +83,8 @@ def _rounds(vault: Vault, session: Any, text: str, k: int) -> list[Any]:
 
 def _answerable_here(vault: Vault, query: str) -> bool:
     """False when the engine's answer needs more than the recall file holds."""
-    from osk.search.semantic import Vectors
-
     rechecks = vault.ledger_path(RECHECKS_LEDGER)
-    if rechecks.exists() and rechecks.stat().st_size:
-        return False  # recheck markers: the rechecks table and a catalog
-    vectors = Vectors.for_index(vault.state("index"))
-    return vectors is None or not vectors.model.reads(query)
+    return not (rechecks.exists() and rechecks.stat().st_size)  # else: the rechecks table
 
 
 def _ranked(vault: Vault, session: Any, query: str, text: str,
@@ -102,13 +99,17 @@ def _ranked(vault: Vault, session: Any, query: str, text: str,
     except recallfile.Unusable:
         return None
     try:
+        look = recallfile.read_look(vault.state("index"))  # read before the file's rows
         corpus = recallfile.RecallCorpus(db, query_terms(text))
+        corpus.meta["look"] = look
         if not _unchanged(vault, db, corpus.meta):
             return None
         ranking = Ranking(corpus, scope=session.scope,  # type: ignore[arg-type]
                           visible=lambda doc: session.can_see_scope(doc.scope),
                           moment=moment(None), explicit_time=False)
-        order = ranking.rank(text, k)
+        order = _order(vault, db, corpus, ranking, text, k)
+        if order is None:
+            return None
         docs = [corpus.docs[slot] for slot, *_ in order]
         look = corpus.meta["look"]
         if int(corpus.meta.get("n", 0)) > int(look["sweep"]) and not _files_unchanged(
@@ -122,13 +123,40 @@ def _ranked(vault: Vault, session: Any, query: str, text: str,
     return SearchResult(session.scope, query, tuple(hits))
 
 
+def _order(vault: Vault, db: Any, corpus: Any, ranking: Any, text: str,
+           k: int) -> list[Any] | None:
+    """What ``SearchIndex.channels`` orders by: the lexical order, fused with the semantic
+    one when the channel is on and reads the query. None when a node still lacks its vector
+    (the engine embeds what is missing first) or the model fails (the engine says why)."""
+    from osk.search.ranking import FUSION_DEPTH, fuse
+    from osk.search.semantic import NEAREST, Vectors
+
+    vectors = Vectors.for_index(vault.state("index"))
+    if vectors is None or not vectors.model.reads(text):
+        return ranking.rank(text, k)
+    keys = [key for (key,) in db.execute("SELECT content_hash FROM docs")]
+    try:
+        if vectors.count_missing(keys):
+            return None
+        near = vectors.nearest(text, NEAREST)
+    except Exception:  # a damaged model: the engine logs it and answers lexically
+        return None
+    rows = {key: row for row, key in db.execute(
+        f"SELECT row, content_hash FROM docs WHERE content_hash IN "  # noqa: S608 - placeholders
+        f"({','.join('?' * len(near))})", [key for key, _ in near])} if near else {}
+    lexical = ranking.rank(text, max(k, FUSION_DEPTH))
+    semantic = ranking.semantic_order({rows[key]: value for key, value in near if key in rows})
+    coverage = ranking.coverage(text, lexical[0][0] if lexical else None)
+    return fuse(lexical, semantic, k, corpus, coverage)
+
+
 def _unchanged(vault: Vault, db: Any, meta: dict[str, Any]) -> bool:
     """Whether the vault is as the look recorded with the recall file left it."""
     from osk.search.regions import Regions
     from osk.search.versions import PARAMS
     from osk.store import generation
 
-    look = meta.get("look")
+    look = meta["look"]
     if not isinstance(look, dict) or list(generation.current(vault)) != look["stamp"]:
         return False
     if meta.get("params") != PARAMS:  # postings of another tokenizer or BM25: the engine rebuilds

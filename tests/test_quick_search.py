@@ -121,8 +121,10 @@ def test_a_hand_edit_in_place_a_new_file_and_a_deletion_are_each_seen_at_once(
 def test_a_file_written_within_the_race_window_is_never_vouched_for(
         vault: Vault, tmp_path: Path):
     populated(vault)
-    write(vault, "Domain/animals/Fresh note.md", node_text(8, "a walrus just now"),
-          settled=False)
+    fresh = write(vault, "Domain/animals/Fresh note.md", node_text(8, "a walrus just now"),
+                  settled=False)
+    st = fresh.stat()  # changed a minute from now: within the race window of every look below
+    os.utime(fresh, ns=(st.st_atime_ns, st.st_mtime_ns + 60 * 10**9))
     for _ in range(2):  # its bytes may still change without its stat changing
         assert search(vault, "walrus", tmp_path)[0] == "ENGINE"
 
@@ -196,11 +198,11 @@ def test_osk_import_leaves_the_catalog_snapshot_and_the_index_whole(
     try:
         held = {path: (size, mtime, ino) for path, size, mtime, ino in
                 db.execute("SELECT path, size, mtime_ns, ino FROM docs")}
-        look = json.loads(db.execute("SELECT value FROM meta WHERE key = 'look'").fetchone()[0])
     finally:
         db.close()
+    look = recallfile.read_look(vault.state("index"))
     assert held == stats
-    assert look["folders"]["Domain/animals"] is not None  # the import's last look, recorded
+    assert look is not None and look["folders"]["Domain/animals"] is not None  # recorded
     assert search(vault, "walrus", tmp_path)[0] == "QUICK"  # the next process reads no file
 
 
@@ -245,3 +247,29 @@ def test_osk_reindex_rebuilds_the_store_from_the_files_with_progress(
     assert "indexing: 3/3 (100%)" in done.stderr  # the progress report
     path, titles = search(vault, "walrus", tmp_path)
     assert path == "QUICK" and set(titles) == {"Walrus habits", "Walrus diet"}
+
+
+def test_with_the_semantic_channel_the_store_fuses_as_the_engine_does(
+        vault: Vault, tmp_path: Path, tmp_path_factory, monkeypatch):
+    from semantic_support import write_tiny_model
+
+    from osk.engine import Engine
+    from osk.quick_search import search as quick
+
+    monkeypatch.setenv("OSK_MODEL_DIR", str(write_tiny_model(tmp_path_factory.mktemp("m"))))
+    monkeypatch.setenv("OSK_SEMANTIC", "1")
+    populated(vault)
+    for number, (title, body) in enumerate([("Ice floes", "floating ice in the arctic sea"),
+                                            ("Clam beds", "shellfish on the sea floor")]):
+        write(vault, f"Domain/animals/{title}.md", node_text(10 + number, body))
+    folders_settle()
+    monkeypatch.setenv("OSK_SEMANTIC", "0")
+    Engine.open(vault, cwd=tmp_path, actor="user").search("walrus")  # the store and its look
+    assert quick(vault.root, tmp_path, None, "where walruses rest", None) is not None
+    monkeypatch.setenv("OSK_SEMANTIC", "1")
+    assert quick(vault.root, tmp_path, None, "where walruses rest", None) is None  # no vectors
+    engine = Engine.open(vault, cwd=tmp_path, actor="user")
+    assert engine.embed_nodes() == 0
+    for query in ("where walruses rest on the sea", "walrus", "clams and shellfish"):
+        expected = engine.search(query)
+        assert expected.hits and quick(vault.root, tmp_path, None, query, None) == expected

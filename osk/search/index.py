@@ -49,12 +49,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from osk.search import store
+from osk.search import recallfile, store
 from osk.search.corpus import RACE_WINDOW_NS, Corpus, SearchDoc, StatKey
 from osk.search.ranking import FUSION_DEPTH, Hit, Markers, Ranked, Ranking, Visible, fuse
 from osk.search.recall_mirror import RecallMirror
 from osk.search.regions import Regions
-from osk.search.semantic import Vectors
+from osk.search.semantic import NEAREST, Vectors
 from osk.search.versions import (
     DEFAULT_K,
     PARAMS,
@@ -77,7 +77,6 @@ log = logging.getLogger("osk.search")
 REFRESH_INTERVAL = 1.0  # seconds between freshness walks started by searches
 
 SEMANTIC_BUDGET = 2.0  # seconds a search may spend embedding nodes that have no vector yet
-NEAREST = 400  # nodes the semantic channel looks at per query, before visibility
 
 
 @dataclass(frozen=True)
@@ -128,6 +127,7 @@ class SearchIndex:
         self._content_slots: tuple[int, dict[str, int]] = (-1, {})
         self._embedded_version = -1  # the corpus version at which every node had a vector
         self._look: dict[str, Any] | None = None  # the engine's last look (note_look)
+        self._look_changes = 0  # the recall file's change count when it was recorded
         self._recall = RecallMirror(self.directory, self._recall_meta)
 
     # -- public API ---------------------------------------------------------------------------
@@ -160,15 +160,21 @@ class SearchIndex:
             self._commit()
 
     def note_look(self, look: dict[str, Any] | None) -> None:
-        """Record in the recall file what the engine's last look saw (``Freshness.look``),
+        """Keep beside the recall file what the engine's last look saw (``Freshness.look``),
         with the unindexed node files (invalid ones) it holds at their stats: a fresh
         process (``osk.quick_search``) that finds the vault still so answers from this
         store without a look of its own. Call it only when every change that look found
         has been handed over (``sync``/``reconcile``). None: no such promise."""
         with self._lock:
             self._ensure_loaded()
-            self._look = look
             self._commit()
+            held = self._look if self._look is not None else recallfile.read_look(self.directory)
+            if (look is not None and isinstance(held, dict)
+                    and self._recall.changes == self._look_changes
+                    and _beside_seen(look) == _beside_seen(held)):
+                return  # nothing was mirrored since the look on file, which saw the same
+            self._recall.record_look(look)
+            self._look, self._look_changes = look, self._recall.changes
 
     def refresh(self) -> Refreshed:
         """Walk the Spaces now and re-read whatever changed on disk."""
@@ -436,7 +442,7 @@ class SearchIndex:
         """The part of the recall file's meta that moves without a change of the corpus (the
         params: a file written before they were recorded gets them with the next commit)."""
         return {"approvals": self._regions.served_approvals(),
-                "regions": list(self._regions.regions), "look": self._look, "params": PARAMS}
+                "regions": list(self._regions.regions), "params": PARAMS}
 
     # -- freshness ----------------------------------------------------------------------------
     def _walk_and_reconcile(self, files: dict[str, StatKey] | None = None) -> Refreshed:
@@ -536,6 +542,11 @@ def _walk(vault: Vault) -> Iterator[tuple[str, StatKey]]:
     from osk.store.catalog import walk_nodes
 
     return walk_nodes(vault)
+
+
+def _beside_seen(look: dict[str, Any]) -> dict[str, Any]:
+    """A look without the moment it began (``note_look`` compares what two looks saw)."""
+    return {key: value for key, value in look.items() if key != "seen_ns"}
 
 
 def _racy(stat: StatKey, read_ns: int) -> bool:

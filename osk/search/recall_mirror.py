@@ -39,6 +39,7 @@ class RecallMirror:
         self.meta = meta
         self.written: dict[str, Any] | None = None  # the recall file's meta, as written
         self.backlog: list[list[Any]] = []  # changes a busy recall file did not take
+        self.changes = 0  # documents mirrored or rebuilt by this process (counts each step)
 
     def moved(self, protection: dict[str, Any]) -> bool:
         """Whether the file's meta must be written though no document changed: the corpus's
@@ -50,6 +51,9 @@ class RecallMirror:
     def mirror(self, ops: list[list[Any]]) -> None:
         meta = self.meta()
         backlog, self.backlog = self.backlog, []
+        if ops or backlog:
+            self.changes += 1
+            recallfile.forget_look(self.directory)
         try:
             recallfile.RecallWriter(self.directory).mirror([*backlog, *ops], meta)
             self.written = meta
@@ -61,6 +65,8 @@ class RecallMirror:
 
     def rebuild(self, corpus: Corpus) -> None:
         meta = self.meta()
+        self.changes += 1
+        recallfile.forget_look(self.directory)
         try:
             recallfile.RecallWriter(self.directory).rebuild(corpus.docs, corpus.bm25, meta)
             self.written = meta
@@ -98,7 +104,18 @@ class RecallMirror:
         log.exception("the recall file could not be updated; removing it (rebuilt on next load)")
         self.written = None
         try:
+            recallfile.forget_look(self.directory)
             recallfile.remove(self.directory)
         except OSError:  # a read-only disk: the vault cannot change under the file either
             log.warning("the recall file could not be removed; the hooks rank without it "
                         "until the disk takes writes again")
+
+    def record_look(self, look: dict[str, Any] | None) -> None:
+        """Keep ``look`` beside the file, when the file holds every change made before it."""
+        try:
+            if look is None or self.backlog or self.written is None:
+                recallfile.forget_look(self.directory)
+            else:
+                recallfile.write_look(self.directory, look)
+        except OSError:  # a read-only disk: no look recorded, fresh searches use the engine
+            pass

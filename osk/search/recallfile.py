@@ -80,6 +80,32 @@ class Unusable(Exception):
     without it (the hook)."""
 
 
+LOOK = "look.json"  # the engine's last look, beside the file it vouches for (osk.quick_search)
+
+
+def read_look(directory: Path) -> dict[str, Any] | None:
+    """The look recorded with the recall file (``SearchIndex.note_look``), or None."""
+    try:
+        found = json.loads((directory / LOOK).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def write_look(directory: Path, look: dict[str, Any]) -> None:
+    from osk.store.fsutil import replace_unsynced
+
+    replace_unsynced(directory / LOOK, json.dumps(look, separators=(",", ":")))
+
+
+def forget_look(directory: Path) -> None:
+    """Called before the recall file takes changes: a look vouches only for what it saw."""
+    try:
+        os.unlink(directory / LOOK)
+    except FileNotFoundError:
+        pass
+
+
 def path_in(directory: Path) -> Path:
     return directory / FILE
 
@@ -322,6 +348,10 @@ class RecallCorpus:
     def supersession(self) -> tuple[list[tuple[int, int]], set[int]]:
         return self._pairs, {old for old, _ in self._pairs}
 
+    def terms_of(self, row: int) -> list[str]:
+        """The document's terms among the query's (all ``Ranking.coverage`` asks of it)."""
+        return [term for term, rows in self.bm25.postings_by_term.items() if row in rows]
+
 
 class _LazyDocs(dict):  # type: ignore[type-arg]
     """row -> SearchDoc, read on first access (the stat columns are the current ones)."""
@@ -365,6 +395,10 @@ class _PartialBm25(Bm25):
     @property
     def size(self) -> int:
         return self._n
+
+    @property
+    def postings_by_term(self) -> dict[str, dict[int, int]]:
+        return self._dicts
 
     def postings(self, term: str) -> dict[int, int]:
         return self._dicts.get(term, {})

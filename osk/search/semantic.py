@@ -178,6 +178,9 @@ def install_command() -> str:
     return f"{shlex.quote(sys.executable)} -m pip install {shlex.quote(REQUIREMENT)}"
 
 
+NEAREST = 400  # nodes the semantic channel looks at per query, before visibility
+
+
 def enabled() -> bool:
     return os.environ.get("OSK_SEMANTIC", "1").strip() not in {"0", "false", "off", "no"}
 
