@@ -273,3 +273,20 @@ def test_with_the_semantic_channel_the_store_fuses_as_the_engine_does(
     for query in ("where walruses rest on the sea", "walrus", "clams and shellfish"):
         expected = engine.search(query)
         assert expected.hits and quick(vault.root, tmp_path, None, query, None) == expected
+
+
+def test_a_look_taken_too_soon_after_a_write_is_replaced_by_a_later_one(
+        vault: Vault, tmp_path: Path):
+    from osk.search import recallfile
+
+    populated(vault)
+    search(vault, "walrus", tmp_path)
+    assert search(vault, "walrus", tmp_path)[0] == "QUICK"
+    directory = vault.state("index")
+    look = recallfile.read_look(directory)
+    assert look is not None
+    newest = max(path.stat().st_mtime_ns for path in vault.root.glob("Domain/**/*.md"))
+    look["seen_ns"] = newest + 10**9  # as a look taken a second after the last file's change
+    recallfile.write_look(directory, look)
+    assert search(vault, "walrus", tmp_path)[0] == "ENGINE"  # that look cannot vouch for it
+    assert search(vault, "walrus", tmp_path)[0] == "QUICK"  # ... the engine's later one does

@@ -128,6 +128,7 @@ class SearchIndex:
         self._embedded_version = -1  # the corpus version at which every node had a vector
         self._look: dict[str, Any] | None = None  # the engine's last look (note_look)
         self._look_changes = 0  # the recall file's change count when it was recorded
+        self._newest_ns = -1  # the newest mtime of an indexed file (-1: not counted yet)
         self._recall = RecallMirror(self.directory, self._recall_meta)
 
     # -- public API ---------------------------------------------------------------------------
@@ -171,10 +172,20 @@ class SearchIndex:
             held = self._look if self._look is not None else recallfile.read_look(self.directory)
             if (look is not None and isinstance(held, dict)
                     and self._recall.changes == self._look_changes
-                    and _beside_seen(look) == _beside_seen(held)):
-                return  # nothing was mirrored since the look on file, which saw the same
+                    and _beside_seen(look) == _beside_seen(held)
+                    and self._newest() < int(held["seen_ns"]) - RACE_WINDOW_NS):
+                # Nothing was mirrored since the look on file, which saw the same and already
+                # vouches for every file: keep it (a process that finds all current writes
+                # nothing). A look too soon after a file's change is replaced by a later one.
+                return
             self._recall.record_look(look)
             self._look, self._look_changes = look, self._recall.changes
+
+    def _newest(self) -> int:
+        """The newest mtime among indexed files (counted once, then kept by each change)."""
+        if self._newest_ns < 0:
+            self._newest_ns = max((doc.stat[1] for doc in self._corpus.docs.values()), default=0)
+        return self._newest_ns
 
     def refresh(self) -> Refreshed:
         """Walk the Spaces now and re-read whatever changed on disk."""
@@ -497,6 +508,7 @@ class SearchIndex:
         file_hash = sha256_text(text)
         if previous is not None and previous.file_hash == file_hash:
             previous.stat, previous.read_ns = stat, now
+            self._newest_ns = max(self._newest_ns, stat[1]) if self._newest_ns >= 0 else -1
             self._pending.append(["stat", rel, *stat, now])
             return True
         node = parse_node(rel, text)
@@ -519,6 +531,7 @@ class SearchIndex:
         if current is not None and not force and current.file_hash == file_hash:
             if current.stat != stat or current.read_ns != read_ns:
                 current.stat, current.read_ns = stat, read_ns
+                self._newest_ns = max(self._newest_ns, stat[1]) if self._newest_ns >= 0 else -1
                 self._pending.append(["stat", rel, *stat, read_ns])
             return
         served = self._regions.served(rel, node)
@@ -528,6 +541,7 @@ class SearchIndex:
         self._rejects.pop(rel, None)
         doc, frequencies = document(rel, served, stat, file_hash, read_ns)
         self._corpus.store(doc, frequencies)
+        self._newest_ns = max(self._newest_ns, stat[1]) if self._newest_ns >= 0 else -1
         self._pending.append(["put", doc.record(), dict(frequencies)])
 
     def _drop(self, rel: str) -> None:
