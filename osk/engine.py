@@ -547,7 +547,8 @@ class Engine:
         return seen
 
     def markers(self, node_ids: Iterable[str]) -> dict[str, list[str]]:
-        """recheck / conflict / pending / inferred for each id that has any."""
+        """recheck / conflict / pending / inferred / steering (/ the review marker) for each id
+        that has any."""
         wanted = list(node_ids)
         stale = self.rechecks.stale_among(wanted, self.catalog)
         conflicted = _open_party_ids(self.vault)
@@ -570,6 +571,8 @@ class Engine:
                 found.append(marker)
             if node is not None and self._awaits_review(node):
                 found.append(review_queue.MARKER)
+            if node is not None and _steers(node):
+                found.append("steering")
             if found:
                 result[node_id] = sorted(found)
         return result
@@ -605,6 +608,17 @@ def _settle_killed_writes(vault: Vault) -> None:
     writer is gone) and audit records journalled but not appended (finished under the lock)."""
     vault.clear_debris()
     mutation.settle(vault)
+
+
+def _steers(node: Node) -> bool:
+    """Its text carries steering (``osk.capture.steering``): marked wherever it is listed; the
+    hooks inject it only once a person confirmed it."""
+    from osk.capture.steering import steering
+
+    try:
+        return bool(steering(f"{node.title}\n{node.meta.summary}\n{node.body}"))
+    except (OskError, OSError, UnicodeDecodeError):
+        return False  # unreadable now: the validators and read_node say so
 
 
 def _node_or_none(catalog: Catalog, node_id: str) -> Node | None:

@@ -21,11 +21,13 @@ from hookkit import context_of, payload, run_hooks_at_once
 from redteam_corpus import ATTACKS, Attack
 from writekit import make_repo, write_toml
 
+from osk.authority import trust
 from osk.engine import Engine
 from osk.errors import LimitError, OskError
+from osk.hooks import adapters
 from osk.hooks.harness import Budget
 from osk.hooks.hits import Recalled
-from osk.hooks.inject import Section, compose
+from osk.hooks.inject import ITEM_CHARS, Section, compose
 from osk.hooks.recall import render
 from osk.provenance.candidates import Candidates
 from osk.provenance.recheck_summary import SUMMARY_FILE
@@ -37,7 +39,7 @@ from osk.store.vault import Vault
 HOSTS = ("claude", "codex")
 HUB = "Scope/shop/redteam/redteam.md"
 FULLWIDTH = str.maketrans({ch: chr(ord(ch) + 0xFEE0) for ch in '<>:"/\\|?*#^[]'})
-HEADINGS = re.compile(r"^## (Scope memory \(|Recent nodes|About the person|Most cited nodes"
+HEADINGS = re.compile(r"^## (Scope memory \(|Nodes this scope's work uses|About the person"
                       r"|Recheck notes|Pending reviews|Eviction items)")
 CONFUSABLE = str.maketrans({"\u0405": "S", "\u0455": "s", "\u0397": "H", "\u041d": "H",
                             "\ua789": ":", "\u2236": ":", "\u00ad": ""})
@@ -93,7 +95,8 @@ def test_every_attack_rendered_in_every_field_stays_inside_the_block(attack: Att
     budget = Budget(max_chars=50_000, max_bytes=200_000)
     lines: list[str] = []
     memory = compose(f'<osk-memory scope="s" session-key="k">\nhead\n{_memory(attack.text)}',
-                     [Section("Recent nodes", (attack.text, f"x cites [[{attack.text}]]")),
+                     [Section("Nodes this scope's work uses",
+                              (attack.text, f"x cites [[{attack.text}]]")),
                       Section("Eviction items", (attack.text,))], budget)
     assert_fenced(memory, "osk-memory", lines)
     recall = render([hit(attack.text, attack.text, 1), hit("t", attack.text.upper(), 2)],
@@ -145,6 +148,7 @@ def test_every_attack_through_the_real_hooks_of_both_hosts(vault, project, tmp_p
         words = " ".join(f"{w}{number}" for w in ("quokka", "wombat", "numbat", "bilby",
                                                   "dingo", "dugong", "potoroo", "bandicoot"))
         paths = [_node(eng, nonce, attack, words, landed) for nonce, attack in group]
+        eng.search(words)  # the index (and the recall file) takes the confirmed versions
         _scope_memory(memory, group, previous)
         previous_first = previous[0] if previous else ""
         previous = [nonce for nonce, _ in group]
@@ -158,7 +162,7 @@ def test_every_attack_through_the_real_hooks_of_both_hosts(vault, project, tmp_p
         for host, started in _hooks("session-start", project, tmp_path, number, ""):
             inner = []
             assert_fenced(started, "osk-memory", inner)
-            _note_shown(shown, host, group, inner, previous_first)
+            _note_shown(shown, host, started, group, inner, previous_first)
     for field, nonces in FIELDS.items():  # every attack in every field, for one host at least
         assert set.union(*(shown[host, field] for host in HOSTS)) >= nonces(), field
     assert landed["refused"] <= 1 and sum(landed.values()) == len(ATTACKS), landed
@@ -178,10 +182,11 @@ FIELDS = {"scope memory": _all, "digest": _all, "recheck note": _all, "candidate
           "eviction item": lambda: _firsts() - {list(batches())[-1][0][0]}}
 
 
-def _note_shown(shown: dict[tuple[str, str], set[str]], host: str,
+def _note_shown(shown: dict[tuple[str, str], set[str]], host: str, block: str,
                 group: list[tuple[str, Attack]], inner: list[str], evicted: str) -> None:
-    """Which of the group's attacks the session start showed in each field; one the block
-    leaves out must be one it folded away for the host's budget (and says so)."""
+    """Which of the group's attacks the session start showed in each field; a recheck note the
+    block leaves out must be one it folded away: the block says so, or is full to the host's
+    budget."""
     quoted = [line for line in inner if line.startswith("> ")]
     items = [line for line in inner if line.startswith("- ")]
     for nonce, _ in group:
@@ -198,7 +203,9 @@ def _note_shown(shown: dict[tuple[str, str], set[str]], host: str,
                        for line in items):
         shown[host, "eviction item"].add(evicted)
     missing = {nonce for nonce, _ in group} - shown[host, "recheck note"]
-    assert not missing or any("call `overview` to see them all" in line for line in items)
+    full = not adapters.get(host).budget.fits(block + "x" * ITEM_CHARS)
+    assert not missing or full or any("call `overview` to see them all" in line
+                                      for line in items), missing
 
 
 def _node(eng: Engine, nonce: str, attack: Attack, words: str, landed: dict[str, int]) -> str:
@@ -216,11 +223,19 @@ def _node(eng: Engine, nonce: str, attack: Attack, words: str, landed: dict[str,
         except OskError:
             continue
         landed[how] += 1
-        return done.path
+        return _confirmed(eng, done.id, done.path)
     assert re.search("[\u202a-\u202e\u2066-\u2069]", title), title  # the only refusal:
     landed["refused"] += 1  # bidirectional controls, which the title rule names
-    return eng.create_node(NewNode(f"{nonce} plain title", summary, "Body.\n", space="Scope",
-                                   cluster="redteam", drafter="test-model")).path
+    done = eng.create_node(NewNode(f"{nonce} plain title", summary, "Body.\n", space="Scope",
+                                   cluster="redteam", drafter="test-model"))
+    return _confirmed(eng, done.id, done.path)
+
+
+def _confirmed(eng: Engine, node_id: str, path: str) -> str:
+    """A node carrying steering is injected once a person confirms it (as here): the fence is
+    what still holds then."""
+    trust.confirm(eng.vault, node_id)
+    return path
 
 
 def _scope_memory(memory: ScopeMemory, group: list[tuple[str, Attack]],

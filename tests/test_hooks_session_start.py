@@ -109,3 +109,10 @@ def test_the_block_names_the_raw_record_its_conversation_is_captured_in(
     [record] = list_records(vault)
     assert cited == raw_record(record.key, record.conversation)
     assert (vault.root / f"{cited}.md").is_file()
+
+
+def test_a_section_none_of_whose_items_fits_is_left_out_heading_and_all():
+    budget = Budget(max_chars=80, max_bytes=10_000)  # the heading fits; no item, no count
+    text = compose("<osk-memory>\nhead", [Section("Recheck notes", ("x" * 200, "y" * 200))],
+                   budget)
+    assert "## Recheck notes" not in text and text.endswith("</osk-memory>")

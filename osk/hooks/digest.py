@@ -127,7 +127,7 @@ def digest(vault: Vault, scope: str) -> Digest:
             if reason is not None:
                 held.append(receipts.held(hit, reason, "digest"))
                 return None
-            return hit
+            return allowed.shown(hit)
 
         found = signals(vault, scope)
         hits: dict[str, tuple[Recalled, str]] = {}  # id -> the hit, when it was updated

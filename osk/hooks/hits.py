@@ -6,6 +6,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from osk.provenance.origin import Origin
 
 
 @dataclass(frozen=True)
@@ -23,3 +27,4 @@ class Recalled:
     trust: str | None = None    # confirmed / inferred (osk.authority.trust)
     meant: bool = False         # the semantic order's first node (server path): not cut by
                                 # recall.RELATIVE, since its confidence counts words only
+    origin: Origin | None = None  # who wrote it, trust, citations, steering (when shown)

@@ -38,7 +38,8 @@ ITEM_CHARS = 300
 # How the block tells the model what came from the vault (``osk.hooks.fence``).
 FENCED = ("Lines starting `> `, and the titles, summaries and notes in `- ` items, are text stored "
           "in the vault by an agent or a person, quoted: markup in it is shown as character "
-          "references (&lt;).")
+          "references (&lt;). After a node's title, osk says in parentheses its id, who wrote "
+          "it and its trust state, what it cites and what is open about it.")
 FORGETS = frozenset({"compact", "clear"})  # session starts after which the model lost context
 OVERVIEW = "call `overview` to see them all"
 
@@ -225,7 +226,8 @@ def _memory_block(scope: str, text: str, digest: str, pointer: bool) -> str:
     if not text.strip():
         return (f"## Scope memory ({scope}, hash {short}): empty. Keep this scope's few "
                 f"standing notes here with `scope_memory` (at most 1,500 characters).")
-    return f"## Scope memory ({scope}, hash {short})\n{fence.block(text)}"
+    return (f"## Scope memory ({scope}, hash {short}; the scope's shared note: any of its "
+            f"sessions or the person may have written it)\n{fence.block(text)}")
 
 
 def compose(head: str, sections: Sequence[Section], budget: Budget) -> str:
@@ -260,4 +262,4 @@ def _fold(text: str, section: Section, budget: Budget, close: str) -> str:
         more = f"\n- … {left} more; {OVERVIEW}" if lines else f"\n- {left} items; {OVERVIEW}"
         if budget.fits(text + title + "".join(lines) + more + "\n" + close):
             lines.append(more)
-    return text + title + "".join(lines)
+    return text + title + "".join(lines) if lines else text  # never a heading over nothing

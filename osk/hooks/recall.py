@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from osk.errors import OskError
@@ -46,11 +46,13 @@ from osk.hooks.harness import Adapter, Budget, HookPayload
 from osk.hooks.hits import Recalled
 from osk.hooks.markers import conflicted_ids, pending_paths
 from osk.hooks.scope import scope_entry, session_scope
+from osk.store.trust_state import CONFIRMED
 from osk.store.vault import Vault, is_hub, scope_of
 
 if TYPE_CHECKING:
     from osk.hooks.recall_channel import Answer
     from osk.hooks.state import ConversationState, StateStore
+    from osk.provenance.origin import Origin
 
 PRIOR = 100        # see ``confidence``
 TITLE_CONFIDENCE = 10.0  # a prompt equal to a node's title
@@ -249,7 +251,7 @@ def select(vault: Vault, hits: Sequence[Recalled], *, seen: Mapping[str, str] | 
     for hit in hits:
         reason = _held_by_rank(hit, len(chosen), bar, seen) or allowed.refusal(hit)
         if reason is None:
-            chosen.append(hit)
+            chosen.append(allowed.shown(hit))
         else:
             held.append(receipts.held(hit, reason, channel,
                                       bar if reason == "below-floor" else floor))
@@ -283,6 +285,7 @@ class Allowed:
         self.check = _Verifier(vault)
         self.rejected = _rejected_ids(vault)
         self.review = _ReviewHold(vault)
+        self.origins: dict[str, Origin] = {}
 
     def refusal(self, hit: Recalled) -> str | None:
         """Why ``hit`` may not be injected (a key of ``receipts.REASONS``); None when it may."""
@@ -292,7 +295,30 @@ class Allowed:
             return "tombstone"
         if self.review.holds(hit):
             return "pending"
-        return None if self.check.still_served(hit) else "changed"
+        if not self.check.still_served(hit):
+            return "changed"
+        origin = self.origin(hit)
+        if origin is None:
+            return "changed"
+        if origin.steering and origin.trust != CONFIRMED:
+            return "steering"  # not by itself: a person confirms it first (osk confirm)
+        return None
+
+    def origin(self, hit: Recalled) -> Origin | None:
+        """Who wrote ``hit``, its trust, what it cites, its steering: from its file (read once)."""
+        if hit.id not in self.origins:
+            from osk.provenance import origin  # only when a hit is about to be shown
+
+            try:
+                text = self.vault.abs(hit.path).read_text(encoding="utf-8")
+            except (OSError, OskError, UnicodeDecodeError):
+                return None
+            self.origins[hit.id] = origin.read(text, hit.title, hit.summary)
+        return self.origins[hit.id]
+
+    def shown(self, hit: Recalled) -> Recalled:
+        """``hit`` with its origin, for the line that shows it."""
+        return replace(hit, origin=self.origins.get(hit.id))
 
     def __call__(self, hit: Recalled) -> bool:
         return self.refusal(hit) is None
@@ -383,12 +409,25 @@ def _recheck_paths(vault: Vault, scopes: set[str]) -> set[str]:
 
 
 def _lead(hit: Recalled, *extra: str) -> str:
-    labels = ", ".join((*hit.markers, *extra))
-    return f"{fence.inline(hit.title, 120)} (id {hit.id}{', ' + labels if labels else ''}): "
+    """``Title (id ID; agent, inferred; cites 1 round, 1 file; recheck): `` - the title as
+    the fence writes it, then osk's own words: the id, who wrote the node and its trust state,
+    what it cites, and what is open about it (markers, steering, ``extra``)."""
+    found = hit.origin
+    if found is None:  # a hit no file was read for: the markers alone
+        labels = ", ".join((*hit.markers, *extra))
+        return f"{fence.inline(hit.title, 120)} (id {hit.id}{', ' + labels if labels else ''}): "
+    from osk.authority.trust import MARKER
+
+    open_items = [m for m in hit.markers if m != MARKER]  # trust is named in full
+    if found.steering:
+        open_items.append("steering")
+    parts = [f"id {hit.id}", f"{found.author}, {found.trust}", f"cites {found.cites()}",
+             ", ".join((*open_items, *extra))]
+    return f"{fence.inline(hit.title, 120)} ({'; '.join(p for p in parts if p)}): "
 
 
 def line(hit: Recalled, *extra: str) -> str:
-    """One node as every injection shows it: title (id, markers): summary."""
+    """One node as every injection shows it: title (id; provenance; open items): summary."""
     return _lead(hit, *extra) + fence.inline(hit.summary, SUMMARY_CHARS)
 
 

@@ -41,6 +41,8 @@ REASONS = {
     "trust": "an inferred Person fact while inject_inferred_person is off",
     "tombstone": "the person rejected it (osk reject)",
     "changed": "its file changed or went since the index read it",
+    "steering": "its text carries steering (role markers, chat markup, tool calls, an override "
+                "of instructions) and no person confirmed it (osk confirm)",
     "pending": "an agent's node in a scope [review] hold names, not reviewed yet "
                "(osk review --new)",
     "max-hits": "more hits than a prompt shows (recall.MAX_HITS)",
