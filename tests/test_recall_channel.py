@@ -396,3 +396,25 @@ def test_both_channels_back_the_fused_first_only_from_their_own_first_three(
     words = [(slot, 0, 1.0, 1.0) for slot in lexical]
     meaning = [(slot, 0.5) for slot in semantic]
     assert recall_server._backed(7, words, meaning) is backed
+
+
+def test_the_gates_floors_are_read_from_one_place_at_each_call(eng, vault, monkeypatch):
+    """Every path of the gate reads its floor from ``osk.hooks.recall``'s constants when it
+    runs (bench/recall_gate.py and bench/locomo.py sweep them there): raising one there
+    silences its path, and nothing keeps a copy taken at import."""
+    from dataclasses import replace
+
+    write(eng, *FACT)
+    found = recall_server.answer(SearchIndex(vault), vault, eng.scope, FACT[0])
+    top = replace(found.hits[0], confidence=recall.FUSED_FLOOR)
+    fused = replace(found, hits=[top], words=[], agree=False, closeness=0.0)
+    assert recall.choose(vault, fused) and recall.select(vault, [top])
+    monkeypatch.setattr(recall, "FUSED_FLOOR", top.confidence + 0.01)
+    assert recall.choose(vault, fused) == []
+    monkeypatch.setattr(recall, "FLOOR", top.confidence + 0.01)
+    assert recall.select(vault, [top]) == []
+    close = replace(fused, hits=[replace(top, confidence=recall.AGREE_FLOOR)],
+                    closeness=recall.MEANING_FLOOR)
+    assert recall.choose(vault, close)
+    monkeypatch.setattr(recall, "MEANING_FLOOR", close.closeness + 0.01)
+    assert recall.choose(vault, close) == []

@@ -12,7 +12,9 @@ supersession), then keeps a hit only when
   that best confidence (``confidence``: BM25 with a smoothed idf,
   times locality and validity, in units of a word found in one node; certain for a title
   match; asked of the server, the node meaning ranks first is not held to ``RELATIVE``).
-  The floor was calibrated on the dev set only (docs/performance.md has the curve);
+  The floors were chosen on the calibration half of bench/recall_gate.py's prompts (the dev
+  set's answerable queries, 171 written ``none`` prompts and LoCoMo's adversarial questions)
+  and checked on the other half (docs/performance.md has the curves);
 - it is valid now (a superseded, expired or not-yet-valid node is left to ``search``; the
   node superseding it takes its confidence);
 - its file still has the stat key the recall file holds (``_Verifier``): a node deleted,
@@ -56,7 +58,7 @@ if TYPE_CHECKING:
 
 PRIOR = 100        # see ``confidence``
 TITLE_CONFIDENCE = 10.0  # a prompt equal to a node's title
-FLOOR = 4.0        # confidence the best hit must reach (calibrated on the dev set)
+FLOOR = 3.75       # confidence the best hit must reach (bench/recall_gate.py)
 RELATIVE = 0.5     # a further hit is shown when it scores at least this share of the best
 MAX_HITS = 4       # at most this many nodes per prompt
 DEPTH = 8          # how many ranked hits are looked at before the filters above
@@ -67,10 +69,11 @@ SKIPPED_MARKERS = frozenset({"superseded", "expired", "not-yet-valid"})
 RECALL_SETTINGS = frozenset({"budget", "hosts", "server"})
 # Asked of the MCP server (osk.hooks.recall_channel): the fused order's floor, and the lower one
 # when both channels back the fused order's first node (it is among the first AGREE_DEPTH of
-# the lexical order and of the semantic one). Calibrated on the dev set only (the curves are
-# in docs/performance.md).
+# the lexical order and of the semantic one). Chosen by bench/recall_gate.py (the curves are
+# in docs/performance.md): at 1.0, a generic question's vague agreement injected a node for a
+# third of the written ``none`` prompts.
 FUSED_FLOOR = 4.75
-AGREE_FLOOR = 1.0
+AGREE_FLOOR = 3.0
 AGREE_DEPTH = 3
 # The same lower floor when the semantic order's first node is at least this close in meaning
 # to the prompt (its cosine similarity): a question asked in other words is met by meaning.
@@ -107,8 +110,8 @@ def budget_for(vault: Vault, host: str) -> int:
 
 def server_enabled(vault: Vault) -> bool:
     """``[recall] server`` (default true): ask the session's MCP server before the recall
-    file (``osk.hooks.recall_channel``). On by default: on the dev set it injects 46 of 54
-    answers against the recall file's 38, with the same silence (docs/performance.md)."""
+    file (``osk.hooks.recall_channel``). On by default: on the dev set it injects 44 of 54
+    answers against the recall file's 40, with as much silence (docs/performance.md)."""
     section = vault.settings().extra.get("recall", {})
     value = section.get("server", True) if isinstance(section, Mapping) else True
     if not isinstance(value, bool):
@@ -225,17 +228,18 @@ class Trace:
 
     held: list[dict[str, Any]] = field(default_factory=list)
     channel: str = "recall-file"
-    floor: float = FLOOR
+    floor: float = 0.0  # set with the channel when a hit is chosen
     bar: float = 0.0
 
 
 def select(vault: Vault, hits: Sequence[Recalled], *, seen: Mapping[str, str] | None = None,
-           floor: float = FLOOR, trace: Trace | None = None, channel: str = "recall-file",
-           prompt: str | None = None) -> list[Recalled]:
-    """The hits to inject: confident, valid now, still on disk as indexed, allowed by trust,
-    not shown to this conversation before at this hash; with their current markers. ``trace``
-    collects why each other hit was held back. Given the ``prompt``, a cluster hub is held
-    back unless the prompt names its cluster."""
+           floor: float | None = None, trace: Trace | None = None,
+           channel: str = "recall-file", prompt: str | None = None) -> list[Recalled]:
+    """The hits to inject: confident (at ``floor``, by default ``FLOOR``), valid now, still on
+    disk as indexed, allowed by trust, not shown to this conversation before at this hash;
+    with their current markers. ``trace`` collects why each other hit was held back. Given
+    the ``prompt``, a cluster hub is held back unless the prompt names its cluster."""
+    floor = FLOOR if floor is None else floor  # read now: the floors live in one place
     held = trace.held if trace is not None else []
     if prompt is not None:
         hubs = [hit for hit in hits if is_hub(hit.path, hit.title) and not names(prompt, hit.title)]
@@ -476,12 +480,14 @@ def _chosen(vault: Vault, scope: str, prompt: str, seen: Mapping[str, str],
 
 
 def choose(vault: Vault, answer: Answer, *, seen: Mapping[str, str] | None = None,
-           floor: float = FUSED_FLOOR, meaning: float = MEANING_FLOOR,
+           floor: float | None = None, meaning: float | None = None,
            trace: Trace | None = None, prompt: str | None = None) -> list[Recalled]:
-    """What to inject from a server's answer: the fused order at ``floor`` (``AGREE_FLOOR``
-    when both channels rank its first node among their first ``AGREE_DEPTH``, or when the
-    semantic order's first node is at least ``meaning`` close), else its lexical order at
-    ``RESCUE_FLOOR``."""
+    """What to inject from a server's answer: the fused order at ``floor`` (by default
+    ``FUSED_FLOOR``; ``AGREE_FLOOR`` when both channels rank its first node among their first
+    ``AGREE_DEPTH``, or when the semantic order's first node is at least ``meaning`` close, by
+    default ``MEANING_FLOOR``), else its lexical order at ``RESCUE_FLOOR``."""
+    floor = FUSED_FLOOR if floor is None else floor
+    meaning = MEANING_FLOOR if meaning is None else meaning
     gate = min(floor, AGREE_FLOOR) if answer.agree or answer.closeness >= meaning else floor
     return (select(vault, answer.hits, seen=seen, floor=gate, trace=trace, channel="server",
                    prompt=prompt)
