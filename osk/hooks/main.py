@@ -184,8 +184,22 @@ def stop(vault: Vault, adapter: Adapter, payload: HookPayload, dry_run: bool) ->
     captured = capture_stop(vault, adapter, payload, dry_run=dry_run)
     if captured.warnings:
         hooklog.warnings(vault, adapter.name, "stop", captured.warnings)
+    if captured.written and not dry_run:
+        index_rounds(vault, adapter)
     if captured.final_answer and not dry_run:
         after_final_answer(vault, adapter, payload)
+
+
+def index_rounds(vault: Vault, adapter: Adapter) -> None:
+    """Add the rounds just captured to the round index now, after the turn, so the next
+    prompt's recall finds them indexed (osk.search.rounds) instead of reading the record."""
+    from osk.hooks.recall import REFRESH_WAIT
+    from osk.search.rounds import RoundIndex
+
+    try:
+        RoundIndex(vault).refresh(timeout=REFRESH_WAIT)
+    except Exception as exc:  # the next search or prompt indexes them instead
+        hooklog.write(vault, adapter.name, "stop", f"round index not updated: {exc}")
 
 
 def after_final_answer(vault: Vault, adapter: Adapter, payload: HookPayload) -> None:

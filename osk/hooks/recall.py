@@ -554,8 +554,9 @@ def rounds_recalled(vault: Vault, scope: str, prompt: str, seen: Mapping[str, st
     except (LockTimeout, OSError, index.Error):
         pass  # another process is indexing: rank what is there
     try:
+        # its own words only: confidence counts them, and a neighbour's words are no answer
         found, stats = index.search_with_stats(query, k=DEPTH, visible=visible, refresh=False,
-                                               skip=skip)
+                                               skip=skip, context=0.0)
     except (OSError, index.Error):
         return []
     if stats is None:
