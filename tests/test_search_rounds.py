@@ -107,7 +107,8 @@ def test_recall_falls_back_to_a_captured_round_in_a_later_session_of_its_project
     question = "why does the checkout test fail on CI but pass locally"
     later = recalled_for(shop, question, tmp_path, "a-later-session")
     coordinate = f"_raw/shop/{CLAUDE_SESSION}#Round 1"
-    assert f"(id {coordinate}, {MARKER})" in later and "read_raw" in later
+    assert f"(id {coordinate}; person and agent, captured; {MARKER})" in later
+    assert "read_raw" in later
     assert "raw round 2026-03-14" in later
     assert coordinate not in recalled_for(other, question, tmp_path, "elsewhere")
     # the conversation that holds the round has it in its context: never shown to it again

@@ -417,6 +417,10 @@ def _lead(hit: Recalled, *extra: str) -> str:
     the fence writes it, then osk's own words: the id, who wrote the node and its trust state,
     what it cites, and what is open about it (markers, steering, ``extra``)."""
     found = hit.origin
+    if hit.space == "round":  # a captured round: the conversation itself, never reviewed
+        labels = "; ".join(p for p in ("person and agent, captured",
+                                       ", ".join((*hit.markers, *extra))) if p)
+        return f"{fence.inline(hit.title, 120)} (id {hit.id}; {labels}): "
     if found is None:  # a hit no file was read for: the markers alone
         labels = ", ".join((*hit.markers, *extra))
         return f"{fence.inline(hit.title, 120)} (id {hit.id}{', ' + labels if labels else ''}): "
