@@ -29,6 +29,7 @@ from redteam_corpus import ATTACKS  # noqa: E402
 
 from osk.capture.steering import steering  # noqa: E402
 from osk.hooks import fence  # noqa: E402
+from osk.provenance import origin  # noqa: E402
 
 DEV = Path("/work/shared/eval/dev")
 LOCOMO = Path("/work/shared/eval/locomo-dev")
@@ -66,7 +67,25 @@ def main() -> int:
     best = min(_timed(texts) for _ in range(5))
     print(f"cost: {best / size * 1e6:.0f} µs per KB over the dev corpus ({size:.0f} KB, "
           f"best of 5)")
+    files = [_node_file(text) for text in texts]
+    best = min(_timed_origins(files) for _ in range(5))
+    print(f"provenance of one shown node (front matter read, citations counted, steering "
+          f"checked): {best / len(files) * 1e6:.0f} µs, best of 5 over the dev corpus")
     return 0
+
+
+def _node_file(text: str) -> str:
+    """A dev node as osk writes its file: front matter with two citations, then the body."""
+    return ("---\nid: 01a23e00-0000-7000-8000-000000000000\nauthor: agent\ndrafter: m\n"
+            "summary: s\nderived-from:\n  - \"[[Other node]]\"\n  - file:README.md\n"
+            f"trust: inferred\n---\n{text}\n")
+
+
+def _timed_origins(files: list[str]) -> float:
+    start = time.process_time()
+    for text in files:
+        origin.read(text, "title", "summary")
+    return time.process_time() - start
 
 
 def _timed(texts: list[str]) -> float:
