@@ -27,6 +27,7 @@ cached in device state per repository.
 from __future__ import annotations
 
 import json
+import re
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -203,14 +204,18 @@ def portable_name(raw: str) -> str:
     return cleaned or FALLBACK_NAME
 
 
+_TOKEN_LIKE = re.compile(r"(?=[A-Za-z0-9]*[0-9])[A-Za-z0-9]{16,}")
+
+
 def _key_name(folder: str) -> str:
     """The project folder's name as a session key, or ``project-<12 hex>`` of it when it holds
     what the secret filter takes for a secret: the key names the raw records' and the scope's
-    folders and is in every ledger record a session writes. Only a name of 16 characters or
-    more with a digit is checked (a random token that long almost always has one), so
-    ordinary names never load the filter: hooks run this on every turn."""
+    folders and is in every ledger record a session writes. Only a name holding an unbroken
+    run of 16 or more letters and digits with a digit among them is checked (a random token
+    that long almost always has one), so ordinary names, ``my-project-2024`` or
+    ``test_search_run0`` alike, never load the filter: hooks and a fresh search run this."""
     name = portable_name(folder)
-    if len(name) >= 16 and any(c.isdigit() for c in name):
+    if _TOKEN_LIKE.search(name):
         from osk.capture.secrets import redact
 
         if redact(name).changed:
