@@ -102,7 +102,7 @@ def forget_look(directory: Path) -> None:
     """Called before the recall file takes changes: a look vouches only for what it saw."""
     try:
         os.unlink(directory / LOOK)
-    except FileNotFoundError:
+    except OSError:  # none there; or a read-only folder, where the recall file cannot change
         pass
 
 
