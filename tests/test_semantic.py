@@ -62,7 +62,9 @@ def test_fusion_adds_each_channel_relative_to_its_best_in_the_lexical_scores_uni
     scores = {slot: score for slot, _, score, _ in fused}
     expected = {1: 4.0, 2: 4.0 * (0.5 + weight * 0.8), 3: 4.0 * weight, 4: 0.0}
     assert scores == pytest.approx(expected)
-    assert [slot for slot, *_ in fused] == sorted(expected, key=lambda s: -expected[s])
+    # by the fused score, but words' first node keeps a place in the first two
+    assert sorted(expected, key=lambda s: -expected[s]) == [3, 2, 1, 4]
+    assert [slot for slot, *_ in fused] == [3, 1, 2, 4]
     assert dict((slot, bm25) for slot, *_, bm25 in fused) == {1: 2.0, 2: 1.0, 3: 0.0, 4: 0.0}
     # a query whose words match weakly keeps a low top score: the scale is the lexical one
     weak = ranking.fuse([(1, 0, 0.5, 0.5)], [(1, 0.6)], 10, corpus, coverage=0.0)
@@ -471,3 +473,25 @@ def test_osk_embed_gives_every_node_its_vector_and_says_so(
     assert (off.returncode, off.stdout) == (1, "")
     assert off.stderr == ("Error: the semantic channel is off (OSK_SEMANTIC=0): search ranks "
                           "by words only\n")
+
+
+def test_meaning_never_pushes_words_first_nodes_out_of_the_first_k():
+    """The rule that fusion never loses to words: at every depth c the fused first c hold the
+    lexical order's first c // 2 (of its first ``WORDS_KEPT``), so meaning reorders and fills
+    but pushes none of them out; and when the best lexical hit holds every query term the
+    lexical order stands whatever meaning says."""
+    k = 10
+    corpus = _Docs({slot: f"n{slot:02d}" for slot in range(1, 31)})
+    lexical = [(slot, 0, 10.0 - slot * 0.5, 10.0 - slot * 0.5) for slot in range(1, 11)]
+    # meaning is sure of ten other nodes and of none of words' first ones
+    semantic_order = [(slot, 1.0) for slot in range(11, 21)]
+    fused = [slot for slot, *_ in ranking.fuse(lexical, semantic_order, k, corpus, coverage=0.0)]
+    for depth in range(1, k + 1):
+        words = list(range(1, min(depth // 2, ranking.WORDS_KEPT) + 1))
+        assert set(words) <= set(fused[:depth]), depth
+    assert fused == [11, 1, 12, 2, 13, 3, 14, 4, 15, 5]  # meaning's best still leads
+    small = [slot for slot, *_ in ranking.fuse(lexical, semantic_order, 4, corpus, coverage=0.0)]
+    assert small == [11, 1, 12, 2]
+    # where words hold the query in full, their order stands
+    covered = ranking.fuse(lexical, semantic_order, k, corpus, coverage=1.0)
+    assert [slot for slot, *_ in covered] == list(range(1, k + 1))

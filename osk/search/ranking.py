@@ -32,11 +32,15 @@ The order (weights tuned on the dev set; the figures are in docs/performance.md)
    A query whose words the best hit holds in full (a title, a command, an error message) is
    answered by its words: the weight falls to 0 and the lexical order stands. A query whose
    words it barely holds (a question in other words, or in the other language) gets up to
-   ``SEMANTIC_WEIGHT``. Title matches stay first. The fused score is reported in the
-   lexical score's units (× the best lexical score), so a query whose words match nothing
-   well still scores low: the top score keeps telling a question with an answer from one
-   without. Chosen on the dev set against reciprocal-rank fusion, against a similarity on a
-   fixed scale and against one weight for every query (docs/performance.md).
+   ``SEMANTIC_WEIGHT``. Title matches stay first. Meaning never loses what words are sure of:
+   where the best lexical hit holds every query term, the weight is 0 and the lexical order
+   stands; otherwise, at every depth c, the fused first c hold the lexical order's first c // 2
+   (of its first ``WORDS_KEPT``): meaning reorders them and fills the rest but pushes none of
+   them out. The fused score is reported in the lexical score's units (× the best lexical
+   score), so a query whose words match nothing well still scores low: the top score keeps
+   telling a question with an answer from one without. Chosen on the dev set against
+   reciprocal-rank fusion, against a similarity on a fixed scale and against one weight for
+   every query (docs/performance.md).
 
 Isolation is not a ranking matter: ``visible`` (the caller's rule, e.g. ``scope_visibility``)
 removes a node before anything else looks at it. Workbench and ``_governance`` files never
@@ -66,6 +70,10 @@ SEMANTIC_WEIGHT = 3.5  # the semantic channel's weight for a query its words do 
 SEMANTIC_LOCALITY = 1.0
 SEMANTIC_FLOOR = 0.1  # cosine similarity below which a node's meaning adds nothing, in any scope
 COVERAGE_POWER = 2.0  # how fast the semantic weight falls as the best lexical hit covers the query
+# Words' first nodes that meaning may reorder but never push out: the fused first c hold the
+# lexical first c // 2 of them, at every depth c (on LoCoMo meaning pushed an evidence round
+# words ranked 5th out of the top 10).
+WORDS_KEPT = 5
 
 Visible = Callable[[SearchDoc], bool]
 Markers = Callable[[list[str]], Mapping[str, Iterable[str]]]
@@ -322,7 +330,16 @@ def fuse(lexical: list[Ranked], semantic: list[tuple[int, float]], k: int,
         lift = max(value, 0.0) / best if best > 0 else 0.0
         fused[slot] = fused.get(slot, 0.0) + weight * lift
     docs = corpus.docs
-    order = sorted(fused, key=lambda s: (-tiers.get(s, 0), -fused[s], docs[s].path))[:k]
+
+    def key(slot: int) -> tuple[int, float, str]:
+        return (-tiers.get(slot, 0), -fused[slot], docs[slot].path)
+
+    ranked = sorted(fused, key=key)
+    words = [slot for slot, *_ in lexical[:WORDS_KEPT]]
+    order: list[int] = []
+    for depth in range(1, min(k, len(ranked)) + 1):  # at each depth, words' first depth // 2
+        owed = next((slot for slot in words[:depth // 2] if slot not in order), None)
+        order.append(owed if owed is not None else next(s for s in ranked if s not in order))
     return [(s, tiers.get(s, 0), fused[s] * top, bm25.get(s, 0.0)) for s in order]
 
 
