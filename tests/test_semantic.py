@@ -495,3 +495,28 @@ def test_meaning_never_pushes_words_first_nodes_out_of_the_first_k():
     # where words hold the query in full, their order stands
     covered = ranking.fuse(lexical, semantic_order, k, corpus, coverage=1.0)
     assert [slot for slot, *_ in covered] == list(range(1, k + 1))
+
+
+def test_a_long_node_is_found_by_a_sentence_near_its_end(tmp_path: Path, tiny_model: Path):
+    """One vector per passage, a node as close as its closest one: the encoder reads only the
+    first pieces of a text, so a long node was seen only at its start."""
+    filler = " ".join(f"step{n} of the weekly maintenance routine" for n in range(80))
+    ending = "the game clock speed hack is the release build"  # the tiny model's own words
+    texts = {
+        "long": f"Maintenance log\nwhat the weekly routine does\n{filler}\n\n## Seasons\n{ending}",
+        # nearer to the ending than the long node's first 128 pieces are (0.59 against 0.23)
+        "other": "Cache notes\nrelease\nthe cache ttl is 60 seconds",
+    }
+    chunks = semantic.passages(texts["long"])
+    assert len(chunks) > 2 and all(chunk.startswith("Maintenance log\n") for chunk in chunks)
+    assert chunks[-1] == f"Maintenance log\n## Seasons {ending}"
+    assert all(len(chunk.split()) <= semantic.PASSAGE_WORDS + 2 for chunk in chunks)
+    store = tiny_store(tmp_path / "vectors", tiny_model)
+    assert store.catch_up(texts, texts.get, budget=None) == 0
+    near = store.nearest(ending, 2)
+    assert [key for key, _ in near] == ["long", "other"]  # one entry per node, best passage
+    reloaded = tiny_store(tmp_path / "vectors", tiny_model)
+    assert reloaded.nearest(ending, 2) == near
+    reloaded.forget_except({"other"})
+    assert [key for key, _ in tiny_store(tmp_path / "vectors", tiny_model).nearest(ending, 5)] \
+        == ["other"]

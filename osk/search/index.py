@@ -31,10 +31,10 @@ Ranking is ``ranking.Ranking``; the documents and postings are ``corpus.Corpus``
 document keeps of a node version, and what a query may ask, is ``versions``.
 
 The semantic channel (``semantic.Vectors``, on when its model is installed) keeps one vector
-per indexed text beside this index. A search fuses it with the lexical order after embedding
-what is missing for at most ``SEMANTIC_BUDGET`` seconds; ``embed_missing(budget=None)`` is
-the full catch-up the MCP server runs in a background thread. If the model fails, the index
-logs it and searches lexically for the rest of the process.
+per passage of each indexed text beside this index. A search fuses it with the lexical order
+after embedding what is missing for at most ``SEMANTIC_BUDGET`` seconds;
+``embed_missing(budget=None)`` is the full catch-up the MCP server runs in a background
+thread. If the model fails, the index logs it and searches lexically for the rest of the process.
 """
 
 from __future__ import annotations

@@ -7,7 +7,10 @@ body, and ranking fuses the two orderings (``osk.search.ranking.fuse``). Without
 nothing changes: search is lexical, as it always was.
 
 Vectors are device state in ``.osk/index/vectors/``, keyed by the node file's content hash,
-so a moved node keeps its vector and an edited one gets a new one. Embedding costs tens of
+so a moved node keeps its vector and an edited one gets a new one. A node has one vector per
+passage (``passages``: its text split at headings, then in windows of ``PASSAGE_WORDS``
+words, each after the title), so a long node is seen whole, not only at its start; a node is as
+close to a query as its closest passage. Embedding costs tens of
 milliseconds a node, so it is never done on the write path: a search embeds what is missing
 within a time budget (``catch_up``), and the MCP server embeds everything in a background
 thread after it starts. A node without a vector yet is still found lexically.
@@ -18,6 +21,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -34,6 +38,8 @@ ENGLISH = "all-MiniLM-L6-v2"
 MULTILINGUAL = "USE multilingual v3"
 MODEL_FILES = ("vocab.txt", "config.json", "model.safetensors")
 SAVE_EVERY = 10.0  # seconds between two saves during a long catch-up (each writes them all)
+PASSAGE_WORDS = 80  # words per passage: about what the encoder's 128 pieces hold
+_HEADING = re.compile(r"(?m)^(?=#{1,6} )")
 Text = Callable[[str], str | None]  # content hash -> the text to embed (None: gone)
 Progress = Callable[[int, int], None]  # (done, total)
 
@@ -213,8 +219,31 @@ def status() -> Status:
                         f"Korean and English alike")
 
 
+def passages(text: str) -> list[str]:
+    """What is embedded of a node's text (``SearchDoc.content_text``: title, summary, body):
+    its sections (split before each Markdown heading), each in windows of ``PASSAGE_WORDS``
+    words, each passage after the title line. The first passage holds the summary."""
+    title, _, rest = text.partition("\n")
+    chunks = []
+    for section in _HEADING.split(rest):
+        words = section.split()
+        chunks.extend(" ".join(words[start:start + PASSAGE_WORDS])
+                      for start in range(0, len(words), PASSAGE_WORDS))
+    return [f"{title}\n{chunk}" for chunk in chunks] or [title]
+
+
+def _row_key(key: str, passage: int) -> str:
+    """A passage's row: the content hash for the first, ``HASH#N`` for the others."""
+    return key if passage == 0 else f"{key}#{passage}"
+
+
+def _node_key(row: str) -> str:
+    return row.partition("#")[0]
+
+
 class Vectors:
-    """Unit vectors by content hash, in memory and in ``directory`` (``keys.json`` + ``.npy``).
+    """Unit vectors by content hash, one per passage, in memory and in ``directory``
+    (``keys.json`` + ``.npy``).
 
     Thread-safe: the MCP server's background catch-up and its searches share one.
     """
@@ -247,8 +276,8 @@ class Vectors:
             return key in self._rows
 
     def nearest(self, query: str, limit: int) -> list[tuple[str, float]]:
-        """The ``limit`` stored keys most similar to the query, with their cosine similarity,
-        best first (one matrix-vector product over every stored vector)."""
+        """The ``limit`` stored keys most similar to the query, each with the cosine similarity
+        of its closest passage, best first (one matrix-vector product over every passage)."""
         import numpy as np
 
         with self._lock:
@@ -258,10 +287,13 @@ class Vectors:
                 return []
             scores = matrix @ self.encoder().embed([query])[0]
             keys = list(self._rows)  # insertion order is row order
-        count = min(limit, len(scores))
+        count = min(limit * 8, len(scores))  # enough passages for ``limit`` nodes, mostly
         best = np.argpartition(-scores, count - 1)[:count]
         best = best[np.argsort(-scores[best])]
-        return [(keys[row], float(scores[row])) for row in best]
+        found: dict[str, float] = {}
+        for row in best:
+            found.setdefault(_node_key(keys[row]), float(scores[row]))
+        return list(found.items())[:limit]
 
     def count_missing(self, keys: Iterable[str]) -> int:
         with self._lock:
@@ -307,14 +339,16 @@ class Vectors:
             if deadline is not None and time.monotonic() >= deadline:
                 break
             chosen = [(key, text(key)) for key in missing[start:start + batch]]
+            rows = [(_row_key(key, i), passage) for key, body in chosen if body is not None
+                    for i, passage in enumerate(passages(body))]
             chosen = [(key, body) for key, body in chosen if body is not None]
             if chosen:
                 began = time.monotonic()
-                vectors = self.encoder().embed([body for _, body in chosen])
+                vectors = self.encoder().embed([passage for _, passage in rows])
                 if pace:
                     time.sleep(pace * (time.monotonic() - began))
-                with self._lock:
-                    self._add([key for key, _ in chosen], vectors.astype(np.float32, copy=False))
+                with self._lock:  # a node's passages together: it has them all or none
+                    self._add([row for row, _ in rows], vectors.astype(np.float32, copy=False))
                     if time.monotonic() - self._saved_at >= SAVE_EVERY:
                         self._save()
                 embedded += len(chosen)
@@ -329,11 +363,11 @@ class Vectors:
         """Drop vectors of content no longer indexed (bounded growth), then save."""
         with self._lock:
             self._load()
-            stale = [key for key in self._rows if key not in live]
+            stale = [key for key in self._rows if _node_key(key) not in live]
             matrix = self._joined()
             if not stale or matrix is None:
                 return
-            keep = [key for key in self._rows if key in live]
+            keep = [key for key in self._rows if _node_key(key) in live]
             self._matrix = matrix[[self._rows[key] for key in keep]]
             self._rows = {key: row for row, key in enumerate(keep)}
             self._save()
@@ -374,6 +408,7 @@ class Vectors:
             return  # none yet, or unreadable: device state, recomputed
         keys = meta.get("keys")
         if (meta.get("model") != self.model.tag() or not isinstance(keys, list)
+                or meta.get("passage_words") != PASSAGE_WORDS
                 or matrix.ndim != 2 or len(matrix) != len(keys)):
             return
         self._matrix = matrix.astype(np.float32, copy=False)
@@ -392,7 +427,8 @@ class Vectors:
         data = buffer.getvalue()
         replace_unsynced(self.directory / "vectors.npy", data)
         keys = sorted(self._rows, key=self._rows.__getitem__)
-        meta = {"model": self.model.tag(), "sha256": sha256_bytes(data), "keys": keys}
+        meta = {"model": self.model.tag(), "sha256": sha256_bytes(data), "keys": keys,
+                "passage_words": PASSAGE_WORDS}
         replace_unsynced(self.directory / "keys.json", json.dumps(meta) + "\n")
         self._unsaved, self._saved_at = 0, time.monotonic()
 
