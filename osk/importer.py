@@ -238,7 +238,11 @@ class Importer:
         while True:
             name = DEFAULT_CLUSTER if number == 1 else f"{DEFAULT_CLUSTER} {number}"
             holders = engine.catalog.paths_with_title(name)
-            if not holders or any(h == f"{base}/{name}/{name}.md" for h in holders):
+            # a name picked for another destination earlier in this run is taken, even while
+            # that destination's first line waits (deferred) and its hub is not written yet
+            promised = title_key(name) in {title_key(n) for n in self._clusters.values()}
+            mine = any(h == f"{base}/{name}/{name}.md" for h in holders)
+            if mine or (not holders and not promised):
                 self._clusters[key] = name
                 return name
             number += 1

@@ -34,5 +34,5 @@ def test_an_unreachable_registry_fails_with_the_reason(tmp_path: Path) -> None:
 
 def test_a_wrong_bin_folder_fails_with_the_reason(tmp_path: Path) -> None:
     message = fails_with({BIN_ENV: str(tmp_path), "PATH": os.environ["PATH"]})
-    assert f"{BIN_ENV}={tmp_path} does not hold the pinned host CLIs" in message
+    assert f"{BIN_ENV}={tmp_path} does not hold the host CLIs" in message
     assert "claude is missing or does not run" in message
