@@ -223,9 +223,9 @@ class Engine:
             self._sync_index()
         except (OskError, OSError):  # a full disk, say: the write itself has landed
             self._index = None
-        try:
+        try:  # the hooks' summary of candidates is a cache the disk may refuse now
             self.rechecks.candidates(self.catalog)
-        except OskError:
+        except (OskError, OSError):
             pass
         if self.embed_after_writes and self._index is not None:
             self.embed_in_background()

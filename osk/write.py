@@ -46,6 +46,7 @@ from osk.citations import Resolved, _edge, resolve_edges
 from osk.context import WriteContext
 from osk.errors import (
     AnchorError,
+    DiskError,
     EdgeError,
     LedgerError,
     NodeNotFound,
@@ -67,6 +68,8 @@ from osk.placement import (
     spot_of,
 )
 from osk.provenance.pairs import Candidate
+from osk.provenance.rechecks import Planned
+from osk.provenance.sessions import bind_line
 from osk.recheck_gate import _unread, freshen_citations, recheck_gate
 from osk.request import NewNode, NodeEdit
 from osk.store import clock, ids, sources
@@ -78,7 +81,7 @@ from osk.store.fsutil import sha256_text
 from osk.store.locks import LockTimeout
 from osk.store.node import Node
 from osk.store.titles import check_portable
-from osk.store.vault import SCOPE
+from osk.store.vault import SCOPE, disk_error
 
 
 # -- results -------------------------------------------------------------------------------------
@@ -98,6 +101,7 @@ class WriteResult:
     pending: bool = False  # inside a protected region: the change waits for the person
     redactions: tuple[Redaction, ...] = ()  # what the secret filter removed from this write
     hub: str | None = None  # create: the cluster hub this call wrote first (its path)
+    owed: str | None = None  # landed, but the disk refused bookkeeping osk finishes later
 
 
 @dataclass(frozen=True)
@@ -211,7 +215,15 @@ def create_node(ctx: WriteContext, new: NewNode) -> WriteResult:
         made = _prepare_create(ctx, new, spot, redacted, hub_planned=hub is not None)
         # ---- every check passed: nothing was written before this line ----
         hub_result = _commit_create(ctx, hub) if hub is not None else None
-        result = _commit_create(ctx, made)
+        try:
+            result = _commit_create(ctx, made)
+        except Exception as exc:
+            refused = disk_error(exc)
+            if hub_result is None or refused is None:
+                raise
+            raise DiskError(f"{refused}. The cluster's hub {hub_result.title!r} was written; "
+                            f"{made.node.title!r} was not: call create_node again then",
+                            **refused.facts, hub=hub_result.path) from exc
     if hub_result is None:
         return result
     return replace(result, hub=hub_result.path, bound_now=result.bound_now or hub_result.bound_now,
@@ -276,15 +288,87 @@ def _prepare_create(ctx: WriteContext, new: NewNode, spot: Spot,
 
 
 def _commit_create(ctx: WriteContext, made: _Creation) -> WriteResult:
-    intent = _intend(ctx, "create", made.node, before_text=None, after_text=made.text)
-    ctx.vault.write_file(ctx.vault.abs(made.node.path), made.text)
-    ctx.note(added=[made.node.path])
-    ctx.rechecks.after_write(None, made.node, [_edge(e) for e in made.edges], via="create")
-    bound_now = bind_if_first(ctx, made.spot)
-    intent.record()
-    superseded = _close_supersede(ctx, made.closing, made.meta, made.node)
-    return _result(ctx, "created", made.node, bound_now, superseded=superseded,
-                   redacted=made.redacted)
+    planned = ctx.rechecks.plan(None, made.node, [_edge(e) for e in made.edges], via="create")
+    landed = _land(ctx, "create", made.node, made.text, None, planned, made.spot,
+                   _closing(ctx, made.closing, made.meta))
+    return _result(ctx, "created", made.node, landed.bound_now, superseded=landed.superseded,
+                   redacted=made.redacted, owed=landed.owed)
+
+
+@dataclass(frozen=True)
+class _Landed:
+    bound_now: bool
+    superseded: str | None
+    owed: str | None
+
+
+def _land(ctx: WriteContext, action: str, node: Node, text: str, before: Node | None,
+          planned: Planned | None, spot: Spot, closing: validity.Closing | None) -> _Landed:
+    """Write ``node`` and what it owes (its recheck pairs, the session's binding, a superseded
+    node's closing, the audit records) as one unit: all of it is journalled first
+    (``audit.intend``), then the node file, the unit's commit. A failure before the file
+    landed takes the journal back and fails the call with nothing written; a disk that refuses
+    what follows is answered with success and ``owed``, and the journal has the rest written
+    by the next osk process to take the vault's lock (opening the vault does)."""
+    changes = [_change(ctx, action, node, before_text=None if before is None else before.text,
+                       after_text=text)]
+    closes = closing is not None and closing.after_text is not None
+    if closing is not None and closes:
+        changes.append(validity.closing_change(closing, ctx.audit_actor, node.id, node.title,
+                                               redo=True))
+    binds = _binds(ctx, spot)
+    follow = [audit.Follow(*line) for line in (
+        *([planned.line()] if planned is not None else []),
+        *([bind_line(ctx.session.key.key, ctx.session.scope)] if binds else []))]
+    intent = audit.intend(ctx.vault, changes, follow)
+    try:
+        ctx.vault.write_file(ctx.vault.abs(node.path), text)
+    except BaseException:
+        if not intent.landed():
+            intent.abandon()
+            raise
+    if before is None:
+        ctx.note(added=[node.path])
+    else:
+        ctx.note(changed=[node.path])
+    # ---- the unit landed: what follows is journalled, so a refusal now leaves it owed ----
+    bound_now, owed = False, None
+    try:
+        if planned is not None:
+            ctx.rechecks.record(planned)
+        bound_now = bind_if_first(ctx, spot)
+        if closing is not None and closing.after_text is not None:
+            ctx.vault.write_file(ctx.vault.abs(closing.path), closing.after_text)
+            ctx.catalog.note_written(closing.path)
+            ctx.seen.append(Changes(changed=(closing.path,)))
+        intent.record()
+    except Exception as exc:
+        refused = disk_error(exc)
+        if refused is None:
+            raise
+        where = refused.facts.get("path") or "the vault"
+        owed = (f"{node.title!r} was written, but the disk refused what follows it "
+                f"({refused.facts.get('cause')}, at {where}): its audit record, recheck pairs "
+                f"and binding wait in .osk/, and the next osk call on this vault writes them "
+                f"once the disk takes writes again")
+    return _Landed(bound_now, None if closing is None else closing.title, owed)
+
+
+def _binds(ctx: WriteContext, spot: Spot) -> bool:
+    """Whether this write binds the session key (``bind_if_first``), decided before it."""
+    if spot.space != SCOPE or ctx.session.bound or ctx.session.explicit:
+        return False
+    return ctx.routing.scope_for(ctx.session.key.key) is None
+
+
+def _closing(ctx: WriteContext, checked: object, meta: Frontmatter) -> validity.Closing | None:
+    """The superseded node's close, planned under the lock as the audit actor makes it
+    (``_prepare_supersede`` checked it already)."""
+    if checked is None:
+        return None
+    return validity.prepare_close(ctx.vault, ctx.catalog, supersedes=meta.supersedes or "",
+                                  start=validity.start_of(meta), new_id=meta.id,
+                                  actor=ctx.audit_actor)
 
 
 # -- update ------------------------------------------------------------------------------------
@@ -344,16 +428,13 @@ def update_node(ctx: WriteContext, ref: str, edit: NodeEdit) -> WriteResult:
         new = _parse_back(node.path, text)
         closing = _prepare_supersede(ctx, meta, supersedes) if supersedes else None
         # ---- every check passed: nothing was written before this line ----
-        intent = _intend(ctx, "update", new, before_text=node.text, after_text=text)
-        ctx.vault.write_file(ctx.vault.abs(node.path), text)
-        ctx.note(changed=[node.path])
-        ctx.rechecks.after_write(node, new, [_edge(e) for e in edges], corrected=corrections,
-                                 via="update")
-        bound_now = bind_if_first(ctx, spot)
-        intent.record()
-        superseded = _close_supersede(ctx, closing, meta, new)
+        planned = ctx.rechecks.plan(node, new, [_edge(e) for e in edges], corrected=corrections,
+                                    via="update")
+        landed = _land(ctx, "update", new, text, node, planned, spot,
+                       _closing(ctx, closing, meta))
         closed = tuple(sorted(c for c in recheck_of))
-        return _result(ctx, "updated", new, bound_now, closed=closed, superseded=superseded,
+        return _result(ctx, "updated", new, landed.bound_now, closed=closed,
+                       superseded=landed.superseded, owed=landed.owed,
                        redacted=secrets.merged_findings(filtered_summary, filtered_body))
 
 
@@ -526,26 +607,6 @@ def _prepare_supersede(ctx: WriteContext, meta: Frontmatter, supersedes: str | N
     return closing
 
 
-def _close_supersede(ctx: WriteContext, closing: object, meta: Frontmatter,
-                     new: Node) -> str | None:
-    if closing is None:
-        return None
-    done = validity.close_superseded(
-        ctx.vault, ctx.catalog, supersedes=meta.supersedes or "", start=validity.start_of(meta),
-        actor=ctx.audit_actor, new_id=new.id, new_title=new.title,
-    )
-    if done.after_text is not None:
-        ctx.seen.append(Changes(changed=(done.path,)))
-    return str(done.title)
-
-
-def _intend(ctx: WriteContext, action: str, node: Node, *, before_text: str | None,
-            after_text: str | None) -> audit.Intent:
-    """Journal one audit record before the node file is replaced (``audit.intend``)."""
-    return audit.intend(ctx.vault, [_change(ctx, action, node, before_text=before_text,
-                                            after_text=after_text)])
-
-
 def _change(ctx: WriteContext, action: str, node: Node, *, before_text: str | None,
             after_text: str | None, path: str | None = None,
             detail: dict[str, object] | None = None) -> audit.Change:
@@ -577,11 +638,11 @@ def _parse_back(rel: str, text: str) -> Node:
 
 def _result(ctx: WriteContext, action: str, node: Node, bound_now: bool, *,
             closed: tuple[str, ...] = (), superseded: str | None = None,
-            redacted: tuple[tuple[str, int], ...] = ()) -> WriteResult:
+            redacted: tuple[tuple[str, int], ...] = (), owed: str | None = None) -> WriteResult:
     return WriteResult(action, node.id, node.title, node.path, sha256_text(node.text),
                        ctx.session.scope, ctx.session.bound, bound_now, node.meta.trust_state,
                        closed, superseded, _is_pending(ctx, node.path),
-                       tuple(Redaction(kind, count) for kind, count in redacted))
+                       tuple(Redaction(kind, count) for kind, count in redacted), owed=owed)
 
 
 __all__ = [

@@ -271,3 +271,106 @@ def test_the_walk_of_all_device_state_runs_at_most_once_an_hour(vault: Vault, pr
     os.utime(stamp, (stamp.stat().st_atime - 7200, stamp.stat().st_mtime - 7200))
     Engine.open(vault, cwd=project)
     assert not deep.exists()
+
+
+# -- create_node / update_node: the answer agrees with the disk, whichever write is refused ------
+def _synced(vault: Vault) -> dict[str, bytes]:
+    """Every file of the vault that sync carries (device state left out), by path."""
+    return {str(p.relative_to(vault.root)): p.read_bytes() for p in sorted(vault.root.rglob("*"))
+            if p.is_file() and ".osk" not in p.relative_to(vault.root).parts}
+
+
+def _audited(vault: Vault, node_id: str, file_text: bytes) -> bool:
+    from osk.authority import audit
+    from osk.store.fsutil import sha256_bytes
+    from osk.store.ledger import Ledger
+
+    return any(r.subject == node_id and r.data.get("after") == sha256_bytes(file_text)
+               for r in Ledger(vault, audit.AUDIT).read().records)
+
+
+def _pairs_recorded(vault: Vault, node_id: str) -> bool:
+    from osk.provenance.rechecks import Rechecks
+
+    cites = Rechecks(vault).citations(node_id)
+    return cites is not None and bool(cites.pairs)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the shim finds a write's file in /proc")
+def test_each_refused_write_of_a_node_write_gets_an_answer_that_agrees_with_the_disk(
+        vault: Vault, project: Path, tmp_path: Path):
+    """Through the real server: the Nth write of create_node / update_node fails with ENOSPC,
+    for every N the call makes. A call answered as failed left the synced vault byte for byte
+    as it was; one answered as done has its node on disk, and once the next osk process opens
+    the vault its audit record and recheck pairs are there and validate finds nothing."""
+    control = tmp_path / "refuse"
+    tests = str(Path(__file__).parent)
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-c", f"import sys; sys.path.insert(0, {tests!r}); import failshim; "
+                    f"sys.exit(failshim.serve(*sys.argv[1:]))",
+              str(control), str(vault.root), "mcp", "--vault", str(vault.root)],
+        env={k: v for k, v in os.environ.items() if k != "OSK_VAULT"}, cwd=str(project))
+    fired = control.with_name("refuse.fired")
+    seen: dict[str, set[tuple[bool, str]]] = {"create": set(), "update": set()}
+
+    async def trial(client: mcp.Client, kind: str, n: int, args: dict[str, object]) -> bool:
+        before = _synced(vault)
+        fired.unlink(missing_ok=True)
+        control.write_text(str(n))
+        done = await client.call_tool(f"{kind}_node", args)
+        control.write_text("0")
+        if not fired.exists():
+            assert not done.is_error, done.content[0].text
+            return False  # the call made fewer than n writes: every point was tried
+        refused = os.path.relpath(os.path.realpath(fired.read_text()),
+                                  os.path.realpath(vault.root))
+        text = done.content[0].text
+        if done.is_error:
+            assert "the disk holding the vault is full (ENOSPC" in text, text
+            assert "internal error" not in text
+            Engine.open(vault, cwd=project)  # the next process: nothing is finished either
+            assert _synced(vault) == before, f"refused at {refused}: a failed call landed"
+        else:
+            out = json.loads(text)
+            node = vault.abs(out["path"])
+            assert node.exists(), refused
+            Engine.open(vault, cwd=project)  # finishes what the disk refused
+            file_text = node.read_bytes()
+            assert _audited(vault, out["id"], file_text), f"refused at {refused}: no audit"
+            assert _pairs_recorded(vault, out["id"]), f"refused at {refused}: no pairs"
+            assert validate.run(vault) == [], refused
+        seen[kind].add((not done.is_error, refused.split(os.sep)[0]))
+        return True
+
+    async def scenario() -> None:
+        async with mcp.Client(params, mode="legacy") as client:
+            hub = await client.call_tool("create_node", {
+                "title": "auth", "summary": "Auth", "body": "The auth hub.\n",
+                "space": "scope", "cluster": "auth", "drafter": "test-model"})
+            assert not hub.is_error, hub.content[0].text
+            for n in range(1, 40):
+                if not await trial(client, "create", n, {
+                        "title": f"Tokens {n}", "summary": "Tokens", "body": "Rotate them.\n",
+                        "space": "scope", "cluster": "auth", "drafter": "test-model",
+                        "derived_from": ["[[auth]]"]}):
+                    break
+            marker = "v0"
+            made = await client.call_tool("create_node", {
+                "title": "Keys", "summary": "Keys", "body": f"Keys {marker}.\n",
+                "space": "scope", "cluster": "auth", "drafter": "test-model",
+                "derived_from": ["[[auth]]"]})
+            assert not made.is_error, made.content[0].text
+            for n in range(1, 40):
+                new = f"v{n}"
+                if not await trial(client, "update", n, {
+                        "node": "Keys", "old_text": f"Keys {marker}.", "new_text": f"Keys {new}."}):
+                    break
+                if f"Keys {new}." in vault.abs("Scope/shop/auth/Keys.md").read_text("utf-8"):
+                    marker = new
+
+    anyio.run(scenario)
+    for kind in ("create", "update"):
+        answered = {ok for ok, _ in seen[kind]}
+        assert answered == {True, False}, (kind, seen[kind])  # both sides of the unit were hit
+        assert (True, "_ledger") in seen[kind], (kind, seen[kind])  # refused after the file

@@ -20,6 +20,14 @@ finishes it under the mutation lock (``recover``): a record whose file now holds
 version is appended, marked ``recovered``; one whose write never landed is dropped. So a kill
 can never leave a version that ``osk log`` would take for a hand edit.
 
+A node write is one unit with its bookkeeping the same way: the journal also holds the ledger
+lines the write owes after its file (``Follow``: its recheck pairs, its session's binding) and
+the other files it changes (a superseded node's closing, ``Change.redo``). Once the first
+record's file holds its ``after`` version the write has landed; whatever of the rest the disk
+refuses then is finished by ``recover`` (each line appended once, each redo file written
+from its stored object), so the call answers success. Before that point ``Intent.abandon``
+takes back what the journal stored, and the call fails with nothing landed.
+
 Standard library only at import time.
 """
 
@@ -29,6 +37,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from osk.errors import ObjectMissing, OskError
 from osk.store import clock, objects
@@ -152,6 +161,17 @@ class Change:
     before_text: str | None
     after_text: str | None
     detail: Mapping[str, object] | None = None
+    redo: bool = False  # a file the write changes after its first: recover writes it if needed
+
+
+@dataclass(frozen=True)
+class Follow:
+    """A ledger line a write owes once its first file landed (its recheck pairs, a binding)."""
+
+    ledger: str
+    kind: str
+    subject: str
+    data: Mapping[str, object]
 
 
 @dataclass
@@ -160,33 +180,66 @@ class Intent:
 
     vault: Vault
     records: list[dict[str, object]]
+    stored: tuple[str, ...] = ()  # objects this journal stored that were not there before
 
     def record(self) -> list[Entry]:
         done = [_append(self.vault, item) for item in self.records]
         _intent_path(self.vault).unlink(missing_ok=True)
         return done
 
+    def landed(self) -> bool:
+        """Whether the first record's file holds its ``after`` version (the write's unit)."""
+        first = self.records[0]
+        return _file_sha(self.vault, str(first["path"])) == first["after"]
 
-def intend(vault: Vault, changes: Sequence[Change]) -> Intent:
+    def abandon(self) -> None:
+        """The first file did not land: take back the journal and the objects it stored, so
+        the failed call leaves nothing (an object is content, but it would be synced)."""
+        _intent_path(self.vault).unlink(missing_ok=True)
+        for sha in self.stored:
+            objects.path_of(self.vault, sha).unlink(missing_ok=True)
+
+
+def intend(vault: Vault, changes: Sequence[Change], follow: Sequence[Follow] = ()) -> Intent:
     """Store every version and journal the records before any node file is replaced.
 
     The caller holds the vault mutation lock and replaces the files next, then calls
-    ``Intent.record``; a kill in between is finished by ``recover``.
+    ``Intent.record``; a kill in between is finished by ``recover``. ``follow``: the ledger
+    lines the write appends after its first file, which ``recover`` appends if they are missing.
     """
     since = Ledger(vault, AUDIT).read().max_id  # first: refuses an audit ledger out of the vault
     items: list[dict[str, object]] = []
-    for change in changes:
-        before = objects.put(vault, change.before_text) if change.before_text is not None \
-            else None
-        after = objects.put(vault, change.after_text) if change.after_text is not None else None
-        items.append({"actor": change.actor, "action": change.action,
-                      "node_id": change.node_id, "path": change.path, "before": before,
-                      "after": after, "detail": dict(change.detail or {})})
-    # Not fsynced: the journal is for a killed process, whose writes the page cache keeps; a
-    # power cut in the window can still lose it (as before), and two fsyncs per write (the
-    # file and its folder) cost more than the rest of a small write's bookkeeping.
-    replace_unsynced(_intent_path(vault), json.dumps({"since": since, "records": items}) + "\n")
-    return Intent(vault, items)
+    stored: list[str] = []
+    try:
+        for change in changes:
+            items.append({"actor": change.actor, "action": change.action,
+                          "node_id": change.node_id, "path": change.path,
+                          "before": _put(vault, change.before_text, stored),
+                          "after": _put(vault, change.after_text, stored),
+                          "detail": dict(change.detail or {}), "redo": change.redo})
+        lines = [{"ledger": f.ledger, "since": Ledger(vault, f.ledger).read().max_id,
+                  "kind": f.kind, "subject": f.subject, "data": dict(f.data)} for f in follow]
+        # Not fsynced: the journal is for a killed process, whose writes the page cache keeps;
+        # a power cut in the window can still lose it (as before), and two fsyncs per write
+        # (the file and its folder) cost more than the rest of a small write's bookkeeping.
+        replace_unsynced(_intent_path(vault), json.dumps(
+            {"since": since, "records": items, "follow": lines}) + "\n")
+    except BaseException:
+        Intent(vault, items, tuple(stored)).abandon()
+        raise
+    return Intent(vault, items, tuple(stored))
+
+
+def _put(vault: Vault, text: str | None, stored: list[str]) -> str | None:
+    """Store ``text`` as an object; note it in ``stored`` when it was not there before."""
+    if text is None:
+        return None
+    sha = sha256_bytes(text.encode("utf-8"))
+    fresh = not objects.has(vault, sha)
+    objects.put(vault, text)
+    if fresh:
+        stored.append(sha)
+    return sha
 
 
 def recover(vault: Vault) -> list[Entry]:
@@ -201,6 +254,8 @@ def recover(vault: Vault) -> list[Entry]:
     except (ValueError, KeyError, TypeError):  # cut short while written: no file was replaced
         journal.unlink(missing_ok=True)
         return []
+    if items and _file_sha(vault, str(items[0]["path"])) == items[0]["after"]:
+        _finish_unit(vault, data.get("follow") or [], items)
     view = Ledger(vault, AUDIT).read()
     seen = {(r.subject, r.kind, r.data.get("after"), r.data.get("path"))
             for r in view.records if since is None or r.id > since}
@@ -214,6 +269,24 @@ def recover(vault: Vault) -> list[Entry]:
         done.append(_append(vault, {**item, "detail": detail}))
     journal.unlink(missing_ok=True)
     return done
+
+
+def _finish_unit(vault: Vault, follow: Sequence[Mapping[str, Any]],
+                 items: Sequence[Mapping[str, object]]) -> None:
+    """A write whose first file landed: append the ledger lines it owed that are not there
+    yet, and write the other files it changes that still hold their ``before`` version."""
+    for line in follow:
+        ledger = Ledger(vault, str(line["ledger"]))
+        since = line.get("since")
+        if not any(r.kind == line["kind"] and r.subject == line["subject"]
+                   and r.data == line["data"]
+                   for r in ledger.read().records if since is None or r.id > since):
+            ledger.append(str(line["kind"]), str(line["subject"]), dict(line["data"]))
+    for item in items[1:]:
+        after = item.get("after")
+        if item.get("redo") and isinstance(after, str) \
+                and _file_sha(vault, str(item["path"])) == item.get("before"):
+            vault.write_file(vault.abs(str(item["path"])), objects.get(vault, after))
 
 
 def _append(vault: Vault, item: Mapping[str, object]) -> Entry:

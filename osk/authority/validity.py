@@ -33,6 +33,7 @@ from osk.store import clock
 from osk.store.vault import Vault
 
 if TYPE_CHECKING:
+    from osk.authority import audit
     from osk.store.catalog import Catalog
     from osk.store.contract import Frontmatter
     from osk.store.node import Node
@@ -173,14 +174,23 @@ def close_superseded(vault: Vault, catalog: Catalog, *, supersedes: str, start: 
                             new_id=new_id, actor=actor)
     if closing.after_text is None:
         return closing
-    intent = audit.intend(vault, [audit.Change(
-        actor, "supersede", closing.node_id, closing.path, closing.before_text,
-        closing.after_text,
-        {"by": new_title or "", "by_id": new_id or "", "valid_to": closing.valid_to})])
+    intent = audit.intend(vault, [closing_change(closing, actor, new_id, new_title)])
     vault.write_file(vault.abs(closing.path), closing.after_text)
     catalog.note_written(closing.path)
     intent.record()
     return closing
+
+
+def closing_change(closing: Closing, actor: str, new_id: str | None, new_title: str | None,
+                   *, redo: bool = False) -> audit.Change:
+    """The audit record closing a superseded node earns (``redo``: journalled with the
+    superseding node's write, so ``audit.recover`` finishes it once that write landed)."""
+    from osk.authority import audit
+
+    return audit.Change(actor, "supersede", closing.node_id, closing.path, closing.before_text,
+                        closing.after_text,
+                        {"by": new_title or "", "by_id": new_id or "",
+                         "valid_to": closing.valid_to}, redo=redo)
 
 
 # -- reading the past --------------------------------------------------------------------------

@@ -144,16 +144,10 @@ class RecheckTable:
         self.table()
 
     def _append(self, citations: Citations, title: str, via: str) -> Record:
-        data = {
-            "citing": citations.citing_id,
-            "title": title,
-            "via": via,
-            "corrected": citations.corrected,
-            "pairs": [pair.to_data() for pair in citations.pairs.values()],
-        }
+        kind, subject, data = pairs_line(citations, title, via)
         self.table()  # the table now matches the file as of self._stat
         known = self._stat
-        record = self.ledger.append(KIND_PAIRS, f"citing:{citations.citing_id}", data)
+        record = self.ledger.append(kind, subject, data)
         after = stat_key(self.ledger.path)
         line = len(record.to_json().encode("utf-8")) + 1
         known_size = known[0] if known is not None else 0
@@ -237,3 +231,14 @@ def _merge_fork(citing_id: str, tops: Sequence[Record]) -> Citations:
     markers = {b.corrected for b in branches}
     corrected = markers.pop() if len(markers) == 1 else None
     return Citations(citing_id, pairs, corrected, max(r.id for r in tops), True)
+
+
+def pairs_line(citations: Citations, title: str, via: str) -> tuple[str, str, dict[str, object]]:
+    """The ledger line (kind, subject, data) that records ``citations``."""
+    return KIND_PAIRS, f"citing:{citations.citing_id}", {
+        "citing": citations.citing_id,
+        "title": title,
+        "via": via,
+        "corrected": citations.corrected,
+        "pairs": [pair.to_data() for pair in citations.pairs.values()],
+    }

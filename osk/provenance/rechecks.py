@@ -40,7 +40,7 @@ from osk.provenance.pairs import (
     racy,
 )
 from osk.provenance.recheck_summary import SUMMARY_FILE
-from osk.provenance.recheck_table import RecheckTable
+from osk.provenance.recheck_table import LEDGER, RecheckTable, pairs_line
 from osk.store.edges import NodeTarget, parse_target
 from osk.store.fsutil import StatKey, replace_unsynced, stat_key
 from osk.store.ledger import Record
@@ -50,6 +50,19 @@ from osk.store.vault import Vault, scope_of
 if TYPE_CHECKING:
     from osk.store.catalog import Catalog
     from osk.store.node import Node
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A citing node's pairs as a write will record them (``Rechecks.plan``)."""
+
+    citations: Citations
+    title: str
+    via: str
+
+    def line(self) -> tuple[str, str, str, dict[str, object]]:
+        """The ledger line (ledger, kind, subject, data) that records them."""
+        return (LEDGER, *pairs_line(self.citations, self.title, self.via))
 
 
 class Rechecks(RecheckTable):
@@ -82,10 +95,16 @@ class Rechecks(RecheckTable):
         self._summarised: list[Candidate] | None = None  # the list the snapshot was written for
 
     # -- recording ---------------------------------------------------------------------
-    def after_write(self, before: Node | None, after: Node, edges: Sequence[Edge], *,
-                    corrected: Mapping[str, str] | None = None, via: str = "write",
-                    ) -> Record | None:
-        """Record ``after``'s citation pairs; carry complete pairs forward across a body change.
+    def record(self, planned: Planned) -> Record:
+        """Append what ``plan`` decided."""
+        return self._append(planned.citations, planned.title, planned.via)
+
+    def plan(self, before: Node | None, after: Node, edges: Sequence[Edge], *,
+             corrected: Mapping[str, str] | None = None, via: str = "write",
+             ) -> Planned | None:
+        """``after``'s citation pairs as they will be recorded, None when nothing changes;
+        complete pairs are carried forward across a body change. Writes nothing: the write
+        path journals the line before the node file (``osk.authority.audit.Follow``).
 
         ``edges`` are ``after``'s derived-from links; ``Edge.target`` is None for a link that
         no longer resolves (kept from before: its old pair, if any, stays as it was).
@@ -124,7 +143,7 @@ class Rechecks(RecheckTable):
             return None
         if previous is None and not pairs:
             return None
-        return self._append(new, after.title, "correct" if corrected else via)
+        return Planned(new, after.title, "correct" if corrected else via)
 
     def recite(self, citing: Node, readings: Mapping[str, str]) -> Record:
         """Re-cite ``citing``'s targets at the states the session read (target key -> hash)."""

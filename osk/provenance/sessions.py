@@ -275,6 +275,11 @@ class Session:
         return wanted == title_key(self.scope) or any(title_key(s) == wanted for s in self.shared)
 
 
+def bind_line(key: str, scope: str) -> tuple[str, str, str, dict[str, object]]:
+    """The ledger line (ledger, kind, subject, data) that binds session ``key`` to ``scope``."""
+    return LEDGER, KIND_BIND, f"key:{key}", {"key": key, "scope": scope}
+
+
 class Routing:
     """The routing ledger: name owners and key -> scope bindings."""
 
@@ -319,7 +324,7 @@ class Routing:
                     f"binding in _ledger/{LEDGER}.jsonl",
                     key=key, bound=bound_to, wanted=scope,
                 )
-            self.ledger.append(KIND_BIND, f"key:{key}", {"key": key, "scope": scope})
+            self.ledger.append(*bind_line(key, scope)[1:])
             return True
 
     # -- owners -------------------------------------------------------------------------

@@ -341,6 +341,10 @@ class WriteOut(Out):
     redactions: list[RedactionOut] = Field(
         default_factory=list, description="secrets the filter replaced by [REDACTED:kind] in "
                                           "the body or summary before it was stored")
+    owed: str | None = Field(default=None, description="the node was written, but the disk "
+                             "refused the bookkeeping after it (audit record, recheck pairs): "
+                             "osk writes it on the next call once the disk takes writes; do "
+                             "not write the node again")
 
 
 class CreateOut(WriteOut):
