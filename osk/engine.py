@@ -322,7 +322,7 @@ class Engine:
     def related(self, node: Node) -> list[Related]:
         """Up to ``RELATED`` nodes this session may see near ``node``: the nodes it cites
         (derived-from), the nodes citing it (the rechecks table), then the most similar ones
-        by search over its title and summary, each with why."""
+        by a bounded search over its title and summary (``RELATED_POSTINGS``), each with why."""
         found: dict[str, Related] = {}
 
         def add(other: Node | None, why: str) -> None:
@@ -344,7 +344,8 @@ class Engine:
         cited = len(found)
         similar = max(RELATED_SIMILAR, RELATED - cited)
         # markers are not shown for related nodes: the ranking's own (superseded) suffice
-        for hit in self._hits(f"{node.title} {node.meta.summary}", similar + 1, None):
+        for hit in self._hits(f"{node.title} {node.meta.summary}", similar + 1, None,
+                              postings=RELATED_POSTINGS):
             if len(found) >= cited + similar:
                 break
             if "superseded" not in hit.markers:
@@ -523,12 +524,15 @@ class Engine:
                                  if pair.target.kind == "raw"}
         return cites
 
-    def _hits(self, query: str, k: int, markers: Markers | None) -> list[Hit]:
-        """The index's hits for this session, the catalog made fresh first."""
+    def _hits(self, query: str, k: int, markers: Markers | None, *,
+              postings: int | None = None) -> list[Hit]:
+        """The index's hits for this session, the catalog made fresh first (``postings``: as
+        in ``SearchIndex.search``)."""
         self._fresh()
         index = self._search_index()
         self._sync_index()
-        return index.search(query, k=k, scope=self.scope, visible=self.visible, markers=markers)
+        return index.search(query, k=k, scope=self.scope, visible=self.visible, markers=markers,
+                            postings=postings)
 
     def visible(self, doc: object) -> bool:
         """Scope isolation for one search document (anything with ``.path``, or a path).
@@ -630,6 +634,11 @@ def _node_or_none(catalog: Catalog, node_id: str) -> Node | None:
 
 RELATED = 6  # nodes read_node lists as related
 RELATED_SIMILAR = 2  # of which at least this many are similar ones, when there are any
+# The similar ones are found by the rarest words of the node's title and summary, as many as
+# occur in this many nodes together, and the best of those ordered by its other words too
+# (``Ranking.rank``'s ``postings``): a read costs the same in a vault of any size, where a
+# ranked search over every word grew with it. Measured in docs/performance.md.
+RELATED_POSTINGS = 5000
 
 
 def _similar_why(hit: Any) -> str:

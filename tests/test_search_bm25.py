@@ -149,3 +149,25 @@ def test_pruned_top_k_finds_the_same_best_documents_as_scoring_everything():
 def test_an_empty_index_scores_nothing():
     assert Bm25().scores(["anything"]) == {}
     assert Bm25().top(["anything"], 5, factor=lambda s: 1.0, max_factor=1.0) == {}
+
+
+def test_a_bounded_query_reads_only_its_rarest_terms_within_the_postings_bound():
+    rng = random.Random(11)
+    for _ in range(TRIALS):
+        corpus = random_corpus(rng, rng.randint(100, 400), rng.randint(30, 200))
+        index = build(corpus)
+        query = rng.choices(sorted({t for doc in corpus for t in doc}), k=rng.randint(1, 8))
+        bound = rng.randint(1, 3 * len(corpus))
+        kept = index.rarest(query, bound)
+        dfs = sorted(index.df(t) for t in set(query))
+        assert sum(index.df(t) for t in kept) <= bound
+        # the rarest first, and no term left out that the bound had room for in that order
+        assert sorted(index.df(t) for t in kept) == dfs[:len(kept)]
+        if len(kept) < len(dfs):
+            assert sum(dfs[:len(kept) + 1]) > bound
+        assert kept == {t: float(query.count(t)) for t in kept}
+        got = index.bounded(query, bound)
+        want = index.scores(kept)
+        assert set(got) == set(want)
+        for slot, value in want.items():
+            assert got[slot] == pytest.approx(value, abs=TOLERANCE)

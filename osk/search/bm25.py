@@ -216,9 +216,7 @@ class Bm25:
         """``k1 * (1 - b + b * dl / avgdl)`` per document, recomputed after a change."""
         norms = self._norms
         if norms is None:
-            avgdl = self.total_length / self.size if self.size else 1.0
-            base = self.k1 * (1 - self.b)
-            slope = self.k1 * self.b / avgdl if avgdl else 0.0
+            base, slope = self._norm_line()
             norms = self._norms = {slot: base + slope * dl for slot, dl in self.lengths.items()}
         return norms
 
@@ -237,6 +235,21 @@ class Bm25:
         pairs.sort(key=lambda pair: -pair[1])
         return pairs
 
+    def rarest(self, query: Query, postings: int) -> dict[str, float]:
+        """The query's known terms (with their counts), rarest first, as many as hold at most
+        ``postings`` postings together: a query bounded so that what it reads does not grow
+        with the corpus (``Ranking.rank``'s ``postings``). A term found in more documents than
+        the bound leaves is left out, with every term more common than it."""
+        counts = query if isinstance(query, Mapping) else Counter(query)
+        kept: dict[str, float] = {}
+        for term in sorted((t for t, count in counts.items() if count and self.df(t)),
+                           key=lambda t: (self.df(t), t)):
+            postings -= self.df(term)
+            if postings < 0:
+                break
+            kept[term] = counts[term]
+        return kept
+
     def scores(self, query: Query) -> dict[int, float]:
         """BM25 score of every document sharing a term with the query (others score 0)."""
         norms = self.norms()
@@ -251,14 +264,48 @@ class Bm25:
 
     def score(self, slot: int, query: Query, floor: float | None = None) -> float:
         """The BM25 score of one document (0.0 when it shares no term with the query)."""
-        norms = self.norms()
+        norm = self.norm(slot)
         k1p1 = self.k1 + 1
         total = 0.0
         for term, weight in self.weights(query, floor):
             tf = self.postings(term).get(slot)
             if tf:
-                total += weight * k1p1 * tf / (tf + norms[slot])
+                total += weight * k1p1 * tf / (tf + norm)
         return total
+
+    def norm(self, slot: int) -> float:
+        """One document's ``norms()`` entry, without the table (rebuilt after every change)."""
+        base, slope = self._norm_line()
+        return base + slope * self.lengths[slot]
+
+    def _norm_line(self) -> tuple[float, float]:
+        """``norms()``'s line: a document's entry is base + slope × its length."""
+        avgdl = self.total_length / self.size if self.size else 1.0
+        return self.k1 * (1 - self.b), (self.k1 * self.b / avgdl if avgdl else 0.0)
+
+    def bounded(self, query: Query, postings: int, floor: float | None = None
+                ) -> dict[int, float]:
+        """Exact BM25 of the query's rarest terms (``rarest``) for every document holding one:
+        at most ``postings`` postings read, whatever the corpus's size."""
+        k1p1 = self.k1 + 1
+        acc: dict[int, float] = {}
+        get = acc.get
+        base, slope = self._norm_line()
+        lengths = self.lengths
+        for term, weight in self.weights(self.rarest(query, postings), floor):
+            w = weight * k1p1
+            for slot, tf in self.pairs(term):
+                acc[slot] = get(slot, 0.0) + w * tf / (tf + base + slope * lengths[slot])
+        return acc
+
+    def saturation(self, slot: int) -> float:
+        """What a term found once in the document adds per unit of its weight."""
+        return (self.k1 + 1) / (1 + self.norm(slot))
+
+    def base_id(self, term: str) -> int | None:
+        """The term's number in the loaded postings (and in the snapshot's per-document
+        terms), None when it was not in them."""
+        return self._base_index.get(term)
 
     def top(
         self,

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from array import array
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -150,6 +150,22 @@ class Corpus:
             offsets, ids, vocabulary = self._base_terms
             return [vocabulary[i] for i in ids[offsets[slot]:offsets[slot + 1]]]
         return terms.split(" ") if terms else []
+
+    def holding(self, slots: Iterable[int], terms: Iterable[str]) -> dict[int, set[str]]:
+        """Which of ``terms`` each document holds (the per-document terms, no postings read)."""
+        wanted = set(terms)
+        offsets, ids, _ = self._base_terms
+        numbered = {number: term for term in wanted
+                    if (number := self.bm25.base_id(term)) is not None}
+        held: dict[int, set[str]] = {}
+        for slot in slots:
+            own = self._doc_terms.get(slot)
+            if own is not None:
+                held[slot] = wanted.intersection(own.split(" "))
+            else:
+                found = numbered.keys() & ids[offsets[slot]:offsets[slot + 1]]
+                held[slot] = {numbered[number] for number in found}
+        return held
 
     def supersession(self) -> tuple[list[tuple[int, int]], set[int]]:
         """(superseded slot, superseding slot) pairs and the superseded slots; cached until

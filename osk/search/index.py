@@ -215,27 +215,32 @@ class SearchIndex:
         visible: Visible | None = None,
         markers: Markers | None = None,
         as_of: str | datetime | None = None,
+        postings: int | None = None,
     ) -> list[Hit]:
         """Ranked hits for ``query`` (the order is described in ``osk.search.ranking``).
 
         ``scope``: the session's scope (locality). ``visible(doc)``: False hides a node (scope
         isolation). ``markers(ids)``: extra markers per node id (recheck, conflict, …).
         ``as_of``: only nodes that existed and were valid then (a date or a timestamp).
+        ``postings``: words rank by the query's rarest terms only, as many as hold at most
+        that many postings together (``Ranking.rank``): a cost that stays flat with the vault.
         """
         query, k = checked(query, k)
         with self._lock:
-            ranked = self.channels(query, k=k, scope=scope, visible=visible, as_of=as_of)
+            ranked = self.channels(query, k=k, scope=scope, visible=visible, as_of=as_of,
+                                   postings=postings)
             return ranked.ranking.hits(ranked.order, markers)
 
     def channels(self, query: str, *, k: int, scope: str | None = None,
                  visible: Visible | None = None, as_of: str | datetime | None = None,
-                 fresh_within: float | None = None) -> Channels:
+                 fresh_within: float | None = None, postings: int | None = None) -> Channels:
         """What ``search`` ranks by, before hits are made: the ranking (visibility, locality,
         validity), the lexical order, the semantic order when the channel is on and reads the
         query (None otherwise), and the best ``k`` of their fusion (``order``). Per-prompt
         recall asked of the MCP server (``osk.hooks.recall_channel``) ranks from here, so it ranks
         exactly as ``search`` does. ``fresh_within``: walk for changes made elsewhere when the
-        last walk is older than that many seconds (default: the index's refresh interval)."""
+        last walk is older than that many seconds (default: the index's refresh interval).
+        ``postings``: as in ``search``."""
         when = moment(as_of)
         interval = self.refresh_interval if fresh_within is None else fresh_within
         with self._lock:
@@ -247,9 +252,9 @@ class SearchIndex:
                               explicit_time=as_of is not None)
             approvals = self._regions.served_approvals()
             if self.vectors is None or not self.vectors.model.reads(query):
-                lexical = ranking.rank(query, k)
+                lexical = ranking.rank(query, k, postings)
                 return Channels(ranking, lexical, None, lexical, approvals)
-            lexical = ranking.rank(query, max(k, FUSION_DEPTH))
+            lexical = ranking.rank(query, max(k, FUSION_DEPTH), postings)
             try:
                 semantic = self._semantic(ranking, query)
             except Exception as exc:  # a damaged model must not take search down: lexical

@@ -74,6 +74,7 @@ COVERAGE_POWER = 2.0  # how fast the semantic weight falls as the best lexical h
 # lexical first c // 2 of them, at every depth c (on LoCoMo meaning pushed an evidence round
 # words ranked 5th out of the top 10).
 WORDS_KEPT = 5
+BOUNDED_DEPTH = 64  # a bounded query's nodes that gain its commoner terms (Ranking._bounded)
 
 Visible = Callable[[SearchDoc], bool]
 Markers = Callable[[list[str]], Mapping[str, Iterable[str]]]
@@ -124,8 +125,10 @@ class Ranking:
         self._cosines: dict[int, float] = {}
 
     # -- the order ----------------------------------------------------------------------------
-    def rank(self, query: str, k: int) -> list[Ranked]:
-        """The best k, best first.
+    def rank(self, query: str, k: int, postings: int | None = None) -> list[Ranked]:
+        """The best k, best first. ``postings``: rank by the query's rarest terms only, as
+        many as hold at most that many postings together (``Bm25.rarest``), so the cost
+        stays flat however large the corpus grows (``read_node``'s similar nodes).
 
         Only as many candidates as can still reach the top k are looked at (visibility,
         validity): candidates come in descending BM25 order and stop once even the largest
@@ -138,7 +141,11 @@ class Ranking:
         # the largest factor any node can get: its own scope's only when there is a scope
         ceiling = max(LOCALITY_SHARED, LOCALITY_OTHER,
                       LOCALITY_OWN if self.scope is not None else 0.0)
-        raw = bm25.top(terms, k, factor=factor, max_factor=ceiling, floor=IDF_FLOOR)
+        if postings is not None:
+            raw = self._bounded(terms, postings)
+            terms = bm25.rarest(terms, postings)  # what a supersession pair is scored by
+        else:
+            raw = bm25.top(terms, k, factor=factor, max_factor=ceiling, floor=IDF_FLOOR)
         for slot in {slot for pair in self._pairs for slot in pair}.difference(raw):
             score = bm25.score(slot, terms, floor=IDF_FLOOR)
             if score:
@@ -172,6 +179,22 @@ class Ranking:
         if bm25.floored(terms, IDF_FLOOR):  # tiny corpus: report true BM25 scores
             raw = {s: bm25.score(s, terms) for s in order}
         return [(s, tiers.get(s, 0), pool[s], raw.get(s, 0.0)) for s in order]
+
+    def _bounded(self, terms: dict[str, float], postings: int) -> dict[int, float]:
+        """BM25 read from the postings of the query's rarest terms only (``Bm25.bounded``);
+        the best ``BOUNDED_DEPTH`` of those nodes (× factor) then gain the query's commoner
+        terms they hold, as if each were found once (their per-document terms: no postings)."""
+        bm25 = self.corpus.bm25
+        raw = bm25.bounded(terms, postings, IDF_FLOOR)
+        rare = bm25.rarest(terms, postings)
+        rest = dict(bm25.weights({t: c for t, c in terms.items() if t not in rare}, IDF_FLOOR))
+        if rest and raw:
+            factor = self.factor
+            ahead = heapq.nlargest(4 * BOUNDED_DEPTH, raw, key=raw.__getitem__)
+            best = sorted(ahead, key=lambda slot: -raw[slot] * factor(slot))[:BOUNDED_DEPTH]
+            for slot, held in self.corpus.holding(best, rest).items():
+                raw[slot] += sum(rest[term] for term in held) * bm25.saturation(slot)
+        return raw
 
     def _take(self, candidates: list[tuple[int, float]], pool: dict[int, float],
               best: list[float], k: int, ceiling: float) -> None:
