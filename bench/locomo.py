@@ -29,9 +29,10 @@ recall@5 and recall@10 of the evidence rounds (share of them in the top k, avera
 nDCG@10 (binary gains), MRR@10; for the hook, the share of questions whose evidence round
 (or a node that stands for it) was injected and the mean characters injected (over every
 question, silent ones counting 0); for category 5 (adversarial) the share where the hook
-injected nothing. rank-bm25 (lowercase words) and, when installed, bm25s with PyStemmer's
-English stemmer rank the same units (round text with its date), one index per conversation,
-in the same run.
+injected nothing, and the same for the written ``none`` prompts of ``bench/none_prompts.jsonl``
+(coding-session prompts no memory answers) asked from the conversations' projects in turn.
+rank-bm25 (lowercase words) and, when installed, bm25s with PyStemmer's English stemmer rank
+the same units (round text with its date), one index per conversation, in the same run.
 """
 
 from __future__ import annotations
@@ -361,35 +362,48 @@ def injected(vault: Any, cwd: Path, prompt: str) -> str:
 
 
 def round_floor_table(vault: Any, data: Data, units: dict[str, str]) -> str:
-    """How the rounds fallback's floor trades answers for silence: each question's candidate
-    rounds once (``osk.hooks.recall.rounds_recalled`` with no floor), then each floor applied
-    as the hook applies it (nothing below it; the first ``MAX_ROUNDS`` above the bar)."""
+    """How the rounds fallback's gate trades answers for silence: the hook's own
+    ``osk.hooks.recall.rounds_recalled`` asked every question at each pair of floors (its
+    confidence floor and its coverage floor), the rest of recall as it is."""
     from osk.hooks import recall
 
-    floor, most = recall.ROUND_FLOOR, recall.MAX_ROUNDS
-    recall.ROUND_FLOOR, recall.MAX_ROUNDS = 0.0, recall.DEPTH
+    kept = recall.ROUND_FLOOR, recall.ROUND_COVERAGE
+    lines = [f"rounds fallback by gate (now confidence {kept[0]}, coverage {kept[1]}; "
+             f"at most {recall.MAX_ROUNDS} rounds):",
+             " confidence  coverage  evidence (1-4)  adversarial silent  rounds shown"]
     try:
-        found = [recall.rounds_recalled(vault, f"locomo-{q.conversation}", q.text, {}, None)
-                 for q in data.questions]
+        for gate in ((0.0, 0.0), (2.0, 0.0), (2.5, 0.0), (3.0, 0.0), (1.0, 0.5), (1.0, 0.6),
+                     (1.25, 0.55), (1.25, 0.6), (1.25, 0.65), (1.5, 0.6), (2.0, 0.6)):
+            recall.ROUND_FLOOR, recall.ROUND_COVERAGE = gate
+            hit, answerable, silent, adversarial, shown = 0, 0, 0, 0, 0
+            for question in data.questions:
+                chosen = recall.rounds_recalled(vault, f"locomo-{question.conversation}",
+                                                question.text, {}, None)
+                shown += len(chosen)
+                if question.category == 5:
+                    adversarial += 1
+                    silent += not chosen
+                else:
+                    answerable += 1
+                    hit += bool(question.evidence & {units.get(c.id) for c in chosen})
+            lines.append(f" {gate[0]:10}  {gate[1]:8}  {hit / max(answerable, 1):14.3f}  "
+                         f"{silent / max(adversarial, 1):18.3f}  "
+                         f"{shown / len(data.questions):12.2f}")
     finally:
-        recall.ROUND_FLOOR, recall.MAX_ROUNDS = floor, most
-    lines = [f"rounds fallback by floor (now {floor}; at most {most} rounds):",
-             " floor  evidence (1-4)  adversarial silent  mean rounds shown"]
-    for gate in (0.0, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 5.0):
-        hit, answerable, silent, adversarial, shown = 0, 0, 0, 0, 0
-        for question, candidates in zip(data.questions, found, strict=True):
-            best = max((c.confidence for c in candidates), default=0.0)
-            chosen = candidates[:most] if best >= gate and candidates else []
-            shown += len(chosen)
-            if question.category == 5:
-                adversarial += 1
-                silent += not chosen
-            else:
-                answerable += 1
-                hit += bool(question.evidence & {units.get(c.id) for c in chosen})
-        lines.append(f" {gate:5}  {hit / max(answerable, 1):14.3f}  "
-                     f"{silent / max(adversarial, 1):18.3f}  {shown / len(found):17.2f}")
+        recall.ROUND_FLOOR, recall.ROUND_COVERAGE = kept
     return "\n".join(lines)
+
+
+def written_none(vault: Any, base: Path, data: Data) -> dict[str, float]:
+    """The share of ``bench/none_prompts.jsonl``'s prompts (coding-session prompts no memory
+    answers) the hook leaves silent when asked from these conversations' projects in turn."""
+    prompts = [json.loads(line)["query"] for line in
+               (ROOT / "bench" / "none_prompts.jsonl").read_text(encoding="utf-8").splitlines()
+               if line.strip()]
+    conversations = sorted({r.conversation for r in data.rounds})
+    silent = sum(not injected(vault, project(base, conversations[i % len(conversations)]), text)
+                 for i, text in enumerate(prompts))
+    return {"silent": silent / len(prompts), "n": len(prompts)}
 
 
 # -- baselines ----------------------------------------------------------------------------------
@@ -505,6 +519,10 @@ def render(name: str, result: dict[str, dict[str, float]]) -> str:
         hook_cells = (f"{r['hook']:.3f} | {r['chars']:.0f}" if "hook" in r else "- | -")
         lines.append(f"| {row} | {r['n']:.0f} | {r['R@5']:.3f} | {r['R@10']:.3f} | "
                      f"{r['nDCG@10']:.3f} | {r['MRR']:.3f} | {hook_cells} |")
+    if "written none" in result:
+        lines.append(f"written none prompts (bench/none_prompts.jsonl): hook silent for "
+                     f"{result['written none']['silent']:.3f} of "
+                     f"{result['written none']['n']:.0f}")
     if "adversarial" in result:
         lines.append(f"adversarial (category 5): hook silent for "
                      f"{result['adversarial']['silent']:.3f} of {result['adversarial']['n']:.0f}")
@@ -547,6 +565,8 @@ def main(argv: Iterable[str] | None = None) -> None:
             for channel in channels(args.semantic, holding, vault, base):
                 answers = ask_osk(vault, base, data, Resolver(units), with_hook=True)
                 results[f"osk, {holding}{channel}"] = table(data, answers)
+                results[f"osk, {holding}{channel}"]["written none"] = written_none(vault, base,
+                                                                                    data)
             if holding == "rounds" and args.floors:
                 print(round_floor_table(vault, data, units), file=sys.stderr)
             print(f"osk {holding}: built in {built:.1f} s, asked in "

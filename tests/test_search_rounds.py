@@ -127,3 +127,61 @@ def test_a_round_is_found_by_the_words_of_its_date_and_of_dates_it_writes(vault,
     assert rounds_of(engine, "what happened on 20 June")[0] == "_raw/shop/talk#Round 2"
     assert rounds_of(engine, "February 2024")[0] == "_raw/shop/talk#Round 2"
     assert rounds_of(engine, "29 February")[0] == "_raw/shop/talk#Round 2"
+
+
+# -- which rounds recall shows ------------------------------------------------------------------
+FILLER = ["we renamed the billing module", "the linter wants shorter lines", "lunch at noon",
+          "the staging box reboots nightly", "merge the docs branch first",
+          "coverage dropped on the parser", "the release notes need a date"]
+
+
+def talk(engine: Engine, *pairs: tuple[str, str]) -> None:
+    for user, assistant in [*((f, "Ok.") for f in FILLER), *pairs]:
+        engine.append_raw("talk", user=user, assistant=assistant)
+
+
+def shown(vault: Vault, prompt: str) -> list[str]:
+    from osk.hooks import recall
+
+    return [hit.id for hit in recall.rounds_recalled(vault, "shop", prompt, {}, None)]
+
+
+def test_recall_shows_a_round_by_the_share_of_the_prompt_it_holds(vault, tmp_path):
+    shop = make_project(tmp_path / "shop")
+    talk(Engine.open(vault, cwd=shop),
+         ("the zeppelin timetable moved to fridays", "Noted."),
+         ("quokka walrus pelican", "Odd trio."))
+    zeppelin = "_raw/shop/talk#Round 8"
+    # two rare words, both held: shown (a floor on confidence alone, 2.5, kept it back)
+    assert shown(vault, "zeppelin timetable?")[0] == zeppelin
+    # three rare words held among eight the prompt asks: not enough of it, though as many
+    # held words as a short prompt's
+    assert shown(vault, "quokka walrus pelican marmot ibex tapir gecko lemur") == []
+    assert shown(vault, "quokka walrus pelican")[0] == "_raw/shop/talk#Round 9"
+
+
+def test_recall_shows_the_answer_in_the_round_after_the_question(vault, tmp_path):
+    shop = make_project(tmp_path / "shop")
+    talk(Engine.open(vault, cwd=shop),
+         ("which port does the mock ledger server listen on?", "Let me look."),
+         ("and?", "It listens on 7311, set in conftest."))
+    found = shown(vault, "mock ledger server port")
+    # the question's round by its words, the answer's by its neighbour's (as search ranks)
+    assert found[:2] == ["_raw/shop/talk#Round 8", "_raw/shop/talk#Round 9"]
+
+
+def test_a_round_is_excerpted_where_the_prompt_s_words_are(vault, tmp_path):
+    from osk.hooks import recall
+
+    shop = make_project(tmp_path / "shop")
+    opening = "We spent the morning on many small things. " * 4
+    talk(Engine.open(vault, cwd=shop),
+         (opening + "Finally the flamingo cache was cleared by hand.", "Done."))
+    hits = recall.rounds_recalled(vault, "shop", "flamingo cache cleared", {}, None)
+    assert hits[0].id == "_raw/shop/talk#Round 8"
+    summary = hits[0].summary
+    assert "flamingo cache was cleared" in summary and summary.startswith("…")
+    assert len(summary) <= recall.ROUND_EXCERPT
+    hit = next(h for h in Engine.open(vault, cwd=shop).search("flamingo cache", k=5).hits
+               if h.id == "_raw/shop/talk#Round 8")
+    assert "flamingo cache" in hit.summary

@@ -81,11 +81,16 @@ MEANING_FLOOR = 0.4
 # When the fused order shows nothing, its lexical order still may, at this floor: fusion can
 # put meaning's guesses above a node that holds the prompt's rare words.
 RESCUE_FLOOR = 5.0
-# Raw rounds, when no node clears its floor (``rounds_recalled``): a round is held to the same
-# measure as a node (``confidence``), at its own floor, and at most this many are shown; the
-# current conversation's last rounds are in the model's context already and are never shown.
-ROUND_FLOOR = 2.5  # LoCoMo dev half: 62 % of adversarial prompts silent (docs/performance.md)
-MAX_ROUNDS = 2
+# Raw rounds, when no node clears its floor (``rounds_recalled``): ranked as search ranks them
+# (a round's neighbours count), the first MAX_ROUNDS are shown when one of them holds, by its
+# own words, both ROUND_FLOOR of ``confidence`` and ROUND_COVERAGE of the prompt (``coverage``);
+# the current conversation's last rounds are in the model's context already and are never
+# shown. Chosen on LoCoMo's development half (docs/performance.md): an absolute floor alone
+# did no better than chance at telling answerable questions from adversarial ones.
+ROUND_FLOOR = 1.25
+ROUND_COVERAGE = 0.6
+MAX_ROUNDS = 3
+ROUND_EXCERPT = 120  # characters of each round shown, around the prompt's words
 RECENT_ROUNDS = 6
 REFRESH_WAIT = 0.2  # seconds the hook waits for another process indexing rounds
 
@@ -217,6 +222,21 @@ def confidence(bm25: Any, weights: Mapping[str, float], slot: int) -> float:
             rarity = math.log(1 + (size + PRIOR) / (bm25.df(term) + 0.5))
             held += weight * rarity * tf * (bm25.k1 + 1) / (tf + norm)
     return held / unit
+
+
+def coverage(bm25: Any, weights: Mapping[str, float], slot: int) -> float:
+    """The share of the prompt the node holds: its words' rarity (as in ``confidence``, each
+    counted once) over all of the prompt's, where a word no node holds counts as rarest.
+    Unlike ``confidence`` it does not grow with the prompt's length: a long prompt whose few
+    common words a node happens to hold stays low."""
+    size = bm25.size
+    total = held = 0.0
+    for term, weight in weights.items():
+        rarity = weight * math.log(1 + (size + PRIOR) / (bm25.df(term) + 0.5))
+        total += rarity
+        if bm25.postings(term).get(slot):
+            held += rarity
+    return held / total if total else 0.0
 
 
 # -- what is shown -----------------------------------------------------------------------------
@@ -537,8 +557,9 @@ def rounds_recalled(vault: Vault, scope: str, prompt: str, seen: Mapping[str, st
                     current: tuple[str, int] | None, trace: Trace | None = None
                     ) -> list[Recalled]:
     """Captured rounds for a prompt no node answers: the session's visible projects' rounds
-    (scope isolation, as search), each as sure as ``confidence`` says, at ``ROUND_FLOOR``,
-    never one shown to this conversation before nor one of its last ``RECENT_ROUNDS``."""
+    (scope isolation, as search), in search's order, never one shown to this conversation
+    before nor one of its last ``RECENT_ROUNDS``; the first ``MAX_ROUNDS`` when one of them
+    is sure enough (``_round_sure``), else none."""
     from osk.errors import LockTimeout
     from osk.search.expand import query_terms
     from osk.search.ranking import scope_visibility
@@ -558,27 +579,32 @@ def rounds_recalled(vault: Vault, scope: str, prompt: str, seen: Mapping[str, st
     except (LockTimeout, OSError, index.Error):
         pass  # another process is indexing: rank what is there
     try:
-        # its own words only: confidence counts them, and a neighbour's words are no answer
         found, stats = index.search_with_stats(query, k=DEPTH, visible=visible, refresh=False,
-                                               skip=skip, context=0.0)
+                                               skip=skip, excerpt_chars=ROUND_EXCERPT)
     except (OSError, index.Error):
         return []
     if stats is None:
         return []
+    unseen = [item for item in found if seen.get(item.coordinate) != item.coordinate]
     hits = [Recalled(f"raw round {item.at[:10]}".strip(), item.coordinate, item.coordinate,
                      item.excerpt, (MARKER,),
                      confidence(stats, weights, item.slot), item.coordinate, "round", (0, 0, 0))
-            for item in found]
-    best = max(hit.confidence for hit in hits)
-    held = trace.held if trace is not None else []
-    if best < ROUND_FLOOR:
-        held.extend(receipts.held(hit, "below-floor", "rounds", ROUND_FLOOR) for hit in hits)
+            for item in unseen[:MAX_ROUNDS]]
+    if not any(_round_sure(stats, weights, item.slot) for item in unseen[:MAX_ROUNDS]):
+        if trace is not None:
+            trace.held.extend(receipts.held(hit, "below-floor", "rounds", ROUND_FLOOR)
+                              for hit in hits)
         return []
-    bar = RELATIVE * best
-    chosen = [hit for hit in hits if hit.confidence >= bar and seen.get(hit.id) != hit.id]
-    if trace is not None and chosen:
-        trace.channel, trace.floor, trace.bar = "rounds", ROUND_FLOOR, bar
-    return chosen[:MAX_ROUNDS]
+    if trace is not None and hits:
+        trace.channel, trace.floor = "rounds", ROUND_FLOOR
+    return hits
+
+
+def _round_sure(stats: Any, weights: Mapping[str, float], slot: int) -> bool:
+    """Does this round, by its own words (a neighbour's words are no answer), hold enough of
+    the prompt: ``ROUND_FLOOR`` of ``confidence`` and ``ROUND_COVERAGE`` of ``coverage``?"""
+    return (confidence(stats, weights, slot) >= ROUND_FLOOR
+            and coverage(stats, weights, slot) >= ROUND_COVERAGE)
 
 
 def _key_visibility(vault: Vault, visible: Callable[[Any], bool] | None

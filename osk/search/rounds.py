@@ -23,7 +23,7 @@ import hashlib
 import os
 import re
 import sqlite3
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -33,10 +33,12 @@ from osk.search.tokenize import tokenize
 from osk.store.locks import file_lock
 from osk.store.vault import Vault
 
-SCHEMA = 5  # 4: each round's neighbours as a second column; 5: the vocabulary by column
+SCHEMA = 6  # 4: each round's neighbours as a second column; 5: the vocabulary by column;
+# 6: a round's first TEXT_CHARS kept, to cut excerpts from around the words asked
 FILE = "rounds.sqlite"
 LOCK = "rounds.lock"
 EXCERPT_CHARS = 200
+TEXT_CHARS = 1000  # of a round's text kept in the index (the excerpt is cut from these)
 # A round's neighbours (the rounds before and after it in its conversation) count at this
 # weight beside its own words: a question is often asked in one round and answered in the
 # next. On LoCoMo's development half: R@10 0.727 -> 0.809 at 0.4 (docs/performance.md).
@@ -67,7 +69,7 @@ class RoundHit:
     key: str
     at: str
     host: str
-    excerpt: str
+    excerpt: str  # where the most of the query's words meet (``excerpt``)
     score: float  # FTS5's BM25, larger is better
     slot: int = 0  # its place in the result: the key of ``RoundStats``' tables
 
@@ -119,9 +121,40 @@ def dates_in(text: str) -> str:
     return " ".join(found)
 
 
-def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
+def excerpt(text: str, limit: int = EXCERPT_CHARS, terms: Collection[str] = ()) -> str:
+    """At most ``limit`` characters of ``text`` on one line: the stretch where the most of
+    ``terms`` (index terms, as ``tokenize`` gives them) meet, else its start; "…" marks a cut."""
     flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[:limit - 1].rstrip() + "…"
+    if len(flat) <= limit:
+        return flat
+    start = _densest(flat, frozenset(terms), limit) if terms else 0
+    if start > len(flat) - limit:  # near the end: fill the stretch from before instead
+        later = flat.find(" ", len(flat) - limit + 1)
+        start = min(start, later + 1) if later >= 0 else start
+    lead = "…" if start else ""
+    room = limit - len(lead)
+    piece = flat[start:start + room]
+    if start + room < len(flat):
+        piece = piece[:room - 1].rstrip() + "…"
+    return lead + piece
+
+
+def _densest(flat: str, terms: frozenset[str], limit: int) -> int:
+    """Where a ``limit``-character stretch of ``flat`` holding the most distinct ``terms``
+    starts: at a word a little before a matching word (so the match has some lead-in)."""
+    words = [(m.start(), set(tokenize(m.group()))) for m in re.finditer(r"\S+", flat)]
+    best, best_start = 0, 0
+    for i, (at, found) in enumerate(words):
+        if not found & terms:
+            continue
+        back = i  # a few words of lead-in, within an eighth of the stretch
+        while back > 0 and at - words[back - 1][0] <= limit // 8:
+            back -= 1
+        start = words[back][0]
+        held = set().union(*(w for a, w in words[back:] if a < start + limit - 2)) & terms
+        if len(held) > best:
+            best, best_start = len(held), start
+    return best_start
 
 
 class RoundIndex:
@@ -243,7 +276,7 @@ class RoundIndex:
                 "INSERT INTO rounds (rel, key, coordinate, number, at, host, excerpt, length) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (rel, key, found.coordinate, found.number, found.at, found.host,
-                 excerpt(text), len(terms)))
+                 " ".join(text.split())[:TEXT_CHARS], len(terms)))
             db.execute("INSERT INTO terms (rowid, body, context) VALUES (?, ?, ?)",
                        (cursor.lastrowid, " ".join(terms), " ".join(around)))
 
@@ -259,9 +292,10 @@ class RoundIndex:
 
     def search_with_stats(self, query: str, *, k: int, visible: Callable[[str], bool],
                           refresh: bool = True, skip: tuple[str, int] | None = None,
-                          context: float = CONTEXT_WEIGHT
+                          context: float = CONTEXT_WEIGHT, excerpt_chars: int = EXCERPT_CHARS
                           ) -> tuple[list[RoundHit], RoundStats | None]:
-        """``search``, with the BM25 statistics of the rounds found (None when none)."""
+        """``search``, with the BM25 statistics of the rounds found (None when none); each
+        hit's excerpt at most ``excerpt_chars`` long, around the query's words."""
         from osk.search.expand import query_terms
 
         terms = sorted(query_terms(query))
@@ -278,7 +312,8 @@ class RoundIndex:
             if not keys:
                 return [], None
             rows = _matching(db, terms, keys, k, skip, context)
-            hits = [RoundHit(coordinate, key, at, host, text, -float(score), slot)
+            hits = [RoundHit(coordinate, key, at, host, excerpt(text, excerpt_chars, terms),
+                             -float(score), slot)
                     for slot, (_, coordinate, key, at, host, text, score, _, _) in
                     enumerate(rows)]
             return hits, _stats(db, rows, terms) if hits else None
