@@ -41,6 +41,10 @@ HUB = "Scope/shop/redteam/redteam.md"
 FULLWIDTH = str.maketrans({ch: chr(ord(ch) + 0xFEE0) for ch in '<>:"/\\|?*#^[]'})
 HEADINGS = re.compile(r"^## (Scope memory \(|Nodes this scope's work uses|About the person"
                       r"|Recheck notes|Pending reviews|Eviction items)")
+# osk's line naming who wrote the run of scope memory lines quoted after it
+WRITER = re.compile(r"Written by (an agent through scope_memory \((session key [^\n]*, )?"
+                    r"(drafter [^\n]*, )?\d{4}-\d\d-\d\d\)|the person, at a terminal \(osk memory "
+                    r"--set, \d{4}-\d\d-\d\d\)|a writer no osk write recorded \([^\n]*\)):")
 CONFUSABLE = str.maketrans({"\u0405": "S", "\u0455": "s", "\u0397": "H", "\u041d": "H",
                             "\ua789": ":", "\u2236": ":", "\u00ad": ""})
 LOOK_OPENERS = "<\u2039\u27e8\u02c2\u2329\u3008\u276e"
@@ -79,7 +83,7 @@ def assert_fenced(text: str, tag: str, inner: list[str]) -> None:
     assert all(HEADINGS.match(line) for line in headings), headings
     assert len({h.split(" (")[0] for h in headings}) == len(headings)
     for line in lines[2:-1]:
-        assert line.startswith(("## ", "> ", "- ")) or line == ">", line
+        assert line.startswith(("## ", "> ", "- ")) or line == ">" or WRITER.fullmatch(line), line
         assert len(line) <= 600, len(line)  # a title (120), markers and a summary (300)
     inner.extend(lines[2:-1])
 
@@ -106,9 +110,17 @@ def test_every_attack_rendered_in_every_field_stays_inside_the_block(attack: Att
 
 
 def _memory(text: str) -> str:
+    """The note quoted in runs by writer: an agent whose session key and drafter (as a
+    remote's ledger line could carry them) are the attack too, the person, and nobody
+    recorded, in turn line by line."""
     from osk.hooks.inject import _memory_block
+    from osk.provenance.scope_memory import UNRECORDED, LineAuthor
 
-    return _memory_block("s", text, "0" * 64, False)
+    writers = (LineAuthor("agent", text, text, "2026-12-04T05:00:00+00:00"),
+               LineAuthor("user", at="2026-12-04T05:01:00+00:00"), UNRECORDED)
+    authors = [writers[n % 3] if line.strip() else None
+               for n, line in enumerate(text.splitlines())]
+    return _memory_block("s", text, "0" * 64, False, authors)
 
 
 # -- through the real hooks, fields written by the real engine ---------------------------------

@@ -87,7 +87,8 @@ def test_a_domain_recheck_note_is_shown_once_in_a_scoped_session(vault, project,
               "reason": "target changed", "cascade": False, "next": []}],
     }}), encoding="utf-8")
     context = start(project, tmp_path)
-    assert "## Recheck notes: re-read each target, then re-cite or correct (2)" in context
+    assert ("## Recheck notes (osk's own, from its rechecks ledger): re-read each target, "
+            "then re-cite or correct (2)") in context
     assert context.count("Retry with backoff cites [[Patterns]]") == 1
 
 

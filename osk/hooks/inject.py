@@ -33,6 +33,7 @@ from osk.store.vault import Vault
 
 if TYPE_CHECKING:
     from osk.hooks.digest import Digest
+    from osk.provenance.scope_memory import LineAuthor, ScopeMemory
 
 ITEM_CHARS = 300
 # How the block tells the model what came from the vault (``osk.hooks.fence``).
@@ -59,6 +60,10 @@ def _plain_item(item: object) -> str:
     return str(item)
 
 
+def _osk_note(item: object) -> str:
+    return f"{item} (osk's own note)"
+
+
 Provider = tuple[str, Callable[[Vault, str], Sequence[object]], Callable[[object], str]]
 
 
@@ -68,10 +73,10 @@ def providers() -> tuple[Provider, ...]:
     from osk.provenance import candidates, recheck_summary  # imported only when a session starts
 
     return (
-        ("Recheck notes: re-read each target, then re-cite or correct", recheck_summary.scope_notes,
-         _recheck_item),
+        ("Recheck notes (osk's own, from its rechecks ledger): re-read each target, then "
+         "re-cite or correct", recheck_summary.scope_notes, _recheck_item),
         ("Pending reviews", candidates.pending_summary, _plain_item),
-        ("Pending reviews", growth.pending_reviews, _plain_item),
+        ("Pending reviews", growth.pending_reviews, _osk_note),
     )
 
 
@@ -101,8 +106,9 @@ def session_start(vault: Vault, adapter: Adapter, payload: HookPayload, *,
     memory = ScopeMemory(vault, scoped.scope)
     try:
         text, digest = memory.read()
+        authors = _line_authors(memory, text)
     except OutsideVault as exc:  # a planted link: say so, and show nothing of the file
-        text, digest = f"(scope memory not shown: {exc})", ""
+        text, digest, authors = f"(scope memory not shown: {exc})", "", None
     conversation = conversation_name(payload.session_id) if payload.session_id else ""
     store = StateStore(vault, adapter.name, conversation) if conversation else None
     seen = store.load().injected.get(scoped.scope) if store else None
@@ -112,9 +118,12 @@ def session_start(vault: Vault, adapter: Adapter, payload: HookPayload, *,
     contents = read_digest(vault, scoped.scope)
     sections = [*_digest_sections(contents), *provided_sections(vault, scoped.scope),
                 _evictions(memory.pending_evictions())]
-    block = _memory_block(scoped.scope, text, digest, pointer)
     record = _own_record(adapter, payload, scoped)
-    result = compose(_header(scoped, record) + "\n" + block, sections, adapter.budget)
+    head = _header(scoped, record)
+    block = _memory_block(scoped.scope, text, digest, pointer, authors)
+    if not adapter.budget.fits(f"{head}\n{block}\n</osk-memory>"):
+        block = _memory_block(scoped.scope, text, digest, pointer, authors, runs=False)
+    result = compose(head + "\n" + block, sections, adapter.budget)
     if not dry_run:
         _receipt(vault, adapter, payload, scoped.scope, contents, result, digest)
     if store is not None and not dry_run:
@@ -169,6 +178,17 @@ def _digest_sections(contents: Digest) -> list[Section]:
             Section("About the person (Person space)", person)]
 
 
+def _line_authors(memory: ScopeMemory, text: str) -> list[LineAuthor | None] | None:
+    """Who wrote each line (``ScopeMemory.line_authors``); None when the record of it cannot
+    be read (a damaged ``memory`` ledger): the block then says so instead."""
+    from osk.errors import LedgerError, OutsideVault
+
+    try:
+        return memory.line_authors(text)
+    except (LedgerError, OutsideVault, OSError):
+        return None
+
+
 def _evictions(evictions: Sequence[object]) -> Section:
     items = []
     for eviction in evictions:
@@ -177,7 +197,8 @@ def _evictions(evictions: Sequence[object]) -> Section:
         first = lines[0] if lines else ""
         items.append(f"{getattr(eviction, 'id', '')} ({when}, {len(lines)} line(s) cut from the "
                      f"scope memory at the cap): {first}")
-    return Section("Eviction items: distil each into a node, then settle it", tuple(items))
+    return Section("Eviction items (osk's own notes of lines the cap cut from the scope memory):"
+                   " distil each into a node, then settle it", tuple(items))
 
 
 def _own_record(adapter: Adapter, payload: HookPayload, scoped: Scoped) -> str:
@@ -218,7 +239,10 @@ def _unresolved(scoped: Scoped) -> str:
             f"`osk doctor` shows how to resolve it. Nothing of a scope is shown until then.")
 
 
-def _memory_block(scope: str, text: str, digest: str, pointer: bool) -> str:
+def _memory_block(scope: str, text: str, digest: str, pointer: bool,
+                  authors: Sequence[LineAuthor | None] | None, *, runs: bool = True) -> str:
+    """The note, quoted; ``runs``: each run of lines one writer wrote after a line of osk's
+    naming the writer, else (a tight budget) one line counting each writer's lines."""
     short, scope = digest[:12], fence.inline(scope, 120)
     if pointer:
         return (f"## Scope memory ({scope}, hash {short}): unchanged since it was shown earlier "
@@ -226,8 +250,60 @@ def _memory_block(scope: str, text: str, digest: str, pointer: bool) -> str:
     if not text.strip():
         return (f"## Scope memory ({scope}, hash {short}): empty. Keep this scope's few "
                 f"standing notes here with `scope_memory` (at most 1,500 characters).")
-    return (f"## Scope memory ({scope}, hash {short}; the scope's shared note: any of its "
-            f"sessions or the person may have written it)\n{fence.block(text)}")
+    head = f"## Scope memory ({scope}, hash {short}; the scope's shared note"
+    if authors is None:
+        return (f"{head}: who wrote its lines cannot be read now, as the memory ledger is "
+                f"damaged)\n{fence.block(text)}")
+    groups = _runs(text, authors)
+    if not runs:
+        counts = "; ".join(f"{_writer(who)}: {sum(1 for line in lines if line.strip())} line(s)"
+                           for who, lines in _by_writer(groups))
+        return f"{head}; who wrote it: {counts})\n{fence.block(text)}"
+    quoted = "\n".join(f"Written by {_writer(who)}:\n{fence.block(chr(10).join(lines))}"
+                       for who, lines in groups)
+    return f"{head}, each run of lines after a line of osk's naming who wrote it)\n{quoted}"
+
+
+def _writer(who: LineAuthor) -> str:
+    from osk.provenance.scope_memory import describe_author
+
+    return describe_author(who, lambda given: fence.inline(given, 80))
+
+
+def _runs(text: str, authors: Sequence[LineAuthor | None]) -> list[tuple[LineAuthor, list[str]]]:
+    """The note's lines in runs by one writer (the same agent session and drafter, or the
+    person, or unrecorded; the run dated by its latest line); blank lines join the run."""
+    groups: list[tuple[LineAuthor, list[str]]] = []
+    waiting: list[str] = []  # blank lines before the first written one
+    for line, who in zip(text.splitlines(), authors, strict=True):
+        if who is None:
+            (groups[-1][1] if groups else waiting).append(line)
+        elif groups and _same_writer(groups[-1][0], who):
+            last, lines = groups[-1]
+            groups[-1] = (who if who.at > last.at else last, [*lines, line])
+        else:
+            groups.append((who, [*waiting, line]))
+            waiting = []
+    return groups
+
+
+def _same_writer(one: LineAuthor, other: LineAuthor) -> bool:
+    return (one.actor, one.session, one.drafter) == (other.actor, other.session, other.drafter)
+
+
+Run = tuple["LineAuthor", list[str]]  # one writer's lines
+
+
+def _by_writer(groups: Sequence[Run]) -> list[Run]:
+    merged: list[tuple[LineAuthor, list[str]]] = []
+    for who, lines in groups:
+        found = next((i for i, (seen, _) in enumerate(merged) if _same_writer(seen, who)), None)
+        if found is None:
+            merged.append((who, list(lines)))
+        else:
+            seen, kept = merged[found]
+            merged[found] = (who if who.at > seen.at else seen, kept + lines)
+    return merged
 
 
 def compose(head: str, sections: Sequence[Section], budget: Budget) -> str:

@@ -263,7 +263,14 @@ def describe(candidate: Candidate) -> str:
     titles = " / ".join(f"[[{p.title}]]" for p in candidate.parties)
     note = f": {candidate.note}" if candidate.note else ""
     return (f"{candidate.type} between {titles}{note} "
-            f"(candidate {candidate.key[:12]}, for the person to decide)")
+            f"(candidate {candidate.key[:12]}, filed by {_filer(candidate.actor)}, for the "
+            f"person to decide)")
+
+
+def _filer(actor: str) -> str:
+    """Who filed a candidate, in words (its note is theirs)."""
+    return {"agent": "an agent (record_candidate)", "user": "the person"}.get(
+        actor, "a writer the record does not name")
 
 
 def _latest(view: LedgerView, key: str) -> Candidate | None:

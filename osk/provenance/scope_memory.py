@@ -9,6 +9,12 @@ the evicted lines stay pending until they are settled (distilled into a node, or
 person at a terminal: ``osk settle ID --dismissed``). Ordinary cleanup, with no refusal before
 it, is not recorded; Git history has it.
 
+Who wrote each line is kept in the ``memory`` ledger: every write through osk (an agent's
+``scope_memory`` call, with its session key and drafter; the person's ``osk memory --set`` at a
+terminal) appends, before the note changes, the hashes of the lines it added. A line of the note
+that no record names was written outside osk (a hand edit, by the person or anyone with the
+files, or before osk kept this record): ``line_authors`` says so rather than guess.
+
 A refusal leaves the vault untouched. This device remembers it in device state
 (``.osk/scope-memory/<scope>.refused``), which is never synced: a refusal on one device and the
 shrinking write on another are not linked.
@@ -21,9 +27,10 @@ library (and osk's light modules) only.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from osk.errors import AnchorError, LimitError, ScopeError, StaleHash
@@ -36,6 +43,8 @@ from osk.store.locks import file_lock
 from osk.store.vault import Vault
 
 CAP = 1500
+AUTHORS = "memory"  # the ledger of who wrote which lines
+KIND_WRITE = "write"
 EVICTIONS = "evictions"
 KIND_EVICT = "evict"
 KIND_SETTLE = "settle"
@@ -75,6 +84,43 @@ class Eviction:
 
 
 @dataclass(frozen=True)
+class Author:
+    """Who writes the note: ``agent`` (through ``scope_memory``; its session key and the model
+    that drafted, as it names itself) or ``user`` (the person, at a terminal)."""
+
+    actor: str
+    session: str = ""
+    drafter: str = ""
+
+
+@dataclass(frozen=True)
+class LineAuthor:
+    """Who wrote one line, as the ``memory`` ledger says (``actor`` "" : no record names it)."""
+
+    actor: str
+    session: str = ""
+    drafter: str = ""
+    at: str = ""
+
+
+UNRECORDED = LineAuthor("")
+
+
+def describe_author(who: LineAuthor, shown: Callable[[str], str] = str) -> str:
+    """Who wrote a line, in words; ``shown`` encodes what an agent gave (its session key and
+    drafter) where the text is injected."""
+    day = who.at[:10]
+    if who.actor == "agent":
+        parts = [f"session key {shown(who.session)}" if who.session else "",
+                 f"drafter {shown(who.drafter)}" if who.drafter else "", day]
+        return f"an agent through scope_memory ({', '.join(p for p in parts if p)})"
+    if who.actor == "user":
+        return f"the person, at a terminal (osk memory --set, {day})"
+    return ("a writer no osk write recorded (a hand edit, by the person or anyone with the "
+            "files, or a line older than osk's record of who writes)")
+
+
+@dataclass(frozen=True)
 class WriteResult:
     scope: str
     text: str
@@ -109,17 +155,21 @@ class ScopeMemory:
 
     # -- writing ------------------------------------------------------------------------
     def write(self, *, text: str | None = None, expect_hash: str | None = None,
-              edits: Sequence[Edit] = ()) -> WriteResult:
-        """Replace the note (``text`` + ``expect_hash``) or apply unique-anchor ``edits``.
+              edits: Sequence[Edit] = (), author: Author | None = None) -> WriteResult:
+        """Replace the note (``text`` + ``expect_hash``) or apply unique-anchor ``edits``;
+        ``author``: who writes, recorded with the lines this write adds (``memory`` ledger).
 
-        Refuses (writing nothing to the vault) a stale hash, a missing or ambiguous anchor, and
-        a result over the cap after the secret filter.
+        Refuses (writing nothing to the vault) a stale hash, a missing or ambiguous anchor, a
+        drafter that is not a plain model name or holds a secret, and a result over the cap
+        after the secret filter.
         """
         if (text is None) == (not edits):
             raise AnchorError(
                 "give either the full new text (with expect_hash) or a list of edits, not both "
                 "and not neither"
             )
+        if author is not None:
+            author = _checked_author(author)
         with file_lock(self.vault.lock_path(f"memory-{self.scope}")):
             current, current_hash = self.read()
             if expect_hash is not None and expect_hash != current_hash:
@@ -155,6 +205,8 @@ class ScopeMemory:
                 eviction = self._record_eviction(current, filtered, current_hash)
             changed = filtered != current
             if changed:
+                if author is not None:  # first: a line on disk never lacks its record
+                    self._record_author(author, current, filtered)
                 self.vault.write_file(self.path, filtered)
             if len(filtered) < len(current):
                 self._forget_refusal()
@@ -204,6 +256,29 @@ class ScopeMemory:
     def _forget_refusal(self) -> None:
         self._marker.unlink(missing_ok=True)
 
+    def _record_author(self, author: Author, before: str, after: str) -> None:
+        added = removed_lines(after, before)  # the lines of ``after`` that ``before`` lacks
+        Ledger(self.vault, AUTHORS).append(KIND_WRITE, f"scope:{self.scope}", {
+            "scope": self.scope, "actor": author.actor, "session": author.session,
+            "drafter": author.drafter, "after_hash": sha256_text(after),
+            "lines": sorted({line_hash(line) for line in added}),
+        })
+
+    def line_authors(self, text: str) -> list[LineAuthor | None]:
+        """Who wrote each line of ``text`` (this scope's note): the latest ``memory`` record
+        that added that line, ``UNRECORDED`` when none did, None for a blank line."""
+        latest: dict[str, LineAuthor] = {}
+        for record in Ledger(self.vault, AUTHORS).read().for_subject(f"scope:{self.scope}"):
+            lines, data = record.data.get("lines"), record.data
+            who = LineAuthor(str(data.get("actor") or ""), str(data.get("session") or ""),
+                             str(data.get("drafter") or ""), record.at)
+            for digest in lines if isinstance(lines, list) else ():
+                known = latest.get(str(digest))
+                if known is None or known.at <= who.at:
+                    latest[str(digest)] = who
+        return [None if not line.strip() else latest.get(line_hash(line), UNRECORDED)
+                for line in text.splitlines()]
+
     def _record_eviction(self, before: str, after: str, before_hash: str) -> Eviction | None:
         removed = removed_lines(before, after)
         if not removed:
@@ -233,6 +308,33 @@ def apply_edits(text: str, edits: Sequence[Edit], scope: str) -> str:
             )
         text = text.replace(edit.old_text, edit.new_text, 1)
     return text
+
+
+def line_hash(line: str) -> str:
+    """How the ``memory`` ledger names a line: 16 hex digits of its sha256, spaces at its ends
+    ignored (the note shows no text, only whose a line is)."""
+    return sha256_text(line.strip())[:16]
+
+
+DRAFTER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,79}")
+
+
+def _checked_author(author: Author) -> Author:
+    """The drafter must be a plain model name (it is shown to every later session, outside the
+    quoted note) holding no secret (``secrets.check_name``); a session key that holds one is
+    recorded by its hash, as the hooks name such a conversation."""
+    from osk.capture import secrets
+
+    if author.actor not in ("agent", "user"):
+        raise ValueError(f"a scope memory author is 'agent' or 'user', not {author.actor!r}")
+    if author.drafter and not DRAFTER.fullmatch(author.drafter):
+        raise ScopeError("drafter must be a plain model name (letters, digits and . _ : / @ + -, "
+                         "at most 80 characters), as every later session is shown it",
+                         argument="drafter")
+    secrets.check_name("drafter", author.drafter)
+    if author.session and secrets.redact(author.session).findings:  # not the agent's to change
+        return replace(author, session=f"key-{sha256_text(author.session)[:12]}")
+    return author
 
 
 def removed_lines(before: str, after: str) -> list[str]:

@@ -178,15 +178,16 @@ def _append_raw(engine: Any, a: AppendRawArgs) -> Out:
 
 
 def _scope_memory(engine: Any, a: ScopeMemoryArgs) -> Out:
-    from osk.provenance.scope_memory import CAP, Edit, ScopeMemory
+    from osk.provenance.scope_memory import CAP, Author, Edit, ScopeMemory
 
     memory = ScopeMemory(engine.vault, engine.scope)
+    author = Author("agent", engine.session.key.key, a.drafter or "")
     result = None
     if a.action == "replace":
-        result = memory.write(text=a.text, expect_hash=a.expect_hash)
+        result = memory.write(text=a.text, expect_hash=a.expect_hash, author=author)
     elif a.action == "edit":
         result = memory.write(edits=[Edit(e.old_text, e.new_text) for e in a.edits],
-                              expect_hash=a.expect_hash)
+                              expect_hash=a.expect_hash, author=author)
     elif a.action == "settle":
         assert a.eviction is not None and a.node is not None  # the args model requires them
         held_by = engine.visible_node(a.node)

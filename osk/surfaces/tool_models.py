@@ -164,6 +164,9 @@ class ScopeMemoryArgs(Args):
     edits: list[MemoryEdit] = Field(default_factory=list, description="edit: anchored changes")
     eviction: str | None = Field(None, description="settle: the pending eviction's id")
     node: str | None = Field(None, description="settle: the node the evicted lines went into")
+    drafter: str | None = Field(None, description="replace, edit: your model name, e.g. "
+                                                  "claude-opus-4 (recorded with the lines you "
+                                                  "add, shown to later sessions)")
 
     @model_validator(mode="after")
     def _fits_action(self) -> ScopeMemoryArgs:

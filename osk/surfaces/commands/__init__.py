@@ -12,7 +12,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "recall": ("recall", "stats"),
     "authority": ("protect", "unprotect", "approve", "revert", "review", "log", "show",
                   "confirm", "reject", "tombstones", "lift", "candidates", "dismiss",
-                  "evictions", "settle"),
+                  "evictions", "settle", "memory"),
     "redact": ("redact",),
     "sync": ("sync",),
     "hosts": ("setup", "doctor"),

@@ -96,6 +96,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_json_flag(evictions)
     evictions.set_defaults(handler=run_evictions)
 
+    memory = sub.add_parser("memory", help="show a scope's memory note with who wrote each "
+                                           "line; --set FILE replaces it as the person "
+                                           "(terminal only)")
+    memory.add_argument("--scope", help="the scope (default: the one the working folder's "
+                                        "session writes to)")
+    memory.add_argument("--set", dest="set_file", metavar="FILE",
+                        help="replace the note with this file's text, recorded as yours")
+    memory.set_defaults(handler=run_memory)
+
     settle = sub.add_parser("settle", help="settle a pending eviction as dismissed: its lines "
                                            "are dropped (terminal only)")
     settle.add_argument("eviction", metavar="EVICTION_ID",
@@ -580,6 +589,33 @@ def run_evictions(args: argparse.Namespace) -> int:
             print(f"    {line}")
     print(f"{len(items)} pending eviction(s). Agents distil them into nodes; drop one with "
           f"`osk settle ID --dismissed`.")
+    return 0
+
+
+def run_memory(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from osk.authority import protection
+    from osk.provenance.scope_memory import Author, ScopeMemory, describe_author
+    from osk.provenance.sessions import open_session
+
+    vault = _vault(args)
+    scope = args.scope or open_session(vault, Path.cwd()).scope
+    memory = ScopeMemory(vault, scope)
+    if args.set_file:
+        protection.require_person("memory --set")  # the note is recorded as the person's
+        _, current = memory.read()
+        done = memory.write(text=Path(args.set_file).read_text(encoding="utf-8"),
+                            expect_hash=current, author=Author("user"))
+        print(f"Scope memory of {scope!r} {'replaced' if done.changed else 'unchanged'} "
+              f"({done.chars:,} of {done.cap:,} characters, hash {done.hash[:12]}).")
+    text, digest = memory.read()
+    if not text.strip():
+        print(f"Scope memory of {scope!r} is empty.")
+        return 0
+    print(f"Scope memory of {scope!r} (hash {digest[:12]}), each line with who wrote it:")
+    for line, who in zip(text.splitlines(), memory.line_authors(text), strict=True):
+        print(f"  {line}" if who is None else f"  {line}\n      - {describe_author(who)}")
     return 0
 
 
