@@ -52,6 +52,9 @@ def test_a_redacted_round_is_not_found_by_the_redacted_words(vault, tmp_path, mo
     redaction.redact(vault, target, "tulip-7-orbit-lamp")
     assert rounds_of(engine, "tulip orbit lamp") == []
     assert rounds_of(engine, "NAS login") == ["_raw/shop/talk#Round 1"]
+    # the index keeps a round's text for excerpts: the redacted text is gone from it too
+    hit = next(h for h in engine.search("NAS login", k=5).hits if h.id.startswith("_raw/"))
+    assert "tulip" not in hit.summary and "REDACTED" in hit.summary
 
 
 def test_a_node_that_cites_a_round_ranks_above_it(vault, tmp_path):
