@@ -141,19 +141,26 @@ def excerpt(text: str, limit: int = EXCERPT_CHARS, terms: Collection[str] = ()) 
 
 def _densest(flat: str, terms: frozenset[str], limit: int) -> int:
     """Where a ``limit``-character stretch of ``flat`` holding the most distinct ``terms``
-    starts: at a word a little before a matching word (so the match has some lead-in)."""
-    words = [(m.start(), set(tokenize(m.group()))) for m in re.finditer(r"\S+", flat)]
+    starts: at a word a little before a matching word (so the match has some lead-in). Only
+    words holding a term's first three letters are tokenized (an English stem keeps them; a
+    word written other than as it is indexed, full-width or accented there, is not looked
+    for: the stretch is then the text's start)."""
+    heads = sorted({term[:3] for term in terms}, key=len, reverse=True)
+    pattern = re.compile("|".join(map(re.escape, heads)), re.IGNORECASE)
+    matched: dict[int, set[str]] = {}  # a matching word's start -> the terms it holds
+    for found in pattern.finditer(flat):
+        start = flat.rfind(" ", 0, found.start()) + 1
+        if start not in matched:
+            end = flat.find(" ", found.end())
+            matched[start] = set(tokenize(flat[start:end if end >= 0 else len(flat)])) & terms
     best, best_start = 0, 0
-    for i, (at, found) in enumerate(words):
-        if not found & terms:
+    for at, held in sorted(matched.items()):
+        if not held:
             continue
-        back = i  # a few words of lead-in, within an eighth of the stretch
-        while back > 0 and at - words[back - 1][0] <= limit // 8:
-            back -= 1
-        start = words[back][0]
-        held = set().union(*(w for a, w in words[back:] if a < start + limit - 2)) & terms
-        if len(held) > best:
-            best, best_start = len(held), start
+        start = flat.rfind(" ", 0, at - limit // 8) + 1 if at > limit // 8 else 0
+        within = set().union(*(h for a, h in matched.items() if start <= a < start + limit - 2))
+        if len(within) > best:
+            best, best_start = len(within), start
     return best_start
 
 
