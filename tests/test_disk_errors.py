@@ -12,7 +12,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 import anyio
@@ -296,81 +296,170 @@ def _pairs_recorded(vault: Vault, node_id: str) -> bool:
     return cites is not None and bool(cites.pairs)
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="the shim finds a write's file in /proc")
+LINUX_ONLY = pytest.mark.skipif(sys.platform != "linux",
+                                reason="the shim finds a write's file in /proc")
+
+
+class Refusing:
+    """The real server under the failing-write shim (tests/failshim.py), and one trial of a
+    call with its Nth write refused: the answer checked against the disk."""
+
+    def __init__(self, vault: Vault, project: Path, tmp_path: Path) -> None:
+        self.vault, self.project = vault, project
+        self.control = tmp_path / "refuse"
+        self.fired = self.control.with_name("refuse.fired")
+        self.seen: dict[str, set[tuple[bool, str]]] = {}  # (answered ok, top folder refused)
+        self.refused: list[tuple[bool, str]] = []  # (answered ok, the file refused), in turn
+        tests = str(Path(__file__).parent)
+        self.params = StdioServerParameters(
+            command=sys.executable,
+            args=["-c", f"import sys; sys.path.insert(0, {tests!r}); import failshim; "
+                        f"sys.exit(failshim.serve(*sys.argv[1:]))",
+                  str(self.control), str(vault.root), "mcp", "--vault", str(vault.root)],
+            env={k: v for k, v in os.environ.items() if k != "OSK_VAULT"}, cwd=str(project))
+
+    async def call(self, client: mcp.Client, tool: str, args: dict[str, object]) -> dict:
+        done = await client.call_tool(tool, args)
+        assert not done.is_error, done.content[0].text
+        return json.loads(done.content[0].text)
+
+    async def trial(self, client: mcp.Client, kind: str, n: int, args: dict[str, object],
+                    landed: Callable[[dict], None] = lambda _: None,
+                    partly: Callable[[str], None] | None = None) -> bool:
+        """False once the call makes fewer than ``n`` writes (every point was tried). A failed
+        call must leave the synced vault as it was, unless ``partly`` accepts its message
+        (a unit that landed before the refused one); a done one must have its node, audit
+        record and pairs once the vault is opened again, and ``landed`` holds for it."""
+        vault = self.vault
+        before = _synced(vault)
+        self.fired.unlink(missing_ok=True)
+        self.control.write_text(str(n))
+        done = await client.call_tool(f"{kind}_node", args)
+        self.control.write_text("0")
+        if not self.fired.exists():
+            assert not done.is_error, done.content[0].text
+            return False
+        refused = os.path.relpath(os.path.realpath(self.fired.read_text()),
+                                  os.path.realpath(vault.root))
+        text = done.content[0].text
+        Engine.open(vault, cwd=self.project)  # the next process finishes what was owed
+        if done.is_error:
+            assert "the disk holding the vault is full (ENOSPC" in text, text
+            assert "internal error" not in text
+            if partly is not None and "was written;" in text:
+                partly(text)
+            else:
+                assert _synced(vault) == before, f"refused at {refused}: a failed call landed"
+        else:
+            out = json.loads(text)
+            node = vault.abs(out["path"])
+            assert node.exists(), refused
+            assert _audited(vault, out["id"], node.read_bytes()), f"{refused}: no audit"
+            assert _pairs_recorded(vault, out["id"]), f"refused at {refused}: no pairs"
+            if refused.startswith("_ledger") and not out.get("hub"):  # still owed, it says
+                # (a hub's bookkeeping is finished before its node's unit begins)
+                assert "the disk refused what follows it (ENOSPC" in (out["owed"] or ""), out
+            landed(out)
+        assert validate.run(vault) == [], refused
+        self.seen.setdefault(kind, set()).add((not done.is_error, refused.split(os.sep)[0]))
+        self.refused.append((not done.is_error, refused))
+        return True
+
+    def run(self, scenario: Callable[[mcp.Client], Awaitable[None]]) -> None:
+        async def connected() -> None:
+            async with mcp.Client(self.params, mode="legacy") as client:
+                await scenario(client)
+
+        anyio.run(connected)
+
+
+def _scoped(title: str, cluster: str, body: str, **more: object) -> dict[str, object]:
+    return {"title": title, "summary": title, "body": body, "space": "scope",
+            "cluster": cluster, "drafter": "test-model", **more}
+
+
+@LINUX_ONLY
 def test_each_refused_write_of_a_node_write_gets_an_answer_that_agrees_with_the_disk(
         vault: Vault, project: Path, tmp_path: Path):
     """Through the real server: the Nth write of create_node / update_node fails with ENOSPC,
     for every N the call makes. A call answered as failed left the synced vault byte for byte
     as it was; one answered as done has its node on disk, and once the next osk process opens
     the vault its audit record and recheck pairs are there and validate finds nothing."""
-    control = tmp_path / "refuse"
-    tests = str(Path(__file__).parent)
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-c", f"import sys; sys.path.insert(0, {tests!r}); import failshim; "
-                    f"sys.exit(failshim.serve(*sys.argv[1:]))",
-              str(control), str(vault.root), "mcp", "--vault", str(vault.root)],
-        env={k: v for k, v in os.environ.items() if k != "OSK_VAULT"}, cwd=str(project))
-    fired = control.with_name("refuse.fired")
-    seen: dict[str, set[tuple[bool, str]]] = {"create": set(), "update": set()}
+    shim = Refusing(vault, project, tmp_path)
 
-    async def trial(client: mcp.Client, kind: str, n: int, args: dict[str, object]) -> bool:
-        before = _synced(vault)
-        fired.unlink(missing_ok=True)
-        control.write_text(str(n))
-        done = await client.call_tool(f"{kind}_node", args)
-        control.write_text("0")
-        if not fired.exists():
-            assert not done.is_error, done.content[0].text
-            return False  # the call made fewer than n writes: every point was tried
-        refused = os.path.relpath(os.path.realpath(fired.read_text()),
-                                  os.path.realpath(vault.root))
-        text = done.content[0].text
-        if done.is_error:
-            assert "the disk holding the vault is full (ENOSPC" in text, text
-            assert "internal error" not in text
-            Engine.open(vault, cwd=project)  # the next process: nothing is finished either
-            assert _synced(vault) == before, f"refused at {refused}: a failed call landed"
-        else:
-            out = json.loads(text)
-            node = vault.abs(out["path"])
-            assert node.exists(), refused
-            Engine.open(vault, cwd=project)  # finishes what the disk refused
-            file_text = node.read_bytes()
-            assert _audited(vault, out["id"], file_text), f"refused at {refused}: no audit"
-            assert _pairs_recorded(vault, out["id"]), f"refused at {refused}: no pairs"
-            assert validate.run(vault) == [], refused
-        seen[kind].add((not done.is_error, refused.split(os.sep)[0]))
-        return True
+    async def scenario(client: mcp.Client) -> None:
+        await shim.call(client, "create_node", _scoped("auth", "auth", "The auth hub.\n"))
+        for n in range(1, 40):
+            if not await shim.trial(client, "create", n, _scoped(
+                    f"Tokens {n}", "auth", "Rotate them.\n", derived_from=["[[auth]]"])):
+                break
+        marker = "v0"
+        await shim.call(client, "create_node", _scoped("Keys", "auth", f"Keys {marker}.\n",
+                                                       derived_from=["[[auth]]"]))
+        for n in range(1, 40):
+            new = f"v{n}"
+            if not await shim.trial(client, "update", n, {
+                    "node": "Keys", "old_text": f"Keys {marker}.", "new_text": f"Keys {new}."}):
+                break
+            if f"Keys {new}." in vault.abs("Scope/shop/auth/Keys.md").read_text("utf-8"):
+                marker = new
 
-    async def scenario() -> None:
-        async with mcp.Client(params, mode="legacy") as client:
-            hub = await client.call_tool("create_node", {
-                "title": "auth", "summary": "Auth", "body": "The auth hub.\n",
-                "space": "scope", "cluster": "auth", "drafter": "test-model"})
-            assert not hub.is_error, hub.content[0].text
-            for n in range(1, 40):
-                if not await trial(client, "create", n, {
-                        "title": f"Tokens {n}", "summary": "Tokens", "body": "Rotate them.\n",
-                        "space": "scope", "cluster": "auth", "drafter": "test-model",
-                        "derived_from": ["[[auth]]"]}):
-                    break
-            marker = "v0"
-            made = await client.call_tool("create_node", {
-                "title": "Keys", "summary": "Keys", "body": f"Keys {marker}.\n",
-                "space": "scope", "cluster": "auth", "drafter": "test-model",
-                "derived_from": ["[[auth]]"]})
-            assert not made.is_error, made.content[0].text
-            for n in range(1, 40):
-                new = f"v{n}"
-                if not await trial(client, "update", n, {
-                        "node": "Keys", "old_text": f"Keys {marker}.", "new_text": f"Keys {new}."}):
-                    break
-                if f"Keys {new}." in vault.abs("Scope/shop/auth/Keys.md").read_text("utf-8"):
-                    marker = new
-
-    anyio.run(scenario)
+    shim.run(scenario)
     for kind in ("create", "update"):
-        answered = {ok for ok, _ in seen[kind]}
-        assert answered == {True, False}, (kind, seen[kind])  # both sides of the unit were hit
-        assert (True, "_ledger") in seen[kind], (kind, seen[kind])  # refused after the file
+        answered = {ok for ok, _ in shim.seen[kind]}
+        assert answered == {True, False}, (kind, shim.seen[kind])  # both sides of the unit
+        assert (True, "_ledger") in shim.seen[kind], (kind, shim.seen[kind])  # after the file
+
+
+@LINUX_ONLY
+def test_a_superseding_write_and_a_new_clusters_hub_agree_with_the_disk_too(
+        vault: Vault, project: Path, tmp_path: Path):
+    """The same through a create that supersedes a node (the old node's closing is part of the
+    unit: once the new node landed, the old one is closed, now or at the next open) and a
+    create into a new cluster (its hub is a unit of its own: a refusal after the hub landed
+    says the hub was written and the node was not, and exactly that is on disk)."""
+    from osk.store.node import parse
+
+    shim = Refusing(vault, project, tmp_path)
+
+    def closed(title: str) -> Callable[[dict], None]:
+        def check(_: dict) -> None:
+            rel = f"Scope/shop/auth/{title}.md"
+            assert parse(rel, vault.abs(rel).read_text("utf-8")).meta.valid_to, title
+        return check
+
+    partial: list[int] = []
+
+    def only_the_hub(n: int) -> Callable[[str], None]:
+        def check(text: str) -> None:
+            partial.append(n)
+            assert f"The cluster's hub 'c{n}' was written; 'Leaf {n}' was not" in text, text
+            assert vault.abs(f"Scope/shop/c{n}/c{n}.md").exists()
+            assert not vault.abs(f"Scope/shop/c{n}/Leaf {n}.md").exists()
+        return check
+
+    def hub_audited(out: dict) -> None:
+        hub = vault.abs(out["hub"])
+        assert _audited(vault, parse(out["hub"], hub.read_text("utf-8")).meta.id,
+                        hub.read_bytes()), out
+
+    async def scenario(client: mcp.Client) -> None:
+        await shim.call(client, "create_node", _scoped("auth", "auth", "The auth hub.\n"))
+        for n in range(1, 40):
+            await shim.call(client, "create_node", _scoped(f"Old {n}", "auth", "Old way.\n"))
+            if not await shim.trial(client, "create", n, _scoped(
+                    f"New {n}", "auth", "New way.\n", derived_from=["[[auth]]"],
+                    supersedes=f"[[Old {n}]]"), landed=closed(f"Old {n}")):
+                break
+        for n in range(1, 60):
+            if not await shim.trial(client, "create", n, _scoped(
+                    f"Leaf {n}", f"c{n}", "A leaf.\n", derived_from=["[[auth]]"]),
+                    landed=hub_audited, partly=only_the_hub(n)):
+                break
+
+    shim.run(scenario)
+    assert {ok for ok, _ in shim.seen["create"]} == {True, False}, shim.seen
+    # the old node's closing refused after the new node landed: answered done, closed on open
+    assert any(ok and refused.startswith(os.path.join("Scope", "shop", "auth", "Old "))
+               for ok, refused in shim.refused), shim.refused
+    assert partial, "no refusal fell after a new cluster's hub had landed"

@@ -207,6 +207,8 @@ def intend(vault: Vault, changes: Sequence[Change], follow: Sequence[Follow] = (
     ``Intent.record``; a kill in between is finished by ``recover``. ``follow``: the ledger
     lines the write appends after its first file, which ``recover`` appends if they are missing.
     """
+    if _intent_path(vault).exists():  # an earlier write under this hold of the lock still owes
+        recover(vault)  # its bookkeeping: finish it now rather than overwrite its journal
     since = Ledger(vault, AUDIT).read().max_id  # first: refuses an audit ledger out of the vault
     items: list[dict[str, object]] = []
     stored: list[str] = []
