@@ -135,3 +135,33 @@ def test_candidates_say_who_filed_them_and_osks_notes_say_they_are_osks(vault: V
 
     assert "osk's own" in _evictions([]).title
     assert all("osk's own" in title for title, _, _ in providers() if "Recheck" in title)
+
+
+def test_who_wrote_each_line_survives_sync_through_a_bare_remote(tmp_path: Path):
+    """Two devices write their scopes' notes at once (the memory ledger merged by union), then
+    one adds to the other's note: every line keeps its writer on both devices."""
+    from sync_support import make_devices
+
+    from osk.provenance.scope_memory import Author
+    from osk.sync.cycle import sync_once
+
+    _remote, (a, b) = make_devices(tmp_path, 2)
+
+    def write(vault: Vault, scope: str, text: str, author: Author) -> None:
+        memory = ScopeMemory(vault, scope)
+        memory.write(text=text, expect_hash=memory.read()[1], author=author)
+
+    write(a, "shop", f"{AGENT}\n", Author("agent", "shop", "model-a"))
+    write(b, "tea", "Steep green tea at 80 degrees.\n", Author("agent", "tea", "model-b"))
+    for device in (a, b, a):
+        sync_once(device)
+    write(b, "shop", f"{AGENT}\n{PERSON}\n", Author("user"))
+    sync_once(b)
+    sync_once(a)
+    for device in (a, b):
+        shop = ScopeMemory(device, "shop")
+        text, _ = shop.read()
+        assert [(w.actor, w.drafter) for w in shop.line_authors(text) if w] == [
+            ("agent", "model-a"), ("user", "")], device
+        tea = ScopeMemory(device, "tea")
+        assert [w.drafter for w in tea.line_authors(tea.read()[0]) if w] == ["model-b"]
