@@ -11,13 +11,17 @@ prints, in one run:
   same words (OR), bm25, top 10; and ``python -c pass``, both measured in the same run;
 - warm search in one process through ``Engine.search`` (what ``osk mcp`` answers with):
   median wall and CPU per query, queries back to back;
-- a write round through ``Engine`` (create, update, ``read_node``): median CPU of each;
+- a write round through ``Engine`` (create, update, ``read_node``): median CPU of each, the
+  engine watching for hand edits as the MCP server's does (``Engine.watch_files``; ``--no-watch``
+  for the stat sweep), the calls ``--gap`` seconds apart (default 0; above a second, each call
+  makes the periodic look for hand edits, as an agent's calls do);
 - the on-disk size of ``.osk/index`` (and of the catalog snapshot) against the FTS5 file;
 - ``osk import`` of ``--import-size`` nodes (default: the vault size, capped at 10,000):
   CPU per node, wall, peak memory, and the catalog snapshot it leaves.
 
 CPU figures are what to compare on a shared box (wall moves with the load). Run by hand, not
-in CI: ``nice -n 10 python bench/scale_bench.py [--sizes 1000,10000] [--runs 7] [--keep DIR]``.
+in CI: ``nice -n 10 python bench/scale_bench.py [--sizes 1000,10000] [--runs 7] [--keep DIR]``;
+``--rounds-only`` measures the write round alone.
 """
 
 from __future__ import annotations
@@ -152,13 +156,16 @@ def fresh_searches(root: Path, fts: Path, queries: list[str], cwd: Path
             "peak_mb": max(peaks), "from_store": paths.count("store"), "runs": len(paths)}
 
 
-def warm_and_writes(root: Path, queries: list[str], rounds: int) -> dict[str, float]:
+def warm_and_writes(root: Path, queries: list[str], rounds: int, *, gap: float = 0.0,
+                    watch: bool = True) -> dict[str, float]:
     """Warm searches and write rounds through one Engine in this process (lexical)."""
     os.environ["OSK_SEMANTIC"] = "0"
     from osk.engine import Engine
     from osk.request import NewNode, NodeEdit
 
     engine = Engine.open(root, cwd=root, scope="atlas")
+    if watch:
+        engine.watch_files()
     engine.search("warm up")
     searches = []
     for query in queries * 3:
@@ -181,6 +188,7 @@ def warm_and_writes(root: Path, queries: list[str], rounds: int) -> dict[str, fl
             ("read", lambda t=title: engine.read_node(t)),
         )
         for name, call in steps:
+            time.sleep(gap)
             wall, cpu = time.perf_counter(), time.process_time()
             call()
             calls[name].append((time.perf_counter() - wall, time.process_time() - cpu))
@@ -188,6 +196,14 @@ def warm_and_writes(root: Path, queries: list[str], rounds: int) -> dict[str, fl
     for name, samples in calls.items():
         result[f"{name}_cpu_ms"] = medians(samples[1:])[1]  # the first pays the write imports
     return result
+
+
+def rounds_only(root: Path, size: int, rounds: int, gap: float, watch: bool) -> None:
+    child([sys.executable, "-c", OSK_CHILD, str(root), "first"], root, env_for_osk())
+    got = warm_and_writes(root, ["warm"], rounds, gap=gap, watch=watch)
+    print(f"{size:>7,} nodes, calls {gap:g} s apart, {'watched' if watch else 'stat sweep'}: "
+          f"create {got['create_cpu_ms']:.1f} ms, update {got['update_cpu_ms']:.1f} ms, "
+          f"read_node {got['read_cpu_ms']:.1f} ms CPU", flush=True)
 
 
 def bench_import(base: Path, size: int) -> dict[str, float]:
@@ -258,12 +274,18 @@ def main() -> int:
     parser.add_argument("--import-size", type=int, default=None)
     parser.add_argument("--no-import", action="store_true")
     parser.add_argument("--keep", type=Path, help="build (or reuse) the vaults here")
+    parser.add_argument("--gap", type=float, default=0.0, help="seconds between write calls")
+    parser.add_argument("--no-watch", action="store_true", help="the stat sweep, no watch")
+    parser.add_argument("--rounds-only", action="store_true", help="the write round alone")
     args = parser.parse_args()
     base = args.keep or Path(tempfile.mkdtemp(prefix="osk-scale-"))
     base.mkdir(parents=True, exist_ok=True)
     try:
         for size in (int(s) for s in args.sizes.split(",")):
             root, _, _ = make_vault(base, size)
+            if args.rounds_only:
+                rounds_only(root, size, args.rounds, args.gap, not args.no_watch)
+                continue
             fts = base / f"fts-{size}.sqlite"
             seconds = build_fts(root, fts)
             print(f"\n{size:,} nodes built; FTS5 indexed in {seconds:.1f} s", flush=True)

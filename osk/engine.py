@@ -159,6 +159,15 @@ class Engine:
         self._sync_index()
         return changes
 
+    def watch_files(self) -> bool:
+        """Long-running processes: have the kernel report hand edits (``Freshness.watch``),
+        then look at everything once, watching each folder before listing it. False where
+        changes cannot be watched (the once-a-second look keeps its stat sweep)."""
+        if not self._ctx.fresh.watch():
+            return False
+        self.refresh()
+        return True
+
     def _fresh(self) -> None:
         """Reads: exact for every osk write, within a documented bound for edits by hand.
 

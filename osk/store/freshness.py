@@ -8,6 +8,9 @@ the write depends on (``freshen``), and the full refresh at most once a second. 
 exact is argued in the class docstring below. ``osk.write`` holds one per ``WriteContext`` and
 runs ``ensure`` inside ``locked``.
 
+A long-running process can have the kernel report hand edits instead (``watch``,
+``osk.store.watch``): the periodic look then re-stats only the files named in the report.
+
 Reads run the same folder check (``quick``) outside the lock, but only when the vault
 generation moved since the last look (``behind``, one stat; ``osk.store.generation``). That is exact
 for every osk write acknowledged before the read began: its files were on disk before its bump,
@@ -27,6 +30,7 @@ from osk.store import generation
 from osk.store.catalog import Catalog, Changes, is_settled
 from osk.store.fsutil import RACE_WINDOW_NS, folder_stat
 from osk.store.vault import SPACES, Vault
+from osk.store.watch import Watch
 
 FULL_REFRESH_SECONDS = 1.0  # the periodic look for hand edits runs at most this often
 SWEEP_FILES = 4096  # node files one periodic look re-stats (all of them, up to this many)
@@ -84,6 +88,7 @@ class Freshness:
         self.held = False  # a batch holds the mutation lock and made the catalog fresh
         self._folders: dict[str, _Folder] = {}
         self._turn: list[str] = []  # node files the periodic sweep has still to stat
+        self._watch: Watch | None = None  # the kernel's report of changes (``watch``)
 
     # -- the checks --------------------------------------------------------------------------
     @property
@@ -111,6 +116,8 @@ class Freshness:
         ``SWEEP_FILES`` files in turn, which finds an edit made in place within
         ⌈files / SWEEP_FILES⌉ looks. Racy files are re-read as a full refresh would.
         """
+        if self._watch is not None:
+            return self._watched()
         if len(self.catalog.entries) <= SWEEP_FILES or not self._folders:
             return self.full()
         started = time.monotonic()
@@ -123,12 +130,42 @@ class Freshness:
         self.catalog.save_if_due()
         return Changes(found.added, found.changed + swept.changed, found.removed + swept.removed)
 
+    def watch(self) -> bool:
+        """Have the kernel report changes to node files from now on (``osk.store.watch``), so
+        the periodic look re-stats only the files it names instead of sweeping; the next full
+        look watches every folder before listing it. False where no complete report can be
+        had (then the sweep stays)."""
+        if self._watch is None:
+            self._watch = Watch.start(self.vault.root)
+        return self._watch is not None
+
+    def _watched(self) -> Changes:
+        """The periodic look with a watch: the folder check (files created, removed, renamed)
+        and a re-stat of the known files the kernel reported changed since the last look.
+        A report that may have lost a change ends the watch: one full look, then the sweep."""
+        assert self._watch is not None
+        started = time.monotonic()
+        touched = self._watch.drain()
+        if touched is None or not self._folders:
+            self._watch.close()
+            self._watch = None
+            return self.full()
+        found = self.quick()
+        entries = self.catalog.entries
+        swept = self.freshen(sorted(rel for rel in touched if rel in entries))
+        self.full_at = started
+        self.catalog.save_if_due()
+        return Changes(found.added, found.changed + swept.changed, found.removed + swept.removed)
+
     def full(self) -> Changes:
         """Stat every node file and hand the stats to ``Catalog.refresh``: one walk lists the
         folders and stats their files (each folder's stat taken before its listing, so a change
         made while the walk runs shows up at the next ``quick``)."""
         self.stamp = generation.current(self.vault)  # before looking: see osk.store.generation
         started = time.monotonic()  # a hand edit made during the walk may be missed
+        if self._watch is not None and self._watch.drain() is None:  # this look sees all
+            self._watch.close()
+            self._watch = None
         self._folders = {}
         found: list[tuple[str, tuple[int, int, int]]] = []
         for space in SPACES:
@@ -201,7 +238,10 @@ class Freshness:
 
     # -- folders ------------------------------------------------------------------------------
     def _scan(self, rel: str, found: list[tuple[str, tuple[int, int, int]]]) -> None:
-        """Record ``rel`` and everything under it; append its node files to ``found``."""
+        """Record ``rel`` and everything under it; append its node files to ``found``. A
+        watched vault's folder is watched before it is listed, so no change falls between."""
+        if self._watch is not None:
+            self._watch.add(rel)
         listed = _list_folder(self.vault.root / rel, top="/" not in rel)
         if listed is None:
             return

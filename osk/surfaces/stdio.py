@@ -672,6 +672,7 @@ class EngineOpener:
 
             engine = Engine.open(vault, cwd=cwd)
             engine.warm()  # the index and recheck table the first search would load
+            engine.watch_files()  # hand edits reported by the kernel, not found by stat sweeps
             engine.embed_after_writes = True  # the semantic vectors, off the request path
             engine.embed_in_background()
             self._listener = engine.listen_for_recall()

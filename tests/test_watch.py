@@ -1,0 +1,138 @@
+"""Hand edits reported by the kernel (``osk.store.watch``): a watched engine's periodic look
+re-stats only the files named in the report, and still sees every change a full look would.
+
+The randomized test uses a fixed seed and a bounded number of trials.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+
+import pytest
+import writekit
+
+from osk import engine as engine_mod
+from osk.engine import Engine
+from osk.request import NewNode
+from osk.store import catalog as catalog_mod
+from osk.store import freshness as freshness_mod
+from osk.store import ids, watch
+from osk.store.catalog import Catalog
+from osk.store.vault import Vault
+
+repo, eng, hub = writekit.repo, writekit.eng, writekit.hub  # shared fixtures
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify")
+
+SEED = 20261204
+TRIALS = 16
+
+
+@pytest.fixture
+def watched(eng: Engine, hub: str, monkeypatch: pytest.MonkeyPatch) -> Engine:
+    """A watched engine over 12 nodes, every read a periodic look; a sweep of one file a look
+    (so the sweep alone would need a dozen looks to find an edit in place)."""
+    settings = ((freshness_mod, "SWEEP_FILES", 1), (engine_mod, "REFRESH_SECONDS", 0.0),
+                (catalog_mod, "_RACE_WINDOW_NS", 0), (freshness_mod, "RACE_NS", 0))
+    for module, name, value in settings:
+        monkeypatch.setattr(module, name, value)
+    for n in range(12):
+        eng.create_node(NewNode(f"n{n}", "s", f"body {n}\n", space="Scope", cluster=hub,
+                                drafter="m"))
+    assert eng.watch_files()
+    return eng
+
+
+def stats_of_node_files(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The node files the periodic look stats one by one, recorded as it goes."""
+    seen: list[str] = []
+    real = freshness_mod._file_stat
+
+    def counting(path):
+        seen.append(str(path))
+        return real(path)
+
+    monkeypatch.setattr(freshness_mod, "_file_stat", counting)
+    return seen
+
+
+def view(catalog: Catalog) -> dict[str, str | None]:
+    return {rel: (e.node.text if e.node else None) for rel, e in catalog.entries.items()}
+
+
+def on_disk(vault: Vault) -> dict[str, str | None]:
+    catalog = Catalog(vault)
+    catalog.refresh()
+    return view(catalog)
+
+
+def test_an_edit_in_place_is_seen_at_the_next_look_restating_only_that_file(
+        watched: Engine, vault: Vault, monkeypatch: pytest.MonkeyPatch):
+    node = watched.catalog.get("n5")
+    watched.search("body")
+    stats = stats_of_node_files(monkeypatch)
+    with open(vault.abs(node.path), "a", encoding="utf-8") as handle:  # same inode and folder
+        handle.write("edited in place\n")
+    assert "edited in place" in watched.read_node("n5").text
+    assert stats == [str(vault.abs(node.path))] * len(stats) and stats  # no sweep of the rest
+    stats.clear()
+    watched.search("body")  # nothing changed: nothing re-stat-ed
+    assert stats == []
+
+
+def test_hand_changes_of_every_kind_are_seen_at_the_next_look(
+        watched: Engine, vault: Vault):
+    rng = random.Random(SEED)
+    folder = vault.abs(watched.catalog.get("n0").path).parent
+    for trial in range(TRIALS):
+        files = sorted(p for p in folder.rglob("*.md") if p.stem != folder.name)
+        pick = rng.choice(files)
+        action = rng.choice(["in-place", "in-place", "add", "delete", "rename", "new folder"])
+        if action == "in-place":
+            with open(pick, "a", encoding="utf-8") as handle:
+                handle.write(f"hand {trial}\n")
+        elif action in ("add", "new folder"):
+            text = pick.read_text(encoding="utf-8")
+            old_id = next(line for line in text.splitlines() if line.startswith("id: "))
+            target = folder / f"sub{trial}" if action == "new folder" else folder
+            target.mkdir(exist_ok=True)
+            (target / f"hand {trial}.md").write_text(
+                text.replace(old_id, f"id: {ids.uuid7()}", 1), encoding="utf-8")
+        elif action == "delete" and len(files) > 3:
+            pick.unlink()
+        elif action == "rename":
+            pick.rename(pick.parent / f"renamed {trial}.md")
+        watched.search("body")
+        assert view(watched.catalog) == on_disk(vault), f"{action} (trial {trial})"
+        for sub in folder.glob("sub*"):  # an edit in place inside a folder made after watching
+            for path in sub.glob("*.md"):
+                with open(path, "a", encoding="utf-8") as handle:
+                    handle.write(f"later {trial}\n")
+        watched.search("body")
+        assert view(watched.catalog) == on_disk(vault), f"after {action} (trial {trial})"
+
+
+def test_a_report_that_may_have_lost_changes_ends_the_watch_with_one_full_look(
+        watched: Engine, vault: Vault, monkeypatch: pytest.MonkeyPatch):
+    fresh = watched._ctx.fresh
+    node = watched.catalog.get("n7")
+    fresh._watch.lost = True  # as after a queue overflow
+    with open(vault.abs(node.path), "a", encoding="utf-8") as handle:
+        handle.write("edited while the report was lost\n")
+    walks: list[int] = []
+    real = fresh.full
+    monkeypatch.setattr(fresh, "full", lambda: walks.append(1) or real())
+    assert "edited while the report was lost" in watched.read_node("n7").text
+    assert walks == [1] and fresh._watch is None  # from now on, the stat sweep
+
+
+def test_no_watch_where_the_report_could_miss_a_change(
+        eng: Engine, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(watch, "file_system", lambda path: "nfs")  # other machines write too
+    assert eng.watch_files() is False
+    assert eng._ctx.fresh._watch is None
+
+
+def test_the_file_system_of_a_path_is_read_from_the_mount_table(tmp_path):
+    assert watch.file_system(tmp_path) != ""
