@@ -43,8 +43,9 @@ HEADINGS = re.compile(r"^## (Scope memory \(|Nodes this scope's work uses|About 
                       r"|Recheck notes|Pending reviews|Eviction items)")
 # osk's line naming who wrote the run of scope memory lines quoted after it
 WRITER = re.compile(r"Written by (an agent through scope_memory \((session key [^\n]*, )?"
-                    r"(drafter [^\n]*, )?\d{4}-\d\d-\d\d\)|the person, at a terminal \(osk memory "
-                    r"--set, \d{4}-\d\d-\d\d\)|a writer no osk write recorded \([^\n]*\)):")
+                    r"(drafter [^\n]*, )?(host [^\n]*, )?\d{4}-\d\d-\d\d\)"
+                    r"|the person, at a terminal \(osk memory --set, \d{4}-\d\d-\d\d\)"
+                    r"|a writer no osk write recorded \([^\n]*\)):")
 CONFUSABLE = str.maketrans({"\u0405": "S", "\u0455": "s", "\u0397": "H", "\u041d": "H",
                             "\ua789": ":", "\u2236": ":", "\u00ad": ""})
 LOOK_OPENERS = "<\u2039\u27e8\u02c2\u2329\u3008\u276e"
@@ -110,13 +111,13 @@ def test_every_attack_rendered_in_every_field_stays_inside_the_block(attack: Att
 
 
 def _memory(text: str) -> str:
-    """The note quoted in runs by writer: an agent whose session key and drafter (as a
+    """The note quoted in runs by writer: an agent whose session key, drafter and host (as a
     remote's ledger line could carry them) are the attack too, the person, and nobody
     recorded, in turn line by line."""
     from osk.hooks.inject import _memory_block
     from osk.provenance.scope_memory import UNRECORDED, LineAuthor
 
-    writers = (LineAuthor("agent", text, text, "2026-12-04T05:00:00+00:00"),
+    writers = (LineAuthor("agent", text, text, "2026-12-04T05:00:00+00:00", text),
                LineAuthor("user", at="2026-12-04T05:01:00+00:00"), UNRECORDED)
     authors = [writers[n % 3] if line.strip() else None
                for n, line in enumerate(text.splitlines())]

@@ -10,10 +10,11 @@ person at a terminal: ``osk settle ID --dismissed``). Ordinary cleanup, with no 
 it, is not recorded; Git history has it.
 
 Who wrote each line is kept in the ``memory`` ledger: every write through osk (an agent's
-``scope_memory`` call, with its session key and drafter; the person's ``osk memory --set`` at a
-terminal) appends, before the note changes, the hashes of the lines it added. A line of the note
-that no record names was written outside osk (a hand edit, by the person or anyone with the
-files, or before osk kept this record): ``line_authors`` says so rather than guess.
+``scope_memory`` call, with its session key, drafter and host; the person's
+``osk memory --set`` at a terminal) appends, before the note changes, the hashes of the lines
+it added. A line of the note that no record names was written outside osk (a hand edit, by the
+person or anyone with the files, or before osk kept this record): ``line_authors`` says so
+rather than guess.
 
 A refusal leaves the vault untouched. This device remembers it in device state
 (``.osk/scope-memory/<scope>.refused``), which is never synced: a refusal on one device and the
@@ -91,6 +92,7 @@ class Author:
     actor: str
     session: str = ""
     drafter: str = ""
+    host: str = ""
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,7 @@ class LineAuthor:
     session: str = ""
     drafter: str = ""
     at: str = ""
+    host: str = ""
 
 
 UNRECORDED = LineAuthor("")
@@ -112,7 +115,8 @@ def describe_author(who: LineAuthor, shown: Callable[[str], str] = str) -> str:
     day = who.at[:10]
     if who.actor == "agent":
         parts = [f"session key {shown(who.session)}" if who.session else "",
-                 f"drafter {shown(who.drafter)}" if who.drafter else "", day]
+                 f"drafter {shown(who.drafter)}" if who.drafter else "",
+                 f"host {shown(who.host)}" if who.host else "", day]
         return f"an agent through scope_memory ({', '.join(p for p in parts if p)})"
     if who.actor == "user":
         return f"the person, at a terminal (osk memory --set, {day})"
@@ -160,7 +164,7 @@ class ScopeMemory:
         ``author``: who writes, recorded with the lines this write adds (``memory`` ledger).
 
         Refuses (writing nothing to the vault) a stale hash, a missing or ambiguous anchor, a
-        drafter that is not a plain model name or holds a secret, and a result over the cap
+        drafter or host that is not a plain name or holds a secret, and a result over the cap
         after the secret filter.
         """
         if (text is None) == (not edits):
@@ -260,7 +264,7 @@ class ScopeMemory:
         added = removed_lines(after, before)  # the lines of ``after`` that ``before`` lacks
         Ledger(self.vault, AUTHORS).append(KIND_WRITE, f"scope:{self.scope}", {
             "scope": self.scope, "actor": author.actor, "session": author.session,
-            "drafter": author.drafter, "after_hash": sha256_text(after),
+            "drafter": author.drafter, "host": author.host, "after_hash": sha256_text(after),
             "lines": sorted({line_hash(line) for line in added}),
         })
 
@@ -271,7 +275,8 @@ class ScopeMemory:
         for record in Ledger(self.vault, AUTHORS).read().for_subject(f"scope:{self.scope}"):
             lines, data = record.data.get("lines"), record.data
             who = LineAuthor(str(data.get("actor") or ""), str(data.get("session") or ""),
-                             str(data.get("drafter") or ""), record.at)
+                             str(data.get("drafter") or ""), record.at,
+                             str(data.get("host") or ""))
             for digest in lines if isinstance(lines, list) else ():
                 known = latest.get(str(digest))
                 if known is None or known.at <= who.at:
@@ -320,18 +325,19 @@ DRAFTER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,79}")
 
 
 def _checked_author(author: Author) -> Author:
-    """The drafter must be a plain model name (it is shown to every later session, outside the
+    """The drafter and host must be plain names (shown to every later session, outside the
     quoted note) holding no secret (``secrets.check_name``); a session key that holds one is
     recorded by its hash, as the hooks name such a conversation."""
     from osk.capture import secrets
 
     if author.actor not in ("agent", "user"):
         raise ValueError(f"a scope memory author is 'agent' or 'user', not {author.actor!r}")
-    if author.drafter and not DRAFTER.fullmatch(author.drafter):
-        raise ScopeError("drafter must be a plain model name (letters, digits and . _ : / @ + -, "
-                         "at most 80 characters), as every later session is shown it",
-                         argument="drafter")
-    secrets.check_name("drafter", author.drafter)
+    for what, name in (("drafter", author.drafter), ("host", author.host)):
+        if name and not DRAFTER.fullmatch(name):
+            raise ScopeError(f"{what} must be a plain name (letters, digits and . _ : / @ + -, "
+                             f"at most 80 characters), as every later session is shown it",
+                             argument=what)
+        secrets.check_name(what, name)
     if author.session and secrets.redact(author.session).findings:  # not the agent's to change
         return replace(author, session=f"key-{sha256_text(author.session)[:12]}")
     return author

@@ -181,7 +181,7 @@ def _scope_memory(engine: Any, a: ScopeMemoryArgs) -> Out:
     from osk.provenance.scope_memory import CAP, Author, Edit, ScopeMemory
 
     memory = ScopeMemory(engine.vault, engine.scope)
-    author = Author("agent", engine.session.key.key, a.drafter or "")
+    author = Author("agent", engine.session.key.key, a.drafter or "", a.host or "")
     result = None
     if a.action == "replace":
         result = memory.write(text=a.text, expect_hash=a.expect_hash, author=author)

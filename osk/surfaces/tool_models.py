@@ -167,6 +167,8 @@ class ScopeMemoryArgs(Args):
     drafter: str | None = Field(None, description="replace, edit: your model name, e.g. "
                                                   "claude-opus-4 (recorded with the lines you "
                                                   "add, shown to later sessions)")
+    host: str | None = Field(None, description="replace, edit: the host you run in, e.g. "
+                                               "claude-code (recorded like drafter)")
 
     @model_validator(mode="after")
     def _fits_action(self) -> ScopeMemoryArgs:
