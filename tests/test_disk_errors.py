@@ -463,3 +463,26 @@ def test_a_superseding_write_and_a_new_clusters_hub_agree_with_the_disk_too(
     assert any(ok and refused.startswith(os.path.join("Scope", "shop", "auth", "Old "))
                for ok, refused in shim.refused), shim.refused
     assert partial, "no refusal fell after a new cluster's hub had landed"
+
+
+def test_a_write_that_still_owes_its_bookkeeping_stops_no_reader_and_is_finished_later(
+        vault: Vault, project: Path, monkeypatch):
+    """The disk refuses the ledgers after a node landed: the call is answered done with what it
+    owes; while the disk stays full a new process still opens the vault and searches; once it
+    takes writes, opening the vault finishes the audit record and the pairs."""
+    from osk.store import ledger
+
+    eng = Engine.open(vault, cwd=project)
+    eng.create_node(HUB)
+    monkeypatch.setattr(ledger, "append_durably", _full_disk)
+    made = eng.create_node(NewNode("Tokens", "Rotate tokens", "Rotate them.\n", space="Scope",
+                                   cluster="auth", drafter="test-model",
+                                   derived_from=["[[auth]]"]))
+    assert made.owed and "the disk refused what follows it (ENOSPC" in made.owed
+    later = Engine.open(vault, cwd=project)  # the disk is still full
+    assert [hit.title for hit in later.search("rotate tokens").hits][:1] == ["Tokens"]
+    assert not _audited(vault, made.id, vault.abs(made.path).read_bytes())
+    monkeypatch.undo()
+    Engine.open(vault, cwd=project)
+    assert _audited(vault, made.id, vault.abs(made.path).read_bytes())
+    assert _pairs_recorded(vault, made.id) and validate.run(vault) == []

@@ -43,7 +43,12 @@ def mutation(vault: Vault, timeout: float = DEFAULT_TIMEOUT) -> Iterator[None]:
 def settle(vault: Vault) -> None:
     """Finish the audit records a killed write left, taking the mutation lock only when there
     are any (one stat otherwise): what opening an engine and ``osk log`` do before they read.
-    Taking the lock is what finishes them (``mutation``)."""
+    Taking the lock is what finishes them (``mutation``). A disk that refuses them now (full,
+    read-only) stops no reader: the journal stays for the next writer, which meets the same
+    refusal and names it."""
     if vault.audit_intent_path().exists():
-        with mutation(vault):
+        try:
+            with mutation(vault):
+                pass
+        except OSError:
             pass
