@@ -165,3 +165,20 @@ def test_who_wrote_each_line_survives_sync_through_a_bare_remote(tmp_path: Path)
             ("agent", "model-a"), ("user", "")], device
         tea = ScopeMemory(device, "tea")
         assert [w.drafter for w in tea.line_authors(tea.read()[0]) if w] == ["model-b"]
+
+
+def test_a_damaged_line_in_the_memory_ledger_blocks_no_write(vault: Vault):
+    """The memory ledger only keeps history: a line that is not a record is left out (and
+    reported by validate), and the agent's next write and its attribution go on."""
+    from osk import validate
+    from osk.provenance.scope_memory import Author
+
+    memory = ScopeMemory(vault, "shop")
+    memory.write(text="one\n", expect_hash=memory.read()[1], author=Author("user"))
+    with vault.ledger_path("memory").open("a", encoding="utf-8") as handle:
+        handle.write("not a record\n")
+    memory.write(text="one\ntwo\n", expect_hash=memory.read()[1],
+                 author=Author("agent", "shop", "m-3"))
+    text, _ = memory.read()
+    assert [w.actor for w in memory.line_authors(text) if w] == ["user", "agent"]
+    assert [f.rule for f in validate.run(vault)] == ["ledger-integrity"]

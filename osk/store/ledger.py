@@ -36,7 +36,7 @@ ENVELOPE = ("id", "parents", "device", "at", "kind", "subject")
 # is left out of the view (and reported by validate and overview), never a reason to refuse
 # every write. Every other ledger decides writes (a binding, a recheck, a candidate), so a
 # damaged line there is refused by name: which subject it was about cannot be known.
-HISTORY_LEDGERS = frozenset({"audit"})
+HISTORY_LEDGERS = frozenset({"audit", "memory"})  # memory: who wrote scope memory lines
 
 
 @dataclass(frozen=True)
