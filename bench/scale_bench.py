@@ -11,7 +11,9 @@ prints, in one run:
   same words (OR), bm25, top 10; and ``python -c pass``, both measured in the same run;
 - warm search in one process through ``Engine.search`` (what ``osk mcp`` answers with):
   median wall and CPU per query, queries back to back;
-- a write round through ``Engine`` (create, update, ``read_node``): median CPU of each, the
+- a write round through ``Engine`` (create, update, ``read_node``): median CPU of each (and of
+  a catalog snapshot save after one change, what the server does every 30 s while writes
+  come), the
   engine watching for hand edits as the MCP server's does (``Engine.watch_files``; ``--no-watch``
   for the stat sweep), the calls ``--gap`` seconds apart (default 0; above a second, each call
   makes the periodic look for hand edits, as an agent's calls do);
@@ -192,7 +194,14 @@ def warm_and_writes(root: Path, queries: list[str], rounds: int, *, gap: float =
             wall, cpu = time.perf_counter(), time.process_time()
             call()
             calls[name].append((time.perf_counter() - wall, time.process_time() - cpu))
-    result = {"warm_ms": medians(searches)[0], "warm_cpu_ms": medians(searches)[1]}
+    saves = []
+    for rel in list(engine.catalog.entries)[:4]:  # one change each, as a write leaves it
+        engine.catalog.note_written(rel)
+        wall, cpu = time.perf_counter(), time.process_time()
+        engine.catalog.save_snapshot()
+        saves.append((time.perf_counter() - wall, time.process_time() - cpu))
+    result = {"warm_ms": medians(searches)[0], "warm_cpu_ms": medians(searches)[1],
+              "save_cpu_ms": medians(saves[1:])[1]}  # the first encodes every entry
     for name, samples in calls.items():
         result[f"{name}_cpu_ms"] = medians(samples[1:])[1]  # the first pays the write imports
     return result
@@ -203,7 +212,8 @@ def rounds_only(root: Path, size: int, rounds: int, gap: float, watch: bool) -> 
     got = warm_and_writes(root, ["warm"], rounds, gap=gap, watch=watch)
     print(f"{size:>7,} nodes, calls {gap:g} s apart, {'watched' if watch else 'stat sweep'}: "
           f"create {got['create_cpu_ms']:.1f} ms, update {got['update_cpu_ms']:.1f} ms, "
-          f"read_node {got['read_cpu_ms']:.1f} ms CPU", flush=True)
+          f"read_node {got['read_cpu_ms']:.1f} ms CPU; catalog snapshot save "
+          f"{got['save_cpu_ms']:.0f} ms CPU", flush=True)
 
 
 def bench_import(base: Path, size: int) -> dict[str, float]:

@@ -119,6 +119,45 @@ def test_a_new_process_restores_unchanged_nodes_from_the_snapshot_without_readin
     assert second.get("B").body == "Changed while no osk ran.\n"
 
 
+def test_a_snapshot_save_encodes_only_entries_put_since_the_last_and_writes_the_same_file(
+    vault: Vault, monkeypatch
+):
+    import json
+
+    import osk.store.catalog as catalog_mod
+
+    names = [f"N{n}" for n in range(6)]
+    for name in names:
+        write_node(vault, f"Domain/{name}.md", f"id-{name}", body=f"Body {name}.\n")
+        _age(vault, f"Domain/{name}.md")
+    catalog = Catalog(vault)
+    catalog.refresh()
+    catalog._dirty = True
+    catalog.save_snapshot()
+    encoded: list[str] = []
+    real = catalog_mod._encode
+    monkeypatch.setattr(catalog_mod, "_encode", lambda rel, e: encoded.append(rel) or real(rel, e))
+    write_node(vault, "Domain/N2.md", "id-N2", body="Changed.\n")
+    _age(vault, "Domain/N2.md")
+    vault.abs("Domain/N4.md").unlink()
+    catalog.note_written("Domain/N2.md")
+    catalog.note_removed("Domain/N4.md")
+    catalog.save_snapshot()
+    assert encoded == ["Domain/N2.md"]
+    path = vault.state("catalog", "snapshot.json")
+    whole = {rel: {"stat": list(e.stat), "read_at": e.read_at_ns, "meta": e.node.meta_fields(),
+                   "file_hash": e.node.file_hash, "body_hash": e.node.body_hash}
+             for rel, e in catalog.entries.items()}
+    assert path.read_text(encoding="utf-8") == json.dumps(
+        {"version": catalog_mod._SNAPSHOT_VERSION, "entries": whole}, ensure_ascii=False,
+        separators=(",", ":"))
+    restored = Catalog(vault)
+    restored.refresh()
+    assert {rel: e.node.file_hash for rel, e in restored.entries.items()} == {
+        rel: e.node.file_hash for rel, e in catalog.entries.items()}
+    assert "Domain/N4.md" not in restored.entries
+
+
 def test_a_damaged_or_foreign_snapshot_is_ignored(vault: Vault):
     write_node(vault, "Domain/A.md", "id-A")
     _age(vault, "Domain/A.md")

@@ -65,6 +65,8 @@ class Catalog:
     _saved_at: float = 0.0
     _log: list[str] = field(default_factory=list)  # paths whose entry was put or dropped
     _log_base: int = 0  # log items dropped from the front (see changed_since)
+    # path -> (the entry, its snapshot text): a save re-encodes only entries put since the last
+    _encoded: dict[str, tuple[Entry, str]] = field(default_factory=dict)
 
     # -- refreshing ---------------------------------------------------------------------
     def refresh(self, files: Mapping[str, StatKey] | None = None) -> Changes:
@@ -136,15 +138,16 @@ class Catalog:
         """Write the snapshot of every valid node (device state; atomic)."""
         if not self._dirty:
             return
-        entries = {
-            rel: {"stat": list(entry.stat), "read_at": entry.read_at_ns,
-                  "meta": entry.node.meta_fields(),
-                  "file_hash": entry.node.file_hash, "body_hash": entry.node.body_hash}
-            for rel, entry in self.entries.items()
-            if entry.node is not None and _settled(entry)
-        }
-        payload = json.dumps({"version": _SNAPSHOT_VERSION, "entries": entries},
-                             ensure_ascii=False, separators=(",", ":"))
+        held, encoded = self._encoded, {}
+        for rel, entry in self.entries.items():
+            if entry.node is None or not _settled(entry):
+                continue
+            known = held.get(rel)
+            encoded[rel] = known if known is not None and known[0] is entry else \
+                (entry, _encode(rel, entry))
+        self._encoded = encoded
+        payload = (f'{{"version":{_dumps(_SNAPSHOT_VERSION)},"entries":{{'
+                   f'{",".join(text for _, text in encoded.values())}}}}}')
         try:
             atomic_write(_snapshot_path(self.vault), payload)
         except OSError:
@@ -347,6 +350,18 @@ def _read_text(path: str) -> str:
 _REQUIRED_FIELDS = frozenset(node_mod.REQUIRED_KEYS)  # no required key has an alias
 # The snapshot is valid only for the contract it was written under.
 _SNAPSHOT_VERSION = f"1:{','.join(node_mod.KEYS)}"
+
+
+def _encode(rel: str, entry: Entry) -> str:
+    """One snapshot entry, ``"path":{...}``, as ``json.dumps`` writes it within the whole."""
+    assert entry.node is not None
+    return f"{_dumps(rel)}:" + _dumps(
+        {"stat": list(entry.stat), "read_at": entry.read_at_ns, "meta": entry.node.meta_fields(),
+         "file_hash": entry.node.file_hash, "body_hash": entry.node.body_hash})
+
+
+def _dumps(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def _snapshot_path(vault: Vault) -> Path:
