@@ -268,6 +268,8 @@ class Freshness:
             for name in sorted(known.folders):
                 self._check(f"{rel}/{name}", added, changed, removed)
             return
+        if self._watch is not None:  # a folder made again under this name has no watch yet
+            self._watch.add(rel)
         listed = _list_folder(path, top="/" not in rel)
         if listed is None:
             self._vanish(rel, removed)
