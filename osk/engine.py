@@ -106,8 +106,10 @@ class Engine:
 
     @classmethod
     def open(cls, vault: Vault | str | Path | None = None, *, cwd: Path | None = None,
-             scope: str | None = None, actor: str = "agent") -> Engine:
-        """Open the vault (``--vault``/``OSK_VAULT``/cwd) for a session working in ``cwd``."""
+             scope: str | None = None, actor: str = "agent", watch: bool = False) -> Engine:
+        """Open the vault (``--vault``/``OSK_VAULT``/cwd) for a session working in ``cwd``.
+        ``watch``: a long-running process's choice (``watch_files``), made before the first
+        look so that look watches every folder it lists."""
         if actor not in (AGENT, USER):
             raise ValueError(f"actor must be 'agent' or 'user', not {actor!r}")
         found = vault if isinstance(vault, Vault) else locate(vault, cwd)
@@ -117,6 +119,8 @@ class Engine:
             ReadLog()
         ctx = WriteContext(found, catalog, session, actor, rechecks, reads, routing)
         engine = cls(found, catalog, rechecks, routing, reads, actor, ctx)
+        if watch:
+            ctx.fresh.watch()
         engine.refresh()
         return engine
 

@@ -163,3 +163,18 @@ def test_no_watch_where_the_report_could_miss_a_change(
 
 def test_the_file_system_of_a_path_is_read_from_the_mount_table(tmp_path):
     assert watch.file_system(tmp_path) != ""
+
+
+def test_an_engine_opened_watching_watches_every_folder_its_first_look_listed(
+        watched: Engine, vault: Vault, repo, monkeypatch: pytest.MonkeyPatch):
+    server = Engine.open(vault, cwd=repo, watch=True)  # as the MCP server opens it
+    fresh = server._ctx.fresh
+    assert fresh._watch is not None
+    assert sorted(fresh._watch._folders.values()) == sorted(fresh._folders)
+    node = server.catalog.get("n3")
+    stats = stats_of_node_files(monkeypatch)
+    with open(vault.abs(node.path), "a", encoding="utf-8") as handle:
+        handle.write("edited in place\n")
+    server.search("body")
+    assert "edited in place" in server.catalog.get("n3").body
+    assert stats == [str(vault.abs(node.path))]

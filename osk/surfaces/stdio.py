@@ -670,9 +670,9 @@ class EngineOpener:
         try:
             from osk.engine import Engine
 
-            engine = Engine.open(vault, cwd=cwd)
+            # watch: hand edits reported by the kernel, not found by stat sweeps
+            engine = Engine.open(vault, cwd=cwd, watch=True)
             engine.warm()  # the index and recheck table the first search would load
-            engine.watch_files()  # hand edits reported by the kernel, not found by stat sweeps
             engine.embed_after_writes = True  # the semantic vectors, off the request path
             engine.embed_in_background()
             self._listener = engine.listen_for_recall()
