@@ -13,10 +13,10 @@ prints, in one run:
   median wall and CPU per query, queries back to back;
 - a write round through ``Engine`` (create, update, ``read_node``): median CPU of each (and of
   a catalog snapshot save after one change, what the server does every 30 s while writes
-  come), the
-  engine watching for hand edits as the MCP server's does (``Engine.watch_files``; ``--no-watch``
-  for the stat sweep), the calls ``--gap`` seconds apart (default 0; above a second, each call
-  makes the periodic look for hand edits, as an agent's calls do);
+  come), the engine watching for hand edits as the MCP server's does
+  (``Engine.open(watch=True)``; ``--no-watch`` for the stat sweep), the calls ``--gap`` seconds
+  apart (default 0; above a second, each call makes the periodic look for hand edits, as an
+  agent's calls do);
 - the on-disk size of ``.osk/index`` (and of the catalog snapshot) against the FTS5 file;
 - ``osk import`` of ``--import-size`` nodes (default: the vault size, capped at 10,000):
   CPU per node, wall, peak memory, and the catalog snapshot it leaves.
@@ -165,9 +165,7 @@ def warm_and_writes(root: Path, queries: list[str], rounds: int, *, gap: float =
     from osk.engine import Engine
     from osk.request import NewNode, NodeEdit
 
-    engine = Engine.open(root, cwd=root, scope="atlas")
-    if watch:
-        engine.watch_files()
+    engine = Engine.open(root, cwd=root, scope="atlas", watch=watch)
     engine.search("warm up")
     searches = []
     for query in queries * 3:

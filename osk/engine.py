@@ -108,8 +108,9 @@ class Engine:
     def open(cls, vault: Vault | str | Path | None = None, *, cwd: Path | None = None,
              scope: str | None = None, actor: str = "agent", watch: bool = False) -> Engine:
         """Open the vault (``--vault``/``OSK_VAULT``/cwd) for a session working in ``cwd``.
-        ``watch``: a long-running process's choice (``watch_files``), made before the first
-        look so that look watches every folder it lists."""
+        ``watch``: a long-running process's choice: have the kernel report hand edits
+        (``Freshness.watch``; where it cannot, the once-a-second look keeps its stat sweep),
+        chosen before the first look so that look watches every folder it lists."""
         if actor not in (AGENT, USER):
             raise ValueError(f"actor must be 'agent' or 'user', not {actor!r}")
         found = vault if isinstance(vault, Vault) else locate(vault, cwd)
@@ -162,15 +163,6 @@ class Engine:
         self._ctx.keep(changes)
         self._sync_index()
         return changes
-
-    def watch_files(self) -> bool:
-        """Long-running processes: have the kernel report hand edits (``Freshness.watch``),
-        then look at everything once, watching each folder before listing it. False where
-        changes cannot be watched (the once-a-second look keeps its stat sweep)."""
-        if not self._ctx.fresh.watch():
-            return False
-        self.refresh()
-        return True
 
     def _fresh(self) -> None:
         """Reads: exact for every osk write, within a documented bound for edits by hand.

@@ -30,7 +30,8 @@ TRIALS = 16
 
 
 @pytest.fixture
-def watched(eng: Engine, hub: str, monkeypatch: pytest.MonkeyPatch) -> Engine:
+def watched(eng: Engine, hub: str, vault: Vault, repo, monkeypatch: pytest.MonkeyPatch
+            ) -> Engine:
     """A watched engine over 12 nodes, every read a periodic look; a sweep of one file a look
     (so the sweep alone would need a dozen looks to find an edit in place)."""
     settings = ((freshness_mod, "SWEEP_FILES", 1), (engine_mod, "REFRESH_SECONDS", 0.0),
@@ -40,8 +41,9 @@ def watched(eng: Engine, hub: str, monkeypatch: pytest.MonkeyPatch) -> Engine:
     for n in range(12):
         eng.create_node(NewNode(f"n{n}", "s", f"body {n}\n", space="Scope", cluster=hub,
                                 drafter="m"))
-    assert eng.watch_files()
-    return eng
+    server = Engine.open(vault, cwd=repo, watch=True)  # as the MCP server opens it
+    assert server._ctx.fresh._watch is not None
+    return server
 
 
 def stats_of_node_files(monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -155,10 +157,9 @@ def test_a_report_that_may_have_lost_changes_ends_the_watch_with_one_full_look(
 
 
 def test_no_watch_where_the_report_could_miss_a_change(
-        eng: Engine, monkeypatch: pytest.MonkeyPatch):
+        vault: Vault, repo, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(watch, "file_system", lambda path: "nfs")  # other machines write too
-    assert eng.watch_files() is False
-    assert eng._ctx.fresh._watch is None
+    assert Engine.open(vault, cwd=repo, watch=True)._ctx.fresh._watch is None
 
 
 def test_the_file_system_of_a_path_is_read_from_the_mount_table(tmp_path):
@@ -166,8 +167,8 @@ def test_the_file_system_of_a_path_is_read_from_the_mount_table(tmp_path):
 
 
 def test_an_engine_opened_watching_watches_every_folder_its_first_look_listed(
-        watched: Engine, vault: Vault, repo, monkeypatch: pytest.MonkeyPatch):
-    server = Engine.open(vault, cwd=repo, watch=True)  # as the MCP server opens it
+        watched: Engine, vault: Vault, monkeypatch: pytest.MonkeyPatch):
+    server = watched
     fresh = server._ctx.fresh
     assert fresh._watch is not None
     assert sorted(fresh._watch._folders.values()) == sorted(fresh._folders)
