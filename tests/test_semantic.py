@@ -210,6 +210,32 @@ def test_vectors_are_saved_reloaded_and_pruned(tmp_path: Path, tiny_model: Path)
     assert reloaded.has("k1") and not reloaded.has("k2")
 
 
+def test_nearest_reports_each_models_cosines_on_the_common_scale_and_asks_as_a_query(
+        tmp_path: Path, tiny_model: Path):
+    texts = {"k1": "the cache ttl", "k2": "release build", "k3": "game clock"}
+    plain = tiny_store(tmp_path / "plain", tiny_model)
+    plain.catch_up(texts, texts.get, budget=None)
+    raw = dict(plain.nearest("the cache ttl", 3))
+    scaled = Vectors(tmp_path / "scaled", semantic.Model(
+        semantic.ENGLISH, tiny_model, "model.safetensors", scale=(4.0, -3.0)))
+    scaled.catch_up(texts, texts.get, budget=None)
+    assert dict(scaled.nearest("the cache ttl", 3)) == pytest.approx(
+        {key: 4.0 * value - 3.0 for key, value in raw.items()})
+
+    class Asymmetric:  # a model that embeds a question unlike a passage (as E5 does)
+        def embed(self, batch: list[str]) -> np.ndarray:
+            return np.eye(3, dtype=np.float32)[[int(text[-1]) for text in batch]]
+
+        def embed_query(self, batch: list[str]) -> np.ndarray:
+            return np.eye(3, dtype=np.float32)[[2] * len(batch)]
+
+    store = tiny_store(tmp_path / "asymmetric", tiny_model)
+    store._encoder = Asymmetric()
+    rows = {"a": "passage 0", "b": "passage 2", "c": "passage 1"}
+    store.catch_up(rows, rows.get, budget=None)
+    assert [key for key, _ in store.nearest("passage 0", 3)][0] == "b"  # by embed_query
+
+
 def test_a_save_cut_between_its_two_files_is_recomputed_not_trusted(
         tmp_path: Path, tiny_model: Path):
     texts = {"k1": "the cache ttl", "k2": "release build"}

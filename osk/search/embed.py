@@ -264,6 +264,10 @@ class Encoder:
             result[chosen] = self._encode([token_ids[i] for i in chosen])
         return result
 
+    def embed_query(self, texts: list[str]) -> np.ndarray:
+        """A question is embedded as any other text (the model is symmetric)."""
+        return self.embed(texts)
+
     def _encode(self, batch: list[list[int]]) -> np.ndarray:
         length = max(len(ids) for ids in batch)
         ids = np.zeros((len(batch), length), dtype=np.int64)

@@ -102,3 +102,7 @@ class Encoder:
         if not texts:
             return np.zeros((0, 512), dtype=np.float32)
         return np.asarray(self._backend.encode(list(texts)), dtype=np.float32)
+
+    def embed_query(self, texts: list[str]) -> np.ndarray:
+        """A question is embedded as any other text (the model is symmetric)."""
+        return self.embed(texts)

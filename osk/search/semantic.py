@@ -45,7 +45,9 @@ Progress = Callable[[int, int], None]  # (done, total)
 
 
 class Encoder(Protocol):
-    def embed(self, texts: list[str]) -> np.ndarray: ...
+    def embed(self, texts: list[str]) -> np.ndarray: ...  # what nodes say
+
+    def embed_query(self, texts: list[str]) -> np.ndarray: ...  # what is asked
 
 
 _LOADED: dict[tuple[str, Path, str], Encoder] = {}
@@ -59,6 +61,10 @@ class Model:
     name: str  # ENGLISH or MULTILINGUAL
     folder: Path
     weights: str  # the file whose identity tags the vectors it made
+    # (a, b): a cosine c is reported as a·c + b, on the multilingual USE model's scale, so the
+    # channel's floors mean the same for another model (bench/encoders.py plugs candidates in
+    # with theirs: multilingual-e5-small's cosines crowd between 0.8 and 0.9).
+    scale: tuple[float, float] = (1.0, 0.0)
 
     @property
     def multilingual(self) -> bool:
@@ -285,14 +291,15 @@ class Vectors:
             matrix = self._joined()
             if matrix is None or not len(matrix):
                 return []
-            scores = matrix @ self.encoder().embed([query])[0]
+            scores = matrix @ self.encoder().embed_query([query])[0]
             keys = list(self._rows)  # insertion order is row order
+        slope, shift = self.model.scale
         count = min(limit * 8, len(scores))  # enough passages for ``limit`` nodes, mostly
         best = np.argpartition(-scores, count - 1)[:count]
         best = best[np.argsort(-scores[best])]
         found: dict[str, float] = {}
         for row in best:
-            found.setdefault(_node_key(keys[row]), float(scores[row]))
+            found.setdefault(_node_key(keys[row]), slope * float(scores[row]) + shift)
         return list(found.items())[:limit]
 
     def count_missing(self, keys: Iterable[str]) -> int:
