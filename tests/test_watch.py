@@ -179,3 +179,19 @@ def test_an_engine_opened_watching_watches_every_folder_its_first_look_listed(
     server.search("body")
     assert "edited in place" in server.catalog.get("n3").body
     assert stats == [str(vault.abs(node.path))]
+
+
+def test_a_dropped_engine_gives_its_watch_back(vault: Vault, repo):
+    import gc
+    import os
+
+    def open_descriptors() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    Engine.open(vault, cwd=repo, watch=True)
+    gc.collect()
+    before = open_descriptors()
+    for _ in range(3):
+        Engine.open(vault, cwd=repo, watch=True)
+        gc.collect()
+    assert open_descriptors() == before

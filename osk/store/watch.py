@@ -20,6 +20,7 @@ import errno
 import os
 import struct
 import sys
+import weakref
 from pathlib import Path
 
 IN_MODIFY = 0x2
@@ -54,6 +55,8 @@ class Watch:
         self._root = root
         self._folders: dict[int, str] = {}  # watch descriptor -> folder (vault-relative)
         self.lost = False  # a folder could not be watched or events were dropped
+        # A process may hold only so many (128 by default): an engine dropped gives its back.
+        self._closer = weakref.finalize(self, os.close, fd)
 
     @classmethod
     def start(cls, root: Path) -> Watch | None:
@@ -110,10 +113,9 @@ class Watch:
                 touched.add(f"{folder}/{os.fsdecode(name)}")
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-            self.lost = True
+        self._closer()  # closes the descriptor once, whoever asks first
+        self._fd = -1
+        self.lost = True
 
 
 def file_system(path: Path) -> str:
