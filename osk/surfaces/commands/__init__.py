@@ -12,7 +12,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "recall": ("recall", "stats"),
     "authority": ("protect", "unprotect", "approve", "revert", "review", "log", "show",
                   "confirm", "reject", "tombstones", "lift", "candidates", "dismiss",
-                  "evictions", "settle", "memory"),
+                  "evictions", "memory", "settle"),
     "redact": ("redact",),
     "sync": ("sync",),
     "hosts": ("setup", "doctor"),
