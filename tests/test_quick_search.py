@@ -290,3 +290,45 @@ def test_a_look_taken_too_soon_after_a_write_is_replaced_by_a_later_one(
     recallfile.write_look(directory, look)
     assert search(vault, "walrus", tmp_path)[0] == "ENGINE"  # that look cannot vouch for it
     assert search(vault, "walrus", tmp_path)[0] == "QUICK"  # ... the engine's later one does
+
+
+def test_the_servers_early_search_answers_from_the_store_and_opens_no_engine_for_it(
+        vault: Vault, tmp_path: Path):
+    """`osk mcp` hands a search sent with the handshake to ``EarlySearch``: while the store
+    vouches for itself it answers from it (what `osk search` answers), with the engine's hits;
+    once it does not, it waits for the engine."""
+    import threading
+
+    from osk.engine import Engine
+    from osk.quick_search import search as quick
+    from osk.surfaces.early import EarlySearch
+
+    populated(vault)
+    search(vault, "walrus", tmp_path)  # the engine's look, recorded with the index
+    engine_asked: list[bool] = []
+    opened = Engine.open(vault, cwd=tmp_path, actor="user")
+    expected = opened.search("walrus", k=5)
+
+    def engine() -> Engine:
+        engine_asked.append(True)
+        return opened
+
+    def ask(early: EarlySearch) -> dict:
+        answered: list[dict] = []
+        done = threading.Event()
+        message = {"params": {"name": "search", "arguments": {"query": "walrus", "k": 5}}}
+        assert early.take(message, lambda result: (answered.append(result), done.set()),
+                          done.set)
+        assert done.wait(60)
+        return answered[0]
+
+    early = EarlySearch(engine, lambda q, k, kind: quick(vault.root, tmp_path, None, q, k, kind))
+    result = ask(early)
+    assert engine_asked == []  # answered from the store
+    assert [h["title"] for h in result["structuredContent"]["hits"]] \
+        == [h.title for h in expected.hits]
+    write(vault, "Domain/animals/Walrus tusks.md", node_text(9, "walrus tusks"))
+    folders_settle()
+    result = ask(early)  # a file the store has not seen: the engine answers
+    assert engine_asked == [True]
+    assert "Walrus tusks" in [h["title"] for h in result["structuredContent"]["hits"]]

@@ -4,8 +4,10 @@ Importing the SDK costs about a second of CPU (pydantic builds its protocol mode
 protocol generations), many seconds on a loaded machine, while opening the engine costs a
 fraction of that. A model that searches first thing would wait for the SDK. So while the SDK
 is not yet serving, the stdio front hands a plain ``search`` call (only known arguments, of
-the right types and sizes) to ``EarlySearch``, which waits for the engine alone and answers
-with the same models and conversion as the SDK's side (``osk.surfaces.search_models``); a
+the right types and sizes) to ``EarlySearch``, which answers from the persisted index when
+it vouches for itself (``osk.quick_search``, what a fresh ``osk search`` answers from: no
+engine to wait for), else waits for the engine alone, and answers with the same models and
+conversion as the SDK's side (``osk.surfaces.search_models``); a
 call it cannot answer for sure (unusual arguments, an error from the engine) goes on to the
 SDK, which gives the error it always gives. Once the SDK's side takes the engine
 (``close``), no early search is running and no new one starts: the engine serves one caller at
@@ -24,8 +26,10 @@ ARGUMENTS = {"query", "k", "kind"}  # as_of is parsed by the argument model: the
 class EarlySearch:
     """Takes a search call from the front while the SDK loads (``take``) and answers it."""
 
-    def __init__(self, engine: Callable[[], Any]) -> None:
+    def __init__(self, engine: Callable[[], Any],
+                 quick: Callable[[str, int, str], Any] | None = None) -> None:
         self._engine = engine
+        self._quick = quick  # (query, k, kind) -> the engine's SearchResult, or None
         self._state = threading.Condition()
         self._running = 0
         self._closed = False
@@ -84,13 +88,17 @@ class EarlySearch:
         import pydantic_core
 
         from osk.search.versions import DEFAULT_K, MAX_K
-        from osk.surfaces.search_models import MAX_QUERY, search_out
+        from osk.surfaces.search_models import MAX_QUERY, as_search_out, search_out
 
+        query, kind = arguments["query"], arguments["kind"]
         k = DEFAULT_K if arguments["k"] is None else arguments["k"]
-        if not (0 < len(arguments["query"]) <= MAX_QUERY and 1 <= k <= MAX_K):
+        if not (0 < len(query) <= MAX_QUERY and 1 <= k <= MAX_K):
             return None  # outside the argument model's bounds: the SDK's side says which
-        found = search_out(self._engine(), arguments["query"], k=k, as_of=None,
-                           kind=arguments["kind"])
+        quick = self._quick(query, k, kind) if self._quick is not None else None
+        if quick is not None:
+            found = as_search_out(quick)
+        else:
+            found = search_out(self._engine(), query, k=k, as_of=None, kind=kind)
         # What the SDK's side sends for a tool's result: the text, and the structured content.
         text = pydantic_core.to_json(found, indent=2).decode()
         return {"content": [{"type": "text", "text": text}],

@@ -41,5 +41,9 @@ class SearchOut(Out):
 
 def search_out(engine: Any, query: str, *, k: int, as_of: str | None, kind: str) -> SearchOut:
     """``search``'s result: the engine's hits as the tool returns them."""
-    return SearchOut.model_validate(engine.search(query, k=k, as_of=as_of, kind=kind),
-                                    from_attributes=True)
+    return as_search_out(engine.search(query, k=k, as_of=as_of, kind=kind))
+
+
+def as_search_out(result: Any) -> SearchOut:
+    """A ``SearchResult`` (the engine's, or ``osk.quick_search``'s) as the tool returns it."""
+    return SearchOut.model_validate(result, from_attributes=True)

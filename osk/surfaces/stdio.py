@@ -706,7 +706,13 @@ def serve(vault: str | None, cwd: Path) -> int:
 
     found = locate(vault, cwd)
     opener = EngineOpener(found, cwd)
-    early = EarlySearch(opener.get)
+
+    def quick(query: str, k: int, kind: str) -> Any:  # the index, when it vouches for itself
+        from osk import quick_search
+
+        return quick_search.search(found.root, cwd, None, query, k, kind)
+
+    early = EarlySearch(opener.get, quick)
 
     def engine() -> Any:  # the SDK's side takes the engine over from the early searches
         opened = opener.get()
