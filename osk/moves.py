@@ -33,7 +33,16 @@ from osk.store.fsutil import fsync_dir
 from osk.store.node import Node
 from osk.store.titles import check_portable, title_key
 from osk.store.vault import SCOPE, Vault
-from osk.write import Moved, MoveResult, _change, bind_if_first, check_ledgers, locked
+from osk.write import (
+    Moved,
+    MoveResult,
+    _change,
+    bind_if_first,
+    check_ledgers,
+    finish_landed,
+    locked,
+    owed_binding,
+)
 
 
 # -- moves ---------------------------------------------------------------------------------------
@@ -57,7 +66,7 @@ def move_nodes(ctx: WriteContext, refs: Sequence[str], place: Place) -> MoveResu
         check_ledgers(ctx)
         _check_protected_moves(ctx, plan)
         # ---- every check passed: nothing was written before this line ----
-        intent = _intend_moves(ctx, plan)
+        intent = _intend_moves(ctx, plan, spot)
         done: list[tuple[str, str]] = []
         try:
             for node, target in plan.values():
@@ -66,6 +75,7 @@ def move_nodes(ctx: WriteContext, refs: Sequence[str], place: Place) -> MoveResu
         except OSError:
             for source, target in reversed(done):
                 _rename(ctx.vault, target, source)
+            intent.abandon()
             raise
         for node, _ in plan.values():
             _prune_empty(ctx.vault, PurePosixPath(node.path).parent)
@@ -104,12 +114,16 @@ def move_cluster(ctx: WriteContext, cluster: str, *, space: str, to_space: str) 
         check_ledgers(ctx)
         _check_protected_moves(ctx, plan)
         # ---- every check passed: nothing was written before this line ----
-        intent = _intend_moves(ctx, plan)
+        intent = _intend_moves(ctx, plan, target)
         others = [rel for rel in ctx.catalog.entries if rel.startswith(prefix)
                   and all(rel != n.path for n, _ in plan.values())]
         destination = ctx.vault.abs(target.cluster_root)
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        os.rename(source_dir, destination)
+        try:
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            os.rename(source_dir, destination)
+        except OSError:
+            intent.abandon()
+            raise
         fsync_dir(source_dir.parent)
         fsync_dir(destination.parent)
         for rel in others:  # unreadable node files move with their folder
@@ -117,11 +131,14 @@ def move_cluster(ctx: WriteContext, cluster: str, *, space: str, to_space: str) 
         return _after_move(ctx, plan, target, intent)
 
 
-def _intend_moves(ctx: WriteContext, plan: dict[str, tuple[Node, str]]) -> audit.Intent:
+def _intend_moves(ctx: WriteContext, plan: dict[str, tuple[Node, str]],
+                  spot: Spot) -> audit.Intent:
+    """Journal the move's records and the binding it owes: the renames are its commit point
+    (``osk.write.finish_landed``), so a refusal after them still answers success."""
     return audit.intend(ctx.vault, [
         _change(ctx, "move", node, before_text=node.text, after_text=node.text, path=target,
                 detail={"from": node.path, "to": target})
-        for node, target in plan.values()])
+        for node, target in plan.values()], owed_binding(ctx, spot) if plan else [])
 
 
 def _after_move(ctx: WriteContext, plan: dict[str, tuple[Node, str]], spot: Spot,
@@ -130,9 +147,15 @@ def _after_move(ctx: WriteContext, plan: dict[str, tuple[Node, str]], spot: Spot
     for node, target in plan.values():
         ctx.note(added=[target], removed=[node.path])
         moved.append(Moved(node.id, node.title, node.path, target))
-    intent.record()
-    bound_now = bind_if_first(ctx, spot) if plan else False
-    return MoveResult(ctx.session.scope, tuple(moved), ctx.session.bound, bound_now)
+    bound: list[bool] = []
+
+    def follows() -> None:
+        bound.append(bind_if_first(ctx, spot) if plan else False)
+        intent.record()
+
+    owed = finish_landed(f"{len(moved)} node(s) moved", follows)
+    return MoveResult(ctx.session.scope, tuple(moved), ctx.session.bound,
+                      bool(bound and bound[0]), owed)
 
 
 def _check_move_targets(ctx: WriteContext, plan: dict[str, tuple[Node, str]]) -> None:

@@ -36,7 +36,7 @@ The person's authority (protected regions, tombstones, trust, validity, audit) i
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
@@ -124,6 +124,7 @@ class MoveResult:
     moved: tuple[Moved, ...]
     bound: bool
     bound_now: bool
+    owed: str | None = None  # moved, but the disk refused bookkeeping osk finishes later
 
 
 @dataclass(frozen=True)
@@ -316,10 +317,8 @@ def _land(ctx: WriteContext, action: str, node: Node, text: str, before: Node | 
     if closing is not None and closes:
         changes.append(validity.closing_change(closing, ctx.audit_actor, node.id, node.title,
                                                redo=True))
-    binds = _binds(ctx, spot)
-    follow = [audit.Follow(*line) for line in (
-        *([planned.line()] if planned is not None else []),
-        *([bind_line(ctx.session.key.key, ctx.session.scope)] if binds else []))]
+    follow = [*([audit.Follow(*planned.line())] if planned is not None else []),
+              *owed_binding(ctx, spot)]
     intent = audit.intend(ctx.vault, changes, follow)
     try:
         ctx.vault.write_file(ctx.vault.abs(node.path), text)
@@ -332,26 +331,45 @@ def _land(ctx: WriteContext, action: str, node: Node, text: str, before: Node | 
     else:
         ctx.note(changed=[node.path])
     # ---- the unit landed: what follows is journalled, so a refusal now leaves it owed ----
-    bound_now, owed = False, None
-    try:
+    bound: list[bool] = []
+
+    def follows() -> None:
         if planned is not None:
             ctx.rechecks.record(planned)
-        bound_now = bind_if_first(ctx, spot)
+        bound.append(bind_if_first(ctx, spot))
         if closing is not None and closing.after_text is not None:
             ctx.vault.write_file(ctx.vault.abs(closing.path), closing.after_text)
             ctx.catalog.note_written(closing.path)
             ctx.seen.append(Changes(changed=(closing.path,)))
         intent.record()
+
+    owed = finish_landed(f"{node.title!r} was written", follows)
+    bound_now = bool(bound and bound[0])
+    return _Landed(bound_now, None if closing is None else closing.title, owed)
+
+
+def finish_landed(landed: str, follows: Callable[[], None]) -> str | None:
+    """Run what a landed unit owes after its commit point (its journal holds all of it): a
+    disk that refuses any of it is answered with the ``owed`` text (``landed`` says what is on
+    disk), not an error, since the next osk process to take the lock finishes it."""
+    try:
+        follows()
     except Exception as exc:
         refused = disk_error(exc)
         if refused is None:
             raise
         where = refused.facts.get("path") or "the vault"
-        owed = (f"{node.title!r} was written, but the disk refused what follows it "
-                f"({refused.facts.get('cause')}, at {where}): its audit record, recheck pairs "
-                f"and binding wait in .osk/, and the next osk call on this vault writes them "
-                f"once the disk takes writes again")
-    return _Landed(bound_now, None if closing is None else closing.title, owed)
+        return (f"{landed}, but the disk refused what follows it ({refused.facts.get('cause')}, "
+                f"at {where}): its audit record, recheck pairs and binding wait in .osk/, and "
+                f"the next osk call on this vault writes them once the disk takes writes again")
+    return None
+
+
+def owed_binding(ctx: WriteContext, spot: Spot) -> list[audit.Follow]:
+    """The session's binding as a line the unit owes (``bind_if_first``), when it binds."""
+    if not _binds(ctx, spot):
+        return []
+    return [audit.Follow(*bind_line(ctx.session.key.key, ctx.session.scope))]
 
 
 def _binds(ctx: WriteContext, spot: Spot) -> bool:

@@ -375,6 +375,9 @@ class MoveOut(Out):
     moved: list[MovedOut]
     bound: bool
     bound_now: bool
+    owed: str | None = Field(default=None, description="the files moved, but the disk refused "
+                             "the bookkeeping after it (audit records, binding): osk writes it "
+                             "on the next call once the disk takes writes; do not move again")
 
 
 class RecordCandidateOut(Out):
