@@ -100,8 +100,11 @@ def peak_mb(stderr: str) -> float:
 
 
 def env_for_osk() -> dict[str, str]:
-    # Lexical only: the semantic channel's model load is measured by semantic_bench.
-    return {**{k: v for k, v in os.environ.items() if k != "OSK_VAULT"}, "OSK_SEMANTIC": "0"}
+    # Lexical only: the semantic channel's model load is measured by semantic_bench. Bytecode
+    # written and read, as an installed osk runs (a shell that sets PYTHONDONTWRITEBYTECODE would
+    # otherwise have every child compile what changed since the last install from source).
+    dropped = {"OSK_VAULT", "PYTHONDONTWRITEBYTECODE"}
+    return {**{k: v for k, v in os.environ.items() if k not in dropped}, "OSK_SEMANTIC": "0"}
 
 
 # -- FTS5 over the same text -------------------------------------------------------------------

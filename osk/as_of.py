@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from osk.authority import validity
 from osk.context import WriteContext
 from osk.errors import NodeNotFound
-from osk.results import SearchResult
+from osk.search.ranking import SearchResult
 from osk.search.versions import search_versions
 from osk.store.titles import title_key
 

@@ -44,11 +44,10 @@ from osk.results import (
     RawRead,
     RecheckReport,
     Related,
-    SearchResult,
 )
 from osk.search import DEFAULT_K, SearchIndex
 from osk.search.corpus import SearchDoc
-from osk.search.ranking import Hit, Markers
+from osk.search.ranking import Hit, Markers, SearchResult
 from osk.search.rounds import SEARCH_KINDS, RoundIndex, merged, round_hits
 from osk.store.catalog import Catalog, Changes
 from osk.store.edges import NodeTarget, as_link, parse_target

@@ -33,7 +33,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from osk.results import SearchResult
+from osk.search.ranking import SearchResult
 from osk.store.fsutil import RACE_WINDOW_NS, folder_stat
 from osk.store.vault import Vault, locate
 

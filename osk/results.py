@@ -104,13 +104,6 @@ class Overview:
 
 
 @dataclass(frozen=True)
-class SearchResult:
-    scope: str
-    query: str
-    hits: tuple[Any, ...]  # osk.search.Hit
-
-
-@dataclass(frozen=True)
 class RecheckReport:
     scope: str
     candidates: tuple[Candidate, ...]

@@ -95,6 +95,26 @@ def test_a_second_search_answers_from_the_store_with_the_engines_hits(
     assert quick(vault.root, tmp_path, None, "walrus clams", None) == engine
 
 
+# What a search answered from the store has no use for: each costs a fresh process a few ms
+# (docs/performance.md, "A fresh search that imports what it uses").
+NOT_IMPORTED = ("osk.engine", "osk.results", "osk.store.edges", "uuid", "pydantic", "yaml",
+                "numpy")
+
+
+def test_a_search_from_the_store_imports_only_what_it_uses(vault: Vault, tmp_path: Path):
+    populated(vault)
+    search(vault, "walrus", tmp_path)
+    child = CHILD.replace("print('ENGINE' if 'osk.engine' in sys.modules else 'QUICK', ",
+                          "print(' '.join(sorted(sys.modules)), ")
+    env = {**os.environ, "OSK_SEMANTIC": "0"}
+    done = subprocess.run([sys.executable, "-c", child, "--vault", str(vault.root), "search",
+                           "walrus", "--json"], cwd=tmp_path, capture_output=True, text=True,
+                          encoding="utf-8", env=env, check=True)
+    modules = set(done.stderr.split())
+    assert "osk.quick_search" in modules and json.loads(done.stdout)["hits"]
+    assert modules.isdisjoint(NOT_IMPORTED), modules & set(NOT_IMPORTED)
+
+
 def test_a_hand_edit_in_place_a_new_file_and_a_deletion_are_each_seen_at_once(
         vault: Vault, tmp_path: Path):
     populated(vault)

@@ -105,17 +105,18 @@ def test_latin_letters_lose_their_accents():
     assert tokenize("Café naïve") == tokenize("cafe naive")
 
 
-def test_a_glossary_word_expands_the_same_whichever_language_is_met_first():
-    """The expansion tables are built on first use, each only as far as a query needs; the
-    terms must not depend on which query came first."""
-    from osk.search import expand
+def test_the_precomputed_glossary_terms_are_what_the_glossary_and_tokenizer_make():
+    """``osk.search.glossary_terms`` is ``build_tables()`` written out; after a change to the
+    glossary, the stop list or the tokenizer, run ``python -m osk.search.expand``."""
+    from osk.search import expand, glossary_terms
 
-    queries = ["why did the deploy fail", "리플레이 배포는 어떻게 해?", "build the replay"]
-    first = [query_terms(query) for query in queries]
-    for table in (expand._korean_to_english, expand._english_words, expand._korean_terms):
-        table.cache_clear()
-    assert [query_terms(query) for query in reversed(queries)] == first[::-1]
-    assert first[0]["배포"] == expand.EXPANSION_WEIGHT and first[1]["deploy"] == 0.5
+    built = expand.build_tables()
+    assert glossary_terms.KOREAN_TO_ENGLISH == built.korean_to_english
+    assert glossary_terms.ENGLISH_TO_KOREAN == built.english_to_korean
+    assert glossary_terms.STOP_TERMS == built.stop_terms
+    english = query_terms("why did the deploy fail")
+    korean = query_terms("리플레이 배포는 어떻게 해?")
+    assert english["배포"] == expand.EXPANSION_WEIGHT and korean["deploy"] == 0.5
 
 
 def test_loose_title_key_ignores_punctuation_that_titles_cannot_hold():

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from functools import cache
+from pathlib import Path
+from typing import NamedTuple
 
 from osk.search.glossary import parse
+from osk.search.glossary_terms import ENGLISH_TO_KOREAN, KOREAN_TO_ENGLISH, STOP_TERMS
 from osk.search.tokenize import normalise, tokenize
 
 # Weight of one expansion term relative to one occurrence of a term the person typed.
@@ -40,37 +42,33 @@ _PARTICLE = re.compile(r"^(.+?)(은|는|이|가|을|를|에|의|도|로|으로|�
 _WORDS = re.compile(r"[^\W_]+")
 
 
-# The glossary's tables are built on first use, each only as far as a query needs it: an ASCII
-# prompt needs no Korean normalised, and only the Korean words its own terms name tokenized
-# (tokenizing Korean compiles the CJK patterns, a few ms a hook would pay on every prompt).
-_entries = cache(parse)  # both tables read the one parse
-
-
-@cache
-def _korean_to_english() -> dict[str, tuple[str, ...]]:
-    """Normalised Korean word -> the English terms of its alternatives."""
-    return {normalise(korean): tuple(sorted({term for alt in alternatives
-                                             for term in tokenize(alt)}))
-            for korean, alternatives in _entries()}
-
-
-@cache
-def _english_words() -> dict[str, tuple[str, ...]]:
-    """English term -> the Korean words that have it as a one-term alternative."""
-    words: dict[str, list[str]] = {}
-    for korean, alternatives in _entries():
+def build_tables() -> Tables:
+    """The glossary and the stop list as the terms ``query_terms`` looks up, computed from
+    ``osk.search.glossary`` and ``tokenize``. ``osk.search.glossary_terms`` holds them
+    precomputed (a test keeps it equal to this): building them means stemming every English
+    alternative and compiling the CJK patterns, 10-15 ms a prompt's hook and a fresh search
+    would pay for a dictionary lookup. Regenerate it with ``python -m osk.search.expand``."""
+    entries = parse()
+    korean_to_english = {normalise(korean): tuple(sorted({term for alt in alternatives
+                                                          for term in tokenize(alt)}))
+                         for korean, alternatives in entries}
+    english_words: dict[str, list[str]] = {}
+    for korean, alternatives in entries:
         for alt in alternatives:
             terms = tokenize(alt)
-            if len(terms) == 1:
-                words.setdefault(terms[0], []).append(korean)
-    return {term: tuple(found) for term, found in words.items()}
+            if len(terms) == 1:  # an English word, not a phrase, stands for the Korean one
+                english_words.setdefault(terms[0], []).append(korean)
+    english_to_korean = {term: tuple(dict.fromkeys(bigram for korean in words
+                                                   for bigram in tokenize(korean)))
+                         for term, words in english_words.items()}
+    stop_terms = tuple(sorted(set(tokenize(" ".join(sorted(STOPWORDS))))))
+    return Tables(korean_to_english, english_to_korean, stop_terms)
 
 
-@cache
-def _korean_terms(term: str) -> tuple[str, ...]:
-    """The Korean bigram terms an English term expands to, each once."""
-    return tuple(dict.fromkeys(bigram for korean in _english_words().get(term, ())
-                               for bigram in tokenize(korean)))
+class Tables(NamedTuple):
+    korean_to_english: dict[str, tuple[str, ...]]  # normalised Korean word -> English terms
+    english_to_korean: dict[str, tuple[str, ...]]  # English term -> the Korean words' terms
+    stop_terms: tuple[str, ...]  # STOPWORDS as terms
 
 
 def query_terms(query: str, *, expansion_weight: float = EXPANSION_WEIGHT) -> dict[str, float]:
@@ -83,15 +81,13 @@ def query_terms(query: str, *, expansion_weight: float = EXPANSION_WEIGHT) -> di
     text = normalise(query)
     if not text.isascii():
         words = {_PARTICLE.match(word).group(1) for word in _WORDS.findall(text)}  # type: ignore[union-attr]
-        for korean, english in _korean_to_english().items():
+        for korean, english in KOREAN_TO_ENGLISH.items():
             if (korean in words) if len(korean) == 1 else (korean in text):
                 for term in english:
                     extra[term] = expansion_weight
-    english_words = _english_words()
     for term in typed:
-        if term.isascii() and term in english_words:
-            for korean_term in _korean_terms(term):
-                extra[korean_term] = expansion_weight
+        for korean_term in ENGLISH_TO_KOREAN.get(term, ()) if term.isascii() else ():
+            extra[korean_term] = expansion_weight
     for term, weight in extra.items():
         weights[term] = weights.get(term, 0.0) + weight
     return _without_stopwords(weights)
@@ -102,4 +98,20 @@ def _without_stopwords(weights: dict[str, float]) -> dict[str, float]:
     return kept or weights
 
 
-_STOP_TERMS = frozenset(tokenize(" ".join(sorted(STOPWORDS))))
+_STOP_TERMS = frozenset(STOP_TERMS)
+
+
+def write_tables(path: Path) -> None:
+    """Write ``build_tables()`` as the module ``osk.search.glossary_terms``."""
+    from pprint import pformat
+
+    lines = ['"""Generated by ``python -m osk.search.expand`` from ``osk.search.glossary`` and the',
+             'tokenizer: ``osk.search.expand.build_tables``, precomputed. Do not edit by hand."""',
+             ""]
+    for name, value in build_tables()._asdict().items():
+        lines.append(f"{name.upper()} = {pformat(value, width=99, sort_dicts=False)}")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    write_tables(Path(__file__).with_name("glossary_terms.py"))

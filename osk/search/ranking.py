@@ -53,6 +53,7 @@ import heapq
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from osk.search.corpus import Corpus, SearchDoc
 from osk.search.expand import query_terms
@@ -94,6 +95,17 @@ class Hit:
     scope: str | None = None
     match: str = "text"  # "title" | "title-loose" | "text"
     bm25: float = 0.0  # BM25Okapi of the query's terms alone
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """A search's answer: ``Hit`` s, and raw rounds (``osk.search.rounds.RoundHit``) beside them.
+    Kept here, not with the engine's other results, so a fresh `osk search` answered from the
+    store (``osk.quick_search``) imports no result type it does not return."""
+
+    scope: str
+    query: str
+    hits: tuple[Any, ...]
 
 
 def scope_visibility(vault: Vault, scope: str | None) -> Visible | None:

@@ -21,7 +21,6 @@ from osk.search.corpus import Corpus, SearchDoc, StatKey
 from osk.search.ranking import Hit, Ranking, Visible
 from osk.search.tokenize import TOKENIZER_VERSION, loose_key, tokenize
 from osk.store import clock
-from osk.store.edges import stated_supersedes
 from osk.store.titles import title_key
 from osk.store.vault import SCOPE, SPACES
 
@@ -35,6 +34,8 @@ MAX_K = 50
 def document(rel: str, served: Node, stat: StatKey, file_hash: str,
              read_ns: int) -> tuple[SearchDoc, Counter[str]]:
     """What the index keeps of the version ``served`` of the node at ``rel``, and its terms."""
+    from osk.store.edges import stated_supersedes  # here: only indexing needs it, not a query
+
     meta = served.meta
     title = title_of(rel)
     tokens = tokenize(title) + tokenize(meta.summary) + tokenize(served.body)

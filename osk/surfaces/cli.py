@@ -17,7 +17,8 @@ if TYPE_CHECKING:  # argparse is imported lazily: `osk hook …` never builds a 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser of every command, or, given a command's name, of its group only (what one
-    run needs: `osk search` then imports no other group)."""
+    run needs: `osk search` then imports no other group), or of that command alone when its
+    group registers each command on its own (``COMMANDS``)."""
     import argparse
     import importlib
 
@@ -34,7 +35,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     only = group_of(command) if command is not None else None
     for group in GROUPS if only is None else (only,):
-        importlib.import_module(f"osk.surfaces.commands.{group}").register(sub)
+        module = importlib.import_module(f"osk.surfaces.commands.{group}")
+        alone = getattr(module, "COMMANDS", {}).get(command) if only is not None else None
+        (alone or module.register)(sub)
     return parser
 
 

@@ -16,6 +16,11 @@ from osk.surfaces.commands.common import add_json_flag, add_scope_flag, json_tex
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    for register_command in COMMANDS.values():
+        register_command(sub)
+
+
+def _register_search(sub: argparse._SubParsersAction) -> None:
     search = sub.add_parser("search", help="ranked nodes and raw rounds for a query (what the "
                                            "search tool sees)")
     search.add_argument("query", help="words, or a node's title")
@@ -29,15 +34,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_json_flag(search)
     search.set_defaults(handler=run_search)
 
+
+def _register_embed(sub: argparse._SubParsersAction) -> None:
     embed = sub.add_parser("embed", help="give every node its semantic-search vector now "
                                          "(the MCP server does this in the background)")
     embed.set_defaults(handler=run_embed)
 
+
+def _register_reindex(sub: argparse._SubParsersAction) -> None:
     reindex = sub.add_parser("reindex", help="rebuild the search index from the node files "
                                              "(the files are the source of truth), with progress")
     add_json_flag(reindex)
     reindex.set_defaults(handler=run_reindex)
 
+
+def _register_import(sub: argparse._SubParsersAction) -> None:
     load = sub.add_parser("import", help="load nodes from a JSON Lines file through the write "
                                          "path; rejected lines are reported, the rest load")
     load.add_argument("file", nargs="?",
@@ -57,6 +68,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_scope_flag(load)
     add_json_flag(load)
     load.set_defaults(handler=run_import)
+
+
+# Each command alone, so a run of `osk search` builds its own parser and not the others' (the
+# parser of `import` alone costs a fresh search a few ms: docs/performance.md).
+COMMANDS = {"search": _register_search, "embed": _register_embed,
+            "reindex": _register_reindex, "import": _register_import}
 
 
 # -- search -------------------------------------------------------------------------------------
