@@ -73,6 +73,25 @@ def test_a_node_that_cites_a_round_ranks_above_it(vault, tmp_path):
     assert ref.coordinate in ids and node < ids.index(ref.coordinate)
 
 
+def test_rounds_beside_nodes_keep_the_nodes_order_and_a_title_asked_for_first(vault, tmp_path):
+    shop = make_project(tmp_path / "shop")
+    engine = Engine.open(vault, cwd=shop)
+    engine.append_raw("talk", user="how do we cut a release", assistant="Tag it, then publish.")
+    engine.create_node(NewNode("ship", "Ship", "Ship hub.\n", space="Scope", cluster="ship",
+                               drafter="test-model"))
+    engine.create_node(NewNode("Release", "How a release goes", "Short.\n", space="Scope",
+                               cluster="ship", drafter="test-model"))
+    engine.create_node(NewNode("Release checklist", "Release steps",
+                               "release release release: tag the release, publish the release\n",
+                               space="Scope", cluster="ship", drafter="test-model"))
+    nodes = engine.search("release", k=10, kind="nodes").hits
+    both = engine.search("release", k=10).hits
+    assert nodes[0].title == "Release" and nodes[0].score < nodes[1].score  # title precedence
+    assert any(MARKER in hit.markers for hit in both)
+    # the rounds go among the nodes; the nodes' own order (a title asked for first) stands
+    assert [hit.id for hit in both if MARKER not in hit.markers] == [hit.id for hit in nodes]
+
+
 def test_the_index_catches_up_with_a_record_changed_behind_it(vault, tmp_path):
     shop = make_project(tmp_path / "shop")
     engine = Engine.open(vault, cwd=shop)

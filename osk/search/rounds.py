@@ -390,11 +390,31 @@ def round_hits(index: RoundIndex, query: str, k: int, visible: Callable[[str], b
             for found in index.search(query, k=k, visible=visible)]
 
 
+def _interleaved(nodes: Sequence[Any], rounds: Sequence[Any]) -> list[Any]:
+    """Both lists in one, each keeping its own order: a round goes before a node only when it
+    outscores that node and every node after it (a node ranked above another is worth at
+    least that one's score). Re-sorting the nodes by score instead put a title asked for below
+    a node that merely used its words more (dev set nDCG@10 0.802 -> 0.795)."""
+    worth: list[float] = []
+    for hit in reversed(nodes):
+        worth.append(max(hit.score, worth[-1]) if worth else hit.score)
+    worth.reverse()
+    order: list[Any] = []
+    waiting = list(rounds)
+    for place, hit in enumerate(nodes):
+        while waiting and waiting[0].score > worth[place]:
+            order.append(waiting.pop(0))
+        order.append(hit)
+    return order + waiting
+
+
 def merged(nodes: Sequence[Any], rounds: Sequence[Any], cites: Mapping[str, set[str]],
            k: int) -> list[Any]:
-    """Node hits and round hits in one order, best score first, where a node that cites a
-    round always comes before that round (the distilled claim before its evidence)."""
-    order = sorted([*nodes, *rounds], key=lambda hit: -hit.score)
+    """Node hits and round hits in one order, where a node that cites a round always comes
+    before that round (the distilled claim before its evidence). The nodes keep the order
+    search gave them (a title asked for first, fusion's order), which is not always by score;
+    rounds come by score among them (``_interleaved``)."""
+    order = _interleaved(nodes, sorted(rounds, key=lambda hit: -hit.score))
     placed: list[Any] = []
     waiting: dict[str, Any] = {}  # round coordinate -> its hit, until its citing node is placed
     citing = {coordinate for cited in cites.values() for coordinate in cited}
