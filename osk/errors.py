@@ -209,6 +209,14 @@ class RedactError(OskError):
     rule = "person-redaction"
 
 
+class ExclusionError(OskError):
+    """`osk exclude` or `osk include` cannot do what was asked (a target that is no raw round
+    or conversation of this vault, one already excluded, one not excluded); nothing was
+    recorded."""
+
+    rule = "person-exclusion"
+
+
 class SecretInName(OskError):
     """A name or identifier (a conversation or completion id, a host, a drafter, a cluster or
     scope folder, a cited path, a path osk setup writes) holds what the secret filter takes for

@@ -45,12 +45,12 @@ history by itself.
 
 from __future__ import annotations
 
-import getpass
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from osk.authority.protection import person_name
 from osk.capture import raw, raw_redact
 from osk.capture.redactions import LEDGER
 from osk.errors import RawNotFound, RawRecordError, RedactError
@@ -198,7 +198,7 @@ def redact(vault: Vault, target: Target | NodeTarget, span: str, *,
         "rounds": [{"n": r.number, "before": r.before, "after": r.after, "spans": r.spans}
                    for r in rounds],
         "length": len(span),
-        "by": _person(),
+        "by": person_name(),
         "affected": [{"citing": a.citing_id, "target": a.target, "reason": "redacted"}
                      for a in affected],
     })
@@ -330,7 +330,7 @@ def _node_redact(vault: Vault, shown: NodeOutcome, span: str) -> NodeOutcome:
     record = Ledger(vault, LEDGER).append("redact", f"node:{found.node_id}", {
         "node": found.node_id, "path": found.path, "before": found.before,
         "after": change.after, "after_body": change.after_body, "spans": found.spans,
-        "purged": list(found.purged), "length": len(span), "by": _person(),
+        "purged": list(found.purged), "length": len(span), "by": person_name(),
         "affected": [{"citing": a.citing_id, "target": a.target, "reason": "redacted"}
                      for a in shown.affected],
     })
@@ -348,13 +348,6 @@ def _node_affected(vault: Vault, node_id: str) -> tuple[Affected, ...]:
     found = [Affected(citing, key) for citing, citations in Rechecks(vault).table().items()
              if key in citations.pairs]
     return tuple(sorted(found, key=lambda a: a.citing_id))
-
-
-def _person() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):  # no name for this uid (a container): say so, not fail
-        return f"uid:{os.getuid()}" if hasattr(os, "getuid") else "unknown"
 
 
 @dataclass(frozen=True)

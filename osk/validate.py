@@ -336,23 +336,23 @@ def to_json(findings: Iterable[Finding]) -> str:
 #: Verbs that belong to a person at a terminal. A call whose function name contains one of these
 #: (``approve_region``, ``authority.revert``, ``confirm``…) may not appear in a server module.
 AUTHORITY_VERBS = ("approve", "revert", "protect", "unprotect", "confirm", "reject", "lift",
-                   "dismiss")
+                   "dismiss", "exclude", "include")
 #: The authority ledgers: records of a person's decisions (approvals of protected regions,
 #: trust confirmations, tombstones and their lifting, protected-region registrations,
-#: candidate/pin/signature decisions, redactions of raw records, reviews of agents' nodes) and
-#: the audit ledger, which only the engine's write path appends to. A server module may not
-#: name any of them.
+#: candidate/pin/signature decisions, redactions of raw records, reviews of agents' nodes,
+#: rounds kept out of recall) and the audit ledger, which only the engine's write path appends
+#: to. A server module may not name any of them.
 AUTHORITY_LEDGERS = frozenset({
     "approvals", "audit", "tombstones", "confirmations", "trust", "protection", "protected",
-    "regions", "pins", "signatures", "redactions", "reviews",
+    "regions", "pins", "signatures", "redactions", "reviews", "exclusions",
 })
 #: Modules whose functions change authority state; the server reaches them only through the
 #: engine (which decides what an agent may do), never by importing them.
 AUTHORITY_MODULES = frozenset({
     "osk.authority.audit", "osk.authority.protection", "osk.authority.tombstones",
-    "osk.authority.review_queue", "osk.review",
+    "osk.authority.review_queue", "osk.review", "osk.exclusion",
     "osk.store.objects", "osk.surfaces.commands.authority",
-    "osk.redaction", "osk.surfaces.commands.redact",
+    "osk.redaction", "osk.surfaces.commands.redact", "osk.surfaces.commands.exclude",
 })
 #: No tool deletes a node.
 DELETE_VERBS = ("delete", "unlink", "rmtree")

@@ -40,6 +40,8 @@ def populated(vault: Vault) -> Vault:
     ["confirm", "Editor"],
     ["reject", "Editor", "--reason", "wrong"],
     ["lift", "abcdef123456"],
+    ["exclude", "_raw/app/c1#Round 1"],
+    ["include", "_raw/app/c1"],
 ])
 def test_each_person_verb_is_refused_when_stdin_is_a_pipe(populated: Vault, args: list[str]):
     before = snapshot(populated)

@@ -148,6 +148,7 @@ def test_every_rule_an_error_names_is_explained_in_bold_on_a_governance_page():
 # -- FORMAT.md -------------------------------------------------------------------------------
 def _ledger_kinds() -> dict[str, set[str]]:
     from osk.authority import audit, protection, tombstones
+    from osk.capture import exclusions
     from osk.provenance import candidates, recheck_table, scope_memory, sessions
 
     return {
@@ -158,6 +159,7 @@ def _ledger_kinds() -> dict[str, set[str]]:
         audit.AUDIT: set(audit.ACTIONS),
         protection.APPROVALS: set(),
         tombstones.TOMBSTONES: set(),
+        exclusions.LEDGER: {exclusions.KIND_EXCLUDE, exclusions.KIND_INCLUDE},
     }
 
 

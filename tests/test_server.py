@@ -100,7 +100,8 @@ async def test_every_input_schema_forbids_additional_properties_at_every_level(s
 async def test_no_tool_is_named_for_deleting_or_a_persons_decision(server):
     async with mcp.Client(server) as client:
         names = [t.name for t in (await client.list_tools()).tools]
-    for verb in ("delete", "remove", "approve", "revert", "protect", "confirm", "reject"):
+    for verb in ("delete", "remove", "approve", "revert", "protect", "confirm", "reject",
+                 "exclude", "include"):
         assert not any(verb in name for name in names)
 
 

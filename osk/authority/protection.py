@@ -64,6 +64,17 @@ def require_person(action: str) -> None:
         )
 
 
+def person_name() -> str:
+    """Who the person at this terminal is, as the ledgers of their decisions record it: the
+    login name on this device (the envelope's ``device`` and ``at`` say where and when)."""
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a container): say so, not fail
+        return f"uid:{os.getuid()}" if hasattr(os, "getuid") else "unknown"
+
+
 # -- state: regions and approved snapshots, rebuilt when the approvals ledger changes ---------
 @dataclass(frozen=True)
 class State:

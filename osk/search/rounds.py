@@ -13,6 +13,16 @@ so a round captured by a hook, by ``append_raw`` or landed by sync is found by t
 and a redaction (which rewrites the record) removes the round's old terms at once. Standard
 library only: the prompt-submit hook queries it too.
 
+A round the person excluded (``osk exclude``, ``osk.capture.exclusions``), alone or with its
+conversation, is never indexed: its terms are neither a document nor its neighbours' context,
+and its text is not kept. The index records which exclusions it was built against (their
+digest in ``meta``), so a refresh that sees the ledger changed (an exclusion here, or one sync
+landed from another device) re-indexes the records it touches. A query that cannot refresh
+first (another process holds the index's lock) and finds the index built against other
+exclusions leaves the excluded rounds out by name and ranks by the rounds' own words only
+(a neighbour's words might be an excluded round's): an excluded round is never found, and
+none is found by its words.
+
 Visibility is the caller's: ``search`` takes ``visible(key)`` (scope isolation, decided where
 the routing ledger is read) and never returns a round of a key it refuses.
 """
@@ -29,6 +39,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from osk.capture.exclusions import Excluded, excluded
 from osk.search.tokenize import tokenize
 from osk.store.locks import file_lock
 from osk.store.vault import Vault
@@ -216,21 +227,26 @@ class RoundIndex:
         Returns how many records were (re)indexed. LockTimeout after ``timeout`` seconds
         when another process is indexing."""
         disk = self._records_on_disk()
+        hidden = excluded(self.vault)
         with file_lock(self.path.with_name(LOCK), timeout=timeout), self._open() as db:
             self._schema(db)
             known = {rel: (size, mtime, ino) for rel, size, mtime, ino in
                      db.execute("SELECT rel, size, mtime_ns, ino FROM records")}
-            changed = [rel for rel, (_, stat) in disk.items() if known.get(rel) != stat]
+            before = _built_against(db)
+            touched = _touched(before, hidden)  # by an exclusion or inclusion: indexed anew
+            changed = [rel for rel, (_, stat) in disk.items()
+                       if known.get(rel) != stat or rel in touched]
             gone = [rel for rel in known if rel not in disk]
-            if not changed and not gone:
+            if not changed and not gone and before == hidden:
                 return 0
             db.execute("BEGIN IMMEDIATE")
             try:
-                for rel in gone:
+                for rel in [*gone, *(r for r in changed if r in touched)]:
                     self._forget(db, rel)
                 for rel in changed:
                     key, stat = disk[rel]
-                    self._index_record(db, rel, key, stat)
+                    self._index_record(db, rel, key, stat, hidden)
+                _build_against(db, hidden)
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
@@ -245,10 +261,12 @@ class RoundIndex:
         db.execute("DELETE FROM records WHERE rel=?", (rel,))
 
     def _index_record(self, db: sqlite3.Connection, rel: str, key: str,
-                      stat: tuple[int, int, int]) -> None:
-        """(Re)index one record. When the rounds indexed before are all still there, each with
-        the hash it had (an append, the only change capture makes), only the new rounds are
-        added; any other change (a redaction re-frames a round) indexes the record anew."""
+                      stat: tuple[int, int, int], hidden: Excluded) -> None:
+        """(Re)index one record, leaving out the rounds ``hidden`` excludes (as documents and
+        as their neighbours' context). When the rounds indexed before are all still there,
+        each with the hash it had (an append, the only change capture makes), only the new
+        rounds are added; any other change (a redaction re-frames a round) indexes the record
+        anew."""
         from osk.capture.raw import read_record
         from osk.errors import OskError
 
@@ -273,10 +291,13 @@ class RoundIndex:
                 "SELECT row FROM rounds WHERE rel=? AND number>?", (rel, indexed))]
             db.executemany("DELETE FROM terms WHERE rowid=?", rows)
             db.executemany("DELETE FROM rounds WHERE row=?", rows)
-        texts = [_text(found) for found in record.rounds]
+        kept = [not hidden.covers(rel, found.coordinate) for found in record.rounds]
+        texts = [_text(found) if kept[i] else "" for i, found in enumerate(record.rounds)]
         words = {i: tokenize(texts[i]) for i in range(max(0, indexed - 1), len(texts))}
         for i in range(indexed, len(record.rounds)):
             found, text = record.rounds[i], texts[i]
+            if not kept[i]:
+                continue
             terms = tokenize(f"{date_words(found.at)}\n{dates_in(text)}") + words[i]
             around = [*words.get(i - 1, ()), *words.get(i + 1, ())]
             cursor = db.execute(
@@ -318,7 +339,11 @@ class RoundIndex:
                     if visible(key)]
             if not keys:
                 return [], None
-            rows = _matching(db, terms, keys, k, skip, context)
+            hidden = excluded(self.vault)
+            if _built_against(db) != hidden:  # not refreshed since the exclusions changed
+                rows = _matching(db, terms, keys, k, skip, 0.0, hidden)
+            else:
+                rows = _matching(db, terms, keys, k, skip, context)
             hits = [RoundHit(coordinate, key, at, host, excerpt(text, excerpt_chars, terms),
                              -float(score), slot)
                     for slot, (_, coordinate, key, at, host, text, score, _, _) in
@@ -336,8 +361,40 @@ def _digest(rounds: Sequence[Any]) -> str:
     return hashlib.sha256(" ".join(r.hash for r in rounds).encode()).hexdigest()
 
 
+def _built_against(db: sqlite3.Connection) -> Excluded:
+    """The exclusions the index was last refreshed against."""
+    import json
+
+    row = db.execute("SELECT value FROM meta WHERE key='excluded'").fetchone()
+    if row is None:
+        return Excluded()
+    records, rounds = json.loads(row[0])
+    return Excluded(frozenset(records), frozenset(rounds))
+
+
+def _build_against(db: sqlite3.Connection, hidden: Excluded) -> None:
+    import json
+
+    value = json.dumps([sorted(hidden.records), sorted(hidden.rounds)])
+    db.execute("INSERT OR REPLACE INTO meta VALUES ('excluded', ?)", (value,))
+
+
+def _touched(before: Excluded, now: Excluded) -> frozenset[str]:
+    """The records whose excluded rounds differ between ``before`` and ``now``."""
+    if before == now:
+        return frozenset()
+
+    def state(hidden: Excluded, rel: str) -> tuple[bool, frozenset[str]]:
+        head = f"{rel[:-3]}#"
+        return rel in hidden.records, frozenset(c for c in hidden.rounds if c.startswith(head))
+
+    return frozenset(rel for rel in before.touched() | now.touched()
+                     if state(before, rel) != state(now, rel))
+
+
 def _matching(db: sqlite3.Connection, terms: list[str], keys: list[str], k: int,
-              skip: tuple[str, int] | None, context: float) -> list[tuple[Any, ...]]:
+              skip: tuple[str, int] | None, context: float,
+              hidden: Excluded | None = None) -> list[tuple[Any, ...]]:
     match = " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
     if not context:
         match = f"body : ({match})"
@@ -345,6 +402,11 @@ def _matching(db: sqlite3.Connection, terms: list[str], keys: list[str], k: int,
     skipped, facts = "", []
     if skip is not None:
         skipped, facts = "AND NOT (r.rel = ? AND r.number >= ?) ", [skip[0], skip[1]]
+    left_out = (hidden.records, hidden.rounds) if hidden is not None else ((), ())
+    for column, names in zip(("rel", "coordinate"), left_out, strict=True):
+        if names:
+            skipped += f"AND r.{column} NOT IN ({','.join('?' * len(names))}) "
+            facts += sorted(names)
     return list(db.execute(
         "SELECT r.row, r.coordinate, r.key, r.at, r.host, r.excerpt, bm25(terms, 1.0, ?) AS s, "
         "r.length, terms.body FROM terms JOIN rounds r ON r.row = terms.rowid "

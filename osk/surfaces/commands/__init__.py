@@ -14,6 +14,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
                   "confirm", "reject", "tombstones", "lift", "candidates", "dismiss",
                   "evictions", "memory", "settle"),
     "redact": ("redact",),
+    "exclude": ("exclude", "include", "exclusions"),
     "sync": ("sync",),
     "hosts": ("setup", "doctor"),
     "demo": ("quickstart",),
