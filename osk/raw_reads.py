@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from osk.capture import raw, raw_review
+from osk.capture.exclusions import excluded
 from osk.capture.secrets import redact
 from osk.context import WriteContext
 from osk.errors import EdgeError, NodeNotFound
@@ -72,7 +73,16 @@ def _read_round(ctx: WriteContext, target: RawTarget, start: int, size: int) -> 
     ctx.reads.note(f"raw:{target.coordinate}", str(found.hash), start, end, len(body))
     return RawRead(ctx.session.scope, target.coordinate, "round", body[start:end], start, end,
                    len(body), start == 0 and end == len(body),
-                   end if end < len(body) else None, str(found.hash), (target.round,))
+                   end if end < len(body) else None, str(found.hash), (target.round,),
+                   excluded=_excluded(ctx, found.key, found.conversation, (found.number,)))
+
+
+def _excluded(ctx: WriteContext, key: str, conversation: str,
+              shown: Sequence[int]) -> tuple[int, ...]:
+    """The rounds of ``shown`` the person keeps out of search and recall (``osk exclude``)."""
+    hidden = excluded(ctx.vault)
+    places = [RawTarget(key, conversation, number) for number in shown]
+    return tuple(p.round for p in places if hidden.covers(p.record_path, p.coordinate))
 
 
 def _read_record(ctx: WriteContext, key: str, conversation: str,
@@ -90,7 +100,8 @@ def _read_record(ctx: WriteContext, key: str, conversation: str,
     nxt = view.next_skip if cut_inside else None
     return RawRead(ctx.session.scope, raw_record(key, conversation), "record", view.text, skip,
                    skip + len(view.text), len(view.text), not view.cut, nxt, None,
-                   tuple(view.shown), tuple(view.next_rounds))
+                   tuple(view.shown), tuple(view.next_rounds),
+                   _excluded(ctx, record.key, record.conversation, view.shown))
 
 
 def _read_file(ctx: WriteContext, target: FileTarget, start: int, size: int) -> RawRead:

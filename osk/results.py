@@ -66,6 +66,7 @@ class RawRead:
     hash: str | None  # the round's or file's hash (what a citation binds to)
     rounds: tuple[int, ...]  # the round(s) shown
     next_rounds: tuple[int, ...] = ()  # a cut record view: pass as rounds= to read on
+    excluded: tuple[int, ...] = ()  # rounds shown that the person keeps out of recall
 
 
 @dataclass(frozen=True)

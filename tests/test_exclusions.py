@@ -195,3 +195,16 @@ def test_the_verbs_run_at_a_real_terminal_and_osk_search_honours_them(vault: Vau
     found = osk(vault, "search", "zeppelin timetable", "--scope", "shop", "--json")
     assert ZEPPELIN in found.out, found.out
     assert osk(vault, "exclusions").out == "Nothing is excluded.\n"
+
+
+def test_read_raw_still_reads_an_excluded_round_and_says_it_is_excluded(
+        vault: Vault, shop: Path, person: None):
+    engine = Engine.open(vault, cwd=shop)
+    assert engine.read_raw(ZEPPELIN).excluded == ()
+    exclusion.exclude(vault, ZEPPELIN)
+    found = engine.read_raw(ZEPPELIN)
+    assert "zeppelin timetable moved to fridays" in found.text and found.excluded == (8,)
+    assert engine.read_raw("_raw/shop/talk", rounds=[7, 8, 9]).excluded == (8,)
+    exclusion.exclude(vault, "_raw/shop/talk")
+    assert engine.read_raw("_raw/shop/talk", rounds=[1, 2]).excluded == (1, 2)
+    assert engine.read_raw("_raw/shop/other#Round 1").excluded == ()

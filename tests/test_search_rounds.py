@@ -46,11 +46,12 @@ def test_a_redacted_round_is_not_found_by_the_redacted_words(vault, tmp_path, mo
     engine = Engine.open(vault, cwd=shop)
     engine.append_raw("talk", user="the NAS login is tulip-7-orbit-lamp", assistant="Mounted.")
     assert rounds_of(engine, "tulip orbit lamp") == ["_raw/shop/talk#Round 1"]
+    assert shown(vault, "tulip orbit lamp") == ["_raw/shop/talk#Round 1"]
     target = redaction.parse("_raw/shop/talk")
     monkeypatch.setattr("sys.stdin.isatty", lambda: True, raising=False)
     monkeypatch.setattr("osk.authority.protection.require_person", lambda *a, **k: None)
     redaction.redact(vault, target, "tulip-7-orbit-lamp")
-    assert rounds_of(engine, "tulip orbit lamp") == []
+    assert rounds_of(engine, "tulip orbit lamp") == [] and shown(vault, "tulip orbit lamp") == []
     assert rounds_of(engine, "NAS login") == ["_raw/shop/talk#Round 1"]
     # the index keeps a round's text for excerpts: the redacted text is gone from it too
     hit = next(h for h in engine.search("NAS login", k=5).hits if h.id.startswith("_raw/"))

@@ -251,6 +251,9 @@ class RawOut(Out):
     hash: str | None
     rounds: list[int]
     next_rounds: list[int] = Field(description="a cut record view: pass as rounds to read on")
+    excluded: list[int] = Field(
+        default_factory=list, description="rounds shown that the person keeps out of search "
+        "and recall (osk exclude): theirs to read, not to distil into nodes")
 
 
 class RecheckOut(Item):
