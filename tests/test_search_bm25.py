@@ -146,6 +146,39 @@ def test_pruned_top_k_finds_the_same_best_documents_as_scoring_everything():
     assert skipped > TRIALS // 5  # the pruning path really ran (about 1 trial in 3 here)
 
 
+def test_ceilings_by_kind_open_fewer_documents_and_find_the_same_best_ones_exactly():
+    """Documents of a kind whose factor bound cannot lift them past the k-th best are never
+    opened (a common term's long list adds only the kinds that can still win), and the best
+    k and every score handed back are those of scoring everything, to the bit."""
+    rng = random.Random(11)
+    narrower = 0
+    for _ in range(TRIALS):
+        corpus = random_corpus(rng, rng.randint(600, 1200), rng.randint(100, 300))
+        index = build(corpus)
+        bounds = [2.0, 1.5, 1.0]  # one's own scope, Domain/Person, another scope
+        kind_of = [rng.choice([0, 1, 1, 2, 2, 2]) for _ in corpus]
+        factors = {slot: rng.choice([0.0, bounds[kind], 0.75 * bounds[kind]])
+                   for slot, kind in enumerate(kind_of)}
+        vocabulary = sorted({t for doc in corpus for t in doc}, key=lambda t: (index.df(t), t))
+        # a word or two of middling rarity among common ones, as a question is
+        query = (rng.choices(vocabulary[len(vocabulary) // 2:-8], k=rng.randint(1, 2))
+                 + rng.choices(vocabulary[-8:], k=rng.randint(2, 3)))
+        k = rng.randint(1, 10)
+        everything = index.scores(query)
+        exhaustive = sorted((v * factors[s] for s, v in everything.items() if v * factors[s] > 0),
+                            reverse=True)[:k]
+        plain = index.top(query, k, factor=factors.__getitem__, max_factor=2.0)
+        bounded = index.top(query, k, factor=factors.__getitem__, max_factor=2.0,
+                            ceilings=(kind_of, bounds))
+        found = sorted((v * factors[s] for s, v in bounded.items() if v * factors[s] > 0),
+                       reverse=True)[:k]
+        assert found == exhaustive
+        assert all(value == everything[slot] for slot, value in bounded.items())
+        assert set(bounded) <= set(plain)
+        narrower += len(bounded) < len(plain)
+    assert narrower > TRIALS // 5  # the ceilings really shut kinds out (1 trial in 4 here)
+
+
 def test_an_empty_index_scores_nothing():
     assert Bm25().scores(["anything"]) == {}
     assert Bm25().top(["anything"], 5, factor=lambda s: 1.0, max_factor=1.0) == {}

@@ -20,7 +20,7 @@ import heapq
 import math
 from array import array
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 K1 = 1.5
 B = 0.75
@@ -252,14 +252,15 @@ class Bm25:
 
     def scores(self, query: Query) -> dict[int, float]:
         """BM25 score of every document sharing a term with the query (others score 0)."""
-        norms = self.norms()
+        base, slope = self._norm_line()
+        lengths = self.lengths
         k1p1 = self.k1 + 1
         acc: dict[int, float] = {}
         get = acc.get
         for term, weight in self.weights(query):
             w = weight * k1p1
             for slot, tf in self.pairs(term):
-                acc[slot] = get(slot, 0.0) + w * tf / (tf + norms[slot])
+                acc[slot] = get(slot, 0.0) + w * tf / (tf + (base + slope * lengths[slot]))
         return acc
 
     def score(self, slot: int, query: Query, floor: float | None = None) -> float:
@@ -302,6 +303,17 @@ class Bm25:
         """What a term found once in the document adds per unit of its weight."""
         return (self.k1 + 1) / (1 + self.norm(slot))
 
+    def _rest(self, slot: int, score: float, weights: list[tuple[str, float]],
+              norm: float) -> float:
+        """``score`` with the document's share of each of ``weights`` added, as ``top`` adds
+        them (the same sums in the same order): its whole score, read by random access."""
+        k1p1 = self.k1 + 1
+        for term, weight in weights:
+            tf = self.postings(term).get(slot)
+            if tf:
+                score += weight * k1p1 * tf / (tf + norm)
+        return score
+
     def base_id(self, term: str) -> int | None:
         """The term's number in the loaded postings (and in the snapshot's per-document
         terms), None when it was not in them."""
@@ -315,6 +327,7 @@ class Bm25:
         factor: Callable[[int], float],
         max_factor: float,
         floor: float | None = None,
+        ceilings: tuple[Sequence[int], Sequence[float]] | None = None,
     ) -> dict[int, float]:
         """Exact BM25 scores of a set of documents that holds every document that can reach
         the top ``k`` by ``score * factor(slot)`` (a factor of 0 means "never returned").
@@ -330,11 +343,21 @@ class Bm25:
         weights times ``k1 + 1`` times ``max_factor``), the remaining terms are only added to
         the candidates already held instead of opening every document in their long posting
         lists. Every remaining term is still added to every candidate, so scores stay exact.
+
+        ``ceilings``: (the kind of each slot, an upper bound on ``factor`` for each kind). Until
+        the lists close, a document not seen yet is opened only if its kind's bound could still
+        lift it past the k-th best: where most documents belong to kinds with a lower factor
+        (other scopes, say), a common term's long list adds only the few that can still win,
+        and no later step walks the rest.
         """
         weights = self.weights(query, floor)
         if not weights:
             return {}
-        norms = self.norms()
+        # A document's norm is computed where it is used (as ``norms()`` would hold it, to the
+        # bit): the table is rebuilt after every change, a pass over every document that the
+        # first search after a write would pay whatever its query.
+        base, slope = self._norm_line()
+        lengths = self.lengths
         k1p1 = self.k1 + 1
         # A non-positive weight (tiny corpora, where even the idf floor is negative) breaks
         # the bound, so such queries are scored exhaustively.
@@ -345,29 +368,45 @@ class Bm25:
         acc: dict[int, float] = {}
         get = acc.get
         closed = False
+        admit: list[bool] | None = None  # per kind: may a document not seen yet still win
         for i, (term, weight) in enumerate(weights):
             w = weight * k1p1
             df = self.df(term)
             if not closed and prunable and df > 4 * len(acc) and len(acc) >= k:
-                closed = _kth(acc, k, factor) > remaining[i] * max_factor
-            if closed and df <= len(acc):
+                kth = _kth(acc, k, lambda slot, i=i: self._rest(  # type: ignore[misc]
+                    slot, acc[slot], weights[i:], base + slope * lengths[slot]) * factor(slot))
+                closed = kth > remaining[i] * max_factor
+                if not closed and ceilings is not None:
+                    # a kind shut out here stays out: the k-th best only rises, what is left
+                    # to add only falls
+                    admit = [not kth > remaining[i] * bound for bound in ceilings[1]]
+            if admit is not None and not closed:
+                kinds = ceilings[0]  # type: ignore[index]
                 for slot, tf in self.pairs(term):
                     if slot in acc:
-                        acc[slot] += w * tf / (tf + norms[slot])
+                        acc[slot] += w * tf / (tf + (base + slope * lengths[slot]))
+                    elif admit[kinds[slot]]:
+                        acc[slot] = w * tf / (tf + (base + slope * lengths[slot]))
+            elif closed and df <= len(acc):
+                for slot, tf in self.pairs(term):
+                    if slot in acc:
+                        acc[slot] += w * tf / (tf + (base + slope * lengths[slot]))
             elif closed:
                 docs = self.postings(term)
                 for slot in acc:
                     tf = docs.get(slot)
                     if tf:
-                        acc[slot] += w * tf / (tf + norms[slot])
+                        acc[slot] += w * tf / (tf + (base + slope * lengths[slot]))
             else:
                 for slot, tf in self.pairs(term):
-                    acc[slot] = get(slot, 0.0) + w * tf / (tf + norms[slot])
+                    acc[slot] = get(slot, 0.0) + w * tf / (tf + (base + slope * lengths[slot]))
         return acc
 
 
-def _kth(acc: dict[int, float], k: int, factor: Callable[[int], float]) -> float:
-    """A lower bound on the k-th largest final score among the candidates (0 if unknown)."""
-    best = heapq.nlargest(4 * k + 16, acc.items(), key=lambda item: item[1])
-    ranked = sorted((score * factor(slot) for slot, score in best), reverse=True)
+def _kth(acc: dict[int, float], k: int, final: Callable[[int], float]) -> float:
+    """A lower bound on the k-th largest final score among the candidates (0 if unknown):
+    the k-th best ``final`` (a candidate's whole score × its factor) of the best by the
+    score so far."""
+    best = heapq.nlargest(4 * k + 16, acc, key=acc.__getitem__)  # a key in C: no call per item
+    ranked = sorted((final(slot) for slot in best), reverse=True)
     return ranked[k - 1] if len(ranked) >= k and ranked[k - 1] > 0 else 0.0

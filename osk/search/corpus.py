@@ -93,6 +93,11 @@ class Corpus:
         self._doc_terms: dict[int, str] = {}  # distinct terms of documents stored here
         self._base_terms: tuple[array, array, list[str]] = (array("I", [0]), array("I"), [])
         self._supersession: tuple[int, list[tuple[int, int]], set[int]] | None = None
+        # Each document's kind, its (space, scope): all that its locality depends on, so a
+        # query bounds the factor of a whole kind at once (``Bm25.top``'s ceilings).
+        self.kinds: list[tuple[str, str | None]] = []
+        self.kind_of: list[int] = []  # slot -> index in ``kinds``
+        self._kind_ids: dict[tuple[str, str | None], int] = {}
 
     # -- snapshots ----------------------------------------------------------------------------
     @classmethod
@@ -116,6 +121,7 @@ class Corpus:
         for slot, doc in corpus.docs.items():
             corpus.slot_of[doc.path] = slot
             corpus._link(slot, doc)
+            corpus._kind(slot, doc)
         return corpus
 
     def snapshot(self, generation: str, params: dict[str, Any]) -> store.Snapshot:
@@ -192,6 +198,7 @@ class Corpus:
         self._doc_terms[slot] = " ".join(frequencies)
         self.bm25.add(slot, frequencies, doc.length)
         self._link(slot, doc)
+        self._kind(slot, doc)
 
     def remove(self, path: str) -> bool:
         slot = self.slot_of.pop(path, None)
@@ -203,6 +210,16 @@ class Corpus:
         self._doc_terms.pop(slot, None)
         self._free.append(slot)
         return True
+
+    def _kind(self, slot: int, doc: SearchDoc) -> None:
+        key = (doc.space, doc.scope)
+        kind = self._kind_ids.get(key)
+        if kind is None:
+            kind = self._kind_ids[key] = len(self.kinds)
+            self.kinds.append(key)
+        if slot >= len(self.kind_of):
+            self.kind_of.extend([0] * (slot + 1 - len(self.kind_of)))
+        self.kind_of[slot] = kind
 
     def _link(self, slot: int, doc: SearchDoc) -> None:
         self.version += 1

@@ -50,7 +50,6 @@ enter the corpus; ``factor`` refuses them again as a guard.
 from __future__ import annotations
 
 import heapq
-import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -157,13 +156,16 @@ class Ranking:
             raw = self._bounded(terms, postings)
             terms = bm25.rarest(terms, postings)  # what a supersession pair is scored by
         else:
-            raw = bm25.top(terms, k, factor=factor, max_factor=ceiling, floor=IDF_FLOOR)
+            raw = bm25.top(terms, k, factor=factor, max_factor=ceiling, floor=IDF_FLOOR,
+                           ceilings=self._ceilings())
         for slot in {slot for pair in self._pairs for slot in pair}.difference(raw):
             score = bm25.score(slot, terms, floor=IDF_FLOOR)
             if score:
                 raw[slot] = score
         pool: dict[int, float] = {}
-        for slot in self._superseded.intersection(raw):
+        # the (few) superseded nodes looked up in raw, not raw walked: raw can hold most of
+        # the corpus when a query's words are common
+        for slot in sorted(slot for slot in self._superseded if slot in raw):
             successor = self._current_successor(slot)
             if successor is not None and factor(slot) > 0:
                 if successor not in pool:
@@ -175,17 +177,14 @@ class Ranking:
             for slot in table.get(key, ()) if key else ():
                 if factor(slot) > 0:
                     tiers[slot] = tier
+                    if slot not in raw:  # pruned from raw: first by its title, by its score
+                        score = bm25.score(slot, terms, floor=IDF_FLOOR)
+                        if score:
+                            raw[slot] = score
                     pool.setdefault(slot, raw.get(slot, 0.0) * factor(slot))
         best = heapq.nsmallest(k, pool.values())  # a min-heap: best[0] is the k-th best
         heapq.heapify(best)
-        first = heapq.nlargest(2 * k + 16, raw.items(), key=_second)
-        self._take(first, pool, best, k, ceiling)
-        if len(first) < len(raw):  # the rest, only as far as it could still reach the top k
-            bar = best[0] / ceiling * (1 - 1e-12) if len(best) >= k else -math.inf
-            seen = {slot for slot, _ in first}
-            rest = sorted(((slot, score) for slot, score in raw.items()
-                           if score >= bar and slot not in seen), key=_second, reverse=True)
-            self._take(rest, pool, best, k, ceiling)
+        self._candidates(raw, pool, best, k, ceiling)
         docs = corpus.docs
         order = sorted(pool, key=lambda s: (-tiers.get(s, 0), -pool[s], docs[s].path))[:k]
         if bm25.floored(terms, IDF_FLOOR):  # tiny corpus: report true BM25 scores
@@ -208,13 +207,39 @@ class Ranking:
                 raw[slot] += sum(rest[term] for term in held) * bm25.saturation(slot)
         return raw
 
+    def _candidates(self, raw: dict[int, float], pool: dict[int, float], best: list[float],
+                    k: int, ceiling: float) -> None:
+        """``_take`` the candidates best BM25 first, only as far as they could reach the top k.
+
+        raw can hold most of the corpus when a query's words are common, so it is never sorted
+        whole: a prefix of its order first, a four times deeper one while too few of those
+        may be returned to know the k-th best, and once that is known, the rest that can
+        still reach it (any order of equal scores gives the same top k: ``_take`` passes over
+        a node only when k others are already better)."""
+        depth = 2 * k + 16
+        ahead = heapq.nlargest(depth, raw, key=raw.__getitem__)  # a key in C
+        stopped = self._take([(slot, raw[slot]) for slot in ahead], pool, best, k, ceiling)
+        while not stopped and len(ahead) < len(raw):
+            if len(best) >= k:
+                bar = best[0] / ceiling * (1 - 1e-12)
+                seen = set(ahead)
+                rest = sorted(((slot, score) for slot, score in raw.items()
+                               if score >= bar and slot not in seen), key=_second, reverse=True)
+                self._take(rest, pool, best, k, ceiling)
+                return
+            taken, depth = len(ahead), depth * 4
+            ahead = heapq.nlargest(depth, raw, key=raw.__getitem__)
+            stopped = self._take([(slot, raw[slot]) for slot in ahead[taken:]], pool, best, k,
+                                 ceiling)
+
     def _take(self, candidates: list[tuple[int, float]], pool: dict[int, float],
-              best: list[float], k: int, ceiling: float) -> None:
-        """Score candidates (best BM25 first) into ``pool`` until none can reach the top k."""
+              best: list[float], k: int, ceiling: float) -> bool:
+        """Score candidates (best BM25 first) into ``pool`` until none can reach the top k;
+        True when it stopped there (no candidate with a lower score can reach it either)."""
         factor = self.factor
         for slot, score in candidates:
             if len(best) >= k and score * ceiling < best[0]:
-                break
+                return True
             if slot in pool or factor(slot) <= 0:
                 continue
             final = pool[slot] = score * factor(slot)
@@ -222,6 +247,7 @@ class Ranking:
                 heapq.heappush(best, final)
             elif final > best[0]:
                 heapq.heapreplace(best, final)
+        return False
 
     def semantic_order(self, similarities: Mapping[int, float]) -> list[tuple[int, float]]:
         """Nodes that may be returned, by how far their similarity rises above
@@ -279,15 +305,29 @@ class Ranking:
         valid = _valid_at(doc, self.moment)
         if self.explicit_time and (not valid or (doc.created or 0.0) > self.moment):
             return 0.0
-        if doc.space == SCOPE:
-            own = self.scope is not None and doc.scope is not None and (
-                doc.scope == self.scope or title_key(doc.scope) == self.scope_key)
-            value = LOCALITY_OWN if own else LOCALITY_OTHER
-        else:
-            value = LOCALITY_SHARED
+        value = self._locality(doc.space, doc.scope)
         if not valid or (slot in self._superseded and self._superseded_by(doc) is not None):
             value *= VALIDITY_DEMOTION
         return value
+
+    def _locality(self, space: str, scope: str | None) -> float:
+        """The locality factor of a node in ``space`` and ``scope`` (0 outside the Spaces)."""
+        if space not in SPACES:
+            return 0.0
+        if space == SCOPE:
+            own = self.scope is not None and scope is not None and (
+                scope == self.scope or title_key(scope) == self.scope_key)
+            return LOCALITY_OWN if own else LOCALITY_OTHER
+        return LOCALITY_SHARED
+
+    def _ceilings(self) -> tuple[list[int], list[float]] | None:
+        """Per kind of node (``Corpus.kinds``) a bound on its factor: its locality (validity
+        and visibility only lower it). None for a corpus that keeps no kinds (the recall
+        file's)."""
+        kinds = getattr(self.corpus, "kinds", None)
+        if kinds is None:
+            return None
+        return self.corpus.kind_of, [self._locality(space, scope) for space, scope in kinds]
 
     def _superseded_by(self, doc: SearchDoc) -> int | None:
         """A node in force that names ``doc`` in its ``supersedes`` (lowest slot if several)."""
