@@ -19,7 +19,7 @@ from osk.store import catalog as catalog_mod
 from osk.store import freshness as freshness_mod
 from osk.store import ids, watch
 from osk.store.catalog import Catalog
-from osk.store.vault import Vault
+from osk.store.vault import SPACES, Vault
 
 repo, eng, hub = writekit.repo, writekit.eng, writekit.hub  # shared fixtures
 
@@ -139,6 +139,40 @@ def test_a_folder_removed_and_made_again_under_its_name_is_watched_again(
             handle.write(f"edited in place {round_}\n")
         watched.search("body")  # (read_node would re-stat the file it reads in any case)
         assert f"edited in place {round_}" in watched.catalog.get("inner node").body
+
+
+def test_a_look_stats_only_the_space_folders_and_those_the_report_names(
+        watched: Engine, vault: Vault, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(freshness_mod, "_racy_folder", lambda folder: False)
+    folder = vault.abs(watched.catalog.get("n0").path).parent
+    text = (folder / "n1.md").read_text(encoding="utf-8")
+    old_id = next(line for line in text.splitlines() if line.startswith("id: "))
+    for number in range(6):
+        (folder / f"part{number}").mkdir()
+        (folder / f"part{number}" / f"part node {number}.md").write_text(
+            text.replace(old_id, f"id: {ids.uuid7()}", 1), encoding="utf-8")
+    watched.search("body")  # lists the new folders, watched first
+    seen: list[str] = []
+    real = freshness_mod.folder_stat
+
+    def counting(path, *, top):
+        seen.append(path.relative_to(vault.root).as_posix())
+        return real(path, top=top)
+
+    monkeypatch.setattr(freshness_mod, "folder_stat", counting)
+    watched.search("body")
+    assert sorted(seen) == sorted(SPACES)  # nothing reported: no folder below them stat-ed
+    seen.clear()
+    with open(folder / "part3" / "part node 3.md", "a", encoding="utf-8") as handle:
+        handle.write("edited in place\n")
+    (folder / "part4" / "added by hand.md").write_text(
+        text.replace(old_id, f"id: {ids.uuid7()}", 1), encoding="utf-8")
+    watched.search("body")
+    assert "edited in place" in watched.catalog.get("part node 3").body
+    assert watched.catalog.get("added by hand") is not None
+    assert view(watched.catalog) == on_disk(vault)
+    inside = folder.relative_to(vault.root).as_posix()
+    assert set(seen) == {*SPACES, f"{inside}/part3", f"{inside}/part4"}  # part4 re-listed
 
 
 def test_a_report_that_may_have_lost_changes_ends_the_watch_with_one_full_look(

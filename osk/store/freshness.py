@@ -9,7 +9,8 @@ exact is argued in the class docstring below. ``osk.write`` holds one per ``Writ
 runs ``ensure`` inside ``locked``.
 
 A long-running process can have the kernel report hand edits instead (``watch``,
-``osk.store.watch``): the periodic look then re-stats only the files named in the report.
+``osk.store.watch``): the periodic look then re-stats only the files named in the report, and
+the folders that hold them (with the Space folders), not every folder of the vault.
 
 Reads run the same folder check (``quick``) outside the lock, but only when the vault
 generation moved since the last look (``behind``, one stat; ``osk.store.generation``). That is exact
@@ -140,8 +141,9 @@ class Freshness:
         return self._watch is not None
 
     def _watched(self) -> Changes:
-        """The periodic look with a watch: the folder check (files created, removed, renamed)
-        and a re-stat of the known files the kernel reported changed since the last look.
+        """The periodic look with a watch: the folder check of the folders the kernel reported
+        a change in (files created, removed, renamed; ``_reported``) and a re-stat of the known
+        files it reported changed since the last look.
         A report that may have lost a change ends the watch: one full look, then the sweep."""
         assert self._watch is not None
         started = time.monotonic()
@@ -150,7 +152,7 @@ class Freshness:
             self._watch.close()
             self._watch = None
             return self.full()
-        found = self.quick()
+        found = self._reported(touched)
         entries = self.catalog.entries
         swept = self.freshen(sorted(rel for rel in touched if rel in entries))
         self.full_at = started
@@ -186,6 +188,21 @@ class Freshness:
         removed: list[str] = []
         for space in SPACES:
             self._check(space, added, changed, removed)
+        return Changes(tuple(added), tuple(changed), tuple(removed))
+
+    def _reported(self, touched: set[str]) -> Changes:
+        """``quick`` where the kernel reported something: the Space folders (the vault above
+        them is not watched) and each folder that holds a reported path, without descending
+        into folders nothing was reported in: every folder is watched before it is listed,
+        so one that reported nothing holds what it held when it was listed. Costs what
+        changed, where ``quick`` stats every folder of the vault."""
+        self.stamp = generation.current(self.vault)
+        added: list[str] = []
+        changed: list[str] = []
+        removed: list[str] = []
+        folders = {*SPACES, *(rel.rpartition("/")[0] for rel in touched if "/" in rel)}
+        for rel in sorted(folders, key=lambda folder: (folder.count("/"), folder)):
+            self._check(rel, added, changed, removed, deep=False)
         return Changes(tuple(added), tuple(changed), tuple(removed))
 
     def freshen(self, rels: Iterable[str]) -> Changes:
@@ -251,7 +268,10 @@ class Freshness:
             self._scan(f"{rel}/{name}", found)
 
     def _check(self, rel: str, added: list[str], changed: list[str],
-               removed: list[str]) -> None:
+               removed: list[str], *, deep: bool = True) -> None:
+        """Re-list ``rel`` if its stat moved (or may have moved unseen), then its sub-folders:
+        all of them (``deep``), or, for a watched look, only those of a folder re-listed (a
+        folder removed and made again under its name is listed and watched anew)."""
         known = self._folders.get(rel)
         path = self.vault.root / rel
         stat = folder_stat(path, top="/" not in rel)
@@ -265,7 +285,7 @@ class Freshness:
             self._take(found, added, changed)
             return
         if known.stat == stat and not _racy_folder(known):
-            for name in sorted(known.folders):
+            for name in sorted(known.folders) if deep else ():
                 self._check(f"{rel}/{name}", added, changed, removed)
             return
         if self._watch is not None:  # a folder made again under this name has no watch yet
@@ -282,7 +302,7 @@ class Freshness:
         for name in known.folders - listed.folders:
             self._vanish(f"{rel}/{name}", removed)
         for name in sorted(listed.folders):
-            self._check(f"{rel}/{name}", added, changed, removed)
+            self._check(f"{rel}/{name}", added, changed, removed, deep=deep)
 
     def _take(self, files: Iterable[tuple[str, tuple[int, int, int]]], added: list[str],
               changed: list[str]) -> None:
