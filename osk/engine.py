@@ -18,6 +18,7 @@ imports (a test checks ``sys.modules``).
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import threading
@@ -560,6 +561,10 @@ class Engine:
         wanted = list(node_ids)
         stale = self.rechecks.stale_among(wanted, self.catalog)
         conflicted = _open_party_ids(self.vault)
+        # read once a call, when a node first needs them (a failure is not kept: each node
+        # meets it as before)
+        approvals = functools.cache(lambda: protection.state(self.vault))
+        held = functools.cache(lambda: review_queue.held_scopes(self.vault))
         result: dict[str, list[str]] = {}
         for node_id in wanted:
             found: list[str] = []
@@ -570,14 +575,14 @@ class Engine:
             node = _node_or_none(self.catalog, node_id)
             if node is not None:
                 try:  # judged from the working copy on disk, whatever text we hold
-                    if protection.is_pending(self.vault, node.path):
+                    if protection.is_pending(self.vault, node.path, approvals()):
                         found.append("pending")
                 except (OskError, OSError, UnicodeDecodeError):
                     found.append("pending")
             marker = trust.marker(node) if node is not None else None
             if marker:
                 found.append(marker)
-            if node is not None and self._awaits_review(node):
+            if node is not None and self._awaits_review(node, held()):
                 found.append(review_queue.MARKER)
             if node is not None and _steers(node):
                 found.append("steering")
@@ -585,9 +590,9 @@ class Engine:
                 result[node_id] = sorted(found)
         return result
 
-    def _awaits_review(self, node: Node) -> bool:
-        """An agent's node in a scope ``[review] hold`` names, not yet kept by the person."""
-        held = review_queue.held_scopes(self.vault)
+    def _awaits_review(self, node: Node, held: frozenset[str]) -> bool:
+        """An agent's node in a scope ``[review] hold`` names (``held``), not yet kept by the
+        person."""
         if not held or node.scope not in held:
             return False
         from osk.review import content_hash
@@ -618,13 +623,26 @@ def _settle_killed_writes(vault: Vault) -> None:
     mutation.settle(vault)
 
 
+_STEERS: dict[tuple[str, str], bool] = {}  # (path, file hash) -> whether its text steers
+STEERS_KEPT = 8192  # answers kept; all are forgotten when full (a search asks about ten)
+
+
 def _steers(node: Node) -> bool:
     """Its text carries steering (``osk.capture.steering``): marked wherever it is listed; the
-    hooks inject it only once a person confirmed it."""
+    hooks inject it only once a person confirmed it. Kept by path and file hash (the title
+    is the file's name, the rest its bytes): a search marks each hit, and the patterns cost
+    more than the rest of a hit's markers together."""
     from osk.capture.steering import steering
 
     try:
-        return bool(steering(f"{node.title}\n{node.meta.summary}\n{node.body}"))
+        key = (node.path, node.file_hash)
+        found = _STEERS.get(key)
+        if found is None:
+            if len(_STEERS) >= STEERS_KEPT:
+                _STEERS.clear()
+            found = _STEERS[key] = bool(
+                steering(f"{node.title}\n{node.meta.summary}\n{node.body}"))
+        return found
     except (OskError, OSError, UnicodeDecodeError):
         return False  # unreadable now: the validators and read_node say so
 

@@ -217,13 +217,14 @@ def served(vault: Vault, rel: str, working_text: str) -> Served:
     return Served(objects.get(vault, approved), True)
 
 
-def is_pending(vault: Vault, rel: str) -> bool:
+def is_pending(vault: Vault, rel: str, current: State | None = None) -> bool:
     """Whether ``rel`` has a change waiting for review, judged from the working copy on disk.
 
     Use this rather than ``served(...).pending`` when the text at hand may already be the
     served (approved) text, e.g. a node from a catalog that parses served versions.
+    ``current``: ``state(vault)`` when the caller asks about many paths at once.
     """
-    current = state(vault)
+    current = state(vault) if current is None else current
     if current.region_of(rel) is None:
         return False
     path = vault.abs(rel)
