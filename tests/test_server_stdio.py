@@ -424,6 +424,27 @@ def _two_searches(vault: Vault, repo: Path, envelope: bool) -> tuple[dict[str, A
         _close(proc)
 
 
+def test_the_early_answer_has_the_fields_of_the_sdks_result_models():
+    """The early search builds the result without pydantic (``plain_search_out``): its field
+    lists must be the models' own, and its dump theirs."""
+    from osk.search.ranking import Hit, SearchResult
+    from osk.surfaces import early
+    from osk.surfaces.search_models import HitOut, SearchOut, as_search_out
+
+    assert tuple(SearchOut.model_fields) == early.SEARCH_FIELDS
+    assert tuple(HitOut.model_fields) == early.HIT_FIELDS
+    result = SearchResult("atlas", "캐시 hub", (
+        Hit("캐시 정책", "Scope/atlas/x/캐시 정책.md", "n1", "요약 \u2028 \"q\"", "2026-12-01",
+            12.5, ("pending", "inferred"), space="Scope", scope="atlas"),
+        Hit("Round 3", "_raw/k/c", "_raw/k/c#Round 3", "an excerpt", "2026-11-30", 0.25)))
+    dumped = as_search_out(result)
+    assert early.plain_search_out(result) == dumped.model_dump(mode="json", by_alias=True)
+    import pydantic_core
+
+    assert early.json_text(early.plain_search_out(result)) == pydantic_core.to_json(
+        dumped, indent=2).decode()
+
+
 @pytest.mark.parametrize("envelope", [False, True], ids=["classic", "envelope"])
 def test_a_search_answered_while_the_sdk_loads_is_the_one_the_sdk_gives(
         vault: Vault, repo: Path, envelope: bool):

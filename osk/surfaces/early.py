@@ -6,21 +6,29 @@ fraction of that. A model that searches first thing would wait for the SDK. So w
 is not yet serving, the stdio front hands a plain ``search`` call (only known arguments, of
 the right types and sizes) to ``EarlySearch``, which answers from the persisted index when
 it vouches for itself (``osk.quick_search``, what a fresh ``osk search`` answers from: no
-engine to wait for), else waits for the engine alone, and answers with the same models and
-conversion as the SDK's side (``osk.surfaces.search_models``); a
-call it cannot answer for sure (unusual arguments, an error from the engine) goes on to the
-SDK, which gives the error it always gives. Once the SDK's side takes the engine
+engine to wait for), else waits for the engine alone, and answers with what the SDK's side
+would send (the fields of ``osk.surfaces.search_models``' result models, dumped without
+pydantic: ``plain_search_out``); until those searches have their store's answer, the loading
+of the SDK and the engine waits (``wait_for_store``). A call it cannot answer for sure
+(unusual arguments, an error from the engine) goes on to the SDK, which gives the error it
+always gives. Once the SDK's side takes the engine
 (``close``), no early search is running and no new one starts: the engine serves one caller at
 a time.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable
 from typing import Any
 
 ARGUMENTS = {"query", "k", "kind"}  # as_of is parsed by the argument model: the SDK's
+# search's result as the tool returns it (``osk.surfaces.search_models.SearchOut``/``HitOut``)
+SEARCH_FIELDS = ("scope", "query", "hits")
+HIT_FIELDS = ("title", "path", "id", "summary", "updated", "score", "markers")
+# A query is words, not a document: a pasted file as a query costs seconds and is echoed back.
+MAX_QUERY = 4000
 
 
 class EarlySearch:
@@ -32,6 +40,7 @@ class EarlySearch:
         self._quick = quick  # (query, k, kind) -> the engine's SearchResult, or None
         self._state = threading.Condition()
         self._running = 0
+        self._from_store = 0  # searches still trying the store (no engine asked yet)
         self._closed = False
 
     def take(self, message: dict[str, Any], answer: Callable[[dict[str, Any]], None],
@@ -45,9 +54,21 @@ class EarlySearch:
             if self._closed:
                 return False
             self._running += 1
+            self._from_store += 1
         threading.Thread(target=self._run, args=(arguments, answer, pass_on),
                          name="osk-early-search", daemon=True).start()
         return True
+
+    def wait_for_store(self, timeout: float) -> None:
+        """Until no search is being answered from the store, ``timeout`` seconds at most: the
+        loading waits for them (they need seconds of nothing it makes)."""
+        with self._state:
+            self._state.wait_for(lambda: self._from_store == 0, timeout)
+
+    def _left_store(self) -> None:
+        with self._state:
+            self._from_store -= 1
+            self._state.notify_all()
 
     def close(self) -> None:
         """No early search from now on; returns once none is running."""
@@ -72,7 +93,12 @@ class EarlySearch:
     def _run(self, arguments: dict[str, Any], answer: Callable[[dict[str, Any]], None],
              pass_on: Callable[[], None]) -> None:
         try:
-            result = self._search(arguments)
+            try:
+                asked = _bounded(arguments)
+                quick = self._quick(*asked) if asked and self._quick is not None else None
+            finally:
+                self._left_store()
+            result = _result(self._found(asked, quick)) if asked is not None else None
         except Exception:  # the SDK's side answers it, with the error it always gives
             result = None
         finally:
@@ -84,23 +110,43 @@ class EarlySearch:
         else:
             answer(result)
 
-    def _search(self, arguments: dict[str, Any]) -> dict[str, Any] | None:
-        import pydantic_core
+    def _found(self, asked: tuple[str, int, str], quick: Any) -> dict[str, Any]:
+        """The search's result as the tool dumps it: the store's answer, else the engine's
+        (waited for)."""
+        query, k, kind = asked
+        result = quick if quick is not None else self._engine().search(
+            query, k=k, as_of=None, kind=kind)
+        return plain_search_out(result)
 
-        from osk.search.versions import DEFAULT_K, MAX_K
-        from osk.surfaces.search_models import MAX_QUERY, as_search_out, search_out
 
-        query, kind = arguments["query"], arguments["kind"]
-        k = DEFAULT_K if arguments["k"] is None else arguments["k"]
-        if not (0 < len(query) <= MAX_QUERY and 1 <= k <= MAX_K):
-            return None  # outside the argument model's bounds: the SDK's side says which
-        quick = self._quick(query, k, kind) if self._quick is not None else None
-        if quick is not None:
-            found = as_search_out(quick)
-        else:
-            found = search_out(self._engine(), query, k=k, as_of=None, kind=kind)
-        # What the SDK's side sends for a tool's result: the text, and the structured content.
-        text = pydantic_core.to_json(found, indent=2).decode()
-        return {"content": [{"type": "text", "text": text}],
-                "structuredContent": found.model_dump(mode="json", by_alias=True),
-                "isError": False}
+def _bounded(arguments: dict[str, Any]) -> tuple[str, int, str] | None:
+    """(query, k, kind) within the argument model's bounds; None: the SDK's side says which."""
+    from osk.search.versions import DEFAULT_K, MAX_K
+
+    query, kind = arguments["query"], arguments["kind"]
+    k = DEFAULT_K if arguments["k"] is None else arguments["k"]
+    return (query, k, kind) if 0 < len(query) <= MAX_QUERY and 1 <= k <= MAX_K else None
+
+
+def _result(found: dict[str, Any]) -> dict[str, Any]:
+    """What the SDK's side sends for a tool's result: the text, and the structured content."""
+    return {"content": [{"type": "text", "text": json_text(found)}],
+            "structuredContent": found, "isError": False}
+
+
+def plain_search_out(result: Any) -> dict[str, Any]:
+    """``search_models.SearchOut`` of a ``SearchResult`` as the SDK's side dumps it (JSON
+    mode), built without pydantic: importing it and building the result models costs a first
+    search about 200 ms of CPU, more than the search itself (docs/performance.md). The fields
+    are ``SEARCH_FIELDS`` and ``HIT_FIELDS``, which a test keeps equal to the models'."""
+    hits = [{name: list(value) if name == "markers" else value
+             for name in HIT_FIELDS for value in (getattr(hit, name),)}
+            for hit in result.hits]
+    return {"scope": result.scope, "query": result.query, "hits": hits}
+
+
+def json_text(found: dict[str, Any]) -> str:
+    """The result's text content as the SDK's side writes it (``pydantic_core.to_json``,
+    indented by 2, UTF-8 unescaped); a number below 1e-4 is written as Python writes it
+    (``1e-05`` for pydantic's ``1e-5``: the same value)."""
+    return json.dumps(found, indent=2, ensure_ascii=False)

@@ -11,8 +11,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-# A query is words, not a document: a pasted file as a query costs seconds and is echoed back.
-MAX_QUERY = 4000
+from osk.surfaces.early import MAX_QUERY
+
+__all__ = ["MAX_QUERY", "HitOut", "Item", "Out", "SearchOut", "as_search_out", "search_out"]
 
 class Out(BaseModel):
     model_config = ConfigDict(from_attributes=True)

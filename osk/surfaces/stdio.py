@@ -38,6 +38,7 @@ import json
 import os
 import queue
 import re
+import select
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -57,6 +58,7 @@ from osk.surfaces.jsonrpc import (
 MAX_LINE = 8 * 1024 * 1024  # bytes in one message; a node body is far smaller
 START_AFTER = 0.2  # seconds after spawn by which the SDK starts loading whatever the host does
 ENGINE_FIRST = 5.0  # seconds the SDK's import waits at most for the engine to open
+STORE_FIRST = 2.0  # seconds the loading waits at most for searches answered from the store
 MAX_DEPTH = 32  # nesting levels in one message (osk's deepest argument is 5 levels down)
 HANDSHAKE_FILE = ("mcp", "handshake.json")
 PRIVATE_ID = "osk-handshake-tools"  # the id of the tools/list the front asks the SDK itself
@@ -219,22 +221,69 @@ def _where(path: list[str | int]) -> str:
     return shown + ("…" if len(path) > 4 else "")
 
 
-def read_lines(fd: int) -> Iterator[bytes | Refusal]:
-    """The lines of ``fd``; a line longer than ``MAX_LINE`` is skipped and refused."""
-    stream = os.fdopen(fd, "rb", closefd=False)
+class Drained:
+    """``read_lines``' mark: every message that has arrived was handed out, and the next read
+    would wait for the host. What can wait (the SDK's loading) starts there, so it never takes
+    the CPU from a request the host has already sent."""
+
+
+DRAINED = Drained()
+_CHUNK = 1 << 16
+
+
+def read_lines(fd: int) -> Iterator[bytes | Refusal | Drained]:
+    """The lines of ``fd``, and ``DRAINED`` whenever no whole line is left to hand out and
+    none is waiting in the pipe; a line longer than ``MAX_LINE`` is skipped and refused."""
+    buffer = bytearray()
+    scanned = 0  # bytes of ``buffer`` known to hold no newline
     while True:
-        line = stream.readline(MAX_LINE + 1)
-        if not line:
-            return
-        if len(line) > MAX_LINE and not line.endswith(b"\n"):
-            id_ = sniff_id(line)
-            while line and not line.endswith(b"\n"):
-                line = stream.readline(MAX_LINE)
+        end = buffer.find(b"\n", scanned, MAX_LINE + 1)
+        if end >= 0:
+            line = bytes(buffer[: end + 1])
+            del buffer[: end + 1]
+            scanned = 0
+            if line.strip():
+                yield line
+            continue
+        if len(buffer) > MAX_LINE:
+            id_ = sniff_id(bytes(buffer[:65536]))
+            end = buffer.find(b"\n", MAX_LINE + 1)
+            if end >= 0:
+                del buffer[: end + 1]
+            else:
+                buffer.clear()
+                _skip_line(fd, buffer)
+            scanned = 0
             yield Refusal(error(id_, INVALID_REQUEST, f"Invalid request: the message is longer "
                                                       f"than {MAX_LINE} bytes"))
             continue
-        if line.strip():
-            yield line
+        scanned = len(buffer)
+        if not _waiting(fd):
+            yield DRAINED
+        chunk = os.read(fd, _CHUNK)
+        if not chunk:  # the host closed stdin: a last line without its newline still counts
+            if buffer.strip():
+                yield bytes(buffer)
+            return
+        buffer += chunk
+
+
+def _skip_line(fd: int, rest: bytearray) -> None:
+    """Read on to the end of the current line (or of input); what follows is left in
+    ``rest``."""
+    while chunk := os.read(fd, _CHUNK):
+        end = chunk.find(b"\n")
+        if end >= 0:
+            rest += chunk[end + 1:]
+            return
+
+
+def _waiting(fd: int) -> bool:
+    """Whether the host has written more than was read (False where a pipe cannot be asked)."""
+    try:
+        return bool(select.select([fd], [], [], 0)[0])
+    except (OSError, ValueError):
+        return False
 
 
 # == the handshake kept from the last run ======================================================
@@ -339,7 +388,8 @@ class Front:
     initialize_id: object = None  # the host's initialize request (a classic session)
     answered: bool = False  # the front answered the opening request from the cache
     listed_from_cache: bool = False
-    listed: Callable[[], None] = lambda: None  # called once the host has the cached tool list
+    # called once the host has the cached tool list and the front has answered all it sent
+    listed: Callable[[], None] = lambda: None
     learned_initialize: dict[str, Any] | None = None
     learning: dict[object, str] = field(default_factory=dict)  # request id -> what it teaches
     dropped: set[object] = field(default_factory=set)  # ids the front answered for the SDK
@@ -349,7 +399,11 @@ class Front:
     early: Callable[[dict[str, Any], Callable[[dict[str, Any]], None], Callable[[], None]],
                     bool] | None = None
 
-    def handle(self, item: bytes | Refusal) -> None:
+    def handle(self, item: bytes | Refusal | Drained) -> None:
+        if isinstance(item, Drained):
+            if self.listed_from_cache:  # the host has its tools and has asked all it asked
+                self.listed()
+            return
         message = parse(item) if isinstance(item, bytes) else item
         if isinstance(message, Refusal):
             self.wire.send(message.answer)
@@ -433,8 +487,7 @@ class Front:
             return False
         self.wire.send({"jsonrpc": "2.0", "id": id_, "result": kept})
         if method == "tools/list":
-            self.listed_from_cache = True
-            self.listed()
+            self.listed_from_cache = True  # the loading starts once the front is drained
         return True
 
     def _early_call(self, message: dict[str, Any], id_: object) -> bool:
@@ -602,18 +655,21 @@ def _claim_stdio() -> tuple[int, int]:
     return wire_in, wire_out
 
 
-def run(handshake: Path, backend: Callable[[Front], None]) -> int:
+def run(handshake: Path, backend: Callable[[Front], None],
+        early: Callable[..., bool] | None = None) -> int:
     """Serve the host on stdin/stdout until it closes stdin. ``backend(front)`` runs the SDK on
     a thread: it takes messages from ``front.inbox`` (None: the host has gone), hands each
     answer to ``front.deliver`` and sets ``front.ready`` once it is serving. ``handshake`` is
-    the file the SDK's handshake is kept in between runs."""
+    the file the SDK's handshake is kept in between runs; ``early`` takes a tool call while the
+    SDK loads (``Front.early``)."""
     wire_in, wire_out = _claim_stdio()
-    front = Front(Wire(wire_out), handshake, Handshake.load(handshake))
+    front = Front(Wire(wire_out), handshake, Handshake.load(handshake), early=early)
     thread = threading.Thread(target=_guarded, args=(backend, front), name="osk-mcp", daemon=True)
     start = _once(thread.start)
     # The loading threads take the CPU (and the GIL) from the front: they start once the host
-    # has the tool list, or at once when there is no kept handshake to answer it from, and
-    # START_AFTER seconds after spawn at the latest (a host that waits before it asks).
+    # has the tool list and the front has answered all the host sent (``DRAINED``: a search
+    # sent with the handshake goes first), or at once when there is no kept handshake to
+    # answer from, and START_AFTER seconds after spawn at the latest (a host that waits).
     front.listed = start
     timer = threading.Timer(0 if front.cached is None else START_AFTER, start)
     timer.daemon = True
@@ -720,7 +776,7 @@ def serve(vault: str | None, cwd: Path) -> int:
         return opened
 
     def backend(front: Front) -> None:
-        front.early = early.take
+        early.wait_for_store(STORE_FIRST)  # a search sent with the handshake goes first
         opener.start()
         # The engine first (a first search needs it, not the SDK) when the front can answer
         # either generation's handshake meanwhile; never for long (an index being rebuilt).
@@ -731,6 +787,6 @@ def serve(vault: str | None, cwd: Path) -> int:
         run_backend(front, engine)
 
     try:
-        return run(found.state(*HANDSHAKE_FILE), backend)
+        return run(found.state(*HANDSHAKE_FILE), backend, early.take)
     finally:
         opener.close()
