@@ -585,12 +585,12 @@ def rounds_recalled(vault: Vault, scope: str, prompt: str, seen: Mapping[str, st
         return []
     if stats is None:
         return []
-    unseen = [item for item in found if seen.get(item.coordinate) != item.coordinate]
+    shown = [(item, confidence(stats, weights, item.slot)) for item in found
+             if seen.get(item.coordinate) != item.coordinate][:MAX_ROUNDS]
     hits = [Recalled(f"raw round {item.at[:10]}".strip(), item.coordinate, item.coordinate,
-                     item.excerpt, (MARKER,),
-                     confidence(stats, weights, item.slot), item.coordinate, "round", (0, 0, 0))
-            for item in unseen[:MAX_ROUNDS]]
-    if not any(_round_sure(stats, weights, item.slot) for item in unseen[:MAX_ROUNDS]):
+                     item.excerpt, (MARKER,), sure, item.coordinate, "round", (0, 0, 0))
+            for item, sure in shown]
+    if not any(_round_sure(sure, stats, weights, item.slot) for item, sure in shown):
         if trace is not None:
             trace.held.extend(receipts.held(hit, "below-floor", "rounds", ROUND_FLOOR)
                               for hit in hits)
@@ -600,11 +600,11 @@ def rounds_recalled(vault: Vault, scope: str, prompt: str, seen: Mapping[str, st
     return hits
 
 
-def _round_sure(stats: Any, weights: Mapping[str, float], slot: int) -> bool:
+def _round_sure(sure: float, stats: Any, weights: Mapping[str, float], slot: int) -> bool:
     """Does this round, by its own words (a neighbour's words are no answer), hold enough of
-    the prompt: ``ROUND_FLOOR`` of ``confidence`` and ``ROUND_COVERAGE`` of ``coverage``?"""
-    return (confidence(stats, weights, slot) >= ROUND_FLOOR
-            and coverage(stats, weights, slot) >= ROUND_COVERAGE)
+    the prompt: ``ROUND_FLOOR`` of ``confidence`` (``sure``, already computed) and
+    ``ROUND_COVERAGE`` of ``coverage``?"""
+    return sure >= ROUND_FLOOR and coverage(stats, weights, slot) >= ROUND_COVERAGE
 
 
 def _key_visibility(vault: Vault, visible: Callable[[Any], bool] | None
