@@ -116,7 +116,8 @@ def _ranked(vault: Vault, session: Any, query: str, text: str,
                 vault, [(doc.path, doc.stat) for doc in docs], look):
             return None
         hits = ranking.hits(order, lambda ids: _markers(vault, docs))
-    except (recallfile.Unusable, recallfile.Error, KeyError, TypeError, ValueError):
+    except (recallfile.Unusable, recallfile.Error, _EngineNeeded, KeyError, TypeError,
+            ValueError):
         return None  # damaged, swapped as we read, or another shape: the engine mends it
     finally:
         db.close()
@@ -190,24 +191,51 @@ def _files_unchanged(vault: Vault, files: list[tuple[str, Any]], look: dict[str,
     return True
 
 
+class _EngineNeeded(Exception):
+    """A hit's markers need what only the engine holds: its answer, not this one."""
+
+
 def _markers(vault: Vault, docs: list[Any]) -> dict[str, list[str]]:
-    """conflict / pending / inferred, as ``Engine.markers`` gives them (recheck markers never
-    reach here: ``_answerable_here``)."""
-    from osk.authority import trust
+    """conflict / pending / inferred / pending-review / steering, as ``Engine.markers`` gives
+    them (recheck markers never reach here: ``_answerable_here``). A hit waiting for the
+    person's approval of a protected change goes to the engine (``_EngineNeeded``): what it
+    serves and what is on disk differ, and the engine judges the rest from the disk."""
+    from osk.authority import review_queue, trust
     from osk.hooks.markers import conflicted_ids, pending_paths
 
     conflicted = conflicted_ids(vault)
     pending = pending_paths(vault, [doc.path for doc in docs])
+    if pending:
+        raise _EngineNeeded
+    held = review_queue.held_scopes(vault)
+    keeps = review_queue.kept(vault) if held else {}
     found: dict[str, list[str]] = {}
     for doc in docs:
         labels = []
         if doc.id in conflicted:
             labels.append("conflict")
-        if doc.path in pending:
-            labels.append("pending")
         marker = trust.person_marker(doc.space, doc.trust)
         if marker:
             labels.append(marker)
+        if doc.scope in held and review_queue.unreviewed(doc.id, doc.trust, doc.content_hash,
+                                                         keeps):
+            labels.append(review_queue.MARKER)
+        if _steers(vault, doc):
+            labels.append("steering")
         if labels:
             found[doc.id] = sorted(labels)
     return found
+
+
+def _steers(vault: Vault, doc: Any) -> bool:
+    """Whether the hit's text carries steering, judged on the text the engine judges (its
+    title, summary and body; the file was checked unchanged since it was indexed)."""
+    from osk.capture.steering import steering
+    from osk.errors import OskError
+    from osk.store.node import body_of
+
+    try:
+        body = body_of(doc.path, vault.abs(doc.path).read_text(encoding="utf-8"))
+    except (OSError, OskError, UnicodeDecodeError):
+        raise _EngineNeeded from None
+    return bool(steering(f"{doc.title}\n{doc.summary}\n{body}"))

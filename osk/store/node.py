@@ -161,21 +161,7 @@ def title_from_path(path: str) -> str:
 def split_frontmatter(path: str, text: str) -> tuple[dict[str, Any], str]:
     """Split a node file into its front matter mapping and its body (verbatim), leaving out the
     sources section osk writes between them (``osk.store.sources``): it is not part of the body."""
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    first, sep, rest = text.partition("\n")
-    if first.rstrip("\r") != "---" or not sep:
-        raise ContractError(
-            f"{path}: a node must start with a '---' front matter line",
-            path=path, key=None, expected="front matter",
-        )
-    end = _closing_fence(rest)
-    if end is None:
-        raise ContractError(
-            f"{path}: front matter is not closed by a '---' line",
-            path=path, key=None, expected="closing ---",
-        )
-    header, body = rest[: end[0]], sources.split(rest[end[1]:])[1]
+    header, body = _parts(path, text)
     fast = _canonical_header(header)
     if fast is not None:
         return fast, body
@@ -190,6 +176,30 @@ def split_frontmatter(path: str, text: str) -> tuple[dict[str, Any], str]:
         raise ContractError(f"{path}: front matter must be a mapping of keys",
                             path=path, key=None, expected="YAML mapping")
     return data, body
+
+
+def body_of(path: str, text: str) -> str:
+    """The body ``split_frontmatter`` gives, without reading the front matter (no YAML)."""
+    return _parts(path, text)[1]
+
+
+def _parts(path: str, text: str) -> tuple[str, str]:
+    """(front matter text, body without the sources section)."""
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    first, sep, rest = text.partition("\n")
+    if first.rstrip("\r") != "---" or not sep:
+        raise ContractError(
+            f"{path}: a node must start with a '---' front matter line",
+            path=path, key=None, expected="front matter",
+        )
+    end = _closing_fence(rest)
+    if end is None:
+        raise ContractError(
+            f"{path}: front matter is not closed by a '---' line",
+            path=path, key=None, expected="closing ---",
+        )
+    return rest[: end[0]], sources.split(rest[end[1]:])[1]
 
 
 def _closing_fence(rest: str) -> tuple[int, int] | None:

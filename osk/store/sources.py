@@ -19,7 +19,6 @@ import re
 from collections.abc import Sequence
 
 from osk.errors import ContractError, EdgeError
-from osk.store.edges import FileTarget, NodeTarget, RawTarget, parse_target
 
 OPEN = ("<!-- osk-sources: the front matter's links, rewritten by osk on every write; "
         "edit the front matter, not these lines -->")
@@ -76,6 +75,9 @@ def check_body(path: str, body: str) -> None:
 
 
 def _shown(link: str) -> str:
+    # here: reading a node's body needs no link parsing (a fresh search reads hits' bodies)
+    from osk.store.edges import FileTarget, NodeTarget, RawTarget
+
     target = _target(link)
     if isinstance(target, RawTarget):
         return f"[[{target.coordinate}|{target.key}/{target.conversation}, round {target.round}]]"
@@ -87,6 +89,8 @@ def _shown(link: str) -> str:
 
 
 def _target(link: str) -> object:
+    from osk.store.edges import parse_target
+
     try:
         return parse_target(link)
     except EdgeError:  # a hand-written link osk validate reports; show it as it is
