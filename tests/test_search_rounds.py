@@ -111,6 +111,36 @@ def test_the_index_catches_up_with_a_record_changed_behind_it(vault, tmp_path):
     assert index.search("zeppelin", k=5, visible=lambda key: False) == []
 
 
+
+def test_the_rounds_count_and_length_a_query_ranks_by_are_kept_whole(vault, tmp_path):
+    """A query reads the rounds' count and total length from ``totals`` (kept by triggers, not
+    counted per query): equal to the rows after appends, a record read anew, a record gone."""
+    import sqlite3
+
+    shop = make_project(tmp_path / "shop")
+    engine = Engine.open(vault, cwd=shop)
+    index = RoundIndex(vault)
+
+    def kept_and_counted() -> tuple[tuple[int, int], tuple[int, int]]:
+        index.refresh()
+        with sqlite3.connect(index.path) as db:
+            return (db.execute("SELECT rounds, length FROM totals").fetchone(),
+                    db.execute("SELECT count(*), total(length) FROM rounds").fetchone())
+
+    for number in range(3):
+        engine.append_raw("talk", user=f"question {number} about kites", assistant="answer")
+    engine.append_raw("other", user="a single round", assistant="ok")
+    kept, counted = kept_and_counted()
+    assert kept == counted and kept[0] == 4
+    other = vault.root / "_raw" / "shop" / "other.md"
+    other.write_text(other.read_text(encoding="utf-8").replace("a single round", "one round"),
+                     encoding="utf-8")  # changed behind the index: read anew
+    assert kept_and_counted()[0] == kept_and_counted()[1]
+    other.unlink()
+    kept, counted = kept_and_counted()
+    assert kept == counted and kept[0] == 3
+
+
 # -- per-prompt recall falls back to rounds ------------------------------------------------------
 def recalled_for(project: Path, text: str, tmp_path: Path, session: str) -> str:
     data = json.loads(payload("claude", "prompt_submit", transcript=tmp_path / "t.jsonl",

@@ -44,8 +44,9 @@ from osk.search.tokenize import tokenize
 from osk.store.locks import file_lock
 from osk.store.vault import Vault
 
-SCHEMA = 6  # 4: each round's neighbours as a second column; 5: the vocabulary by column;
-# 6: a round's first TEXT_CHARS kept, to cut excerpts from around the words asked
+SCHEMA = 7  # 4: each round's neighbours as a second column; 5: the vocabulary by column;
+# 6: a round's first TEXT_CHARS kept, to cut excerpts from around the words asked; 7: the
+# rounds' count and total length kept by triggers (a query read them by scanning every round)
 FILE = "rounds.sqlite"
 LOCK = "rounds.lock"
 EXCERPT_CHARS = 200
@@ -68,6 +69,13 @@ CREATE TABLE IF NOT EXISTS rounds (
     number INTEGER NOT NULL, at TEXT NOT NULL, host TEXT NOT NULL, excerpt TEXT NOT NULL,
     length INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS rounds_rel ON rounds (rel, number);
+CREATE TABLE IF NOT EXISTS totals (
+    one INTEGER PRIMARY KEY CHECK (one = 0), rounds INTEGER NOT NULL, length INTEGER NOT NULL);
+INSERT OR IGNORE INTO totals VALUES (0, 0, 0);
+CREATE TRIGGER IF NOT EXISTS rounds_added AFTER INSERT ON rounds BEGIN
+    UPDATE totals SET rounds = rounds + 1, length = length + new.length; END;
+CREATE TRIGGER IF NOT EXISTS rounds_removed AFTER DELETE ON rounds BEGIN
+    UPDATE totals SET rounds = rounds - 1, length = length - old.length; END;
 CREATE VIRTUAL TABLE IF NOT EXISTS terms USING fts5(
     body, context, tokenize = 'unicode61 remove_diacritics 0');
 CREATE VIRTUAL TABLE IF NOT EXISTS terms_vocab USING fts5vocab(terms, 'col');
@@ -217,7 +225,7 @@ class RoundIndex:
         except sqlite3.OperationalError:
             row = None
         if row is None or row[0] != f"{SCHEMA}":
-            for table in ("meta", "records", "rounds", "terms_vocab", "terms"):
+            for table in ("meta", "records", "rounds", "totals", "terms_vocab", "terms"):
                 db.execute(f"DROP TABLE IF EXISTS {table}")
             db.executescript(_TABLES)
             db.execute("INSERT INTO meta VALUES ('schema', ?)", (f"{SCHEMA}",))
@@ -417,7 +425,7 @@ def _matching(db: sqlite3.Connection, terms: list[str], keys: list[str], k: int,
 def _stats(db: sqlite3.Connection, rows: list[tuple[Any, ...]], terms: list[str]) -> RoundStats:
     from osk.search.bm25 import K1, B
 
-    size, total = db.execute("SELECT count(*), total(length) FROM rounds").fetchone()
+    size, total = db.execute("SELECT rounds, length FROM totals").fetchone()
     avgdl = total / size if size else 1.0
     norms = {slot: K1 * (1 - B + B * row[7] / avgdl) for slot, row in enumerate(rows)}
     wanted = set(terms)
