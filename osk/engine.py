@@ -103,6 +103,9 @@ class Engine:
     _embedder: threading.Thread | None = None
     _scope_answers: tuple[Session | None, dict[str | None, bool]] = field(
         default_factory=lambda: (None, {}))
+    # the unindexed node files' stats (``_unindexed``) and the (catalog mark, index version)
+    # they were taken at
+    _others: tuple[tuple[int, tuple[int, int]], dict[str, list[int]]] | None = None
 
     @classmethod
     def open(cls, vault: Vault | str | Path | None = None, *, cwd: Path | None = None,
@@ -136,7 +139,8 @@ class Engine:
             session = replace(session, key=replace(session.key, repo_root=files))
         ctx = replace(self._ctx, session=session)
         ctx.fresh = self._ctx.fresh
-        return replace(self, _ctx=ctx, _index=None, _embedder=None, _scope_answers=(None, {}))
+        return replace(self, _ctx=ctx, _index=None, _embedder=None, _scope_answers=(None, {}),
+                       _others=None)
 
     @contextmanager
     def batch(self) -> Iterator[None]:
@@ -210,11 +214,21 @@ class Engine:
         (``osk.quick_search``). Files the index does not hold (invalid nodes) go with it."""
         assert self._index is not None
         look = self._ctx.fresh.look()
-        entries = self.catalog.entries
-        if look is not None and len(entries) != len(self._index):
-            look["others"] = {rel: list(entry.stat) for rel, entry in entries.items()
-                              if self._index.doc(rel) is None}
+        if look is not None and len(self.catalog.entries) != len(self._index):
+            look["others"] = self._unindexed()
         self._index.note_look(look)
+
+    def _unindexed(self) -> dict[str, list[int]]:
+        """The stats of the node files the catalog holds and the index does not (invalid
+        ones), taken again only when either changed: a look comes with nearly every call at
+        an agent's pace, and this was a pass over every entry."""
+        assert self._index is not None
+        key = (self.catalog.mark, self._index.version)
+        if self._others is None or self._others[0] != key:
+            entries = self.catalog.entries
+            self._others = (key, {rel: list(entries[rel].stat)
+                                  for rel in self._index.unindexed(entries.keys())})
+        return dict(self._others[1])
 
     def _after_write(self) -> None:
         """Make a write searchable and refresh the hook snapshot of recheck candidates.

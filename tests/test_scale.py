@@ -76,6 +76,33 @@ def test_the_candidates_after_a_write_never_pass_over_every_catalog_entry(
     assert found == Rechecks(eng.vault).candidates()
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the server's inotify watch")
+def test_a_search_at_an_agents_pace_passes_over_no_entry_while_an_invalid_node_waits(
+        vault: Vault, eng: Engine, hub: str, repo, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(engine_mod, "REFRESH_SECONDS", 0.0)  # every read makes the look
+    monkeypatch.setattr(freshness_mod, "_racy_folder", lambda folder: False)  # looks vouch
+    for n in range(6):
+        eng.create_node(NewNode(f"note {n}", "s", f"body {n}\n", space="Scope", cluster=hub,
+                                drafter="m"))
+    folder = vault.abs(eng.catalog.get("note 0").path).parent
+    (folder / "broken.md").write_text("no front matter here\n", encoding="utf-8")
+    server = Engine.open(vault, cwd=repo, watch=True)  # as the MCP server opens it
+    server.search("body")
+    broken = f"{vault.rel(folder)}/broken.md"
+    assert broken in server.catalog.entries and server._search_index().doc(broken) is None
+    server.catalog.entries = CountingEntries(server.catalog.entries)
+    CountingEntries.passes = 0
+    for _ in range(3):  # what the look hands a fresh process (osk.quick_search) is kept
+        assert [hit.title for hit in server.search("body 3").hits][:1] == ["note 3"]
+    assert CountingEntries.passes == 0
+    held = json.loads((vault.state("index") / "look.json").read_text(encoding="utf-8"))
+    assert list(held["others"]) == [broken]
+    (folder / "broken.md").write_text("still no front matter, longer\n", encoding="utf-8")
+    server.search("body")  # a changed entry: its stat taken again
+    held = json.loads((vault.state("index") / "look.json").read_text(encoding="utf-8"))
+    assert held["others"][broken] == list(server.catalog.entries[broken].stat)
+
+
 @pytest.mark.parametrize("keep", [catalog_mod.CHANGE_LOG_KEEP, 3])
 def test_incremental_candidates_equal_a_full_recomputation_after_random_catalog_changes(
         vault: Vault, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, keep: int):

@@ -45,6 +45,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -113,10 +114,12 @@ class SearchIndex:
         self._root = str(vault.root)
         self._lock = threading.RLock()
         self._loaded = False
+        self._memories = 0  # how many times the documents in memory were started afresh
         self._reset_memory()
         self.vectors = Vectors.for_index(self.directory)  # None: the semantic channel is off
 
     def _reset_memory(self) -> None:
+        self._memories += 1
         self._corpus = Corpus()
         self._rejects: dict[str, tuple[StatKey, int]] = {}  # unusable files: stat, read time
         self._regions = Regions(self.vault)
@@ -345,6 +348,19 @@ class SearchIndex:
         with self._lock:
             self._ensure_loaded()
             return len(self._corpus)
+
+    @property
+    def version(self) -> tuple[int, int]:
+        """Changes whenever the indexed documents change (loaded, rebuilt, or one changed)."""
+        with self._lock:
+            self._ensure_loaded()
+            return self._memories, self._corpus.version
+
+    def unindexed(self, paths: AbstractSet[str]) -> list[str]:
+        """Those of ``paths`` the index holds no document for, sorted (a set difference)."""
+        with self._lock:
+            self._ensure_loaded()
+            return sorted(paths - self._corpus.slot_of.keys())
 
     def doc(self, path: str) -> SearchDoc | None:
         with self._lock:
