@@ -23,7 +23,8 @@ prints, in one run:
 
 CPU figures are what to compare on a shared box (wall moves with the load). Run by hand, not
 in CI: ``nice -n 10 python bench/scale_bench.py [--sizes 1000,10000] [--runs 7] [--keep DIR]``;
-``--rounds-only`` measures the write round alone.
+``--rounds-only`` measures the write round alone; ``--warm-only`` the warm searches alone
+(``--runs`` queries, three times back to back, then once each ``--gap`` seconds apart).
 """
 
 from __future__ import annotations
@@ -170,11 +171,7 @@ def warm_and_writes(root: Path, queries: list[str], rounds: int, *, gap: float =
 
     engine = Engine.open(root, cwd=root, scope="atlas", watch=watch)
     engine.search("warm up")
-    searches = []
-    for query in queries * 3:
-        wall, cpu = time.perf_counter(), time.process_time()
-        engine.search(query)
-        searches.append((time.perf_counter() - wall, time.process_time() - cpu))
+    searches = warm_searches(engine, queries * 3)
     calls: dict[str, list[tuple[float, float]]] = {"create": [], "update": [], "read": []}
     tag = f"{time.time_ns() % 10**9}"
     cluster = f"bench{tag}"
@@ -206,6 +203,41 @@ def warm_and_writes(root: Path, queries: list[str], rounds: int, *, gap: float =
     for name, samples in calls.items():
         result[f"{name}_cpu_ms"] = medians(samples[1:])[1]  # the first pays the write imports
     return result
+
+
+def warm_searches(engine: Any, queries: list[str], gap: float = 0.0
+                  ) -> list[tuple[float, float]]:
+    """(wall s, CPU s) of ``engine.search`` for each query, ``gap`` seconds apart."""
+    samples = []
+    for query in queries:
+        time.sleep(gap)
+        wall, cpu = time.perf_counter(), time.process_time()
+        engine.search(query)
+        samples.append((time.perf_counter() - wall, time.process_time() - cpu))
+    return samples
+
+
+def warm_only(root: Path, size: int, runs: int, gap: float, watch: bool) -> None:
+    """Warm searches alone (lexical): back to back, and ``gap`` seconds apart when given,
+    where each call makes the periodic look for hand edits, as an agent's calls do."""
+    child([sys.executable, "-c", OSK_CHILD, str(root), "first"], root, env_for_osk())
+    os.environ["OSK_SEMANTIC"] = "0"
+    from osk.engine import Engine
+
+    engine = Engine.open(root, cwd=root, scope="atlas", watch=watch)
+    queries = queries_for(size, runs)
+    warm_searches(engine, ["warm up", *queries])  # each query's postings once, as a server has
+    line = f"{size:>7,} nodes, warm Engine.search CPU: back to back " + cpu_summary(
+        warm_searches(engine, queries * 3))
+    if gap:
+        line += f"; {gap:g} s apart " + cpu_summary(warm_searches(engine, queries, gap))
+    print(line, flush=True)
+
+
+def cpu_summary(samples: list[tuple[float, float]]) -> str:
+    cpus = [cpu * 1000 for _, cpu in samples]
+    return (f"median {statistics.median(cpus):.1f} ms, mean {statistics.mean(cpus):.1f} ms, "
+            f"max {max(cpus):.1f} ms")
 
 
 def rounds_only(root: Path, size: int, rounds: int, gap: float, watch: bool) -> None:
@@ -288,6 +320,8 @@ def main() -> int:
     parser.add_argument("--gap", type=float, default=0.0, help="seconds between write calls")
     parser.add_argument("--no-watch", action="store_true", help="the stat sweep, no watch")
     parser.add_argument("--rounds-only", action="store_true", help="the write round alone")
+    parser.add_argument("--warm-only", action="store_true",
+                        help="warm searches alone (--gap: also that many seconds apart)")
     args = parser.parse_args()
     base = args.keep or Path(tempfile.mkdtemp(prefix="osk-scale-"))
     base.mkdir(parents=True, exist_ok=True)
@@ -296,6 +330,9 @@ def main() -> int:
             root, _, _ = make_vault(base, size)
             if args.rounds_only:
                 rounds_only(root, size, args.rounds, args.gap, not args.no_watch)
+                continue
+            if args.warm_only:
+                warm_only(root, size, args.runs, args.gap, not args.no_watch)
                 continue
             fts = base / f"fts-{size}.sqlite"
             seconds = build_fts(root, fts)
