@@ -20,7 +20,7 @@ from osk.capture import raw, raw_text
 from osk.capture.raw import RoundInput, append_round, read_record, read_round
 from osk.capture.raw_review import REVIEW_CAP, review
 from osk.errors import RawNotFound, RawRecordError
-from osk.store.edges import RawTarget, parse_target
+from osk.store.edges import RawTarget, _portable_name, parse_target
 from osk.store.vault import Vault
 
 AT = "2025-11-29T18:00+09:00"
@@ -511,7 +511,7 @@ def test_record_names_keep_portable_ids_and_make_others_portable_and_distinct():
     assert len(set(names)) == len(odd)
     for name in names:
         assert raw.record_name(name) == name
-        assert raw._portable_name(name)
+        assert _portable_name(name)
         parse_target(f"_raw/k/{name}#Round 1")  # usable in a coordinate
     with pytest.raises(RawRecordError):
         raw.record_name("  ")

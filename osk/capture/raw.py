@@ -37,8 +37,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
-import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -58,20 +56,15 @@ from osk.capture.raw_text import (
 from osk.capture.secrets import check_name, redact
 from osk.errors import RawNotFound, RawRecordError
 from osk.store import clock
-from osk.store.edges import RAW_PREFIX, RawTarget
+from osk.store.edges import RAW_PREFIX, RawTarget, record_name
 from osk.store.fsutil import fsync_dir, name_path, replace_unsynced
 from osk.store.ids import check_identifier
 from osk.store.locks import file_lock
 from osk.store.vault import RAW_DIR, Vault
 
 RECENT_COMPLETIONS = 16  # completion ids the JSON state keeps (all are in the index)
-MAX_NAME_BYTES = 120
 _WRITE_CHUNK = 1 << 20  # bytes per write(2): large rounds are written in pieces
 _O_BINARY = getattr(os, "O_BINARY", 0)  # Windows: no newline translation
-
-_RESERVED = {"CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(1, 10)),
-             *(f"LPT{i}" for i in range(1, 10))}
-
 
 
 # -- public data --------------------------------------------------------------------------
@@ -157,32 +150,6 @@ class RecordId:
 
 
 # -- names and paths ------------------------------------------------------------------------
-
-def record_name(text: str) -> str:
-    """A session key or host conversation id as a portable file name (idempotent).
-
-    Names made of letters, digits, ``_``, ``.`` and ``-`` (starting with a letter, digit or
-    ``_``) are kept as they are; anything else is cleaned and suffixed with 8 hex digits of the
-    original's sha256, so two different ids never share a record.
-    """
-    if not isinstance(text, str) or not text.strip():
-        raise RawRecordError("a raw record needs a non-empty session key and conversation id")
-    check_identifier("a session key or conversation id", text)
-    nfc = unicodedata.normalize("NFC", text)
-    if _portable_name(nfc) and nfc == text:
-        return nfc
-    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-    cleaned = re.sub(r"[^\w.-]+", "-", nfc).strip(".-")
-    budget = MAX_NAME_BYTES - 9
-    cleaned = cleaned.encode("utf-8")[:budget].decode("utf-8", "ignore").rstrip(".-")
-    return f"{cleaned}-{digest[:8]}" if cleaned else digest[:16]
-
-
-def _portable_name(name: str) -> bool:
-    return (bool(re.fullmatch(r"\w[\w.-]*", name)) and not name.endswith(".")
-            and len(name.encode("utf-8")) <= MAX_NAME_BYTES
-            and name.split(".")[0].upper() not in _RESERVED)
-
 
 def record_path(vault: Vault, key: str, conversation: str) -> Path:
     return vault.inside(vault.raw_dir / record_name(key) / f"{record_name(conversation)}.md")

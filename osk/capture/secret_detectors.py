@@ -10,6 +10,7 @@ import re
 from collections.abc import Callable
 from functools import cache
 
+from osk.capture.patterns import lazy
 from osk.capture.secret_values import (
     _KEYWORDS,
     _MARKER,
@@ -80,38 +81,38 @@ def _example_key(body: str) -> bool:
 # (kind, pattern, check on the part after the first "-", substrings one of which must occur)
 _TOKENS: tuple[tuple[str, re.Pattern[str], Callable[[str], bool] | None, tuple[str, ...]],
                ...] = (
-    ("aws-access-key-id", re.compile(
+    ("aws-access-key-id", lazy(
         r"(?<![A-Za-z0-9+/])(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|ANPA|ANVA|AROA|APKA|ASCA)"
         r"[A-Z0-9]{16}(?![A-Za-z0-9])"), lambda body: not _example_key(body),
      ("AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AIPA", "ANPA", "ANVA", "AROA", "APKA",
       "ASCA")),
-    ("github-token", re.compile(
+    ("github-token", lazy(
         r"(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{36,251}|github_pat_[A-Za-z0-9_]{22,255})"
         r"(?![A-Za-z0-9_])"), None, ("gh", "github_pat_")),
-    ("gitlab-token", re.compile(
+    ("gitlab-token", lazy(
         r"(?<![A-Za-z0-9_-])gl(?:pat|ptt|dt|rt|cbt|soat|ffct|ft|imt|agent|oas)-[A-Za-z0-9_-]{20,}"),
      None, ("gl",)),
-    ("slack-token", re.compile(
+    ("slack-token", lazy(
         r"(?<![A-Za-z0-9_-])(?:xox[abeoprs]|xoxe\.xox[bp]|xapp)-[A-Za-z0-9-]{10,}"), _has_digit,
      ("xox", "xapp-")),
-    ("anthropic-key", re.compile(r"(?<![A-Za-z0-9_-])sk-ant-[A-Za-z0-9_-]{20,}"), None,
+    ("anthropic-key", lazy(r"(?<![A-Za-z0-9_-])sk-ant-[A-Za-z0-9_-]{20,}"), None,
      ("sk-ant-",)),
-    ("openai-key", re.compile(
+    ("openai-key", lazy(
         r"(?<![A-Za-z0-9_-])sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"), _mixed_token,
      ("sk-",)),
-    ("stripe-key", re.compile(
+    ("stripe-key", lazy(
         r"(?<![A-Za-z0-9_])(?:(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}|whsec_[A-Za-z0-9]{32,})"),
      None, ("k_live_", "k_test_", "whsec_")),
-    ("google-api-key", re.compile(r"(?<![A-Za-z0-9_-])AIza[0-9A-Za-z_-]{35}(?![A-Za-z0-9_-])"),
+    ("google-api-key", lazy(r"(?<![A-Za-z0-9_-])AIza[0-9A-Za-z_-]{35}(?![A-Za-z0-9_-])"),
      None, ("AIza",)),
-    ("npm-token", re.compile(r"(?<![A-Za-z0-9_])npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])"), None,
+    ("npm-token", lazy(r"(?<![A-Za-z0-9_])npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])"), None,
      ("npm_",)),
-    ("pypi-token", re.compile(r"(?<![A-Za-z0-9_-])pypi-AgE[A-Za-z0-9_-]{50,}"), None,
+    ("pypi-token", lazy(r"(?<![A-Za-z0-9_-])pypi-AgE[A-Za-z0-9_-]{50,}"), None,
      ("pypi-AgE",)),
-    ("huggingface-token", re.compile(
+    ("huggingface-token", lazy(
         r"(?<![A-Za-z0-9_])(?:hf|api_org)_[A-Za-z0-9]{34,40}(?![A-Za-z0-9])"), None,
      ("hf_", "api_org_")),
-    ("jwt", re.compile(
+    ("jwt", lazy(
         r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{6,}\.ey[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]*"), None,
      ("eyJ",)),
 )
@@ -202,14 +203,11 @@ _VENDOR_TOKENS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("azure-sas-signature", r"[?&;]sig=(?P<secret>[A-Za-z0-9%+/]{30,}(?:=|%3[Dd]){0,2})",
      ("sig=",)),
 )
-_compiled: dict[str, re.Pattern[str]] = {}
 
 
 def _vendor_detector(kind: str, source: str) -> Callable[[str], Found]:
     def detect(text: str) -> Found:
-        pattern = _compiled.get(source)
-        if pattern is None:
-            pattern = _compiled[source] = re.compile(source)
+        pattern = _pattern(source)
         group = "secret" if "secret" in pattern.groupindex else 0
         for match in pattern.finditer(text):
             yield match.start(group), match.end(group), kind
@@ -229,13 +227,13 @@ def _token_detector(kind: str, pattern: re.Pattern[str],
 
 # -- detectors: private key blocks ------------------------------------------------------------
 
-_PEM_BEGIN = re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")
-_PEM_END = re.compile(r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")
-_PEM_HEADER_LINE = re.compile(r"(?m)^[ \t]*[A-Za-z][A-Za-z-]*:[^\n]*$")
-_PEM_JUNK = re.compile(r"\\[nr]|\s")
-_PEM_BODY = re.compile(r"[A-Za-z0-9+/=]{16,}")
+_PEM_BEGIN = lazy(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")
+_PEM_END = lazy(r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")
+_PEM_HEADER_LINE = lazy(r"(?m)^[ \t]*[A-Za-z][A-Za-z-]*:[^\n]*$")
+_PEM_JUNK = lazy(r"\\[nr]|\s")
+_PEM_BODY = lazy(r"[A-Za-z0-9+/=]{16,}")
 # An unterminated block (a paste cut short): the base64 lines that follow the BEGIN line.
-_PEM_TAIL = re.compile(
+_PEM_TAIL = lazy(
     r"(?:(?:\\n|\r?\n)(?:[ \t]*(?:\\n|\r?\n))?[ \t]*"
     r"(?:[A-Za-z][A-Za-z-]*: [^\n\\]*|[A-Za-z0-9+/=]{16,}(?=[ \t]*(?:\\n|\r?\n|$|[\"',]))))+"
 )
@@ -279,7 +277,7 @@ def _unterminated_keys(text: str, begin: re.Match[str], limit: int | None = None
 
 # -- detectors: credentials in context --------------------------------------------------------
 
-_AWS_SECRET = re.compile(
+_AWS_SECRET = lazy(
     r"(?i)(?<![A-Za-z0-9])(?:aws[-_ .]?secret[-_ ]?(?:access[-_ ]?)?key"
     r"|secret[-_ ]?access[-_ ]?key)"
     r"(?:[ \t]*\[[^\]\n]*\])?[\"']?(?:[ \t]*(?:=>|:=|=|:)[ \t]*|[ \t]+)[\"']?"
@@ -301,7 +299,7 @@ def _aws_secrets(text: str) -> Found:
             yield match.start("secret"), match.end("secret"), "aws-secret-key"
 
 
-_AUTH_HEADER = re.compile(
+_AUTH_HEADER = lazy(
     r"(?i)(?<![A-Za-z0-9-])(?:proxy-)?authorization[\"']?[ \t]*[:=][ \t]*[\"']?"
     r"(?P<scheme>bearer|basic|token|bot)[ \t]+(?P<secret>[A-Za-z0-9._~+/=-]++)(?!:)"
 )
@@ -318,7 +316,7 @@ def _auth_headers(text: str) -> Found:
     return _each(_AUTH_HEADER, text, accept)
 
 
-_SLACK_WEBHOOK = re.compile(
+_SLACK_WEBHOOK = lazy(
     r"https://hooks\.slack\.com/(?:services|workflows|triggers)/(?P<secret>T[A-Z0-9]{6,}/"
     r"[A-Za-z0-9/_-]{8,})"
 )
@@ -327,7 +325,7 @@ _SLACK_WEBHOOK = re.compile(
 _slack_webhooks = _secret_groups(_SLACK_WEBHOOK, "slack-webhook")
 
 
-_URL_PASSWORD = re.compile(
+_URL_PASSWORD = lazy(
     r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{1,30}://(?P<user>[^\s:/@'\"<>\[\]]*)"
     r":(?P<secret>[^\s/'\"<>]+)@(?=[A-Za-z0-9\[])"
 )
@@ -350,9 +348,9 @@ _KEY_SUFFIXES = (
     ("secretkey", "secret"), ("secret", "secret"), ("apikey", "api-key"),
     ("accesskey", "access-key"), ("privatekey", "private-key"), ("token", "token"),
 )
-_KEY_SEPARATORS = re.compile(r"[-_.]")
+_KEY_SEPARATORS = lazy(r"[-_.]")
 
-_ASSIGNMENT = re.compile(
+_ASSIGNMENT = lazy(
     r"(?<![A-Za-z0-9_.$@-])(?P<dash>--?)?(?P<kq>[\"']?)(?P<key>[A-Za-z_][A-Za-z0-9_.-]*+)(?P=kq)"
     r"(?P<pre>[ \t]*)(?P<sep>:=|=>|=(?!=)|:(?![:/]))(?P<post>[ \t]*)"
     r"(?P<value>\[REDACTED:[a-z0-9-]+\]|\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\\\n]|\\.)*'|`[^`\n]*`"
@@ -362,7 +360,7 @@ _ASSIGNMENT = re.compile(
 
 # ``ADMIN_PASS``, ``db_pass``, ``adminPass``, ``Pwd`` name a password; ``bypass`` and ``compass``
 # do not, so the short forms count only after a separator, at a camel hump, or alone.
-_SHORT_PASSWORD_KEY = re.compile(r"(?i:(?:^|[-_.])(?:pass|pwd))$|[a-z0-9](?:Pass|Pwd)$")
+_SHORT_PASSWORD_KEY = lazy(r"(?i:(?:^|[-_.])(?:pass|pwd))$|[a-z0-9](?:Pass|Pwd)$")
 
 
 def _key_kind(key: str) -> str | None:
@@ -452,7 +450,7 @@ def _unquoted_secret(text: str, match: re.Match[str], value: str) -> bool:
     return not any(c in value for c in "([{") and rest[:1] not in ("'", '"')
 
 
-_CLI_FLAG = re.compile(
+_CLI_FLAG = lazy(
     r"(?<![A-Za-z0-9_-])--?(?P<key>password|passwd|pass|token|secret|api-key|apikey|"
     r"access-token|auth-token)[ \t]+(?P<value>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'-][^\s\"';,)]*)"
 )
@@ -474,14 +472,14 @@ def _cli_span(match: re.Match[str]) -> tuple[int, int, str] | None:
     return (match.start("value"), match.end("value"), kind) if _literal_like(value) else None
 
 
-_PUTTY_PRIVATE = re.compile(
+_PUTTY_PRIVATE = lazy(
     r"Private-Lines:[ \t]*[0-9]+[ \t]*\r?\n(?P<secret>(?:[A-Za-z0-9+/=]{4,}[ \t]*(?:\r?\n|$))+)")
 
 
 _putty_keys = _secret_groups(_PUTTY_PRIVATE, "private-key")
 
 
-_CURL_USER = re.compile(
+_CURL_USER = lazy(
     r"(?<![A-Za-z0-9_-])(?:-u|--user)[ \t]+(?P<q>[\"']?)(?P<user>[^\s:\"'$]+)"
     r":(?P<secret>[^\s\"']+)(?P=q)"
 )
@@ -497,7 +495,7 @@ def _curl_users(text: str) -> Found:
     return _each(_CURL_USER, text, accept)
 
 
-_DOCKER_AUTH = re.compile(r"\"auth\"[ \t]*:[ \t]*\"(?P<secret>[A-Za-z0-9+/]{8,}={0,2})\"")
+_DOCKER_AUTH = lazy(r"\"auth\"[ \t]*:[ \t]*\"(?P<secret>[A-Za-z0-9+/]{8,}={0,2})\"")
 
 
 def _docker_auths(text: str) -> Found:
@@ -515,10 +513,10 @@ def _docker_auths(text: str) -> Found:
 
 
 _SECRET_NAME = r"[A-Za-z0-9_:.-]*(?i:pass(?:word|wd|phrase)?|pwd|secret|token|api[_-]?key)"
-_XML_ELEMENT = re.compile(
+_XML_ELEMENT = lazy(
     r"<(?P<key>" + _SECRET_NAME + r")>(?P<value>[^<>\n]{3,200})</(?P=key)>")
-_XML_PAIR = re.compile(r"key=\"(?P<key>" + _SECRET_NAME + r")\"[ \t]+value=\"(?P<value>[^\"\n]*)\"")
-_YAML_PAIR = re.compile(
+_XML_PAIR = lazy(r"key=\"(?P<key>" + _SECRET_NAME + r")\"[ \t]+value=\"(?P<value>[^\"\n]*)\"")
+_YAML_PAIR = lazy(
     r"(?m)^[ \t]*-?[ \t]*name:[ \t]*[\"']?(?P<key>[A-Za-z_][A-Za-z0-9_.-]*)[\"']?[ \t]*\r?\n"
     r"[ \t]*value:[ \t]*(?P<value>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"']+)[ \t]*(?:#[^\n]*)?$")
 
@@ -537,7 +535,7 @@ def _named_values(text: str) -> Found:
                 yield start, end, kind
 
 
-_PROSE_PASSWORD = re.compile(
+_PROSE_PASSWORD = lazy(
     r"(?i)(?<![A-Za-z0-9_])(?:password|passphrase|passwd|pwd|pw)"
     r"(?:[ \t]+(?:is|was|will be)[ \t]+|[ \t]*:[ \t]*)[\"'`]?(?P<secret>[^\s\"'`]+)"
     r"|(?:비밀번호|비번|암호|패스워드)(?:(?:는|은|가)[ \t]+|[ \t]*[:=][ \t]*)[\"'`]?"
@@ -569,7 +567,7 @@ def _prose_passwords(text: str) -> Found:
 
 # Command lines whose tools take a password in their own syntax: ``mysql -pSECRET`` (no space),
 # ``sshpass -p SECRET``, ``htpasswd -b FILE USER SECRET``.
-_TOOL_PASSWORD = re.compile(
+_TOOL_PASSWORD = lazy(
     r"(?<![A-Za-z0-9_-])(?:mysql(?:dump|admin)?\b[^\n]*?[ \t]-p(?P<my>[^\s'\"]+)"
     r"|sshpass\b[^\n]*?[ \t]-p[ \t]*(?P<q>['\"]?)(?P<ssh>[^\s'\"]+)(?P=q)"
     r"|htpasswd\b[^\n]*?[ \t]-[a-zA-Z]*b[a-zA-Z]*(?:[ \t]+[^\s-][^\s]*){2}[ \t]+"

@@ -17,6 +17,8 @@ import functools
 import re
 import unicodedata
 
+from osk.capture.patterns import lazy
+
 LOOK_OPEN, LOOK_CLOSE = "\ue000", "\ue001"  # private-use stand-ins for CJK angle brackets
 
 # Brackets that print like < and >, beyond those NFKC folds to them (fullwidth, small forms):
@@ -33,8 +35,13 @@ _LATIN_LIKE = dict(zip(
 
 # Characters that need a look (everything but printable ASCII, whitespace, Hangul, kana and CJK
 # ideographs, which are neither invisible nor look-alikes): only these pay for a lookup.
-_UNCOMMON = re.compile(
+_UNCOMMON = lazy(  # 5 ms to compile: only a text with a character beyond ASCII needs it
     "[^\x20-\x7e\t\n\r\u1100-\u11ff\u3130-\u318f\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7a3]")
+_ASCII_UNCOMMON = re.compile("[^\x20-\x7e\t\n\r]")  # in an ASCII text, what _UNCOMMON matches
+
+
+def _uncommon(text: str) -> re.Pattern[str]:
+    return _ASCII_UNCOMMON if text.isascii() else _UNCOMMON
 
 
 def visible(text: str) -> str:
@@ -42,12 +49,12 @@ def visible(text: str) -> str:
     bidirectional controls, the BOM, tag characters that can carry a hidden ASCII text),
     variation selectors (which can too) and controls; whitespace controls are kept (callers
     fold them)."""
-    return _UNCOMMON.sub(_shown, text)
+    return _uncommon(text).sub(_shown, text)
 
 
 def skeleton(text: str) -> str:
     """``text`` with each look-alike folded to what it imitates, one character for one."""
-    return _UNCOMMON.sub(lambda found: _fold(found.group()), text)
+    return _uncommon(text).sub(lambda found: _fold(found.group()), text)
 
 
 def _shown(found: re.Match[str]) -> str:
@@ -106,29 +113,29 @@ TOOL_WORDS = re.compile(
 # call or its result, or tells the model to set aside the instructions it was given. Each kind
 # is a pattern over the skeleton of the node's text (look-alikes and invisible characters do
 # not hide it).
-_LINE_ROLE = re.compile(  # a role at a line's start: words that name nothing but a chat role
+_LINE_ROLE = lazy(  # a role at a line's start: words that name nothing but a chat role
     r"^[ \t>*_#\-]*(?:human|assistant|어시스턴트)[ \t]*:", re.IGNORECASE | re.MULTILINE)
 # Words that also name ordinary things ("System: Ubuntu 24.04", "Tool: ripgrep") count as roles
 # at line starts only when two different ones make a dialogue.
-_DIALOGUE_ROLE = re.compile(
+_DIALOGUE_ROLE = lazy(
     r"^[ \t>*_#\-]*(system|human|assistant|developer|user|tool|시스템|사용자|어시스턴트|개발자)"
     r"[ \t]*:", re.IGNORECASE | re.MULTILINE)
-_SHOUTED_ROLE = re.compile(r"(?<!\w)(?:SYSTEM|HUMAN|ASSISTANT|DEVELOPER)[ \t]*:")
-_CHAT_MARKUP = re.compile(
+_SHOUTED_ROLE = lazy(r"(?<!\w)(?:SYSTEM|HUMAN|ASSISTANT|DEVELOPER)[ \t]*:")
+_CHAT_MARKUP = lazy(
     r"<\s*/?\s*(?:osk-memory|osk-recall|system|system-reminder|assistant|human|developer"
     r"|instructions|function_calls|function_results|tool_use|tool_result|tool_call"
     r"|tool_response|start_of_turn|end_of_turn|antml:[\w-]+|시스템)(?=[\s>/])"
     r"|<\s*/\s*user\s*>"
     r"|<\s*invoke\s+name\s*=|<\|[\w-]+\|>|\[\s*/?\s*INST\s*\]|<<\s*/?\s*SYS\s*>>",
     re.IGNORECASE)
-_TOOL_TRAFFIC = re.compile(
+_TOOL_TRAFFIC = lazy(
     r"[\"']type[\"']\s*:\s*[\"'](?:tool_use|tool_result|function_call|function_call_output"
     r"|custom_tool_call|custom_tool_call_output|local_shell_call|mcp_tool_call)[\"']"
     r"|[\"'](?:tool_calls|tool_use_id|tool_call_id|functionCall|functionResponse)[\"']\s*:"
     r"|[\"']role[\"']\s*:\s*[\"'](?:system|developer|assistant|tool|user)[\"']"
     r"|[\"']name[\"']\s*:\s*[\"'][^\"']*[\"']\s*,\s*[\"'](?:input|arguments|parameters)[\"']\s*:",
     re.IGNORECASE)
-_OVERRIDE = re.compile(
+_OVERRIDE = lazy(
     r"\b(?:ignore|disregard|forget|override|bypass)\s+(?:all\s+|any\s+|of\s+)?"
     r"(?:the\s+|your\s+|my\s+)?(?:previous|prior|above|earlier|preceding|former|original"
     r"|system|developer|safety|all|user'?s?)\s+(?:\w+\s+)?(?:instructions?|prompts?"
@@ -144,12 +151,12 @@ _OVERRIDE = re.compile(
     r"|(?:시스템|system)\s*프롬프트\S*\s*(?:을|를)?\s*(?:무시|공개|출력)",
     re.IGNORECASE)
 # osk's own section headings and item ids, which only osk writes into its blocks.
-_OSK_MARKUP = re.compile(
+_OSK_MARKUP = lazy(
     r"^[ \t>]*#+[ \t]*(?:Scope memory \(|Nodes this scope's work uses|Recent nodes"
     r"|About the person|Most cited nodes"
     r"|Recheck notes|Pending reviews|Eviction items)|\(id [0-9a-f]{8}-[0-9a-f]{4}-",
     re.IGNORECASE | re.MULTILINE)
-_HIDDEN = re.compile("[\U000e0000-\U000e007f]")  # tag characters: an ASCII text nobody sees
+_HIDDEN = lazy("[\U000e0000-\U000e007f]")  # tag characters: an ASCII text nobody sees
 STEERING_KINDS = (("role marker", _LINE_ROLE), ("role marker", _SHOUTED_ROLE),
                   ("chat markup", _CHAT_MARKUP), ("tool call", _TOOL_TRAFFIC),
                   ("override", _OVERRIDE), ("osk markup", _OSK_MARKUP))
@@ -157,7 +164,7 @@ STEERING_KINDS = (("role marker", _LINE_ROLE), ("role marker", _SHOUTED_ROLE),
 # alternation is the slowest search here.
 _OVERRIDE_WORDS = ("ignore", "disregard", "forget", "override", "bypass", "you are now",
                    "instructions", "prompt", "rules", "무시", "프롬프트")
-_SOURCES = re.compile(r"<!-- osk-sources:.*?<!-- /osk-sources -->", re.DOTALL)
+_SOURCES = lazy(r"<!-- osk-sources:.*?<!-- /osk-sources -->", re.DOTALL)
 
 
 def steering(text: str) -> tuple[str, ...]:

@@ -70,7 +70,8 @@ def count_prompt(vault: Vault, adapter: Adapter, payload: HookPayload, *,
 def _expected_record(vault: Vault, payload: HookPayload) -> str:
     """Where this conversation's rounds will be recorded, before the first capture."""
     from osk.errors import OskError
-    from osk.hooks.capture import expected_record, session_key_text
+    from osk.hooks.capture import session_key_text
+    from osk.hooks.state import expected_record
 
     try:
         return expected_record(session_key_text(vault, payload), payload)

@@ -164,15 +164,6 @@ def answer_text(texts: list[str], turn: TurnRecord) -> str:
     return "[no text answer; tool calls only]" if turn.tools else "[no answer recorded]"
 
 
-def expected_record(key: str, payload: HookPayload) -> str:
-    """``_raw/KEY/CONVERSATION``: where capture files this conversation's rounds, before the
-    first is captured ("" when the payload names no conversation)."""
-    from osk.capture.raw import record_name
-
-    conversation = record_conversation(payload.session_id, payload.transcript_path)
-    return raw_record(record_name(key), record_name(conversation)) if conversation else ""
-
-
 def session_key_text(vault: Vault, payload: HookPayload, *, claim: bool = True) -> str:
     """The session key (raw record folder) of the payload's working directory.
 

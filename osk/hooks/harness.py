@@ -24,6 +24,9 @@ from typing import Literal, Protocol
 
 Event = Literal["session-start", "prompt-submit", "stop"]
 EVENTS: tuple[Event, ...] = ("session-start", "prompt-submit", "stop")
+# Seconds a hook waits for another process indexing the raw rounds (recall's query, the Stop
+# hook's update): it then ranks what is indexed, or leaves the new rounds to the next one.
+REFRESH_WAIT = 0.2
 
 
 @dataclass(frozen=True)

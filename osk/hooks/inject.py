@@ -205,7 +205,7 @@ def _own_record(adapter: Adapter, payload: HookPayload, scoped: Scoped) -> str:
     """``_raw/KEY/CONVERSATION``: the raw record this conversation's rounds are captured in
     ("" when the host's hooks capture none, or the payload cannot name it)."""
     from osk.errors import OskError
-    from osk.hooks.capture import expected_record
+    from osk.hooks.state import expected_record
 
     if adapter.capabilities.capture != "transcript":
         return ""

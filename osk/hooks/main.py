@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from osk.hooks import hooklog
 from osk.hooks.forks import in_growth_fork
-from osk.hooks.harness import EVENTS, Adapter, Event, HookPayload
+from osk.hooks.harness import EVENTS, REFRESH_WAIT, Adapter, Event, HookPayload
 from osk.store.vault import Vault
 
 if TYPE_CHECKING:
@@ -193,7 +193,6 @@ def stop(vault: Vault, adapter: Adapter, payload: HookPayload, dry_run: bool) ->
 def index_rounds(vault: Vault, adapter: Adapter) -> None:
     """Add the rounds just captured to the round index now, after the turn, so the next
     prompt's recall finds them indexed (osk.search.rounds) instead of reading the record."""
-    from osk.hooks.recall import REFRESH_WAIT
     from osk.search.rounds import RoundIndex
 
     try:

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from osk.errors import OskError
 from osk.hooks import receipts
-from osk.hooks.harness import Adapter, Budget, HookPayload
+from osk.hooks.harness import REFRESH_WAIT, Adapter, Budget, HookPayload
 from osk.hooks.hits import Recalled
 from osk.hooks.markers import conflicted_ids, pending_paths
 from osk.hooks.scope import scope_entry, session_scope
@@ -92,7 +92,6 @@ ROUND_COVERAGE = 0.6
 MAX_ROUNDS = 3
 ROUND_EXCERPT = 120  # characters of each round shown, around the prompt's words
 RECENT_ROUNDS = 6
-REFRESH_WAIT = 0.2  # seconds the hook waits for another process indexing rounds
 
 
 

@@ -17,10 +17,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from osk.store.fsutil import atomic_write, sha256_text
 from osk.store.locks import file_lock
 from osk.store.vault import Vault
+
+if TYPE_CHECKING:
+    from osk.hooks.harness import HookPayload
 
 RECENT = 64          # completion ids remembered per conversation (double fires, re-reads)
 SEEN_TURNS = 32      # prompt ids remembered per conversation (double-fired prompt-submit)
@@ -151,3 +155,12 @@ class StateStore:
                 yield state
             finally:
                 self.save(state)
+
+
+def expected_record(key: str, payload: HookPayload) -> str:
+    """``_raw/KEY/CONVERSATION``: where capture files this conversation's rounds, before the
+    first is captured ("" when the payload names no conversation)."""
+    from osk.store.edges import raw_record, record_name  # not osk.capture.raw: 10 ms
+
+    conversation = record_conversation(payload.session_id, payload.transcript_path)
+    return raw_record(record_name(key), record_name(conversation)) if conversation else ""

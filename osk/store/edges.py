@@ -13,11 +13,13 @@ Obsidian reads every ``[[…]]`` in a list property as a link to a note, and no 
 
 from __future__ import annotations
 
+import hashlib
 import re
+import unicodedata
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from osk.errors import EdgeError
+from osk.errors import EdgeError, RawRecordError
 from osk.store.ids import check_identifier
 
 RAW_PREFIX = "_raw/"
@@ -30,6 +32,37 @@ RAW_RECORD = re.compile(r"^_raw/(?P<key>[^/#]+)/(?P<conv>[^/#]+?)(?:\.md)?$")
 def raw_record(key: str, conversation: str) -> str:
     """``_raw/KEY/CONVERSATION``: how coordinates, reminders and manifests name a raw record."""
     return f"{RAW_PREFIX}{key}/{conversation}"
+
+
+MAX_NAME_BYTES = 120  # a record's folder or file name, in UTF-8
+_RESERVED = {"CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(1, 10)),
+             *(f"LPT{i}" for i in range(1, 10))}
+
+
+def record_name(text: str) -> str:
+    """A session key or host conversation id as a portable file name (idempotent).
+
+    Names made of letters, digits, ``_``, ``.`` and ``-`` (starting with a letter, digit or
+    ``_``) are kept as they are; anything else is cleaned and suffixed with 8 hex digits of the
+    original's sha256, so two different ids never share a record.
+    """
+    if not isinstance(text, str) or not text.strip():
+        raise RawRecordError("a raw record needs a non-empty session key and conversation id")
+    check_identifier("a session key or conversation id", text)
+    nfc = unicodedata.normalize("NFC", text)
+    if _portable_name(nfc) and nfc == text:
+        return nfc
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    cleaned = re.sub(r"[^\w.-]+", "-", nfc).strip(".-")
+    budget = MAX_NAME_BYTES - 9
+    cleaned = cleaned.encode("utf-8")[:budget].decode("utf-8", "ignore").rstrip(".-")
+    return f"{cleaned}-{digest[:8]}" if cleaned else digest[:16]
+
+
+def _portable_name(name: str) -> bool:
+    return (bool(re.fullmatch(r"\w[\w.-]*", name)) and not name.endswith(".")
+            and len(name.encode("utf-8")) <= MAX_NAME_BYTES
+            and name.split(".")[0].upper() not in _RESERVED)
 
 
 @dataclass(frozen=True)
