@@ -17,10 +17,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from osk.store.fsutil import StatKey, stat_key
-from osk.store.ledger import Ledger, LedgerView, Record
 from osk.store.vault import Vault
+
+if TYPE_CHECKING:
+    from osk.store.ledger import LedgerView, Record
 
 LEDGER = "exclusions"
 KIND_EXCLUDE = "exclude"
@@ -81,6 +84,8 @@ def _state(vault: Vault) -> tuple[Excluded, tuple[Exclusion, ...]]:
     cached = _cache.get(path)
     if cached is not None and cached[0] == key:
         return cached[1], cached[2]
+    from osk.store.ledger import Ledger  # only once there is a ledger to read
+
     view = Ledger(vault, LEDGER).read()
     found = [e for s in list(view.subjects()) if (e := _exclusion(view, s)) is not None]
     found.sort(key=lambda e: (e.time, e.target))

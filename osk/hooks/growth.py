@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import sys
 import time
@@ -139,7 +138,13 @@ def in_session_review(vault: Vault, host: str) -> bool:
         return True
     if fallback_path(vault, host).exists():
         return True
-    return shutil.which(cli) is None
+    return _which(cli) is None
+
+
+def _which(cli: str) -> str | None:
+    import shutil  # 4 ms of imports (the compressors) each session start would otherwise pay
+
+    return shutil.which(cli)
 
 
 def fallback_reason(vault: Vault, host: str) -> str | None:
@@ -190,7 +195,7 @@ def _may_fork(vault: Vault, host: str) -> bool:
     """Check the CLI and the fallback flag; set or clear the flag as the facts say."""
     flag_path = fallback_path(vault, host)
     flag = _load(flag_path)
-    if shutil.which(FORK_CLIS[host]) is None:
+    if _which(FORK_CLIS[host]) is None:
         set_fallback(vault, host, "cli-missing",
                      f"`{FORK_CLIS[host]}` is not on PATH; reviews run in-session")
         return False
@@ -439,7 +444,7 @@ def status(vault: Vault) -> list[HostStatus]:
     for host, cli in FORK_CLIS.items():
         state = _load(_host_path(vault, host))
         flag = _load(fallback_path(vault, host))
-        found.append(HostStatus(host, shutil.which(cli), fallback_reason(vault, host),
+        found.append(HostStatus(host, _which(cli), fallback_reason(vault, host),
                                 str(flag.get("detail", "")), _int(state.get("unfinished_in_row"))))
     return found
 

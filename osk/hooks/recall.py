@@ -621,10 +621,15 @@ def _key_visibility(vault: Vault, visible: Callable[[Any], bool] | None
         return lambda key: True
     from types import SimpleNamespace
 
-    from osk.provenance.sessions import Routing
+    routings: list[Any] = []  # the routing ledger is read when a round first asks (10 ms)
 
-    routing = Routing(vault)
-    return lambda key: visible(SimpleNamespace(space="Scope", scope=routing.scope_for(key)))
+    def scope_visible(key: str) -> bool:
+        if not routings:
+            from osk.provenance.sessions import Routing
+
+            routings.append(Routing(vault))
+        return visible(SimpleNamespace(space="Scope", scope=routings[0].scope_for(key)))
+    return scope_visible
 
 
 def limit_for(vault: Vault, adapter: Adapter) -> int:
