@@ -10,9 +10,8 @@ from hookkit import CODEX_ROLLOUT, FIXTURES
 
 from osk.hooks.adapters import UnknownHost, get
 from osk.hooks.adapters.common import merge_final
-from osk.hooks.harness import Line
 from osk.hooks.rules import is_review_turn
-from osk.hooks.transcript import read_lines
+from osk.hooks.transcript import Line, read_lines
 
 CLAUDE = FIXTURES / "claude" / "session.jsonl"
 CODEX = FIXTURES / "codex" / CODEX_ROLLOUT

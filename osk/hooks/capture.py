@@ -22,9 +22,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from osk.hooks.adapters.common import merge_final
-from osk.hooks.harness import Adapter, HookPayload, TurnRecord, Unknown
+from osk.hooks.harness import Adapter, HookPayload
 from osk.hooks.state import ConversationState, StateStore, record_conversation
-from osk.hooks.transcript import Chunk, read_lines
+from osk.hooks.transcript import Chunk, TurnRecord, Unknown, read_lines
 from osk.store.edges import raw_record
 from osk.store.vault import Vault
 

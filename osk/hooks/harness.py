@@ -20,7 +20,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
+
+if TYPE_CHECKING:  # what Stop reads (osk.hooks.transcript): the other hooks never load it
+    from osk.hooks.transcript import Line, TurnRecord, Unknown
 
 Event = Literal["session-start", "prompt-submit", "stop"]
 EVENTS: tuple[Event, ...] = ("session-start", "prompt-submit", "stop")
@@ -71,45 +74,6 @@ class HookPayload:
     source: str = ""                      # session-start: startup / resume / clear / compact
     subagent: bool = False                # fired inside a sub-agent: not the person's turn
     stop_hook_active: bool = False        # stop: the turn continues because a Stop hook blocked
-
-
-@dataclass(frozen=True)
-class Line:
-    """One complete transcript line, parsed. ``offset`` is the byte position of its start."""
-
-    offset: int
-    end: int
-    obj: Mapping[str, object]
-
-
-@dataclass(frozen=True)
-class TurnRecord:
-    """One round as read from a transcript.
-
-    ``texts`` are the agent's texts in order (one per message; a message streamed over several
-    lines is one text). ``closed`` means the transcript itself shows the turn is over (the next
-    input, a completion marker or an interrupt); the turn still in progress at a Stop hook is
-    not closed, and the Stop payload completes it.
-    """
-
-    start: int
-    user: str
-    texts: tuple[str, ...]
-    tools: tuple[str, ...]
-    completion: str
-    turn_id: str = ""
-    closed: bool = False
-    interrupted: bool = False
-    at: str | None = None
-    optional: bool = False  # a command echo: dropped when the agent never answered it
-
-
-@dataclass(frozen=True)
-class Unknown:
-    """A transcript line of a kind the adapter does not know: format drift, never skipped."""
-
-    offset: int
-    kind: str  # the line's type path, e.g. "event_msg/item_completed/Foo"
 
 
 class Adapter(Protocol):

@@ -11,14 +11,52 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-
-from osk.hooks.harness import Line
 
 # One read is bounded so that a first capture of a very long transcript cannot stall the user's
 # turn; what is left is read by the next hook. A single line longer than this is skipped.
 MAX_READ = 32 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Line:
+    """One complete transcript line, parsed. ``offset`` is the byte position of its start."""
+
+    offset: int
+    end: int
+    obj: Mapping[str, object]
+
+
+@dataclass(frozen=True)
+class TurnRecord:
+    """One round as read from a transcript.
+
+    ``texts`` are the agent's texts in order (one per message; a message streamed over several
+    lines is one text). ``closed`` means the transcript itself shows the turn is over (the next
+    input, a completion marker or an interrupt); the turn still in progress at a Stop hook is
+    not closed, and the Stop payload completes it.
+    """
+
+    start: int
+    user: str
+    texts: tuple[str, ...]
+    tools: tuple[str, ...]
+    completion: str
+    turn_id: str = ""
+    closed: bool = False
+    interrupted: bool = False
+    at: str | None = None
+    optional: bool = False  # a command echo: dropped when the agent never answered it
+
+
+@dataclass(frozen=True)
+class Unknown:
+    """A transcript line of a kind the adapter does not know: format drift, never skipped."""
+
+    offset: int
+    kind: str  # the line's type path, e.g. "event_msg/item_completed/Foo"
 
 
 @dataclass(frozen=True)

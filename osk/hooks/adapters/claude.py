@@ -21,6 +21,7 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from osk.hooks.adapters.common import RoundBuilder, additional_context, minute_time
 from osk.hooks.harness import (
@@ -28,14 +29,14 @@ from osk.hooks.harness import (
     Capabilities,
     Event,
     HookPayload,
-    Line,
-    TurnRecord,
-    Unknown,
     one_line,
     optional_text,
     path_field,
     text_field,
 )
+
+if TYPE_CHECKING:  # Stop's types: the other hooks do not load osk.hooks.transcript
+    from osk.hooks.transcript import Line, TurnRecord, Unknown
 
 # Machine-injected prompts (UserPromptSubmit ``source``): not the person typing.
 MACHINE_SOURCES = frozenset({"system", "loop_wakeup", "schedule_wakeup", "poll_event"})
@@ -101,6 +102,8 @@ class ClaudeAdapter:
         return additional_context(event, text)
 
     def unknown(self, lines: Sequence[Line]) -> list[Unknown]:
+        from osk.hooks.transcript import Unknown
+
         found = []
         for line in lines:
             entry = line.obj

@@ -30,6 +30,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from osk.hooks.adapters.common import RoundBuilder, additional_context, minute_time
 from osk.hooks.harness import (
@@ -37,14 +38,14 @@ from osk.hooks.harness import (
     Capabilities,
     Event,
     HookPayload,
-    Line,
-    TurnRecord,
-    Unknown,
     one_line,
     optional_text,
     path_field,
     text_field,
 )
+
+if TYPE_CHECKING:  # Stop's types: the other hooks do not load osk.hooks.transcript
+    from osk.hooks.transcript import Line, TurnRecord, Unknown
 from osk.store.fsutil import sha256_text
 
 _TURN_START = frozenset({"task_started", "turn_started"})
@@ -107,6 +108,8 @@ class CodexAdapter:
         return additional_context(event, text)
 
     def unknown(self, lines: Sequence[Line]) -> list[Unknown]:
+        from osk.hooks.transcript import Unknown
+
         return [Unknown(line.offset, kind) for line in lines
                 if (kind := _kind(line.obj)) and not _known(kind)]
 

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from osk.hooks.harness import Event, TurnRecord
+if TYPE_CHECKING:
+    from osk.hooks.harness import Event
+    from osk.hooks.transcript import TurnRecord
 
 HOOK_EVENT_NAMES = {"session-start": "SessionStart", "prompt-submit": "UserPromptSubmit",
                     "stop": "Stop"}
@@ -64,6 +67,8 @@ class RoundBuilder:
             self.text_keys.append(key)
 
     def build(self) -> TurnRecord:
+        from osk.hooks.transcript import TurnRecord  # Stop only
+
         texts = list(self.texts)
         if self.final and self.final.strip():
             texts = merge_final(texts, self.final)

@@ -19,19 +19,20 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from osk.hooks.harness import (
     Budget,
     Capabilities,
     Event,
     HookPayload,
-    Line,
-    TurnRecord,
-    Unknown,
     optional_text,
     path_field,
     text_field,
 )
+
+if TYPE_CHECKING:  # Stop's types: the other hooks do not load osk.hooks.transcript
+    from osk.hooks.transcript import Line, TurnRecord, Unknown
 
 
 class KiroAdapter:
