@@ -141,6 +141,40 @@ def test_the_rounds_count_and_length_a_query_ranks_by_are_kept_whole(vault, tmp_
     assert kept == counted and kept[0] == 3
 
 
+def test_a_query_every_key_may_see_ranks_in_fts5_alone_and_finds_what_the_join_finds(
+        vault, tmp_path, monkeypatch):
+    """When every project's rounds are visible, FTS5 orders the matches without the join to
+    the rounds' rows (the join doubled a query's cost at 200,000 rounds), and finds the same
+    rounds, scores, order (ties included) and statistics as the joined query, with a
+    conversation's last rounds skipped (as recall skips them) or not."""
+    from osk.search import rounds
+
+    for name in ("shop", "lab", "void"):
+        engine = Engine.open(vault, cwd=make_project(tmp_path / name))
+        if name == "void":  # its rounds share no word with the queries below
+            engine.append_raw("zebra", user="zebra stripes", assistant="ok")
+            continue
+        for number in range(6):  # equal rounds tie on their score
+            engine.append_raw(f"talk{number % 2}", user="kites over the harbour",
+                              assistant=f"answer {number % 3} about kites and tides")
+        engine.append_raw("other", user="tides alone", assistant="ok")
+    index = RoundIndex(vault)
+    index.refresh()
+    void = {path.name for path in (vault.root / "_raw").iterdir() if path.is_dir()}
+    void -= {"shop", "lab"}
+    assert len(void) == 1
+    talk = next(str(p.relative_to(vault.root)) for p in (vault.root / "_raw").rglob("talk0.md"))
+    for query, k in (("kites tides", 10), ("kites", 3), ("harbour answer", 5)):
+        for skip in (None, (talk, 2)):
+            joined = index.search_with_stats(query, k=k, visible=lambda key: key not in void,
+                                             skip=skip)
+            with monkeypatch.context() as patched:
+                patched.setattr(rounds, "_matching", None)  # the join: not called
+                alone = index.search_with_stats(query, k=k, visible=lambda key: True,
+                                                skip=skip)
+            assert alone == joined and len(alone[0]) == k
+
+
 # -- per-prompt recall falls back to rounds ------------------------------------------------------
 def recalled_for(project: Path, text: str, tmp_path: Path, session: str) -> str:
     data = json.loads(payload("claude", "prompt_submit", transcript=tmp_path / "t.jsonl",

@@ -343,13 +343,15 @@ class RoundIndex:
             return [], None
         with self._open() as db:
             self._schema(db)
-            keys = [key for (key,) in db.execute("SELECT DISTINCT key FROM records")
-                    if visible(key)]
+            known = [key for (key,) in db.execute("SELECT DISTINCT key FROM records")]
+            keys = [key for key in known if visible(key)]
             if not keys:
                 return [], None
             hidden = excluded(self.vault)
             if _built_against(db) != hidden:  # not refreshed since the exclusions changed
                 rows = _matching(db, terms, keys, k, skip, 0.0, hidden)
+            elif len(keys) == len(known):
+                rows = _ranked(db, terms, k, context, skip)
             else:
                 rows = _matching(db, terms, keys, k, skip, context)
             hits = [RoundHit(coordinate, key, at, host, excerpt(text, excerpt_chars, terms),
@@ -400,12 +402,41 @@ def _touched(before: Excluded, now: Excluded) -> frozenset[str]:
                      if state(before, rel) != state(now, rel))
 
 
+def _match(terms: list[str], context: float) -> str:
+    """The FTS5 query of any of ``terms`` (in a round's own words only when ``context`` is 0)."""
+    match = " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+    return match if context else f"body : ({match})"
+
+
+_ROW = "r.row, r.coordinate, r.key, r.at, r.host, r.excerpt"  # a result's columns before s
+
+
+def _ranked(db: sqlite3.Connection, terms: list[str], k: int, context: float,
+            skip: tuple[str, int] | None) -> list[tuple[Any, ...]]:
+    """``_matching``'s rows when every round may be found: FTS5 orders its matches alone and
+    only the best are joined to their rows (``skip``'s rounds are asked for on top of ``k``
+    and left out). Joining every match to its row (which carries the round's first
+    TEXT_CHARS) before ordering doubled the cost at 200,000 rounds (a warm query 360-530 ->
+    170 ms CPU; docs/performance.md); the order is FTS5's either way."""
+    skipped = 0 if skip is None else db.execute(
+        "SELECT count(*) FROM rounds WHERE rel = ? AND number >= ?", skip).fetchone()[0]
+    best = db.execute("SELECT rowid, bm25(terms, 1.0, ?) AS s FROM terms "
+                      "WHERE terms MATCH ? ORDER BY s LIMIT ?",
+                      (float(context), _match(terms, context), k + skipped)).fetchall()
+    ids = [rowid for rowid, _ in best]
+    marks = ",".join("?" * len(ids))
+    rows = {row[0]: row for row in db.execute(
+        f"SELECT {_ROW}, r.length, t.body, r.rel, r.number FROM rounds r "
+        f"JOIN terms t ON t.rowid = r.row WHERE r.row IN ({marks})", ids)}
+    kept = [(*rows[rowid][:6], score, *rows[rowid][6:8]) for rowid, score in best
+            if skip is None or not (rows[rowid][8] == skip[0] and rows[rowid][9] >= skip[1])]
+    return kept[:k]
+
+
 def _matching(db: sqlite3.Connection, terms: list[str], keys: list[str], k: int,
               skip: tuple[str, int] | None, context: float,
               hidden: Excluded | None = None) -> list[tuple[Any, ...]]:
-    match = " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
-    if not context:
-        match = f"body : ({match})"
+    match = _match(terms, context)
     marks = ",".join("?" * len(keys))
     skipped, facts = "", []
     if skip is not None:
@@ -416,8 +447,8 @@ def _matching(db: sqlite3.Connection, terms: list[str], keys: list[str], k: int,
             skipped += f"AND r.{column} NOT IN ({','.join('?' * len(names))}) "
             facts += sorted(names)
     return list(db.execute(
-        "SELECT r.row, r.coordinate, r.key, r.at, r.host, r.excerpt, bm25(terms, 1.0, ?) AS s, "
-        "r.length, terms.body FROM terms JOIN rounds r ON r.row = terms.rowid "
+        f"SELECT {_ROW}, bm25(terms, 1.0, ?) AS s, r.length, terms.body "
+        "FROM terms JOIN rounds r ON r.row = terms.rowid "
         f"WHERE terms MATCH ? AND r.key IN ({marks}) {skipped}ORDER BY s LIMIT ?",
         (float(context), match, *keys, *facts, k)))
 
