@@ -141,18 +141,19 @@ def test_the_rounds_count_and_length_a_query_ranks_by_are_kept_whole(vault, tmp_
     assert kept == counted and kept[0] == 3
 
 
-def test_a_query_every_key_may_see_ranks_in_fts5_alone_and_finds_what_the_join_finds(
+def test_a_query_ranked_in_fts5_alone_finds_what_the_join_finds(
         vault, tmp_path, monkeypatch):
-    """When every project's rounds are visible, FTS5 orders the matches without the join to
-    the rounds' rows (the join doubled a query's cost at 200,000 rounds), and finds the same
-    rounds, scores, order (ties included) and statistics as the joined query, with a
-    conversation's last rounds skipped (as recall skips them) or not."""
+    """FTS5 orders the matches without the join to the rounds' rows (the join doubled a
+    query's cost at 200,000 rounds), and finds the same rounds, scores, order (ties included)
+    and statistics as the joined query, with every key visible or not, and a conversation's
+    last rounds skipped (as recall skips them) or not."""
     from osk.search import rounds
 
     for name in ("shop", "lab", "void"):
         engine = Engine.open(vault, cwd=make_project(tmp_path / name))
-        if name == "void":  # its rounds share no word with the queries below
-            engine.append_raw("zebra", user="zebra stripes", assistant="ok")
+        if name == "void":  # the best matches of a query, not always visible below
+            for _ in range(20):
+                engine.append_raw("zebra", user="kites kites harbour kites", assistant="ok")
             continue
         for number in range(6):  # equal rounds tie on their score
             engine.append_raw(f"talk{number % 2}", user="kites over the harbour",
@@ -164,15 +165,23 @@ def test_a_query_every_key_may_see_ranks_in_fts5_alone_and_finds_what_the_join_f
     void -= {"shop", "lab"}
     assert len(void) == 1
     talk = next(str(p.relative_to(vault.root)) for p in (vault.root / "_raw").rglob("talk0.md"))
+    matching = rounds._matching
+
+    def join(db, terms, k, context, skip, keys=None):  # the rows joined before ordering
+        every = [key for (key,) in db.execute("SELECT DISTINCT key FROM records")]
+        return matching(db, terms, every if keys is None else sorted(keys), k, skip, context)
+
+    joins = []  # the queries ranked in FTS5 alone whose best matches held too few visible
+    monkeypatch.setattr(rounds, "_matching", lambda *args: joins.append(args) or matching(*args))
     for query, k in (("kites tides", 10), ("kites", 3), ("harbour answer", 5)):
         for skip in (None, (talk, 2)):
-            joined = index.search_with_stats(query, k=k, visible=lambda key: key not in void,
-                                             skip=skip)
-            with monkeypatch.context() as patched:
-                patched.setattr(rounds, "_matching", None)  # the join: not called
-                alone = index.search_with_stats(query, k=k, visible=lambda key: True,
-                                                skip=skip)
-            assert alone == joined and len(alone[0]) == k
+            for visible in (lambda key: True, lambda key: key not in void):
+                alone = index.search_with_stats(query, k=k, visible=visible, skip=skip)
+                with monkeypatch.context() as patched:
+                    patched.setattr(rounds, "_ranked", join)
+                    joined = index.search_with_stats(query, k=k, visible=visible, skip=skip)
+                assert alone == joined and len(alone[0]) == k
+    assert 0 < len(joins) < 12
 
 
 # -- per-prompt recall falls back to rounds ------------------------------------------------------

@@ -350,10 +350,11 @@ class RoundIndex:
             hidden = excluded(self.vault)
             if _built_against(db) != hidden:  # not refreshed since the exclusions changed
                 rows = _matching(db, terms, keys, k, skip, 0.0, hidden)
-            elif len(keys) == len(known):
-                rows = _ranked(db, terms, k, context, skip)
             else:
-                rows = _matching(db, terms, keys, k, skip, context)
+                rows = _ranked(db, terms, k, context, skip,
+                               None if len(keys) == len(known) else frozenset(keys))
+                if rows is None:
+                    rows = _matching(db, terms, keys, k, skip, context)
             hits = [RoundHit(coordinate, key, at, host, excerpt(text, excerpt_chars, terms),
                              -float(score), slot)
                     for slot, (_, coordinate, key, at, host, text, score, _, _) in
@@ -411,26 +412,42 @@ def _match(terms: list[str], context: float) -> str:
 _ROW = "r.row, r.coordinate, r.key, r.at, r.host, r.excerpt"  # a result's columns before s
 
 
+RANKED_AT_MOST = 2000  # matches FTS5 orders alone for one query before the join is cheaper
+
+
 def _ranked(db: sqlite3.Connection, terms: list[str], k: int, context: float,
-            skip: tuple[str, int] | None) -> list[tuple[Any, ...]]:
-    """``_matching``'s rows when every round may be found: FTS5 orders its matches alone and
-    only the best are joined to their rows (``skip``'s rounds are asked for on top of ``k``
-    and left out). Joining every match to its row (which carries the round's first
-    TEXT_CHARS) before ordering doubled the cost at 200,000 rounds (a warm query 360-530 ->
-    170 ms CPU; docs/performance.md); the order is FTS5's either way."""
-    skipped = 0 if skip is None else db.execute(
+            skip: tuple[str, int] | None, keys: Collection[str] | None = None
+            ) -> list[tuple[Any, ...]] | None:
+    """``_matching``'s rows, ordered by FTS5 alone: FTS5 keeps its best matches, enough for
+    ``k`` of them to be of ``keys`` (None: every key) and not ``skip``'s were the visible
+    rounds spread evenly (twice that), and only those are looked up; None when more matches
+    than that might be needed (the caller then joins). Joining every match to its row (which
+    carries the round's first TEXT_CHARS) and filtering it before ordering doubled the cost
+    at 200,000 rounds (docs/performance.md); the order is FTS5's either way."""
+    limit = k if skip is None else k + db.execute(
         "SELECT count(*) FROM rounds WHERE rel = ? AND number >= ?", skip).fetchone()[0]
+    if keys is not None:
+        counts = dict(db.execute("SELECT key, sum(indexed) FROM records GROUP BY key"))
+        seen = sum(counts.get(key, 0) for key in keys)
+        limit *= -(-2 * sum(counts.values()) // max(seen, 1))
+    if limit > RANKED_AT_MOST:
+        return None
     best = db.execute("SELECT rowid, bm25(terms, 1.0, ?) AS s FROM terms "
                       "WHERE terms MATCH ? ORDER BY s LIMIT ?",
-                      (float(context), _match(terms, context), k + skipped)).fetchall()
-    ids = [rowid for rowid, _ in best]
-    marks = ",".join("?" * len(ids))
+                      (float(context), _match(terms, context), limit)).fetchall()
+    marks = ",".join("?" * len(best))
+    passes = {row for row, key, rel, number in db.execute(
+        f"SELECT row, key, rel, number FROM rounds WHERE row IN ({marks})",
+        [rowid for rowid, _ in best])
+        if (keys is None or key in keys) and (skip is None or rel != skip[0] or number < skip[1])}
+    kept = [(rowid, score) for rowid, score in best if rowid in passes][:k]
+    if len(kept) < k and len(best) == limit:  # the next match might pass
+        return None
+    marks = ",".join("?" * len(kept))
     rows = {row[0]: row for row in db.execute(
-        f"SELECT {_ROW}, r.length, t.body, r.rel, r.number FROM rounds r "
-        f"JOIN terms t ON t.rowid = r.row WHERE r.row IN ({marks})", ids)}
-    kept = [(*rows[rowid][:6], score, *rows[rowid][6:8]) for rowid, score in best
-            if skip is None or not (rows[rowid][8] == skip[0] and rows[rowid][9] >= skip[1])]
-    return kept[:k]
+        f"SELECT {_ROW}, r.length, t.body FROM rounds r JOIN terms t ON t.rowid = r.row "
+        f"WHERE r.row IN ({marks})", [rowid for rowid, _ in kept])}
+    return [(*rows[rowid][:6], score, *rows[rowid][6:]) for rowid, score in kept]
 
 
 def _matching(db: sqlite3.Connection, terms: list[str], keys: list[str], k: int,
