@@ -171,6 +171,7 @@ def test_a_query_ranked_in_fts5_alone_finds_what_the_join_finds(
         every = [key for (key,) in db.execute("SELECT DISTINCT key FROM records")]
         return matching(db, terms, every if keys is None else sorted(keys), k, skip, context)
 
+    monkeypatch.setattr(rounds, "_telling", lambda db, terms, context: terms)  # its own test
     joins = []  # the queries ranked in FTS5 alone whose best matches held too few visible
     monkeypatch.setattr(rounds, "_matching", lambda *args: joins.append(args) or matching(*args))
     for query, k in (("kites tides", 10), ("kites", 3), ("harbour answer", 5)):
@@ -182,6 +183,32 @@ def test_a_query_ranked_in_fts5_alone_finds_what_the_join_finds(
                     joined = index.search_with_stats(query, k=k, visible=visible, skip=skip)
                 assert alone == joined and len(alone[0]) == k
     assert 0 < len(joins) < 12
+
+
+def test_a_word_in_over_half_the_rounds_leaves_the_ordering_unless_too_few_rounds_are_left(
+        vault, tmp_path):
+    """FTS5 gives a word in over half the rounds an idf of 1e-6: it is left out of what FTS5
+    orders when a rarer word is asked, and asked again when the rarer words fill fewer places
+    than asked (a round holding only the common word is still found)."""
+    import sqlite3
+
+    from osk.search import rounds
+    from osk.search.expand import query_terms
+
+    engine = Engine.open(vault, cwd=make_project(tmp_path / "shop"))
+    for number in range(5):
+        engine.append_raw("talk", user=f"kites {number}", assistant="ok")
+    engine.append_raw("talk", user="kites and a heron", assistant="ok")
+    index = RoundIndex(vault)
+    index.refresh()
+    [heron], [kite] = query_terms("heron"), query_terms("kites")
+    with sqlite3.connect(index.path) as db:
+        assert rounds._telling(db, sorted([heron, kite]), 0.4) == [heron]
+        assert rounds._telling(db, [kite], 0.4) == [kite]
+    assert [hit.excerpt for hit in index.search("heron kites", k=1, visible=lambda key: True)
+            ] == ["kites and a heron ok"]
+    found = index.search("heron kites", k=6, visible=lambda key: True)
+    assert len(found) == 6 and found[0].excerpt == "kites and a heron ok"
 
 
 # -- per-prompt recall falls back to rounds ------------------------------------------------------

@@ -432,9 +432,14 @@ def _ranked(db: sqlite3.Connection, terms: list[str], k: int, context: float,
         limit *= -(-2 * sum(counts.values()) // max(seen, 1))
     if limit > RANKED_AT_MOST:
         return None
+    asked = _telling(db, terms, context)
     best = db.execute("SELECT rowid, bm25(terms, 1.0, ?) AS s FROM terms "
                       "WHERE terms MATCH ? ORDER BY s LIMIT ?",
-                      (float(context), _match(terms, context), limit)).fetchall()
+                      (float(context), _match(asked, context), limit)).fetchall()
+    if len(best) < limit and asked != terms:  # too few rounds hold the telling words
+        best = db.execute("SELECT rowid, bm25(terms, 1.0, ?) AS s FROM terms "
+                          "WHERE terms MATCH ? ORDER BY s LIMIT ?",
+                          (float(context), _match(terms, context), limit)).fetchall()
     marks = ",".join("?" * len(best))
     passes = {row for row, key, rel, number in db.execute(
         f"SELECT row, key, rel, number FROM rounds WHERE row IN ({marks})",
@@ -448,6 +453,22 @@ def _ranked(db: sqlite3.Connection, terms: list[str], k: int, context: float,
         f"SELECT {_ROW}, r.length, t.body FROM rounds r JOIN terms t ON t.rowid = r.row "
         f"WHERE r.row IN ({marks})", [rowid for rowid, _ in kept])}
     return [(*rows[rowid][:6], score, *rows[rowid][6:]) for rowid, score in kept]
+
+
+def _telling(db: sqlite3.Connection, terms: list[str], context: float) -> list[str]:
+    """``terms`` less those in over half the rounds, when any other is left. FTS5's BM25 gives
+    such a term an idf of 1e-6 (a score of at most 2.2e-6), so it moves a round's place only
+    among rounds whose scores differ by less; yet FTS5 orders every round holding it (at
+    200,000 rounds, the most of a query's cost). A round holding none of the others is found
+    only when the telling words fill fewer places than asked (``_ranked`` then asks again)."""
+    size = db.execute("SELECT rounds FROM totals").fetchone()[0]
+    columns = "col = 'body'" if not context else "1"
+    marks = ",".join("?" * len(terms))
+    common = {term for (term,) in db.execute(
+        f"SELECT term FROM terms_vocab WHERE {columns} AND term IN ({marks}) "
+        "GROUP BY term HAVING max(doc) * 2 > ?", (*terms, size))}
+    telling = [term for term in terms if term not in common]
+    return telling or terms
 
 
 def _matching(db: sqlite3.Connection, terms: list[str], keys: list[str], k: int,
