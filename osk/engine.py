@@ -578,7 +578,7 @@ class Engine:
         # read once a call, when a node first needs them (a failure is not kept: each node
         # meets it as before)
         approvals = functools.cache(lambda: protection.state(self.vault))
-        held = functools.cache(lambda: review_queue.held_scopes(self.vault))
+        review = functools.cache(lambda: _review_hold(self.vault))
         result: dict[str, list[str]] = {}
         for node_id in wanted:
             found: list[str] = []
@@ -596,23 +596,13 @@ class Engine:
             marker = trust.marker(node) if node is not None else None
             if marker:
                 found.append(marker)
-            if node is not None and self._awaits_review(node, held()):
+            if node is not None and _awaits_review(node, *review()):
                 found.append(review_queue.MARKER)
             if node is not None and _steers(node):
                 found.append("steering")
             if found:
                 result[node_id] = sorted(found)
         return result
-
-    def _awaits_review(self, node: Node, held: frozenset[str]) -> bool:
-        """An agent's node in a scope ``[review] hold`` names (``held``), not yet kept by the
-        person."""
-        if not held or node.scope not in held:
-            return False
-        from osk.review import content_hash
-
-        return review_queue.unreviewed(node.id, node.meta.trust_state, content_hash(node),
-                                       review_queue.kept(self.vault))
 
     # -- rechecks and overview ---------------------------------------------------------------
     def recheck(self) -> RecheckReport:
@@ -637,6 +627,23 @@ def _settle_killed_writes(vault: Vault) -> None:
     mutation.settle(vault)
 
 
+def _review_hold(vault: Vault) -> tuple[frozenset[str], dict[str, set[str]]]:
+    """The scopes ``[review] hold`` names and the versions the person kept (read only when a
+    scope is held)."""
+    held = review_queue.held_scopes(vault)
+    return held, review_queue.kept(vault) if held else {}
+
+
+def _awaits_review(node: Node, held: frozenset[str], keeps: dict[str, set[str]]) -> bool:
+    """An agent's node in a held scope, not yet kept by the person (``held_back``)."""
+    if node.scope not in held:  # hashed only when it may be held
+        return False
+    from osk.review import content_hash
+
+    return review_queue.held_back(held, keeps, node.scope, node.id, node.meta.trust_state,
+                                  content_hash(node))
+
+
 _STEERS: dict[tuple[str, str], bool] = {}  # (path, file hash) -> whether its text steers
 STEERS_KEPT = 8192  # answers kept; all are forgotten when full (a search asks about ten)
 
@@ -646,7 +653,7 @@ def _steers(node: Node) -> bool:
     hooks inject it only once a person confirmed it. Kept by path and file hash (the title
     is the file's name, the rest its bytes): a search marks each hit, and the patterns cost
     more than the rest of a hit's markers together."""
-    from osk.capture.steering import steering
+    from osk.capture.steering import node_steering
 
     try:
         key = (node.path, node.file_hash)
@@ -654,8 +661,7 @@ def _steers(node: Node) -> bool:
         if found is None:
             if len(_STEERS) >= STEERS_KEPT:
                 _STEERS.clear()
-            found = _STEERS[key] = bool(
-                steering(f"{node.title}\n{node.meta.summary}\n{node.body}"))
+            found = _STEERS[key] = bool(node_steering(node.title, node.meta.summary, node.body))
         return found
     except (OskError, OSError, UnicodeDecodeError):
         return False  # unreadable now: the validators and read_node say so

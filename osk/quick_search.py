@@ -208,7 +208,7 @@ def _markers(vault: Vault, docs: list[Any]) -> dict[str, list[str]]:
     if pending:
         raise _EngineNeeded
     held = review_queue.held_scopes(vault)
-    keeps = review_queue.kept(vault) if held else {}
+    keeps = review_queue.kept(vault) if held else {}  # as the engine's markers read them
     found: dict[str, list[str]] = {}
     for doc in docs:
         labels = []
@@ -217,8 +217,7 @@ def _markers(vault: Vault, docs: list[Any]) -> dict[str, list[str]]:
         marker = trust.person_marker(doc.space, doc.trust)
         if marker:
             labels.append(marker)
-        if doc.scope in held and review_queue.unreviewed(doc.id, doc.trust, doc.content_hash,
-                                                         keeps):
+        if review_queue.held_back(held, keeps, doc.scope, doc.id, doc.trust, doc.content_hash):
             labels.append(review_queue.MARKER)
         if _steers(vault, doc):
             labels.append("steering")
@@ -230,7 +229,7 @@ def _markers(vault: Vault, docs: list[Any]) -> dict[str, list[str]]:
 def _steers(vault: Vault, doc: Any) -> bool:
     """Whether the hit's text carries steering, judged on the text the engine judges (its
     title, summary and body; the file was checked unchanged since it was indexed)."""
-    from osk.capture.steering import steering
+    from osk.capture.steering import node_steering
     from osk.errors import OskError
     from osk.store.node import body_of
 
@@ -238,4 +237,4 @@ def _steers(vault: Vault, doc: Any) -> bool:
         body = body_of(doc.path, vault.abs(doc.path).read_text(encoding="utf-8"))
     except (OSError, OskError, UnicodeDecodeError):
         raise _EngineNeeded from None
-    return bool(steering(f"{doc.title}\n{doc.summary}\n{body}"))
+    return bool(node_steering(doc.title, doc.summary, body))

@@ -55,6 +55,13 @@ def unreviewed(node_id: str, trust: str | None, content_hash: str,
     return trust == INFERRED and content_hash not in keeps.get(node_id, ())
 
 
+def held_back(held: frozenset[str], keeps: Mapping[str, set[str]], scope: str | None,
+              node_id: str, trust: str | None, content_hash: str) -> bool:
+    """A node in a scope ``held`` names (``held_scopes``) that waits for the person's review
+    (``keeps``: ``kept``): marked in search, kept out of what the hooks inject."""
+    return scope in held and unreviewed(node_id, trust, content_hash, keeps)
+
+
 def keep(vault: Vault, node_id: str, *, file_hash: str, content_hash: str) -> None:
     """Record that the person reviewed this version and keeps it (person, terminal)."""
     from osk.authority import protection

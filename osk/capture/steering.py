@@ -167,6 +167,12 @@ _OVERRIDE_WORDS = ("ignore", "disregard", "forget", "override", "bypass", "you a
 _SOURCES = lazy(r"<!-- osk-sources:.*?<!-- /osk-sources -->", re.DOTALL)
 
 
+def node_steering(title: str, summary: str, body: str) -> tuple[str, ...]:
+    """``steering`` of a node: its title, summary and body are judged together, wherever a
+    node is judged (the engine's markers, a search from the store, the hooks' origin line)."""
+    return steering(f"{title}\n{summary}\n{body}")
+
+
 def steering(text: str) -> tuple[str, ...]:
     """The kinds of steering in a node's text (title, summary, body), in a fixed order; ()
     when there is none. osk's own sources block is not the author's text and is skipped."""

@@ -359,8 +359,8 @@ class _ReviewHold:
         self.keeps = review_queue.kept(vault) if self.scopes else {}
 
     def holds(self, hit: Recalled) -> bool:
-        return (bool(self.scopes) and scope_of(hit.path) in self.scopes
-                and self.queue.unreviewed(hit.id, hit.trust, hit.content_hash, self.keeps))
+        return self.queue.held_back(self.scopes, self.keeps, scope_of(hit.path), hit.id,
+                                    hit.trust, hit.content_hash)
 
 
 def _rejected_ids(vault: Vault) -> set[str]:
@@ -619,17 +619,16 @@ def _key_visibility(vault: Vault, visible: Callable[[Any], bool] | None
     """Scope isolation for a raw record's key: the scope the routing ledger binds it to."""
     if visible is None:
         return lambda key: True
+    from functools import cache
     from types import SimpleNamespace
 
-    routings: list[Any] = []  # the routing ledger is read when a round first asks (10 ms)
+    @cache
+    def routing() -> Any:  # the routing ledger is read when a round first asks (10 ms)
+        from osk.provenance.sessions import Routing
 
-    def scope_visible(key: str) -> bool:
-        if not routings:
-            from osk.provenance.sessions import Routing
+        return Routing(vault)
 
-            routings.append(Routing(vault))
-        return visible(SimpleNamespace(space="Scope", scope=routings[0].scope_for(key)))
-    return scope_visible
+    return lambda key: visible(SimpleNamespace(space="Scope", scope=routing().scope_for(key)))
 
 
 def limit_for(vault: Vault, adapter: Adapter) -> int:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from osk.capture.steering import steering
+from osk.capture.steering import node_steering
 from osk.errors import OskError
 from osk.store.edges import FileTarget, RawTarget, parse_target
 from osk.store.trust_state import state_of
@@ -55,7 +55,7 @@ def read(text: str, title: str, summary: str) -> Origin:
     author = "person" if keys.get("author") == "user" else "agent"
     return Origin(author, state_of(keys.get("trust") or None, keys.get("author", "")),
                   kinds.count("round"), kinds.count("file"), kinds.count("node"),
-                  steering(f"{title}\n{summary}\n{body}"))
+                  node_steering(title, summary, body))
 
 
 def _split(text: str) -> tuple[str, str]:

@@ -432,14 +432,15 @@ def _ranked(db: sqlite3.Connection, terms: list[str], k: int, context: float,
         limit *= -(-2 * sum(counts.values()) // max(seen, 1))
     if limit > RANKED_AT_MOST:
         return None
-    asked = _telling(db, terms, context)
-    best = db.execute("SELECT rowid, bm25(terms, 1.0, ?) AS s FROM terms "
-                      "WHERE terms MATCH ? ORDER BY s LIMIT ?",
-                      (float(context), _match(asked, context), limit)).fetchall()
-    if len(best) < limit and asked != terms:  # too few rounds hold the telling words
-        best = db.execute("SELECT rowid, bm25(terms, 1.0, ?) AS s FROM terms "
+    def best_of(words: list[str]) -> list[tuple[int, float]]:
+        return db.execute("SELECT rowid, bm25(terms, 1.0, ?) AS s FROM terms "
                           "WHERE terms MATCH ? ORDER BY s LIMIT ?",
-                          (float(context), _match(terms, context), limit)).fetchall()
+                          (float(context), _match(words, context), limit)).fetchall()
+
+    asked = _telling(db, terms, context)
+    best = best_of(asked)
+    if len(best) < limit and asked != terms:  # too few rounds hold the telling words
+        best = best_of(terms)
     marks = ",".join("?" * len(best))
     passes = {row for row, key, rel, number in db.execute(
         f"SELECT row, key, rel, number FROM rounds WHERE row IN ({marks})",
