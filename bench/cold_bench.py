@@ -36,7 +36,7 @@ IN_PROCESS = """
 import sys, time
 t0 = time.perf_counter()
 from pathlib import Path
-from osk.engine import Engine
+from osk.engine.core import Engine
 t1 = time.perf_counter()
 engine = Engine.open(sys.argv[1], cwd=Path(sys.argv[2]), scope=sys.argv[3])
 t2 = time.perf_counter()
@@ -133,7 +133,7 @@ def main() -> int:
     print(f"  osk search (CLI), snapshots on disk     {median_ms(warm_cli)} "
           f"(CPU {median_ms([cpu for _, cpu in cli_runs])}; target 250 ms)")
     print(f"  osk search (CLI), no catalog snapshot   {median_ms(no_snapshot)}")
-    print(f"  in process: import osk.engine           {median_ms([p[0] for p in parts])}")
+    print(f"  in process: import osk.engine.core           {median_ms([p[0] for p in parts])}")
     print(f"  in process: Engine.open                 {median_ms([p[1] for p in parts])}")
     print(f"  in process: first search                {median_ms([p[2] for p in parts])}")
     lexical, semantic = mcp["0"], mcp["1"]

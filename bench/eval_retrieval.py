@@ -5,7 +5,7 @@ Usage: ``python bench/eval_retrieval.py DATASET_DIR [--isolation on|off|both]
 
 DATASET_DIR holds ``corpus.jsonl`` and ``queries.jsonl`` in the format of
 ``../shared/eval/dev/`` (see its README). The corpus is loaded into a fresh vault through the
-same path as ``osk import`` (``osk.importer``: every node written by
+same path as ``osk import`` (``osk.verbs.importer``: every node written by
 ``Engine.create_node``). Titles are made portable first, because a title is a file name:
 characters a file name or an Obsidian link cannot hold (``: / # ? "`` …) are replaced by
 separators or dropped, which keeps the title's words. The importer also creates one cluster
@@ -98,8 +98,8 @@ def import_lines(corpus: list[dict[str, Any]], infer_supersedes: bool) -> list[s
 
 
 def build_vault(base: Path, corpus: list[dict[str, Any]], infer_supersedes: bool):
-    from osk.importer import Importer, read_lines
     from osk.store.vault import init
+    from osk.verbs.importer import Importer, read_lines
 
     vault = init(base / "vault", git=False)
     lines, rejected, _ = read_lines(import_lines(corpus, infer_supersedes))
@@ -125,7 +125,7 @@ def set_isolation(vault: Any, on: bool) -> None:
 # -- running ------------------------------------------------------------------------------------
 def semantic_ready(vault: Any, base: Path) -> bool:
     """Embed every node now (so no query pays for it); False when the channel is off."""
-    from osk.engine import Engine
+    from osk.engine.core import Engine
 
     index = Engine.open(vault, cwd=base / "no-project")._search_index()
     if index.vectors is None:
@@ -138,7 +138,7 @@ def semantic_ready(vault: Any, base: Path) -> bool:
 
 
 def run_osk(vault: Any, base: Path, queries: list[dict[str, Any]], titles: dict[str, str]):
-    from osk.engine import Engine
+    from osk.engine.core import Engine
 
     engines: dict[str | None, Any] = {}
     ranked: dict[str, list[tuple[str | None, float]]] = {}
@@ -256,7 +256,7 @@ def run_injection(vault: Any, base: Path, queries: list[dict[str, Any]],
     """Each query played as a prompt from its from_scope through the prompt-submit hook's own
     functions (rank over the recall file, select, render within the default budget), in a new
     conversation each. Returns the figures at the hook's floor and the curve over FLOORS."""
-    from osk.engine import Engine
+    from osk.engine.core import Engine
     from osk.hooks import recall
     from osk.hooks.adapters import get
 
@@ -289,7 +289,7 @@ def run_injection_fused(vault: Any, base: Path, queries: list[dict[str, Any]],
     confidence alone (``select``), and what the hook does (``choose``: that, or both channels
     backing the fused first node or meaning close enough at ``AGREE_FLOOR``, else the lexical
     order at ``RESCUE_FLOOR``); and, at the hook's fused floor, the meaning floor."""
-    from osk.engine import Engine
+    from osk.engine.core import Engine
     from osk.hooks import recall, recall_server
     from osk.hooks.adapters import get
 

@@ -35,8 +35,8 @@ def us(seconds: float) -> str:
 
 
 def bench(base: Path, size: int, queries: int) -> None:
-    from osk import engine as engine_mod
-    from osk.engine import Engine
+    from osk.engine import core as engine_mod
+    from osk.engine.core import Engine
     from osk.store import generation
     from osk.store.freshness import Freshness
 

@@ -242,8 +242,8 @@ def capture_rounds(base: Path, data: Data) -> tuple[Any, dict[str, str]]:
 
 def import_nodes(base: Path, data: Data) -> tuple[Any, dict[str, str]]:
     """The nodes vault: one node per round, imported in its conversation's scope."""
-    from osk.importer import Importer, read_lines
     from osk.store.vault import init
+    from osk.verbs.importer import Importer, read_lines
 
     vault = init(base / "nodes-vault", git=False)
     lines = [json.dumps({"title": r.title, "summary": date_words(r.at), "body": r.text,
@@ -265,7 +265,7 @@ def channels(semantic: str, holding: str, vault: Any, base: Path) -> Iterable[st
     if holding != "nodes" or semantic == "off":
         yield ""
         return
-    from osk.engine import Engine
+    from osk.engine.core import Engine
 
     os.environ["OSK_SEMANTIC"] = "1"
     index = Engine.open(vault, cwd=base / "no-project")._search_index()
@@ -326,7 +326,7 @@ class Resolver:
 
 def ask_osk(vault: Any, base: Path, data: Data, resolver: Resolver,
             with_hook: bool) -> list[Answered]:
-    from osk.engine import Engine
+    from osk.engine.core import Engine
 
     engines: dict[str, Any] = {}
     answers = []

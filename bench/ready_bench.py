@@ -39,7 +39,7 @@ IMPORTS = {
     "before the handshake: osk.surfaces.cli, osk.surfaces.stdio, osk.store.vault":
         "import osk.surfaces.cli, osk.surfaces.stdio, osk.store.vault",
     "behind it: osk.surfaces.server (the MCP SDK, pydantic)": "import osk.surfaces.server",
-    "behind it: osk.engine": "import osk.engine",
+    "behind it: osk.engine.core": "import osk.engine.core",
 }
 
 

@@ -102,7 +102,7 @@ def file_path(vault: Any, base: Path, prompts: list[dict[str, Any]]
 
 def server_answers(vault: Any, base: Path, prompts: list[dict[str, Any]]) -> dict[str, Any]:
     """Each prompt's answer from ``recall_server.answer`` (what the server's socket runs)."""
-    from osk.engine import Engine
+    from osk.engine.core import Engine
     from osk.hooks import recall_server
 
     index = Engine.open(vault, cwd=base / "no-project")._search_index()
@@ -146,7 +146,7 @@ _SCOPES: dict[Any, str | None] = {}
 
 
 def _scope(vault: Any, base: Path, prompt: dict[str, Any]) -> str | None:
-    from osk.engine import Engine
+    from osk.engine.core import Engine
 
     wanted = prompt["from_scope"]
     if wanted not in _SCOPES:

@@ -46,7 +46,7 @@ REAL_SAMPLE = 150
 
 def read_cost(root: Path) -> tuple[float, int]:
     """Median CPU ms of read_node over the sample, and how many reads it counted."""
-    from osk.engine import Engine
+    from osk.engine.core import Engine
     from osk.errors import NodeNotFound
 
     engine = Engine.open(root, cwd=root, scope="atlas")
@@ -83,8 +83,8 @@ def real_corpus(locomo: Path, dev: Path) -> list[dict[str, Any]]:
 
 
 def agreement(base: Path, bounds: list[int], locomo: Path, dev: Path) -> None:
-    import osk.engine
-    from osk.engine import Engine
+    import osk.engine.core
+    from osk.engine.core import Engine
 
     vault, _, _ = eval_retrieval.build_vault(base, real_corpus(locomo, dev), False)
     engine = Engine.open(vault, cwd=base / "no-project", scope="talk41")
@@ -94,7 +94,7 @@ def agreement(base: Path, bounds: list[int], locomo: Path, dev: Path) -> None:
     print(f"\nreal text: {len(engine.catalog.entries):,} nodes, {len(sample)} read")
 
     def similar(bound: int | None) -> dict[str, list[str]]:
-        osk.engine.RELATED_POSTINGS = bound  # type: ignore[assignment]
+        osk.engine.core.RELATED_POSTINGS = bound  # type: ignore[assignment]
         return {node_id: [r.id for r in engine.read_node(node_id).related
                           if r.why.startswith("similar")] for node_id in sample}
 

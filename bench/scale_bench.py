@@ -68,7 +68,7 @@ from osk.surfaces.cli import main
 code = main(["--vault", sys.argv[1], "search", sys.argv[2], "--json"])
 sys.stdout.flush()
 print("PEAK", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
-print("PATH", "engine" if "osk.engine" in sys.modules else "store", file=sys.stderr)
+print("PATH", "engine" if "osk.engine.core" in sys.modules else "store", file=sys.stderr)
 sys.exit(code)
 """
 
@@ -166,8 +166,8 @@ def warm_and_writes(root: Path, queries: list[str], rounds: int, *, gap: float =
                     watch: bool = True) -> dict[str, float]:
     """Warm searches and write rounds through one Engine in this process (lexical)."""
     os.environ["OSK_SEMANTIC"] = "0"
-    from osk.engine import Engine
-    from osk.request import NewNode, NodeEdit
+    from osk.calls.request import NewNode, NodeEdit
+    from osk.engine.core import Engine
 
     engine = Engine.open(root, cwd=root, scope="atlas", watch=watch)
     engine.search("warm up")
@@ -222,7 +222,7 @@ def warm_only(root: Path, size: int, runs: int, gap: float, watch: bool) -> None
     where each call makes the periodic look for hand edits, as an agent's calls do."""
     child([sys.executable, "-c", OSK_CHILD, str(root), "first"], root, env_for_osk())
     os.environ["OSK_SEMANTIC"] = "0"
-    from osk.engine import Engine
+    from osk.engine.core import Engine
 
     engine = Engine.open(root, cwd=root, scope="atlas", watch=watch)
     queries = queries_for(size, runs)

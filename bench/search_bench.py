@@ -197,7 +197,7 @@ print(json.dumps({"in_process": 0.0, "code": code,
 
 def bench_engine(root: Path, query_list: list[str], runs: int) -> dict[str, float]:
     """``osk search`` from a fresh process, and warm searches through one ``Engine``."""
-    from osk.engine import Engine
+    from osk.engine.core import Engine
     from osk.store.vault import Vault
 
     figures: dict[str, float] = {}

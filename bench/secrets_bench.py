@@ -1,15 +1,16 @@
 """The secret filter on its labelled table: recall and false positives per family, cost per KB.
 
-Reads the generated table in ``tests/secret_corpus.py`` (fake credentials of every family, and
-negatives: code, lockfiles, UUIDs, SHAs, base64, prose). Prints, per family, how many samples
+Reads the generated table in ``tests/capture/secret_corpus.py`` (fake credentials of every family,
+and negatives: code, lockfiles, UUIDs, SHAs, base64, prose). Prints, per family, how many samples
 the filter caught (the secret gone) and how many negatives it changed, then the filter's cost
 per KB of text (CPU time, the best of N passes, on documents of about 4 KB, the size of a
 captured round): on the negatives (what most text is: nothing to find) and on the positives.
 ``--module FILE`` loads the filter from another file (an older ``osk/capture/secrets.py``, to
 compare).
 
-``--table heldout`` reads the held-out table instead (``tests/secret_heldout.py``: the families
-issue 25 found missed, written apart from the patterns, with negatives that share their words).
+``--table heldout`` reads the held-out table instead (``tests/capture/secret_heldout.py``: the
+families issue 25 found missed, written apart from the patterns, with negatives that share their
+words).
 
 Usage: ``python bench/secrets_bench.py [--table dev|heldout] [--runs N] [--families]
 [--module FILE]``.
@@ -27,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "capture"))
 
 import secret_corpus  # noqa: E402
 import secret_heldout  # noqa: E402

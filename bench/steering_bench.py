@@ -4,8 +4,8 @@ False alarms: every node of the dev corpus (title, summary and body as one text,
 check a node), every turn of the LoCoMo development half, and every LoCoMo session as one text
 (its turns as ``Speaker: text`` lines, as a captured conversation reads). A node of ordinary
 memory that the check flags would be kept out of injection until a person confirms it; the
-target is none. Detection: the red-team corpus (``tests/redteam_corpus.py``) per family, and how
-many of its attacks the fence changes at all (``osk/hooks/fence.py``), plus the cost of the
+target is none. Detection: the red-team corpus (``tests/hooks/redteam_corpus.py``) per family, and
+how many of its attacks the fence changes at all (``osk/hooks/fence.py``), plus the cost of the
 check per KB of text.
 
 Usage: ``python bench/steering_bench.py [--dev DIR] [--locomo DIR] [--show]``.
@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "hooks"))
 
 from redteam_corpus import ATTACKS  # noqa: E402
 

@@ -43,7 +43,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from osk.request import NewNode, NodeEdit  # noqa: E402
+from osk.calls.request import NewNode, NodeEdit  # noqa: E402
 from osk.store import clock, contract, ids  # noqa: E402
 from osk.store import node as node_mod  # noqa: E402
 from osk.store.fsutil import atomic_write, sha256_text  # noqa: E402
@@ -162,7 +162,7 @@ def write_rechecks(vault: Vault,
 
 def warm_up_vault(vault: Vault, repo: Path) -> float:
     """Load the catalog and build the search index once, as a first session would."""
-    from osk.engine import Engine
+    from osk.engine.core import Engine
 
     started = time.perf_counter()
     engine = Engine.open(vault, cwd=repo)
@@ -227,7 +227,7 @@ async def drive_server(vault: Vault, repo: Path, plan: Plan) -> dict[str, list[f
 
 def profile_in_process(vault: Vault, repo: Path, plan: Plan, top: int) -> str:
     """The same writes through ``Engine`` in this process, under cProfile."""
-    from osk.engine import Engine
+    from osk.engine.core import Engine
 
     engine = Engine.open(vault, cwd=repo)
     engine.search("marker")
@@ -302,7 +302,7 @@ def bench_import(base: Path, size: int) -> dict[str, Any]:
 def cpu_in_process(vault: Vault, repo: Path, plan: Plan) -> dict[str, dict[str, float]]:
     """The same calls through ``Engine`` in this process: median wall and CPU time per call.
     CPU time moves far less than wall time with the load other processes put on the box."""
-    from osk.engine import Engine
+    from osk.engine.core import Engine
 
     engine = Engine.open(vault, cwd=repo)
     engine.search("marker")

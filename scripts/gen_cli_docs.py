@@ -6,8 +6,8 @@
 Only the text between the two marker comments is generated; the rest of docs/cli.md is written
 by hand. The reference is built from ``osk.surfaces.cli.build_parser()`` (every command, argument,
 default and choice), ``osk.hooks.main.USAGE`` (``osk hook`` is routed before argparse) and the exit
-codes of the ``osk.errors`` family, so it cannot drift from the code without tests/test_docs.py
-noticing.
+codes of the ``osk.errors`` family, so it cannot drift from the code without
+tests/project/test_docs.py noticing.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 ``agent_write`` does what the write path does at its audit integration point (write the file,
 then store both texts and append one audit record), so these tests exercise protection, audit,
-trust, tombstones and validity before and independently of osk/write.py.
+trust, tombstones and validity before and independently of osk/writes/write.py.
 """
 
 from __future__ import annotations

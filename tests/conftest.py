@@ -9,6 +9,10 @@ import pytest
 
 from osk.store.vault import Vault, init
 
+# Fixtures the tests of several wings share: the recall tests' ``project`` and ``eng``, the stdio
+# server tests' ``repo`` and ``anyio_backend`` (a module's own fixture of the same name wins).
+pytest_plugins = ["recallkit", "serverkit"]
+
 
 @pytest.fixture(autouse=True)
 def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):

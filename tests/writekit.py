@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from osk.engine import Engine
-from osk.request import NewNode
+from osk.calls.request import NewNode
+from osk.engine.core import Engine
 from osk.store.vault import Vault
 
 

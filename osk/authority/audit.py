@@ -27,7 +27,7 @@ record's file holds its ``after`` version the write has landed; whatever of the 
 refuses then is finished by ``recover`` (each line appended once, each redo file written
 from its stored object), so the call answers success. Before that point ``Intent.abandon``
 takes back what the journal stored, and the call fails with nothing landed. A move
-(``osk.moves``: move_nodes, move_cluster) is one unit the same way: its audit records and its
+(``osk.writes.moves``: move_nodes, move_cluster) is one unit the same way: its audit records and its
 session's binding are journalled before the renames, which are its commit point.
 
 Standard library only at import time.

@@ -1,4 +1,4 @@
-"""Raw rounds the person keeps out of search and recall (``osk exclude``, ``osk.exclusion``):
+"""Raw rounds the person keeps out of search and recall (``osk exclude``, ``osk.verbs.exclusion``):
 what is excluded, read from the ``exclusions`` ledger and kept while the ledger's file is
 unchanged. The rounds' index asks it which rounds it may hold (``osk.search.rounds``), so it
 sits below the search; the verbs that write the ledger sit above the engine.

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from osk.hooks.harness import Adapter, HookPayload
+from osk.hooks.adapter_contract import Adapter, HookPayload
 from osk.hooks.rules import is_review_turn, review_reminder
 from osk.hooks.state import ConversationState, StateStore, conversation_name, workspace_name
 from osk.store.vault import Vault
@@ -70,8 +70,8 @@ def count_prompt(vault: Vault, adapter: Adapter, payload: HookPayload, *,
 def _expected_record(vault: Vault, payload: HookPayload) -> str:
     """Where this conversation's rounds will be recorded, before the first capture."""
     from osk.errors import OskError
-    from osk.hooks.capture import session_key_text
     from osk.hooks.state import expected_record
+    from osk.hooks.stop import session_key_text
 
     try:
         return expected_record(session_key_text(vault, payload), payload)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from osk.hooks import fence
-from osk.hooks.harness import Adapter, Budget, HookPayload
+from osk.hooks.adapter_contract import Adapter, Budget, HookPayload
 from osk.hooks.scope import Scoped, resolve_scope, scope_entry
 from osk.hooks.state import StateStore, conversation_name
 from osk.store.vault import Vault

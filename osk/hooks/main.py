@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from osk.hooks import hooklog
+from osk.hooks.adapter_contract import EVENTS, REFRESH_WAIT, Adapter, Event, HookPayload
 from osk.hooks.forks import in_growth_fork
-from osk.hooks.harness import EVENTS, REFRESH_WAIT, Adapter, Event, HookPayload
 from osk.store.vault import Vault
 
 if TYPE_CHECKING:
@@ -179,7 +179,7 @@ def prompt_recall(vault: Vault, adapter: Adapter, payload: HookPayload,
 
 
 def stop(vault: Vault, adapter: Adapter, payload: HookPayload, dry_run: bool) -> None:
-    from osk.hooks.capture import capture_stop
+    from osk.hooks.stop import capture_stop
 
     captured = capture_stop(vault, adapter, payload, dry_run=dry_run)
     if captured.warnings:

@@ -1,7 +1,7 @@
 """The markers a hit carries that a recall-file copy cannot: ``conflict`` (an open conflict
 candidate names the node) and ``pending`` (its protected region holds an unapproved change),
 read as ``Engine.markers`` reads them. Shared by per-prompt recall and a fresh ``osk search``
-answered from the store (``osk.quick_search``); standard library until a ledger exists.
+answered from the store (``osk.reads.quick_search``); standard library until a ledger exists.
 """
 
 from __future__ import annotations

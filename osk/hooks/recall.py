@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from osk.errors import OskError
 from osk.hooks import receipts
-from osk.hooks.harness import REFRESH_WAIT, Adapter, Budget, HookPayload
+from osk.hooks.adapter_contract import REFRESH_WAIT, Adapter, Budget, HookPayload
 from osk.hooks.hits import Recalled
 from osk.hooks.markers import conflicted_ids, pending_paths
 from osk.hooks.scope import scope_entry, session_scope

@@ -9,7 +9,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from osk.hooks.harness import HookPayload
+from osk.hooks.adapter_contract import HookPayload
 from osk.store.vault import Vault
 
 

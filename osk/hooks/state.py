@@ -24,7 +24,7 @@ from osk.store.locks import file_lock
 from osk.store.vault import Vault
 
 if TYPE_CHECKING:
-    from osk.hooks.harness import HookPayload
+    from osk.hooks.adapter_contract import HookPayload
 
 RECENT = 64          # completion ids remembered per conversation (double fires, re-reads)
 SEEN_TURNS = 32      # prompt ids remembered per conversation (double-fired prompt-submit)

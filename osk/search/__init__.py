@@ -5,11 +5,11 @@ index uses (also handy for tests and the eval). Importing this package stays lig
 pydantic, no numpy); node files are parsed only when one has to be (re)read.
 
 Modules: ``tokenize`` (terms), ``bm25`` (scores, postings), ``corpus`` (documents in memory),
-``store`` (snapshot + journal on disk), ``index`` (freshness, persistence, the public object),
+``index_files`` (snapshot + journal on disk), ``index`` (freshness, persistence, the public object),
 ``versions`` (what the index keeps of a node version; a search over given versions alone),
 ``regions`` (protected regions as the index sees them), ``ranking`` (the order of hits),
 ``recallfile`` (the index's queryable copy for the hooks; ``recall_mirror`` keeps it in step),
-``expand`` + ``glossary`` (query terms). (`osk import` is ``osk.importer``: it writes
+``expand`` + ``glossary`` (query terms). (`osk import` is ``osk.verbs.importer``: it writes
 through the engine.)
 
 The names below are loaded on first use, so the prompt-submit hook can import ``ranking`` and

@@ -9,11 +9,14 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from osk.search import store
+from osk.search import index_files
 from osk.search.bm25 import Bm25
 from osk.store.fsutil import RACE_WINDOW_NS, StatKey, sha256_text
+
+if TYPE_CHECKING:
+    from osk.store.node import Node
 
 
 @dataclass(slots=True)
@@ -101,7 +104,7 @@ class Corpus:
 
     # -- snapshots ----------------------------------------------------------------------------
     @classmethod
-    def from_snapshot(cls, snapshot: store.Snapshot) -> Corpus:
+    def from_snapshot(cls, snapshot: index_files.Snapshot) -> Corpus:
         corpus = cls()
         lengths: dict[int, int] = {}
         for slot, record in enumerate(snapshot.docs):
@@ -110,7 +113,7 @@ class Corpus:
                 continue
             doc = SearchDoc.from_record(record)
             if snapshot.lengths[slot] != doc.length:
-                raise store.Damaged(f"length of slot {slot} disagrees with its record")
+                raise index_files.Damaged(f"length of slot {slot} disagrees with its record")
             corpus.docs[slot] = doc
             lengths[slot] = doc.length
         corpus.bm25 = Bm25.from_base(snapshot.terms, snapshot.offsets, snapshot.slots,
@@ -124,7 +127,7 @@ class Corpus:
             corpus._kind(slot, doc)
         return corpus
 
-    def snapshot(self, generation: str, params: dict[str, Any]) -> store.Snapshot:
+    def snapshot(self, generation: str, params: dict[str, Any]) -> index_files.Snapshot:
         terms, offsets, slots, tfs = self.bm25.to_base()
         lengths = array("I", [0] * self._next_slot)
         records: list[list[Any] | None] = [None] * self._next_slot
@@ -137,7 +140,7 @@ class Corpus:
                 records[slot] = doc.record()
                 term_ids.extend([number[term] for term in self.terms_of(slot)])
             term_offsets.append(len(term_ids))
-        return store.Snapshot(generation, params, terms, records, offsets, slots, tfs,
+        return index_files.Snapshot(generation, params, terms, records, offsets, slots, tfs,
                               lengths, term_offsets, term_ids)
 
     # -- reading ------------------------------------------------------------------------------
@@ -237,3 +240,8 @@ class Corpus:
                 slots.discard(slot)
                 if not slots:
                     del table[key]
+
+
+def node_content_hash(node: Node) -> str:
+    """A node version's content hash (``SearchDoc.hash_of`` of what it says now)."""
+    return SearchDoc.hash_of(node.title, node.meta.summary, node.body)

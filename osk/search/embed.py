@@ -19,7 +19,7 @@ implementation does it:
 3. Mean of the token vectors (padding excluded), scaled to unit length: cosine similarity is
    then a dot product.
 
-Tested against vectors the reference implementation produced (tests/test_embed.py).
+Tested against vectors the reference implementation produced (tests/search/test_embed.py).
 """
 
 from __future__ import annotations

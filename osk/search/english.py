@@ -3,9 +3,9 @@
 Why our own code: the prompt-submit hook tokenizes every prompt and must stay standard-library
 only, and a query matches only terms made the same way as the index's, so the index and the
 hook need one stemmer that both can import. This module implements the published algorithm
-(snowballstem.org, "The English (Porter2) stemming algorithm"); ``tests/test_search_tokenize.py``
-checks that it gives exactly what the maintained ``snowballstemmer`` package gives, word for
-word, over a large vocabulary.
+(snowballstem.org, "The English (Porter2) stemming algorithm");
+``tests/search/test_search_tokenize.py`` checks that it gives exactly what the maintained
+``snowballstemmer`` package gives, word for word, over a large vocabulary.
 
 The index applies only its inflectional part (Step 1, see ``stem``): on the development sets the
 derivational steps (2-5) added 0.005 to LoCoMo's R@10 and cost the dev set 0.002 nDCG@10, one

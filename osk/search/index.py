@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from osk.search import recallfile, store
+from osk.search import index_files, recallfile
 from osk.search.corpus import RACE_WINDOW_NS, Corpus, SearchDoc, StatKey
 from osk.search.ranking import FUSION_DEPTH, Hit, Markers, Ranked, Ranking, Visible, fuse
 from osk.search.recall_mirror import RecallMirror
@@ -166,7 +166,7 @@ class SearchIndex:
     def note_look(self, look: dict[str, Any] | None) -> None:
         """Keep beside the recall file what the engine's last look saw (``Freshness.look``),
         with the unindexed node files (invalid ones) it holds at their stats: a fresh
-        process (``osk.quick_search``) that finds the vault still so answers from this
+        process (``osk.reads.quick_search``) that finds the vault still so answers from this
         store without a look of its own. Call it only when every change that look found
         has been handed over (``sync``/``reconcile``). None: no such promise."""
         with self._lock:
@@ -373,17 +373,17 @@ class SearchIndex:
             return
         try:
             with collector_paused():
-                snapshot = store.read_snapshot(self.directory, PARAMS)
+                snapshot = index_files.read_snapshot(self.directory, PARAMS)
                 self._corpus = Corpus.from_snapshot(snapshot)
             self._generation = snapshot.generation
-        except store.Missing:
+        except index_files.Missing:
             self._reset_memory()
             self._build("built: no index on disk")
-        except (store.Damaged, ValueError, TypeError, KeyError, IndexError) as exc:
+        except (index_files.Damaged, ValueError, TypeError, KeyError, IndexError) as exc:
             self._reset_memory()
             self._build(f"rebuilt: damaged index ({exc})")
         else:
-            ops, unusable = store.read_journal(self.directory, self._generation)
+            ops, unusable = index_files.read_journal(self.directory, self._generation)
             try:
                 for op in ops:
                     self._replay(op)
@@ -438,7 +438,7 @@ class SearchIndex:
         ops, self._pending = self._pending, []
         self._recall.mirror(ops)
         try:
-            store.append_journal(self.directory, ops)
+            index_files.append_journal(self.directory, ops)
         except OSError:
             self._compact()  # the journal vanished or cannot be written: start a fresh pair
             return
@@ -447,15 +447,16 @@ class SearchIndex:
             self._compact()
 
     def _compact(self) -> None:
-        generation = store.new_generation()
+        generation = index_files.new_generation()
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            store.write_snapshot(self.directory, self._corpus.snapshot(generation, PARAMS))
-            store.reset_journal(self.directory, generation)
+            index_files.write_snapshot(self.directory, self._corpus.snapshot(generation, PARAMS))
+            index_files.reset_journal(self.directory, generation)
         except OSError as exc:  # a full or read-only disk: search goes on from memory
             log.warning("the search index could not be saved (%s); it is rebuilt from the "
                         "vault on the next load", exc)
-            for name in (store.SNAPSHOT, store.JOURNAL):  # never leave a stale pair behind
+            # never leave a stale pair behind
+            for name in (index_files.SNAPSHOT, index_files.JOURNAL):
                 try:
                     (self.directory / name).unlink(missing_ok=True)
                 except OSError:

@@ -100,7 +100,7 @@ class Hit:
 class SearchResult:
     """A search's answer: ``Hit`` s, and raw rounds (``osk.search.rounds.RoundHit``) beside them.
     Kept here, not with the engine's other results, so a fresh `osk search` answered from the
-    store (``osk.quick_search``) imports no result type it does not return."""
+    store (``osk.reads.quick_search``) imports no result type it does not return."""
 
     scope: str
     query: str

@@ -80,7 +80,8 @@ class Unusable(Exception):
     without it (the hook)."""
 
 
-LOOK = "look.json"  # the engine's last look, beside the file it vouches for (osk.quick_search)
+# the engine's last look, beside the file it vouches for (osk.reads.quick_search)
+LOOK = "look.json"
 
 
 def read_look(directory: Path) -> dict[str, Any] | None:

@@ -5,8 +5,8 @@ hub presence, node paths, the bytes of the files it depends on), but a full cata
 stats every node file. ``Freshness`` keeps the catalog exact for what a write checks with a
 folder check on every write, a re-listing of folders whose stat changed, a re-read of each file
 the write depends on (``freshen``), and the full refresh at most once a second. Why that is
-exact is argued in the class docstring below. ``osk.write`` holds one per ``WriteContext`` and
-runs ``ensure`` inside ``locked``.
+exact is argued in the class docstring below. ``osk.writes.write`` holds one per
+``WriteContext`` and runs ``ensure`` inside ``locked``.
 
 A long-running process can have the kernel report hand edits instead (``watch``,
 ``osk.store.watch``): the periodic look then re-stats only the files named in the report, and
@@ -228,10 +228,11 @@ class Freshness:
         return Changes((), tuple(changed), tuple(removed))
 
     def look(self) -> dict[str, object] | None:
-        """What a process that cannot afford this look may check instead (``osk.quick_search``):
-        the generation stamp this look began at, when it began, and the stat of every folder
-        it listed (None for a Space folder that was absent). None when no full look has run
-        or a folder was listed too soon after a change to vouch for it (``_racy_folder``)."""
+        """What a process that cannot afford this look may check instead
+        (``osk.reads.quick_search``): the generation stamp this look began at, when it began,
+        and the stat of every folder it listed (None for a Space folder that was absent).
+        None when no full look has run or a folder was listed too soon after a change to vouch
+        for it (``_racy_folder``)."""
         if not self.looked_fully or not self._folders or self.stamp is None:
             return None
         if any(_racy_folder(folder) for folder in self._folders.values()):

@@ -5,7 +5,7 @@ protocol generations), many seconds on a loaded machine, while opening the engin
 fraction of that. A model that searches first thing would wait for the SDK. So while the SDK
 is not yet serving, the stdio front hands a plain ``search`` call (only known arguments, of
 the right types and sizes) to ``EarlySearch``, which answers from the persisted index when
-it vouches for itself (``osk.quick_search``, what a fresh ``osk search`` answers from: no
+it vouches for itself (``osk.reads.quick_search``, what a fresh ``osk search`` answers from: no
 engine to wait for), else waits for the engine alone, and answers with what the SDK's side
 would send (the fields of ``osk.surfaces.search_models``' result models, dumped without
 pydantic: ``plain_search_out``); until those searches have their store's answer, the loading

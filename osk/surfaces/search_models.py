@@ -46,5 +46,5 @@ def search_out(engine: Any, query: str, *, k: int, as_of: str | None, kind: str)
 
 
 def as_search_out(result: Any) -> SearchOut:
-    """A ``SearchResult`` (the engine's, or ``osk.quick_search``'s) as the tool returns it."""
+    """A ``SearchResult`` (the engine's, or ``osk.reads.quick_search``'s) as the tool returns it."""
     return SearchOut.model_validate(result, from_attributes=True)

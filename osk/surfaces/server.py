@@ -9,7 +9,7 @@ from an explicit model with ``extra="forbid"``, its published input schema says
 rejection is not in force (``SurfaceError``).
 
 No tool deletes a node, approves or reverts anything, or writes an authority ledger: those are a
-person's actions at a terminal. ``osk.validate.surface_lint`` checks this module for them.
+person's actions at a terminal. ``osk.verbs.validate.surface_lint`` checks this module for them.
 
 Errors: an ``OskError`` becomes an ``is_error`` result carrying its message (what was wrong and
 what to do) and its rule; anything else is a bug, logged with its traceback to stderr. Nothing
@@ -33,8 +33,8 @@ from mcp.types import ToolAnnotations
 from pydantic import ValidationError
 
 from osk import __version__
+from osk.calls.request import NewNode, NodeEdit
 from osk.errors import OskError, SurfaceError
-from osk.request import NewNode, NodeEdit
 from osk.surfaces.search_models import SearchOut, search_out
 from osk.surfaces.tool_models import (
     AppendOut,
@@ -129,7 +129,7 @@ def _overview(engine: Any, a: NoArgs) -> Out:
 
 
 def _run_validators(engine: Any, a: NoArgs) -> Out:
-    from osk import validate
+    from osk.verbs import validate
 
     findings = validate.run(engine.vault)  # a fresh catalog: the engine's feeds search
     return ValidateOut(scope=engine.scope, clean=not findings,

@@ -724,7 +724,7 @@ class EngineOpener:
 
     def _open(self, vault: Any, cwd: Path) -> None:
         try:
-            from osk.engine import Engine
+            from osk.engine.core import Engine
 
             # watch: hand edits reported by the kernel, not found by stat sweeps
             engine = Engine.open(vault, cwd=cwd, watch=True)
@@ -764,7 +764,7 @@ def serve(vault: str | None, cwd: Path) -> int:
     opener = EngineOpener(found, cwd)
 
     def quick(query: str, k: int, kind: str) -> Any:  # the index, when it vouches for itself
-        from osk import quick_search
+        from osk.reads import quick_search
 
         return quick_search.search(found.root, cwd, None, query, k, kind)
 

@@ -35,7 +35,7 @@ from osk.errors import OskError, SyncError
 from osk.store.conflict_copies import is_node_path
 from osk.store.ledger import foreign_line_problems
 from osk.store.vault import MARKER, STATE_DIR, Settings
-from osk.sync.common import _ZERO, _Cycle, _is_ledger, _links, _raw_entries
+from osk.sync.cycle_state import _ZERO, _Cycle, _is_ledger, _links, _raw_entries
 from osk.sync.gitrepo import split_z
 
 DEFAULT_MAX_FILE_MB = 10.0

@@ -16,7 +16,7 @@ from osk.store.conflict_copies import (
     is_node_path,
 )
 from osk.store.vault import LEDGER_DIR, RAW_DIR, STATE_DIR, Vault
-from osk.sync.common import (
+from osk.sync.cycle_state import (
     _EMPTY_TREE,
     _NAMES_SHOWN,
     CommitSummary,

@@ -74,7 +74,7 @@ from osk.store.ledger import device_id
 from osk.store.locks import LockTimeout
 from osk.store.vault import Vault
 from osk.sync.commit import _commit_into
-from osk.sync.common import (
+from osk.sync.cycle_state import (
     Checkpoint,
     SyncResult,
     _busy,

@@ -15,13 +15,13 @@ from osk.store.conflict_copies import (
     conflict_copies,
 )
 from osk.store.vault import Vault
-from osk.sync.common import (
+from osk.sync.cycle import DEFAULT_REMOTE, _current_branch, _refuse_foreign_operations, sync_once
+from osk.sync.cycle_state import (
     SyncStatus,
     _is_temp,
     _State,
     _status_paths,
 )
-from osk.sync.cycle import DEFAULT_REMOTE, _current_branch, _refuse_foreign_operations, sync_once
 from osk.sync.gitrepo import open_repo
 
 

@@ -17,7 +17,7 @@ from osk.store.conflict_copies import (
 )
 from osk.store.vault import LEDGER_DIR, Vault
 from osk.sync.admission import admit
-from osk.sync.common import (
+from osk.sync.cycle_state import (
     _ACCESS_REFUSED,
     _SCRATCH_CONFIG,
     NETWORK_TIMEOUT,

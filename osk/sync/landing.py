@@ -21,7 +21,7 @@ from osk.store.conflict_copies import (
 from osk.store.fsutil import atomic_write
 from osk.store.vault import Vault
 from osk.sync.commit import _commit_into
-from osk.sync.common import (
+from osk.sync.cycle_state import (
     _ZERO,
     _append_only,
     _Cycle,

@@ -60,7 +60,8 @@ def conversation(host: LiveHost) -> Conversation:
 
 def record_fixture(conv: Conversation) -> None:
     """Keep the host's own transcript of our scripted conversation as a parser fixture, with
-    what the suite sent and what the scripted model answered (tests/test_hooks_live_fixtures)."""
+    what the suite sent and what the scripted model answered
+    (tests/hooks/test_hooks_live_fixtures.py)."""
     host = conv.host
     package = {"claude": "@anthropic-ai/claude-code", "codex": "@openai/codex"}[host.name]
     folder = FIXTURES / host.name / f"live-{pinned_versions()[package]}"

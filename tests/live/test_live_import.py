@@ -4,7 +4,7 @@ The scripted model writes one memory with Claude Code's own Write tool, where an
 system prompt says to (``plays.remember_steps``); osk then imports the folder the CLI filled,
 and a second run finds nothing changed. (Codex writes its memories in a background pipeline of
 its own model calls, which the live suite does not drive; its import is tested on a folder
-built from its documented layout, tests/test_import_host_memory.py.)
+built from its documented layout, tests/verbs/test_import_host_memory.py.)
 """
 
 from __future__ import annotations

@@ -17,9 +17,9 @@ from livehost import LiveHost, Run
 from plays import CLUSTER
 from test_live_hosts import WRITE
 
-from osk.engine import Engine
+from osk.calls.request import NewNode
+from osk.engine.core import Engine
 from osk.hooks.digest import USED
-from osk.request import NewNode
 from osk.store.vault import locate
 
 ASK = "[live:chat 20] Question 20: what runs before a tidepool release?"

@@ -1,4 +1,5 @@
-"""Host adapters, one module per host, each exposing ``ADAPTER`` (see ``osk.hooks.harness``).
+"""Host adapters, one module per host, each exposing ``ADAPTER``
+(see ``osk.hooks.adapter_contract``).
 
 Only the adapter a hook names is imported, so a hook pays for one host. A fifth host is a new
 module here plus its name in ``HOSTS``; docs/hosts.md lists what it must provide and verify.
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 
-from osk.hooks.harness import Adapter
+from osk.hooks.adapter_contract import Adapter
 
 HOSTS: tuple[str, ...] = ("claude", "codex", "kiro", "antigravity")
 

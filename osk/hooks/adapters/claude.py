@@ -23,8 +23,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from osk.hooks.adapters.common import RoundBuilder, additional_context, minute_time
-from osk.hooks.harness import (
+from osk.hooks.adapter_contract import (
     Budget,
     Capabilities,
     Event,
@@ -34,6 +33,7 @@ from osk.hooks.harness import (
     path_field,
     text_field,
 )
+from osk.hooks.adapters.common import RoundBuilder, additional_context, minute_time
 
 if TYPE_CHECKING:  # Stop's types: the other hooks do not load osk.hooks.transcript
     from osk.hooks.transcript import Line, TurnRecord, Unknown

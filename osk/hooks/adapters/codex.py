@@ -32,8 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from osk.hooks.adapters.common import RoundBuilder, additional_context, minute_time
-from osk.hooks.harness import (
+from osk.hooks.adapter_contract import (
     Budget,
     Capabilities,
     Event,
@@ -43,6 +42,7 @@ from osk.hooks.harness import (
     path_field,
     text_field,
 )
+from osk.hooks.adapters.common import RoundBuilder, additional_context, minute_time
 
 if TYPE_CHECKING:  # Stop's types: the other hooks do not load osk.hooks.transcript
     from osk.hooks.transcript import Line, TurnRecord, Unknown

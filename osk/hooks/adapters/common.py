@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from osk.hooks.harness import Event
+    from osk.hooks.adapter_contract import Event
     from osk.hooks.transcript import TurnRecord
 
 HOOK_EVENT_NAMES = {"session-start": "SessionStart", "prompt-submit": "UserPromptSubmit",

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from osk.hooks.harness import (
+from osk.hooks.adapter_contract import (
     Budget,
     Capabilities,
     Event,

@@ -247,8 +247,8 @@ REVIEW_CHOICES = "[k]eep, [r]eject, [e]dit, [s]kip, [q]uit? "
 def run_review_new(args: argparse.Namespace) -> int:
     """Each node agents wrote since the last review: its diff and citations, then the
     person's decision. ``--json`` only lists (anywhere); deciding is terminal only."""
-    from osk import review
     from osk.authority import protection
+    from osk.verbs import review
 
     vault = _vault(args)
     if args.path:
@@ -282,8 +282,8 @@ def _show_write(number: int, total: int, write) -> None:
 
 def _decide(vault, write) -> bool:
     """Ask until the person answers; False to stop the review."""
-    from osk import review
     from osk.authority import tombstones
+    from osk.verbs import review
 
     while True:
         try:
@@ -321,9 +321,9 @@ def _edit(vault, write) -> bool:
     import subprocess
     import tempfile
 
-    from osk import review
-    from osk.engine import Engine
-    from osk.request import NodeEdit
+    from osk.calls.request import NodeEdit
+    from osk.engine.core import Engine
+    from osk.verbs import review
 
     engine = Engine.open(vault, cwd=Path.cwd(), scope=write.scope, actor="user")
     page = engine.read_node(write.node_id)
@@ -443,7 +443,7 @@ def run_show(args: argparse.Namespace) -> int:
     try:
         text = objects.get(vault, matches[0])
     except ObjectMissing:
-        from osk.redaction import purged_by
+        from osk.verbs.redaction import purged_by
 
         record = purged_by(vault, matches[0])
         if record is None:

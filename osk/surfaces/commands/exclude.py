@@ -32,8 +32,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_exclude(args: argparse.Namespace) -> int:
-    from osk import exclusion
     from osk.store.vault import locate
+    from osk.verbs import exclusion
 
     target = exclusion.exclude(locate(args.vault), args.target, reason=args.reason)
     what = "every round of" if target.number is None else "round"
@@ -44,8 +44,8 @@ def run_exclude(args: argparse.Namespace) -> int:
 
 
 def run_include(args: argparse.Namespace) -> int:
-    from osk import exclusion
     from osk.store.vault import locate
+    from osk.verbs import exclusion
 
     target = exclusion.include(locate(args.vault), args.target, reason=args.reason)
     print(f"Included {target.name} again: search and recall find it.")

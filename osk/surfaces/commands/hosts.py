@@ -256,7 +256,7 @@ def check_vault(vault: Vault) -> list[Check]:
                       "recreate them (empty folders are fine)")]
     checks = [Check("vault", True, f"{vault.root}")]
     try:
-        from osk import validate
+        from osk.verbs import validate
 
         findings = validate.run(vault)
     except OskError as exc:

@@ -52,8 +52,8 @@ def run_mcp(args: argparse.Namespace) -> int:
 
 
 def run_validate(args: argparse.Namespace) -> int:
-    from osk import validate
     from osk.store.vault import locate
+    from osk.verbs import validate
 
     findings = validate.run(locate(args.vault))
     if args.json:
@@ -131,7 +131,7 @@ def overview_lines(found: Any) -> list[str]:
 
 
 def _engine(args: argparse.Namespace) -> Any:
-    from osk.engine import Engine
+    from osk.engine.core import Engine
 
     return Engine.open(args.vault, cwd=Path.cwd(), scope=getattr(args, "scope", None),
                        actor="user")

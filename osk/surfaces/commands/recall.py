@@ -1,5 +1,6 @@
 """`osk recall log`, `osk recall why PROMPT` and `osk stats`: what memory injected, why, and
-what it cost (``osk.usage``; the receipts are written by the hooks, ``osk.hooks.receipts``)."""
+what it cost (``osk.verbs.usage``; the receipts are written by the hooks,
+``osk.hooks.receipts``)."""
 
 from __future__ import annotations
 
@@ -40,8 +41,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_log(args: argparse.Namespace) -> int:
-    from osk import usage
     from osk.store.vault import locate
+    from osk.verbs import usage
 
     found = usage.log(locate(args.vault), limit=args.limit, scope=args.scope,
                       conversation=args.conversation)
@@ -74,9 +75,9 @@ def _item(item: dict[str, Any]) -> str:
 
 
 def run_why(args: argparse.Namespace) -> int:
-    from osk import usage
     from osk.hooks.receipts import REASONS
     from osk.store.vault import locate
+    from osk.verbs import usage
 
     found = usage.why(locate(args.vault), args.prompt, cwd=Path.cwd(), scope=args.scope,
                       host=args.host, conversation=args.conversation)
@@ -99,8 +100,8 @@ def run_why(args: argparse.Namespace) -> int:
 
 
 def run_stats(args: argparse.Namespace) -> int:
-    from osk import usage
     from osk.store.vault import locate
+    from osk.verbs import usage
 
     rows = usage.stats(locate(args.vault), days=args.days)
     if args.json:

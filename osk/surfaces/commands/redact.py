@@ -18,10 +18,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_redact(args: argparse.Namespace) -> int:
-    from osk import redaction
     from osk.authority.protection import require_person
     from osk.store.vault import locate
     from osk.surfaces.commands.common import typed_back
+    from osk.verbs import redaction
 
     vault = locate(args.vault)
     target = redaction.parse(args.target)
@@ -47,7 +47,7 @@ def run_redact(args: argparse.Namespace) -> int:
 def report_remaining(left, span: str) -> None:
     """Say exactly where the text still is, grouped by why osk redact left it; a name that
     holds the text is shown with the text masked (it is never printed)."""
-    from osk.redaction import WHY_LEFT
+    from osk.verbs.redaction import WHY_LEFT
 
     if not left:
         print("No other file or folder name in the vault holds the text (device state "
@@ -65,7 +65,7 @@ def report_remaining(left, span: str) -> None:
 
 def describe(shown, length: int) -> str:
     """Print what a redaction would change; return the vault path it changes."""
-    from osk.redaction import NodeOutcome
+    from osk.verbs.redaction import NodeOutcome
 
     if isinstance(shown, NodeOutcome):
         change = shown.change

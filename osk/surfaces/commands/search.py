@@ -78,7 +78,7 @@ COMMANDS = {"search": _register_search, "embed": _register_embed,
 
 # -- search -------------------------------------------------------------------------------------
 def run_search(args: argparse.Namespace) -> int:
-    from osk import quick_search
+    from osk.reads import quick_search
 
     result = None
     if args.as_of is None:  # the engine's answer from the persisted index, when it holds
@@ -102,7 +102,7 @@ def run_search(args: argparse.Namespace) -> int:
 
 
 def _engine_search(args: argparse.Namespace) -> Any:
-    from osk.engine import Engine
+    from osk.engine.core import Engine
     from osk.store.fsutil import collector_paused
 
     # One command that loads the vault's caches and exits: it makes no garbage cycles worth
@@ -122,7 +122,7 @@ def _hit(hit: Any) -> dict[str, Any]:
 # -- embed --------------------------------------------------------------------------------------
 def run_embed(args: argparse.Namespace) -> int:
 
-    from osk.engine import Engine
+    from osk.engine.core import Engine
     from osk.search import semantic
 
     state = semantic.status()
@@ -151,7 +151,7 @@ def _with_progress(label: str, work: Any) -> tuple[Any, float]:
 
 # -- reindex ------------------------------------------------------------------------------------
 def run_reindex(args: argparse.Namespace) -> int:
-    from osk.engine import Engine
+    from osk.engine.core import Engine
 
     engine = Engine.open(args.vault, cwd=Path.cwd(), actor="user")
     count, seconds = _with_progress("indexing", engine.reindex)
@@ -176,8 +176,8 @@ def _read_import_file(name: str) -> list[str]:
 
 def run_import(args: argparse.Namespace) -> int:
     from osk.errors import OskError
-    from osk.importer import Importer, Report, read_lines
     from osk.store.vault import locate
+    from osk.verbs.importer import Importer, Report, read_lines
 
     if args.from_host:
         if args.file:
@@ -222,8 +222,8 @@ def run_import(args: argparse.Namespace) -> int:
 
 
 def run_host_import(args: argparse.Namespace) -> int:
-    from osk import host_memory
-    from osk.engine import Engine
+    from osk.engine.core import Engine
+    from osk.verbs import host_memory
 
     engine = Engine.open(args.vault, cwd=Path.cwd(), scope=args.scope)
     project = engine.session.repo_root or Path.cwd()

@@ -1,0 +1,701 @@
+"""The engine: the one object the CLI and the MCP server call.
+
+An ``Engine`` holds a vault, its catalog, the session (key, scope, binding), the rechecks table,
+what this session has read, and the search index. It has one method per tool; each validates
+nothing the surface already validated, makes the engine calls, and returns a dataclass that
+names the session's active scope.
+
+Scope isolation (vault setting ``scope_isolation``, default on) is applied to every read:
+``search``, ``read_node`` and ``read_raw`` see another project's Scope nodes and raw records only
+when that scope is listed in ``shared_scopes``.
+
+The methods delegate what only some calls need, and import it when they use it: the write path
+(``osk.writes.write``), capture (``osk.capture.raw``), ``read_raw``
+(``osk.reads.raw_reads``), reads at a past date (``osk.reads.as_of``), and the ``overview`` and
+``recheck`` reports (``osk.reads.overview``). So a process that only reads (``osk search``)
+never loads them: a fresh process pays for every module it imports (a test checks
+``sys.modules``).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from osk.authority import mutation, protection, review_queue, trust
+from osk.calls.context import AGENT, USER, WriteContext
+from osk.calls.outline import outline_of, section_span
+from osk.calls.request import NewNode, NodeEdit
+from osk.calls.results import (
+    AppendResult,
+    NodeRead,
+    Overview,
+    RawRead,
+    RecheckReport,
+    Related,
+)
+from osk.errors import LedgerError, NodeNotFound, OskError, SearchError
+from osk.provenance import candidates
+from osk.provenance.pairs import ReadLog
+from osk.provenance.rechecks import Rechecks
+from osk.provenance.sessions import Routing, Session, open_session
+from osk.search import DEFAULT_K, SearchIndex
+from osk.search.corpus import SearchDoc, node_content_hash
+from osk.search.ranking import Hit, Markers, SearchResult
+from osk.search.rounds import SEARCH_KINDS, RoundIndex, merged, round_hits
+from osk.store.catalog import Catalog, Changes
+from osk.store.edges import NodeTarget, as_link, parse_target
+from osk.store.fsutil import synced_at_exit
+from osk.store.node import Node
+from osk.store.node import parse as parse_node
+from osk.store.vault import Vault, disk_error, locate, scope_of
+
+if TYPE_CHECKING:
+    from osk.hooks.recall_server import Listener
+    from osk.writes.write import MoveResult, ReciteResult, WriteResult
+
+PAGE_CHARS = 4000  # read_node: at most this many body characters per call
+REFRESH_SECONDS = 1.0  # reads re-stat every node file at most this often (for hand edits)
+
+log = logging.getLogger("osk.engine.core")
+
+
+BACKGROUND_PACE = 1.0  # the background catch-up rests as long as it works: half the cores
+
+
+def _embed_until_done(index: SearchIndex) -> None:
+    """The semantic catch-up thread: embed until nothing is missing (writes made while it ran
+    included), at ``BACKGROUND_PACE``; a failure only logs, the lexical channel keeps serving."""
+    import logging
+
+    try:
+        for _ in range(10):  # a node whose text cannot be read stays missing: bounded
+            if index.missing_vectors() == 0:
+                return
+            index.embed_missing(budget=None, pace=BACKGROUND_PACE)
+    except Exception:
+        logging.getLogger("osk.engine.core").exception("embedding nodes for search failed")
+
+
+# -- the engine ----------------------------------------------------------------------------------
+@dataclass
+class Engine:
+    """One session's view of one vault. Not thread-safe: a surface that runs tools on worker
+    threads serialises calls (the MCP server holds a lock around each one)."""
+
+    vault: Vault
+    catalog: Catalog
+    rechecks: Rechecks
+    routing: Routing
+    reads: ReadLog
+    actor: str
+    _ctx: WriteContext
+    _index: SearchIndex | None = None
+    _rounds: RoundIndex | None = None
+    embed_after_writes: bool = False  # the MCP server's choice: see embed_in_background
+    _embedder: threading.Thread | None = None
+    _scope_answers: tuple[Session | None, dict[str | None, bool]] = field(
+        default_factory=lambda: (None, {}))
+    # the unindexed node files' stats (``_unindexed``) and the (catalog mark, index version)
+    # they were taken at
+    _others: tuple[tuple[int, tuple[int, int]], dict[str, list[int]]] | None = None
+
+    @classmethod
+    def open(cls, vault: Vault | str | Path | None = None, *, cwd: Path | None = None,
+             scope: str | None = None, actor: str = "agent", watch: bool = False) -> Engine:
+        """Open the vault (``--vault``/``OSK_VAULT``/cwd) for a session working in ``cwd``.
+        ``watch``: a long-running process's choice: have the kernel report hand edits
+        (``Freshness.watch``; where it cannot, the once-a-second look keeps its stat sweep),
+        chosen before the first look so that look watches every folder it lists."""
+        if actor not in (AGENT, USER):
+            raise ValueError(f"actor must be 'agent' or 'user', not {actor!r}")
+        found = vault if isinstance(vault, Vault) else locate(vault, cwd)
+        _settle_killed_writes(found)
+        session = open_session(found, (cwd or Path.cwd()), scope)
+        catalog, rechecks, routing, reads = Catalog(found), Rechecks(found), Routing(found), \
+            ReadLog()
+        ctx = WriteContext(found, catalog, session, actor, rechecks, reads, routing)
+        engine = cls(found, catalog, rechecks, routing, reads, actor, ctx)
+        if watch:
+            ctx.fresh.watch()
+        engine.refresh()
+        return engine
+
+    def sibling(self, *, cwd: Path, scope: str | None, files: Path | None = None) -> Engine:
+        """Another session on this vault (``scope``, or the one ``cwd`` routes to) sharing this
+        engine's catalog, recheck table, read log, ledgers and freshness, so what either writes
+        the other knows without a walk: ``osk import`` writes every scope through siblings.
+        ``files``: where its file citations resolve instead of the worktree (a host's own
+        memory folder, ``osk import --from``)."""
+        session = open_session(self.vault, cwd, scope)
+        if files is not None:
+            session = replace(session, key=replace(session.key, repo_root=files))
+        ctx = replace(self._ctx, session=session)
+        ctx.fresh = self._ctx.fresh
+        return replace(self, _ctx=ctx, _index=None, _embedder=None, _scope_answers=(None, {}),
+                       _others=None)
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Several writes under one hold of the mutation lock (``write.batch``); the writes
+        inside fsync once, at the end (``fsutil.synced_at_exit``)."""
+        from osk.writes import write
+
+        with synced_at_exit(), write.batch(self._ctx):
+            yield
+
+    @property
+    def session(self) -> Session:
+        return self._ctx.session
+
+    @property
+    def scope(self) -> str:
+        return self.session.scope
+
+    # -- freshness -----------------------------------------------------------------------
+    def refresh(self) -> Changes:
+        """Re-stat the vault's node files; feed what changed to the search index."""
+        self._ctx.reload_settings()
+        changes = self._ctx.fresh.full()
+        self._ctx.keep(changes)
+        self._sync_index()
+        return changes
+
+    def _fresh(self) -> None:
+        """Reads: exact for every osk write, within a documented bound for edits by hand.
+
+        When the last periodic look (a read's or a write's) is a second old, the next one
+        (``Freshness.periodic``: a full refresh up to ``SWEEP_FILES`` node files, the folder
+        check and a turn of the file sweep beyond); otherwise, when the vault generation moved
+        (another osk process, or this one, wrote since the last look), the folder check, which
+        finds every change an osk writer makes (``osk.store.freshness``). While nothing moved this
+        costs one ``stat``.
+        """
+        if time.monotonic() - self._ctx.fresh.full_at >= REFRESH_SECONDS:
+            self._ctx.reload_settings()
+            self._ctx.keep(self._ctx.fresh.periodic())
+            self._sync_index(moved=True)
+        elif self._ctx.fresh.behind():
+            self._ctx.keep(self._ctx.fresh.quick())
+            self._sync_index(moved=True)
+
+    def _search_index(self) -> SearchIndex:
+        """The search index, created on first use and reconciled with the catalog's stats of
+        every node file, so changes made before it existed need not be replayed into it; it
+        never walks on its own: every change the catalog sees is handed to it (``_sync_index``)."""
+        if self._index is None:
+            self._index = SearchIndex(self.vault, refresh_interval=math.inf)
+            self._ctx.take_changes()
+            self._index.reconcile(self.catalog)  # the catalog's stats: no second walk
+            self._note_look()
+        return self._index
+
+    def _sync_index(self, *, moved: bool = False) -> None:
+        """Hand the catalog's changes to the index so a write is searchable on return.
+
+        ``moved``: the vault generation moved or the periodic look ran, so the index checks
+        the approvals too (an approval changes what is served without changing a node file).
+        """
+        changes = self._ctx.take_changes()
+        if self._index is not None and (changes or moved):
+            self._index.sync(self.catalog, changes)
+            self._note_look()
+
+    def _note_look(self) -> None:
+        """Tell the index what the catalog's last look saw, now that it holds every change
+        that look found: a fresh ``osk search`` checks that instead of looking itself
+        (``osk.reads.quick_search``). Files the index does not hold (invalid nodes) go with it."""
+        assert self._index is not None
+        look = self._ctx.fresh.look()
+        if look is not None and len(self.catalog.entries) != len(self._index):
+            look["others"] = self._unindexed()
+        self._index.note_look(look)
+
+    def _unindexed(self) -> dict[str, list[int]]:
+        """The stats of the node files the catalog holds and the index does not (invalid
+        ones), taken again only when either changed: a look comes with nearly every call at
+        an agent's pace, and this was a pass over every entry."""
+        assert self._index is not None
+        key = (self.catalog.mark, self._index.version)
+        if self._others is None or self._others[0] != key:
+            entries = self.catalog.entries
+            self._others = (key, {rel: list(entries[rel].stat)
+                                  for rel in self._index.unindexed(entries.keys())})
+        return dict(self._others[1])
+
+    def _after_write(self) -> None:
+        """Make a write searchable and refresh the hook snapshot of recheck candidates.
+
+        Runs after refused writes too (the lock's refresh may have seen other changes). A
+        failure here must not hide the write's own outcome: an index that cannot take the
+        change is dropped and rebuilt by the next search's walk; a damaged rechecks ledger is
+        reported by overview and the validators.
+        """
+        try:
+            self._sync_index()
+        except (OskError, OSError):  # a full disk, say: the write itself has landed
+            self._index = None
+        try:  # the hooks' summary of candidates is a cache the disk may refuse now
+            self.rechecks.candidates(self.catalog)
+        except (OskError, OSError):
+            pass
+        if self.embed_after_writes and self._index is not None:
+            self.embed_in_background()
+
+    # -- writing -------------------------------------------------------------------------
+    def create_node(self, new: NewNode) -> WriteResult:
+        from osk.writes.write import create_node
+
+        try:
+            return create_node(self._ctx, new)
+        finally:
+            self._after_write()
+
+    def update_node(self, ref: str, edit: NodeEdit) -> WriteResult:
+        """Replace the body (with ``expect_hash``), edit one passage (``old_text`` ->
+        ``new_text``), or change summary/edges. ``recheck_of`` names the recheck candidates
+        this call resolves: with changes it is a correction; with none, a re-citation."""
+        from osk.writes.write import update_node
+
+        try:
+            return update_node(self._ctx, ref, edit)
+        finally:
+            self._after_write()
+
+    def recite(self, candidates: Sequence[str]) -> ReciteResult:
+        """Close recheck candidates as unchanged, at the target states this session read."""
+        from osk.writes.write import recite
+
+        try:
+            return recite(self._ctx, candidates)
+        finally:
+            self._after_write()
+
+    def move_nodes(self, refs: Sequence[str], *, space: str, cluster: str,
+                   scope: str | None = None) -> MoveResult:
+        from osk.writes.moves import move_nodes
+        from osk.writes.placement import Place
+
+        try:
+            return move_nodes(self._ctx, refs, Place(space, cluster, scope))
+        finally:
+            self._after_write()
+
+    def move_cluster(self, cluster: str, *, space: str, to_space: str) -> MoveResult:
+        from osk.writes.moves import move_cluster
+
+        try:
+            return move_cluster(self._ctx, cluster, space=space, to_space=to_space)
+        finally:
+            self._after_write()
+
+    def append_raw(self, conversation: str, *, user: str, assistant: str,
+                   tools: Sequence[str] = (), completion: str = "", host: str = "",
+                   ) -> AppendResult:
+        """Capture one round into this session's raw record (the hooks' path)."""
+        from osk.capture import raw
+
+        ref = raw.append_round(self.vault, self.session.key.key, conversation, raw.RoundInput(
+            user=user, assistant=assistant, tools=tuple(tools), completion=completion,
+            host=host))
+        return AppendResult(self.scope, ref.coordinate, ref.number, ref.hash, ref.duplicate,
+                            ref.path)
+
+    # -- reading nodes ---------------------------------------------------------------------
+    def read_node(self, ref: str, *, section: str | None = None, start: int | None = None,
+                  length: int | None = None, as_of: str | None = None) -> NodeRead:
+        """A node by title or id. A long body comes in pages of at most 4,000 characters:
+        by ``section`` (a heading from ``outline``) and/or by ``start``/``length``. The hash
+        that authorises a full replacement comes with the read that completes this session's
+        reading of the current version: one whole read, or the last of its pages.
+
+        ``as_of``: the version readers were served at that time (``osk.authority.validity``); such a
+        read carries no hash and does not count as reading the node for a re-citation."""
+        if as_of is not None:
+            from osk.reads.as_of import past_node
+
+            self._fresh()
+            past = past_node(self._ctx, self.visible, ref, as_of)
+            return self._page(past, past, section, start, length)
+        node = self.visible_node(ref)
+        shown, pending = self._served(node)
+        page = self._page(node, shown, section, start, length)
+        self.reads.note(f"node:{node.id}", shown.body_hash, page.start, page.end,
+                        page.total_chars)
+        # The replacement hash is the file's, so the pages that earn it are counted per file
+        # version: every page of one version read (in any order) is a complete read.
+        whole = self.reads.note(f"file:{node.id}", node.file_hash, page.start, page.end,
+                                page.total_chars)
+        return replace(page, pending=pending,
+                       hash=node.file_hash if whole and not pending else None,
+                       markers=tuple(self.markers([node.id]).get(node.id, [])),
+                       related=tuple(self.related(shown)) if page.start == 0 else ())
+
+    def related(self, node: Node) -> list[Related]:
+        """Up to ``RELATED`` nodes this session may see near ``node``: the nodes it cites
+        (derived-from), the nodes citing it (the rechecks table), then the most similar ones
+        by a bounded search over its title and summary (``RELATED_POSTINGS``), each with why."""
+        found: dict[str, Related] = {}
+
+        def add(other: Node | None, why: str) -> None:
+            if (other is None or other.id == node.id or other.id in found
+                    or len(found) >= RELATED or not self.session.can_see_scope(other.scope)):
+                return
+            try:
+                shown, _ = self._served(other)  # a pending creation is not there yet
+            except NodeNotFound:
+                return
+            found[other.id] = Related(shown.title, other.id, why)
+
+        for link in node.meta.derived_from:
+            target = parse_target(link)
+            if isinstance(target, NodeTarget):
+                add(_node_or_none(self.catalog, target.title), "cited by this node (derived-from)")
+        for citing_id in sorted(self.rechecks.citing(node.id)):
+            add(_node_or_none(self.catalog, citing_id), "cites this node (derived-from)")
+        cited = len(found)
+        similar = max(RELATED_SIMILAR, RELATED - cited)
+        # markers are not shown for related nodes: the ranking's own (superseded) suffice
+        for hit in self._hits(f"{node.title} {node.meta.summary}", similar + 1, None,
+                              postings=RELATED_POSTINGS):
+            if len(found) >= cited + similar:
+                break
+            if "superseded" not in hit.markers:
+                add(_node_or_none(self.catalog, hit.id), f"similar: {_similar_why(hit)}")
+        return list(found.values())
+
+    def _page(self, node: Node, shown: Node, section: str | None, start: int | None,
+              length: int | None) -> NodeRead:
+        """One page of ``shown`` (the version served) of ``node`` (the file's identity), with
+        no hash and no markers: the caller adds what this read earns."""
+        body = shown.body
+        outline = outline_of(body)
+        lo, hi, label = section_span(outline, body, section)
+        begin = lo + max(0, start or 0)
+        if begin > hi:
+            raise OskError(f"start {start} is past the end ({hi - lo} characters)", start=start)
+        size = PAGE_CHARS if length is None else max(1, min(int(length), PAGE_CHARS))
+        end = min(hi, begin + size)
+        return NodeRead(
+            scope=self.scope, id=node.id, title=node.title, path=node.path, space=node.space,
+            node_scope=node.scope, summary=shown.meta.summary, created=shown.meta.created,
+            updated=shown.meta.updated, author=shown.meta.author, drafter=shown.meta.drafter,
+            trust=shown.meta.trust_state, derived_from=tuple(map(as_link, shown.meta.derived_from)),
+            conflicts=tuple(shown.meta.conflicts), text=body[begin:end], start=begin, end=end,
+            total_chars=len(body), complete=begin == 0 and end == len(body),
+            next_start=(end - lo) if end < hi else None, hash=None, outline=outline,
+            section=label, pending=False, markers=(),
+        )
+
+    def visible_node(self, ref: str) -> Node:
+        """The node ``ref`` names if this session may see it, re-read from disk."""
+        self._fresh()
+        try:
+            node = self.catalog.get(ref)
+        except NodeNotFound:
+            self.refresh()
+            node = self.catalog.get(ref)
+        if not self.session.can_see_scope(node.scope):
+            raise NodeNotFound(
+                f"no node with id or title {ref!r}; search first, then use a returned title "
+                f"or id", ref=ref,
+            )
+        self._ctx.freshen([node.path])  # the CAS hash must be exact; the index hears of it too
+        fresh = self.catalog.by_path(node.path)
+        if fresh is None:
+            return self.catalog.get(ref)  # raises the file's contract error or NodeNotFound
+        return fresh
+
+    def _served(self, node: Node) -> tuple[Node, bool]:
+        served = protection.served(self.vault, node.path, node.text)
+        if served.text is None:
+            raise NodeNotFound(
+                f"{node.title!r} is a new node in a protected region waiting for the "
+                f"person's approval; it is not served yet", ref=node.title,
+            )
+        if served.text == node.text:
+            return node, bool(served.pending)
+        return parse_node(node.path, served.text), bool(served.pending)
+
+    # -- reading raw records and project files -------------------------------------------------
+    def read_raw(self, coordinate: str, *, rounds: Sequence[int] | None = None,
+                 start: int = 0, length: int | None = None) -> RawRead:
+        """A raw round, a raw record's review view or a project file, in pages of at most
+        6,000 characters (``osk.reads.raw_reads``)."""
+        from osk.reads.raw_reads import read_raw
+
+        return read_raw(self._ctx, coordinate, rounds=rounds, start=start, length=length)
+
+    # -- search and markers ----------------------------------------------------------------
+    def warm(self) -> None:
+        """Load what the first search would otherwise load: the index and the recheck table.
+
+        The MCP server calls this before it answers the host's handshake, so the session's
+        first question does not pay for it.
+        """
+        self._search_index()  # loaded and reconciled with the catalog
+        self.rechecks.stale_node_ids(self.catalog)
+
+    def persist(self) -> None:
+        """Leave what a bulk load built whole on disk, so the next process reads no node file:
+        one full look (the catalog exact, recorded with the index), the catalog snapshot,
+        and the search index folded into one snapshot (``osk import`` ends with this)."""
+        self.refresh()
+        self.catalog.save_snapshot()
+        index = self._search_index()
+        self._note_look()
+        index.flush()
+
+    def reindex(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Rebuild the search index and the recall file from the node files alone (the files
+        are the source of truth; what was persisted is forgotten), then record this look with
+        it; ``progress(done, total)`` per file. Returns how many nodes are indexed."""
+        self.refresh()
+        self._ctx.take_changes()  # the rebuild reads every file: nothing to hand over
+        if self._index is None:
+            self._index = SearchIndex(self.vault, refresh_interval=math.inf)
+        self._index.rebuild(progress)
+        self._note_look()
+        self.catalog.save_snapshot()
+        return len(self._index)
+
+    def listen_for_recall(self) -> Listener | None:
+        """Answer the prompt-submit hook's per-prompt recall over a local socket with this
+        index's ranking (``osk.hooks.recall_channel``); None when the channel is off or the
+        semantic model is not installed (the hook's recall file ranks the same then)."""
+        from osk.hooks import recall_server
+
+        return recall_server.listen(self._search_index(), self.vault)
+
+    def embed_nodes(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Give every indexed node its semantic vector now; how many could not get one.
+        Returns 0 at once when the semantic channel is off."""
+        return self._search_index().embed_missing(budget=None, progress=progress)
+
+    def embed_in_background(self) -> None:
+        """Embed nodes that lack a vector in a daemon thread, unless one is already at it.
+
+        Minutes for a large vault the first time (tens of milliseconds a node), so the MCP
+        server starts this when it opens and (``embed_after_writes``) after each write: a
+        search then finds the vector ready instead of computing it, and until then finds the
+        node by its words. The thread touches only the search index, which has its own lock.
+        """
+        index = self._search_index()
+        if index.vectors is None or (self._embedder is not None and self._embedder.is_alive()):
+            return
+        self._embedder = threading.Thread(target=_embed_until_done, args=(index,),
+                                          name="osk-embed", daemon=True)
+        self._embedder.start()
+
+    def search(self, query: str, *, k: int = DEFAULT_K, as_of: str | None = None,
+               kind: str = "all") -> SearchResult:
+        """Ranked hits visible to this session, each with its markers (k is capped at
+        ``MAX_K``; below 1 is refused): nodes and raw rounds (``kind``: all, nodes, rounds;
+        a round is marked "raw round", its coordinate its id). ``as_of``: the vault as it
+        stood then, each node in the version readers were served at that time, ranked by
+        those words (nodes only)."""
+        if kind not in SEARCH_KINDS:
+            raise SearchError(f"search kind must be one of {', '.join(SEARCH_KINDS)}, "
+                              f"not {kind!r}", kind=kind)
+        if as_of is not None:  # nodes only: a round has no past version
+            from osk.reads.as_of import search_past
+
+            self._fresh()
+            return search_past(self._ctx, self.visible, query, k, as_of)
+        nodes = self._hits(query, k, self.markers) if kind != "rounds" else []
+        if kind == "nodes":
+            return SearchResult(self.scope, query, tuple(nodes))
+        rounds = self._round_hits(query, k)
+        return SearchResult(self.scope, query, tuple(
+            merged(nodes, rounds, self._cited_rounds(nodes), k)))
+
+    def _round_hits(self, query: str, k: int) -> list[Hit]:
+        """Raw rounds of the projects this session may see (scope isolation, as read_raw)."""
+        if self._rounds is None:
+            self._rounds = RoundIndex(self.vault)
+        routing, session = self.routing, self.session
+        try:
+            return round_hits(self._rounds, query, k,
+                              lambda key: routing.key_visible(session, key), routing.scope_for)
+        except Exception as exc:
+            if disk_error(exc) is None:
+                raise
+            # The rounds' index is a cache the disk cannot update now: nodes are still served.
+            log.warning("raw rounds left out of search: %s", disk_error(exc))
+            return []
+
+    def _cited_rounds(self, hits: Sequence[Hit]) -> dict[str, set[str]]:
+        """node id -> the raw rounds it cites (the rechecks ledger's citations)."""
+        table = self.rechecks.table()
+        cites: dict[str, set[str]] = {}
+        for hit in hits:
+            citations = table.get(hit.id)
+            if citations is not None:
+                cites[hit.id] = {pair.target.key.removeprefix("raw:")
+                                 for pair in citations.pairs.values()
+                                 if pair.target.kind == "raw"}
+        return cites
+
+    def _hits(self, query: str, k: int, markers: Markers | None, *,
+              postings: int | None = None) -> list[Hit]:
+        """The index's hits for this session, the catalog made fresh first (``postings``: as
+        in ``SearchIndex.search``)."""
+        self._fresh()
+        index = self._search_index()
+        self._sync_index()
+        return index.search(query, k=k, scope=self.scope, visible=self.visible, markers=markers,
+                            postings=postings)
+
+    def visible(self, doc: object) -> bool:
+        """Scope isolation for one search document (anything with ``.path``, or a path).
+
+        Called for every candidate of every search: a search document's scope is read from
+        it, and each scope's answer is remembered until the session (or its settings) change.
+        """
+        scope = doc.scope if isinstance(doc, SearchDoc) else \
+            scope_of(str(getattr(doc, "path", doc)))
+        session, answers = self._scope_answers
+        if session is not self.session:
+            session, answers = self._scope_answers = (self.session, {})
+        seen = answers.get(scope)
+        if seen is None:
+            seen = answers[scope] = session.can_see_scope(scope)
+        return seen
+
+    def markers(self, node_ids: Iterable[str]) -> dict[str, list[str]]:
+        """recheck / conflict / pending / inferred / steering (/ the review marker) for each id
+        that has any."""
+        wanted = list(node_ids)
+        stale = self.rechecks.stale_among(wanted, self.catalog)
+        conflicted = _open_party_ids(self.vault)
+        # read once a call, when a node first needs them (a failure is not kept: each node
+        # meets it as before)
+        approvals = functools.cache(lambda: protection.state(self.vault))
+        review = functools.cache(lambda: _review_hold(self.vault))
+        result: dict[str, list[str]] = {}
+        for node_id in wanted:
+            found: list[str] = []
+            if node_id in stale:
+                found.append("recheck")
+            if node_id in conflicted:
+                found.append("conflict")
+            node = _node_or_none(self.catalog, node_id)
+            if node is not None:
+                try:  # judged from the working copy on disk, whatever text we hold
+                    if protection.is_pending(self.vault, node.path, approvals()):
+                        found.append("pending")
+                except (OskError, OSError, UnicodeDecodeError):
+                    found.append("pending")
+            marker = trust.marker(node) if node is not None else None
+            if marker:
+                found.append(marker)
+            if node is not None and _awaits_review(node, *review()):
+                found.append(review_queue.MARKER)
+            if node is not None and _steers(node):
+                found.append("steering")
+            if found:
+                result[node_id] = sorted(found)
+        return result
+
+    # -- rechecks and overview ---------------------------------------------------------------
+    def recheck(self) -> RecheckReport:
+        """Recheck candidates whose citing node this session can see."""
+        from osk.reads.overview import visible_candidates
+
+        self.refresh()
+        return RecheckReport(self.scope, tuple(visible_candidates(self._ctx)))
+
+    def overview(self) -> Overview:
+        """What this session may see of the vault and its health (``osk.reads.overview``)."""
+        from osk.reads.overview import overview
+
+        self.refresh()
+        return overview(self._ctx)
+
+
+def _settle_killed_writes(vault: Vault) -> None:
+    """What a process killed mid-write left: temp files in device state (removed when their
+    writer is gone) and audit records journalled but not appended (finished under the lock)."""
+    vault.clear_debris()
+    mutation.settle(vault)
+
+
+def _review_hold(vault: Vault) -> tuple[frozenset[str], dict[str, set[str]]]:
+    """The scopes ``[review] hold`` names and the versions the person kept (read only when a
+    scope is held)."""
+    held = review_queue.held_scopes(vault)
+    return held, review_queue.kept(vault) if held else {}
+
+
+def _awaits_review(node: Node, held: frozenset[str], keeps: dict[str, set[str]]) -> bool:
+    """An agent's node in a held scope, not yet kept by the person (``held_back``)."""
+    if node.scope not in held:  # hashed only when it may be held
+        return False
+    return review_queue.held_back(held, keeps, node.scope, node.id, node.meta.trust_state,
+                                  node_content_hash(node))
+
+
+_STEERS: dict[tuple[str, str], bool] = {}  # (path, file hash) -> whether its text steers
+STEERS_KEPT = 8192  # answers kept; all are forgotten when full (a search asks about ten)
+
+
+def _steers(node: Node) -> bool:
+    """Its text carries steering (``osk.capture.steering``): marked wherever it is listed; the
+    hooks inject it only once a person confirmed it. Kept by path and file hash (the title
+    is the file's name, the rest its bytes): a search marks each hit, and the patterns cost
+    more than the rest of a hit's markers together."""
+    from osk.capture.steering import node_steering
+
+    try:
+        key = (node.path, node.file_hash)
+        found = _STEERS.get(key)
+        if found is None:
+            if len(_STEERS) >= STEERS_KEPT:
+                _STEERS.clear()
+            found = _STEERS[key] = bool(node_steering(node.title, node.meta.summary, node.body))
+        return found
+    except (OskError, OSError, UnicodeDecodeError):
+        return False  # unreadable now: the validators and read_node say so
+
+
+def _node_or_none(catalog: Catalog, node_id: str) -> Node | None:
+    try:
+        return catalog.get(node_id)
+    except OskError:
+        return None
+
+
+RELATED = 6  # nodes read_node lists as related
+RELATED_SIMILAR = 2  # of which at least this many are similar ones, when there are any
+# The similar ones are found by the rarest words of the node's title and summary, as many as
+# occur in this many nodes together, and the best of those ordered by its other words too
+# (``Ranking.rank``'s ``postings``): a read costs the same in a vault of any size, where a
+# ranked search over every word grew with it. Measured in docs/performance.md.
+RELATED_POSTINGS = 5000
+
+
+def _similar_why(hit: Any) -> str:
+    """What a search hit for the node's own title and summary shares with it."""
+    if hit.match != "text":
+        return "a title like its own"
+    return "shares its words" if hit.bm25 > 0 else "close in meaning (semantic search)"
+
+
+def _open_party_ids(vault: Vault) -> set[str]:
+    try:
+        return set(candidates.Candidates(vault).open_party_ids())
+    except LedgerError:
+        return set()  # a damaged candidates ledger is reported by overview and validators
+
+
+__all__ = [
+    "Engine",
+]

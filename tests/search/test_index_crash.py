@@ -1,0 +1,136 @@
+"""Writers killed with SIGKILL inside the search index's own writes (issue 26).
+
+A node write's last step hands the change to the index, which appends its journal and then
+mirrors the change into the recall file in one SQLite transaction. A real child process kills
+itself between those two, and inside the recall file's transaction before it commits; and a
+real `osk import` is killed at seeded random moments (``OSK_CRASH_TRIALS`` trials, 3 in CI).
+Afterwards the next open must mend what was cut short: the index, the recall file a fresh
+`osk search` ranks from, and the files agree, and a fresh search finds the node written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from osk.engine.core import Engine
+from osk.search import SearchIndex, recallfile
+from osk.store.catalog import Catalog
+from osk.store.vault import Vault
+
+pytestmark = [pytest.mark.crash,
+              pytest.mark.skipif(os.name == "nt", reason="SIGKILL is POSIX")]
+
+CHILD = r'''
+import os, signal, sys
+from pathlib import Path
+from osk.engine.core import Engine
+from osk.calls.request import NewNode
+from osk.search import recallfile
+from osk.search import index_files
+
+vault, point = sys.argv[1:3]
+armed = False
+
+def die():
+    os.kill(os.getpid(), signal.SIGKILL)
+
+real_append = index_files.append_journal
+def append_journal(directory, ops):
+    real_append(directory, ops)
+    if armed and point == "after-journal":
+        die()  # the journal holds the change, the recall file never gets it
+index_files.append_journal = append_journal
+
+real_put = recallfile._put
+def put(db, lengths, doc, frequencies, *, path=""):
+    real_put(db, lengths, doc, frequencies, path=path)
+    if armed and point == "inside-recall":
+        die()  # rows written inside the transaction, never committed
+recallfile._put = put
+
+eng = Engine.open(vault, cwd=Path(vault), actor="user")
+eng.create_node(NewNode("animals", "What animals do", "The animals cluster.\n",
+                        space="Domain", cluster="animals", drafter="test"))
+eng.search("animals")  # the index exists and follows every write from here
+armed = True
+eng.create_node(NewNode("Narwhal tusks", "Tusks", "The narwhal tusk is a tooth.\n",
+                        space="Domain", cluster="animals", drafter="test"))
+print("NOT KILLED", flush=True)
+'''
+
+
+def agreement(vault: Vault) -> tuple[dict[str, tuple[int, ...]], dict[str, tuple[int, ...]],
+                                     dict[str, tuple[int, ...]]]:
+    """(node files on disk, what the index holds, what the recall file holds): path -> stat."""
+    catalog = Catalog(vault)
+    catalog.refresh()
+    files = {node.path: tuple(catalog.entries[node.path].stat) for node in catalog.nodes()}
+    index = SearchIndex(vault)
+    held = {rel: tuple(doc.stat) for rel in files if (doc := index.doc(rel)) is not None}
+    extra = len(index) - len(held)  # documents for files that are gone
+    db = recallfile.open_reader(vault.state("index"))
+    try:
+        mirrored = {path: (size, mtime, ino) for path, size, mtime, ino in
+                    db.execute("SELECT path, size, mtime_ns, ino FROM docs")}
+    finally:
+        db.close()
+    assert extra == 0
+    return files, held, mirrored
+
+
+def fresh_search(vault: Vault, query: str) -> list[str]:
+    done = subprocess.run([sys.executable, "-m", "osk", "--vault", str(vault.root), "search",
+                           query, "--json"], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "OSK_SEMANTIC": "0"})
+    assert done.returncode == 0, done.stderr
+    return [hit["title"] for hit in json.loads(done.stdout)["hits"]]
+
+
+@pytest.mark.parametrize("point", ["after-journal", "inside-recall"])
+def test_a_writer_killed_inside_the_index_write_is_mended_by_the_next_open(
+        vault: Vault, point: str):
+    done = subprocess.run([sys.executable, "-c", CHILD, str(vault.root), point],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == -signal.SIGKILL, (done.stdout, done.stderr)
+    assert (vault.root / "Domain/animals/Narwhal tusks.md").exists()  # the write itself landed
+    assert fresh_search(vault, "narwhal") == ["Narwhal tusks"]
+    files, held, mirrored = agreement(vault)
+    assert held == files and mirrored == files
+    assert fresh_search(vault, "narwhal tooth") == ["Narwhal tusks"]
+
+
+def test_osk_import_killed_at_random_moments_leaves_index_and_files_agreeing(
+        vault: Vault, tmp_path: Path):
+    rng = random.Random(20261203)
+    trials = int(os.environ.get("OSK_CRASH_TRIALS", "3"))
+    lines = tmp_path / "nodes.jsonl"
+    lines.write_text("\n".join(json.dumps({
+        "title": f"Imported {i:04d}", "summary": "Loaded in bulk.",
+        "body": f"walrus number w{i:04d} rests on the ice", "space": "domain",
+        "cluster": "imports"}) for i in range(120)) + "\n", encoding="utf-8")
+    command = [sys.executable, "-m", "osk", "--vault", str(vault.root), "import", str(lines)]
+    for _ in range(trials):
+        child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                 env={**os.environ, "OSK_SEMANTIC": "0"})
+        assert child.stderr is not None
+        child.stderr.readline()  # the first progress line: the import is under way
+        time.sleep(rng.uniform(0.0, 1.5))
+        child.send_signal(signal.SIGKILL)
+        child.communicate(timeout=60)
+        Engine.open(vault, cwd=tmp_path, actor="user").search("walrus")  # the next open
+        files, held, mirrored = agreement(vault)
+        assert held == files and mirrored == files
+    subprocess.run(command, capture_output=True, timeout=300)  # the rest (the others: taken)
+    files, held, mirrored = agreement(vault)
+    assert held == files and mirrored == files
+    assert len(files) == 121  # every line and the cluster's hub
+    assert fresh_search(vault, "w0119") == ["Imported 0119"]

@@ -1,0 +1,310 @@
+"""Raw rounds in search: captured by the Stop hook, found by a later session of the same project
+only, gone once redacted, and ranked below a node that cites them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from hookkit import CLAUDE_SESSION, copy_fixture, make_project, payload, run_hook
+
+from osk.calls.request import NewNode
+from osk.engine.core import Engine
+from osk.search.rounds import MARKER, RoundIndex
+from osk.store.vault import Vault
+from osk.verbs import redaction
+
+
+def captured(vault: Vault, project: Path, tmp_path: Path) -> None:
+    transcript = copy_fixture("claude", "session.jsonl", tmp_path / "t" / "session.jsonl")
+    data = json.loads(payload("claude", "stop", transcript=transcript, cwd=project))
+    done = run_hook("stop", "claude", json.dumps(data).encode(), cwd=project)
+    assert done.returncode == 0, done.stderr
+
+
+def rounds_of(engine: Engine, query: str) -> list[str]:
+    return [hit.id for hit in engine.search(query, k=10).hits if MARKER in hit.markers]
+
+
+def test_a_round_captured_by_the_stop_hook_is_found_by_its_project_only(vault, tmp_path):
+    shop = make_project(tmp_path / "shop")
+    other = make_project(tmp_path / "other")
+    captured(vault, shop, tmp_path)
+    assert RoundIndex(vault).refresh() == 0  # the Stop hook indexed what it captured
+    later = Engine.open(vault, cwd=shop)  # a later session of the same project
+    found = rounds_of(later, "why does the checkout test fail on CI")
+    assert found and found[0] == f"_raw/shop/{CLAUDE_SESSION}#Round 1"
+    hit = next(h for h in later.search("checkout test fails", k=10).hits if h.id == found[0])
+    assert hit.scope == "shop" and hit.summary.startswith("2026-03-14 · ")
+    assert rounds_of(Engine.open(vault, cwd=other), "why does the checkout test fail") == []
+    assert rounds_of(later, "checkout") and later.search(
+        "checkout", k=10, kind="nodes").hits == ()
+
+
+def test_a_redacted_round_is_not_found_by_the_redacted_words(vault, tmp_path, monkeypatch):
+    shop = make_project(tmp_path / "shop")
+    engine = Engine.open(vault, cwd=shop)
+    engine.append_raw("talk", user="the NAS login is tulip-7-orbit-lamp", assistant="Mounted.")
+    assert rounds_of(engine, "tulip orbit lamp") == ["_raw/shop/talk#Round 1"]
+    assert shown(vault, "tulip orbit lamp") == ["_raw/shop/talk#Round 1"]
+    target = redaction.parse("_raw/shop/talk")
+    monkeypatch.setattr("sys.stdin.isatty", lambda: True, raising=False)
+    monkeypatch.setattr("osk.authority.protection.require_person", lambda *a, **k: None)
+    redaction.redact(vault, target, "tulip-7-orbit-lamp")
+    assert rounds_of(engine, "tulip orbit lamp") == [] and shown(vault, "tulip orbit lamp") == []
+    assert rounds_of(engine, "NAS login") == ["_raw/shop/talk#Round 1"]
+    # the index keeps a round's text for excerpts: the redacted text is gone from it too
+    hit = next(h for h in engine.search("NAS login", k=5).hits if h.id.startswith("_raw/"))
+    assert "tulip" not in hit.summary and "REDACTED" in hit.summary
+
+
+def test_a_node_that_cites_a_round_ranks_above_it(vault, tmp_path):
+    shop = make_project(tmp_path / "shop")
+    engine = Engine.open(vault, cwd=shop)
+    ref = engine.append_raw("talk", user="the invoice totals round half up to cents, always",
+                            assistant="Rounding invoice totals half up to cents.")
+    engine.create_node(NewNode("billing", "Billing", "Billing hub.\n", space="Scope",
+                               cluster="billing", drafter="test-model"))
+    engine.create_node(NewNode("Invoice rounding", "Totals round half up",
+                               "Invoice totals round half up to cents.\n", space="Scope",
+                               cluster="billing", drafter="test-model",
+                               derived_from=(ref.coordinate,)))
+    ids = [hit.id for hit in engine.search("invoice totals round half up cents", k=10).hits]
+    node = next(i for i, hit in enumerate(ids) if not hit.startswith("_raw/"))
+    assert ref.coordinate in ids and node < ids.index(ref.coordinate)
+
+
+def test_rounds_beside_nodes_keep_the_nodes_order_and_a_title_asked_for_first(vault, tmp_path):
+    shop = make_project(tmp_path / "shop")
+    engine = Engine.open(vault, cwd=shop)
+    engine.append_raw("talk", user="how do we cut a release", assistant="Tag it, then publish.")
+    engine.create_node(NewNode("ship", "Ship", "Ship hub.\n", space="Scope", cluster="ship",
+                               drafter="test-model"))
+    engine.create_node(NewNode("Release", "How a release goes", "Short.\n", space="Scope",
+                               cluster="ship", drafter="test-model"))
+    engine.create_node(NewNode("Release checklist", "Release steps",
+                               "release release release: tag the release, publish the release\n",
+                               space="Scope", cluster="ship", drafter="test-model"))
+    nodes = engine.search("release", k=10, kind="nodes").hits
+    both = engine.search("release", k=10).hits
+    assert nodes[0].title == "Release" and nodes[0].score < nodes[1].score  # title precedence
+    assert any(MARKER in hit.markers for hit in both)
+    # the rounds go among the nodes; the nodes' own order (a title asked for first) stands
+    assert [hit.id for hit in both if MARKER not in hit.markers] == [hit.id for hit in nodes]
+
+
+def test_the_index_catches_up_with_a_record_changed_behind_it(vault, tmp_path):
+    shop = make_project(tmp_path / "shop")
+    engine = Engine.open(vault, cwd=shop)
+    engine.append_raw("talk", user="first words", assistant="ok")
+    index = RoundIndex(vault)
+    assert index.refresh() == 1 and index.refresh() == 0
+    engine.append_raw("talk", user="zeppelin arrives", assistant="ok")
+    # round 2 by its words, round 1 by its neighbour's (its context gained round 2's words);
+    # each once: the append added round 2 and re-indexed round 1
+    assert [h.coordinate for h in index.search("zeppelin", k=5, visible=lambda key: True)] \
+        == ["_raw/shop/talk#Round 2", "_raw/shop/talk#Round 1"]
+    assert [h.coordinate for h in index.search("zeppelin", k=5, visible=lambda key: True,
+                                               context=0.0)] == ["_raw/shop/talk#Round 2"]
+    assert [h.coordinate for h in index.search("first words", k=5, visible=lambda key: True)] \
+        == ["_raw/shop/talk#Round 1", "_raw/shop/talk#Round 2"]
+    assert index.search("zeppelin", k=5, visible=lambda key: False) == []
+
+
+
+def test_the_rounds_count_and_length_a_query_ranks_by_are_kept_whole(vault, tmp_path):
+    """A query reads the rounds' count and total length from ``totals`` (kept by triggers, not
+    counted per query): equal to the rows after appends, a record read anew, a record gone."""
+    import sqlite3
+
+    shop = make_project(tmp_path / "shop")
+    engine = Engine.open(vault, cwd=shop)
+    index = RoundIndex(vault)
+
+    def kept_and_counted() -> tuple[tuple[int, int], tuple[int, int]]:
+        index.refresh()
+        with sqlite3.connect(index.path) as db:
+            return (db.execute("SELECT rounds, length FROM totals").fetchone(),
+                    db.execute("SELECT count(*), total(length) FROM rounds").fetchone())
+
+    for number in range(3):
+        engine.append_raw("talk", user=f"question {number} about kites", assistant="answer")
+    engine.append_raw("other", user="a single round", assistant="ok")
+    kept, counted = kept_and_counted()
+    assert kept == counted and kept[0] == 4
+    other = vault.root / "_raw" / "shop" / "other.md"
+    other.write_text(other.read_text(encoding="utf-8").replace("a single round", "one round"),
+                     encoding="utf-8")  # changed behind the index: read anew
+    assert kept_and_counted()[0] == kept_and_counted()[1]
+    other.unlink()
+    kept, counted = kept_and_counted()
+    assert kept == counted and kept[0] == 3
+
+
+def test_a_query_ranked_in_fts5_alone_finds_what_the_join_finds(
+        vault, tmp_path, monkeypatch):
+    """FTS5 orders the matches without the join to the rounds' rows (the join doubled a
+    query's cost at 200,000 rounds), and finds the same rounds, scores, order (ties included)
+    and statistics as the joined query, with every key visible or not, and a conversation's
+    last rounds skipped (as recall skips them) or not."""
+    from osk.search import rounds
+
+    for name in ("shop", "lab", "void"):
+        engine = Engine.open(vault, cwd=make_project(tmp_path / name))
+        if name == "void":  # the best matches of a query, not always visible below
+            for _ in range(20):
+                engine.append_raw("zebra", user="kites kites harbour kites", assistant="ok")
+            continue
+        for number in range(6):  # equal rounds tie on their score
+            engine.append_raw(f"talk{number % 2}", user="kites over the harbour",
+                              assistant=f"answer {number % 3} about kites and tides")
+        engine.append_raw("other", user="tides alone", assistant="ok")
+    index = RoundIndex(vault)
+    index.refresh()
+    void = {path.name for path in (vault.root / "_raw").iterdir() if path.is_dir()}
+    void -= {"shop", "lab"}
+    assert len(void) == 1
+    talk = next(str(p.relative_to(vault.root)) for p in (vault.root / "_raw").rglob("talk0.md"))
+    matching = rounds._matching
+
+    def join(db, terms, k, context, skip, keys=None):  # the rows joined before ordering
+        every = [key for (key,) in db.execute("SELECT DISTINCT key FROM records")]
+        return matching(db, terms, every if keys is None else sorted(keys), k, skip, context)
+
+    monkeypatch.setattr(rounds, "_telling", lambda db, terms, context: terms)  # its own test
+    joins = []  # the queries ranked in FTS5 alone whose best matches held too few visible
+    monkeypatch.setattr(rounds, "_matching", lambda *args: joins.append(args) or matching(*args))
+    for query, k in (("kites tides", 10), ("kites", 3), ("harbour answer", 5)):
+        for skip in (None, (talk, 2)):
+            for visible in (lambda key: True, lambda key: key not in void):
+                alone = index.search_with_stats(query, k=k, visible=visible, skip=skip)
+                with monkeypatch.context() as patched:
+                    patched.setattr(rounds, "_ranked", join)
+                    joined = index.search_with_stats(query, k=k, visible=visible, skip=skip)
+                assert alone == joined and len(alone[0]) == k
+    assert 0 < len(joins) < 12
+
+
+def test_a_word_in_over_half_the_rounds_leaves_the_ordering_unless_too_few_rounds_are_left(
+        vault, tmp_path):
+    """FTS5 gives a word in over half the rounds an idf of 1e-6: it is left out of what FTS5
+    orders when a rarer word is asked, and asked again when the rarer words fill fewer places
+    than asked (a round holding only the common word is still found)."""
+    import sqlite3
+
+    from osk.search import rounds
+    from osk.search.expand import query_terms
+
+    engine = Engine.open(vault, cwd=make_project(tmp_path / "shop"))
+    for number in range(5):
+        engine.append_raw("talk", user=f"kites {number}", assistant="ok")
+    engine.append_raw("talk", user="kites and a heron", assistant="ok")
+    index = RoundIndex(vault)
+    index.refresh()
+    [heron], [kite] = query_terms("heron"), query_terms("kites")
+    with sqlite3.connect(index.path) as db:
+        assert rounds._telling(db, sorted([heron, kite]), 0.4) == [heron]
+        assert rounds._telling(db, [kite], 0.4) == [kite]
+    assert [hit.excerpt for hit in index.search("heron kites", k=1, visible=lambda key: True)
+            ] == ["kites and a heron ok"]
+    found = index.search("heron kites", k=6, visible=lambda key: True)
+    assert len(found) == 6 and found[0].excerpt == "kites and a heron ok"
+
+
+# -- per-prompt recall falls back to rounds ------------------------------------------------------
+def recalled_for(project: Path, text: str, tmp_path: Path, session: str) -> str:
+    data = json.loads(payload("claude", "prompt_submit", transcript=tmp_path / "t.jsonl",
+                              cwd=project, prompt_id="p-1", prompt=text))
+    data["session_id"] = session
+    done = run_hook("prompt-submit", "claude", json.dumps(data).encode(), cwd=project)
+    assert done.returncode == 0 and "failed" not in done.stderr, done.stderr
+    return json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"] \
+        if done.stdout else ""
+
+
+def test_recall_falls_back_to_a_captured_round_in_a_later_session_of_its_project(vault,
+                                                                               tmp_path):
+    shop = make_project(tmp_path / "shop")
+    other = make_project(tmp_path / "other")
+    captured(vault, shop, tmp_path)
+    question = "why does the checkout test fail on CI but pass locally"
+    later = recalled_for(shop, question, tmp_path, "a-later-session")
+    coordinate = f"_raw/shop/{CLAUDE_SESSION}#Round 1"
+    assert f"(id {coordinate}; person and agent, captured; {MARKER})" in later
+    assert "read_raw" in later
+    assert "raw round 2026-03-14" in later
+    assert coordinate not in recalled_for(other, question, tmp_path, "elsewhere")
+    # the conversation that holds the round has it in its context: never shown to it again
+    assert coordinate not in recalled_for(shop, question, tmp_path, CLAUDE_SESSION)
+
+
+def test_a_round_is_found_by_the_words_of_its_date_and_of_dates_it_writes(vault, tmp_path,
+                                                                          monkeypatch):
+    shop = make_project(tmp_path / "shop")
+    monkeypatch.setenv("OSK_NOW", "2023-05-08T13:56+00:00")
+    engine = Engine.open(vault, cwd=shop)
+    engine.append_raw("talk", user="we shipped the quokka release", assistant="Noted.")
+    monkeypatch.setenv("OSK_NOW", "2023-06-20T09:00+00:00")
+    engine.append_raw("talk", user="the audit is due 2024-02-29", assistant="Booked.")
+    assert rounds_of(engine, "May 2023")[0] == "_raw/shop/talk#Round 1"
+    assert rounds_of(engine, "what happened on 20 June")[0] == "_raw/shop/talk#Round 2"
+    assert rounds_of(engine, "February 2024")[0] == "_raw/shop/talk#Round 2"
+    assert rounds_of(engine, "29 February")[0] == "_raw/shop/talk#Round 2"
+
+
+# -- which rounds recall shows ------------------------------------------------------------------
+FILLER = ["we renamed the billing module", "the linter wants shorter lines", "lunch at noon",
+          "the staging box reboots nightly", "merge the docs branch first",
+          "coverage dropped on the parser", "the release notes need a date"]
+
+
+def talk(engine: Engine, *pairs: tuple[str, str]) -> None:
+    for user, assistant in [*((f, "Ok.") for f in FILLER), *pairs]:
+        engine.append_raw("talk", user=user, assistant=assistant)
+
+
+def shown(vault: Vault, prompt: str) -> list[str]:
+    from osk.hooks import recall
+
+    return [hit.id for hit in recall.rounds_recalled(vault, "shop", prompt, {}, None)]
+
+
+def test_recall_shows_a_round_by_the_share_of_the_prompt_it_holds(vault, tmp_path):
+    shop = make_project(tmp_path / "shop")
+    talk(Engine.open(vault, cwd=shop),
+         ("the zeppelin timetable moved to fridays", "Noted."),
+         ("quokka walrus pelican", "Odd trio."))
+    zeppelin = "_raw/shop/talk#Round 8"
+    # two rare words, both held: shown (a floor on confidence alone, 2.5, kept it back)
+    assert shown(vault, "zeppelin timetable?")[0] == zeppelin
+    # three rare words held among eight the prompt asks: not enough of it, though as many
+    # held words as a short prompt's
+    assert shown(vault, "quokka walrus pelican marmot ibex tapir gecko lemur") == []
+    assert shown(vault, "quokka walrus pelican")[0] == "_raw/shop/talk#Round 9"
+
+
+def test_recall_shows_the_answer_in_the_round_after_the_question(vault, tmp_path):
+    shop = make_project(tmp_path / "shop")
+    talk(Engine.open(vault, cwd=shop),
+         ("which port does the mock ledger server listen on?", "Let me look."),
+         ("and?", "It listens on 7311, set in conftest."))
+    found = shown(vault, "mock ledger server port")
+    # the question's round by its words, the answer's by its neighbour's (as search ranks)
+    assert found[:2] == ["_raw/shop/talk#Round 8", "_raw/shop/talk#Round 9"]
+
+
+def test_a_round_is_excerpted_where_the_prompt_s_words_are(vault, tmp_path):
+    from osk.hooks import recall
+
+    shop = make_project(tmp_path / "shop")
+    opening = "We spent the morning on many small things. " * 4
+    talk(Engine.open(vault, cwd=shop),
+         (opening + "Finally the flamingo cache was cleared by hand.", "Done."))
+    hits = recall.rounds_recalled(vault, "shop", "flamingo cache cleared", {}, None)
+    assert hits[0].id == "_raw/shop/talk#Round 8"
+    summary = hits[0].summary
+    assert "flamingo cache was cleared" in summary and summary.startswith("…")
+    assert len(summary) <= recall.ROUND_EXCERPT
+    hit = next(h for h in Engine.open(vault, cwd=shop).search("flamingo cache", k=5).hits
+               if h.id == "_raw/shop/talk#Round 8")
+    assert "flamingo cache" in hit.summary

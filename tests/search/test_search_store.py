@@ -1,0 +1,52 @@
+"""The snapshot format round-trips, narrows term counts only when they fit, and refuses damage."""
+
+from __future__ import annotations
+
+from array import array
+from pathlib import Path
+
+import pytest
+
+from osk.search import index_files
+
+PARAMS = {"tokenizer": 1}
+
+
+def snapshot(tf: int) -> index_files.Snapshot:
+    return index_files.Snapshot(
+        generation="g1", params=PARAMS, terms=["alpha", "beta"],
+        docs=[["record-0"], None, ["record-2"]],
+        offsets=array("I", [0, 2, 3]), slots=array("I", [0, 2, 2]), tfs=array("I", [1, tf, 3]),
+        lengths=array("I", [1, 0, tf + 3]), doc_term_offsets=array("I", [0, 1, 1, 3]),
+        doc_terms=array("I", [0, 0, 1]),
+    )
+
+
+@pytest.mark.parametrize("tf", [7, 70_000])  # fits in 16 bits / needs 32
+def test_a_snapshot_reads_back_exactly_what_was_written(tmp_path: Path, tf: int):
+    written = snapshot(tf)
+    index_files.write_snapshot(tmp_path, written)
+    read = index_files.read_snapshot(tmp_path, PARAMS)
+    assert read.tfs.typecode == ("H" if tf < 65_536 else "I")
+    assert list(read.tfs) == list(written.tfs)
+    for name in ("generation", "terms", "docs", "offsets", "slots", "lengths",
+                 "doc_term_offsets", "doc_terms"):
+        assert getattr(read, name) == getattr(written, name), name
+
+
+def test_a_snapshot_built_with_other_parameters_is_not_trusted(tmp_path: Path):
+    index_files.write_snapshot(tmp_path, snapshot(7))
+    with pytest.raises(index_files.Damaged, match="parameters"):
+        index_files.read_snapshot(tmp_path, {"tokenizer": 2})
+    with pytest.raises(index_files.Missing):
+        index_files.read_snapshot(tmp_path / "elsewhere", PARAMS)
+
+
+def test_a_torn_journal_line_ends_the_replay_there(tmp_path: Path):
+    index_files.reset_journal(tmp_path, "g1")
+    index_files.append_journal(tmp_path, [["del", "Domain/A.md"], ["del", "Domain/B.md"]])
+    journal = tmp_path / index_files.JOURNAL
+    journal.write_bytes(journal.read_bytes()[:-5])
+    ops, unusable = index_files.read_journal(tmp_path, "g1")
+    assert ops == [["del", "Domain/A.md"]] and unusable
+    assert index_files.read_journal(tmp_path, "another generation") == ([], True)

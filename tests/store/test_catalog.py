@@ -1,0 +1,251 @@
+"""The catalog: finding nodes by title or id, refusing duplicates, noticing changes."""
+
+from __future__ import annotations
+
+import gc
+import os
+
+import pytest
+
+from osk.errors import ContractError, DuplicateId, NodeNotFound, TitleError
+from osk.store import contract, node
+from osk.store.catalog import Catalog
+from osk.store.fsutil import atomic_write
+from osk.store.vault import Vault
+
+
+def write_node(vault: Vault, rel: str, node_id: str, body: str = "Body.\n") -> None:
+    meta = contract.Frontmatter.model_validate({
+        "id": node_id, "created": "2026-11-29T18:00+00:00", "updated": "2026-11-29T18:00+00:00",
+        "author": "user", "drafter": "human", "summary": f"About {rel}.",
+    })
+    atomic_write(vault.abs(rel), node.render(meta, body))
+
+
+def test_a_node_is_found_by_title_case_insensitively_and_by_id(vault: Vault):
+    write_node(vault, "Domain/rust/Cargo features.md", "id-1")
+    catalog = Catalog(vault)
+    assert catalog.refresh().added == ("Domain/rust/Cargo features.md",)
+    assert catalog.get("cargo FEATURES").id == "id-1"
+    assert catalog.get("id-1").title == "Cargo features"
+    with pytest.raises(NodeNotFound):
+        catalog.get("nothing")
+
+
+def test_two_files_with_one_id_make_every_read_by_id_or_title_refuse_naming_both(vault: Vault):
+    write_node(vault, "Domain/A.md", "same")
+    write_node(vault, "Person/B.md", "same")
+    catalog = Catalog(vault)
+    catalog.refresh()
+    for ref in ("same", "A", "B"):
+        with pytest.raises(DuplicateId) as caught:
+            catalog.get(ref)
+        assert "Domain/A.md" in str(caught.value) and "Person/B.md" in str(caught.value)
+    assert catalog.duplicate_ids() == {"same": ["Domain/A.md", "Person/B.md"]}
+
+
+def test_titles_colliding_after_case_folding_are_reported_and_refused(vault: Vault):
+    write_node(vault, "Domain/Release.md", "id-1")
+    write_node(vault, "Scope/app/RELEASE.md", "id-2")
+    catalog = Catalog(vault)
+    catalog.refresh()
+    with pytest.raises(TitleError):
+        catalog.get("release")
+    assert list(catalog.duplicate_titles().values()) == [["Domain/Release.md",
+                                                          "Scope/app/RELEASE.md"]]
+
+
+def test_a_hand_edit_that_breaks_the_contract_is_reported_not_fixed(vault: Vault):
+    write_node(vault, "Domain/A.md", "id-1")
+    catalog = Catalog(vault)
+    catalog.refresh()
+    path = vault.abs("Domain/A.md")
+    broken = path.read_text(encoding="utf-8").replace("author: user", "author: robot")
+    path.write_text(broken, encoding="utf-8")
+    changes = catalog.refresh()
+    assert changes.changed == ("Domain/A.md",)
+    assert [type(e) for e in catalog.errors()] == [ContractError]
+    assert path.read_text(encoding="utf-8") == broken
+    with pytest.raises(ContractError):
+        catalog.get("A")
+
+
+def test_refresh_reports_added_changed_and_removed_files_and_skips_non_node_folders(vault: Vault):
+    write_node(vault, "Domain/A.md", "id-1")
+    write_node(vault, "Domain/B.md", "id-2")
+    (vault.root / "Workbench" / "scratch.md").write_text("not a node", encoding="utf-8")
+    catalog = Catalog(vault)
+    assert sorted(catalog.refresh().added) == ["Domain/A.md", "Domain/B.md"]
+    write_node(vault, "Domain/A.md", "id-1", body="Changed.\n")
+    os.unlink(vault.abs("Domain/B.md"))
+    write_node(vault, "Person/C.md", "id-3")
+    changes = catalog.refresh()
+    assert changes.added == ("Person/C.md",)
+    assert changes.changed == ("Domain/A.md",)
+    assert changes.removed == ("Domain/B.md",)
+    assert not catalog.refresh()
+
+
+def _age(vault: Vault, rel: str, seconds: int = 10) -> None:
+    """Move a file's mtime into the past, out of the race window, as time would."""
+    path = vault.abs(rel)
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns - seconds * 1_000_000_000))
+
+
+def test_a_new_process_restores_unchanged_nodes_from_the_snapshot_without_reading_them(
+    vault: Vault, monkeypatch
+):
+    import osk.store.catalog as catalog_mod
+
+    for name in ("A", "B"):
+        write_node(vault, f"Domain/{name}.md", f"id-{name}", body=f"Body {name}.\n")
+        _age(vault, f"Domain/{name}.md")
+    first = Catalog(vault)
+    first.refresh()
+    first.save_snapshot()
+    assert (vault.state("catalog", "snapshot.json")).is_file()
+    write_node(vault, "Domain/B.md", "id-B", body="Changed while no osk ran.\n")
+
+    reads: list[str] = []
+    real = catalog_mod._read_text
+    monkeypatch.setattr(catalog_mod, "_read_text", lambda p: reads.append(p) or real(p))
+    second = Catalog(vault)
+    second.refresh()
+    assert [os.path.basename(p) for p in reads] == ["B.md"]  # A came from the snapshot
+    a = second.get("A")
+    assert a.body_hash == first.get("A").body_hash
+    assert a.body == "Body A.\n" and a.text.startswith("---\n")
+    assert second.get("B").body == "Changed while no osk ran.\n"
+
+
+def test_a_snapshot_save_encodes_only_entries_put_since_the_last_and_writes_the_same_file(
+    vault: Vault, monkeypatch
+):
+    import json
+
+    import osk.store.catalog as catalog_mod
+
+    names = [f"N{n}" for n in range(6)]
+    for name in names:
+        write_node(vault, f"Domain/{name}.md", f"id-{name}", body=f"Body {name}.\n")
+        _age(vault, f"Domain/{name}.md")
+    catalog = Catalog(vault)
+    catalog.refresh()
+    catalog._dirty = True
+    catalog.save_snapshot()
+    encoded: list[str] = []
+    real = catalog_mod._encode
+    monkeypatch.setattr(catalog_mod, "_encode", lambda rel, e: encoded.append(rel) or real(rel, e))
+    write_node(vault, "Domain/N2.md", "id-N2", body="Changed.\n")
+    _age(vault, "Domain/N2.md")
+    vault.abs("Domain/N4.md").unlink()
+    catalog.note_written("Domain/N2.md")
+    catalog.note_removed("Domain/N4.md")
+    catalog.save_snapshot()
+    assert encoded == ["Domain/N2.md"]
+    path = vault.state("catalog", "snapshot.json")
+    whole = {rel: {"stat": list(e.stat), "read_at": e.read_at_ns, "meta": e.node.meta_fields(),
+                   "file_hash": e.node.file_hash, "body_hash": e.node.body_hash}
+             for rel, e in catalog.entries.items()}
+    assert path.read_text(encoding="utf-8") == json.dumps(
+        {"version": catalog_mod._SNAPSHOT_VERSION, "entries": whole}, ensure_ascii=False,
+        separators=(",", ":"))
+    restored = Catalog(vault)
+    restored.refresh()
+    assert {rel: e.node.file_hash for rel, e in restored.entries.items()} == {
+        rel: e.node.file_hash for rel, e in catalog.entries.items()}
+    assert "Domain/N4.md" not in restored.entries
+
+
+def test_a_damaged_or_foreign_snapshot_is_ignored(vault: Vault):
+    write_node(vault, "Domain/A.md", "id-A")
+    _age(vault, "Domain/A.md")
+    path = vault.state("catalog", "snapshot.json")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for junk in ("{not json", '{"version": "0:old", "entries": {}}',
+                 '{"version": "%s", "entries": {"Domain/A.md": {"stat": 5}}}'):
+        import osk.store.catalog as catalog_mod
+
+        path.write_text(junk.replace("%s", catalog_mod._SNAPSHOT_VERSION), encoding="utf-8")
+        catalog = Catalog(vault)
+        catalog.refresh()
+        assert catalog.get("A").id == "id-A"
+
+
+def test_a_snapshot_entry_missing_contract_fields_is_read_from_the_file(vault: Vault):
+    import json as json_mod
+
+    import osk.store.catalog as catalog_mod
+
+    write_node(vault, "Domain/A.md", "id-A")
+    _age(vault, "Domain/A.md")
+    first = Catalog(vault)
+    first.refresh()
+    first.save_snapshot()
+    path = vault.state("catalog", "snapshot.json")
+    data = json_mod.loads(path.read_text(encoding="utf-8"))
+    del data["entries"]["Domain/A.md"]["meta"]["summary"]
+    path.write_text(json_mod.dumps(data), encoding="utf-8")
+    assert data["version"] == catalog_mod._SNAPSHOT_VERSION
+    second = Catalog(vault)
+    second.refresh()
+    assert second.get("A").meta.summary == "About Domain/A.md."
+
+
+def test_a_live_catalog_saves_its_snapshot_at_exit_and_a_dropped_one_is_freed(vault: Vault):
+    import gc
+    import json as json_mod
+    import subprocess
+    import sys
+
+    import osk.store.catalog as catalog_mod
+
+    script = (
+        "import sys\n"
+        "from osk.store.catalog import Catalog\n"
+        "from osk.store.vault import Vault\n"
+        "from tests.store.test_catalog import write_node\n"
+        "v = Vault(__import__('pathlib').Path(sys.argv[1]))\n"
+        "c = Catalog(v); c.refresh()\n"
+        "from tests.store.test_catalog import _age\n"
+        "write_node(v, 'Domain/Late.md', 'id-late'); _age(v, 'Domain/Late.md')\n"
+        "c.note_written('Domain/Late.md')\n"
+    )
+    subprocess.run([sys.executable, "-c", script, str(vault.root)], check=True,
+                   cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    saved = json_mod.loads(vault.state("catalog", "snapshot.json").read_text(encoding="utf-8"))
+    assert "Domain/Late.md" in saved["entries"]
+
+    dropped = Catalog(vault)
+    dropped.refresh()
+    assert dropped in catalog_mod._LIVE
+    del dropped
+    gc.collect()
+    assert not any(c.vault == vault for c in catalog_mod._LIVE)
+
+
+def test_what_a_paused_collector_let_load_is_not_swept_as_young_objects_after():
+    from osk.store.fsutil import collector_paused
+
+    passes: list[int] = []
+
+    def seen(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            passes.append(info["generation"])
+
+    was_on = gc.isenabled()
+    gc.enable()
+    gc.callbacks.append(seen)
+    try:
+        with collector_paused():
+            loaded = [[] for _ in range(50_000)]  # a snapshot's worth of tracked objects
+            passes.clear()
+        # Turned back on, the collector owes no pass over them: they are already in the
+        # oldest generation (before: 50,000 young objects, a pass started at once).
+        assert passes == []
+        assert len(loaded) == 50_000
+    finally:
+        gc.callbacks.remove(seen)
+        if not was_on:
+            gc.disable()

@@ -1,0 +1,231 @@
+"""Hand edits reported by the kernel (``osk.store.watch``): a watched engine's periodic look
+re-stats only the files named in the report, and still sees every change a full look would.
+
+The randomized test uses a fixed seed and a bounded number of trials.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+
+import pytest
+import writekit
+
+from osk.calls.request import NewNode
+from osk.engine import core as engine_mod
+from osk.engine.core import Engine
+from osk.store import catalog as catalog_mod
+from osk.store import freshness as freshness_mod
+from osk.store import ids, watch
+from osk.store.catalog import Catalog
+from osk.store.vault import SPACES, Vault
+
+repo, eng, hub = writekit.repo, writekit.eng, writekit.hub  # shared fixtures
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify")
+
+SEED = 20261204
+TRIALS = 16
+
+
+@pytest.fixture
+def watched(eng: Engine, hub: str, vault: Vault, repo, monkeypatch: pytest.MonkeyPatch
+            ) -> Engine:
+    """A watched engine over 12 nodes, every read a periodic look; a sweep of one file a look
+    (so the sweep alone would need a dozen looks to find an edit in place)."""
+    settings = ((freshness_mod, "SWEEP_FILES", 1), (engine_mod, "REFRESH_SECONDS", 0.0),
+                (catalog_mod, "_RACE_WINDOW_NS", 0), (freshness_mod, "RACE_NS", 0))
+    for module, name, value in settings:
+        monkeypatch.setattr(module, name, value)
+    for n in range(12):
+        eng.create_node(NewNode(f"n{n}", "s", f"body {n}\n", space="Scope", cluster=hub,
+                                drafter="m"))
+    server = Engine.open(vault, cwd=repo, watch=True)  # as the MCP server opens it
+    assert server._ctx.fresh._watch is not None
+    return server
+
+
+def stats_of_node_files(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The node files the periodic look stats one by one, recorded as it goes."""
+    seen: list[str] = []
+    real = freshness_mod._file_stat
+
+    def counting(path):
+        seen.append(str(path))
+        return real(path)
+
+    monkeypatch.setattr(freshness_mod, "_file_stat", counting)
+    return seen
+
+
+def view(catalog: Catalog) -> dict[str, str | None]:
+    return {rel: (e.node.text if e.node else None) for rel, e in catalog.entries.items()}
+
+
+def on_disk(vault: Vault) -> dict[str, str | None]:
+    catalog = Catalog(vault)
+    catalog.refresh()
+    return view(catalog)
+
+
+def test_an_edit_in_place_is_seen_at_the_next_look_restating_only_that_file(
+        watched: Engine, vault: Vault, monkeypatch: pytest.MonkeyPatch):
+    node = watched.catalog.get("n5")
+    watched.search("body")
+    stats = stats_of_node_files(monkeypatch)
+    with open(vault.abs(node.path), "a", encoding="utf-8") as handle:  # same inode and folder
+        handle.write("edited in place\n")
+    watched.search("body")  # a search: read_node would re-stat the file it reads anyway
+    assert "edited in place" in watched.catalog.get("n5").body
+    assert stats == [str(vault.abs(node.path))]  # no sweep of the rest
+    stats.clear()
+    watched.search("body")  # nothing changed: nothing re-stat-ed
+    assert stats == []
+
+
+def test_hand_changes_of_every_kind_are_seen_at_the_next_look(
+        watched: Engine, vault: Vault):
+    rng = random.Random(SEED)
+    folder = vault.abs(watched.catalog.get("n0").path).parent
+    for trial in range(TRIALS):
+        files = sorted(p for p in folder.rglob("*.md") if p.stem != folder.name)
+        pick = rng.choice(files)
+        action = rng.choice(["in-place", "in-place", "add", "delete", "rename", "new folder"])
+        if action == "in-place":
+            with open(pick, "a", encoding="utf-8") as handle:
+                handle.write(f"hand {trial}\n")
+        elif action in ("add", "new folder"):
+            text = pick.read_text(encoding="utf-8")
+            old_id = next(line for line in text.splitlines() if line.startswith("id: "))
+            target = folder / f"sub{trial}" if action == "new folder" else folder
+            target.mkdir(exist_ok=True)
+            (target / f"hand {trial}.md").write_text(
+                text.replace(old_id, f"id: {ids.uuid7()}", 1), encoding="utf-8")
+        elif action == "delete" and len(files) > 3:
+            pick.unlink()
+        elif action == "rename":
+            pick.rename(pick.parent / f"renamed {trial}.md")
+        watched.search("body")
+        assert view(watched.catalog) == on_disk(vault), f"{action} (trial {trial})"
+        for sub in folder.glob("sub*"):  # an edit in place inside a folder made after watching
+            for path in sub.glob("*.md"):
+                with open(path, "a", encoding="utf-8") as handle:
+                    handle.write(f"later {trial}\n")
+        watched.search("body")
+        assert view(watched.catalog) == on_disk(vault), f"after {action} (trial {trial})"
+
+
+def test_a_folder_removed_and_made_again_under_its_name_is_watched_again(
+        watched: Engine, vault: Vault, monkeypatch: pytest.MonkeyPatch):
+    # A folder listed just after a change is listed again at every look until it is older;
+    # here it never is, so only the kernel's report can tell of an edit in place.
+    monkeypatch.setattr(freshness_mod, "_racy_folder", lambda folder: False)
+    folder = vault.abs(watched.catalog.get("n0").path).parent
+    sub = folder / "inner"
+    sub.mkdir()
+    text = (folder / "n1.md").read_text(encoding="utf-8")
+    old_id = next(line for line in text.splitlines() if line.startswith("id: "))
+    for round_ in range(2):  # made, then removed and made again: a new folder, the same name
+        if sub.exists():
+            for path in sub.iterdir():
+                path.unlink()
+            sub.rmdir()
+            sub.mkdir()  # between two looks: the folder check sees one folder, changed
+        (sub / "inner node.md").write_text(text.replace(old_id, f"id: {ids.uuid7()}", 1),
+                                           encoding="utf-8")
+        watched.search("body")
+        with open(sub / "inner node.md", "a", encoding="utf-8") as handle:
+            handle.write(f"edited in place {round_}\n")
+        watched.search("body")  # (read_node would re-stat the file it reads in any case)
+        assert f"edited in place {round_}" in watched.catalog.get("inner node").body
+
+
+def test_a_look_stats_only_the_space_folders_and_those_the_report_names(
+        watched: Engine, vault: Vault, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(freshness_mod, "_racy_folder", lambda folder: False)
+    folder = vault.abs(watched.catalog.get("n0").path).parent
+    text = (folder / "n1.md").read_text(encoding="utf-8")
+    old_id = next(line for line in text.splitlines() if line.startswith("id: "))
+    for number in range(6):
+        (folder / f"part{number}").mkdir()
+        (folder / f"part{number}" / f"part node {number}.md").write_text(
+            text.replace(old_id, f"id: {ids.uuid7()}", 1), encoding="utf-8")
+    watched.search("body")  # lists the new folders, watched first
+    seen: list[str] = []
+    real = freshness_mod.folder_stat
+
+    def counting(path, *, top):
+        seen.append(path.relative_to(vault.root).as_posix())
+        return real(path, top=top)
+
+    monkeypatch.setattr(freshness_mod, "folder_stat", counting)
+    watched.search("body")
+    assert sorted(seen) == sorted(SPACES)  # nothing reported: no folder below them stat-ed
+    seen.clear()
+    with open(folder / "part3" / "part node 3.md", "a", encoding="utf-8") as handle:
+        handle.write("edited in place\n")
+    (folder / "part4" / "added by hand.md").write_text(
+        text.replace(old_id, f"id: {ids.uuid7()}", 1), encoding="utf-8")
+    watched.search("body")
+    assert "edited in place" in watched.catalog.get("part node 3").body
+    assert watched.catalog.get("added by hand") is not None
+    assert view(watched.catalog) == on_disk(vault)
+    inside = folder.relative_to(vault.root).as_posix()
+    assert set(seen) == {*SPACES, f"{inside}/part3", f"{inside}/part4"}  # part4 re-listed
+
+
+def test_a_report_that_may_have_lost_changes_ends_the_watch_with_one_full_look(
+        watched: Engine, vault: Vault, monkeypatch: pytest.MonkeyPatch):
+    fresh = watched._ctx.fresh
+    node = watched.catalog.get("n7")
+    fresh._watch.lost = True  # as after a queue overflow
+    with open(vault.abs(node.path), "a", encoding="utf-8") as handle:
+        handle.write("edited while the report was lost\n")
+    walks: list[int] = []
+    real = fresh.full
+    monkeypatch.setattr(fresh, "full", lambda: walks.append(1) or real())
+    watched.search("body")
+    assert "edited while the report was lost" in watched.catalog.get("n7").body
+    assert walks == [1] and fresh._watch is None  # from now on, the stat sweep
+
+
+def test_no_watch_where_the_report_could_miss_a_change(
+        vault: Vault, repo, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(watch, "file_system", lambda path: "nfs")  # other machines write too
+    assert Engine.open(vault, cwd=repo, watch=True)._ctx.fresh._watch is None
+
+
+def test_the_file_system_of_a_path_is_read_from_the_mount_table(tmp_path):
+    assert watch.file_system(tmp_path) != ""
+
+
+def test_an_engine_opened_watching_watches_every_folder_its_first_look_listed(
+        watched: Engine, vault: Vault, monkeypatch: pytest.MonkeyPatch):
+    server = watched
+    fresh = server._ctx.fresh
+    assert fresh._watch is not None
+    assert sorted(fresh._watch._folders.values()) == sorted(fresh._folders)
+    node = server.catalog.get("n3")
+    stats = stats_of_node_files(monkeypatch)
+    with open(vault.abs(node.path), "a", encoding="utf-8") as handle:
+        handle.write("edited in place\n")
+    server.search("body")
+    assert "edited in place" in server.catalog.get("n3").body
+    assert stats == [str(vault.abs(node.path))]
+
+
+def test_a_dropped_engine_gives_its_watch_back(vault: Vault, repo):
+    import gc
+    import os
+
+    def open_descriptors() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    Engine.open(vault, cwd=repo, watch=True)
+    gc.collect()
+    before = open_descriptors()
+    for _ in range(3):
+        Engine.open(vault, cwd=repo, watch=True)
+        gc.collect()
+    assert open_descriptors() == before
