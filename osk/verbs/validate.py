@@ -361,7 +361,7 @@ _DYNAMIC = {"getattr", "setattr", "__import__", "import_module", "attrgetter", "
 
 def default_surface_paths() -> list[Path]:
     """The server modules the lint covers."""
-    package = Path(__file__).resolve().parent
+    package = Path(__file__).resolve().parents[1]
     found = [package / "surfaces" / "server.py"]
     server_pkg = package / "surfaces" / "server"
     if server_pkg.is_dir():

@@ -15,6 +15,7 @@ import mcp
 import pytest
 from serverkit import HUB, ok, params, snapshot
 
+from osk.calls.request import NewNode
 from osk.engine.core import REFRESH_SECONDS
 from osk.store.ledger import Ledger
 from osk.store.vault import Vault
@@ -408,7 +409,7 @@ def test_a_search_answered_while_the_sdk_loads_is_the_one_the_sdk_gives(
         vault: Vault, repo: Path, envelope: bool):
     from osk.engine.core import Engine
 
-    Engine.open(vault, cwd=repo).create_node(__import__("osk.calls.request").request.NewNode(
+    Engine.open(vault, cwd=repo).create_node(NewNode(
         **{**HUB, "derived_from": []}))
     _two_searches(vault, repo, envelope)  # keeps the handshake of this generation
     early, late = _two_searches(vault, repo, envelope)
