@@ -19,7 +19,6 @@ never loads them: a fresh process pays for every module it imports (a test check
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 import threading
@@ -30,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from osk.authority import mutation, protection, review_queue, trust
+from osk.authority import mutation, protection
 from osk.calls.context import AGENT, USER, WriteContext
 from osk.calls.outline import outline_of, section_span
 from osk.calls.request import NewNode, NodeEdit
@@ -42,8 +41,8 @@ from osk.calls.results import (
     RecheckReport,
     Related,
 )
-from osk.errors import LedgerError, NodeNotFound, OskError, SearchError
-from osk.provenance import candidates
+from osk.errors import NodeNotFound, OskError, SearchError
+from osk.provenance.markers import Listed, OpenItems
 from osk.provenance.pairs import ReadLog
 from osk.provenance.rechecks import Rechecks
 from osk.provenance.sessions import Routing, Session, open_session
@@ -572,37 +571,17 @@ class Engine:
 
     def markers(self, node_ids: Iterable[str]) -> dict[str, list[str]]:
         """recheck / conflict / pending / inferred / steering (/ the review marker) for each id
-        that has any."""
+        that has any (the rule: ``osk.provenance.markers``)."""
         wanted = list(node_ids)
         stale = self.rechecks.stale_among(wanted, self.catalog)
-        conflicted = _open_party_ids(self.vault)
-        # read once a call, when a node first needs them (a failure is not kept: each node
-        # meets it as before)
-        approvals = functools.cache(lambda: protection.state(self.vault))
-        review = functools.cache(lambda: _review_hold(self.vault))
+        items = OpenItems(self.vault)
         result: dict[str, list[str]] = {}
         for node_id in wanted:
-            found: list[str] = []
-            if node_id in stale:
-                found.append("recheck")
-            if node_id in conflicted:
-                found.append("conflict")
             node = _node_or_none(self.catalog, node_id)
-            if node is not None:
-                try:  # judged from the working copy on disk, whatever text we hold
-                    if protection.is_pending(self.vault, node.path, approvals()):
-                        found.append("pending")
-                except (OskError, OSError, UnicodeDecodeError):
-                    found.append("pending")
-            marker = trust.marker(node) if node is not None else None
-            if marker:
-                found.append(marker)
-            if node is not None and _awaits_review(node, *review()):
-                found.append(review_queue.MARKER)
-            if node is not None and _steers(node):
-                found.append("steering")
+            found = items.of(node_id, None if node is None else _listed(node),
+                             recheck=node_id in stale)
             if found:
-                result[node_id] = sorted(found)
+                result[node_id] = found
         return result
 
     # -- rechecks and overview ---------------------------------------------------------------
@@ -628,21 +607,6 @@ def _settle_killed_writes(vault: Vault) -> None:
     mutation.settle(vault)
 
 
-def _review_hold(vault: Vault) -> tuple[frozenset[str], dict[str, set[str]]]:
-    """The scopes ``[review] hold`` names and the versions the person kept (read only when a
-    scope is held)."""
-    held = review_queue.held_scopes(vault)
-    return held, review_queue.kept(vault) if held else {}
-
-
-def _awaits_review(node: Node, held: frozenset[str], keeps: dict[str, set[str]]) -> bool:
-    """An agent's node in a held scope, not yet kept by the person (``held_back``)."""
-    if node.scope not in held:  # hashed only when it may be held
-        return False
-    return review_queue.held_back(held, keeps, node.scope, node.id, node.meta.trust_state,
-                                  node_content_hash(node))
-
-
 _STEERS: dict[tuple[str, str], bool] = {}  # (path, file hash) -> whether its text steers
 STEERS_KEPT = 8192  # answers kept; all are forgotten when full (a search asks about ten)
 
@@ -666,6 +630,12 @@ def _steers(node: Node) -> bool:
         return False  # unreadable now: the validators and read_node say so
 
 
+def _listed(node: Node) -> Listed:
+    """What the markers rule reads of a catalog node (its hash only when its scope is held)."""
+    return Listed(node.id, node.path, node.space, node.meta.trust_state,
+                  lambda: node_content_hash(node), lambda: _steers(node))
+
+
 def _node_or_none(catalog: Catalog, node_id: str) -> Node | None:
     try:
         return catalog.get(node_id)
@@ -687,13 +657,6 @@ def _similar_why(hit: Any) -> str:
     if hit.match != "text":
         return "a title like its own"
     return "shares its words" if hit.bm25 > 0 else "close in meaning (semantic search)"
-
-
-def _open_party_ids(vault: Vault) -> set[str]:
-    try:
-        return set(candidates.Candidates(vault).open_party_ids())
-    except LedgerError:
-        return set()  # a damaged candidates ledger is reported by overview and validators
 
 
 __all__ = [

@@ -46,8 +46,8 @@ from osk.errors import OskError
 from osk.hooks import receipts
 from osk.hooks.adapter_contract import REFRESH_WAIT, Adapter, Budget, HookPayload
 from osk.hooks.hits import Recalled
-from osk.hooks.markers import conflicted_ids, pending_paths
 from osk.hooks.scope import scope_entry, session_scope
+from osk.provenance.markers import Listed, OpenItems
 from osk.store.trust_state import CONFIRMED
 from osk.store.vault import Vault, is_hub, scope_of
 
@@ -401,25 +401,20 @@ class _Verifier:
 
 
 def with_markers(vault: Vault, hits: list[Recalled]) -> list[Recalled]:
-    """recheck / conflict / pending / inferred, as ``Engine.markers`` gives them."""
+    """Each hit with its markers by the engine's rule (``osk.provenance.markers``): recheck
+    from the summary the engine keeps for hooks, steering from the origin read of its file."""
     if not hits:
         return hits
-    from dataclasses import replace
-
     stale = _recheck_paths(vault, {scope_of(hit.path) or "" for hit in hits})
-    conflicted = conflicted_ids(vault)
-    pending = pending_paths(vault, [hit.path for hit in hits])
-    result = []
-    for hit in hits:
-        labels = set(hit.markers)
-        if hit.path in stale:
-            labels.add("recheck")
-        if hit.id in conflicted:
-            labels.add("conflict")
-        if hit.path in pending:
-            labels.add("pending")
-        result.append(replace(hit, markers=tuple(sorted(labels))))
-    return result
+    items = OpenItems(vault)
+    return [replace(hit, markers=tuple(sorted({*hit.markers, *items.of(
+        hit.id, _listed(hit), recheck=hit.path in stale)}))) for hit in hits]
+
+
+def _listed(hit: Recalled) -> Listed:
+    """What the markers rule reads of a hit (its steering: from the origin ``Allowed`` read)."""
+    return Listed(hit.id, hit.path, hit.space, hit.trust, lambda: hit.content_hash,
+                  lambda: bool(hit.origin is not None and hit.origin.steering))
 
 
 def _recheck_paths(vault: Vault, scopes: set[str]) -> set[str]:
@@ -448,8 +443,6 @@ def _lead(hit: Recalled, *extra: str) -> str:
     from osk.authority.trust import MARKER
 
     open_items = [m for m in hit.markers if m != MARKER]  # trust is named in full
-    if found.steering:
-        open_items.append("steering")
     parts = [f"id {hit.id}", f"{found.author}, {found.trust}", f"cites {found.cites()}",
              ", ".join((*open_items, *extra))]
     return f"{fence.inline(hit.title, 120)} ({'; '.join(p for p in parts if p)}): "

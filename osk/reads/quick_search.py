@@ -33,6 +33,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from osk.provenance.markers import Listed, OpenItems
 from osk.search.ranking import SearchResult
 from osk.store.fsutil import RACE_WINDOW_NS, folder_stat
 from osk.store.vault import Vault, locate
@@ -196,34 +197,26 @@ class _EngineNeeded(Exception):
 
 
 def _markers(vault: Vault, docs: list[Any]) -> dict[str, list[str]]:
-    """conflict / pending / inferred / pending-review / steering, as ``Engine.markers`` gives
-    them (recheck markers never reach here: ``_answerable_here``). A hit waiting for the
-    person's approval of a protected change goes to the engine (``_EngineNeeded``): what it
-    serves and what is on disk differ, and the engine judges the rest from the disk."""
-    from osk.authority import review_queue, trust
-    from osk.hooks.markers import conflicted_ids, pending_paths
-
-    conflicted = conflicted_ids(vault)
-    pending = pending_paths(vault, [doc.path for doc in docs])
-    if pending:
+    """conflict / pending / inferred / pending-review / steering, by the engine's rule
+    (``osk.provenance.markers``; recheck markers never reach here: ``_answerable_here``). A
+    hit waiting for the person's approval of a protected change goes to the engine
+    (``_EngineNeeded``): what it serves and what is on disk differ, and the engine judges the
+    rest from the disk."""
+    items = OpenItems(vault)
+    if any(items.pending(doc.path) for doc in docs):
         raise _EngineNeeded
-    held = review_queue.held_scopes(vault)
-    keeps = review_queue.kept(vault) if held else {}  # as the engine's markers read them
     found: dict[str, list[str]] = {}
     for doc in docs:
-        labels = []
-        if doc.id in conflicted:
-            labels.append("conflict")
-        marker = trust.person_marker(doc.space, doc.trust)
-        if marker:
-            labels.append(marker)
-        if review_queue.held_back(held, keeps, doc.scope, doc.id, doc.trust, doc.content_hash):
-            labels.append(review_queue.MARKER)
-        if _steers(vault, doc):
-            labels.append("steering")
+        labels = items.of(doc.id, _listed(vault, doc))
         if labels:
-            found[doc.id] = sorted(labels)
+            found[doc.id] = labels
     return found
+
+
+def _listed(vault: Vault, doc: Any) -> Listed:
+    """What the markers rule reads of a recall-file document."""
+    return Listed(doc.id, doc.path, doc.space, doc.trust, lambda: doc.content_hash,
+                  lambda: _steers(vault, doc))
 
 
 def _steers(vault: Vault, doc: Any) -> bool:

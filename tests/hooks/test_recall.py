@@ -378,10 +378,11 @@ def anyio_backend() -> str:
 
 
 def test_the_hooks_names_for_marker_files_are_their_owners():
-    from osk.hooks import markers
-    from osk.provenance import candidates
+    from osk.authority import protection
+    from osk.provenance import candidates, markers
 
     assert markers.CANDIDATES_LEDGER == candidates.LEDGER
+    assert markers.APPROVALS_LEDGER == protection.APPROVALS
 
 
 def test_a_hit_carries_the_recheck_marker_when_a_node_it_cites_changed(eng, vault, project,
