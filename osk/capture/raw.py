@@ -45,6 +45,7 @@ from osk.capture.raw_text import (
     Round,
     _content,
     _damage,
+    _frames_from,
     _front_matter,
     _head,
     _round_of,
@@ -267,6 +268,59 @@ def read_round(vault: Vault, target: RawTarget, *, strict: bool = True) -> Round
 def round_hash(vault: Vault, target: RawTarget) -> str:
     """The hash of the round's text as it is now (a changed round reopens its citations)."""
     return read_round(vault, target, strict=False).hash
+
+
+@dataclass(frozen=True)
+class Mark:
+    """Where a reader of a record may resume: round ``number`` starts at byte ``offset``, and
+    the bytes before it digest to ``prefix`` (sha256)."""
+
+    offset: int
+    number: int
+    prefix: str
+
+
+@dataclass(frozen=True)
+class Tail:
+    """Rounds of a record read from a mark on (or all of them), and the mark to resume from
+    next time: before its last ``keep`` rounds."""
+
+    rounds: tuple[Round, ...]
+    resume: Mark | None  # None: no complete round yet, read it whole next time
+
+
+def read_tail(vault: Vault, key: str, conversation: str, *, since: Mark | None,
+              keep: int = 2) -> Tail | None:
+    """The complete rounds from ``since`` on, without parsing the rounds before it, when the
+    bytes before it are unchanged: what a reader that keeps a record's earlier rounds needs
+    after an append, at a cost that does not grow with the record. ``since=None`` reads every
+    round (RawRecordError for a damaged record, as ``read_record``). None when the record was
+    rewritten before ``since`` (a redaction re-frames its rounds) or is damaged after it:
+    read it whole instead. One read of the file: the rounds and the new mark agree."""
+    key, conversation, path, rel = _located(vault, key, conversation)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise RawNotFound(f"no raw record {rel}", path=rel) from None
+    prefix = hashlib.sha256()
+    if since is None:
+        frames = _scan(data, rel).frames
+    else:
+        prefix.update(data[:since.offset])
+        if len(data) < since.offset or prefix.hexdigest() != since.prefix:
+            return None
+        try:
+            frames, _ = _frames_from(data, since.offset, since.number, rel)
+        except RawRecordError:
+            return None
+    rounds = tuple(_round_of(key, conversation, f) for f in frames)
+    if len(frames) > keep or (since is None and frames):
+        first = frames[-keep] if len(frames) > keep else frames[0]
+        prefix.update(data[since.offset if since else 0:first.start])
+        resume: Mark | None = Mark(first.start, first.number, prefix.hexdigest())
+    else:
+        resume = since  # None: no complete round yet
+    return Tail(rounds, resume)
 
 
 # -- device state ---------------------------------------------------------------------------

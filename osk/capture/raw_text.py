@@ -202,18 +202,24 @@ def _scan(data: bytes, rel: str) -> _Scan:
         raise _damage(rel, f"no '## Round 1' heading with its osk-round header follows the "
                       f"front matter (byte offset {close + 5})", offset=close + 5)
     front = _parse_front(data[4:close + 1], rel)
-    frames: list[_Frame] = []
-    position = first
-    while position < len(data):
-        frame = _parse_frame(data, position, len(frames) + 1, rel)
-        if frame is None:
-            break
-        frames.append(frame)
-        position = frame.end
+    frames, position = _frames_from(data, first, 1, rel)
     if not frames:
         return interrupted_creation
     torn = position if position < len(data) else None
     return _Scan(front, first, frames, torn, len(data))
+
+
+def _frames_from(data: bytes, position: int, number: int, rel: str) -> tuple[list[_Frame], int]:
+    """The complete frames from round ``number`` at byte ``position`` on, and where they end
+    (a torn last append is left out)."""
+    frames: list[_Frame] = []
+    while position < len(data):
+        frame = _parse_frame(data, position, number + len(frames), rel)
+        if frame is None:
+            break
+        frames.append(frame)
+        position = frame.end
+    return frames, position
 
 
 def _plausible_front(data: bytes) -> bool:

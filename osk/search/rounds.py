@@ -8,7 +8,8 @@ The index is an SQLite FTS5 table of our own terms (``tokenize``: each term a sp
 word, so FTS5 only splits at the spaces and ranks with its own BM25), in ``.osk/index/
 rounds.sqlite``: device state, rebuilt from the records whenever missing or of another schema.
 It is a cache of the raw record files, kept by their stat keys: every query first stats the
-record files (one ``os.stat`` each) and re-reads any record whose stat changed or that is new,
+record files (one ``os.stat`` each) and reads any record whose stat changed or that is new (an
+append: only its last rounds, ``osk.capture.raw.read_tail``),
 so a round captured by a hook, by ``append_raw`` or landed by sync is found by the next query,
 and a redaction (which rewrites the record) removes the round's old terms at once. Standard
 library only: the prompt-submit hook queries it too.
@@ -37,16 +38,20 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from osk.capture.exclusions import Excluded, excluded
 from osk.search.tokenize import tokenize
 from osk.store.locks import file_lock
 from osk.store.vault import Vault
 
-SCHEMA = 7  # 4: each round's neighbours as a second column; 5: the vocabulary by column;
+if TYPE_CHECKING:
+    from osk.capture.raw import Tail
+
+SCHEMA = 8  # 4: each round's neighbours as a second column; 5: the vocabulary by column;
 # 6: a round's first TEXT_CHARS kept, to cut excerpts from around the words asked; 7: the
-# rounds' count and total length kept by triggers (a query read them by scanning every round)
+# rounds' count and total length kept by triggers (a query read them by scanning every round);
+# 8: where a record's next read resumes (``raw.Mark``), so an append reads its tail only
 FILE = "rounds.sqlite"
 LOCK = "rounds.lock"
 EXCERPT_CHARS = 200
@@ -63,7 +68,8 @@ _TABLES = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS records (
     rel TEXT PRIMARY KEY, key TEXT NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
-    ino INTEGER NOT NULL, indexed INTEGER NOT NULL, digest TEXT NOT NULL);
+    ino INTEGER NOT NULL, indexed INTEGER NOT NULL, resume_at INTEGER, resume_round INTEGER,
+    resume_prefix TEXT, resumed_digest TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS rounds (
     row INTEGER PRIMARY KEY, rel TEXT NOT NULL, key TEXT NOT NULL, coordinate TEXT NOT NULL,
     number INTEGER NOT NULL, at TEXT NOT NULL, host TEXT NOT NULL, excerpt TEXT NOT NULL,
@@ -271,39 +277,39 @@ class RoundIndex:
     def _index_record(self, db: sqlite3.Connection, rel: str, key: str,
                       stat: tuple[int, int, int], hidden: Excluded) -> None:
         """(Re)index one record, leaving out the rounds ``hidden`` excludes (as documents and
-        as their neighbours' context). When the rounds indexed before are all still there,
-        each with the hash it had (an append, the only change capture makes), only the new
-        rounds are added; any other change (a redaction re-frames a round) indexes the record
-        anew."""
-        from osk.capture.raw import read_record
+        as their neighbours' context). After an append (the only change capture makes) only
+        the record's last rounds are read (``read_tail``: the bytes before them unchanged, the
+        rounds indexed among them with the hashes they had) and only the new rounds are added,
+        so the cost does not grow with the record; any other change (a redaction re-frames a
+        round) indexes the record anew."""
         from osk.errors import OskError
 
         conversation = rel.rsplit("/", 1)[1][:-3]
         try:
-            record = read_record(self.vault, key, conversation, strict=False)
+            tail, indexed = self._tail(db, rel, key, conversation)
         except (OskError, OSError, UnicodeDecodeError):
             self._forget(db, rel)  # unreadable now: its stat is not stored, so it is tried again
             return
-        before = db.execute("SELECT indexed, digest FROM records WHERE rel=?", (rel,)).fetchone()
-        indexed = 0
-        if before is not None and before[0] <= len(record.rounds) and \
-                before[1] == _digest(record.rounds[:before[0]]):
-            indexed = before[0]
-        else:
-            self._forget(db, rel)
-        db.execute("INSERT OR REPLACE INTO records VALUES (?, ?, ?, ?, ?, ?, ?)",
-                   (rel, key, *stat, len(record.rounds), _digest(record.rounds)))
+        rounds = tail.rounds
+        base = rounds[0].number - 1 if rounds else indexed  # rounds[0]'s place in the record
+        total = base + len(rounds)
+        mark = tail.resume
+        window = _digest([r for r in rounds if mark and r.number >= mark.number])
+        db.execute("INSERT OR REPLACE INTO records VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                   (rel, key, *stat, total, mark and mark.offset, mark and mark.number,
+                    mark and mark.prefix, window))
         if indexed:  # the last round indexed gains the new ones' words as its context
             indexed -= 1
             rows = [(r,) for (r,) in db.execute(
                 "SELECT row FROM rounds WHERE rel=? AND number>?", (rel, indexed))]
             db.executemany("DELETE FROM terms WHERE rowid=?", rows)
             db.executemany("DELETE FROM rounds WHERE row=?", rows)
-        kept = [not hidden.covers(rel, found.coordinate) for found in record.rounds]
-        texts = [_text(found) if kept[i] else "" for i, found in enumerate(record.rounds)]
-        words = {i: tokenize(texts[i]) for i in range(max(0, indexed - 1), len(texts))}
-        for i in range(indexed, len(record.rounds)):
-            found, text = record.rounds[i], texts[i]
+        kept = {i: not hidden.covers(rel, rounds[i - base].coordinate)
+                for i in range(base, total)}
+        texts = {i: _text(rounds[i - base]) if kept[i] else "" for i in range(base, total)}
+        words = {i: tokenize(texts[i]) for i in range(max(base, indexed - 1), total)}
+        for i in range(indexed, total):
+            found, text = rounds[i - base], texts[i]
             if not kept[i]:
                 continue
             terms = tokenize(f"{date_words(found.at)}\n{dates_in(text)}") + words[i]
@@ -315,6 +321,28 @@ class RoundIndex:
                  " ".join(text.split())[:TEXT_CHARS], len(terms)))
             db.execute("INSERT INTO terms (rowid, body, context) VALUES (?, ?, ?)",
                        (cursor.lastrowid, " ".join(terms), " ".join(around)))
+
+    def _tail(self, db: sqlite3.Connection, rel: str, key: str,
+              conversation: str) -> tuple[Tail, int]:
+        """The rounds to read of a record, and how many of its rounds stay indexed: its tail
+        from where the last refresh left a mark, when the bytes before the mark and the
+        indexed rounds after it are as they were; otherwise every round, and none kept."""
+        from osk.capture.raw import Mark, read_tail
+
+        before = db.execute("SELECT indexed, resume_at, resume_round, resume_prefix, "
+                            "resumed_digest FROM records WHERE rel=?", (rel,)).fetchone()
+        if before is not None and before[3] is not None:
+            indexed, offset, number, prefix, window = before
+            tail = read_tail(self.vault, key, conversation,
+                             since=Mark(offset, number, prefix))
+            if tail is not None:
+                seen = [r for r in tail.rounds if r.number <= indexed]
+                if len(seen) == indexed - number + 1 and _digest(seen) == window:
+                    return tail, indexed
+        self._forget(db, rel)
+        whole = read_tail(self.vault, key, conversation, since=None)
+        assert whole is not None  # a whole read is never refused, only raised
+        return whole, 0
 
     # -- querying -----------------------------------------------------------------------------
     def search(self, query: str, *, k: int, visible: Callable[[str], bool],

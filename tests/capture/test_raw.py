@@ -406,6 +406,28 @@ def test_an_append_cut_at_any_byte_is_ignored_by_readers_and_replaced_by_the_nex
         assert path.read_bytes() == good + retry, f"cut at {cut}"
 
 
+def test_a_tail_read_resumes_at_its_mark_and_refuses_a_record_changed_before_it(
+        three_rounds: Vault):
+    """``read_tail``: the rounds from the mark on (a torn append left out), the same rounds a
+    whole read gives, and a new mark before the last ``keep``; None once a byte before the
+    mark changed."""
+    vault = three_rounds
+    first = raw.read_tail(vault, KEY, CONV, since=None)
+    assert first is not None and [r.number for r in first.rounds] == [1, 2, 3]
+    assert first.resume is not None and first.resume.number == 2  # before the last two
+    append_round(vault, KEY, CONV, rnd(4, "c4"))
+    path = record_file(vault)
+    whole = path.read_bytes()
+    path.write_bytes(whole + frame_of_next_round(vault, rnd(5, "c5"))[:40])  # a torn append
+    tail = raw.read_tail(vault, KEY, CONV, since=first.resume)
+    assert tail is not None and [r.number for r in tail.rounds] == [2, 3, 4]
+    assert tail.rounds == read_record(vault, KEY, CONV).rounds[1:]
+    assert tail.resume is not None and tail.resume.number == 3
+    path.write_bytes(whole.replace(b"question 1", b"question X"))  # before the mark
+    assert raw.read_tail(vault, KEY, CONV, since=first.resume) is None
+    assert raw.read_tail(vault, KEY, CONV, since=tail.resume) is None
+
+
 def test_a_complete_but_unacknowledged_round_is_kept_and_its_retry_is_a_duplicate(
         three_rounds: Vault):
     vault = three_rounds

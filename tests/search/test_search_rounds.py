@@ -112,6 +112,67 @@ def test_the_index_catches_up_with_a_record_changed_behind_it(vault, tmp_path):
 
 
 
+def _index_rows(index: RoundIndex) -> list[tuple]:
+    """Every round the index holds, with its terms and its neighbours' (row ids aside)."""
+    import sqlite3
+
+    with sqlite3.connect(index.path) as db:
+        return db.execute(
+            "SELECT r.rel, r.key, r.coordinate, r.number, r.at, r.host, r.excerpt, r.length, "
+            "t.body, t.context FROM rounds r JOIN terms t ON t.rowid = r.row "
+            "ORDER BY r.rel, r.number").fetchall()
+
+
+def test_an_append_reads_only_the_record_s_last_rounds_and_indexes_what_a_rebuild_would(
+        vault, tmp_path, monkeypatch):
+    """The Stop hook's refresh after a capture costs the same at round 1,000 as at round 10:
+    the rounds before the mark are not parsed (a whole read fails here), and the index ends
+    exactly as one built from nothing."""
+    from osk.capture import raw
+
+    shop = make_project(tmp_path / "shop")
+    engine = Engine.open(vault, cwd=shop)
+    for number in range(12):
+        engine.append_raw("talk", user=f"question {number} about kites",
+                          assistant=f"answer {number}")
+    index = RoundIndex(vault)
+    index.refresh()
+    whole = raw._scan
+
+    def refused(*args, **kwargs):
+        raise AssertionError("the whole record was parsed")
+
+    monkeypatch.setattr(raw, "_scan", refused)
+    for number in range(3):
+        engine.append_raw("talk", user=f"zeppelin {number} lands", assistant="noted")
+        assert index.refresh() == 1
+    monkeypatch.setattr(raw, "_scan", whole)
+    appended = _index_rows(index)
+    index.path.unlink()
+    for stale in index.path.parent.glob(index.path.name + "-*"):
+        stale.unlink()
+    rebuilt = RoundIndex(vault)
+    assert rebuilt.refresh() == 1
+    assert appended == _index_rows(rebuilt) and len(appended) == 15
+
+
+def test_a_record_rewritten_before_its_mark_is_read_whole_again(vault, tmp_path):
+    """A change to a round the tail read skips (a redaction re-frames it) is not missed: the
+    bytes before the mark no longer match, so the record is indexed anew."""
+    shop = make_project(tmp_path / "shop")
+    engine = Engine.open(vault, cwd=shop)
+    for word in ("albatross", "buzzard", "cormorant", "dipper"):
+        engine.append_raw("talk", user=f"a {word} flew past", assistant="seen")
+    index = RoundIndex(vault)
+    index.refresh()
+    record = vault.root / "_raw" / "shop" / "talk.md"
+    record.write_bytes(record.read_bytes().replace(b"albatross", b"aardvarks"))  # same length
+    assert index.refresh() == 1
+    assert index.search("albatross", k=5, visible=lambda key: True) == []
+    assert [h.coordinate for h in index.search("aardvarks", k=5, visible=lambda key: True,
+                                               context=0.0)] == ["_raw/shop/talk#Round 1"]
+
+
 def test_the_rounds_count_and_length_a_query_ranks_by_are_kept_whole(vault, tmp_path):
     """A query reads the rounds' count and total length from ``totals`` (kept by triggers, not
     counted per query): equal to the rows after appends, a record read anew, a record gone."""
