@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from search_bench import make_vault  # noqa: E402  (the synthetic vault the search bench uses)
 
-from osk.surfaces.commands.connect import _close, _Lines, _send  # noqa: E402  (doctor's pipe)
+from osk.surfaces.commands.connect import ReplyLines, close_server, send_message  # noqa: E402  (doctor's pipe)
 
 DEADLINE = 600.0  # the first spawn builds the index: minutes on a loaded machine
 IMPORTS = {
@@ -51,14 +51,14 @@ def spawn(vault: Path, cwd: Path, query: str) -> tuple[float, float, float]:
                             stderr=subprocess.DEVNULL, cwd=cwd)
     deadline = time.monotonic() + DEADLINE
     try:
-        lines = _Lines(proc)
-        _send(proc, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        lines = ReplyLines(proc)
+        send_message(proc, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {},
             "clientInfo": {"name": "ready-bench", "version": "1"}}})
-        _send(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
-        _send(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
-        _send(proc, {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-                     "params": {"name": "search", "arguments": {"query": query}}})
+        send_message(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        send_message(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+        send_message(proc, {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                            "params": {"name": "search", "arguments": {"query": query}}})
         at: dict[object, float] = {}
         while len(at) < 3:
             answer = lines.next_answer(deadline, {1, 2, 3} - set(at))
@@ -66,7 +66,7 @@ def spawn(vault: Path, cwd: Path, query: str) -> tuple[float, float, float]:
             if answer["id"] == 3:
                 assert answer["result"]["isError"] is False, answer  # type: ignore[index]
     finally:
-        _close(proc)
+        close_server(proc)
     return at[1], at[2], at[3]
 
 
@@ -82,13 +82,13 @@ def learn_envelope(vault: Path, cwd: Path) -> None:
                             stderr=subprocess.DEVNULL, cwd=cwd)
     deadline = time.monotonic() + DEADLINE
     try:
-        lines = _Lines(proc)
+        lines = ReplyLines(proc)
         for id_, method in ((1, "server/discover"), (2, "tools/list")):
-            _send(proc, {"jsonrpc": "2.0", "id": id_, "method": method,
-                         "params": {"_meta": ENVELOPE}})
+            send_message(proc, {"jsonrpc": "2.0", "id": id_, "method": method,
+                                "params": {"_meta": ENVELOPE}})
             lines.response(id_, deadline)
     finally:
-        _close(proc)
+        close_server(proc)
 
 
 def import_ms(statement: str) -> float:

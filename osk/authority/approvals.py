@@ -16,7 +16,7 @@ from osk.authority import mutation
 from osk.authority.protection import (
     APPROVALS,
     Change,
-    _node_files,
+    node_files,
     pending,
     region_of,
     require_person,
@@ -99,7 +99,7 @@ def protect(vault: Vault, rel: str) -> Protected:
                 )
         files = {
             node_rel: objects.put(vault, vault.abs(node_rel).read_text(encoding="utf-8"))
-            for node_rel in _node_files(vault, rel)
+            for node_rel in node_files(vault, rel)
         }
         _approvals(vault).append("protect", f"region:{rel}", {"region": rel, "files": files})
     return Protected(rel, files)

@@ -258,7 +258,7 @@ def pending(vault: Vault, under: str | None = None) -> list[Change]:
         if under is not None and not (within(region, under) or within(under, region)):
             continue
         seen: set[str] = set()
-        for rel in _node_files(vault, region):
+        for rel in node_files(vault, region):
             seen.add(rel)
             sha = sha256_text(vault.abs(rel).read_text(encoding="utf-8"))
             approved = current.approved_sha(rel)
@@ -270,7 +270,7 @@ def pending(vault: Vault, under: str | None = None) -> list[Change]:
     return [found[rel] for rel in sorted(found) if under is None or within(rel, under)]
 
 
-def _node_files(vault: Vault, region: str) -> Iterator[str]:
+def node_files(vault: Vault, region: str) -> Iterator[str]:
     base = vault.abs(region)
     if base.is_file():
         yield region

@@ -43,16 +43,16 @@ from pathlib import Path
 from osk.capture import raw_ids
 from osk.capture.raw_text import (
     Round,
-    _content,
-    _damage,
-    _frames_from,
-    _front_matter,
-    _head,
-    _round_of,
-    _Scan,
-    _scan,
-    _trailer,
+    Scan,
     content_hash,
+    frames_from,
+    front_matter,
+    record_damage,
+    round_content,
+    round_head,
+    round_of,
+    round_trailer,
+    scan_record,
 )
 from osk.capture.secrets import check_name, redact
 from osk.errors import RawNotFound, RawRecordError
@@ -156,7 +156,7 @@ def record_path(vault: Vault, key: str, conversation: str) -> Path:
     return vault.inside(vault.raw_dir / record_name(key) / f"{record_name(conversation)}.md")
 
 
-def _located(vault: Vault, key: str, conversation: str) -> tuple[str, str, Path, str]:
+def located_record(vault: Vault, key: str, conversation: str) -> tuple[str, str, Path, str]:
     """A record's portable key and conversation names, its path (inside the vault, or
     refused) and its vault-relative path."""
     key_name, conversation_name = record_name(key), record_name(conversation)
@@ -186,10 +186,10 @@ def lock_path(vault: Vault, rel: str) -> Path:
     interleaves with that rewrite. Raises RawRecordError when ``rel`` names no record.
     """
     record = record_key_of(rel)
-    return _record_lock(vault, record_name(record.key), record_name(record.conversation))
+    return record_lock(vault, record_name(record.key), record_name(record.conversation))
 
 
-def _record_lock(vault: Vault, key_name: str, conversation_name: str) -> Path:
+def record_lock(vault: Vault, key_name: str, conversation_name: str) -> Path:
     return vault.lock_path(f"raw/{key_name}/{conversation_name}")
 
 
@@ -211,7 +211,7 @@ _READ_CACHE: dict[Path, tuple[tuple[int, ...], RawRecord]] = {}
 _READ_CACHE_SIZE = 16
 
 
-def _identity(stat: os.stat_result) -> tuple[int, ...]:
+def file_identity(stat: os.stat_result) -> tuple[int, ...]:
     return (stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino, stat.st_dev)
 
 
@@ -220,36 +220,36 @@ def read_record(vault: Vault, key: str, conversation: str, *, strict: bool = Tru
 
     An interrupted append at the end (``torn_tail``) is ignored: it was never acknowledged.
     """
-    key, conversation, path, rel = _located(vault, key, conversation)
+    key, conversation, path, rel = located_record(vault, key, conversation)
     try:
         stat = path.stat()
     except FileNotFoundError:
         raise RawNotFound(f"no raw record {rel}", path=rel) from None
-    identity = _identity(stat)
+    identity = file_identity(stat)
     cached = _READ_CACHE.get(path)
     if cached and cached[0] == identity:
         record = cached[1]
     else:
-        scan = _scan(path.read_bytes(), rel)
+        scan = scan_record(path.read_bytes(), rel)
         record = _record_of(key, conversation, path, rel, scan)
         if len(_READ_CACHE) >= _READ_CACHE_SIZE:
             _READ_CACHE.pop(next(iter(_READ_CACHE)))
         _READ_CACHE[path] = (identity, record)
     if strict and record.damaged:
         first = record.round(record.damaged[0])
-        raise _damage(rel, f"round {first.number} (byte offset {first.offset}) no longer matches "
-                      f"the hash recorded when it was captured", round=first.number,
-                      offset=first.offset)
+        raise record_damage(rel, f"round {first.number} (byte offset {first.offset}) no longer "
+                            f"matches the hash recorded when it was captured", round=first.number,
+                            offset=first.offset)
     return record
 
 
-def _record_of(key: str, conversation: str, path: Path, rel: str, scan: _Scan) -> RawRecord:
+def _record_of(key: str, conversation: str, path: Path, rel: str, scan: Scan) -> RawRecord:
     front = scan.front
     return RawRecord(
         key=key, conversation=conversation, path=path, rel=rel,
         host=str(front.get("host", "")), host_conversation=str(front.get("host-conversation", "")),
         created=str(front.get("created", "")),
-        rounds=tuple(_round_of(key, conversation, f) for f in scan.frames),
+        rounds=tuple(round_of(key, conversation, f) for f in scan.frames),
         torn_tail=0 if scan.torn_start is None else scan.size - scan.torn_start,
     )
 
@@ -259,9 +259,9 @@ def read_round(vault: Vault, target: RawTarget, *, strict: bool = True) -> Round
     record = read_record(vault, target.key, target.conversation, strict=False)
     found = record.round(target.round)
     if strict and not found.intact:
-        raise _damage(record.rel, f"round {found.number} (byte offset {found.offset}) no longer "
-                      f"matches the hash recorded when it was captured", round=found.number,
-                      offset=found.offset)
+        raise record_damage(record.rel, f"round {found.number} (byte offset {found.offset}) "
+                            f"no longer matches the hash recorded when it was captured",
+                            round=found.number, offset=found.offset)
     return found
 
 
@@ -297,23 +297,23 @@ def read_tail(vault: Vault, key: str, conversation: str, *, since: Mark | None,
     round (RawRecordError for a damaged record, as ``read_record``). None when the record was
     rewritten before ``since`` (a redaction re-frames its rounds) or is damaged after it:
     read it whole instead. One read of the file: the rounds and the new mark agree."""
-    key, conversation, path, rel = _located(vault, key, conversation)
+    key, conversation, path, rel = located_record(vault, key, conversation)
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         raise RawNotFound(f"no raw record {rel}", path=rel) from None
     prefix = hashlib.sha256()
     if since is None:
-        frames = _scan(data, rel).frames
+        frames = scan_record(data, rel).frames
     else:
         prefix.update(data[:since.offset])
         if len(data) < since.offset or prefix.hexdigest() != since.prefix:
             return None
         try:
-            frames, _ = _frames_from(data, since.offset, since.number, rel)
+            frames, _ = frames_from(data, since.offset, since.number, rel)
         except RawRecordError:
             return None
-    rounds = tuple(_round_of(key, conversation, f) for f in frames)
+    rounds = tuple(round_of(key, conversation, f) for f in frames)
     if len(frames) > keep or (since is None and frames):
         first = frames[-keep] if len(frames) > keep else frames[0]
         prefix.update(data[since.offset if since else 0:first.start])
@@ -326,7 +326,7 @@ def read_tail(vault: Vault, key: str, conversation: str, *, since: Mark | None,
 # -- device state ---------------------------------------------------------------------------
 
 @dataclass
-class _State:
+class RecordState:
     identity: list[int]
     rounds: int
     chain: str
@@ -340,11 +340,11 @@ class _State:
                           ensure_ascii=False, separators=(",", ":"))
 
 
-def _state_path(vault: Vault, key: str, conversation: str) -> Path:
+def record_state_path(vault: Vault, key: str, conversation: str) -> Path:
     return vault.state("raw", key, f"{conversation}.json")
 
 
-def _ids_path(vault: Vault, key: str, conversation: str) -> Path:
+def ids_path(vault: Vault, key: str, conversation: str) -> Path:
     return vault.state("raw", key, f"{conversation}.ids")
 
 
@@ -357,18 +357,18 @@ def _recent(completions: dict[str, tuple[int, str]], completion: str, number: in
     return kept
 
 
-def _load_state(path: Path) -> _State | None:
+def load_state(path: Path) -> RecordState | None:
     """The last acknowledged append; None when missing or unreadable (a full verify follows)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         completions = {str(k): (int(v[0]), str(v[1])) for k, v in data["completions"].items()}
-        return _State(list(data["identity"]), int(data["rounds"]), str(data["chain"]),
-                      completions)
+        return RecordState(list(data["identity"]), int(data["rounds"]), str(data["chain"]),
+                           completions)
     except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
         return None
 
 
-def _save_state(path: Path, state: _State) -> None:
+def save_state(path: Path, state: RecordState) -> None:
     # Not fsynced: the state is a cache of facts the record itself holds. Losing it, or finding
     # it older than the record, costs one full verification on the next append.
     replace_unsynced(path, state.to_json())
@@ -405,11 +405,11 @@ def append_round(vault: Vault, key: str, conversation: str, round: RoundInput) -
     sections, findings = _prepared(round)
     _check_names(key, conversation, round)
     at = _at_text(round.at)
-    key_name, conversation_name, path, rel = _located(vault, key, conversation)
-    state_path = _state_path(vault, key_name, conversation_name)
-    with file_lock(_record_lock(vault, key_name, conversation_name)), \
-            raw_ids.CompletionIds(_ids_path(vault, key_name, conversation_name)) as index:
-        state = _load_state(state_path)
+    key_name, conversation_name, path, rel = located_record(vault, key, conversation)
+    state_path = record_state_path(vault, key_name, conversation_name)
+    with file_lock(record_lock(vault, key_name, conversation_name)), \
+            raw_ids.CompletionIds(ids_path(vault, key_name, conversation_name)) as index:
+        state = load_state(state_path)
         position = _position(path, rel, state, key_name, conversation_name)
         known = position.recent.get(round.completion) if round.completion else None
         if known is not None:
@@ -419,17 +419,17 @@ def append_round(vault: Vault, key: str, conversation: str, round: RoundInput) -
         if known is not None:
             return RoundRef(key_name, conversation_name, known[0], known[1], duplicate=True)
         number = position.rounds + 1
-        content, parts = _content(sections)
+        content, parts = round_content(sections)
         digest = content_hash(content)
-        frame = _head(number, [
+        frame = round_head(number, [
             ("n", str(number)), ("at", at), ("host", round.host),
             ("completion", round.completion), ("bytes", str(len(content))), ("sha256", digest),
             ("parts", parts), ("redacted", ",".join(f"{k}:{c}" for k, c in findings)),
-        ]) + content + _trailer(number)
+        ]) + content + round_trailer(number)
         chain = position.chain
         data = frame
         if position.create:
-            header = _front_matter(key_name, conversation_name, conversation, round.host, at)
+            header = front_matter(key_name, conversation_name, conversation, round.host, at)
             chain = hashlib.sha256(header).hexdigest()
             data = header + frame
         stat = _write(path, data, position.truncate_to, position.create)
@@ -440,9 +440,9 @@ def append_round(vault: Vault, key: str, conversation: str, round: RoundInput) -
         # with the same completion id is still found.
         try:
             index.add(round.completion, number, digest)
-            _save_state(state_path, _State(list(_identity(stat)), number,
-                                           _chain(chain, frame),
-                                           _recent(position.recent, round.completion, number,
+            save_state(state_path, RecordState(list(file_identity(stat)), number,
+                                               _chain(chain, frame),
+                                               _recent(position.recent, round.completion, number,
                                                    digest)))
         except OSError:
             pass
@@ -450,13 +450,13 @@ def append_round(vault: Vault, key: str, conversation: str, round: RoundInput) -
 
 
 def _indexed(index: raw_ids.CompletionIds, position: _Position, path: Path, rel: str,
-             state: _State | None, key: str, conversation: str) -> _Position:
+             state: RecordState | None, key: str, conversation: str) -> _Position:
     """Open the completion index for ``position``; rebuild it from the record when it is
     missing or does not account for the acknowledged rounds (one verification)."""
     if position.verified is None and index.open(position.rounds):
         return position
     if position.verified is None:
-        position = _verified(path, rel, state, key, conversation)
+        position = verified_position(path, rel, state, key, conversation)
     assert position.verified is not None
     raw_ids.write_all(index.path, position.verified, position.rounds)
     if not index.open(position.rounds):
@@ -521,7 +521,7 @@ def _at_text(at: str | None) -> str:
         ) from exc
 
 
-def _position(path: Path, rel: str, state: _State | None, key: str,
+def _position(path: Path, rel: str, state: RecordState | None, key: str,
               conversation: str) -> _Position:
     try:
         stat = path.stat()
@@ -530,14 +530,14 @@ def _position(path: Path, rel: str, state: _State | None, key: str,
             raise _refusal(rel, f"the record is gone, but this device acknowledged "
                            f"{state.rounds} round(s) in it") from None
         return _Position(0, "", {}, verified={}, create=True)
-    if state is not None and state.identity == list(_identity(stat)) and _tail_ok(path, state):
+    if state is not None and state.identity == list(file_identity(stat)) and _tail_ok(path, state):
         return _Position(state.rounds, state.chain, state.completions)
-    return _verified(path, rel, state, key, conversation)
+    return verified_position(path, rel, state, key, conversation)
 
 
-def _tail_ok(path: Path, state: _State) -> bool:
+def _tail_ok(path: Path, state: RecordState) -> bool:
     """O(1) sanity check on the fast path: the file still ends with the last round's marker."""
-    trailer = _trailer(state.rounds)
+    trailer = round_trailer(state.rounds)
     try:
         with path.open("rb") as handle:
             handle.seek(-len(trailer), os.SEEK_END)
@@ -546,21 +546,21 @@ def _tail_ok(path: Path, state: _State) -> bool:
         return False
 
 
-def _verified(path: Path, rel: str, state: _State | None, key: str,
-              conversation: str) -> _Position:
+def verified_position(path: Path, rel: str, state: RecordState | None, key: str,
+                      conversation: str) -> _Position:
     """The slow path: verify every round, compare with what this device acknowledged."""
     data = path.read_bytes()
-    scan = _scan(data, rel)
+    scan = scan_record(data, rel)
     for frame in scan.frames:
         if frame.actual_hash != frame.recorded_hash:
-            raise _damage(rel, f"round {frame.number} (byte offset {frame.start}) no longer "
-                          f"matches the hash recorded when it was captured",
-                          round=frame.number, offset=frame.start)
+            raise record_damage(rel, f"round {frame.number} (byte offset {frame.start}) no longer "
+                                f"matches the hash recorded when it was captured",
+                                round=frame.number, offset=frame.start)
     if scan.frames and (scan.front.get("key") != key
                         or scan.front.get("conversation") != conversation):
-        raise _damage(rel, f"its front matter names key {scan.front.get('key')!r} and "
-                      f"conversation {scan.front.get('conversation')!r}, not {key!r} and "
-                      f"{conversation!r} (the file was moved or edited)", offset=0)
+        raise record_damage(rel, f"its front matter names key {scan.front.get('key')!r} and "
+                            f"conversation {scan.front.get('conversation')!r}, not {key!r} and "
+                            f"{conversation!r} (the file was moved or edited)", offset=0)
     chain = hashlib.sha256(data[:scan.header_end]).hexdigest() if scan.frames else ""
     chains = [chain]
     for frame in scan.frames:
@@ -577,7 +577,7 @@ def _verified(path: Path, rel: str, state: _State | None, key: str,
                      truncate_to=scan.torn_start, create=not scan.frames)
 
 
-def _check_acknowledged(rel: str, scan: _Scan, chains: list[str], state: _State) -> None:
+def _check_acknowledged(rel: str, scan: Scan, chains: list[str], state: RecordState) -> None:
     count = len(scan.frames)
     if count < state.rounds:
         where = scan.end

@@ -9,23 +9,23 @@ from dataclasses import dataclass
 
 from osk.capture import raw_ids
 from osk.capture.raw import (
-    _identity,
-    _ids_path,
-    _load_state,
-    _located,
-    _record_lock,
-    _save_state,
-    _State,
-    _state_path,
-    _verified,
+    RecordState,
+    file_identity,
+    ids_path,
+    load_state,
+    located_record,
+    record_lock,
+    record_state_path,
+    save_state,
+    verified_position,
 )
 from osk.capture.raw_text import (
-    _content,
-    _head,
-    _parse_findings,
-    _scan,
-    _trailer,
     content_hash,
+    parse_findings,
+    round_content,
+    round_head,
+    round_trailer,
+    scan_record,
 )
 from osk.errors import RawNotFound
 from osk.store.locks import file_lock
@@ -56,39 +56,39 @@ def redact_rounds(vault: Vault, key: str, conversation: str, numbers: set[int] |
     """
     from osk.capture.secrets import marker
 
-    key_name, conversation_name, path, rel = _located(vault, key, conversation)
-    state_path = _state_path(vault, key_name, conversation_name)
-    with file_lock(_record_lock(vault, key_name, conversation_name)):
+    key_name, conversation_name, path, rel = located_record(vault, key, conversation)
+    state_path = record_state_path(vault, key_name, conversation_name)
+    with file_lock(record_lock(vault, key_name, conversation_name)):
         if not path.exists():
             raise RawNotFound(f"no raw record {rel}", path=rel)
-        _verified(path, rel, _load_state(state_path), key_name, conversation_name)
+        verified_position(path, rel, load_state(state_path), key_name, conversation_name)
         data = path.read_bytes()
         pieces, position, changed = [], 0, []
-        for frame in _scan(data, rel).frames:
+        for frame in scan_record(data, rel).frames:
             if numbers is not None and frame.number not in numbers:
                 continue
             count = sum(text.count(span) for _, text in frame.sections)
             if not count:
                 continue
             sections = [(k, text.replace(span, marker(kind))) for k, text in frame.sections]
-            content, parts = _content(sections)
+            content, parts = round_content(sections)
             digest = content_hash(content)
-            found = dict(_parse_findings(frame.fields["redacted"]))
+            found = dict(parse_findings(frame.fields["redacted"]))
             found[kind] = found.get(kind, 0) + count
             fields = {**frame.fields, "bytes": str(len(content)), "sha256": digest,
                       "parts": parts, "redacted": ",".join(f"{k}:{c}" for k, c in found.items())}
             pieces += [data[position:frame.start],
-                       _head(frame.number, list(fields.items())) + content
-                       + _trailer(frame.number)]
+                       round_head(frame.number, list(fields.items())) + content
+                       + round_trailer(frame.number)]
             position = frame.end
             changed.append(Rewritten(frame.number, frame.recorded_hash, digest, count))
         if not changed or dry_run:
             return changed
         vault.write_file(path, b"".join(pieces) + data[position:])
-        fresh = _verified(path, rel, None, key_name, conversation_name)
+        fresh = verified_position(path, rel, None, key_name, conversation_name)
         assert fresh.verified is not None
-        raw_ids.write_all(_ids_path(vault, key_name, conversation_name), fresh.verified,
+        raw_ids.write_all(ids_path(vault, key_name, conversation_name), fresh.verified,
                           fresh.rounds)
-        _save_state(state_path, _State(list(_identity(path.stat())), fresh.rounds, fresh.chain,
-                                       fresh.recent))
+        save_state(state_path, RecordState(list(file_identity(path.stat())), fresh.rounds,
+                                           fresh.chain, fresh.recent))
     return changed

@@ -60,12 +60,12 @@ class Round:
 
 # -- rendering ------------------------------------------------------------------------------
 
-def _head(number: int, fields: list[tuple[str, str]]) -> bytes:
+def round_head(number: int, fields: list[tuple[str, str]]) -> bytes:
     encoded = " ".join(f"{name}={quote(value, safe=_FIELD_SAFE)}" for name, value in fields)
     return f"\n## Round {number}\n<!-- osk-round {encoded} -->\n".encode()
 
 
-def _trailer(number: int) -> bytes:
+def round_trailer(number: int) -> bytes:
     return f"\n<!-- /osk-round {number} -->\n".encode()
 
 
@@ -110,7 +110,7 @@ def _fence_of(code: str) -> str:
     return ("`" if match[1] == "b" else "~") * int(match[2])
 
 
-def _content(sections: list[tuple[str, str]]) -> tuple[bytes, str]:
+def round_content(sections: list[tuple[str, str]]) -> tuple[bytes, str]:
     """The round's content bytes and its ``parts`` header value."""
     pieces: list[bytes] = []
     parts: list[str] = []
@@ -129,8 +129,8 @@ def content_hash(content: bytes) -> str:
     return hashlib.sha256(content.rstrip(b"\n")).hexdigest()
 
 
-def _front_matter(key: str, conversation: str, host_conversation: str, host: str,
-                  created: str) -> bytes:
+def front_matter(key: str, conversation: str, host_conversation: str, host: str,
+                 created: str) -> bytes:
     def q(value: str) -> str:
         return json.dumps(value, ensure_ascii=False)
 
@@ -156,7 +156,7 @@ class _Frame:
 
 
 @dataclass
-class _Scan:
+class Scan:
     front: dict[str, object]
     header_end: int
     frames: list[_Frame]
@@ -174,7 +174,7 @@ _HEAD_LINE = re.compile(rb"<!-- osk-round ([^\n]*) -->")
 _REQUIRED = ("n", "at", "host", "completion", "bytes", "sha256", "parts", "redacted")
 
 
-def _damage(rel: str, message: str, **facts: object) -> RawRecordError:
+def record_damage(rel: str, message: str, **facts: object) -> RawRecordError:
     return RawRecordError(
         f"{rel}: {message}. The record is append-only: restore it from Git history "
         f"(git log -p -- {rel}); docs/FORMAT.md describes the format for a repair by hand",
@@ -182,34 +182,35 @@ def _damage(rel: str, message: str, **facts: object) -> RawRecordError:
     )
 
 
-def _scan(data: bytes, rel: str) -> _Scan:
+def scan_record(data: bytes, rel: str) -> Scan:
     """Split a record into frames; raise RawRecordError naming the round and byte offset."""
-    interrupted_creation = _Scan({}, 0, [], 0, len(data))
+    interrupted_creation = Scan({}, 0, [], 0, len(data))
     if not data.startswith(_FRONT_START):
         if _FRONT_START.startswith(data):
             return interrupted_creation
-        raise _damage(rel, "does not start with the osk-raw front matter (offset 0)", offset=0)
+        raise record_damage(rel, "does not start with the osk-raw front matter (offset 0)",
+                            offset=0)
     close = data.find(b"\n---\n", 3)
     if close < 0:
         if _plausible_front(data):
             return interrupted_creation
-        raise _damage(rel, "its front matter is not closed by a '---' line", offset=0)
+        raise record_damage(rel, "its front matter is not closed by a '---' line", offset=0)
     first = data.find(_ROUND_ONE, close + 1)
     if first < 0:
         # Round 1 never completed its heading: an interrupted creation, if nothing else is there.
         if (PREAMBLE.encode() + _ROUND_ONE).startswith(data[close + 5:]):
             return interrupted_creation
-        raise _damage(rel, f"no '## Round 1' heading with its osk-round header follows the "
-                      f"front matter (byte offset {close + 5})", offset=close + 5)
+        raise record_damage(rel, f"no '## Round 1' heading with its osk-round header follows the "
+                            f"front matter (byte offset {close + 5})", offset=close + 5)
     front = _parse_front(data[4:close + 1], rel)
-    frames, position = _frames_from(data, first, 1, rel)
+    frames, position = frames_from(data, first, 1, rel)
     if not frames:
         return interrupted_creation
     torn = position if position < len(data) else None
-    return _Scan(front, first, frames, torn, len(data))
+    return Scan(front, first, frames, torn, len(data))
 
 
-def _frames_from(data: bytes, position: int, number: int, rel: str) -> tuple[list[_Frame], int]:
+def frames_from(data: bytes, position: int, number: int, rel: str) -> tuple[list[_Frame], int]:
     """The complete frames from round ``number`` at byte ``position`` on, and where they end
     (a torn last append is left out)."""
     frames: list[_Frame] = []
@@ -233,12 +234,13 @@ def _parse_front(block: bytes, rel: str) -> dict[str, object]:
     for number, line in enumerate(block.decode("utf-8", "replace").splitlines(), start=2):
         name, sep, raw = line.partition(": ")
         if not sep:
-            raise _damage(rel, f"front matter line {number} is not 'name: value'", line=number)
+            raise record_damage(rel, f"front matter line {number} is not 'name: value'",
+                                line=number)
         try:
             values[name] = json.loads(raw)
         except json.JSONDecodeError as exc:
-            raise _damage(rel, f"front matter line {number} has a malformed value ({exc})",
-                          line=number) from exc
+            raise record_damage(rel, f"front matter line {number} has a malformed value ({exc})",
+                                line=number) from exc
     version = values.get("osk-raw")
     if version != FORMAT_VERSION:
         raise RawRecordError(
@@ -252,8 +254,8 @@ def _parse_front(block: bytes, rel: str) -> dict[str, object]:
 def _parse_frame(data: bytes, start: int, number: int, rel: str) -> _Frame | None:
     """The frame of round ``number`` at ``start``; None when the bytes end inside it (torn)."""
     def bad(why: str) -> RawRecordError:
-        return _damage(rel, f"round {number} (byte offset {start}): {why}",
-                       round=number, offset=start)
+        return record_damage(rel, f"round {number} (byte offset {start}): {why}",
+                             round=number, offset=start)
 
     heading = f"\n## Round {number}\n<!-- osk-round ".encode()
     rest = data[start:start + len(heading)]
@@ -278,7 +280,7 @@ def _parse_frame(data: bytes, start: int, number: int, rel: str) -> _Frame | Non
         raise bad(f"header field bytes= or parts= is malformed ({exc})") from exc
     body_start = line_end + 1
     body_end = body_start + length
-    trailer = _trailer(number)
+    trailer = round_trailer(number)
     if len(data) < body_end + len(trailer):
         available = data[body_end:]
         if len(data) > body_end and not trailer.startswith(available):
@@ -360,7 +362,7 @@ def _split_sections(content: bytes, parts: list[tuple[str, int, str]]
     return tuple(sections) if position == len(content) else None
 
 
-def _parse_findings(value: str) -> tuple[tuple[str, int], ...]:
+def parse_findings(value: str) -> tuple[tuple[str, int], ...]:
     found: list[tuple[str, int]] = []
     for item in filter(None, value.split(",")):
         kind, _, count = item.rpartition(":")
@@ -368,7 +370,7 @@ def _parse_findings(value: str) -> tuple[tuple[str, int], ...]:
     return tuple(found)
 
 
-def _round_of(key: str, conversation: str, frame: _Frame) -> Round:
+def round_of(key: str, conversation: str, frame: _Frame) -> Round:
     sections = dict(frame.sections[:2])
     fields = frame.fields
     return Round(
@@ -378,5 +380,5 @@ def _round_of(key: str, conversation: str, frame: _Frame) -> Round:
         completion=fields["completion"], user=sections["user"],
         assistant=sections["assistant"],
         tools=tuple(text for kind, text in frame.sections[2:]),
-        redacted=_parse_findings(fields["redacted"]), offset=frame.start,
+        redacted=parse_findings(fields["redacted"]), offset=frame.start,
     )

@@ -12,21 +12,21 @@ from functools import cache
 
 from osk.capture.patterns import lazy
 from osk.capture.secret_values import (
-    _KEYWORDS,
-    _MARKER,
-    _TYPE_WORDS,
+    KEYWORDS,
+    MARKER,
+    TYPE_WORDS,
     Found,
-    _credential_like,
-    _each,
-    _ends_statement,
-    _has_digit,
-    _identifier_like,
-    _line_prefix,
-    _literal_like,
-    _mixed_token,
-    _names_itself,
-    _placeholder,
-    _rest_of_line,
+    credential_like,
+    each_match,
+    ends_statement,
+    has_digit,
+    identifier_like,
+    is_placeholder,
+    line_prefix,
+    literal_like,
+    mixed_token,
+    names_itself,
+    rest_of_line,
 )
 
 
@@ -93,12 +93,12 @@ _TOKENS: tuple[tuple[str, re.Pattern[str], Callable[[str], bool] | None, tuple[s
         r"(?<![A-Za-z0-9_-])gl(?:pat|ptt|dt|rt|cbt|soat|ffct|ft|imt|agent|oas)-[A-Za-z0-9_-]{20,}"),
      None, ("gl",)),
     ("slack-token", lazy(
-        r"(?<![A-Za-z0-9_-])(?:xox[abeoprs]|xoxe\.xox[bp]|xapp)-[A-Za-z0-9-]{10,}"), _has_digit,
+        r"(?<![A-Za-z0-9_-])(?:xox[abeoprs]|xoxe\.xox[bp]|xapp)-[A-Za-z0-9-]{10,}"), has_digit,
      ("xox", "xapp-")),
     ("anthropic-key", lazy(r"(?<![A-Za-z0-9_-])sk-ant-[A-Za-z0-9_-]{20,}"), None,
      ("sk-ant-",)),
     ("openai-key", lazy(
-        r"(?<![A-Za-z0-9_-])sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"), _mixed_token,
+        r"(?<![A-Za-z0-9_-])sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"), mixed_token,
      ("sk-",)),
     ("stripe-key", lazy(
         r"(?<![A-Za-z0-9_])(?:(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}|whsec_[A-Za-z0-9]{32,})"),
@@ -221,7 +221,7 @@ def _token_detector(kind: str, pattern: re.Pattern[str],
         return (match.start(), match.end(), kind) if check is None or check(body) else None
 
     def detect(text: str) -> Found:
-        return _each(pattern, text, accept)
+        return each_match(pattern, text, accept)
     return detect
 
 
@@ -295,7 +295,7 @@ def _aws_secrets(text: str) -> Found:
     matches = [*_matches_at(_AWS_SECRET, text, ("aws", "secret")),
                *_pattern(_AWS_PAIR).finditer(text)]
     for match in matches:
-        if _mixed_token(match["secret"]) or any(c in "/+" for c in match["secret"]):
+        if mixed_token(match["secret"]) or any(c in "/+" for c in match["secret"]):
             yield match.start("secret"), match.end("secret"), "aws-secret-key"
 
 
@@ -310,10 +310,10 @@ _AUTH_KINDS = {"bearer": "bearer-token", "basic": "basic-auth", "token": "auth-t
 def _auth_headers(text: str) -> Found:
     def accept(match: re.Match[str]) -> tuple[int, int, str] | None:
         scheme = match["scheme"].lower()
-        if not _credential_like(match["secret"], scheme):
+        if not credential_like(match["secret"], scheme):
             return None
         return match.start("secret"), match.end("secret"), _AUTH_KINDS[scheme]
-    return _each(_AUTH_HEADER, text, accept)
+    return each_match(_AUTH_HEADER, text, accept)
 
 
 _SLACK_WEBHOOK = lazy(
@@ -336,10 +336,10 @@ def _url_passwords(text: str) -> Found:
     ``@`` (the last ``@`` before the host ends it). ``host:8080?q=a@b`` is a port, not one."""
     def accept(match: re.Match[str]) -> tuple[int, int, str] | None:
         secret = match["secret"]
-        if _placeholder(secret) or re.match(r"[0-9]+(?:[?#]|$)", secret):
+        if is_placeholder(secret) or re.match(r"[0-9]+(?:[?#]|$)", secret):
             return None
         return match.start("secret"), match.end("secret"), "password"
-    return _each(_URL_PASSWORD, text, accept)
+    return each_match(_URL_PASSWORD, text, accept)
 
 
 # Key names (lower-cased, separators removed) whose value is a secret, by suffix.
@@ -401,11 +401,11 @@ def _value_kind(key: str, literal: str) -> str | None:
     that names no secret, a placeholder or marker, a value that names itself or its kind, a
     parser token, a path given as ``PWD``, a public key."""
     kind = _key_kind(key)
-    if kind is None or not literal or _MARKER.fullmatch(literal) or _placeholder(literal):
+    if kind is None or not literal or MARKER.fullmatch(literal) or is_placeholder(literal):
         return None
     if kind == "token" and not _token_shaped(literal):
         return None
-    if _names_itself(literal, kind) or "public" in key.lower():
+    if names_itself(literal, kind) or "public" in key.lower():
         return None
     if kind == "password" and _path_like(literal):
         return None
@@ -428,23 +428,23 @@ def _assignment_span(text: str, match: re.Match[str]) -> tuple[int, int, str] | 
 
 def _unquoted_secret(text: str, match: re.Match[str], value: str) -> bool:
     """Decide whether an unquoted value is a literal secret or code (a name, a call, a type)."""
-    if _placeholder(value) or value.lower() in _KEYWORDS:
+    if is_placeholder(value) or value.lower() in KEYWORDS:
         return False
-    rest = _rest_of_line(text, match.end("value"))
+    rest = rest_of_line(text, match.end("value"))
     if match["sep"] == ":":
         # YAML or a Python/TS annotation: only a key that begins its line, a value that ends
         # it, and a value that is not a type name.
-        prefix = _line_prefix(text, match.start())
+        prefix = line_prefix(text, match.start())
         bare = value.rstrip(";,")
-        return (prefix.strip() in ("", "-") and _ends_statement(rest, yaml=True)
-                and bare.lower() not in _TYPE_WORDS
+        return (prefix.strip() in ("", "-") and ends_statement(rest, yaml=True)
+                and bare.lower() not in TYPE_WORDS
                 and not re.fullmatch(r"[A-Z][A-Za-z]*", bare)
                 and value[0] not in "|>!&*[{")
-    previous = _line_prefix(text, match.start()).rstrip()[-1:]
+    previous = line_prefix(text, match.start()).rstrip()[-1:]
     code = (bool(match["pre"] or match["post"]) or match["sep"] != "="
             or previous in ("(", ",") or rest.lstrip().startswith((",", ")")))
     if code and not match["dash"]:
-        return _ends_statement(rest) and _literal_like(value)
+        return ends_statement(rest) and literal_like(value)
     # KEY=value in an env file, a shell line, a URL query or --flag=value; a call, an index or
     # a value cut short by a quote (``parts['x']``) is still code.
     return not any(c in value for c in "([{") and rest[:1] not in ("'", '"')
@@ -457,7 +457,7 @@ _CLI_FLAG = lazy(
 
 
 def _cli_flags(text: str) -> Found:
-    return _each(_CLI_FLAG, text, _cli_span)
+    return each_match(_CLI_FLAG, text, _cli_span)
 
 
 def _cli_span(match: re.Match[str]) -> tuple[int, int, str] | None:
@@ -465,11 +465,11 @@ def _cli_span(match: re.Match[str]) -> tuple[int, int, str] | None:
     kind = _key_kind(match["key"]) or "password"
     quoted = value[0] in "\"'"
     literal = value[1:-1] if quoted else value
-    if (kind == "token" and not _token_shaped(literal)) or _placeholder(literal):
+    if (kind == "token" and not _token_shaped(literal)) or is_placeholder(literal):
         return None
     if quoted:
         return match.start("value") + 1, match.end("value") - 1, kind
-    return (match.start("value"), match.end("value"), kind) if _literal_like(value) else None
+    return (match.start("value"), match.end("value"), kind) if literal_like(value) else None
 
 
 _PUTTY_PRIVATE = lazy(
@@ -489,10 +489,10 @@ def _curl_users(text: str) -> Found:
     """``curl -u deploy:pw``; ``docker run -u 1000:1000`` is a user and group id."""
     def accept(match: re.Match[str]) -> tuple[int, int, str] | None:
         secret = match["secret"]
-        if _placeholder(secret) or match["user"].isdigit() or secret.isdigit():
+        if is_placeholder(secret) or match["user"].isdigit() or secret.isdigit():
             return None
         return match.start("secret"), match.end("secret"), "password"
-    return _each(_CURL_USER, text, accept)
+    return each_match(_CURL_USER, text, accept)
 
 
 _DOCKER_AUTH = lazy(r"\"auth\"[ \t]*:[ \t]*\"(?P<secret>[A-Za-z0-9+/]{8,}={0,2})\"")
@@ -531,7 +531,7 @@ def _named_values(text: str) -> Found:
             if value[:1] in "\"'" and len(value) >= 2:
                 start, end, value = start + 1, end - 1, value[1:-1]
             kind = _value_kind(match["key"].rsplit(":", 1)[-1], value)
-            if kind is not None and value.lower() not in _KEYWORDS:
+            if kind is not None and value.lower() not in KEYWORDS:
                 yield start, end, kind
 
 
@@ -548,13 +548,13 @@ def _password_like(value: str) -> bool:
     with digits or symbols, six characters or more), never a word, code (a call, an index, a
     YAML tag), a path or a reference."""
     bare = value.rstrip(".,;:)")
-    if len(bare) < 6 or _placeholder(bare) or _path_like(bare) or "://" in bare:
+    if len(bare) < 6 or is_placeholder(bare) or _path_like(bare) or "://" in bare:
         return False
     if bare[0] in "!&*|>" or any(c in bare for c in "()[]{}<>") or "%s" in bare:
         return False
     letters = any(c.isalpha() for c in bare)
     marks = any(c.isdigit() or c in "!@#$%^&*+=~?-_" for c in bare)
-    return letters and marks and not _identifier_like(bare)
+    return letters and marks and not identifier_like(bare)
 
 
 def _prose_passwords(text: str) -> Found:
@@ -578,7 +578,7 @@ _TOOL_PASSWORD = lazy(
 def _tool_passwords(text: str) -> Found:
     for match in _TOOL_PASSWORD.finditer(text):
         group = next(g for g in ("my", "ssh", "ht") if match[g] is not None)
-        if not _placeholder(match[group]):
+        if not is_placeholder(match[group]):
             yield match.start(group), match.end(group), "password"
 
 
@@ -596,8 +596,8 @@ _BARE_KEY = (
 
 
 def _random_looking(value: str) -> bool:
-    return _mixed_token(value) or (any(c.isdigit() for c in value)
-                                   and any(c.isalpha() for c in value) and len(value) >= 24)
+    return mixed_token(value) or (any(c.isdigit() for c in value)
+                                  and any(c.isalpha() for c in value) and len(value) >= 24)
 
 
 _KEY_HEADER_WORDS = ("api", "auth-token", "access-token", "private-token", "subscription-key")
@@ -606,13 +606,13 @@ _KEY_HEADER_WORDS = ("api", "auth-token", "access-token", "private-token", "subs
 def _key_headers(text: str) -> Found:
     for match in _matches_at(_pattern(_KEY_HEADER), text, _KEY_HEADER_WORDS):
         secret = match["secret"].rstrip(".")
-        if _random_looking(secret) and not _placeholder(secret):
+        if _random_looking(secret) and not is_placeholder(secret):
             yield match.start("secret"), match.start("secret") + len(secret), "api-key"
 
 
 def _bare_keys(text: str) -> Found:
     for match in _pattern(_BARE_KEY).finditer(text):
-        if _mixed_token(match["secret"]):
+        if mixed_token(match["secret"]):
             yield match.start("secret"), match.end("secret"), "api-key"
 
 
@@ -628,7 +628,7 @@ def _prose_keys(text: str) -> Found:
     words = ("api", "access", "secret", "auth", "token")
     for match in _matches_at(_pattern(_PROSE_KEY), text, words):
         secret = match["secret"].rstrip(".")
-        if _random_looking(secret) and not _placeholder(secret) and not _hex_id(secret):
+        if _random_looking(secret) and not is_placeholder(secret) and not _hex_id(secret):
             yield match.start("secret"), match.start("secret") + len(secret), "secret"
 
 
@@ -646,7 +646,7 @@ _HEROKU_TOKEN = r"heroku[ \t]+auth:token[^\n]*\r?\n[ \t]*(?P<secret>[A-Za-z0-9_-
 def _netrc_passwords(text: str) -> Found:
     if re.search(r"(?m)(?:^|[ \t])machine[ \t]+\S", text):
         for match in _pattern(_NETRC_PASSWORD).finditer(text):
-            if not _placeholder(match["secret"]):
+            if not is_placeholder(match["secret"]):
                 yield match.start("secret"), match.end("secret"), "password"
     for match in _pattern(_HEROKU_TOKEN).finditer(text):
         yield match.start("secret"), match.end("secret"), "api-key"
@@ -668,7 +668,7 @@ def _twilio_tokens(text: str) -> Found:
 # Most specific first: a merged span is named by the earliest detector that found part of it.
 # Each detector runs only when one of its needles occurs (lower-case needles are looked for in
 # the lower-cased text): a substring test is far cheaper than a regex scan.
-_DETECTORS: tuple[tuple[Callable[[str], Found], tuple[str, ...], tuple[str, ...]], ...] = (
+DETECTORS: tuple[tuple[Callable[[str], Found], tuple[str, ...], tuple[str, ...]], ...] = (
     (_private_keys, ("PRIVATE KEY",), ()),
     (_putty_keys, ("Private-Lines:",), ()),
     (_aws_secrets, ("AKIA", "ASIA"), ("secret",)),

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 
-_MARKER = re.compile(r"\[REDACTED:[a-z0-9-]+\]")
+MARKER = re.compile(r"\[REDACTED:[a-z0-9-]+\]")
 
 
 Found = Iterator[tuple[int, int, str]]
@@ -19,21 +19,21 @@ Found = Iterator[tuple[int, int, str]]
 
 _IDENT_PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 _NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
-_KEYWORDS = frozenset({
+KEYWORDS = frozenset({
     "none", "null", "nil", "true", "false", "undefined", "~", "yes", "no", "on", "off",
     "required", "optional", "redacted",
 })
-_TYPE_WORDS = frozenset({
+TYPE_WORDS = frozenset({
     "str", "string", "int", "integer", "bool", "boolean", "bytes", "float", "number", "any",
     "object", "text", "char", "varchar", "uuid", "list", "dict", "secretstr",
 })
 _MASK_CHARS = frozenset("*xX•·.-_#?")
 
 
-def _placeholder(value: str) -> bool:
+def is_placeholder(value: str) -> bool:
     """Values that stand for a secret without being one: $VAR, {{ tpl }}, <yours>, ***, 'pass'."""
     s = value.strip()
-    if len(s) < 3 or _MARKER.fullmatch(s) or set(s) <= _MASK_CHARS or "***" in s:
+    if len(s) < 3 or MARKER.fullmatch(s) or set(s) <= _MASK_CHARS or "***" in s:
         return True
     if s.startswith(("$", "{")) or "{{" in s or "{%" in s or s.lower() in _STAND_INS:
         return True
@@ -49,7 +49,7 @@ _STAND_INS = frozenset({"pass", "password", "passwd", "pwd", "secret", "token", 
                         "api_key", "api-key", "changeme"})
 
 
-def _names_itself(value: str, kind: str) -> bool:
+def names_itself(value: str, kind: str) -> bool:
     """``CHALLENGE_PASSWORD = "challengePassword"``, ``client_secret="my-client-secret"``: a
     digit-free name that contains its own key word is a label, not a secret."""
     word = {"password": "pass", "api-key": "key", "access-key": "key",
@@ -59,20 +59,20 @@ def _names_itself(value: str, kind: str) -> bool:
             and bool(re.fullmatch(r"[A-Za-z_.-]+", value)))
 
 
-def _identifier_like(value: str) -> bool:
+def identifier_like(value: str) -> bool:
     """A name or attribute path with no digits: in code, a variable rather than a literal."""
     return bool(_IDENT_PATH.fullmatch(value)) and not any(c.isdigit() for c in value)
 
 
-def _literal_like(value: str) -> bool:
-    if _identifier_like(value) or _NUMBER.fullmatch(value):
+def literal_like(value: str) -> bool:
+    if identifier_like(value) or _NUMBER.fullmatch(value):
         return False
     if "." in value and _IDENT_PATH.fullmatch(value):
         return False  # module.attribute, self.field: code even with digits in a name
     return not any(c in value for c in "([{")
 
 
-def _credential_like(value: str, scheme: str) -> bool:
+def credential_like(value: str, scheme: str) -> bool:
     """Header credentials: reject prose such as 'Authorization: Basic authentication is…'."""
     if len(value) < 8:
         return False
@@ -82,16 +82,16 @@ def _credential_like(value: str, scheme: str) -> bool:
     return any(c.isdigit() or c in "+/=_.-~" for c in value) or (mixed and len(value) >= 16)
 
 
-def _line_prefix(text: str, position: int) -> str:
+def line_prefix(text: str, position: int) -> str:
     return text[text.rfind("\n", 0, position) + 1:position]
 
 
-def _rest_of_line(text: str, position: int) -> str:
+def rest_of_line(text: str, position: int) -> str:
     end = text.find("\n", position)
     return text[position:] if end < 0 else text[position:end]
 
 
-def _ends_statement(rest: str, yaml: bool = False) -> bool:
+def ends_statement(rest: str, yaml: bool = False) -> bool:
     tail = rest.strip()
     if not tail:
         return True
@@ -100,17 +100,17 @@ def _ends_statement(rest: str, yaml: bool = False) -> bool:
     return tail.startswith(("#", "//", ",", ")", ";", "}", "]", "--"))
 
 
-def _mixed_token(body: str) -> bool:
+def mixed_token(body: str) -> bool:
     return (any(c.isdigit() for c in body) and any(c.isupper() for c in body)
             and any(c.islower() for c in body))
 
 
-def _has_digit(body: str) -> bool:
+def has_digit(body: str) -> bool:
     return any(c.isdigit() for c in body)
 
 
-def _each(pattern: re.Pattern[str], text: str,
-          accept: Callable[[re.Match[str]], tuple[int, int, str] | None]) -> Found:
+def each_match(pattern: re.Pattern[str], text: str,
+               accept: Callable[[re.Match[str]], tuple[int, int, str] | None]) -> Found:
     position = 0
     while (match := pattern.search(text, position)) is not None:
         span = accept(match)

@@ -27,9 +27,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 
-from osk.capture.secret_detectors import _DETECTORS
+from osk.capture.secret_detectors import DETECTORS
 from osk.capture.secret_values import (
-    _MARKER,
+    MARKER,
 )
 
 
@@ -126,7 +126,7 @@ def _replaced(text: str, spans: Iterator[_Span], counts: Counter[str]) -> str:
     pieces: list[str] = []
     position = 0
     for span in spans:
-        for inner in _MARKER.finditer(text, span.start, span.end):  # a marker swallowed again
+        for inner in MARKER.finditer(text, span.start, span.end):  # a marker swallowed again
             counts[inner.group()[10:-1]] -= 1
         pieces.append(text[position:span.start])
         pieces.append(marker(span.kind))
@@ -151,7 +151,7 @@ def _merged(spans: list[_Span]) -> Iterator[_Span]:
 
 def _spans(text: str) -> Iterator[_Span]:
     for rank in _needle_index().ranks(text):
-        for start, end, kind in _DETECTORS[rank][0](text):
+        for start, end, kind in DETECTORS[rank][0](text):
             if end > start:
                 yield _Span(start, end, kind, rank)
 
@@ -182,7 +182,7 @@ class _NeedleIndex:
 
 @cache
 def _needle_index() -> _NeedleIndex:
-    return _NeedleIndex(_DETECTORS)  # built on first use: _DETECTORS is defined below
+    return _NeedleIndex(DETECTORS)  # built on first use: DETECTORS is defined below
 
 
 

@@ -81,7 +81,7 @@ def job_log_path(vault: Vault, job_id: str) -> Path:
     return vault.state("growth", "logs", f"{job_id}.log")
 
 
-def _conversation_path(vault: Vault, host: str, session_id: str) -> Path:
+def conversation_path(vault: Vault, host: str, session_id: str) -> Path:
     return vault.state("growth", "conversations", host, f"{conversation_name(session_id)}.json")
 
 
@@ -89,7 +89,7 @@ def _host_path(vault: Vault, host: str) -> Path:
     return vault.state("growth", "hosts", f"{host}.json")
 
 
-def _load(path: Path) -> dict[str, object]:
+def load_counts(path: Path) -> dict[str, object]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -99,17 +99,17 @@ def _load(path: Path) -> dict[str, object]:
     return data if isinstance(data, dict) else {}
 
 
-def _save(path: Path, data: dict[str, object]) -> None:
+def save_counts(path: Path, data: dict[str, object]) -> None:
     atomic_write(path, json.dumps(data, ensure_ascii=False, indent=1, sort_keys=True) + "\n")
 
 
 @contextmanager
-def _locked(vault: Vault, name: str) -> Iterator[None]:
+def locked(vault: Vault, name: str) -> Iterator[None]:
     with file_lock(vault.lock_path(name), timeout=10.0):
         yield
 
 
-def _int(value: object) -> int:
+def int_or_zero(value: object) -> int:
     return value if isinstance(value, int) else 0
 
 
@@ -148,7 +148,7 @@ def _which(cli: str) -> str | None:
 
 
 def fallback_reason(vault: Vault, host: str) -> str | None:
-    flag = _load(fallback_path(vault, host))
+    flag = load_counts(fallback_path(vault, host))
     reason = flag.get("reason")
     return reason if isinstance(reason, str) else None
 
@@ -167,13 +167,13 @@ def on_final_answer(
     """
     if is_fork_process() or host not in FORK_CLIS or not enabled() or not session_id:
         return None
-    with _locked(vault, f"growth-{host}-{conversation_name(session_id)}"):
-        conv_path = _conversation_path(vault, host, session_id)
-        conv = _load(conv_path)
-        conv["answers"] = _int(conv.get("answers")) + 1
-        _save(conv_path, conv)
+    with locked(vault, f"growth-{host}-{conversation_name(session_id)}"):
+        conv_path = conversation_path(vault, host, session_id)
+        conv = load_counts(conv_path)
+        conv["answers"] = int_or_zero(conv.get("answers")) + 1
+        save_counts(conv_path, conv)
         job_id = conv.get("job")
-        job = _load(job_path(vault, job_id)) if isinstance(job_id, str) else {}
+        job = load_counts(job_path(vault, job_id)) if isinstance(job_id, str) else {}
         if job.get("status") in {"pending", "running"}:
             if _runner_alive(vault, job):
                 return None  # still working: never stack forks
@@ -186,7 +186,7 @@ def on_final_answer(
         if not retry:
             job = _new_job(vault, host, session_id, transcript_path, cwd)
             conv["job"] = job["id"]
-            _save(conv_path, conv)
+            save_counts(conv_path, conv)
         _start_runner(vault, job)
         return str(job["id"])
 
@@ -194,7 +194,7 @@ def on_final_answer(
 def _may_fork(vault: Vault, host: str) -> bool:
     """Check the CLI and the fallback flag; set or clear the flag as the facts say."""
     flag_path = fallback_path(vault, host)
-    flag = _load(flag_path)
+    flag = load_counts(flag_path)
     if _which(FORK_CLIS[host]) is None:
         set_fallback(vault, host, "cli-missing",
                      f"`{FORK_CLIS[host]}` is not on PATH; reviews run in-session")
@@ -211,9 +211,9 @@ def _may_fork(vault: Vault, host: str) -> bool:
 
 def set_fallback(vault: Vault, host: str, reason: str, detail: str) -> None:
     path = fallback_path(vault, host)
-    if _load(path).get("reason") == reason:
+    if load_counts(path).get("reason") == reason:
         return  # keep the first "since"
-    _save(path, {"host": host, "reason": reason, "detail": detail, "since": time.time()})
+    save_counts(path, {"host": host, "reason": reason, "detail": detail, "since": time.time()})
 
 
 def clear_fallback(vault: Vault, host: str) -> None:
@@ -242,12 +242,12 @@ def _new_job(vault: Vault, host: str, session_id: str, transcript_path: object,
         "batches_done": 0,
         "attempts": [],
     }
-    _save(job_path(vault, str(job["id"])), job)
+    save_counts(job_path(vault, str(job["id"])), job)
     return job
 
 
 def load_job(vault: Vault, job_id: str) -> dict[str, object]:
-    return _load(job_path(vault, job_id))
+    return load_counts(job_path(vault, job_id))
 
 
 def _runner_alive(vault: Vault, job: dict[str, object]) -> bool:
@@ -276,8 +276,8 @@ def _note_runner_died(vault: Vault, job: dict[str, object]) -> None:
             if isinstance(pid, int):
                 _stop_orphan_fork(pid, str(job["id"]))
     job["status"] = "unfinished"
-    _save(job_path(vault, str(job["id"])), job)
-    _count_unfinished(vault, str(job["host"]))
+    save_counts(job_path(vault, str(job["id"])), job)
+    count_unfinished(vault, str(job["host"]))
 
 
 def _stop_orphan_fork(pid: int, job_id: str) -> None:
@@ -291,23 +291,23 @@ def _stop_orphan_fork(pid: int, job_id: str) -> None:
     except OSError:
         return
     if f"{ENV_JOB}={job_id}".encode() in environ.split(b"\0"):
-        _stop_group(pid)
+        stop_group(pid)
 
 
-def _count_unfinished(vault: Vault, host: str) -> None:
-    with _locked(vault, f"growth-host-{host}"):
-        state = _load(_host_path(vault, host))
-        state["unfinished_in_row"] = _int(state.get("unfinished_in_row")) + 1
-        _save(_host_path(vault, host), state)
+def count_unfinished(vault: Vault, host: str) -> None:
+    with locked(vault, f"growth-host-{host}"):
+        state = load_counts(_host_path(vault, host))
+        state["unfinished_in_row"] = int_or_zero(state.get("unfinished_in_row")) + 1
+        save_counts(_host_path(vault, host), state)
         if state["unfinished_in_row"] >= UNFINISHED_LIMIT:
             set_fallback(vault, host, "unfinished",
                          f"{state['unfinished_in_row']} background reviews in a row did not "
                          f"finish; reviews run in-session")
 
 
-def _count_finished(vault: Vault, host: str) -> None:
-    with _locked(vault, f"growth-host-{host}"):
-        _save(_host_path(vault, host), {"unfinished_in_row": 0})
+def count_finished(vault: Vault, host: str) -> None:
+    with locked(vault, f"growth-host-{host}"):
+        save_counts(_host_path(vault, host), {"unfinished_in_row": 0})
         if fallback_reason(vault, host) == "unfinished":
             clear_fallback(vault, host)
 
@@ -324,7 +324,7 @@ def _start_runner(vault: Vault, job: dict[str, object]) -> None:
     log.parent.mkdir(parents=True, exist_ok=True)
     job["status"] = "pending"
     job["spawned"] = time.time()
-    _save(job_path(vault, job_id), job)
+    save_counts(job_path(vault, job_id), job)
     argv = [sys.executable, "-m", "osk.hooks.growth_runner", "run", "--vault", str(vault.root),
             "--job", job_id]
     env = dict(os.environ)
@@ -353,7 +353,7 @@ def _spawn_detached(argv: list[str], log: Path, env: dict[str, str]) -> None:
     proc.returncode = 0  # detached on purpose: nobody waits for it
 
 
-def _stop_group(pid: int) -> None:
+def stop_group(pid: int) -> None:
     """Stop a fork this module started (it leads its own process group)."""
     if not hasattr(os, "killpg"):
         os.kill(pid, signal.SIGTERM)
@@ -377,7 +377,7 @@ def pending_reviews(vault: Vault, scope: str) -> list[str]:
         return []
     lines = []
     for path in sorted(folder.glob("*.json"), reverse=True):
-        job = _load(path)
+        job = load_counts(path)
         manifest = job.get("manifest")
         created = job.get("created")
         if (job.get("status") != "unfinished" or not isinstance(manifest, dict)
@@ -402,7 +402,7 @@ def _items_left(job: dict[str, object], manifest: dict[str, object]) -> list[dic
     batches = manifest.get("batches")
     if not isinstance(batches, list):
         return []
-    return [item for batch in batches[_int(job.get("batches_done")):] for item in batch]
+    return [item for batch in batches[int_or_zero(job.get("batches_done")):] for item in batch]
 
 
 def _prune_jobs(vault: Vault) -> None:
@@ -412,7 +412,7 @@ def _prune_jobs(vault: Vault) -> None:
         return
     now = time.time()
     for path in folder.glob("*.json"):
-        job = _load(path)
+        job = load_counts(path)
         created = job.get("created")
         age = now - created if isinstance(created, int | float) else KEEP_ANY
         if age < (KEEP_FINISHED if job.get("status") == "finished" else KEEP_ANY):
@@ -442,10 +442,11 @@ class HostStatus:
 def status(vault: Vault) -> list[HostStatus]:
     found = []
     for host, cli in FORK_CLIS.items():
-        state = _load(_host_path(vault, host))
-        flag = _load(fallback_path(vault, host))
+        state = load_counts(_host_path(vault, host))
+        flag = load_counts(fallback_path(vault, host))
         found.append(HostStatus(host, _which(cli), fallback_reason(vault, host),
-                                str(flag.get("detail", "")), _int(state.get("unfinished_in_row"))))
+                                str(flag.get("detail", "")),
+                                int_or_zero(state.get("unfinished_in_row"))))
     return found
 
 

@@ -19,19 +19,19 @@ from osk.hooks.growth import (
     FORK_CLIS,
     FORK_TIMEOUT,
     JOB_LIMIT,
-    _conversation_path,
-    _count_finished,
-    _count_unfinished,
-    _int,
-    _load,
-    _locked,
-    _save,
-    _stop_group,
+    conversation_path,
+    count_finished,
+    count_unfinished,
+    int_or_zero,
     job_lock_path,
     job_log_path,
     job_path,
+    load_counts,
     load_job,
+    locked,
+    save_counts,
     set_fallback,
+    stop_group,
 )
 from osk.hooks.state import conversation_name
 from osk.store.edges import RawTarget, raw_record
@@ -81,31 +81,31 @@ def run_job(vault: Vault, job_id: str) -> int:
         host = str(job["host"])
         job["status"] = "running"
         job["runner_pid"] = os.getpid()
-        _save(job_path(vault, job_id), job)
+        save_counts(job_path(vault, job_id), job)
         if job.get("manifest") is None:
             job["manifest"] = build_manifest(vault, job)
-            _save(job_path(vault, job_id), job)
+            save_counts(job_path(vault, job_id), job)
         manifest = job["manifest"]
         assert isinstance(manifest, dict)
         batches = manifest["batches"]
         assert isinstance(batches, list)
-        while _int(job.get("batches_done")) < len(batches):
-            outcome = _run_fork(vault, job, _int(job.get("batches_done")), len(batches))
+        while int_or_zero(job.get("batches_done")) < len(batches):
+            outcome = _run_fork(vault, job, int_or_zero(job.get("batches_done")), len(batches))
             if outcome != "finished":
                 job["status"] = "unfinished"
-                _save(job_path(vault, job_id), job)
+                save_counts(job_path(vault, job_id), job)
                 if outcome == "cli-missing":
                     set_fallback(vault, host, "cli-missing",
                                  f"`{FORK_CLIS[host]}` is not on PATH; reviews run in-session")
                 else:
-                    _count_unfinished(vault, host)
+                    count_unfinished(vault, host)
                 return 1
-            job["batches_done"] = _int(job.get("batches_done")) + 1
-            _save(job_path(vault, job_id), job)
-            _count_finished(vault, host)
+            job["batches_done"] = int_or_zero(job.get("batches_done")) + 1
+            save_counts(job_path(vault, job_id), job)
+            count_finished(vault, host)
         job["status"] = "finished"
         job["finished"] = time.time()
-        _save(job_path(vault, job_id), job)
+        save_counts(job_path(vault, job_id), job)
         return 0
     finally:
         lock.release()
@@ -125,11 +125,11 @@ def _run_fork(vault: Vault, job: dict[str, object], index: int, total: int) -> s
     attempts = job.setdefault("attempts", [])
     assert isinstance(attempts, list)
     attempts.append(attempt)
-    _save(job_path(vault, job_id), job)
+    save_counts(job_path(vault, job_id), job)
     exe = shutil.which(argv[0])
     if exe is None:
         attempt.update(outcome="cli-missing", ended=time.time())
-        _save(job_path(vault, job_id), job)
+        save_counts(job_path(vault, job_id), job)
         return "cli-missing"
     env = dict(os.environ)
     env.update({ENV_FORK: "1", ENV_JOB: job_id, "OSK_VAULT": str(vault.root)})
@@ -146,12 +146,12 @@ def _run_fork(vault: Vault, job: dict[str, object], index: int, total: int) -> s
                                 stderr=subprocess.STDOUT, cwd=workdir, env=env,
                                 start_new_session=True)
         attempt["pid"] = proc.pid
-        _save(job_path(vault, job_id), job)
+        save_counts(job_path(vault, job_id), job)
         try:
             code: int | None = proc.wait(timeout=fork_timeout())
             outcome = "finished" if code == 0 else "failed"
         except subprocess.TimeoutExpired:
-            _stop_group(proc.pid)
+            stop_group(proc.pid)
             try:
                 code = proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
@@ -159,7 +159,7 @@ def _run_fork(vault: Vault, job: dict[str, object], index: int, total: int) -> s
                 code = proc.wait()
             outcome = "timeout"
     attempt.update(outcome=outcome, exit=code, ended=time.time())
-    _save(job_path(vault, job_id), job)
+    save_counts(job_path(vault, job_id), job)
     return outcome
 
 
@@ -171,10 +171,10 @@ def build_manifest(vault: Vault, job: dict[str, object]) -> dict[str, object]:
     host, session_id = str(job["host"]), str(job["session_id"])
     key, conversation, rounds = _raw_record(vault, host, session_id)
     scope = _scope_of(vault, key, job.get("cwd"))
-    with _locked(vault, f"growth-{host}-{conversation_name(session_id)}"):
-        conv_path = _conversation_path(vault, host, session_id)
-        conv = _load(conv_path)
-        first = _int(conv.get("reviewed_through")) + 1
+    with locked(vault, f"growth-{host}-{conversation_name(session_id)}"):
+        conv_path = conversation_path(vault, host, session_id)
+        conv = load_counts(conv_path)
+        first = int_or_zero(conv.get("reviewed_through")) + 1
         round_items = [
             {"kind": "round", "target": RawTarget(key, conversation, n).coordinate}
             for n in range(first, rounds + 1)
@@ -183,7 +183,7 @@ def build_manifest(vault: Vault, job: dict[str, object]) -> dict[str, object]:
         taken = [i for i in items if i["kind"] == "round"]
         if taken:
             conv["reviewed_through"] = first + len(taken) - 1
-            _save(conv_path, conv)
+            save_counts(conv_path, conv)
     batches = [items[i : i + BATCH_SIZE] for i in range(0, len(items), BATCH_SIZE)]
     return {"scope": scope, "record": raw_record(key, conversation) if key else None,
             "items": items, "batches": batches}

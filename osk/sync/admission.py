@@ -35,7 +35,7 @@ from osk.errors import OskError, SyncError
 from osk.store.conflict_copies import is_node_path
 from osk.store.ledger import foreign_line_problems
 from osk.store.vault import MARKER, STATE_DIR, Settings
-from osk.sync.cycle_state import _ZERO, _Cycle, _is_ledger, _links, _raw_entries
+from osk.sync.cycle_state import ZERO, Cycle, is_ledger, raw_entries, symlinks_in
 from osk.sync.gitrepo import split_z
 
 DEFAULT_MAX_FILE_MB = 10.0
@@ -46,17 +46,17 @@ _PROBE_RAW = "_raw/key/conversation.md"
 _REWRITING = ("text", "eol", "filter", "ident", "working-tree-encoding")
 
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-Entry = tuple[str, str, str, str]  # (new mode, old sha, new sha, path), as _raw_entries gives
+Entry = tuple[str, str, str, str]  # (new mode, old sha, new sha, path), as raw_entries gives
 
 
-def admit(cycle: _Cycle, local: str, upstream: str) -> None:
+def admit(cycle: Cycle, local: str, upstream: str) -> None:
     """Refuse (SyncError, nothing landed) when what ``upstream`` brings cannot land here."""
     repo = cycle.repo
     found = repo.run("merge-base", local, upstream, check=False).out.strip()
     base = found or local
-    entries = _raw_entries(split_z(repo.run(
+    entries = raw_entries(split_z(repo.run(
         "diff", "--raw", "--no-abbrev", "-z", "--no-renames", base, upstream).out))
-    brought = [e for e in entries if e[2] != _ZERO]
+    brought = [e for e in entries if e[2] != ZERO]
     problems = [*_link_problems(entries), *_state_problems(brought),
                 *_size_problems(cycle, brought), *_ledger_problems(cycle, brought),
                 *_machinery_problems(cycle, brought), *_duplicate_ids(cycle, upstream, brought)]
@@ -72,7 +72,7 @@ def admit(cycle: _Cycle, local: str, upstream: str) -> None:
 
 def _link_problems(entries: list[Entry]) -> list[str]:
     return [f"{rel} is a symbolic link (a link can lead reads and writes out of the vault)"
-            for rel in _links(entries)]
+            for rel in symlinks_in(entries)]
 
 
 def _state_problems(brought: list[Entry]) -> list[str]:
@@ -92,7 +92,7 @@ def max_file_bytes(settings: Settings) -> int:
     return int(value * 1_000_000)
 
 
-def _size_problems(cycle: _Cycle, brought: list[Entry]) -> list[str]:
+def _size_problems(cycle: Cycle, brought: list[Entry]) -> list[str]:
     limit = max_file_bytes(cycle.vault.settings())
     problems = []
     for mode, _old, new, rel in brought:
@@ -105,12 +105,12 @@ def _size_problems(cycle: _Cycle, brought: list[Entry]) -> list[str]:
     return problems
 
 
-def _ledger_problems(cycle: _Cycle, brought: list[Entry]) -> list[str]:
+def _ledger_problems(cycle: Cycle, brought: list[Entry]) -> list[str]:
     problems = []
     for _mode, old, new, rel in brought:
-        if not _is_ledger(rel):
+        if not is_ledger(rel):
             continue
-        known = cycle.repo.blob(old) if old != _ZERO else b""
+        known = cycle.repo.blob(old) if old != ZERO else b""
         found = foreign_line_problems(rel, known, cycle.repo.blob(new))
         problems.extend(found[:3])
         if len(found) > 3:
@@ -118,7 +118,7 @@ def _ledger_problems(cycle: _Cycle, brought: list[Entry]) -> list[str]:
     return problems
 
 
-def _machinery_problems(cycle: _Cycle, brought: list[Entry]) -> list[str]:
+def _machinery_problems(cycle: Cycle, brought: list[Entry]) -> list[str]:
     problems = []
     for _mode, _old, new, rel in brought:
         if rel == ATTRIBUTES:
@@ -187,7 +187,7 @@ def _matches(pattern: str, path: str) -> bool:
     return re.fullmatch("".join(parts), path) is not None
 
 
-def _duplicate_ids(cycle: _Cycle, upstream: str, brought: list[Entry]) -> list[str]:
+def _duplicate_ids(cycle: Cycle, upstream: str, brought: list[Entry]) -> list[str]:
     """Node ids the remote's nodes carry that another node of its tree carries too."""
     ids: dict[str, str] = {}
     for _mode, _old, new, rel in brought:

@@ -17,23 +17,23 @@ from osk.store.conflict_copies import (
 )
 from osk.store.vault import LEDGER_DIR, RAW_DIR, STATE_DIR, Vault
 from osk.sync.cycle_state import (
-    _EMPTY_TREE,
-    _NAMES_SHOWN,
+    EMPTY_TREE,
+    NAMES_SHOWN,
     CommitSummary,
-    _append_only,
-    _Cycle,
-    _is_ledger,
-    _is_raw,
-    _is_temp,
-    _links,
-    _raw_entries,
-    _status_paths,
+    Cycle,
+    append_only,
+    is_ledger,
+    is_raw,
+    is_temp,
+    raw_entries,
+    status_paths,
+    symlinks_in,
 )
 from osk.sync.gitrepo import GitRepo, literal, split_z
 
 
 # -- commit ---------------------------------------------------------------------------------
-def _commit_into(cycle: _Cycle) -> None:
+def commit_into(cycle: Cycle) -> None:
     summary = _commit_changes(cycle.vault, cycle.repo, cycle.device)
     if summary is not None:
         cycle.result.commits.append(summary)
@@ -50,9 +50,9 @@ def _commit_changes(vault: Vault, repo: GitRepo, device: str) -> CommitSummary |
     _stage_complete_lines(vault, repo)
     if repo.run("ls-files", "-z", "--", STATE_DIR).out:
         repo.run("rm", "-r", "-q", "--cached", "--", STATE_DIR)  # device state is never synced
-    head = repo.sha("HEAD") or _EMPTY_TREE
-    links = _links(_raw_entries(split_z(repo.run("diff", "--cached", "--raw", "--no-abbrev",
-                                                 "-z", "--no-renames", head).out)))
+    head = repo.sha("HEAD") or EMPTY_TREE
+    links = symlinks_in(raw_entries(split_z(repo.run("diff", "--cached", "--raw", "--no-abbrev",
+                                                     "-z", "--no-renames", head).out)))
     if links:
         repo.run("reset", "-q")  # unstage: nothing of this cycle is committed
         raise SyncError(
@@ -75,8 +75,8 @@ def _commit_changes(vault: Vault, repo: GitRepo, device: str) -> CommitSummary |
 def _stage_complete_lines(vault: Vault, repo: GitRepo) -> None:
     """Stage ledgers and raw records up to their last newline: a torn append waits a cycle."""
     whole: list[str] = []
-    for code, rel in _status_paths(repo, LEDGER_DIR, RAW_DIR):
-        if _is_temp(rel):
+    for code, rel in status_paths(repo, LEDGER_DIR, RAW_DIR):
+        if is_temp(rel):
             continue
         path = vault.abs(rel)
         if not path.is_file():
@@ -105,7 +105,7 @@ def _summarise(names: list[str], numstat: str) -> dict[str, Any]:
             index += 3
             if is_node_path(source) and is_node_path(target) and code[0] == "R":
                 moved.append((_title(source), _title(target)))
-            elif not (_append_only(target) or is_conflict_copy(target)):
+            elif not (append_only(target) or is_conflict_copy(target)):
                 other.append(target)
             continue
         rel = names[index + 1]
@@ -114,15 +114,15 @@ def _summarise(names: list[str], numstat: str) -> dict[str, Any]:
             copies.append(rel)
         elif is_node_path(rel):
             {"A": added, "D": removed}.get(code[0], changed).append(_title(rel))
-        elif not _append_only(rel):
+        elif not append_only(rel):
             other.append(rel)
     ledgers, raw = [], []
     for entry in split_z(numstat):
         count, _deleted, rel = entry.split("\t", 2)
         lines = int(count) if count.isdigit() else 0
-        if _is_ledger(rel):
+        if is_ledger(rel):
             ledgers.append((PurePosixPath(rel).stem, lines))
-        elif _is_raw(rel) and not is_conflict_copy(rel):
+        elif is_raw(rel) and not is_conflict_copy(rel):
             raw.append((str(PurePosixPath(rel).relative_to(RAW_DIR).with_suffix("")), lines))
     return {"nodes_added": tuple(added), "nodes_changed": tuple(changed),
             "nodes_removed": tuple(removed), "nodes_moved": tuple(moved),
@@ -168,6 +168,6 @@ def _message(summary: dict[str, Any], device: str) -> str:
 
 def _listing(items: Iterable[str]) -> str:
     values = list(items)
-    shown = ", ".join(values[:_NAMES_SHOWN])
-    more = len(values) - _NAMES_SHOWN
+    shown = ", ".join(values[:NAMES_SHOWN])
+    more = len(values) - NAMES_SHOWN
     return shown + (f" and {more} more" if more > 0 else "")

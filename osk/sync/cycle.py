@@ -73,21 +73,27 @@ from osk.store.fsutil import atomic_write
 from osk.store.ledger import device_id
 from osk.store.locks import LockTimeout
 from osk.store.vault import Vault
-from osk.sync.commit import _commit_into
+from osk.sync.commit import commit_into
 from osk.sync.cycle_state import (
     Checkpoint,
+    Cycle,
     SyncResult,
-    _busy,
-    _Cycle,
-    _identity,
-    _journal_path,
-    _locked,
-    _State,
-    _Unreachable,
+    SyncState,
+    Unreachable,
+    committer_identity,
+    journal_path,
+    lock_busy,
+    locked,
 )
 from osk.sync.gitrepo import GitRepo, open_repo
-from osk.sync.integrate import _drop_scratch, _fetch, _integrate, _push, _scratch_path
-from osk.sync.landing import _land
+from osk.sync.integrate import (
+    drop_scratch,
+    fetch_upstream,
+    integrate_upstream,
+    push_head,
+    scratch_path,
+)
+from osk.sync.landing import land_tree
 
 DEFAULT_REMOTE = "origin"
 PUSH_ATTEMPTS = 5
@@ -103,8 +109,8 @@ def sync_once(vault: Vault, *, remote: str = DEFAULT_REMOTE, push_attempts: int 
 
     ``accept_rewrite``: a person decided that a remote whose history was rewritten is right;
     this device's commits are rebased onto it (otherwise such a remote is refused)."""
-    with _locked(vault.lock_path("sync"), SYNC_LOCK_TIMEOUT,
-                 "another `osk sync` is running for this vault"):
+    with locked(vault.lock_path("sync"), SYNC_LOCK_TIMEOUT,
+                "another `osk sync` is running for this vault"):
         marker = vault.state("sync", "cycle.json")
         interrupted = marker.exists()
         atomic_write(marker, json.dumps({"pid": os.getpid(), "at": clock.now_text()}) + "\n")
@@ -112,7 +118,7 @@ def sync_once(vault: Vault, *, remote: str = DEFAULT_REMOTE, push_attempts: int 
             return _run_cycle(vault, remote, push_attempts, checkpoint, interrupted,
                               accept_rewrite)
         except SyncError as exc:
-            state = _State.load(vault)
+            state = SyncState.load(vault)
             state.failed_at, state.error = clock.now_text(), str(exc).split("; ")[0]
             state.save(vault)
             raise
@@ -122,36 +128,36 @@ def sync_once(vault: Vault, *, remote: str = DEFAULT_REMOTE, push_attempts: int 
 
 def _run_cycle(vault: Vault, remote: str, attempts: int, checkpoint: Checkpoint | None,
                interrupted: bool, accept_rewrite: bool) -> SyncResult:
-    state = _State.load(vault)
+    state = SyncState.load(vault)
     with open_repo(vault.root) as repo:
-        repo.config = _identity(repo, vault)
-        branch = _current_branch(repo, remote)
-        cycle = _Cycle(vault, repo, remote, branch, checkpoint, device_id(vault),
-                       SyncResult(remote, branch), accept_rewrite)
-        _refuse_foreign_operations(repo)
+        repo.config = committer_identity(repo, vault)
+        branch = current_branch(repo, remote)
+        cycle = Cycle(vault, repo, remote, branch, checkpoint, device_id(vault),
+                      SyncResult(remote, branch), accept_rewrite)
+        refuse_foreign_operations(repo)
         _clear_stale_git_locks(cycle, interrupted)
         with _mutation(vault):
             _recover_landing(cycle)
-            _commit_into(cycle)
+            commit_into(cycle)
         cycle.mark("committed")
         for _attempt in range(attempts):
             try:
-                upstream = _fetch(cycle)
-            except _Unreachable as exc:
+                upstream = fetch_upstream(cycle)
+            except Unreachable as exc:
                 return _offline(cycle, state, str(exc))
             state.last_fetch = clock.now_text()
             cycle.mark("fetched")
             with _mutation(vault):
-                _commit_into(cycle)
+                commit_into(cycle)
                 if upstream is not None and not repo.is_ancestor(upstream, cycle.head()):
-                    _integrate(cycle, upstream)
+                    integrate_upstream(cycle, upstream)
             head = cycle.head()
             if head == upstream:
                 break
             ahead = repo.count(f"{upstream}..{head}") if upstream else repo.count(head)
             try:
-                pushed = _push(cycle, head)
-            except _Unreachable as exc:
+                pushed = push_head(cycle, head)
+            except Unreachable as exc:
                 return _offline(cycle, state, str(exc))
             if pushed:
                 cycle.result.pushed += ahead
@@ -169,7 +175,7 @@ def _run_cycle(vault: Vault, remote: str, attempts: int, checkpoint: Checkpoint 
         return cycle.result
 
 
-def _offline(cycle: _Cycle, state: _State, reason: str) -> SyncResult:
+def _offline(cycle: Cycle, state: SyncState, reason: str) -> SyncResult:
     result = cycle.result
     result.offline, result.reason = True, reason
     result.head = cycle.head()
@@ -182,7 +188,7 @@ def _offline(cycle: _Cycle, state: _State, reason: str) -> SyncResult:
     return result
 
 
-def _current_branch(repo: GitRepo, remote: str) -> str:
+def current_branch(repo: GitRepo, remote: str) -> str:
     result = repo.run("symbolic-ref", "-q", "--short", "HEAD", check=False)
     if result.status != 0:
         raise SyncError(f"{repo.root} is not on a branch (detached HEAD); check out the vault's "
@@ -200,12 +206,12 @@ def _mutation(vault: Vault) -> Iterator[None]:
         with mutation.mutation(vault, timeout=MUTATION_TIMEOUT):
             yield
     except LockTimeout as exc:
-        raise _busy(vault.mutation_lock_path(), MUTATION_TIMEOUT,
-                    "another osk process is writing the vault") from exc
+        raise lock_busy(vault.mutation_lock_path(), MUTATION_TIMEOUT,
+                        "another osk process is writing the vault") from exc
 
 
 # -- recovery -------------------------------------------------------------------------------
-def _refuse_foreign_operations(repo: GitRepo) -> None:
+def refuse_foreign_operations(repo: GitRepo) -> None:
     """osk never merges or rebases in the vault itself, so one in progress is a person's."""
     git_dir = repo.git_dir
     states = {"rebase-merge": "a rebase", "rebase-apply": "a rebase or `git am`",
@@ -227,7 +233,7 @@ def _verb(state: str) -> str:
             "REVERT_HEAD": "revert"}.get(state, "rebase")
 
 
-def _clear_stale_git_locks(cycle: _Cycle, interrupted: bool) -> None:
+def _clear_stale_git_locks(cycle: Cycle, interrupted: bool) -> None:
     """Remove git lock files a killed cycle left behind; wait for any a live command holds."""
     git_dir = cycle.repo.git_dir
     candidates = [git_dir / "index.lock", git_dir / "HEAD.lock", git_dir / "packed-refs.lock",
@@ -250,11 +256,11 @@ def _clear_stale_git_locks(cycle: _Cycle, interrupted: bool) -> None:
                         f"If none is running, delete that file and sync again")
 
 
-def _recover_landing(cycle: _Cycle) -> None:
-    """Finish a landing a killed cycle started (see ``_land``)."""
-    journal = _journal_path(cycle.vault)
-    if _scratch_path(cycle.vault).exists() and not journal.exists():
-        _drop_scratch(cycle)  # a cycle killed before or after its landing: nothing to finish
+def _recover_landing(cycle: Cycle) -> None:
+    """Finish a landing a killed cycle started (see ``land_tree``)."""
+    journal = journal_path(cycle.vault)
+    if scratch_path(cycle.vault).exists() and not journal.exists():
+        drop_scratch(cycle)  # a cycle killed before or after its landing: nothing to finish
     try:
         data = json.loads(journal.read_text(encoding="utf-8"))
         old, new = str(data["from"]), str(data["to"])
@@ -265,10 +271,10 @@ def _recover_landing(cycle: _Cycle) -> None:
         return
     head = cycle.head()
     if head == old and cycle.repo.sha(new) == new:
-        _land(cycle, old, new)
+        land_tree(cycle, old, new)
     elif head == new:
         cycle.repo.run("reset", "-q", new)
     journal.unlink(missing_ok=True)
-    _drop_scratch(cycle)
+    drop_scratch(cycle)
 
 

@@ -22,18 +22,18 @@ from osk.store.locks import LockTimeout, file_lock
 from osk.store.vault import LEDGER_DIR, RAW_DIR, STATE_DIR, Vault
 from osk.sync.gitrepo import GitRepo
 
-_ZERO = "0" * 40
+ZERO = "0" * 40
 
 
-_EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 
 
-_NAMES_SHOWN = 12
+NAMES_SHOWN = 12
 
 
 # The scratch rebase must not be steered by the person's global rebase settings or hooks.
-_SCRATCH_CONFIG = ("rebase.autoStash=false", "rebase.autoSquash=false", "rebase.updateRefs=false",
-                   "rebase.backend=merge", "advice.detachedHead=false", "gc.auto=0")
+SCRATCH_CONFIG = ("rebase.autoStash=false", "rebase.autoSquash=false", "rebase.updateRefs=false",
+                  "rebase.backend=merge", "advice.detachedHead=false", "gc.auto=0")
 
 
 NETWORK_TIMEOUT = 120.0
@@ -138,14 +138,14 @@ class SyncStatus:
         return asdict(self)
 
 
-class _Unreachable(Exception):
+class Unreachable(Exception):
     """The remote could not be reached; the message is git's first error line."""
 
 
 # What git, ssh and HTTPS remotes print when the remote was reached and refused us: waiting
 # will not help, the person has to fix a key, a token or a URL. Anything else that fails to
 # reach the remote (no route, no DNS, a drive not mounted) is treated as offline.
-_ACCESS_REFUSED = (
+ACCESS_REFUSED = (
     "permission denied", "authentication failed", "could not read username",
     "could not read password", "host key verification failed", "repository not found",
     "returned error: 401", "returned error: 403", "access denied",
@@ -153,31 +153,31 @@ _ACCESS_REFUSED = (
 
 
 # -- path kinds -----------------------------------------------------------------------------
-def _is_ledger(rel: str) -> bool:
+def is_ledger(rel: str) -> bool:
     parts = PurePosixPath(rel).parts
     return len(parts) == 2 and parts[0] == LEDGER_DIR and rel.endswith(".jsonl")
 
 
-def _is_raw(rel: str) -> bool:
+def is_raw(rel: str) -> bool:
     return PurePosixPath(rel).parts[:1] == (RAW_DIR,)
 
 
-def _append_only(rel: str) -> bool:
-    return _is_ledger(rel) or _is_raw(rel)
+def append_only(rel: str) -> bool:
+    return is_ledger(rel) or is_raw(rel)
 
 
-def _is_temp(rel: str) -> bool:
+def is_temp(rel: str) -> bool:
     return is_temp_name(PurePosixPath(rel).name)
 
 
-def _status_paths(repo: GitRepo, *pathspec: str) -> list[tuple[str, str]]:
+def status_paths(repo: GitRepo, *pathspec: str) -> list[tuple[str, str]]:
     """(XY, path) for every changed or untracked file; ignored files and device state left out."""
     fields = repo.run("status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames",
                       "--", *(pathspec or (".",)), f":(exclude){STATE_DIR}").out.split("\0")
     return [(item[:2], item[3:]) for item in fields if len(item) > 3]
 
 
-def _identity(repo: GitRepo, vault: Vault) -> list[str]:
+def committer_identity(repo: GitRepo, vault: Vault) -> list[str]:
     """A committer identity for machines that have none configured (sync must not stop)."""
     if repo.run("config", "user.email", check=False).out.strip():
         return []
@@ -186,7 +186,7 @@ def _identity(repo: GitRepo, vault: Vault) -> list[str]:
 
 # -- state ----------------------------------------------------------------------------------
 @dataclass
-class _State:
+class SyncState:
     last_sync: str | None = None
     last_fetch: str | None = None
     offline_since: str | None = None
@@ -199,7 +199,7 @@ class _State:
         return vault.state("sync", "state.json")
 
     @classmethod
-    def load(cls, vault: Vault) -> _State:
+    def load(cls, vault: Vault) -> SyncState:
         try:
             data = json.loads(cls.path(vault).read_text(encoding="utf-8"))
             return cls(**{k: data.get(k) for k in cls.__dataclass_fields__})
@@ -212,7 +212,7 @@ class _State:
 
 # -- the cycle ------------------------------------------------------------------------------
 @dataclass
-class _Cycle:
+class Cycle:
     vault: Vault
     repo: GitRepo
     remote: str
@@ -240,19 +240,19 @@ class _Cycle:
 
 
 @contextmanager
-def _locked(path: Path, timeout: float, what: str) -> Iterator[None]:
+def locked(path: Path, timeout: float, what: str) -> Iterator[None]:
     try:
         with file_lock(path, timeout=timeout):
             yield
     except LockTimeout as exc:
-        raise _busy(path, timeout, what) from exc
+        raise lock_busy(path, timeout, what) from exc
 
 
-def _journal_path(vault: Vault) -> Path:
+def journal_path(vault: Vault) -> Path:
     return vault.state("sync", "landing.json")
 
 
-def _union(ours: bytes, theirs: bytes) -> bytes:
+def union_lines(ours: bytes, theirs: bytes) -> bytes:
     """Lines of both sides, ours first, each distinct line once (what union would have kept)."""
     lines: list[bytes] = []
     seen: set[bytes] = set()
@@ -264,7 +264,7 @@ def _union(ours: bytes, theirs: bytes) -> bytes:
     return b"".join(lines)
 
 
-def _raw_entries(raw: list[str]) -> list[tuple[str, str, str, str]]:
+def raw_entries(raw: list[str]) -> list[tuple[str, str, str, str]]:
     """A ``git diff --raw -z`` listing as (new mode, old sha, new sha, path) per file."""
     entries = []
     for meta, rel in zip(raw[0::2], raw[1::2], strict=True):
@@ -273,7 +273,7 @@ def _raw_entries(raw: list[str]) -> list[tuple[str, str, str, str]]:
     return entries
 
 
-def _links(entries: list[tuple[str, str, str, str]]) -> list[str]:
+def symlinks_in(entries: list[tuple[str, str, str, str]]) -> list[str]:
     """The paths a diff makes into symbolic links (mode 120000)."""
     return [rel for mode, _old_sha, _new_sha, rel in entries if mode == "120000"]
 
@@ -281,7 +281,7 @@ def _links(entries: list[tuple[str, str, str, str]]) -> list[str]:
 Checkpoint = Callable[[str], None]
 
 
-def _busy(path: Path, timeout: float, what: str) -> SyncError:
+def lock_busy(path: Path, timeout: float, what: str) -> SyncError:
     return SyncError(f"{what} (lock {path} still held after {timeout:.0f} s); try again later")
 
 

@@ -15,12 +15,12 @@ from osk.store.conflict_copies import (
     conflict_copies,
 )
 from osk.store.vault import Vault
-from osk.sync.cycle import DEFAULT_REMOTE, _current_branch, _refuse_foreign_operations, sync_once
+from osk.sync.cycle import DEFAULT_REMOTE, current_branch, refuse_foreign_operations, sync_once
 from osk.sync.cycle_state import (
+    SyncState,
     SyncStatus,
-    _is_temp,
-    _State,
-    _status_paths,
+    is_temp,
+    status_paths,
 )
 from osk.sync.gitrepo import open_repo
 
@@ -28,9 +28,9 @@ from osk.sync.gitrepo import open_repo
 # -- status ---------------------------------------------------------------------------------
 def status(vault: Vault, *, remote: str = DEFAULT_REMOTE) -> SyncStatus:
     """Where the vault stands, from local refs and the saved state (no network)."""
-    state = _State.load(vault)
+    state = SyncState.load(vault)
     with open_repo(vault.root) as repo:
-        branch = _current_branch(repo, remote)
+        branch = current_branch(repo, remote)
         tracking = f"refs/remotes/{remote}/{branch}"
         upstream = repo.sha(tracking)
         ahead = behind = 0
@@ -40,10 +40,10 @@ def status(vault: Vault, *, remote: str = DEFAULT_REMOTE) -> SyncStatus:
             ahead, behind = int(counts[0]), int(counts[1])
         else:
             ahead = repo.count("HEAD")
-        pending = sum(1 for _code, rel in _status_paths(repo) if not _is_temp(rel))
+        pending = sum(1 for _code, rel in status_paths(repo) if not is_temp(rel))
         blocked = None
         try:
-            _refuse_foreign_operations(repo)
+            refuse_foreign_operations(repo)
         except SyncError as exc:
             blocked = str(exc).split(";")[0]
     return SyncStatus(remote, branch, upstream is not None, ahead, behind, pending,
@@ -59,7 +59,7 @@ def fingerprint(vault: Vault, *, committed_only: bool = False) -> str:
     """
     with open_repo(vault.root) as repo:
         digest = hashlib.sha256((repo.sha("HEAD") or "").encode())
-        for code, rel in [] if committed_only else _status_paths(repo):
+        for code, rel in [] if committed_only else status_paths(repo):
             try:
                 stat = vault.abs(rel).stat()
                 stamp = f"{stat.st_size}:{stat.st_mtime_ns}"

@@ -18,24 +18,24 @@ from osk.store.conflict_copies import (
 from osk.store.vault import LEDGER_DIR, Vault
 from osk.sync.admission import admit
 from osk.sync.cycle_state import (
-    _ACCESS_REFUSED,
-    _SCRATCH_CONFIG,
+    ACCESS_REFUSED,
     NETWORK_TIMEOUT,
-    _append_only,
-    _Cycle,
-    _is_ledger,
-    _journal_path,
-    _union,
-    _Unreachable,
+    SCRATCH_CONFIG,
+    Cycle,
+    Unreachable,
+    append_only,
+    is_ledger,
+    journal_path,
+    union_lines,
 )
 from osk.sync.gitrepo import GitRepo, GitRun, literal, open_repo, split_z
-from osk.sync.landing import _land
+from osk.sync.landing import land_tree
 
 FETCHED = "refs/osk/fetched"  # the remote branch as fetched, before it is trusted
 
 
 # -- fetch and push -------------------------------------------------------------------------
-def _fetch(cycle: _Cycle) -> str | None:
+def fetch_upstream(cycle: Cycle) -> str | None:
     """Update the remote-tracking ref; None when the remote has no such branch yet.
 
     The branch is fetched beside the tracking ref first: a remote whose history no longer
@@ -59,7 +59,7 @@ def _fetch(cycle: _Cycle) -> str | None:
     return fetched
 
 
-def _refuse_rewrite(cycle: _Cycle, known: str, fetched: str) -> NoReturn:
+def _refuse_rewrite(cycle: Cycle, known: str, fetched: str) -> NoReturn:
     repo = cycle.repo
     gone = repo.count(f"{fetched}..{known}")
     mine = int(repo.run("rev-list", "--count", f"--grep=^Device: {cycle.device}$",
@@ -76,7 +76,7 @@ def _refuse_rewrite(cycle: _Cycle, known: str, fetched: str) -> NoReturn:
         remote=cycle.remote, known=known, fetched=fetched)
 
 
-def _push(cycle: _Cycle, head: str) -> bool:
+def push_head(cycle: Cycle, head: str) -> bool:
     """True when published; False when the remote moved on first (fetch and retry)."""
     result = cycle.repo.run("push", "--porcelain", cycle.remote,
                             f"{head}:refs/heads/{cycle.branch}", check=False,
@@ -93,10 +93,10 @@ def _push(cycle: _Cycle, head: str) -> bool:
     _raise_unless_reached(cycle, result)
 
 
-def _raise_unless_reached(cycle: _Cycle, result: GitRun) -> NoReturn:
-    """Raise SyncError when the remote refused our credentials, else _Unreachable."""
+def _raise_unless_reached(cycle: Cycle, result: GitRun) -> NoReturn:
+    """Raise SyncError when the remote refused our credentials, else Unreachable."""
     lines = [line.strip() for line in (result.err + result.out).splitlines() if line.strip()]
-    refused = [line for line in lines if any(sign in line.lower() for sign in _ACCESS_REFUSED)]
+    refused = [line for line in lines if any(sign in line.lower() for sign in ACCESS_REFUSED)]
     if refused:
         raise SyncError(
             f"{cycle.remote} refused access ({refused[0][:300]}); the remote was reached, so "
@@ -105,7 +105,7 @@ def _raise_unless_reached(cycle: _Cycle, result: GitRun) -> NoReturn:
             f"the same error); every commit is kept locally",
             remote=cycle.remote,
         )
-    raise _Unreachable(_first_error(result))
+    raise Unreachable(_first_error(result))
 
 
 def _first_error(result: GitRun) -> str:
@@ -115,12 +115,12 @@ def _first_error(result: GitRun) -> str:
 
 
 # -- integrate: rebase in a scratch clone, then land ---------------------------------------
-def _integrate(cycle: _Cycle, upstream: str) -> None:
+def integrate_upstream(cycle: Cycle, upstream: str) -> None:
     repo, local = cycle.repo, cycle.head()
     if repo.is_ancestor(local, upstream):
         admit(cycle, local, upstream)
         cycle.result.pulled += repo.count(f"{local}..{upstream}")
-        _land(cycle, local, upstream)
+        land_tree(cycle, local, upstream)
         return
     if repo.run("merge-base", local, upstream, check=False).status != 0:
         raise SyncError(
@@ -131,32 +131,32 @@ def _integrate(cycle: _Cycle, upstream: str) -> None:
     try:
         rebased = _rebase_in_scratch(cycle, local, upstream)
         cycle.mark("rebased")
-        _land(cycle, local, rebased)
+        land_tree(cycle, local, rebased)
     except SyncError:
-        if not _journal_path(cycle.vault).exists():
-            _drop_scratch(cycle)  # a refused cycle leaves nothing behind; a journal is finished
+        if not journal_path(cycle.vault).exists():
+            drop_scratch(cycle)  # a refused cycle leaves nothing behind; a journal is finished
         raise
-    _drop_scratch(cycle)
+    drop_scratch(cycle)
 
 
-def _scratch_path(vault: Vault) -> Path:
+def scratch_path(vault: Vault) -> Path:
     return vault.state("sync", "scratch")
 
 
-def _drop_scratch(cycle: _Cycle) -> None:
+def drop_scratch(cycle: Cycle) -> None:
     cycle.repo.run("update-ref", "-d", "refs/osk/sync-result", check=False)
-    shutil.rmtree(_scratch_path(cycle.vault), ignore_errors=True)
+    shutil.rmtree(scratch_path(cycle.vault), ignore_errors=True)
 
 
-def _rebase_in_scratch(cycle: _Cycle, local: str, upstream: str) -> str:
-    scratch = _scratch_path(cycle.vault)
+def _rebase_in_scratch(cycle: Cycle, local: str, upstream: str) -> str:
+    scratch = scratch_path(cycle.vault)
     shutil.rmtree(scratch, ignore_errors=True)  # a killed cycle's leftovers are simply redone
     scratch.parent.mkdir(parents=True, exist_ok=True)
     cycle.repo.run("clone", "-q", "--shared", "--no-checkout", "--no-tags",
                    str(cycle.vault.root), str(scratch))
     hooks = scratch / ".git" / "osk-no-hooks"
     hooks.mkdir(exist_ok=True)
-    config = [*cycle.repo.config, *_SCRATCH_CONFIG, f"core.hooksPath={hooks}"]
+    config = [*cycle.repo.config, *SCRATCH_CONFIG, f"core.hooksPath={hooks}"]
     with open_repo(scratch, config) as work:
         work.run("sparse-checkout", "set", "--cone", check=False)  # top-level files only
         work.run("checkout", "-q", "--detach", local)
@@ -186,7 +186,7 @@ def _index_differs(work: GitRepo) -> bool:
     return work.run("diff", "--cached", "--quiet", "HEAD", check=False).status != 0
 
 
-def _resolve_step(cycle: _Cycle, work: GitRepo, started: GitRun) -> None:
+def _resolve_step(cycle: Cycle, work: GitRepo, started: GitRun) -> None:
     """Resolve every unmerged path of the stopped step; never leave conflict markers."""
     stages: dict[str, dict[int, tuple[str, str]]] = {}
     for entry in split_z(work.run("ls-files", "-u", "-z").out):
@@ -205,11 +205,11 @@ def _resolve_step(cycle: _Cycle, work: GitRepo, started: GitRun) -> None:
                          + "".join(f"- {note}\n" for note in notes))
 
 
-def _resolve_path(cycle: _Cycle, work: GitRepo, rel: str, ours: tuple[str, str] | None,
+def _resolve_path(cycle: Cycle, work: GitRepo, rel: str, ours: tuple[str, str] | None,
                   theirs: tuple[str, str] | None) -> list[str]:
     # In a rebase "ours" is the remote's version and "theirs" is the local commit's.
-    if ours and theirs and _is_ledger(rel):
-        merged = _union(work.blob(ours[1]), work.blob(theirs[1]))
+    if ours and theirs and is_ledger(rel):
+        merged = union_lines(work.blob(ours[1]), work.blob(theirs[1]))
         _put(work, rel, ours[0], work.store(merged))
         return [f"{rel}: lines of both kept"]
     if ours and theirs and ours[1] == theirs[1]:
@@ -220,7 +220,7 @@ def _resolve_path(cycle: _Cycle, work: GitRepo, rel: str, ours: tuple[str, str] 
         if not theirs:
             return [f"{rel}: deleted here, edited on another device; the edit is kept"]
     else:
-        if theirs and _append_only(rel):
+        if theirs and append_only(rel):
             _put(work, rel, *theirs)  # never drop lines of an append-only file
             return [f"{rel}: deleted on another device, grown here; kept"]
         work.run("update-index", "--force-remove", "--", rel)
@@ -243,7 +243,7 @@ def _tracked(work: GitRepo, rel: str) -> bool:
     return bool(work.run("ls-files", "-z", "--", literal(rel)).out) or (work.root / rel).exists()
 
 
-def _dedupe_ledgers(cycle: _Cycle, work: GitRepo, upstream: str) -> None:
+def _dedupe_ledgers(cycle: Cycle, work: GitRepo, upstream: str) -> None:
     """A union merge can repeat a line both sides added; a ledger line must appear once."""
     changed = split_z(work.run("diff", "-z", "--name-only", upstream, "HEAD", "--",
                                 LEDGER_DIR).out)
@@ -254,7 +254,7 @@ def _dedupe_ledgers(cycle: _Cycle, work: GitRepo, upstream: str) -> None:
             continue
         mode, _kind, rest = entry.split(" ", 2)
         data = work.blob(rest.split("\t", 1)[0])
-        unique = _union(data, b"")
+        unique = union_lines(data, b"")
         if unique != data:
             fixed += data.count(b"\n") - unique.count(b"\n")
             _put(work, rel, mode, work.store(unique))

@@ -20,32 +20,32 @@ from osk.store.conflict_copies import (
 )
 from osk.store.fsutil import atomic_write
 from osk.store.vault import Vault
-from osk.sync.commit import _commit_into
+from osk.sync.commit import commit_into
 from osk.sync.cycle_state import (
-    _ZERO,
-    _append_only,
-    _Cycle,
-    _is_ledger,
-    _is_raw,
-    _journal_path,
-    _locked,
-    _raw_entries,
-    _union,
+    ZERO,
+    Cycle,
+    append_only,
+    is_ledger,
+    is_raw,
+    journal_path,
+    locked,
+    raw_entries,
+    union_lines,
 )
 from osk.sync.gitrepo import split_z
 
 
 # -- landing: move the vault's working tree from one commit to another ----------------------
-def _land(cycle: _Cycle, old: str, new: str) -> None:
+def land_tree(cycle: Cycle, old: str, new: str) -> None:
     """Bring the working tree from ``old`` to ``new`` without losing anything written since.
 
     Journalled: a killed landing is finished by ``_recover_landing``. Caller holds the lock.
     """
     repo = cycle.repo
-    entries = _raw_entries(
+    entries = raw_entries(
         split_z(repo.run("diff", "--raw", "--no-abbrev", "-z", "--no-renames", old, new).out))
     # What it brings was admitted before (osk.sync.admission): no link, nothing oversized.
-    journal = _journal_path(cycle.vault)
+    journal = journal_path(cycle.vault)
     atomic_write(journal, json.dumps({"from": old, "to": new}) + "\n")
     first = True
     for new_mode, old_sha, new_sha, rel in entries:
@@ -57,31 +57,31 @@ def _land(cycle: _Cycle, old: str, new: str) -> None:
     repo.run("reset", "-q", new)  # the index follows; the working tree is already there
     journal.unlink(missing_ok=True)
     cycle.mark("landed")
-    _commit_into(cycle)  # copies of files edited during the cycle
+    commit_into(cycle)  # copies of files edited during the cycle
 
 
-def _land_file(cycle: _Cycle, rel: str, old_sha: str, new_sha: str, new_mode: str) -> None:
+def _land_file(cycle: Cycle, rel: str, old_sha: str, new_sha: str, new_mode: str) -> None:
     repo, vault = cycle.repo, cycle.vault
     lock = _append_lock(vault, rel)
-    with _locked(lock, 60.0, f"an append to {rel} is stuck") if lock else _nothing():
+    with locked(lock, 60.0, f"an append to {rel} is stuck") if lock else _nothing():
         path = vault.abs(rel)
-        old = repo.blob(old_sha) if old_sha != _ZERO else None
-        new = repo.blob(new_sha) if new_sha != _ZERO else None
+        old = repo.blob(old_sha) if old_sha != ZERO else None
+        new = repo.blob(new_sha) if new_sha != ZERO else None
         current = _read_current(path)
         if current == new or new_mode == "160000":
             return
         if current == old:
             _write(vault, rel, new, new_mode)
             return
-        if current is not None and _append_only(rel):
+        if current is not None and append_only(rel):
             if new is not None and current.startswith(new):
                 return  # landed before a crash, then appended to
             if old is not None and current.startswith(old):
                 tail = current[len(old):]
                 _write(vault, rel, (new + tail) if new is not None else current, new_mode)
                 return
-            if old is None and new is not None and _is_ledger(rel):
-                _write(vault, rel, _union(new, current), new_mode)
+            if old is None and new is not None and is_ledger(rel):
+                _write(vault, rel, union_lines(new, current), new_mode)
                 return
         if current is not None:  # changed here while the cycle ran: keep it beside the node
             copy = copy_name(rel, cycle.device, lambda name: vault.abs(name).exists())
@@ -93,9 +93,9 @@ def _land_file(cycle: _Cycle, rel: str, old_sha: str, new_sha: str, new_mode: st
 def _append_lock(vault: Vault, rel: str) -> Path | None:
     """The lock an append to ``rel`` takes (a ledger or a raw record), held while it lands so
     the append cannot interleave with the rewrite; None for files nobody appends to."""
-    if _is_ledger(rel):
+    if is_ledger(rel):
         return vault.lock_path(f"ledger-{PurePosixPath(rel).stem}")
-    if _is_raw(rel) and rel.endswith(".md") and not is_conflict_copy(rel):
+    if is_raw(rel) and rel.endswith(".md") and not is_conflict_copy(rel):
         from osk.capture import raw
 
         try:
@@ -122,7 +122,7 @@ def _write(vault: Vault, rel: str, data: bytes | None, mode: str) -> None:
         path.unlink(missing_ok=True)
         _prune_empty_dirs(vault, path.parent)
         return
-    vault.write_file(path, data)  # never a link: _land refuses a commit that brings one
+    vault.write_file(path, data)  # never a link: land_tree refuses a commit that brings one
     path.chmod(0o755 if mode == "100755" else 0o644)  # what a git checkout would leave
 
 

@@ -44,7 +44,7 @@ class Resolved:
     current_hash: str | None
 
 
-def _edge(resolved: Resolved) -> Edge:
+def edge_of(resolved: Resolved) -> Edge:
     return Edge(resolved.link, resolved.target, resolved.current_hash)
 
 

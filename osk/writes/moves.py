@@ -27,16 +27,16 @@ from osk.writes.citations import check_topology
 from osk.writes.placement import (
     Place,
     Spot,
-    _where,
     check_writable_node,
     cluster_root,
     node_for_write,
     resolve_place,
+    space_and_scope,
 )
 from osk.writes.write import (
     Moved,
     MoveResult,
-    _change,
+    audit_change,
     bind_if_first,
     check_ledgers,
     finish_landed,
@@ -136,8 +136,8 @@ def _intend_moves(ctx: WriteContext, plan: dict[str, tuple[Node, str]],
     """Journal the move's records and the binding it owes: the renames are its commit point
     (``osk.writes.write.finish_landed``), so a refusal after them still answers success."""
     return audit.intend(ctx.vault, [
-        _change(ctx, "move", node, before_text=node.text, after_text=node.text, path=target,
-                detail={"from": node.path, "to": target})
+        audit_change(ctx, "move", node, before_text=node.text, after_text=node.text, path=target,
+                     detail={"from": node.path, "to": target})
         for node, target in plan.values()], owed_binding(ctx, spot) if plan else [])
 
 
@@ -229,11 +229,12 @@ def _check_move_topology(ctx: WriteContext, plan: dict[str, tuple[Node, str]],
                 cited = by_title.get(title_key(target.title))
                 if cited is None or not (citing_moved or title_key(target.title) in moved_keys):
                     continue
-                check_topology(_where(final[citing.id]), "node", _where(final[cited.id]),
-                               citing=citing.title, link=link, moving=True)
+                check_topology(space_and_scope(final[citing.id]), "node",
+                               space_and_scope(final[cited.id]), citing=citing.title, link=link,
+                               moving=True)
             elif isinstance(target, RawTarget) and citing_moved:
                 raw_scope = ctx.routing.scope_for(target.key)
-                check_topology(_where(final[citing.id]), "raw", (None, raw_scope),
+                check_topology(space_and_scope(final[citing.id]), "raw", (None, raw_scope),
                                citing=citing.title, link=link, moving=True)
 
 

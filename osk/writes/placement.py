@@ -104,7 +104,7 @@ def cluster_root(rel: str) -> str | None:
     return spot.cluster_root if spot.cluster else None
 
 
-def _where(rel: str) -> tuple[str | None, str | None]:
+def space_and_scope(rel: str) -> tuple[str | None, str | None]:
     spot = spot_of(rel)
     return spot.space, spot.scope
 

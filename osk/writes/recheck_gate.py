@@ -64,7 +64,7 @@ def recheck_gate(ctx: WriteContext, node: Node, recheck_of: list[str], changes_c
         else:
             unread.append(cand)
     if unread:
-        raise _unread(unread)
+        raise unread_refusal(unread)
     return corrections
 
 
@@ -117,7 +117,7 @@ def _cascade_stop(node: Node, candidates: Sequence[Candidate],
         )
 
 
-def _unread(unread: Sequence[Candidate]) -> RecheckUnread:
+def unread_refusal(unread: Sequence[Candidate]) -> RecheckUnread:
     listing = "; ".join(f"{c.id}: {c.target}" for c in unread)
     return RecheckUnread(
         f"recheck_unread: this session has not read the current state of {listing}. Read it "

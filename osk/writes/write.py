@@ -67,7 +67,7 @@ from osk.store.locks import LockTimeout
 from osk.store.node import Node
 from osk.store.titles import check_portable
 from osk.store.vault import SCOPE, disk_error
-from osk.writes.citations import Resolved, _edge, resolve_edges
+from osk.writes.citations import Resolved, edge_of, resolve_edges
 from osk.writes.placement import (
     Place,
     Spot,
@@ -81,7 +81,7 @@ from osk.writes.placement import (
     resolve_place,
     spot_of,
 )
-from osk.writes.recheck_gate import _unread, freshen_citations, recheck_gate
+from osk.writes.recheck_gate import freshen_citations, recheck_gate, unread_refusal
 
 
 # -- results -------------------------------------------------------------------------------------
@@ -289,7 +289,7 @@ def _prepare_create(ctx: WriteContext, new: NewNode, spot: Spot,
 
 
 def _commit_create(ctx: WriteContext, made: _Creation) -> WriteResult:
-    planned = ctx.rechecks.plan(None, made.node, [_edge(e) for e in made.edges], via="create")
+    planned = ctx.rechecks.plan(None, made.node, [edge_of(e) for e in made.edges], via="create")
     landed = _land(ctx, "create", made.node, made.text, None, planned, made.spot,
                    _closing(ctx, made.closing, made.meta))
     return _result(ctx, "created", made.node, landed.bound_now, superseded=landed.superseded,
@@ -311,8 +311,8 @@ def _land(ctx: WriteContext, action: str, node: Node, text: str, before: Node | 
     landed takes the journal back and fails the call with nothing written; a disk that refuses
     what follows is answered with success and ``owed``, and the journal has the rest written
     by the next osk process to take the vault's lock (opening the vault does)."""
-    changes = [_change(ctx, action, node, before_text=None if before is None else before.text,
-                       after_text=text)]
+    changes = [audit_change(ctx, action, node, before_text=None if before is None else before.text,
+                            after_text=text)]
     closes = closing is not None and closing.after_text is not None
     if closing is not None and closes:
         changes.append(validity.closing_change(closing, ctx.audit_actor, node.id, node.title,
@@ -446,7 +446,7 @@ def update_node(ctx: WriteContext, ref: str, edit: NodeEdit) -> WriteResult:
         new = _parse_back(node.path, text)
         closing = _prepare_supersede(ctx, meta, supersedes) if supersedes else None
         # ---- every check passed: nothing was written before this line ----
-        planned = ctx.rechecks.plan(node, new, [_edge(e) for e in edges], corrected=corrections,
+        planned = ctx.rechecks.plan(node, new, [edge_of(e) for e in edges], corrected=corrections,
                                     via="update")
         landed = _land(ctx, "update", new, text, node, planned, spot,
                        _closing(ctx, closing, meta))
@@ -543,7 +543,7 @@ def _recite_locked(ctx: WriteContext, candidate_ids: list[str]) -> ReciteResult:
             continue
         by_node.setdefault(citing.id, {})[cand.target_key] = cand.current_hash
     if unread:
-        raise _unread(unread)
+        raise unread_refusal(unread)
     check_ledgers(ctx)
     titles = []
     for node_id, readings in by_node.items():
@@ -625,9 +625,9 @@ def _prepare_supersede(ctx: WriteContext, meta: Frontmatter, supersedes: str | N
     return closing
 
 
-def _change(ctx: WriteContext, action: str, node: Node, *, before_text: str | None,
-            after_text: str | None, path: str | None = None,
-            detail: dict[str, object] | None = None) -> audit.Change:
+def audit_change(ctx: WriteContext, action: str, node: Node, *, before_text: str | None,
+                 after_text: str | None, path: str | None = None,
+                 detail: dict[str, object] | None = None) -> audit.Change:
     """One audit record; ``path`` is where the node is after the change (a move's target)."""
     # AUTHORITY: one audit record per node mutation
     info = {"session": ctx.session.key.key, "drafter": node.meta.drafter, **(detail or {})}

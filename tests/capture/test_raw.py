@@ -467,13 +467,13 @@ def test_garbage_after_the_last_round_is_not_mistaken_for_an_interrupted_append(
 
 def test_appends_to_an_unchanged_file_never_reread_the_record(vault: Vault, monkeypatch):
     calls: list[int] = []
-    real_scan = raw_text._scan
+    real_scan = raw_text.scan_record
 
     def counting_scan(data: bytes, rel: str):
         calls.append(len(data))
         return real_scan(data, rel)
 
-    monkeypatch.setattr(raw, "_scan", counting_scan)
+    monkeypatch.setattr(raw, "scan_record", counting_scan)
     for n in range(1, 6):
         append_round(vault, KEY, CONV, rnd(n, f"c{n}"))
     assert calls == []
@@ -646,7 +646,7 @@ size, kill_round, kill_after = int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[
 armed = False
 sent = 0
 real_write = os.write
-real_save = raw._save_state
+real_save = raw.save_state
 
 def write(fd, data):
     # Let kill_after bytes of the armed round through, then die mid-append.
@@ -668,7 +668,7 @@ def save_state(path, state):
     real_save(path, state)
 
 os.write = write
-raw._save_state = save_state
+raw.save_state = save_state
 for index, completion in enumerate(plan, start=1):
     body = (completion + " ") * (size // (len(completion) + 1))
     armed = index == kill_round

@@ -111,7 +111,7 @@ def test_a_round_that_landed_is_reported_as_landed_when_its_device_state_cannot_
         vault: Vault, project: Path, monkeypatch):
     eng = Engine.open(vault, cwd=project)
     first = eng.append_raw("conv", user="hello", assistant="hi", completion="c-1")
-    monkeypatch.setattr(raw, "_save_state", _full_disk)
+    monkeypatch.setattr(raw, "save_state", _full_disk)
     second = eng.append_raw("conv", user="again", assistant="yes", completion="c-2")
     assert (second.number, second.duplicate) == (first.number + 1, False)
     assert "again" in vault.abs(second.path).read_text(encoding="utf-8")

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from osk.hosts.recordings import Recording
 
-class _Lines:
+class ReplyLines:
     """Newline-delimited JSON-RPC messages from a process's stdout, read with a deadline."""
 
     def __init__(self, proc: subprocess.Popen[bytes]) -> None:
@@ -57,7 +57,7 @@ class _Lines:
             self.buffer += chunk
 
 
-def _send(proc: subprocess.Popen[bytes], message: dict[str, object]) -> None:
+def send_message(proc: subprocess.Popen[bytes], message: dict[str, object]) -> None:
     assert proc.stdin is not None
     try:
         proc.stdin.write(json.dumps(message).encode("utf-8") + b"\n")
@@ -70,7 +70,7 @@ def _send(proc: subprocess.Popen[bytes], message: dict[str, object]) -> None:
         raise ValueError("the MCP server exited before answering") from exc
 
 
-def _close(proc: subprocess.Popen[bytes]) -> None:
+def close_server(proc: subprocess.Popen[bytes]) -> None:
     """End the server this check started: close its stdin, then terminate it if it lingers."""
     try:
         if proc.stdin is not None:
@@ -109,7 +109,7 @@ def connect_as(argv: list[str], recorded: dict[str, Recording], *, timeout: floa
             tail = errors.read().decode("utf-8", "replace").strip().splitlines()[-3:]
             return "", [f"{exc}{': ' + ' | '.join(tail) if tail else ''}"]
         finally:
-            _close(proc)
+            close_server(proc)
 
 
 class _Replay:
@@ -117,7 +117,7 @@ class _Replay:
 
     def __init__(self, proc: subprocess.Popen[bytes], deadline: float) -> None:
         self.proc, self.deadline = proc, deadline
-        self.lines = _Lines(proc)
+        self.lines = ReplyLines(proc)
         self.asked: set[object] = set()  # request ids sent and not yet answered
         self.answers: dict[object, dict[str, Any]] = {}
         self.opened: dict[object, str] = {}  # opening request id -> its generation
@@ -126,7 +126,7 @@ class _Replay:
         if "method" in message and message.get("id") is not None:
             self.asked.add(message["id"])
             self.answers.pop(message["id"], None)
-        _send(self.proc, message)
+        send_message(self.proc, message)
 
     def wait(self, ids: set[object]) -> None:
         """Until every one of ``ids`` that was asked has its answer."""

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from osk.surfaces.commands.connect import _close, _Lines, _send
+from osk.surfaces.commands.connect import ReplyLines, close_server, send_message
 
 if TYPE_CHECKING:
     from osk.hosts.hostsetup import Context
@@ -354,15 +354,15 @@ def list_tools(argv: list[str], *, timeout: float, cwd: Path | None = None) -> l
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=errors, cwd=cwd)
         try:
-            lines = _Lines(proc)
-            _send(proc, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            lines = ReplyLines(proc)
+            send_message(proc, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
                 "protocolVersion": "2025-06-18", "capabilities": {},
                 "clientInfo": {"name": "osk-doctor", "version": "1"}}})
             init = lines.response(1, deadline)
             if "error" in init:
                 raise ValueError(f"initialize was refused: {init['error']}")
-            _send(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
-            _send(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}})
+            send_message(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+            send_message(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}})
             listed = lines.response(2, deadline)
             if "error" in listed:
                 raise ValueError(f"tools/list was refused: {listed['error']}")
@@ -377,13 +377,13 @@ def list_tools(argv: list[str], *, timeout: float, cwd: Path | None = None) -> l
             tail = errors.read().decode("utf-8", "replace").strip().splitlines()[-3:]
             raise type(exc)(f"{exc}{': ' + ' | '.join(tail) if tail else ''}") from exc
         finally:
-            _close(proc)
+            close_server(proc)
 
 
-def _first_call(proc: subprocess.Popen[bytes], lines: _Lines, deadline: float) -> None:
+def _first_call(proc: subprocess.Popen[bytes], lines: ReplyLines, deadline: float) -> None:
     """A read-only tool call, which needs the SDK and the engine up (the handshake does not)."""
-    _send(proc, {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-                 "params": {"name": FIRST_CALL, "arguments": {}}})
+    send_message(proc, {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                        "params": {"name": FIRST_CALL, "arguments": {}}})
     called = lines.response(3, deadline)
     result = called.get("result")
     if "error" in called or not isinstance(result, dict) or result.get("isError"):
