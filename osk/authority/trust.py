@@ -16,10 +16,10 @@ because ``author`` names who created the node, not who last changed it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from osk.errors import ProtectedRegionError
+from osk.store.fastclass import dataclass
 from osk.store.trust_state import CONFIRMED, INFERRED
 from osk.store.vault import PERSON, Vault
 

@@ -15,10 +15,10 @@ Hook path: standard library and the ledger only; one ``stat`` while the ledger i
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from osk.store.fastclass import dataclass
 from osk.store.fsutil import StatKey, stat_key
 from osk.store.vault import Vault
 

@@ -37,7 +37,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from osk.capture import raw_ids
@@ -58,6 +58,7 @@ from osk.capture.secrets import check_name, redact
 from osk.errors import RawNotFound, RawRecordError
 from osk.store import clock
 from osk.store.edges import RAW_PREFIX, RawTarget, record_name
+from osk.store.fastclass import dataclass
 from osk.store.fsutil import fsync_dir, name_path, replace_unsynced
 from osk.store.ids import check_identifier
 from osk.store.locks import file_lock

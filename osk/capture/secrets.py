@@ -24,13 +24,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
 from functools import cache
 
 from osk.capture.secret_detectors import DETECTORS
 from osk.capture.secret_values import (
     MARKER,
 )
+from osk.store.fastclass import dataclass
 
 
 def marker(kind: str) -> str:

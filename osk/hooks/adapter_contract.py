@@ -18,9 +18,11 @@ This module is on the hook path: standard library only.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
+
+from osk.store.fastclass import dataclass
 
 if TYPE_CHECKING:  # what Stop reads (osk.hooks.transcript): the other hooks never load it
     from osk.hooks.transcript import Line, TurnRecord, Unknown

@@ -13,11 +13,11 @@ says so), the in-session reminder is left out.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from osk.hooks.adapter_contract import Adapter, HookPayload
 from osk.hooks.rules import is_review_turn, review_reminder
 from osk.hooks.state import ConversationState, StateStore, conversation_name, workspace_name
+from osk.store.fastclass import dataclass
 from osk.store.vault import Vault
 
 

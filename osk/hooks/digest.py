@@ -23,11 +23,11 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from osk.hooks import receipts
 from osk.hooks.hits import Recalled
+from osk.store.fastclass import dataclass
 from osk.store.titles import title_key
 from osk.store.vault import Vault, is_hub
 

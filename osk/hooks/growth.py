@@ -32,11 +32,11 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 from osk.hooks.forks import GROWTH_FORK_ENV
 from osk.hooks.state import conversation_name
+from osk.store.fastclass import dataclass
 from osk.store.fsutil import atomic_write
 from osk.store.locks import LockTimeout, file_lock
 from osk.store.vault import Vault

@@ -5,8 +5,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from osk.store.fastclass import dataclass
 
 if TYPE_CHECKING:
     from osk.provenance.origin import Origin

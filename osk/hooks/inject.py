@@ -22,13 +22,13 @@ modules), since it runs on every session start.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from osk.hooks import fence
 from osk.hooks.adapter_contract import Adapter, Budget, HookPayload
 from osk.hooks.scope import Scoped, resolve_scope, scope_entry
 from osk.hooks.state import StateStore, conversation_name
+from osk.store.fastclass import dataclass
 from osk.store.vault import Vault
 
 if TYPE_CHECKING:

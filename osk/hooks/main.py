@@ -18,13 +18,13 @@ import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from osk.hooks import hooklog
 from osk.hooks.adapter_contract import EVENTS, REFRESH_WAIT, Adapter, Event, HookPayload
 from osk.hooks.forks import in_growth_fork
+from osk.store.fastclass import dataclass
 from osk.store.vault import Vault
 
 if TYPE_CHECKING:

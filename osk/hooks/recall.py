@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import TYPE_CHECKING, Any
 
 from osk.errors import OskError
@@ -48,6 +48,7 @@ from osk.hooks.adapter_contract import REFRESH_WAIT, Adapter, Budget, HookPayloa
 from osk.hooks.hits import Recalled
 from osk.hooks.scope import scope_entry, session_scope
 from osk.provenance.markers import Listed, OpenItems
+from osk.store.fastclass import dataclass
 from osk.store.trust_state import CONFIRMED
 from osk.store.vault import Vault, is_hub, scope_of
 

@@ -39,9 +39,10 @@ import json
 import math
 import os
 import socket
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from osk.store.fastclass import dataclass
 
 if TYPE_CHECKING:
     from osk.hooks.hits import Recalled

@@ -22,10 +22,10 @@ import json
 import os
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from osk.store.fastclass import dataclass
 from osk.store.vault import Vault
 
 MAX_BYTES = 2 * 1024 * 1024  # per generation: about 2,000 receipts of a few items each

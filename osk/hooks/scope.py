@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from osk.hooks.adapter_contract import HookPayload
+from osk.store.fastclass import dataclass
 from osk.store.vault import Vault
 
 

@@ -15,10 +15,11 @@ import json
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from osk.store.fastclass import dataclass
 from osk.store.fsutil import atomic_write, sha256_text
 from osk.store.locks import file_lock
 from osk.store.vault import Vault

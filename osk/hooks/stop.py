@@ -18,7 +18,7 @@ new lines and the cost never grows with the transcript or the raw record.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 
 from osk.hooks.adapter_contract import Adapter, HookPayload
@@ -26,6 +26,7 @@ from osk.hooks.adapters.common import merge_final
 from osk.hooks.state import ConversationState, StateStore, record_conversation
 from osk.hooks.transcript import Chunk, TurnRecord, Unknown, read_lines
 from osk.store.edges import raw_record
+from osk.store.fastclass import dataclass
 from osk.store.vault import Vault
 
 

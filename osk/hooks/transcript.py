@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
+
+from osk.store.fastclass import dataclass
 
 # One read is bounded so that a first capture of a very long transcript cannot stall the user's
 # turn; what is left is read by the next hook. A single line longer than this is skipped.

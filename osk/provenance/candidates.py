@@ -23,11 +23,12 @@ open candidates through ``pending_summary``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from osk.errors import CandidateError
+from osk.store.fastclass import dataclass
 from osk.store.fsutil import sha256_text
 from osk.store.ledger import Ledger, LedgerView, Record
 from osk.store.locks import file_lock

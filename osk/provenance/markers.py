@@ -27,10 +27,10 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from osk.errors import OskError
+from osk.store.fastclass import dataclass
 from osk.store.vault import Vault, scope_of
 
 # The ledgers the markers come from, named here so a prompt that finds no such ledger pays for

@@ -10,11 +10,11 @@ writes them; a hand-edited file in another YAML form is read as far as these lin
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from osk.capture.steering import node_steering
 from osk.errors import OskError
 from osk.store.edges import FileTarget, RawTarget, parse_target
+from osk.store.fastclass import dataclass
 from osk.store.trust_state import state_of
 
 _KEY = re.compile(r"^([A-Za-z_][\w-]*)\s*:\s*(.*)$")

@@ -31,12 +31,13 @@ import json
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 
 from osk.errors import AnchorError, LimitError, ScopeError, StaleHash
 from osk.provenance.sessions import checked_scope_name
 from osk.store import clock
+from osk.store.fastclass import dataclass
 from osk.store.fsutil import atomic_write, sha256_text
 from osk.store.ids import uuid7
 from osk.store.ledger import Ledger, LedgerView, Record

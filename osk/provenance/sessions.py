@@ -29,10 +29,11 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from osk.errors import LedgerFork, OskError, ScopeError, TitleError
+from osk.store.fastclass import dataclass
 from osk.store.fsutil import atomic_write, sha256_text
 from osk.store.ledger import Ledger, LedgerView
 from osk.store.locks import file_lock

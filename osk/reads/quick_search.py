@@ -63,36 +63,23 @@ def search(vault_arg: str | Path | None, cwd: Path, scope: str | None, query: st
     mutation.settle(vault)
     session = open_session(vault, cwd, scope)
     if kind == "rounds":
-        rounds = _rounds(vault, session, text, wanted)
-        return SearchResult(session.scope, query, tuple(rounds)) if rounds is not None else None
+        return SearchResult(session.scope, query, tuple(_rounds(vault, session, text, wanted)))
     result = _ranked(vault, session, query, text, wanted)
     if result is None or kind == "nodes":
         return result
     from osk.search.rounds import merged
 
     rounds = _rounds(vault, session, text, wanted)
-    if rounds is None:
-        return None
     return SearchResult(result.scope, query, tuple(merged(result.hits, rounds, {}, wanted)))
 
 
-def _rounds(vault: Vault, session: Any, text: str, k: int) -> list[Any] | None:
-    """The rounds' hits as ``Engine.search`` ranks them; None when their semantic channel
-    fails (the engine logs why and ranks them by words)."""
+def _rounds(vault: Vault, session: Any, text: str, k: int) -> list[Any]:
     from osk.provenance.sessions import Routing
-    from osk.search.round_vectors import RoundVectors
     from osk.search.rounds import RoundIndex, round_hits
 
     routing = Routing(vault)
-    meaning = RoundVectors.for_vault(vault)
-    try:
-        return round_hits(RoundIndex(vault), text, k,
-                          lambda key: routing.key_visible(session, key), routing.scope_for,
-                          meaning)
-    except Exception:
-        if meaning is None:
-            raise
-        return None
+    return round_hits(RoundIndex(vault), text, k, lambda key: routing.key_visible(session, key),
+                      routing.scope_for)
 
 
 def _answerable_here(vault: Vault, query: str) -> bool:
@@ -162,7 +149,7 @@ def _order(vault: Vault, db: Any, corpus: Any, ranking: Any, text: str,
     lexical = ranking.rank(text, max(k, FUSION_DEPTH))
     semantic = ranking.semantic_order({rows[key]: value for key, value in near if key in rows})
     coverage = ranking.coverage(text, lexical[0][0] if lexical else None)
-    return fuse(lexical, semantic, k, lambda slot: corpus.docs[slot].path, coverage)
+    return fuse(lexical, semantic, k, corpus, coverage)
 
 
 def _unchanged(vault: Vault, db: Any, meta: dict[str, Any]) -> bool:

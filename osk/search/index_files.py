@@ -31,10 +31,10 @@ import os
 import sys
 import zlib
 from array import array
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from osk.store.fastclass import dataclass
 from osk.store.fsutil import atomic_write
 
 FORMAT_VERSION = 2  # 2: SearchDoc.supersedes holds a loose title key

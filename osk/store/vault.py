@@ -8,10 +8,11 @@ from __future__ import annotations
 import errno
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path, PurePosixPath
 
 from osk.errors import DiskError, OskError, OutsideVault, VaultNotFound
+from osk.store.fastclass import dataclass
 from osk.store.fsutil import RACE_WINDOW_NS, atomic_write, clear_stale_temps, replace_unsynced
 from osk.store.titles import title_key
 

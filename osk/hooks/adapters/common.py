@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
+
+from osk.store.fastclass import dataclass
 
 if TYPE_CHECKING:
     from osk.hooks.adapter_contract import Event
