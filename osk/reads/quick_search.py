@@ -63,23 +63,36 @@ def search(vault_arg: str | Path | None, cwd: Path, scope: str | None, query: st
     mutation.settle(vault)
     session = open_session(vault, cwd, scope)
     if kind == "rounds":
-        return SearchResult(session.scope, query, tuple(_rounds(vault, session, text, wanted)))
+        rounds = _rounds(vault, session, text, wanted)
+        return SearchResult(session.scope, query, tuple(rounds)) if rounds is not None else None
     result = _ranked(vault, session, query, text, wanted)
     if result is None or kind == "nodes":
         return result
     from osk.search.rounds import merged
 
     rounds = _rounds(vault, session, text, wanted)
+    if rounds is None:
+        return None
     return SearchResult(result.scope, query, tuple(merged(result.hits, rounds, {}, wanted)))
 
 
-def _rounds(vault: Vault, session: Any, text: str, k: int) -> list[Any]:
+def _rounds(vault: Vault, session: Any, text: str, k: int) -> list[Any] | None:
+    """The rounds' hits as ``Engine.search`` ranks them; None when their semantic channel
+    fails (the engine logs why and ranks them by words)."""
     from osk.provenance.sessions import Routing
+    from osk.search.round_vectors import RoundVectors
     from osk.search.rounds import RoundIndex, round_hits
 
     routing = Routing(vault)
-    return round_hits(RoundIndex(vault), text, k, lambda key: routing.key_visible(session, key),
-                      routing.scope_for)
+    meaning = RoundVectors.for_vault(vault)
+    try:
+        return round_hits(RoundIndex(vault), text, k,
+                          lambda key: routing.key_visible(session, key), routing.scope_for,
+                          meaning)
+    except Exception:
+        if meaning is None:
+            raise
+        return None
 
 
 def _answerable_here(vault: Vault, query: str) -> bool:
@@ -149,7 +162,7 @@ def _order(vault: Vault, db: Any, corpus: Any, ranking: Any, text: str,
     lexical = ranking.rank(text, max(k, FUSION_DEPTH))
     semantic = ranking.semantic_order({rows[key]: value for key, value in near if key in rows})
     coverage = ranking.coverage(text, lexical[0][0] if lexical else None)
-    return fuse(lexical, semantic, k, corpus, coverage)
+    return fuse(lexical, semantic, k, lambda slot: corpus.docs[slot].path, coverage)
 
 
 def _unchanged(vault: Vault, db: Any, meta: dict[str, Any]) -> bool:

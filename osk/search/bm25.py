@@ -188,7 +188,7 @@ class Bm25:
         terms = 0
         for df, count in histogram.items():
             if count and df:
-                total += count * (math.log(n - df + 0.5) - math.log(df + 0.5))
+                total += count * idf(n, df)
                 terms += count
         value = total / terms if terms else 0.0
         self._average_idf = (n, value)
@@ -209,7 +209,7 @@ class Bm25:
         df = self.df(term)
         if not df:
             return 0.0
-        raw = math.log(self.size - df + 0.5) - math.log(df + 0.5)
+        raw = idf(self.size, df)
         return self.epsilon * self.average_idf() if raw < 0 else raw
 
     def norms(self) -> dict[int, float]:
@@ -410,3 +410,9 @@ def _kth(acc: dict[int, float], k: int, final: Callable[[int], float]) -> float:
     best = heapq.nlargest(4 * k + 16, acc, key=acc.__getitem__)  # a key in C: no call per item
     ranked = sorted((final(slot) for slot in best), reverse=True)
     return ranked[k - 1] if len(ranked) >= k and ranked[k - 1] > 0 else 0.0
+
+
+def idf(size: int, df: int) -> float:
+    """BM25's inverse document frequency of a term in ``df`` of ``size`` documents (below 0
+    for a term in over half of them; ``Bm25.idf`` and the raw rounds' coverage treat that)."""
+    return math.log(size - df + 0.5) - math.log(df + 0.5)

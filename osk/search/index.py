@@ -267,7 +267,7 @@ class SearchIndex:
                 return Channels(ranking, lexical, None, lexical[:k], approvals)
             coverage = ranking.coverage(query, lexical[0][0] if lexical else None)
             return Channels(ranking, lexical, semantic,
-                            fuse(lexical, semantic, k, self._corpus, coverage), approvals)
+                            fuse(lexical, semantic, k, self._path_of, coverage), approvals)
 
     def _semantic(self, ranking: Ranking, query: str) -> list[tuple[int, float]]:
         assert self.vectors is not None
@@ -281,6 +281,9 @@ class SearchIndex:
         near = self.vectors.nearest(query, NEAREST)
         return ranking.semantic_order({slots[key]: value for key, value in near
                                        if key in slots})
+
+    def _path_of(self, slot: int) -> str:
+        return self._corpus.docs[slot].path
 
     def _slots_by_content(self) -> dict[str, int]:
         """Content hash -> slot, rebuilt only when the corpus changed."""

@@ -388,10 +388,12 @@ def semantic_weight(coverage: float) -> float:
 
 
 def fuse(lexical: list[Ranked], semantic: list[tuple[int, float]], k: int,
-         corpus: Corpus, coverage: float) -> list[Ranked]:
+         name: Callable[[int], str], coverage: float) -> list[Ranked]:
     """The best k of both channels: the lexical score over the query's best, plus
     ``semantic_weight(coverage)`` × the semantic value (``Ranking.semantic_order``) over the
-    best one's (each 0 to 1); reported × the best lexical score (see the module's item 5)."""
+    best one's (each 0 to 1); reported × the best lexical score (see the module's item 5).
+    ``name``: what orders equal scores (a node's path; a raw round's coordinate, for the
+    rounds' channel, ``osk.search.round_vectors``, fuses by this rule too)."""
     fused: dict[int, float] = {}
     tiers: dict[int, int] = {}
     bm25: dict[int, float] = {}
@@ -404,10 +406,8 @@ def fuse(lexical: list[Ranked], semantic: list[tuple[int, float]], k: int,
     for slot, value in semantic[:FUSION_DEPTH]:
         lift = max(value, 0.0) / best if best > 0 else 0.0
         fused[slot] = fused.get(slot, 0.0) + weight * lift
-    docs = corpus.docs
-
     def key(slot: int) -> tuple[int, float, str]:
-        return (-tiers.get(slot, 0), -fused[slot], docs[slot].path)
+        return (-tiers.get(slot, 0), -fused[slot], name(slot))
 
     ranked = sorted(fused, key=key)
     words = [slot for slot, *_ in lexical[:WORDS_KEPT]]

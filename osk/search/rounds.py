@@ -37,6 +37,7 @@ import sqlite3
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from osk.capture.exclusions import Excluded, excluded
@@ -54,6 +55,7 @@ SCHEMA = 8  # 4: each round's neighbours as a second column; 5: the vocabulary b
 # 8: where a record's next read resumes (``raw.Mark``), so an append reads its tail only
 FILE = "rounds.sqlite"
 LOCK = "rounds.lock"
+VECTORS = "round_vectors"  # the folder of the rounds' vectors, beside FILE
 EXCERPT_CHARS = 200
 TEXT_CHARS = 1000  # of a round's text kept in the index (the excerpt is cut from these)
 # A round's neighbours (the rounds before and after it in its conversation) count at this
@@ -119,6 +121,28 @@ class RoundStats:
 
     def df(self, term: str) -> int:
         return self._dfs.get(term, 0)
+
+    def coverage(self, terms: Mapping[str, float], slot: int) -> float:
+        """How much of the query the round in ``slot`` holds in its own words, as
+        ``Ranking.coverage`` measures a node: the share of the query's term weight (count ×
+        idf, over the rounds' own words) carried by terms it contains."""
+        from osk.search.bm25 import idf
+        from osk.search.ranking import IDF_FLOOR
+
+        weights = {term: count * max(idf(self.size, self.df(term)), IDF_FLOOR)
+                   for term, count in terms.items() if count and self.df(term)}
+        total = sum(weights.values())
+        held = sum(weight for term, weight in weights.items() if self.postings(term).get(slot))
+        return held / total if total > 0 else 0.0
+
+
+def vectors_file(vault: Vault, rel: str) -> Path:
+    """Where the semantic channel keeps the vectors of the record ``rel`` (``_raw/KEY/CONV.md``;
+    ``osk.search.round_vectors``). The index deletes it whenever it forgets a record it held
+    (a record changed other than by an append, as a redaction changes it; an exclusion; a
+    record gone), so no vector outlives its round's place here."""
+    _, key, name = rel.split("/", 2)
+    return vault.state("index") / VECTORS / key / f"{name[:-3]}.vec"
 
 
 _ISO_DATE = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
@@ -235,6 +259,9 @@ class RoundIndex:
                 db.execute(f"DROP TABLE IF EXISTS {table}")
             db.executescript(_TABLES)
             db.execute("INSERT INTO meta VALUES ('schema', ?)", (f"{SCHEMA}",))
+            # which index this is: a rebuilt one (a new schema; `osk redact` drops it) is
+            # another, whose rounds' vectors are checked against it before they are used
+            db.execute("INSERT INTO meta VALUES ('built', ?)", (os.urandom(8).hex(),))
 
     def refresh(self, *, timeout: float = 5.0) -> int:
         """Re-read every record whose file changed since it was indexed; drop gone ones.
@@ -267,8 +294,9 @@ class RoundIndex:
             db.execute("COMMIT")
             return len(changed)
 
-    @staticmethod
-    def _forget(db: sqlite3.Connection, rel: str) -> None:
+    def _forget(self, db: sqlite3.Connection, rel: str) -> None:
+        if db.execute("SELECT 1 FROM records WHERE rel=?", (rel,)).fetchone() is not None:
+            vectors_file(self.vault, rel).unlink(missing_ok=True)  # before its rows go
         rows = [r for (r,) in db.execute("SELECT row FROM rounds WHERE rel=?", (rel,))]
         db.executemany("DELETE FROM terms WHERE rowid=?", [(r,) for r in rows])
         db.execute("DELETE FROM rounds WHERE rel=?", (rel,))
@@ -388,6 +416,59 @@ class RoundIndex:
                     for slot, (_, coordinate, key, at, host, text, score, _, _) in
                     enumerate(rows)]
             return hits, _stats(db, rows, terms) if hits else None
+
+
+    # -- for the semantic channel (osk.search.round_vectors) ---------------------------------
+    def records(self) -> tuple[str, list[tuple[str, str, int]]]:
+        """Which index this is (``built``) and (rel, key, rounds) of every indexed record
+        ("" and none before the first refresh)."""
+        if not self.path.exists():
+            return "", []
+        with self._open() as db:
+            self._schema(db)
+            return _built(db), list(db.execute("SELECT rel, key, indexed FROM records"))
+
+    def kept_rounds(self, rel: str) -> tuple[str, int, list[tuple[int, str]]]:
+        """Which index this is, the record's round count and its indexed rounds' (number,
+        kept text), read together (a count of -1 and none when it is not indexed)."""
+        with self._open() as db:
+            self._schema(db)
+            db.execute("BEGIN")
+            try:
+                row = db.execute("SELECT indexed FROM records WHERE rel=?", (rel,)).fetchone()
+                rounds = list(db.execute("SELECT number, excerpt FROM rounds WHERE rel=? "
+                                         "ORDER BY number", (rel,)))
+                return _built(db), row[0] if row is not None else -1, rounds
+            finally:
+                db.execute("COMMIT")
+
+    def holding(self) -> Any:
+        """The index's lock, as a refresh takes it: what is checked under it stays so."""
+        return file_lock(self.path.with_name(LOCK), timeout=5.0)
+
+    def rounds_at(self, coordinates: Sequence[str], query: str,
+                  excerpt_chars: int = EXCERPT_CHARS) -> list[RoundHit]:
+        """The indexed rounds of ``coordinates`` as hits (score 0), each excerpted around the
+        query's words; a coordinate not indexed gives none."""
+        from osk.capture.exclusions import record_of
+        from osk.search.expand import query_terms
+
+        terms = sorted(query_terms(query))
+        found = []
+        with self._open() as db:
+            self._schema(db)
+            for coordinate in coordinates:
+                row = db.execute("SELECT coordinate, key, at, host, excerpt FROM rounds "
+                                 "WHERE rel=? AND coordinate=?",
+                                 (record_of(coordinate), coordinate)).fetchone()
+                if row is not None:
+                    found.append(RoundHit(*row[:4], excerpt(row[4], excerpt_chars, terms), 0.0))
+        return found
+
+
+def _built(db: sqlite3.Connection) -> str:
+    row = db.execute("SELECT value FROM meta WHERE key='built'").fetchone()
+    return str(row[0]) if row is not None else ""
 
 
 def _text(found: Any) -> str:
@@ -552,10 +633,15 @@ def as_hit(found: RoundHit, scope: str | None) -> Any:
 
 
 def round_hits(index: RoundIndex, query: str, k: int, visible: Callable[[str], bool],
-               scope_of: Callable[[str], str | None]) -> list[Any]:
-    """The best ``k`` rounds a session may see, as search hits."""
-    return [as_hit(found, scope_of(found.key))
-            for found in index.search(query, k=k, visible=visible)]
+               scope_of: Callable[[str], str | None], meaning: Any = None) -> list[Any]:
+    """The best ``k`` rounds a session may see, as search hits. ``meaning``: the rounds'
+    vectors (``osk.search.round_vectors.RoundVectors``) when the semantic channel is on and
+    reads the query; then words are fused with meaning, else the rounds rank by words."""
+    if meaning is None or not meaning.model.reads(query):
+        found = index.search(query, k=k, visible=visible)
+    else:
+        found = meaning.search(index, query, k, visible)
+    return [as_hit(hit, scope_of(hit.key)) for hit in found]
 
 
 def _interleaved(nodes: Sequence[Any], rounds: Sequence[Any]) -> list[Any]:

@@ -230,12 +230,16 @@ def passages(text: str) -> list[str]:
     its sections (split before each Markdown heading), each in windows of ``PASSAGE_WORDS``
     words, each passage after the title line. The first passage holds the summary."""
     title, _, rest = text.partition("\n")
-    chunks = []
-    for section in _HEADING.split(rest):
-        words = section.split()
-        chunks.extend(" ".join(words[start:start + PASSAGE_WORDS])
-                      for start in range(0, len(words), PASSAGE_WORDS))
-    return [f"{title}\n{chunk}" for chunk in chunks] or [title]
+    chunks = [chunk for section in _HEADING.split(rest) for chunk in windows(section)]
+    return [f"{title}\n{chunk}" for chunk in chunks if chunk] or [title]
+
+
+def windows(text: str) -> list[str]:
+    """``text`` in windows of ``PASSAGE_WORDS`` words (one empty window for no words): what
+    is embedded of a section of a node, or of a raw round (``osk.search.round_vectors``)."""
+    words = text.split()
+    return [" ".join(words[start:start + PASSAGE_WORDS])
+            for start in range(0, len(words), PASSAGE_WORDS)] or [""]
 
 
 def _row_key(key: str, passage: int) -> str:

@@ -137,16 +137,16 @@ def test_an_append_reads_only_the_record_s_last_rounds_and_indexes_what_a_rebuil
                           assistant=f"answer {number}")
     index = RoundIndex(vault)
     index.refresh()
-    whole = raw._scan
+    whole = raw.scan_record
 
     def refused(*args, **kwargs):
         raise AssertionError("the whole record was parsed")
 
-    monkeypatch.setattr(raw, "_scan", refused)
+    monkeypatch.setattr(raw, "scan_record", refused)
     for number in range(3):
         engine.append_raw("talk", user=f"zeppelin {number} lands", assistant="noted")
         assert index.refresh() == 1
-    monkeypatch.setattr(raw, "_scan", whole)
+    monkeypatch.setattr(raw, "scan_record", whole)
     appended = _index_rows(index)
     index.path.unlink()
     for stale in index.path.parent.glob(index.path.name + "-*"):

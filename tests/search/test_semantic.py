@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -47,6 +48,10 @@ def write(eng: Engine, title: str, body: str, summary: str = "a note") -> None:
 
 
 # -- fusion ---------------------------------------------------------------------------------
+def _path_of(corpus: Corpus) -> Callable[[int], str]:
+    return lambda slot: corpus.docs[slot].path
+
+
 class _Docs(Corpus):
     def __init__(self, paths: dict[int, str]) -> None:
         super().__init__()
@@ -58,7 +63,7 @@ def test_fusion_adds_each_channel_relative_to_its_best_in_the_lexical_scores_uni
     lexical = [(1, 0, 4.0, 2.0), (2, 0, 2.0, 1.0)]
     weight = ranking.SEMANTIC_WEIGHT  # coverage 0: the words explain none of the query
     semantic_order = [(3, 0.6), (2, 0.6 * 0.8), (4, 0.0)]
-    fused = ranking.fuse(lexical, semantic_order, 10, corpus, coverage=0.0)
+    fused = ranking.fuse(lexical, semantic_order, 10, _path_of(corpus), coverage=0.0)
     scores = {slot: score for slot, _, score, _ in fused}
     expected = {1: 4.0, 2: 4.0 * (0.5 + weight * 0.8), 3: 4.0 * weight, 4: 0.0}
     assert scores == pytest.approx(expected)
@@ -67,10 +72,10 @@ def test_fusion_adds_each_channel_relative_to_its_best_in_the_lexical_scores_uni
     assert [slot for slot, *_ in fused] == [3, 1, 2, 4]
     assert dict((slot, bm25) for slot, *_, bm25 in fused) == {1: 2.0, 2: 1.0, 3: 0.0, 4: 0.0}
     # a query whose words match weakly keeps a low top score: the scale is the lexical one
-    weak = ranking.fuse([(1, 0, 0.5, 0.5)], [(1, 0.6)], 10, corpus, coverage=0.0)
+    weak = ranking.fuse([(1, 0, 0.5, 0.5)], [(1, 0.6)], 10, _path_of(corpus), coverage=0.0)
     assert weak[0][2] == pytest.approx(0.5 * (1 + weight))
     # nothing rises above the floor: the nodes stay candidates at the lexical scores alone
-    flat = ranking.fuse([(1, 0, 0.5, 0.5)], [(2, 0.0)], 10, corpus, coverage=0.0)
+    flat = ranking.fuse([(1, 0, 0.5, 0.5)], [(2, 0.0)], 10, _path_of(corpus), coverage=0.0)
     assert [(slot, score) for slot, _, score, _ in flat] == [(1, 0.5), (2, 0.0)]
 
 
@@ -90,18 +95,18 @@ def test_a_query_its_best_lexical_hit_covers_keeps_the_lexical_order():
     corpus = _Docs({1: "a", 2: "b", 3: "c", 4: "d"})
     lexical = [(1, 0, 10.0, 10.0), (2, 0, 3.0, 3.0)]
     semantic_order = [(1, 0.8), (3, 0.4), (4, 0.35), (2, 0.05)]
-    covered = ranking.fuse(lexical, semantic_order, 4, corpus, coverage=1.0)
+    covered = ranking.fuse(lexical, semantic_order, 4, _path_of(corpus), coverage=1.0)
     assert [slot for slot, *_ in covered] == [1, 2, 3, 4]
     assert [score for _, _, score, _ in covered[:2]] == pytest.approx([10.0, 3.0])
-    nearly = ranking.fuse(lexical, semantic_order, 4, corpus, coverage=0.9)
+    nearly = ranking.fuse(lexical, semantic_order, 4, _path_of(corpus), coverage=0.9)
     assert [slot for slot, *_ in nearly][:2] == [1, 2]
-    barely = ranking.fuse(lexical, semantic_order, 4, corpus, coverage=0.2)
+    barely = ranking.fuse(lexical, semantic_order, 4, _path_of(corpus), coverage=0.2)
     assert [slot for slot, *_ in barely] == [1, 3, 4, 2]
 
 
 def test_a_title_match_stays_first_whatever_the_semantic_channel_says():
     corpus = _Docs({1: "a", 2: "b"})
-    fused = ranking.fuse([(1, 0, 5.0, 5.0), (2, 2, 0.1, 0.1)], [(1, 1.0)], 2, corpus,
+    fused = ranking.fuse([(1, 0, 5.0, 5.0), (2, 2, 0.1, 0.1)], [(1, 1.0)], 2, _path_of(corpus),
                          coverage=0.0)
     assert [(slot, tier) for slot, tier, *_ in fused] == [(2, 2), (1, 0)]
 
@@ -359,7 +364,8 @@ def test_channels_hold_both_orders_and_search_returns_their_fusion(
     found = index.channels(query, k=5, scope="beta", visible=visible)
     assert found.semantic is not None
     coverage = found.ranking.coverage(query, found.lexical[0][0])
-    assert found.order == ranking.fuse(found.lexical, found.semantic, 5, found.ranking.corpus,
+    assert found.order == ranking.fuse(found.lexical, found.semantic, 5,
+                                       _path_of(found.ranking.corpus),
                                        coverage)
     docs = found.ranking.corpus.docs
     assert "Secret plan" not in {docs[slot].title for slot, _ in found.semantic}  # isolation
@@ -511,15 +517,17 @@ def test_meaning_never_pushes_words_first_nodes_out_of_the_first_k():
     lexical = [(slot, 0, 10.0 - slot * 0.5, 10.0 - slot * 0.5) for slot in range(1, 11)]
     # meaning is sure of ten other nodes and of none of words' first ones
     semantic_order = [(slot, 1.0) for slot in range(11, 21)]
-    fused = [slot for slot, *_ in ranking.fuse(lexical, semantic_order, k, corpus, coverage=0.0)]
+    fused = [slot for slot, *_ in ranking.fuse(lexical, semantic_order, k, _path_of(corpus),
+                                               coverage=0.0)]
     for depth in range(1, k + 1):
         words = list(range(1, min(depth // 2, ranking.WORDS_KEPT) + 1))
         assert set(words) <= set(fused[:depth]), depth
     assert fused == [11, 1, 12, 2, 13, 3, 14, 4, 15, 5]  # meaning's best still leads
-    small = [slot for slot, *_ in ranking.fuse(lexical, semantic_order, 4, corpus, coverage=0.0)]
+    small = [slot for slot, *_ in ranking.fuse(lexical, semantic_order, 4, _path_of(corpus),
+                                               coverage=0.0)]
     assert small == [11, 1, 12, 2]
     # where words hold the query in full, their order stands
-    covered = ranking.fuse(lexical, semantic_order, k, corpus, coverage=1.0)
+    covered = ranking.fuse(lexical, semantic_order, k, _path_of(corpus), coverage=1.0)
     assert [slot for slot, *_ in covered] == list(range(1, k + 1))
 
 

@@ -135,7 +135,10 @@ def run_embed(args: argparse.Namespace) -> int:
     done = f"every node has its vector ({seconds:.1f} s)"
     print(done if not missing else f"{missing} node(s) could not be embedded (changed or "
                                    f"unreadable while this ran; run it again)")
-    return 0 if not missing else 1
+    left, seconds = _with_progress("embedding rounds", engine.embed_rounds)
+    print(f"every raw round has its vectors ({seconds:.1f} s)" if not left else
+          f"{left} raw round(s) could not be embedded (run it again)")
+    return 0 if not missing and not left else 1
 
 
 def _with_progress(label: str, work: Any) -> tuple[Any, float]:
