@@ -45,7 +45,7 @@ def main() -> int:
     parser.add_argument("--table", choices=("dev", "heldout"), default="dev",
                         help="the development table (default) or the held-out one")
     args = parser.parse_args()
-    redact = load(args.module) if args.module else osk.capture.secrets.redact
+    redact = load(args.module) if args.module else osk.capture.secrets.mask_secrets
     table = secret_heldout if args.table == "heldout" else secret_corpus
     samples, clean = table.positives(), table.negatives()
     hits: dict[str, list[int]] = defaultdict(lambda: [0, 0])
@@ -82,7 +82,7 @@ def documents(texts: list[str], size: int = 4096) -> list[str]:
     return out + (["\n\n".join(current)] if current else [])
 
 
-def load(path: Path) -> Callable[[str], osk.capture.secrets.Redacted]:
+def load(path: Path) -> Callable[[str], osk.capture.secrets.Masked]:
     spec = importlib.util.spec_from_file_location("secrets_under_test", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -40,7 +40,7 @@ def mutation(vault: Vault, timeout: float = DEFAULT_TIMEOUT) -> Iterator[None]:
                 pass  # within a second; the write itself landed (or failed) on its own terms
 
 
-def settle(vault: Vault) -> None:
+def finish_killed_audit(vault: Vault) -> None:
     """Finish the audit records a killed write left, taking the mutation lock only when there
     are any (one stat otherwise): what opening an engine and ``osk log`` do before they read.
     Taking the lock is what finishes them (``mutation``). A disk that refuses them now (full,

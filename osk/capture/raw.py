@@ -54,7 +54,7 @@ from osk.capture.raw_text import (
     round_trailer,
     scan_record,
 )
-from osk.capture.secrets import check_name, redact
+from osk.capture.secrets import check_name, mask_secrets
 from osk.errors import RawNotFound, RawRecordError
 from osk.store import clock
 from osk.store.edges import RAW_PREFIX, RawTarget, record_name
@@ -478,7 +478,7 @@ def _prepared(round: RoundInput) -> tuple[list[tuple[str, str]], list[tuple[str,
     counts: dict[str, int] = {}
     sections: list[tuple[str, str]] = []
     for kind, text in texts:
-        filtered = redact(_valid_unicode(text).rstrip("\r\n"))
+        filtered = mask_secrets(_valid_unicode(text).rstrip("\r\n"))
         for found, count in filtered.findings:
             counts[found] = counts.get(found, 0) + count
         sections.append((kind, _inert(filtered.text) if kind == "tool" else filtered.text))

@@ -43,8 +43,8 @@ class Rewritten:
     spans: int
 
 
-def redact_rounds(vault: Vault, key: str, conversation: str, numbers: set[int] | None,
-                  span: str, kind: str, *, dry_run: bool = False) -> list[Rewritten]:
+def reframe_rounds(vault: Vault, key: str, conversation: str, numbers: set[int] | None,
+                   span: str, kind: str, *, dry_run: bool = False) -> list[Rewritten]:
     """Replace every occurrence of ``span`` in the chosen rounds (all when ``numbers`` is None)
     with ``[REDACTED:kind]``: the one sanctioned break of raw-append-only (``osk redact``).
 

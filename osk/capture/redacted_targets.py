@@ -18,7 +18,7 @@ LEDGER = "redactions"
 _STATES: dict[str, tuple[object, dict[str, set[str]]]] = {}
 
 
-def redacted_states(vault: Vault) -> dict[str, set[str]]:
+def left_by_redactions(vault: Vault) -> dict[str, set[str]]:
     """Target key (``raw:<coordinate>``, ``node:<id>``) -> the hashes redactions left, as
     citations bind them (a round's hash, a node's body hash): for the recheck reason."""
     path = vault.ledger_path(LEDGER)

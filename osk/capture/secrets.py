@@ -1,7 +1,7 @@
 """The secret filter (governance/raw.md, rule 3 "Secret filter").
 
 Every raw append, every scope memory write and every node write (body and summary; a title is
-checked, see ``check_title``) passes through ``redact`` first. A secret is
+checked, see ``check_title``) passes through ``mask_secrets`` first. A secret is
 replaced by a marker that names its kind, ``[REDACTED:github-token]``; in an assignment only the
 value is replaced, so ``password=[REDACTED:password]`` still reads as what it was.
 
@@ -38,7 +38,7 @@ def marker(kind: str) -> str:
 
 
 @dataclass(frozen=True)
-class Redacted:
+class Masked:
     """The filtered text and what was removed: ``findings`` is ``[(kind, count)]`` by kind."""
 
     text: str
@@ -61,7 +61,7 @@ class _Span:
     rank: int  # lower is more specific; names a merged span
 
 
-def merged_findings(*results: Redacted) -> tuple[tuple[str, int], ...]:
+def merged_findings(*results: Masked) -> tuple[tuple[str, int], ...]:
     """The findings of several filtered texts as one ``((kind, count), …)``, by kind."""
     counts: Counter[str] = Counter()
     for result in results:
@@ -103,10 +103,10 @@ def check_name(what: str, value: str | None) -> None:
 
 
 def _kinds_in(text: str) -> str:
-    return ", ".join(kind for kind, _ in redact(text).findings)
+    return ", ".join(kind for kind, _ in mask_secrets(text).findings)
 
 
-def redact(text: str) -> Redacted:
+def mask_secrets(text: str) -> Masked:
     """Replace every secret in ``text`` with a ``[REDACTED:kind]`` marker."""
     counts: Counter[str] = Counter()
     for _ in range(_MAX_PASSES):
@@ -114,7 +114,7 @@ def redact(text: str) -> Redacted:
         if not spans:
             break
         text = _replaced(text, _merged(spans), counts)
-    return Redacted(text, sorted((kind, n) for kind, n in counts.items() if n > 0))
+    return Masked(text, sorted((kind, n) for kind, n in counts.items() if n > 0))
 
 
 # A replacement can expose a key that a secret's last characters hid (``…XYZ_password=x``), so

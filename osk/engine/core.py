@@ -121,7 +121,7 @@ class Engine:
         if actor not in (AGENT, USER):
             raise ValueError(f"actor must be 'agent' or 'user', not {actor!r}")
         found = vault if isinstance(vault, Vault) else locate(vault, cwd)
-        _settle_killed_writes(found)
+        _finish_killed_writes(found)
         session = open_session(found, (cwd or Path.cwd()), scope)
         catalog, rechecks, routing, reads = Catalog(found), Rechecks(found), Routing(found), \
             ReadLog()
@@ -628,11 +628,11 @@ class Engine:
         return overview(self._ctx)
 
 
-def _settle_killed_writes(vault: Vault) -> None:
+def _finish_killed_writes(vault: Vault) -> None:
     """What a process killed mid-write left: temp files in device state (removed when their
     writer is gone) and audit records journalled but not appended (finished under the lock)."""
     vault.clear_debris()
-    mutation.settle(vault)
+    mutation.finish_killed_audit(vault)
 
 
 _STEERS: dict[tuple[str, str], bool] = {}  # (path, file hash) -> whether its text steers

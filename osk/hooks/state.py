@@ -106,9 +106,9 @@ _UUID = re.compile(r"[0-9A-Fa-f]{8}-(?:[0-9A-Fa-f]{4}-){3}[0-9A-Fa-f]{12}")
 def _holds_secret(text: str) -> bool:
     # Imported only for an id that is not a UUID (what Claude Code and Codex send): the
     # filter costs a hook about 30 ms to import.
-    from osk.capture.secrets import redact
+    from osk.capture.secrets import mask_secrets
 
-    return redact(text).changed
+    return mask_secrets(text).changed
 
 
 def record_conversation(session_id: str, transcript: Path | None) -> str:

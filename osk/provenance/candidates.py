@@ -321,11 +321,11 @@ def _checked(kind: str, parties: list[Party]) -> list[Party]:
 
 def _checked_note(note: str) -> str:
     """The note as the ledger keeps it: capped, then secret-filtered (the ledger is synced)."""
-    from osk.capture.secrets import redact
+    from osk.capture.secrets import mask_secrets
 
     if len(note) > MAX_NOTE:
         raise CandidateError(
             f"the note is {len(note)} characters; keep it under {MAX_NOTE} and say only what "
             f"the person needs to decide",
         )
-    return redact(note.strip()).text
+    return mask_secrets(note.strip()).text

@@ -403,9 +403,9 @@ def _redacted_reason(vault: Vault, target_key: str, current: str | None) -> str:
     """A raw round or node whose current text is the one a person's redaction left (``osk
     redact``) changed for that reason alone: say so, so the agent knows the claim's evidence
     lost only a secret. Imported here: the ledger is read only when a target has changed."""
-    from osk.capture.redacted_targets import redacted_states
+    from osk.capture.redacted_targets import left_by_redactions
 
-    return "target-redacted" if current in redacted_states(vault).get(target_key, ()) \
+    return "target-redacted" if current in left_by_redactions(vault).get(target_key, ()) \
         else "target-changed"
 
 

@@ -195,7 +195,7 @@ class ScopeMemory:
                 )
             else:
                 proposed = text
-            filtered, redactions = _redact(proposed)
+            filtered, redactions = _mask_secrets(proposed)
             if len(filtered) > CAP:
                 self._remember_refusal(len(filtered), current_hash)
                 raise LimitError(
@@ -289,7 +289,8 @@ class ScopeMemory:
         removed = removed_lines(before, after)
         if not removed:
             return None
-        lines, _ = _redact("\n".join(removed))  # a hand edit may have put a secret in the note
+        # a hand edit may have put a secret in the note
+        lines, _ = _mask_secrets("\n".join(removed))
         record = Ledger(self.vault, EVICTIONS).append(KIND_EVICT, uuid7(), {
             "scope": self.scope,
             "lines": lines.split("\n"),
@@ -339,7 +340,8 @@ def _checked_author(author: Author) -> Author:
                              f"at most 80 characters), as every later session is shown it",
                              argument=what)
         secrets.check_name(what, name)
-    if author.session and secrets.redact(author.session).findings:  # not the agent's to change
+    # not the agent's to change
+    if author.session and secrets.mask_secrets(author.session).findings:
         return replace(author, session=f"key-{sha256_text(author.session)[:12]}")
     return author
 
@@ -409,10 +411,10 @@ def _pending(view: LedgerView, subject: str) -> Eviction | None:
     return Eviction.from_record(min(evicts, key=lambda r: r.id))
 
 
-def _redact(text: str) -> tuple[str, list[tuple[str, int]]]:
+def _mask_secrets(text: str) -> tuple[str, list[tuple[str, int]]]:
     # Imported here so that importing this module never fails while the filter is absent in a
     # partial checkout; a write without the filter would be worse than no write, so it raises.
-    from osk.capture.secrets import redact
+    from osk.capture.secrets import mask_secrets
 
-    result = redact(text)
+    result = mask_secrets(text)
     return result.text, [(str(kind), int(count)) for kind, count in result.findings]

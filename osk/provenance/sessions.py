@@ -217,9 +217,9 @@ def _key_name(folder: str) -> str:
     ``test_search_run0`` alike, never load the filter: hooks and a fresh search run this."""
     name = portable_name(folder)
     if _TOKEN_LIKE.search(name):
-        from osk.capture.secrets import redact
+        from osk.capture.secrets import mask_secrets
 
-        if redact(name).changed:
+        if mask_secrets(name).changed:
             return f"project-{sha256_text(name)[:12]}"
     return name
 

@@ -60,7 +60,7 @@ def search(vault_arg: str | Path | None, cwd: Path, scope: str | None, query: st
     if not _answerable_here(vault, text):
         return None
     vault.clear_debris()  # what opening the engine does first
-    mutation.settle(vault)
+    mutation.finish_killed_audit(vault)
     session = open_session(vault, cwd, scope)
     if kind == "rounds":
         rounds = _rounds(vault, session, text, wanted)

@@ -17,7 +17,7 @@ from osk.calls.context import WriteContext
 from osk.calls.results import RawRead
 from osk.capture import raw, raw_review
 from osk.capture.exclusions import excluded
-from osk.capture.secrets import redact
+from osk.capture.secrets import mask_secrets
 from osk.errors import EdgeError, NodeNotFound
 from osk.store.edges import (
     RAW_RECORD,
@@ -122,7 +122,7 @@ def _read_file(ctx: WriteContext, target: FileTarget, start: int, size: int) -> 
                         link=target.link)
     data = path.read_bytes()
     try:
-        body = redact(data.decode("utf-8")).text
+        body = mask_secrets(data.decode("utf-8")).text
     except UnicodeDecodeError:
         raise EdgeError(f"{target.path} is not UTF-8 text", link=target.link) from None
     digest = sha256_bytes(data)

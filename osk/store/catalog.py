@@ -37,7 +37,7 @@ class Entry:
     stat: StatKey
     node: Node | None
     error: OskError | None
-    read_at_ns: int = 0  # when the bytes were read; see _settled
+    read_at_ns: int = 0  # when the bytes were read; see read_is_final
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ class Catalog:
         read_any = False
         for rel, stat in seen.items():
             old = self.entries.get(rel)
-            if old is None or old.stat != stat or not _settled(old):
+            if old is None or old.stat != stat or not read_is_final(old):
                 entry = self._restore(rel, stat) if old is None else None
                 if entry is None:
                     entry, read_any = self._load(rel, stat), True
@@ -140,7 +140,7 @@ class Catalog:
             return
         held, encoded = self._encoded, {}
         for rel, entry in self.entries.items():
-            if entry.node is None or not _settled(entry):
+            if entry.node is None or not read_is_final(entry):
                 continue
             known = held.get(rel)
             encoded[rel] = known if known is not None and known[0] is entry else \
@@ -316,12 +316,7 @@ def _stat_key(stat: os.stat_result) -> StatKey:
 _RACE_WINDOW_NS = RACE_WINDOW_NS  # a module name, so a test can narrow the window
 
 
-def is_settled(entry: Entry) -> bool:
-    """Whether the bytes held for ``entry`` are final for its stat (see ``_settled``)."""
-    return _settled(entry)
-
-
-def _settled(entry: Entry) -> bool:
+def read_is_final(entry: Entry) -> bool:
     """Whether the bytes we hold are final for this stat.
 
     A file read within the clock's granularity of its mtime may be rewritten again with an

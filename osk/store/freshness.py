@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from osk.store import generation
-from osk.store.catalog import Catalog, Changes, is_settled
+from osk.store.catalog import Catalog, Changes, read_is_final
 from osk.store.fsutil import RACE_WINDOW_NS, folder_stat
 from osk.store.vault import SPACES, Vault
 from osk.store.watch import Watch
@@ -222,7 +222,7 @@ class Freshness:
                     removed.append(rel)
                 continue
             if entry is None or entry.stat != stat or now - stat[1] < RACE_NS \
-                    or not is_settled(entry):
+                    or not read_is_final(entry):
                 self.catalog.note_written(rel)
                 changed.append(rel)
         return Changes((), tuple(changed), tuple(removed))

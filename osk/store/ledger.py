@@ -335,7 +335,7 @@ class Ledger:
         with _CACHE_LOCK:
             _CACHE[self.path] = _Cached(key, digest, view)
 
-    def _settle_tail(self) -> None:
+    def _mend_torn_tail(self) -> None:
         """Under the ledger lock no append is in flight, so an unfinished last line is a write
         a crash cut short. A tail that is a whole record (only its newline missing) gets the
         newline; anything else is moved, byte for byte, to device state
@@ -382,7 +382,7 @@ class Ledger:
             raise ValueError(f"ledger data may not use envelope keys {sorted(clash)}")
         with file_lock(self.vault.lock_path(f"ledger-{self.name}")):
             self.vault.inside(self.path)  # never settle or append through a planted link
-            self._settle_tail()
+            self._mend_torn_tail()
             view = self._read_checked()
             record = Record(
                 id=uuid7(after=view.max_id),
@@ -423,7 +423,7 @@ def parse_lines(path: Path, data: bytes, damaged: list[str] | None = None) -> li
 
     Bytes after the last newline are an append still in progress in another process, or one a
     crash cut short: never acknowledged, so readers leave them out (the next append settles
-    them, see ``Ledger._settle_tail``). A damaged line raises LedgerError naming it, unless
+    them, see ``Ledger._mend_torn_tail``). A damaged line raises LedgerError naming it, unless
     ``damaged`` is a list: then the line is left out and its problem added there (a parent
     that is not in the ledger is dropped from the record that names it).
     """

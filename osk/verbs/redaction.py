@@ -12,7 +12,7 @@ forward and its audit log gains an ``update``; then every earlier version of it 
 What it keeps consistent:
 
 - the record stays well formed: each changed round is re-framed with its new length, parts and
-  hash (``raw.redact_rounds``), and this device's capture state is rebuilt;
+  hash (``raw.reframe_rounds``), and this device's capture state is rebuilt;
 - every citation of a changed round was bound to the old hash, so it is now a recheck
   candidate (reason ``target-changed``): the redactions ledger names each affected pair with
   the reason ``redacted``, so a person reading ``osk candidates`` can tell why;
@@ -225,9 +225,9 @@ def purged_by(vault: Vault, sha: str) -> Record | None:
 def _rounds(vault: Vault, target: Target, span: str, *,
             dry_run: bool) -> list[raw_reframe.Rewritten]:
     try:
-        rounds = raw_reframe.redact_rounds(vault, target.key, target.conversation,
-                                   None if target.rounds is None else set(target.rounds),
-                                   span, KIND, dry_run=dry_run)
+        rounds = raw_reframe.reframe_rounds(vault, target.key, target.conversation,
+                                            None if target.rounds is None else set(target.rounds),
+                                            span, KIND, dry_run=dry_run)
     except RawNotFound as exc:
         raise RedactError(f"no raw record {target.path} in this vault") from exc
     if not rounds:

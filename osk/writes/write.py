@@ -250,7 +250,7 @@ def _hub_for(ctx: WriteContext, spot: Spot, new: NewNode) -> _Creation | None:
 def _filtered(new: NewNode) -> tuple[NewNode, tuple[tuple[str, int], ...]]:
     """``new`` with the secret filter run on its summary and body (before they are hashed or
     stored), and what it removed."""
-    summary, body = secrets.redact(new.summary), secrets.redact(new.body)
+    summary, body = secrets.mask_secrets(new.summary), secrets.mask_secrets(new.body)
     return (replace(new, summary=summary.text, body=body.text),
             secrets.merged_findings(summary, body))
 
@@ -404,8 +404,8 @@ def update_node(ctx: WriteContext, ref: str, edit: NodeEdit) -> WriteResult:
         _check_not_pending(ctx, node.path)
         # The secret filter runs on the body as it will be stored (an edit's new_text, and any
         # secret an older filter let through), before it is hashed, cited or written.
-        filtered_body = secrets.redact(_new_body(node, body, expect_hash, old_text, new_text))
-        filtered_summary = secrets.redact(summary or "")
+        filtered_body = secrets.mask_secrets(_new_body(node, body, expect_hash, old_text, new_text))
+        filtered_summary = secrets.mask_secrets(summary or "")
         new_body = filtered_body.text
         sources.check_body(node.path, new_body)
         summary = None if summary is None else filtered_summary.text

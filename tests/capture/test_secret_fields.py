@@ -18,7 +18,7 @@ from serverkit import HUB, ok, params
 from test_node_secrets import anyio_backend, github_token, password  # noqa: F401 (a fixture)
 from writekit import make_repo
 
-from osk.capture.secrets import redact
+from osk.capture.secrets import mask_secrets
 from osk.errors import SecretInName, SetupError
 from osk.hosts import hostsetup
 from osk.store.fsutil import sha256_bytes
@@ -146,7 +146,7 @@ def test_ordinary_ids_and_names_pass_the_check():
                   "claude-opus-4-5", "gpt-5.1-codex", "kiro", "antigravity", "auth/tokens",
                   "rollout-2026-12-02T10-11-12-0193a1b2-7c3d-7e4f-8a9b-0c1d2e3f4a5b",
                   "toolu_01A09q90qw90lq917835lq9", "chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT"):
-        assert not redact(value).changed, value
+        assert not mask_secrets(value).changed, value
 
 
 def test_a_hook_names_a_conversation_whose_id_holds_a_secret_by_its_hash(vault: Vault,

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from osk.capture.secret_detectors import KINDS
-from osk.capture.secrets import marker, redact
+from osk.capture.secrets import marker, mask_secrets
 
 RNG = random.Random(20251129)
 ALNUM = string.ascii_letters + string.digits
@@ -176,7 +176,7 @@ RECALL: list[tuple[str, str, str, str]] = [
                          [case[1:] for case in RECALL], ids=[case[0] for case in RECALL])
 def test_each_sample_secret_is_replaced_by_a_marker_naming_its_kind(template, secret, kind):
     text = template.format(s=secret)
-    result = redact(text)
+    result = mask_secrets(text)
     assert result.text == template.format(s=marker(kind))
     assert result.findings == [(kind, 1)]
 
@@ -184,7 +184,7 @@ def test_each_sample_secret_is_replaced_by_a_marker_naming_its_kind(template, se
 def test_the_recall_tables_cover_every_kind_the_filter_names():
     from secret_corpus import positives
 
-    table = {kind for sample in positives() for kind, _ in redact(sample.text).findings}
+    table = {kind for sample in positives() for kind, _ in mask_secrets(sample.text).findings}
     assert {case[3] for case in RECALL} | table == set(KINDS)
 
 
@@ -192,7 +192,7 @@ def test_an_env_file_with_several_secrets_keeps_its_names_and_counts_each_kind()
     github, password, aws_id = gh("p"), rand(ALNUM, 14), "AKIA" + rand(UPPER_DIGITS, 16)
     text = (f"# deploy settings\nDEBUG=false\nGITHUB_TOKEN={github}\nDB_PASSWORD={password}\n"
             f"AWS_ACCESS_KEY_ID={aws_id}\nADMIN_PASSWORD={rand(ALNUM, 10)}\nWORKERS=4\n")
-    result = redact(text)
+    result = mask_secrets(text)
     assert result.text == (
         "# deploy settings\nDEBUG=false\nGITHUB_TOKEN=[REDACTED:github-token]\n"
         "DB_PASSWORD=[REDACTED:password]\nAWS_ACCESS_KEY_ID=[REDACTED:aws-access-key-id]\n"
@@ -314,7 +314,7 @@ def data_uri_image() -> str:
                                   data_uri_image()],
                          ids=["python", "typescript", "config-and-shell", "prose", "image"])
 def test_ordinary_code_and_prose_pass_through_byte_for_byte(text):
-    result = redact(text)
+    result = mask_secrets(text)
     assert result.text == text
     assert result.findings == [] and not result.changed
 
@@ -323,14 +323,14 @@ def test_long_hex_and_base64_runs_pass_through_unchanged():
     rng = random.Random(11)
     text = "\n".join([rng.randbytes(4096).hex(), base64.b64encode(rng.randbytes(6000)).decode(),
                       base64.urlsafe_b64encode(rng.randbytes(6000)).decode()])
-    assert redact(text).text == text
+    assert mask_secrets(text).text == text
 
 
 @pytest.mark.parametrize("text", [case[1].format(s=case[2]) for case in RECALL],
                          ids=[case[0] for case in RECALL])
 def test_redacting_twice_equals_redacting_once(text):
-    once = redact(text)
-    twice = redact(once.text)
+    once = mask_secrets(text)
+    twice = mask_secrets(once.text)
     assert twice.text == once.text
     assert twice.findings == []
 
@@ -347,8 +347,8 @@ FRAGMENTS = [
 @settings(max_examples=300, derandomize=True, deadline=None)
 @given(st.lists(st.sampled_from(FRAGMENTS), max_size=14))
 def test_redaction_is_idempotent_on_arbitrary_mixtures(pieces):
-    once = redact("".join(pieces)).text
-    assert redact(once).text == once
+    once = mask_secrets("".join(pieces)).text
+    assert mask_secrets(once).text == once
 
 
 @settings(max_examples=150, derandomize=True, deadline=None)
@@ -358,12 +358,12 @@ def test_redaction_is_idempotent_on_arbitrary_mixtures(pieces):
 def test_a_token_never_survives_whatever_surrounds_it(pieces, case):
     _, template, secret, _ = case
     text = "".join(pieces) + " " + template.format(s=secret) + " " + "".join(reversed(pieces))
-    assert secret not in redact(text).text
+    assert secret not in mask_secrets(text).text
 
 
 def test_markers_hold_only_the_kind_never_any_part_of_the_secret():
     secret = gh("p")
-    result = redact(f"t={secret}")
+    result = mask_secrets(f"t={secret}")
     assert secret[4:] not in result.text and secret[:8] not in result.text
 
 
@@ -377,7 +377,7 @@ def test_a_named_value_is_judged_as_an_assignment_of_the_same_key_is():
     """``- name: KEY`` / ``value: …`` and ``<KEY>…</KEY>`` follow the rules of ``KEY=…``: a
     working directory given as PWD is no password in either form; a real password is one."""
     for text in ("PWD=/home/dev", "- name: PWD\n  value: /home/dev\n", "<pwd>/home/dev</pwd>"):
-        assert not redact(text).changed, text
+        assert not mask_secrets(text).changed, text
     for text in ("DB_PASSWORD=Zq8-frog-Lamp", "- name: DB_PASSWORD\n  value: Zq8-frog-Lamp\n",
                  "<password>Zq8-frog-Lamp</password>"):
-        assert "Zq8-frog-Lamp" not in redact(text).text, text
+        assert "Zq8-frog-Lamp" not in mask_secrets(text).text, text

@@ -102,9 +102,9 @@ def test_exactly_the_cap_is_accepted(vault: Vault):
 
 
 def test_the_cap_is_measured_after_the_secret_filter(vault: Vault):
-    from osk.capture.secrets import redact
+    from osk.capture.secrets import mask_secrets
 
-    filler = "n" * (CAP - len(redact(PRIVATE_KEY).text) - 10) + "\n"
+    filler = "n" * (CAP - len(mask_secrets(PRIVATE_KEY).text) - 10) + "\n"
     text = filler + PRIVATE_KEY + "\n"
     assert len(text) > CAP
     memory = ScopeMemory(vault, "app")

@@ -121,7 +121,7 @@ WRITE_PATH = frozenset({
     "osk.writes.recheck_gate", "osk.writes.moves",
     "osk.authority.approvals",
     "osk.surfaces.commands.authority", "osk.surfaces.commands.hosts", "osk.surfaces.commands.nodes",
-    "osk.surfaces.commands.sync",
+    "osk.surfaces.commands.sync", "osk.surfaces.commands.import_", "osk.surfaces.commands.mcp",
     "osk.surfaces.commands.vault", "osk.surfaces.commands.redact", "osk.surfaces.commands.demo",
 })
 

@@ -17,7 +17,7 @@ from writekit import make_repo
 
 from osk.calls.request import NewNode, NodeEdit
 from osk.capture import raw
-from osk.capture.secrets import redact
+from osk.capture.secrets import mask_secrets
 from osk.engine.core import Engine
 from osk.store.vault import Vault
 from osk.sync.cycle import sync_once
@@ -55,7 +55,7 @@ def run_redact(vault: Vault, target: str, code: str | None = None):
 
 
 def test_redact_rewrites_the_rounds_records_it_and_syncs_to_a_second_device(tmp_path: Path):
-    assert not redact(f"the NAS login is {SPAN}").changed  # the filter let it through
+    assert not mask_secrets(f"the NAS login is {SPAN}").changed  # the filter let it through
     remote, (first, second) = make_devices(tmp_path, 2)
     repo = make_repo(tmp_path / "work" / "proj")
     eng, refs = conversation(first, repo)

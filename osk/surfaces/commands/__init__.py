@@ -7,8 +7,10 @@ keeps it equal to what each group registers.
 
 GROUPS: dict[str, tuple[str, ...]] = {
     "vault": ("init",),
-    "nodes": ("mcp", "validate", "overview", "read"),
-    "search": ("search", "embed", "reindex", "import"),
+    "mcp": ("mcp",),
+    "nodes": ("validate", "overview", "read"),
+    "search": ("search", "embed", "reindex"),
+    "import_": ("import",),  # a module may not be named after the keyword
     "recall": ("recall", "stats"),
     "authority": ("protect", "unprotect", "approve", "revert", "review", "log", "show",
                   "confirm", "reject", "tombstones", "lift", "candidates", "dismiss",

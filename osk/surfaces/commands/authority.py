@@ -382,7 +382,8 @@ def run_log(args: argparse.Namespace) -> int:
     from osk.authority import audit, mutation
 
     vault = _vault(args)
-    mutation.settle(vault)  # a write killed before its record: finished, not shown as a hand edit
+    # a write killed before its record: finished, not shown as a hand edit
+    mutation.finish_killed_audit(vault)
     note = ""
     if args.node:
         node_id, items = _node_history(vault, args.node)

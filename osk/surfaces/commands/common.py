@@ -1,5 +1,6 @@
 """What every command group shares: the one ``--json`` and ``--scope``, what ``--json``
-prints, and the code a person types back before a verb that decides.
+prints, the code a person types back before a verb that decides, and the progress bar of a
+long run (import, embed, reindex).
 
 Below ``osk.surfaces.cli`` (which routes to the groups) so a group never imports the router.
 """
@@ -7,6 +8,7 @@ Below ``osk.surfaces.cli`` (which routes to the groups) so a group never imports
 from __future__ import annotations
 
 import argparse
+from typing import TextIO
 
 
 def typed_back(code: str, question: str) -> bool:
@@ -49,3 +51,33 @@ def _plain(value: object) -> object:
     if isinstance(value, Path):
         return str(value)
     return value
+
+
+class Progress:
+    """A one-line progress bar on a terminal; a line per tenth of the way otherwise."""
+
+    WIDTH = 30
+
+    def __init__(self, stream: TextIO, label: str = "importing") -> None:
+        self.stream = stream
+        self.label = label
+        self.tty = stream.isatty()
+        self.shown = -1
+
+    def update(self, done: int, total: int) -> None:
+        if total <= 0:
+            return
+        share = done / total
+        if self.tty:
+            filled = int(share * self.WIDTH)
+            self.stream.write(f"\r{self.label} [{'#' * filled}{'.' * (self.WIDTH - filled)}] "
+                              f"{done}/{total}")
+            self.stream.flush()
+        elif int(share * 10) > self.shown:
+            self.shown = int(share * 10)
+            print(f"{self.label}: {done}/{total} ({share:.0%})", file=self.stream)
+
+    def close(self) -> None:
+        if self.tty:
+            self.stream.write("\n")
+            self.stream.flush()

@@ -1,7 +1,6 @@
-"""`osk mcp`, `osk validate`, `osk overview`, `osk read NODE`.
+"""`osk validate`, `osk overview`, `osk read NODE`.
 
-Handlers import the engine, the validators and the MCP server lazily: building the parser must
-stay cheap, and nothing here may pull the MCP SDK into any other command.
+Handlers import the engine and the validators lazily: building the parser must stay cheap.
 """
 
 from __future__ import annotations
@@ -15,12 +14,6 @@ from osk.surfaces.commands.common import add_json_flag, add_scope_flag, json_tex
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    mcp = sub.add_parser("mcp", help="run the MCP stdio server (register this with your host)")
-    # SUPPRESS keeps `osk --vault V mcp` working: a default here would overwrite the top level's.
-    mcp.add_argument("--vault", default=argparse.SUPPRESS,
-                     help="the vault folder (default: $OSK_VAULT)")
-    mcp.set_defaults(handler=run_mcp)
-
     check = sub.add_parser("validate", help="check the whole vault; exit 1 when anything is "
                                             "found (changes nothing)")
     add_json_flag(check)
@@ -45,12 +38,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 # -- handlers ------------------------------------------------------------------------------
-def run_mcp(args: argparse.Namespace) -> int:
-    from osk.surfaces.stdio import serve
-
-    return serve(args.vault, Path.cwd())
-
-
 def run_validate(args: argparse.Namespace) -> int:
     from osk.store.vault import locate
     from osk.verbs import validate
