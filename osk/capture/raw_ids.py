@@ -22,8 +22,9 @@ from __future__ import annotations
 import hashlib
 import os
 import struct
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import BinaryIO
 
 from osk.store.fsutil import replace_unsynced
 
@@ -42,7 +43,7 @@ class CompletionIds:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._file = None
+        self._file: BinaryIO | None = None
         self.capacity = self.count = self.rounds = 0
 
     def open(self, rounds: int) -> bool:
@@ -105,7 +106,7 @@ class CompletionIds:
         self._file.write(_HEADER.pack(_MAGIC, self.capacity, self.count, self.rounds))
         self._file.flush()
 
-    def _probe(self, digest: bytes):
+    def _probe(self, digest: bytes) -> Iterator[tuple[int, bytes, int, bytes]]:
         assert self._file is not None
         start = int.from_bytes(digest[:8], "big") % self.capacity
         for step in range(self.capacity):

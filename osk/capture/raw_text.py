@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
@@ -299,7 +300,7 @@ def _parse_frame(data: bytes, start: int, number: int, rel: str) -> _Frame | Non
                   fields["sha256"], content_hash(content))
 
 
-def _parse_fields(raw: bytes, bad) -> dict[str, str]:
+def _parse_fields(raw: bytes, bad: Callable[[str], RawRecordError]) -> dict[str, str]:
     fields: dict[str, str] = {}
     try:
         text = raw.decode("ascii")

@@ -48,7 +48,9 @@ def _read_states(vault: Vault) -> dict[str, set[str]]:
         except RawRecordError:
             continue  # a damaged entry names no record; the validators report the ledger
         for item in rounds:
-            if isinstance(item, dict) and isinstance(item.get("after"), str):
-                coordinate = RawTarget(named.key, named.conversation, item.get("n"))
-                found.setdefault(f"raw:{coordinate.coordinate}", set()).add(item["after"])
+            after, number = (item.get("after"), item.get("n")) if isinstance(item, dict) else (
+                None, None)
+            if isinstance(after, str) and isinstance(number, int):
+                coordinate = RawTarget(named.key, named.conversation, number)
+                found.setdefault(f"raw:{coordinate.coordinate}", set()).add(after)
     return found

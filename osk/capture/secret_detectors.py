@@ -263,7 +263,7 @@ def _private_keys(text: str) -> Found:
         position = following.start()
 
 
-def _unterminated_keys(text: str, begin: re.Match[str], limit: int | None = None) -> Found:
+def _unterminated_keys(text: str, begin: re.Match[str] | None, limit: int | None = None) -> Found:
     """A block cut short (a paste that lost its END line): BEGIN and the base64 lines after."""
     while begin is not None:
         stop = len(text) if limit is None else limit

@@ -39,7 +39,7 @@ def inline(text: str, limit: int) -> str:
 
 def block(text: str) -> str:
     """A stored multi-line text, every line quoted and encoded ("" for an empty text)."""
-    lines = []
+    lines: list[str] = []
     for raw in visible(text).strip().splitlines():
         line = encode(" ".join(raw.split()))
         if line.startswith("#"):  # a heading imitating osk's sections, even quoted

@@ -170,7 +170,7 @@ def on_final_answer(
     with locked(vault, f"growth-{host}-{conversation_name(session_id)}"):
         conv_path = conversation_path(vault, host, session_id)
         conv = load_counts(conv_path)
-        conv["answers"] = int_or_zero(conv.get("answers")) + 1
+        answers = conv["answers"] = int_or_zero(conv.get("answers")) + 1
         save_counts(conv_path, conv)
         job_id = conv.get("job")
         job = load_counts(job_path(vault, job_id)) if isinstance(job_id, str) else {}
@@ -179,7 +179,7 @@ def on_final_answer(
                 return None  # still working: never stack forks
             _note_runner_died(vault, job)
         retry = job.get("status") == "unfinished"
-        if not retry and conv["answers"] % CADENCE != 0:
+        if not retry and answers % CADENCE != 0:
             return None
         if not _may_fork(vault, host):
             return None
@@ -297,11 +297,11 @@ def _stop_orphan_fork(pid: int, job_id: str) -> None:
 def count_unfinished(vault: Vault, host: str) -> None:
     with locked(vault, f"growth-host-{host}"):
         state = load_counts(_host_path(vault, host))
-        state["unfinished_in_row"] = int_or_zero(state.get("unfinished_in_row")) + 1
+        in_row = state["unfinished_in_row"] = int_or_zero(state.get("unfinished_in_row")) + 1
         save_counts(_host_path(vault, host), state)
-        if state["unfinished_in_row"] >= UNFINISHED_LIMIT:
+        if in_row >= UNFINISHED_LIMIT:
             set_fallback(vault, host, "unfinished",
-                         f"{state['unfinished_in_row']} background reviews in a row did not "
+                         f"{in_row} background reviews in a row did not "
                          f"finish; reviews run in-session")
 
 

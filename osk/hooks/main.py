@@ -112,7 +112,7 @@ def parse_args(argv: Sequence[str]) -> Request:
 
     if options["host"] not in HOSTS:
         raise UsageError(f"unknown host {options['host']!r}")
-    return Request(event, options["host"], options.get("vault"), dry_run)  # type: ignore[arg-type]
+    return Request(event, options["host"], options.get("vault"), dry_run)
 
 
 def read_stdin() -> bytes:

@@ -271,7 +271,7 @@ def select(vault: Vault, hits: Sequence[Recalled], *, seen: Mapping[str, str] | 
         return []
     bar = RELATIVE * best
     allowed = Allowed(vault)
-    chosen = []
+    chosen: list[Recalled] = []
     for hit in hits:
         reason = _held_by_rank(hit, len(chosen), bar, seen) or allowed.refusal(hit)
         if reason is None:

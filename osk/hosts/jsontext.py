@@ -87,7 +87,8 @@ class JsonText:
 
     @property
     def data(self) -> dict[str, JsonValue]:
-        return json.loads(self.text)
+        data: dict[str, JsonValue] = json.loads(self.text)  # an object: checked when read
+        return data
 
     def _root(self) -> _Node:
         return _parse(self.text, 0)

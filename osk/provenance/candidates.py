@@ -94,8 +94,9 @@ class Candidate:
     @classmethod
     def from_record(cls, record: Record, status: Literal["open", "dismissed"]) -> Candidate:
         data = record.data
-        raw_parties = data.get("parties", [])
-        parties = tuple(Party.from_data(p) for p in raw_parties if isinstance(p, dict))
+        raw_parties = data.get("parties")
+        parties = tuple(Party.from_data(p) for p in (
+            raw_parties if isinstance(raw_parties, list) else ()) if isinstance(p, dict))
         return cls(
             key=record.subject, type=str(data.get("type", "")), parties=parties,
             note=str(data.get("note", "")), actor=str(data.get("actor", "")),

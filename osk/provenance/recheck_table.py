@@ -207,7 +207,8 @@ def _subject_citations(view: LedgerView, subject: str, citing_id: str) -> Citati
 
 def _citations(citing_id: str, record: Record, *, forked: bool) -> Citations:
     pairs: dict[str, Pair] = {}
-    for item in record.data.get("pairs", []) or []:
+    items = record.data.get("pairs")
+    for item in items if isinstance(items, list) else ():
         if isinstance(item, Mapping):
             pair = Pair.from_data(citing_id, item)
             pairs[pair.target.key] = replace(pair, forked=forked)

@@ -77,9 +77,10 @@ def find_repo(cwd: Path) -> Repo | None:
             if dotgit.is_dir():
                 git_dir = dotgit
             elif dotgit.is_file():
-                git_dir = _gitdir_from_file(dotgit)
-                if git_dir is None:
+                linked = _gitdir_from_file(dotgit)
+                if linked is None:
                     continue
+                git_dir = linked
             else:
                 continue
         except OSError:
@@ -235,7 +236,7 @@ def session_key(cwd: Path, vault: Vault | None = None) -> SessionKey:
     if repo is None:
         folder = cwd.resolve()
         name = _key_name(folder.name)
-        identity = "path:" + sha256_text(str(folder))
+        identity: str | None = "path:" + sha256_text(str(folder))
         partial = SessionKey(name, name, identity, None, None, "folder")
     else:
         name = _key_name(repo.main_name)

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from osk.provenance.markers import Listed, OpenItems
-from osk.search.ranking import SearchResult
+from osk.search.ranking import Ranking, SearchResult
 from osk.store.fsutil import RACE_WINDOW_NS, folder_stat
 from osk.store.vault import Vault, locate
 
@@ -138,7 +138,7 @@ def _ranked(vault: Vault, session: Any, query: str, text: str,
     return SearchResult(session.scope, query, tuple(hits))
 
 
-def _order(vault: Vault, db: Any, corpus: Any, ranking: Any, text: str,
+def _order(vault: Vault, db: Any, corpus: Any, ranking: Ranking, text: str,
            k: int) -> list[Any] | None:
     """What ``SearchIndex.channels`` orders by: the lexical order, fused with the semantic
     one when the channel is on and reads the query. None when a node still lacks its vector

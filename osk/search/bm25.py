@@ -51,9 +51,9 @@ class Bm25:
     def from_base(
         cls,
         terms: list[str],
-        offsets: array,
-        slots: array,
-        tfs: array,
+        offsets: array[int],
+        slots: array[int],
+        tfs: array[int],
         lengths: dict[int, int],
     ) -> Bm25:
         """Adopt persisted arrays as the base layer; term ``i`` owns ``offsets[i]:offsets[i+1]``."""
@@ -70,7 +70,7 @@ class Bm25:
         index.total_length = sum(lengths.values())
         return index
 
-    def to_base(self) -> tuple[list[str], array, array, array]:
+    def to_base(self) -> tuple[list[str], array[int], array[int], array[int]]:
         """The current postings as (terms, offsets, slots, tfs), for writing to disk."""
         terms: list[str] = []
         offsets, slots, tfs = array("I", [0]), array("I"), array("I")
@@ -394,9 +394,9 @@ class Bm25:
             elif closed:
                 docs = self.postings(term)
                 for slot in acc:
-                    tf = docs.get(slot)
-                    if tf:
-                        acc[slot] += w * tf / (tf + (base + slope * lengths[slot]))
+                    held = docs.get(slot)
+                    if held:
+                        acc[slot] += w * held / (held + (base + slope * lengths[slot]))
             else:
                 for slot, tf in self.pairs(term):
                     acc[slot] = get(slot, 0.0) + w * tf / (tf + (base + slope * lengths[slot]))

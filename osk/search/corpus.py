@@ -94,7 +94,8 @@ class Corpus:
         self._free: list[int] = []
         self._next_slot = 0
         self._doc_terms: dict[int, str] = {}  # distinct terms of documents stored here
-        self._base_terms: tuple[array, array, list[str]] = (array("I", [0]), array("I"), [])
+        self._base_terms: tuple[array[int], array[int], list[str]] = (
+            array("I", [0]), array("I"), [])
         self._supersession: tuple[int, list[tuple[int, int]], set[int]] | None = None
         # Each document's kind, its (space, scope): all that its locality depends on, so a
         # query bounds the factor of a whole kind at once (``Bm25.top``'s ceilings).
@@ -236,7 +237,7 @@ class Corpus:
         for table, key in ((self.by_title, doc.title_key), (self.by_loose, doc.loose_key),
                            (self.successors, doc.supersedes)):
             slots = table.get(key) if key else None
-            if slots is not None:
+            if key and slots is not None:
                 slots.discard(slot)
                 if not slots:
                     del table[key]

@@ -193,7 +193,8 @@ def _layer_norm(x: np.ndarray, weights: tuple[np.ndarray, np.ndarray]) -> np.nda
     mean = x.mean(axis=-1, keepdims=True)
     centred = x - mean
     variance = (centred * centred).mean(axis=-1, keepdims=True)
-    return centred / np.sqrt(variance + _LAYER_NORM_EPS) * weights[0] + weights[1]
+    normed: np.ndarray = centred / np.sqrt(variance + _LAYER_NORM_EPS) * weights[0] + weights[1]
+    return normed
 
 
 def _erf(x: np.ndarray) -> np.ndarray:
@@ -204,7 +205,8 @@ def _erf(x: np.ndarray) -> np.ndarray:
     t = 1.0 / (1.0 + 0.3275911 * a)
     poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027
                                                                          + t * 1.061405429))))
-    return sign * (1.0 - poly * np.exp(-a * a))
+    erf: np.ndarray = sign * (1.0 - poly * np.exp(-a * a))
+    return erf
 
 
 def _gelu(x: np.ndarray) -> np.ndarray:
@@ -282,7 +284,8 @@ class Encoder:
             x = self._layer(x, layer, bias)
         pooled = (x * mask[:, :, None]).sum(axis=1) / mask.sum(axis=1, keepdims=True)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+        unit: np.ndarray = (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+        return unit
 
     def _layer(self, x: np.ndarray, layer: _Layer, bias: np.ndarray) -> np.ndarray:
         batch, length, width = x.shape

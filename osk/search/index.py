@@ -51,7 +51,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from osk.search import index_files, recallfile
-from osk.search.corpus import RACE_WINDOW_NS, Corpus, SearchDoc, StatKey
+from osk.search.corpus import Corpus, SearchDoc
 from osk.search.ranking import FUSION_DEPTH, Hit, Markers, Ranked, Ranking, Visible, fuse
 from osk.search.recall_mirror import RecallMirror
 from osk.search.regions import Regions
@@ -66,7 +66,7 @@ from osk.search.versions import (
     searchable_path,
     title_of,
 )
-from osk.store.fsutil import collector_paused, sha256_text
+from osk.store.fsutil import RACE_WINDOW_NS, StatKey, collector_paused, sha256_text
 from osk.store.vault import Vault
 
 if TYPE_CHECKING:
@@ -420,9 +420,9 @@ class SearchIndex:
             doc = SearchDoc.from_record(op[1])
             self._corpus.store(doc, {str(term): int(tf) for term, tf in op[2].items()})
         elif kind == "stat":
-            doc = self._corpus.get(op[1])
-            if doc is not None:
-                doc.stat, doc.read_ns = (op[2], op[3], op[4]), op[5]
+            known = self._corpus.get(op[1])
+            if known is not None:
+                known.stat, known.read_ns = (op[2], op[3], op[4]), op[5]
         elif kind == "del":
             self._corpus.remove(op[1])
         else:

@@ -59,12 +59,14 @@ class Snapshot:
     params: dict[str, Any]
     terms: list[str]  # the vocabulary; term i owns postings offsets[i]:offsets[i + 1]
     docs: list[list[Any] | None]  # document records by slot; None for a free slot
-    offsets: array
-    slots: array
-    tfs: array
-    lengths: array  # by slot
-    doc_term_offsets: array  # by slot plus one: document i's distinct terms are
-    doc_terms: array  # terms[j] for j in doc_terms[doc_term_offsets[i]:doc_term_offsets[i + 1]]
+    offsets: array[int]
+    slots: array[int]
+    tfs: array[int]
+    lengths: array[int]  # by slot
+    # doc_term_offsets by slot plus one: document i's distinct terms are
+    # terms[j] for j in doc_terms[doc_term_offsets[i]:doc_term_offsets[i + 1]]
+    doc_term_offsets: array[int]
+    doc_terms: array[int]
 
 
 def new_generation() -> str:
@@ -129,7 +131,7 @@ def read_snapshot(directory: Path, params: dict[str, Any]) -> Snapshot:
             or header.get("sizes") != {code: array(code).itemsize for code in "HI"}):
         raise Damaged("written on a machine with another byte order or integer size")
     body = memoryview(data)[end + 1:]
-    sections = header.get("sections")
+    sections: Any = header.get("sections")  # any JSON: a wrong shape is Damaged below
     expected = ["meta", *_ARRAYS]
     try:
         names = [section[0] for section in sections]

@@ -384,7 +384,7 @@ def semantic_weight(coverage: float) -> float:
     the question its words already explain, the less the meaning of other notes may reorder
     the answer (module docstring, item 5)."""
     uncovered = 1.0 - min(max(coverage, 0.0), 1.0)
-    return SEMANTIC_WEIGHT * uncovered ** COVERAGE_POWER
+    return SEMANTIC_WEIGHT * float(uncovered ** COVERAGE_POWER)  # float ** float may be complex
 
 
 def fuse(lexical: list[Ranked], semantic: list[tuple[int, float]], k: int,

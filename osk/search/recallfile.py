@@ -230,7 +230,7 @@ def _columns(doc: SearchDoc, terms: Iterable[str]) -> tuple[Any, ...]:
             doc.updated, doc.space, doc.scope)
 
 
-def _lengths(db: sqlite3.Connection) -> array:
+def _lengths(db: sqlite3.Connection) -> array[int]:
     found = db.execute("SELECT data FROM blobs WHERE name = 'lengths'").fetchone()
     if found is None:
         raise Unusable("the recall file has no document lengths")
@@ -239,7 +239,7 @@ def _lengths(db: sqlite3.Connection) -> array:
     return lengths
 
 
-def _put(db: sqlite3.Connection, lengths: array, doc: SearchDoc | None,
+def _put(db: sqlite3.Connection, lengths: array[int], doc: SearchDoc | None,
          frequencies: Mapping[str, int], *, path: str = "") -> None:
     """Store ``doc`` (None: delete ``path``), touching each affected term's arrays once."""
     path = doc.path if doc is not None else path

@@ -407,10 +407,10 @@ class RoundIndex:
             if _built_against(db) != hidden:  # not refreshed since the exclusions changed
                 rows = _matching(db, terms, keys, k, skip, 0.0, hidden)
             else:
-                rows = _ranked(db, terms, k, context, skip,
-                               None if len(keys) == len(known) else frozenset(keys))
-                if rows is None:
-                    rows = _matching(db, terms, keys, k, skip, context)
+                ranked = _ranked(db, terms, k, context, skip,
+                                 None if len(keys) == len(known) else frozenset(keys))
+                rows = ranked if ranked is not None else _matching(db, terms, keys, k, skip,
+                                                                   context)
             hits = [RoundHit(coordinate, key, at, host, excerpt(text, excerpt_chars, terms),
                              -float(score), slot)
                     for slot, (_, coordinate, key, at, host, text, score, _, _) in
@@ -462,7 +462,9 @@ class RoundIndex:
                                  "WHERE rel=? AND coordinate=?",
                                  (record_of(coordinate), coordinate)).fetchone()
                 if row is not None:
-                    found.append(RoundHit(*row[:4], excerpt(row[4], excerpt_chars, terms), 0.0))
+                    _, key, at, host, text = row  # its coordinate is the one asked
+                    found.append(RoundHit(coordinate, key, at, host,
+                                          excerpt(text, excerpt_chars, terms), 0.0))
         return found
 
 

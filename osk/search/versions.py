@@ -17,10 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 from osk.errors import ContractError, OskError, SearchError
 from osk.search.bm25 import EPSILON, K1, B
-from osk.search.corpus import Corpus, SearchDoc, StatKey
+from osk.search.corpus import Corpus, SearchDoc
 from osk.search.ranking import Hit, Ranking, Visible
 from osk.search.tokenize import TOKENIZER_VERSION, loose_key, tokenize
 from osk.store import clock
+from osk.store.fsutil import StatKey
 from osk.store.titles import title_key
 from osk.store.vault import SCOPE, SPACES
 

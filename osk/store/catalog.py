@@ -21,6 +21,7 @@ import weakref
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from osk.errors import ContractError, DuplicateId, NodeNotFound, OskError, TitleError
 from osk.store import node as node_mod
@@ -60,7 +61,7 @@ class Catalog:
     entries: dict[str, Entry] = field(default_factory=dict)
     _by_id: dict[str, list[str]] = field(default_factory=dict)
     _by_title: dict[str, list[str]] = field(default_factory=dict)
-    _snapshot: dict[str, dict] | None = None
+    _snapshot: dict[str, Any] | None = None  # rel -> its saved entry, JSON as read
     _dirty: bool = False
     _saved_at: float = 0.0
     _log: list[str] = field(default_factory=list)  # paths whose entry was put or dropped
@@ -363,7 +364,7 @@ def _snapshot_path(vault: Vault) -> Path:
     return vault.state("catalog", "snapshot.json")
 
 
-def _load_snapshot(vault: Vault) -> dict[str, dict]:
+def _load_snapshot(vault: Vault) -> dict[str, Any]:
     try:
         data = json.loads(_snapshot_path(vault).read_text(encoding="utf-8"))
     except (OSError, ValueError):

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
+from typing import overload
 
 from osk.errors import LedgerError, LedgerFork
 from osk.store import clock
@@ -116,7 +117,13 @@ class _Prefix(Sequence[Record]):
     def __len__(self) -> int:
         return self._count
 
-    def __getitem__(self, at):  # type: ignore[override]
+    @overload
+    def __getitem__(self, at: int) -> Record: ...
+
+    @overload
+    def __getitem__(self, at: slice) -> list[Record]: ...
+
+    def __getitem__(self, at: int | slice) -> Record | list[Record]:
         if isinstance(at, slice):
             return self._items[slice(*at.indices(self._count))]
         position = at + self._count if at < 0 else at
@@ -141,7 +148,7 @@ class _Ids(Mapping[str, Record]):
         return self._growth.records[position]
 
     def __contains__(self, record_id: object) -> bool:
-        position = self._growth.index.get(record_id)  # type: ignore[arg-type]
+        position = self._growth.index.get(record_id) if isinstance(record_id, str) else None
         return position is not None and position < self._count
 
     def __iter__(self) -> Iterator[str]:

@@ -13,6 +13,7 @@ for one path conflict even inside one process, so code must never nest the same 
 from __future__ import annotations
 
 import os
+import sys
 import time
 from pathlib import Path
 from types import TracebackType
@@ -23,7 +24,7 @@ __all__ = ["FileLock", "LockTimeout", "file_lock"]
 
 DEFAULT_TIMEOUT = 30.0
 
-if os.name == "nt":  # pragma: no cover - exercised on Windows only
+if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
     import msvcrt
 
     def _try_lock(fd: int) -> bool:

@@ -110,7 +110,10 @@ class Node:
 
     @property
     def id(self) -> str:
-        return self._meta.id if self._meta is not None else str(self._fields["id"])
+        if self._meta is not None:
+            return self._meta.id
+        assert self._fields is not None
+        return str(self._fields["id"])
 
     @property
     def trust_state(self) -> str:

@@ -10,11 +10,15 @@ import os
 import time
 from dataclasses import field
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 from osk.errors import DiskError, OskError, OutsideVault, VaultNotFound
 from osk.store.fastclass import dataclass
 from osk.store.fsutil import RACE_WINDOW_NS, atomic_write, clear_stale_temps, replace_unsynced
 from osk.store.titles import title_key
+
+if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
 
 MARKER = "osk.toml"
 DEBRIS_SWEEP_SECONDS = 3600.0  # how often opening a vault walks all of device state for debris
@@ -107,10 +111,10 @@ def _parsed_toml(path: Path) -> dict[str, object]:
     cache = path.parent / STATE_DIR / SETTINGS_CACHE
     try:
         saved = json.loads(cache.read_text(encoding="utf-8"))
-        if isinstance(saved, dict) and saved.get("stat") == key and isinstance(
-                saved.get("toml"), dict):
-            _PARSED[str(path)] = (key, saved["toml"])  # saved only once past the window
-            return saved["toml"]
+        toml = saved.get("toml") if isinstance(saved, dict) and saved.get("stat") == key else None
+        if isinstance(toml, dict):
+            _PARSED[str(path)] = (key, toml)  # saved only once past the window
+            return toml
     except (OSError, ValueError):
         pass
     import tomllib  # imported here: hooks locate a vault on every turn and rarely need this
@@ -360,7 +364,7 @@ def _undo_init(root: Path, existed: bool) -> None:
             entry.unlink(missing_ok=True)
 
 
-def _copy_tree(source, target: Path) -> None:  # source: importlib Traversable
+def _copy_tree(source: Traversable, target: Path) -> None:
     import shutil
     from importlib import resources
 

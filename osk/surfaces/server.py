@@ -30,12 +30,12 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools.base import Tool
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
 from mcp.types import ToolAnnotations
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from osk import __version__
 from osk.calls.request import NewNode, NodeEdit
 from osk.errors import OskError, SurfaceError
-from osk.surfaces.search_models import SearchOut, search_out
+from osk.surfaces.search_models import Out, SearchOut, search_out
 from osk.surfaces.tool_models import (
     AppendOut,
     AppendRawArgs,
@@ -51,7 +51,6 @@ from osk.surfaces.tool_models import (
     MoveOut,
     NoArgs,
     NodeOut,
-    Out,
     OverviewOut,
     RawOut,
     ReadNodeArgs,
@@ -561,7 +560,7 @@ def _invalid_params(lowlevel: Any, response_id: object, method: str, params: obj
     return json.dumps(error(response_id, INVALID_PARAMS, f"Invalid params: {why}"))
 
 
-def _wire_text(message: Any, response_id: object) -> str:
+def _wire_text(message: BaseModel, response_id: object) -> str:
     """A message as the SDK writes it; one it cannot serialise becomes an error answer."""
     import json
 

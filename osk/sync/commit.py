@@ -95,7 +95,11 @@ def _stage_complete_lines(vault: Vault, repo: GitRepo) -> None:
 
 
 def _summarise(names: list[str], numstat: str) -> dict[str, Any]:
-    added, changed, removed, copies, other = [], [], [], [], []
+    added: list[str] = []
+    changed: list[str] = []
+    removed: list[str] = []
+    copies: list[str] = []
+    other: list[str] = []
     moved: list[tuple[str, str]] = []
     index = 0
     while index < len(names):

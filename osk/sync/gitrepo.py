@@ -89,7 +89,8 @@ class GitRepo:
         from gitdb import IStream
 
         stream = self.repo.odb.store(IStream(b"blob", len(data), BytesIO(data)))
-        return stream.hexsha.decode("ascii")
+        hexsha: bytes = stream.hexsha  # gitdb has no types: what its OStream holds
+        return hexsha.decode("ascii")
 
     def set_entry(self, rel: str, mode: str, sha: str) -> None:
         self.run("update-index", "--add", "--cacheinfo", f"{mode},{sha},{rel}")

@@ -196,8 +196,8 @@ def _resolve_step(cycle: Cycle, work: GitRepo, started: GitRun) -> None:
     if not stages:
         raise SyncError(f"the rebase stopped without a conflict: {_first_error(started)}")
     notes = []
-    for rel, entry in sorted(stages.items()):
-        notes.extend(_resolve_path(cycle, work, rel, entry.get(2), entry.get(3)))
+    for rel, staged in sorted(stages.items()):
+        notes.extend(_resolve_path(cycle, work, rel, staged.get(2), staged.get(3)))
     message = work.git_dir / "rebase-merge" / "message"
     if notes and message.exists():
         with message.open("a", encoding="utf-8") as handle:

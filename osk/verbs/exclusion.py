@@ -15,9 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from osk.capture import raw
-from osk.capture.exclusions import KIND_EXCLUDE, KIND_INCLUDE, LEDGER, PREFIX, excluded
+from osk.capture.exclusions import KIND_EXCLUDE, KIND_INCLUDE, PREFIX, excluded
+from osk.capture.exclusions import LEDGER as LEDGER  # re-exported: `osk exclude` names it
 from osk.errors import ExclusionError, OskError, RawNotFound
-from osk.store.edges import RawTarget, parse_target
+from osk.store.edges import RawTarget, parse_target, record_name
 from osk.store.ledger import Ledger
 from osk.store.vault import RAW_DIR, Vault
 
@@ -63,7 +64,7 @@ def parse(text: str) -> Target:
         else:
             named = raw.record_key_of(inner)
             key, conversation, number = named.key, named.conversation, None
-        return Target(raw.record_name(key), raw.record_name(conversation), number)
+        return Target(record_name(key), record_name(conversation), number)
     except ExclusionError:
         raise
     except OskError as exc:  # a malformed coordinate, a name no record can have

@@ -30,10 +30,15 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from osk.calls.request import NewNode, NodeEdit
 from osk.errors import NodeNotFound, OskError
 from osk.store.fsutil import sha256_bytes
+
+if TYPE_CHECKING:
+    from osk.calls.results import NodeRead
+    from osk.engine.core import Engine
 
 HOSTS = ("claude-code", "codex")
 LABELS = {"claude-code": "Claude Code", "codex": "Codex"}
@@ -171,17 +176,17 @@ def _title(text: str) -> str:
 
 
 # -- writing --------------------------------------------------------------------------------
-def plan(engine: object, found: Iterable[Source]) -> list[Planned]:
+def plan(engine: Engine, found: Iterable[Source]) -> list[Planned]:
     """What a run would do with each source: create its node, update it (the file's hash is
     not the one its citation recorded), or leave it unchanged."""
     result = []
     for source in found:
         try:
-            node = engine.read_node(source.title)  # type: ignore[attr-defined]
+            node = engine.read_node(source.title)
         except NodeNotFound:
             result.append(Planned(source, "create"))
             continue
-        cited = engine.rechecks.citations(node.id)  # type: ignore[attr-defined]
+        cited = engine.rechecks.citations(node.id)
         recorded = {pair.target.link: pair.target_hash
                     for pair in (cited.pairs.values() if cited else ())}
         same = recorded.get(source.link) == source.sha
@@ -189,7 +194,7 @@ def plan(engine: object, found: Iterable[Source]) -> list[Planned]:
     return result
 
 
-def write(engine: object, planned: Iterable[Planned], scope: str, cwd: Path) -> list[Planned]:
+def write(engine: Engine, planned: Iterable[Planned], scope: str, cwd: Path) -> list[Planned]:
     """Write each planned create or update; returns them with their node paths."""
     done = []
     for item in planned:
@@ -197,7 +202,7 @@ def write(engine: object, planned: Iterable[Planned], scope: str, cwd: Path) -> 
             done.append(item)
             continue
         source = item.source
-        writer = engine.sibling(  # type: ignore[attr-defined]
+        writer = engine.sibling(
             cwd=cwd, scope=scope, files=source.folder)
         _hub(writer, source)
         if item.action == "create":
@@ -216,19 +221,19 @@ def write(engine: object, planned: Iterable[Planned], scope: str, cwd: Path) -> 
     return done
 
 
-def _complete_read(engine: object, title: str) -> object:
-    page = engine.read_node(title)  # type: ignore[attr-defined]
+def _complete_read(engine: Engine, title: str) -> NodeRead:
+    page = engine.read_node(title)
     while page.next_start is not None:
-        page = engine.read_node(title, start=page.next_start)  # type: ignore[attr-defined]
+        page = engine.read_node(title, start=page.next_start)
     return page
 
 
-def _hub(engine: object, source: Source) -> None:
+def _hub(engine: Engine, source: Source) -> None:
     """The cluster's hub, which the write path wants before its other nodes."""
     try:
-        engine.read_node(source.cluster)  # type: ignore[attr-defined]
+        engine.read_node(source.cluster)
     except NodeNotFound:
-        engine.create_node(NewNode(  # type: ignore[attr-defined]
+        engine.create_node(NewNode(
             source.cluster, "Memories a host kept itself, brought in by osk import --from.",
             "Nodes `osk import --from` brought in from a host's own memory files; each cites "
             "its file.\n", space=source.space, cluster=source.cluster, drafter=DRAFTER))

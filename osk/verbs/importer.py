@@ -174,8 +174,8 @@ class Importer:
                 if progress:
                     progress(done, len(lines))
             if len(deferred) == len(waiting):  # no progress: what is left really fails
-                for line, exc in deferred:
-                    report.rejected.append(Rejected(line.number, str(exc)))
+                for line, error in deferred:
+                    report.rejected.append(Rejected(line.number, str(error)))
                     done += 1
                     if progress:
                         progress(done, len(lines))

@@ -191,6 +191,7 @@ def redact(vault: Vault, target: Target | NodeTarget, span: str, *,
                           f"redact` again to see what it would change now")
     if isinstance(now, NodeOutcome):
         return _node_redact(vault, now, span)
+    target = now.target  # a record's preview holds the record target it was given
     rounds = _rounds(vault, target, span, dry_run=False)
     affected = _affected(vault, target, rounds)
     record = Ledger(vault, LEDGER).append("redact", f"raw:{target.path}", {

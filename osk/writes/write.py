@@ -436,8 +436,8 @@ def update_node(ctx: WriteContext, ref: str, edit: NodeEdit) -> WriteResult:
             return _result(ctx, "unchanged", node, False)
         check_ledgers(ctx)
         _authority_content_checks(ctx, node.title, new_body, node.path,
-                                  meta_changes.get("valid_from", node.meta.valid_from),
-                                  meta_changes.get("valid_to", node.meta.valid_to),
+                                  node.meta.valid_from if valid_from is None else valid_from,
+                                  node.meta.valid_to if valid_to is None else valid_to,
                                   protected_checked=True)
         data = {**current, **meta_changes, "updated": clock.now_text(), "author": ctx.author,
                 "trust": _trust(ctx, node.space, node.meta.trust_state, new=False)}
@@ -611,11 +611,13 @@ def _trust(ctx: WriteContext, space: str | None, current: str | None, *, new: bo
 
 
 def _prepare_supersede(ctx: WriteContext, meta: Frontmatter, supersedes: str | None) -> object:
-    if not supersedes:
+    link = _supersedes_link(supersedes)
+    if link is None:
         return None
     # AUTHORITY: supersession closes the old node's validity
-    closing = validity.prepare_close(ctx.vault, ctx.catalog, supersedes=_supersedes_link(
-        supersedes), start=validity.start_of(meta), new_id=meta.id, actor=ctx.actor)
+    closing = validity.prepare_close(ctx.vault, ctx.catalog, supersedes=link,
+                                     start=validity.start_of(meta), new_id=meta.id,
+                                     actor=ctx.actor)
     old = ctx.catalog.by_path(closing.path)
     if old is not None:
         if not ctx.session.can_see_scope(old.scope):

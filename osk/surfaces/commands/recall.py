@@ -92,8 +92,8 @@ def run_why(args: argparse.Namespace) -> int:
         print("Would inject nothing.")
     if found.held:
         print("Held back:")
-        print("\n".join(f"  - {_item(i)}: {i.get('reason')}: {REASONS.get(i.get('reason'), '')}"
-                        for i in found.held))
+        print("\n".join(f"  - {_item(i)}: {i.get('reason')}: "
+                        f"{REASONS.get(str(i.get('reason')), '')}" for i in found.held))
     elif not found.items:
         print("No node of this scope holds the prompt's words.")
     return 0
