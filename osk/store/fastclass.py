@@ -54,10 +54,10 @@ def dataclass(cls: type[T] | None = None, /, *, frozen: bool = False, eq: bool =
 def _made(cls: type[T], *, frozen: bool, eq: bool, with_repr: bool) -> type[T]:
     fields = _fields_of(cls)
     cls.__dataclass_fields__ = {f.name: f for f in fields}  # type: ignore[attr-defined]
-    cls.__match_args__ = tuple(f.name for f in fields if f.init)  # type: ignore[attr-defined]
+    cls.__match_args__ = tuple(f.name for f in fields if f.init)  # type: ignore[attr-defined,misc]
     own = cls.__dict__
     if "__init__" not in own:
-        cls.__init__ = _init(cls, fields, frozen)  # type: ignore[misc]
+        cls.__init__ = _init(cls, fields, frozen)  # type: ignore[method-assign]
     if with_repr and "__repr__" not in own:
         cls.__repr__ = _repr(fields)  # type: ignore[method-assign]
     if eq and "__eq__" not in own:
@@ -95,7 +95,8 @@ def _fields_of(cls: type) -> list[dataclasses.Field[Any]]:
 
 def _field(cls: type, name: str, annotation: Any) -> dataclasses.Field[Any]:
     value = cls.__dict__.get(name, _MISSING)
-    made = value if isinstance(value, dataclasses.Field) else dataclasses.field(default=value)
+    made: dataclasses.Field[Any] = (
+        value if isinstance(value, dataclasses.Field) else dataclasses.field(default=value))
     if made.kw_only not in (_MISSING, False) or made.hash is not None:
         raise TypeError(f"{cls.__qualname__}.{name}: kw_only and hash need dataclasses.dataclass")
     made.name, made.type, made._field_type = name, annotation, _FIELD_KIND  # type: ignore[attr-defined]
@@ -136,11 +137,11 @@ def _init(cls: type, fields: list[dataclasses.Field[Any]], frozen: bool) -> Call
         for f in taken:
             value = values.get(f.name, _MISSING)
             if value is _MISSING:
-                value = f.default if f.default is not _MISSING else f.default_factory()  # type: ignore[misc]
+                value = f.default if f.default is not _MISSING else f.default_factory()  # type: ignore[operator]
             assign(self, f.name, value)
         for f in later:
             assign(self, f.name, f.default if f.default is not _MISSING
-                   else f.default_factory())  # type: ignore[misc]
+                   else f.default_factory())  # type: ignore[operator]
         if post_init:
             self.__post_init__()
 
@@ -178,7 +179,7 @@ def _hash(fields: list[dataclasses.Field[Any]]) -> Callable[[Any], int]:
     return __hash__
 
 
-def _frozen_setattr(cls: type, fields: list[dataclasses.Field[Any]]) -> Callable[..., None]:
+def _frozen_setattr(cls: type[Any], fields: list[dataclasses.Field[Any]]) -> Callable[..., None]:
     names = frozenset(f.name for f in fields)
 
     def __setattr__(self: Any, name: str, value: Any) -> None:
@@ -189,7 +190,8 @@ def _frozen_setattr(cls: type, fields: list[dataclasses.Field[Any]]) -> Callable
     return __setattr__
 
 
-def _frozen_delattr(cls: type, fields: list[dataclasses.Field[Any]]) -> Callable[[Any, str], None]:
+def _frozen_delattr(cls: type[Any],
+                    fields: list[dataclasses.Field[Any]]) -> Callable[[Any, str], None]:
     names = frozenset(f.name for f in fields)
 
     def __delattr__(self: Any, name: str) -> None:
