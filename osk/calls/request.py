@@ -1,7 +1,13 @@
 """What a node write asks for, defined once: ``NewNode`` (create_node) and ``NodeEdit``
 (update_node). A surface builds one (the MCP server from its tool arguments, which name the
-same fields: a test keeps them equal), ``Engine`` hands it on, and the write path
-(``osk.writes.write``) reads it; a new argument is a field here and the rule that uses it there.
+same fields: a test keeps them equal; ``osk import`` from a line, whose keys are derived from
+``NewNode``), ``Engine`` hands it on, and the write path (``osk.writes.write``) reads it; a new
+argument is a field here and the rule that uses it there.
+
+A node's fields are listed once each: its front matter keys in ``osk.store.node.KEYS`` (those a
+writer gives are ``node.WRITTEN_FIELDS``), where it goes (``PLACEMENT``) here. The classes below
+declare their fields with types, so a reader and the type checker see them; a test keeps them
+equal to these lists (tests/calls/test_node_fields.py).
 Standard library only.
 """
 
@@ -9,6 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+# Where a new node goes and what it says besides its front matter; ``scope`` is the session's
+# unless given.
+PLACEMENT = ("title", "body", "space", "cluster", "scope")
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,19 @@ if TYPE_CHECKING:
 KEYS = ("id", "created", "updated", "author", "drafter", "summary", "derived-from", "conflicts",
         "trust", "valid_from", "valid_to", "supersedes")
 REQUIRED_KEYS = ("id", "created", "updated", "author", "drafter", "summary")
+# The keys osk sets itself: the id, the times, who wrote the change, the person's verdict.
+SET_BY_OSK = ("id", "created", "updated", "author", "trust")
+
+
+def field_name(key: str) -> str:
+    """A front matter key as the field that carries it in a request (``derived-from`` ->
+    ``derived_from``): the tool arguments, ``osk.calls.request`` and ``osk import`` lines."""
+    return key.replace("-", "_")
+
+
+# What a writer gives (create_node, update_node, an `osk import` line), as fields: the keys that
+# are not osk's own. ``osk.calls.request``'s NewNode and NodeEdit carry each (a test keeps them).
+WRITTEN_FIELDS = tuple(field_name(key) for key in KEYS if key not in SET_BY_OSK)
 
 
 class Node:

@@ -32,7 +32,7 @@ import json
 import time
 from collections.abc import Callable, Iterable
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +41,14 @@ from osk.errors import EdgeError, NodeNotFound, OskError
 from osk.store.titles import title_key
 
 SPACE_NAMES = {"scope": "Scope", "domain": "Domain", "person": "Person"}
-KNOWN_KEYS = {"title", "summary", "body", "space", "scope", "cluster", "derived_from",
-              "valid_from", "valid_to", "supersedes"}
+# A line names a node's fields as create_node does (``NewNode``), but for those the import sets:
+# the drafter (--drafter), a new cluster's hub, and conflicts (which a line has never carried).
+SET_BY_IMPORT = frozenset({"drafter", "hub_summary", "conflicts"})
+KNOWN_KEYS = frozenset(f.name for f in fields(NewNode)) - SET_BY_IMPORT
+REQUIRED = ("title", "summary", "body", "space")  # non-empty strings
+# The other keys whose value is one string, in NewNode's order (so is the first refusal).
+TEXT_KEYS = tuple(f.name for f in fields(NewNode) if f.name in KNOWN_KEYS
+                  and f.name not in (*REQUIRED, "scope", "derived_from"))
 IGNORED_KEYS = {"id", "lang"}  # carried by labelled eval sets; not node data
 DEFAULT_CLUSTER = "imports"
 BATCH_LINES = 500  # lines per hold of the mutation lock (and per fsync)
@@ -52,17 +58,11 @@ HUB_SUMMARY = "Nodes loaded in bulk by osk import; move them into better cluster
 
 @dataclass(frozen=True)
 class Line:
+    """A line's node as it will be written, but for what the import sets: ``cluster`` is empty
+    when the line names none (the space's default cluster), ``drafter`` empty (--drafter)."""
+
     number: int
-    title: str
-    summary: str
-    body: str
-    space: str  # Scope | Domain | Person
-    scope: str | None
-    cluster: str | None
-    derived_from: tuple[str, ...] = ()
-    valid_from: str | None = None
-    valid_to: str | None = None
-    supersedes: str | None = None
+    node: NewNode
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ def read_lines(texts: Iterable[str]) -> tuple[list[Line], list[Rejected], set[st
 def _line(number: int, data: Any) -> tuple[Line, set[str]]:
     if not isinstance(data, dict):
         raise ValueError("a line must be a JSON object with title, summary, body and space")
-    for key in ("title", "summary", "body", "space"):
+    for key in REQUIRED:
         if not isinstance(data.get(key), str) or not data[key].strip():
             raise ValueError(f"{key!r} is missing or not a non-empty string")
     space = SPACE_NAMES.get(data["space"].strip().lower())
@@ -123,14 +123,16 @@ def _line(number: int, data: Any) -> tuple[Line, set[str]]:
     if not isinstance(derived, list) or not all(isinstance(d, str) for d in derived):
         raise ValueError("'derived_from' must be a list of titles or raw coordinates")
     optional = {}
-    for key in ("cluster", "valid_from", "valid_to", "supersedes"):
+    for key in TEXT_KEYS:
         value = data.get(key)
         if value is not None and not isinstance(value, str):
             raise ValueError(f"{key!r} must be a string")
         optional[key] = value or None
-    line = Line(number, data["title"], data["summary"], data["body"], space,
-                scope if space == "Scope" else None, optional["cluster"], tuple(derived),
-                optional["valid_from"], optional["valid_to"], optional["supersedes"])
+    cluster = optional.pop("cluster", None) or ""
+    line = Line(number, NewNode(**{key: data[key] for key in REQUIRED if key != "space"},
+                                space=space, cluster=cluster, drafter="",
+                                scope=scope if space == "Scope" else None,
+                                derived_from=tuple(derived), **optional))
     return line, set(data) - KNOWN_KEYS - IGNORED_KEYS
 
 
@@ -185,14 +187,11 @@ class Importer:
         return report
 
     def _write(self, line: Line, report: Report) -> tuple[str, str]:
-        engine = self._engine(line.scope)
-        cluster = line.cluster or self._default_cluster(engine, line)
-        result = engine.create_node(
-            NewNode(line.title, line.summary, line.body, space=line.space, cluster=cluster,
-                    drafter=self.drafter, scope=line.scope, derived_from=line.derived_from,
-                    valid_from=line.valid_from, valid_to=line.valid_to, supersedes=line.supersedes,
-                    hub_summary=HUB_SUMMARY),
-        )
+        node = line.node
+        engine = self._engine(node.scope)
+        result = engine.create_node(replace(
+            node, cluster=node.cluster or self._default_cluster(engine, node),
+            drafter=self.drafter, hub_summary=HUB_SUMMARY))
         if result.hub:  # a new cluster: create_node wrote its hub first
             report.hubs.append(result.hub)
         return result.title, result.path
@@ -227,13 +226,13 @@ class Importer:
         if batch is not None:
             batch.close()
 
-    def _default_cluster(self, engine: Any, line: Line) -> str:
+    def _default_cluster(self, engine: Any, node: NewNode) -> str:
         """``imports`` in this destination, or the first ``imports N`` whose title is free."""
-        key = (line.space, title_key(line.scope) if line.scope else None)
+        key = (node.space, title_key(node.scope) if node.scope else None)
         if key in self._clusters:
             return self._clusters[key]
         engine.refresh()
-        base = f"{line.space}/{line.scope}" if line.scope else line.space
+        base = f"{node.space}/{node.scope}" if node.scope else node.space
         number = 1
         while True:
             name = DEFAULT_CLUSTER if number == 1 else f"{DEFAULT_CLUSTER} {number}"
