@@ -122,7 +122,7 @@ def _line(number: int, data: Any) -> tuple[Line, set[str]]:
         derived = [derived]
     if not isinstance(derived, list) or not all(isinstance(d, str) for d in derived):
         raise ValueError("'derived_from' must be a list of titles or raw coordinates")
-    optional = {}
+    optional: dict[str, Any] = {}  # each a string or None, checked below
     for key in TEXT_KEYS:
         value = data.get(key)
         if value is not None and not isinstance(value, str):
