@@ -7,11 +7,14 @@ SDK.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from osk.surfaces.early import MAX_QUERY
+
+if TYPE_CHECKING:
+    from osk.engine.core import Engine
 
 __all__ = ["MAX_QUERY", "HitOut", "Item", "Out", "SearchOut", "as_search_out", "search_out"]
 
@@ -40,7 +43,7 @@ class SearchOut(Out):
     hits: list[HitOut]
 
 
-def search_out(engine: Any, query: str, *, k: int, as_of: str | None, kind: str) -> SearchOut:
+def search_out(engine: Engine, query: str, *, k: int, as_of: str | None, kind: str) -> SearchOut:
     """``search``'s result: the engine's hits as the tool returns them."""
     return as_search_out(engine.search(query, k=k, as_of=as_of, kind=kind))
 

@@ -23,7 +23,7 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -65,7 +65,8 @@ from osk.surfaces.tool_models import (
     ValidateOut,
 )
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the engine's import cost is paid on the first tool call, not at start
+    from osk.engine.core import Engine
     from osk.surfaces.jsonrpc import Pipe
 
 log = logging.getLogger("osk.surfaces.server")
@@ -96,38 +97,41 @@ Every result names the active scope. Errors say what was wrong and what to do ne
 
 
 # == the tools ================================================================================
+A = TypeVar("A", bound=Args)
+
+
 @dataclass(frozen=True)
-class Spec:
+class Spec(Generic[A]):
     name: str
-    args: type[Args]
+    args: type[A]
     out: type[Out]
-    run: Callable[[Any, Any], Out]  # (engine, args) -> result
+    run: Callable[[Engine, A], Out]  # (engine, args) -> result
     description: str
     read_only: bool
     idempotent: bool
     destructive: bool = False  # may overwrite what is there (a body, the scope note)
 
 
-def _search(engine: Any, a: SearchArgs) -> Out:
+def _search(engine: Engine, a: SearchArgs) -> Out:
     return search_out(engine, a.query, k=a.k, as_of=a.as_of, kind=a.kind)
 
 
-def _read_node(engine: Any, a: ReadNodeArgs) -> Out:
+def _read_node(engine: Engine, a: ReadNodeArgs) -> Out:
     found = engine.read_node(a.node, section=a.section, start=a.start, length=a.length,
                              as_of=a.as_of)
     return NodeOut.model_validate(found, from_attributes=True)
 
 
-def _read_raw(engine: Any, a: ReadRawArgs) -> Out:
+def _read_raw(engine: Engine, a: ReadRawArgs) -> Out:
     found = engine.read_raw(a.coordinate, rounds=a.rounds, start=a.start, length=a.length)
     return RawOut.model_validate(found, from_attributes=True)
 
 
-def _overview(engine: Any, a: NoArgs) -> Out:
+def _overview(engine: Engine, a: NoArgs) -> Out:
     return OverviewOut.model_validate(engine.overview(), from_attributes=True)
 
 
-def _run_validators(engine: Any, a: NoArgs) -> Out:
+def _run_validators(engine: Engine, a: NoArgs) -> Out:
     from osk.verbs import validate
 
     findings = validate.run(engine.vault)  # a fresh catalog: the engine's feeds search
@@ -136,12 +140,12 @@ def _run_validators(engine: Any, a: NoArgs) -> Out:
                                  for f in findings])
 
 
-def _create_node(engine: Any, a: CreateNodeArgs) -> Out:
+def _create_node(engine: Engine, a: CreateNodeArgs) -> Out:
     result = engine.create_node(NewNode(**dict(a)))
     return CreateOut.model_validate(result, from_attributes=True)
 
 
-def _update_node(engine: Any, a: UpdateNodeArgs) -> Out:
+def _update_node(engine: Engine, a: UpdateNodeArgs) -> Out:
     fields = dict(a)
     result = engine.update_node(fields.pop("node"), NodeEdit(**fields))
     out = UpdateOut.model_validate(result, from_attributes=True)
@@ -150,17 +154,17 @@ def _update_node(engine: Any, a: UpdateNodeArgs) -> Out:
     return out
 
 
-def _move_nodes(engine: Any, a: MoveNodesArgs) -> Out:
+def _move_nodes(engine: Engine, a: MoveNodesArgs) -> Out:
     result = engine.move_nodes(a.nodes, space=a.space, cluster=a.cluster)
     return MoveOut.model_validate(result, from_attributes=True)
 
 
-def _move_cluster(engine: Any, a: MoveClusterArgs) -> Out:
+def _move_cluster(engine: Engine, a: MoveClusterArgs) -> Out:
     result = engine.move_cluster(a.cluster, space=a.space, to_space=a.to_space)
     return MoveOut.model_validate(result, from_attributes=True)
 
 
-def _record_candidate(engine: Any, a: RecordCandidateArgs) -> Out:
+def _record_candidate(engine: Engine, a: RecordCandidateArgs) -> Out:
     from osk.provenance.candidates import Candidates
 
     parties = [engine.visible_node(ref) for ref in a.parties]
@@ -170,13 +174,13 @@ def _record_candidate(engine: Any, a: RecordCandidateArgs) -> Out:
         candidate=CandidateOut.model_validate(candidate, from_attributes=True))
 
 
-def _append_raw(engine: Any, a: AppendRawArgs) -> Out:
+def _append_raw(engine: Engine, a: AppendRawArgs) -> Out:
     result = engine.append_raw(a.conversation, user=a.user, assistant=a.assistant,
                                tools=a.tools, completion=a.completion, host=a.host)
     return AppendOut.model_validate(result, from_attributes=True)
 
 
-def _scope_memory(engine: Any, a: ScopeMemoryArgs) -> Out:
+def _scope_memory(engine: Engine, a: ScopeMemoryArgs) -> Out:
     from osk.provenance.scope_memory import CAP, Author, Edit, ScopeMemory
 
     memory = ScopeMemory(engine.vault, engine.scope)
@@ -205,7 +209,7 @@ def _scope_memory(engine: Any, a: ScopeMemoryArgs) -> Out:
     )
 
 
-SPECS: tuple[Spec, ...] = (
+SPECS: tuple[Spec[Any], ...] = (
     Spec("search", SearchArgs, SearchOut, _search, read_only=True, idempotent=True, description=(
         "Search the memory vault (BM25 over titles, summaries and bodies, plus meaning when "
         "the semantic model is installed; this project's scope ranks first). Call it before "
@@ -332,12 +336,12 @@ def _explain(exc: ValidationError) -> str:
 class _Surface:
     """Holds the engine (opened on first use) and runs one tool call at a time."""
 
-    def __init__(self, engine_factory: Callable[[], Any]) -> None:
+    def __init__(self, engine_factory: Callable[[], Engine]) -> None:
         self._factory = engine_factory
-        self._engine: Any = None
+        self._engine: Engine | None = None
         self._lock = threading.Lock()  # sync tools run on worker threads; the engine is not
 
-    def call(self, spec: Spec, arguments: Mapping[str, Any]) -> Out:
+    def call(self, spec: Spec[Any], arguments: Mapping[str, Any]) -> Out:
         args = spec.args.model_construct(**arguments)  # validated by the SDK against spec.args
         with self._lock:
             try:
@@ -366,7 +370,7 @@ class _Surface:
 USES = frozenset({"read_node", "read_raw", "create_node", "update_node"})  # osk stats counts
 
 
-def _log_use(engine: Any, tool: str, args: Any, result: Out) -> None:
+def _log_use(engine: Engine, tool: str, args: Args, result: Out) -> None:
     """The call log ``osk stats`` reads: which node was read or written, and what it cites
     (``osk.hooks.receipts``); never raises."""
     if tool not in USES:
@@ -375,8 +379,8 @@ def _log_use(engine: Any, tool: str, args: Any, result: Out) -> None:
 
     cites = getattr(args, "derived_from", None) or ()
     # a raw round recall showed is named by its coordinate, as the receipt names it
-    used = str(args.coordinate).removeprefix("[[").removesuffix("]]") if tool == "read_raw" \
-        else str(getattr(result, "id", ""))
+    used = args.coordinate.removeprefix("[[").removesuffix("]]") if isinstance(
+        args, ReadRawArgs) else str(getattr(result, "id", ""))
     receipts.log_call(engine.vault, tool, str(engine.scope), node=used,
                       cites=[str(c) for c in cites])
 
@@ -387,7 +391,7 @@ def _message(exc: OskError) -> str:
     return f"{text} (rule: {rule})" if rule and f"rule: {rule}" not in text else text
 
 
-def _tool(spec: Spec, surface: _Surface) -> StrictTool:
+def _tool(spec: Spec[Any], surface: _Surface) -> StrictTool:
     def run(**arguments: Any) -> Out:
         return surface.call(spec, arguments)
 
@@ -403,7 +407,7 @@ def _tool(spec: Spec, surface: _Surface) -> StrictTool:
     )
 
 
-def build_server(engine_factory: Callable[[], Any]) -> MCPServer:
+def build_server(engine_factory: Callable[[], Engine]) -> MCPServer:
     """The osk MCP server over ``engine_factory()`` (called once, on the first tool call).
 
     Raises ``SurfaceError`` when unknown arguments would not be rejected by every tool.
@@ -472,7 +476,7 @@ def _object_schemas(schema: Mapping[str, Any]) -> list[tuple[str, Mapping[str, A
     return found
 
 
-def run_backend(front: Pipe, engine_factory: Callable[[], Any]) -> None:
+def run_backend(front: Pipe, engine_factory: Callable[[], Engine]) -> None:
     """The SDK's side of `osk mcp` (see ``osk.surfaces.stdio``): build the server, then serve the
     messages the front passes on until the host has gone."""
     import anyio

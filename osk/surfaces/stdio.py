@@ -44,7 +44,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from osk.surfaces.jsonrpc import (
     INTERNAL_ERROR,
@@ -54,6 +54,10 @@ from osk.surfaces.jsonrpc import (
     error,
     tool_error,
 )
+
+if TYPE_CHECKING:  # annotations only: the front answers before the engine is imported
+    from osk.engine.core import Engine
+    from osk.store.vault import Vault
 
 MAX_LINE = 8 * 1024 * 1024  # bytes in one message; a node body is far smaller
 START_AFTER = 0.2  # seconds after spawn by which the SDK starts loading whatever the host does
@@ -711,9 +715,9 @@ def _guarded(backend: Callable[[Front], None], front: Front) -> None:
 class EngineOpener:
     """Opens and warms the engine on a thread of its own (``start``); ``get`` waits for it."""
 
-    def __init__(self, vault: Any, cwd: Path) -> None:
+    def __init__(self, vault: Vault, cwd: Path) -> None:
         self._done = threading.Event()
-        self._engine: Any = None
+        self._engine: Engine | None = None
         self._listener: Any = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._open, args=(vault, cwd), name="osk-open",
@@ -722,7 +726,7 @@ class EngineOpener:
     def start(self) -> None:
         self._thread.start()
 
-    def _open(self, vault: Any, cwd: Path) -> None:
+    def _open(self, vault: Vault, cwd: Path) -> None:
         try:
             from osk.engine.core import Engine
 
@@ -747,10 +751,11 @@ class EngineOpener:
         """Until the engine is open (or could not be), ``timeout`` seconds at most."""
         self._done.wait(timeout)
 
-    def get(self) -> Any:
+    def get(self) -> Engine:
         self._done.wait()
         if self._error is not None:
             raise self._error
+        assert self._engine is not None  # set before done, when opening raised nothing
         return self._engine
 
 
@@ -770,7 +775,7 @@ def serve(vault: str | None, cwd: Path) -> int:
 
     early = EarlySearch(opener.get, quick)
 
-    def engine() -> Any:  # the SDK's side takes the engine over from the early searches
+    def engine() -> Engine:  # the SDK's side takes the engine over from the early searches
         opened = opener.get()
         early.close()
         return opened
