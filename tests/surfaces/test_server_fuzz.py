@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 from osk.store.vault import Vault
-from osk.surfaces.commands.hosts import _close, _Lines, _send
+from osk.surfaces.commands.connect import ReplyLines, close_server, send_message
 from osk.surfaces.server import SPECS, TOOL_NAMES
 
 CALLS = int(os.environ.get("OSK_FUZZ_CALLS", "120"))
@@ -148,17 +148,17 @@ def test_every_hostile_tool_call_over_stdio_is_answered_and_none_is_an_internal_
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors,
                                 cwd=repo)
         try:
-            lines = _Lines(proc)
-            _send(proc, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            lines = ReplyLines(proc)
+            send_message(proc, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
                 "protocolVersion": "2025-06-18", "capabilities": {},
                 "clientInfo": {"name": "fuzz", "version": "0"}}})
             lines.response(0, time.monotonic() + 120)
-            _send(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+            send_message(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
             hub = {"title": "cache", "summary": "What we know about the cache",
                    "body": "The cache hub.\n", "space": "scope", "cluster": "cache",
                    "drafter": "test-model"}
-            _send(proc, {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                         "params": {"name": "create_node", "arguments": hub}})
+            send_message(proc, {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                "params": {"name": "create_node", "arguments": hub}})
             assert lines.response(1, time.monotonic() + 120)["result"]["isError"] is False
 
             @seed(SEED)
@@ -171,8 +171,8 @@ def test_every_hostile_tool_call_over_stdio_is_answered_and_none_is_an_internal_
                 name, arguments = call
                 tally.calls += 1
                 call_id = tally.calls + 1
-                _send(proc, {"jsonrpc": "2.0", "id": call_id, "method": "tools/call",
-                             "params": {"name": name, "arguments": arguments}})
+                send_message(proc, {"jsonrpc": "2.0", "id": call_id, "method": "tools/call",
+                                    "params": {"name": name, "arguments": arguments}})
                 try:
                     reply = lines.response(call_id, time.monotonic() + REPLY_TIMEOUT)
                 except (TimeoutError, ValueError) as exc:
@@ -190,7 +190,7 @@ def test_every_hostile_tool_call_over_stdio_is_answered_and_none_is_an_internal_
 
             one()
         finally:
-            _close(proc)
+            close_server(proc)
         errors.seek(0)
         log = errors.read().decode("utf-8", "replace")[-3000:]
     print(f"fuzz: {tally.calls} calls ({tally.results} results, {tally.refused} refusals), "

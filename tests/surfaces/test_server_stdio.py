@@ -218,22 +218,22 @@ INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
 
 def _handshake(vault: Vault, repo: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """initialize and tools/list answered by a fresh server; a search closes the run."""
-    from osk.surfaces.commands.hosts import _close, _Lines, _send
+    from osk.surfaces.commands.connect import ReplyLines, close_server, send_message
 
     proc = _spawn(vault, repo)
     deadline = __import__("time").monotonic() + 120
     try:
-        lines = _Lines(proc)
-        _send(proc, INITIALIZE)
+        lines = ReplyLines(proc)
+        send_message(proc, INITIALIZE)
         init = lines.response(1, deadline)
-        _send(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
-        _send(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+        send_message(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        send_message(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
         listed = lines.response(2, deadline)
-        _send(proc, {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-                     "params": {"name": "search", "arguments": {"query": "cache"}}})
+        send_message(proc, {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                            "params": {"name": "search", "arguments": {"query": "cache"}}})
         assert lines.response(3, deadline)["result"]["isError"] is False
     finally:
-        _close(proc)
+        close_server(proc)
     return init, listed
 
 
@@ -275,20 +275,21 @@ MALFORMED: list[tuple[bytes, object, str]] = [  # a line, the id its answer carr
 
 
 def test_every_malformed_line_gets_an_answer_that_says_what_is_wrong(vault: Vault, repo: Path):
-    from osk.surfaces.commands.hosts import _close, _Lines, _send
+    from osk.surfaces.commands.connect import ReplyLines, close_server, send_message
 
     proc = _spawn(vault, repo)
     deadline = __import__("time").monotonic() + 120
     try:
-        lines = _Lines(proc)
-        _send(proc, INITIALIZE)
+        lines = ReplyLines(proc)
+        send_message(proc, INITIALIZE)
         lines.response(1, deadline)
-        _send(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        send_message(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
         assert proc.stdin is not None
         for line, _id, _phrase in MALFORMED:
             proc.stdin.write(line + b"\n")
         proc.stdin.flush()
-        _send(proc, {"jsonrpc": "2.0", "id": 99, "method": "ping"})  # still serving after all
+        # still serving after all
+        send_message(proc, {"jsonrpc": "2.0", "id": 99, "method": "ping"})
         answers: dict[object, str] = {}
         unnamed: list[str] = []
         while 99 not in answers or len(unnamed) < 2:
@@ -303,7 +304,7 @@ def test_every_malformed_line_gets_an_answer_that_says_what_is_wrong(vault: Vaul
             else:
                 answers[message["id"]] = text
     finally:
-        _close(proc)
+        close_server(proc)
     for line, id_, phrase in MALFORMED:
         found = answers.get(id_) if id_ is not None else " ".join(unnamed)
         assert found is not None, f"no answer to {line[:80]!r}"
@@ -320,15 +321,15 @@ def _probe_then_initialize(vault: Vault, repo: Path) -> tuple[str, dict[str, Any
     """Claude Code's opening (2.1.332): a server/discover probe and, before its answer, an
     initialize. The host keeps the generation whose answer succeeds first and makes a search
     in it; returns that generation and the search's answer."""
-    from osk.surfaces.commands.hosts import _close, _Lines, _send
+    from osk.surfaces.commands.connect import ReplyLines, close_server, send_message
 
     proc = _spawn(vault, repo)
     deadline = __import__("time").monotonic() + 120
     try:
-        lines = _Lines(proc)
-        _send(proc, {"jsonrpc": "2.0", "id": "probe", "method": "server/discover",
-                     "params": {"_meta": ENVELOPE}})
-        _send(proc, {**INITIALIZE, "id": 0})
+        lines = ReplyLines(proc)
+        send_message(proc, {"jsonrpc": "2.0", "id": "probe", "method": "server/discover",
+                            "params": {"_meta": ENVELOPE}})
+        send_message(proc, {**INITIALIZE, "id": 0})
         first = lines.next_answer(deadline, {"probe", 0})
         if "error" in first:
             first = lines.next_answer(deadline, {"probe", 0} - {first["id"]})
@@ -337,11 +338,11 @@ def _probe_then_initialize(vault: Vault, repo: Path) -> tuple[str, dict[str, Any
         if chosen == "envelope":
             params["_meta"] = ENVELOPE
         else:
-            _send(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
-        _send(proc, {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": params})
+            send_message(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        send_message(proc, {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": params})
         return chosen, lines.response(5, deadline)
     finally:
-        _close(proc)
+        close_server(proc)
 
 
 def test_a_probe_then_an_initialize_is_served_in_one_generation(vault: Vault, repo: Path):
@@ -358,29 +359,29 @@ def test_a_probe_then_an_initialize_is_served_in_one_generation(vault: Vault, re
 def _two_searches(vault: Vault, repo: Path, envelope: bool) -> tuple[dict[str, Any], ...]:
     """A search sent with the handshake (the front answers it while the SDK loads, when it
     kept what it needs), then, once the SDK serves (an overview answered), the same search."""
-    from osk.surfaces.commands.hosts import _close, _Lines, _send
+    from osk.surfaces.commands.connect import ReplyLines, close_server, send_message
 
     proc = _spawn(vault, repo)
     deadline = __import__("time").monotonic() + 120
     meta = {"_meta": ENVELOPE} if envelope else {}
     search = {"name": "search", "arguments": {"query": "cache hub", "k": 5}, **meta}
     try:
-        lines = _Lines(proc)
+        lines = ReplyLines(proc)
         if envelope:
-            _send(proc, {"jsonrpc": "2.0", "id": "probe", "method": "server/discover",
-                         "params": {"_meta": ENVELOPE}})
+            send_message(proc, {"jsonrpc": "2.0", "id": "probe", "method": "server/discover",
+                                "params": {"_meta": ENVELOPE}})
         else:
-            _send(proc, INITIALIZE)
-            _send(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
-        _send(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": search})
+            send_message(proc, INITIALIZE)
+            send_message(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        send_message(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": search})
         first = lines.response(2, deadline)
-        _send(proc, {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-                     "params": {"name": "overview", "arguments": {}, **meta}})
+        send_message(proc, {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                            "params": {"name": "overview", "arguments": {}, **meta}})
         lines.response(3, deadline)
-        _send(proc, {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": search})
+        send_message(proc, {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": search})
         return first, lines.response(4, deadline)
     finally:
-        _close(proc)
+        close_server(proc)
 
 
 def test_the_early_answer_has_the_fields_of_the_sdks_result_models():
