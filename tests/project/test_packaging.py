@@ -41,3 +41,13 @@ def test_every_runtime_dependency_is_imported_by_osk():
         dist = _distribution(requirement)
         assert _MODULE_OF.get(dist, dist) in imported, (
             f"{dist} is a runtime dependency that osk never imports: move it to an extra")
+
+
+def test_every_package_folder_ships_in_the_wheel():
+    # setuptools lists the packages by hand: a folder left off is missing from a wheel, while
+    # an editable install (the tests') still finds it.
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))[
+        "tool"]["setuptools"]["packages"])
+    folders = {".".join(init.parent.relative_to(ROOT).parts)
+               for init in (ROOT / "osk").rglob("__init__.py")}
+    assert folders - listed == set(), "add these to [tool.setuptools] packages in pyproject.toml"

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     quick = sub.add_parser(
         "quickstart",
         help="walk one scripted agent session through a demo vault in a temporary folder",

@@ -11,7 +11,7 @@ TARGET_HELP = ("_raw/KEY/CONVERSATION#Round N (one round) or _raw/KEY/CONVERSATI
                "round of the conversation), as search and read_raw show them")
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     exclude = sub.add_parser(
         "exclude", help="keep a raw round, or a whole conversation, out of search and recall "
                         "without changing it; recorded in the exclusions ledger (terminal only)")

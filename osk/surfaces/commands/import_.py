@@ -12,7 +12,7 @@ from pathlib import Path
 from osk.surfaces.commands.common import Progress, add_json_flag, add_scope_flag, json_text
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     load = sub.add_parser("import", help="load nodes from a JSON Lines file through the write "
                                          "path; rejected lines are reported, the rest load")
     load.add_argument("file", nargs="?",

@@ -10,7 +10,7 @@ import argparse
 from pathlib import Path
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     mcp = sub.add_parser("mcp", help="run the MCP stdio server (register this with your host)")
     # SUPPRESS keeps `osk --vault V mcp` working: a default here would overwrite the top level's.
     mcp.add_argument("--vault", default=argparse.SUPPRESS,

@@ -13,7 +13,7 @@ from typing import Any
 from osk.surfaces.commands.common import add_json_flag, add_scope_flag, json_text
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     check = sub.add_parser("validate", help="check the whole vault; exit 1 when anything is "
                                             "found (changes nothing)")
     add_json_flag(check)

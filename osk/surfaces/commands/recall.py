@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from osk.surfaces.commands.common import add_json_flag, add_scope_flag, json_text
 
+if TYPE_CHECKING:
+    from osk.verbs.usage import DayScope
 
-def register(sub: argparse._SubParsersAction) -> None:
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     recall = sub.add_parser("recall", help="what the hooks injected (log) and why a prompt "
                                            "would get what it gets (why)")
     verbs = recall.add_subparsers(dest="verb", metavar="VERB", required=True)
@@ -123,7 +126,7 @@ def run_stats(args: argparse.Namespace) -> int:
     return 0
 
 
-def _plain(row: object) -> dict[str, Any]:
+def _plain(row: DayScope) -> dict[str, Any]:
     import dataclasses
 
-    return dataclasses.asdict(row)  # type: ignore[call-overload]
+    return dataclasses.asdict(row)

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from osk.verbs.redaction import NodeOutcome, Outcome, Remaining
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(
         "redact", help="replace a text you type in a raw record by [REDACTED:by-person], "
                        "record it in the redactions ledger, and say how to purge Git history "
@@ -44,7 +49,7 @@ def run_redact(args: argparse.Namespace) -> int:
     return 0
 
 
-def report_remaining(left, span: str) -> None:
+def report_remaining(left: Sequence[Remaining], span: str) -> None:
     """Say exactly where the text still is, grouped by why osk redact left it; a name that
     holds the text is shown with the text masked (it is never printed)."""
     from osk.verbs.redaction import WHY_LEFT
@@ -63,7 +68,7 @@ def report_remaining(left, span: str) -> None:
                 print(f"    {found.path.replace(span, '<the text>')}{line}")
 
 
-def describe(shown, length: int) -> str:
+def describe(shown: Outcome | NodeOutcome, length: int) -> str:
     """Print what a redaction would change; return the vault path it changes."""
     from osk.verbs.redaction import NodeOutcome
 

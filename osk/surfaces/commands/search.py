@@ -15,12 +15,12 @@ from typing import Any
 from osk.surfaces.commands.common import Progress, add_json_flag, add_scope_flag, json_text
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     for register_command in COMMANDS.values():
         register_command(sub)
 
 
-def _register_search(sub: argparse._SubParsersAction) -> None:
+def _register_search(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     search = sub.add_parser("search", help="ranked nodes and raw rounds for a query (what the "
                                            "search tool sees)")
     search.add_argument("query", help="words, or a node's title")
@@ -35,13 +35,13 @@ def _register_search(sub: argparse._SubParsersAction) -> None:
     search.set_defaults(handler=run_search)
 
 
-def _register_embed(sub: argparse._SubParsersAction) -> None:
+def _register_embed(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     embed = sub.add_parser("embed", help="give every node its semantic-search vector now "
                                          "(the MCP server does this in the background)")
     embed.set_defaults(handler=run_embed)
 
 
-def _register_reindex(sub: argparse._SubParsersAction) -> None:
+def _register_reindex(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     reindex = sub.add_parser("reindex", help="rebuild the search index from the node files "
                                              "(the files are the source of truth), with progress")
     add_json_flag(reindex)

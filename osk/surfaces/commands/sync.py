@@ -10,7 +10,7 @@ import json
 EXIT_OFFLINE = 75
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from osk.surfaces.commands.common import add_json_flag
 
     parser = sub.add_parser(

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     init = sub.add_parser("init", help="create a vault (a git repository) from the template")
     init.add_argument("path", help="the folder to create the vault in")
     init.set_defaults(handler=run_init)
