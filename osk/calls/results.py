@@ -1,6 +1,6 @@
 """What the engine hands its surfaces for a read: a node's page (``NodeRead``) and its related
-nodes, a raw record's page, an append's result, search hits, the overview and the recheck
-report. The write path's results are ``osk.writes.write``'s.
+nodes, a raw record's page, an append's result, search hits, the overview, the recheck
+report and a scope's memory note. The write path's results are ``osk.writes.write``'s.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # annotations only: a fresh `osk search` imports this module, not these
     from osk.calls.outline import Heading
     from osk.provenance.pairs import Candidate
+    from osk.provenance.scope_memory import Eviction, WriteResult
 
 
 @dataclass(frozen=True)
@@ -108,3 +109,15 @@ class Overview:
 class RecheckReport:
     scope: str
     candidates: tuple[Candidate, ...]
+
+
+@dataclass(frozen=True)
+class MemoryNote:
+    """A scope's memory note after a ``scope_memory`` call: its text and hash, the cap, what a
+    replace or edit did (None for a read or a settle), and the evictions still pending."""
+
+    text: str
+    hash: str
+    cap: int
+    written: WriteResult | None
+    pending_evictions: tuple[Eviction, ...]

@@ -35,13 +35,16 @@ from osk.calls.outline import outline_of, section_span
 from osk.calls.request import NewNode, NodeEdit
 from osk.calls.results import (
     AppendResult,
+    MemoryNote,
     NodeRead,
     Overview,
     RawRead,
     RecheckReport,
     Related,
 )
+from osk.engine.vaults import open_vault
 from osk.errors import NodeNotFound, OskError, SearchError
+from osk.provenance import candidates
 from osk.provenance.markers import Listed, OpenItems
 from osk.provenance.pairs import ReadLog
 from osk.provenance.rechecks import Rechecks
@@ -55,7 +58,7 @@ from osk.store.edges import NodeTarget, as_link, parse_target
 from osk.store.fsutil import synced_at_exit
 from osk.store.node import Node
 from osk.store.node import parse as parse_node
-from osk.store.vault import Vault, disk_error, locate, scope_of
+from osk.store.vault import Vault, disk_error, scope_of
 
 if TYPE_CHECKING:
     from osk.hooks.recall_server import Listener
@@ -120,7 +123,7 @@ class Engine:
         chosen before the first look so that look watches every folder it lists."""
         if actor not in (AGENT, USER):
             raise ValueError(f"actor must be 'agent' or 'user', not {actor!r}")
-        found = vault if isinstance(vault, Vault) else locate(vault, cwd)
+        found = open_vault(vault, cwd)
         _finish_killed_writes(found)
         session = open_session(found, (cwd or Path.cwd()), scope)
         catalog, rechecks, routing, reads = Catalog(found), Rechecks(found), Routing(found), \
@@ -611,6 +614,40 @@ class Engine:
             if found:
                 result[node_id] = found
         return result
+
+    # -- what an agent leaves for the person, and its scope's memory ------------------------
+    def record_candidate(self, kind: str, parties: Sequence[str],
+                         note: str = "") -> tuple[candidates.Candidate, bool]:
+        """File a conflict candidate between nodes this session can see, for the person;
+        (the candidate, whether it is new: the same parties at the same hashes are one)."""
+        found = [self.visible_node(ref) for ref in parties]
+        return candidates.Candidates(self.vault).record(kind, found, note, actor=AGENT)
+
+    def scope_memory(self, action: str, *, text: str | None = None,
+                     edits: Sequence[tuple[str, str]] = (), expect_hash: str | None = None,
+                     eviction: str | None = None, node: str | None = None,
+                     drafter: str = "", host: str = "") -> MemoryNote:
+        """Read this session's scope memory, ``replace`` it (``text`` + ``expect_hash``),
+        ``edit`` it (``edits``: (old, new) anchors), or ``settle`` a pending ``eviction`` as
+        distilled into ``node`` (a node this session can see); the note as it then stands."""
+        from osk.provenance.scope_memory import CAP, Author, Edit, ScopeMemory
+
+        memory = ScopeMemory(self.vault, self.scope)
+        author = Author(AGENT, self.session.key.key, drafter, host)
+        written = None
+        if action == "replace":
+            written = memory.write(text=text, expect_hash=expect_hash, author=author)
+        elif action == "edit":
+            written = memory.write(edits=[Edit(old, new) for old, new in edits],
+                                   expect_hash=expect_hash, author=author)
+        elif action == "settle":
+            if eviction is None or node is None:
+                raise OskError("settle names the pending eviction and the node its lines "
+                               "went into")
+            memory.settle(eviction, "distilled", node=self.visible_node(node).title,
+                          actor=AGENT)
+        current, digest = memory.read()
+        return MemoryNote(current, digest, CAP, written, tuple(memory.pending_evictions()))
 
     # -- rechecks and overview ---------------------------------------------------------------
     def recheck(self) -> RecheckReport:

@@ -165,10 +165,7 @@ def _move_cluster(engine: Engine, a: MoveClusterArgs) -> Out:
 
 
 def _record_candidate(engine: Engine, a: RecordCandidateArgs) -> Out:
-    from osk.provenance.candidates import Candidates
-
-    parties = [engine.visible_node(ref) for ref in a.parties]
-    candidate, created = Candidates(engine.vault).record(a.type, parties, a.note, actor="agent")
+    candidate, created = engine.record_candidate(a.type, a.parties, a.note)
     return RecordCandidateOut(
         scope=engine.scope, created=created,
         candidate=CandidateOut.model_validate(candidate, from_attributes=True))
@@ -181,31 +178,20 @@ def _append_raw(engine: Engine, a: AppendRawArgs) -> Out:
 
 
 def _scope_memory(engine: Engine, a: ScopeMemoryArgs) -> Out:
-    from osk.provenance.scope_memory import CAP, Author, Edit, ScopeMemory
-
-    memory = ScopeMemory(engine.vault, engine.scope)
-    author = Author("agent", engine.session.key.key, a.drafter or "", a.host or "")
-    result = None
-    if a.action == "replace":
-        result = memory.write(text=a.text, expect_hash=a.expect_hash, author=author)
-    elif a.action == "edit":
-        result = memory.write(edits=[Edit(e.old_text, e.new_text) for e in a.edits],
-                              expect_hash=a.expect_hash, author=author)
-    elif a.action == "settle":
-        assert a.eviction is not None and a.node is not None  # the args model requires them
-        held_by = engine.visible_node(a.node)
-        memory.settle(a.eviction, "distilled", node=held_by.title, actor="agent")
-    text, digest = memory.read()
-    pending = [EvictionOut.model_validate(e, from_attributes=True)
-               for e in memory.pending_evictions()]
+    note = engine.scope_memory(a.action, text=a.text, edits=[(e.old_text, e.new_text)
+                                                              for e in a.edits],
+                               expect_hash=a.expect_hash, eviction=a.eviction, node=a.node,
+                               drafter=a.drafter or "", host=a.host or "")
+    result = note.written
     return MemoryOut(
-        scope=engine.scope, action=a.action, text=text, hash=digest, chars=len(text), cap=CAP,
-        changed=bool(result and result.changed),
+        scope=engine.scope, action=a.action, text=note.text, hash=note.hash,
+        chars=len(note.text), cap=note.cap, changed=bool(result and result.changed),
         redactions=[RedactionOut(kind=k, count=n) for k, n in (result.redactions if result
                                                                  else ())],
         eviction=(EvictionOut.model_validate(result.eviction, from_attributes=True)
                   if result and result.eviction else None),
-        pending_evictions=pending,
+        pending_evictions=[EvictionOut.model_validate(e, from_attributes=True)
+                           for e in note.pending_evictions],
     )
 
 

@@ -13,7 +13,7 @@ from writekit import create, make_repo, snapshot, write_toml
 from osk.calls.outline import Heading, outline_of
 from osk.calls.request import NewNode, NodeEdit
 from osk.engine.core import PAGE_CHARS, Engine
-from osk.errors import EdgeError, LedgerFork, NodeNotFound, RawNotFound
+from osk.errors import EdgeError, LedgerFork, NodeNotFound, OskError, RawNotFound
 from osk.provenance.candidates import Candidates
 from osk.provenance.sessions import Routing
 from osk.reads.raw_reads import RAW_CHARS
@@ -303,3 +303,12 @@ def test_a_hand_edit_that_a_read_notices_first_reaches_search_too(
     assert "Zanzibarite" in eng.read_node("Widgets").text
     monkeypatch.setattr(engine_mod, "REFRESH_SECONDS", 0.0)  # every search looks again
     assert [h.title for h in eng.search("zanzibarite").hits] == ["Widgets"]
+
+
+def test_settling_an_eviction_through_the_engine_names_what_is_missing(eng: Engine):
+    """The tool's model requires both; a direct engine call without them is refused by name,
+    and the note is left as it was."""
+    before = eng.scope_memory("read")
+    with pytest.raises(OskError, match="names the pending eviction and the node"):
+        eng.scope_memory("settle", eviction="abc12345")
+    assert eng.scope_memory("read") == before

@@ -1,9 +1,10 @@
 """The person's commands: protected regions, review, audit history, trust, tombstones, and the
-candidates and scope-memory evictions agents leave for the person.
+candidates and scope-memory evictions agents leave for the person. Each command makes one call
+to the person-verbs façade (``osk.verbs.person``) and renders what it hands back.
 
 `osk protect|unprotect|approve|revert PATH`, `osk confirm NODE`, `osk reject NODE --reason …`,
 `osk lift KEY`, `osk dismiss KEY --reason …` and `osk settle ID --dismissed` are the person's
-decisions and are refused unless stdin is a terminal (the engine functions check it themselves;
+decisions and are refused unless stdin is a terminal (the wings' functions check it themselves;
 governance/authority.md). `osk review`, `osk log`, `osk show`, `osk tombstones`,
 `osk candidates` and `osk evictions` only read and work anywhere.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from osk.surfaces.commands.common import add_json_flag, json_text, typed_back
 
@@ -115,128 +117,94 @@ def register(sub: argparse._SubParsersAction) -> None:
     settle.set_defaults(handler=run_settle)
 
 
-def _vault(args: argparse.Namespace):
-    from osk.store.vault import locate
+def _person():
+    from osk.verbs import person
 
-    return locate(args.vault)
-
-
-def _path(vault, text: str) -> str:
-    from osk.authority.approvals import vault_path
-
-    return vault_path(vault, text, Path.cwd())
+    return person
 
 
 # -- protected regions ------------------------------------------------------------------------
 def run_protect(args: argparse.Namespace) -> int:
-    from osk.authority import approvals
-
-    vault = _vault(args)
-    done = approvals.protect(vault, _path(vault, args.path))
+    done = _person().protect(args.vault, args.path, Path.cwd())
     print(f"Protected {done.region}: {len(done.files)} node file(s) in the approved snapshot. "
           f"Edits there now wait for `osk review` / `osk approve` / `osk revert`.")
     return 0
 
 
 def run_unprotect(args: argparse.Namespace) -> int:
-    from osk.authority import approvals
-
-    vault = _vault(args)
-    region = approvals.unprotect(vault, _path(vault, args.path))
+    region = _person().unprotect(args.vault, args.path, Path.cwd())
     print(f"Unprotected {region}: its working copy is served again.")
     return 0
 
 
 def run_approve(args: argparse.Namespace) -> int:
-    from osk.authority import approvals, protection
-
-    vault = _vault(args)
-    rel = _path(vault, args.path)
-    protection.require_person("approve")  # before asking anything
-    shown = approvals.to_approve(vault, rel)
-    if not _agreed(vault, "approve", rel, shown, args.yes):
-        return 0
-    for change in approvals.approve(vault, rel, shown=shown):
+    decided = _person().approve(args.vault, args.path, Path.cwd(),
+                                lambda proposal: _agreed(proposal, args.yes))
+    for change in decided or ():
         print(f"Approved {change.kind}: {change.path}")
     return 0
 
 
 def run_revert(args: argparse.Namespace) -> int:
-    from osk.authority import approvals, protection
-
-    vault = _vault(args)
-    rel = _path(vault, args.path)
-    protection.require_person("revert")
-    shown = approvals.to_revert(vault, rel)
-    if not _agreed(vault, "revert", rel, shown, args.yes):
-        return 0
-    for change in approvals.revert(vault, rel, shown=shown):
+    decided = _person().revert(args.vault, args.path, Path.cwd(),
+                               lambda proposal: _agreed(proposal, args.yes))
+    for change in decided or ():
         kept = f" (discarded text kept as {change.working[:12]})" if change.working else ""
         print(f"Reverted {change.kind}: {change.path}{kept}")
     return 0
 
 
-def _agreed(vault, verb: str, rel: str, changes: list, assume_yes: bool) -> bool:
-    """List what ``verb`` would decide and have the person type back its code.
+def _agreed(proposal: Any, assume_yes: bool) -> bool:
+    """List what the verb would decide and have the person type back its code.
 
     The code comes from the changes shown (``protection.changes_code``), so neither `yes |` nor
     a flag decides, and the engine then decides exactly these changes or nothing: see
     ``protection.approve``.
     """
-    from osk.authority import approvals, protection
     from osk.errors import AuthorityError
 
+    verb, rel = proposal.verb, proposal.path
     if assume_yes:
         raise AuthorityError(
             f"`osk {verb} --yes` no longer decides anything: osk shows the pending changes and a "
             f"short code made from them, and you type the code back. Run `osk {verb} {rel}` "
-            f"and type the code it shows; nothing was {approvals.PAST[verb]}",
+            f"and type the code it shows; nothing was {proposal.past}",
             action=verb,
         )
-    if not changes:
+    if not proposal.changes:
         print(f"Nothing pending under {rel}.")
         return False
     print(f"Pending under {rel}:")
-    for change in changes:
-        added = removed = 0
-        for line in protection.diff(vault, change).splitlines()[2:]:
-            added += line.startswith("+")
-            removed += line.startswith("-")
+    for change, (added, removed) in zip(proposal.changes, proposal.sizes, strict=True):
         print(f"  {change.kind:<7} {change.path}  (+{added} -{removed} lines)")
-    code = protection.changes_code(changes)
-    question = (f"Type {code} to {verb} these {len(changes)} change(s) (anything else "
-                f"changes nothing): ")
-    if typed_back(code, question):
+    question = (f"Type {proposal.code} to {verb} these {len(proposal.changes)} change(s) "
+                f"(anything else changes nothing): ")
+    if typed_back(proposal.code, question):
         return True
-    print(f"Nothing {approvals.PAST[verb]}.")
+    print(f"Nothing {proposal.past}.")
     return False
 
 
 def run_review(args: argparse.Namespace) -> int:
-    from osk.authority import protection
-
     if args.new:
         return run_review_new(args)
-    vault = _vault(args)
-    under = _path(vault, args.path) if args.path else None
-    changes = protection.pending(vault, under)
+    found = _person().pending(args.vault, args.path, Path.cwd())
     if args.json:
         print(json_text([
             {"path": c.path, "region": c.region, "kind": c.kind, "approved": c.approved,
-             "working": c.working, "forked": c.forked, "diff": protection.diff(vault, c)}
-            for c in changes
+             "working": c.working, "forked": c.forked, "diff": diff}
+            for c, diff in zip(found.changes, found.diffs, strict=True)
         ]))
         return 0
-    if not changes:
-        regions = protection.regions(vault)
-        print("No pending changes." if regions else "No protected regions.")
+    if not found.changes:
+        print("No pending changes." if found.protected else "No protected regions.")
         return 0
-    for change in changes:
+    for change, diff in zip(found.changes, found.diffs, strict=True):
         fork = " — approvals diverged across devices; approve or revert to decide" \
             if change.forked else ""
         print(f"# {change.kind}: {change.path} (region {change.region}){fork}")
-        print(protection.diff(vault, change), end="")
-    print(f"{len(changes)} pending change(s). Decide with `osk approve PATH` or "
+        print(diff, end="")
+    print(f"{len(found.changes)} pending change(s). Decide with `osk approve PATH` or "
           f"`osk revert PATH`.")
     return 0
 
@@ -247,20 +215,18 @@ REVIEW_CHOICES = "[k]eep, [r]eject, [e]dit, [s]kip, [q]uit? "
 def run_review_new(args: argparse.Namespace) -> int:
     """Each node agents wrote since the last review: its diff and citations, then the
     person's decision. ``--json`` only lists (anywhere); deciding is terminal only."""
-    from osk.authority import protection
-    from osk.verbs import review
+    from osk.engine.vaults import open_vault
 
-    vault = _vault(args)
+    vault = open_vault(args.vault)
     if args.path:
         from osk.errors import OskError
 
         raise OskError("`osk review --new` takes no PATH: it lists every node agents wrote "
                        "since your last review")
-    writes = review.new_writes(vault)
+    writes = _person().new_writes(vault, deciding=not args.json)
     if args.json:
         print(json_text(writes))
         return 0
-    protection.require_person("review --new")
     if not writes:
         print("Nothing new: no agent wrote or changed a node since your last review.")
         return 0
@@ -271,7 +237,7 @@ def run_review_new(args: argparse.Namespace) -> int:
     return 0
 
 
-def _show_write(number: int, total: int, write) -> None:
+def _show_write(number: int, total: int, write: Any) -> None:
     held = " (held out of recall until reviewed)" if write.held else ""
     print(f"# {number}/{total} {write.title} (id {write.node_id}){held}")
     print(f"  {write.path}: by {', '.join(write.actors)} since {write.since}")
@@ -280,29 +246,27 @@ def _show_write(number: int, total: int, write) -> None:
     print(write.diff, end="" if write.diff.endswith("\n") else "\n")
 
 
-def _decide(vault, write) -> bool:
+def _decide(vault: Any, write: Any) -> bool:
     """Ask until the person answers; False to stop the review."""
-    from osk.authority import tombstones
-    from osk.verbs import review
-
+    person = _person()
     while True:
         try:
             answer = input(REVIEW_CHOICES).strip().lower()[:1]
         except EOFError:
             answer = "q"
         if answer == "k":
-            review.keep(vault, write)
+            person.keep(vault, write)
             print("Kept.")
         elif answer == "r":
             reason = input("Why is it rejected (agents are shown this)? ").strip()
             if not reason:
                 print("A reason is needed; nothing was rejected.")
                 continue
-            tomb = tombstones.reject(vault, write.node_id, reason=reason)
+            tomb = person.reject(vault, write.node_id, reason).tombstone
             print(f"Rejected: tombstone {tomb.key[:12]}; the same text is refused if written "
                   f"again.")
         elif answer == "e":
-            if not _edit(vault, write):
+            if not person.edit(vault, write, Path.cwd(), _in_editor):
                 continue
             print("Edited and kept.")
         elif answer in ("s", ""):
@@ -314,153 +278,50 @@ def _decide(vault, write) -> bool:
         return True
 
 
-def _edit(vault, write) -> bool:
-    """The body in $VISUAL / $EDITOR; the person's version is written as theirs, then kept."""
+def _in_editor(text: str) -> str | None:
+    """``text`` as the person left it in $VISUAL / $EDITOR; None when the editor failed."""
     import os
     import shlex
     import subprocess
     import tempfile
 
-    from osk.calls.request import NodeEdit
-    from osk.engine.core import Engine
-    from osk.verbs import review
-
-    engine = Engine.open(vault, cwd=Path.cwd(), scope=write.scope, actor="user")
-    page = engine.read_node(write.node_id)
-    text = page.text
-    while page.next_start is not None:  # every page read: the read that authorises a rewrite
-        page = engine.read_node(write.node_id, start=page.next_start)
-        text += page.text
     editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
     with tempfile.TemporaryDirectory() as folder:
         draft = Path(folder) / "body.md"
         draft.write_text(text, encoding="utf-8")
         if subprocess.run([*shlex.split(editor), str(draft)], check=False).returncode != 0:
             print(f"{editor} failed; nothing was changed.")
-            return False
-        body = draft.read_text(encoding="utf-8")
-    if body != text:
-        engine.update_node(write.node_id, NodeEdit(body=body, expect_hash=page.hash))
-    review.keep_current(vault, write.node_id)
-    return True
+            return None
+        return draft.read_text(encoding="utf-8")
 
 
 # -- audit ------------------------------------------------------------------------------------
-def _node_history(vault, ref: str):
-    """Audit entries of a node named by id or title (a rejected node is found by either)."""
-    from osk.authority import audit
-    from osk.errors import NodeNotFound, OskError
-    from osk.store.catalog import Catalog
-    from osk.store.node import title_from_path
-    from osk.store.titles import title_key
-
-    grouped = audit.by_node(vault)
-    if ref in grouped:
-        return ref, grouped[ref]
-    catalog = Catalog(vault)
-    catalog.refresh()
-    try:
-        found = catalog.get(ref)
-    except OskError:
-        found = None
-    if found is not None:
-        return found.id, grouped.get(found.id, [])
-    wanted = title_key(ref)
-    ids = {nid for nid, items in grouped.items()
-           for e in items if e.path and title_key(title_from_path(e.path_after)) == wanted}
-    if len(ids) == 1:
-        node_id = ids.pop()
-        return node_id, grouped[node_id]
-    raise NodeNotFound(
-        f"no node or audit history for {ref!r}" if not ids else
-        f"{ref!r} names {len(ids)} different nodes in the audit log; use an id",
-        ref=ref,
-    )
-
-
 def run_log(args: argparse.Namespace) -> int:
-    from osk.authority import audit, mutation
-
-    vault = _vault(args)
-    # a write killed before its record: finished, not shown as a hand edit
-    mutation.finish_killed_audit(vault)
-    note = ""
-    if args.node:
-        node_id, items = _node_history(vault, args.node)
-        note = _drift_note(vault, items)
-    else:
-        items = audit.entries(vault)
-    items = items[-args.limit:] if args.limit > 0 else items
+    found = _person().history(args.vault, args.node, args.limit)
     if args.json:
-        print(json_text(items))
+        print(json_text(found.entries))
         return 0
-    if not items:
+    if not found.entries:
         print("No audit records.")
-    for entry in items:
+    for entry in found.entries:
         change = f"{(entry.before or '-')[:12]} -> {(entry.after or '-')[:12]}"
         pending = " (pending review)" if entry.pending else ""
         where = entry.path_after if entry.action != "move" else \
             f"{entry.path_before} => {entry.path_after}"
         print(f"{entry.time}  {entry.action:<9} {entry.actor:<14} {where}  {change}{pending}")
-    if note:
-        print(note)
+    if found.note:
+        print(found.note)
     return 0
 
 
-def _drift_note(vault, items) -> str:
-    """Say so when a node's file no longer matches its last recorded version."""
-    from osk.store.fsutil import sha256_text
-
-    if not items or items[-1].after is None:
-        return ""
-    last = items[-1]
-    rel = last.path_after
-    path = vault.abs(rel)
-    if not path.is_file():
-        return f"Note: {rel} no longer exists; it was removed outside osk."
-    if sha256_text(path.read_text(encoding="utf-8")) != last.after:
-        return (f"Note: {rel} differs from its last recorded version; it was changed "
-                f"outside osk (by hand), which the audit log does not record.")
-    return ""
-
-
 def run_show(args: argparse.Namespace) -> int:
-    from osk.authority import audit
-    from osk.errors import NodeNotFound, ObjectMissing, OskError
-    from osk.store import objects
-
-    vault = _vault(args)
-    ref, sep, prefix = args.ref.rpartition("@")
-    if not sep or not ref or len(prefix) < 6:
-        raise OskError("give NODE@HASH with at least 6 characters of the hash "
-                       "(`osk log NODE` lists them)")
-    node_id, items = _node_history(vault, ref)
-    matches = [sha for sha in audit.versions(items) if sha.startswith(prefix.lower())]
-    if len(matches) != 1:
-        raise NodeNotFound(
-            f"{'no' if not matches else len(matches)} recorded version(s) of {ref!r} start "
-            f"with {prefix!r}; `osk log {ref}` lists its versions", ref=args.ref,
-        )
-    try:
-        text = objects.get(vault, matches[0])
-    except ObjectMissing:
-        from osk.verbs.redaction import purged_by
-
-        record = purged_by(vault, matches[0])
-        if record is None:
-            raise
-        raise ObjectMissing(f"version {matches[0][:12]} of {ref!r} was purged by osk redact "
-                            f"on {record.at} (_ledger/redactions.jsonl {record.id}): it held "
-                            f"a text the person removed", sha=matches[0]) from None
-    print(text, end="")
+    print(_person().version(args.vault, args.ref), end="")
     return 0
 
 
 # -- trust and tombstones ---------------------------------------------------------------------
 def run_confirm(args: argparse.Namespace) -> int:
-    from osk.authority import trust
-
-    done = trust.confirm(_vault(args), args.node)
+    done = _person().confirm(args.vault, args.node)
     if done.after is None:
         print(f"{done.path} is already confirmed.")
     else:
@@ -469,13 +330,10 @@ def run_confirm(args: argparse.Namespace) -> int:
 
 
 def run_reject(args: argparse.Namespace) -> int:
-    from osk.authority import tombstones
-
-    vault = _vault(args)
-    tomb = tombstones.reject(vault, args.node, reason=args.reason)
+    done = _person().reject(args.vault, args.node, args.reason)
+    tomb, left = done.tombstone, done.left
     print(f"Rejected {tomb.title!r} ({tomb.path} removed; text kept as {(tomb.object or '')[:12]})."
           f"\nTombstone {tomb.key[:12]}: agents writing this claim again are refused.")
-    left = tombstones.aftermath(vault, tomb)
     if left.twins:
         print("These nodes carry the same claim (their next edit will be refused; reject them "
               "too if it is wrong there as well):\n  " + "\n  ".join(left.twins))
@@ -486,10 +344,7 @@ def run_reject(args: argparse.Namespace) -> int:
 
 
 def run_tombstones(args: argparse.Namespace) -> int:
-    from osk.authority import tombstones
-
-    vault = _vault(args)
-    items = tombstones.all_tombstones(vault) if args.all else tombstones.active(vault)
+    items = _person().tombstones_of(args.vault, lifted=args.all)
     if args.json:
         print(json_text(items))
         return 0
@@ -503,22 +358,15 @@ def run_tombstones(args: argparse.Namespace) -> int:
 
 
 def run_lift(args: argparse.Namespace) -> int:
-    from osk.authority import tombstones
-
-    tomb = tombstones.lift(_vault(args), args.key, reason=args.reason)
+    tomb = _person().lift(args.vault, args.key, args.reason)
     print(f"Lifted tombstone {tomb.key[:12]} ({tomb.title!r}); the claim may be written again.")
     return 0
 
 
 # -- candidates and evictions -----------------------------------------------------------------
 def run_candidates(args: argparse.Namespace) -> int:
-    from osk.provenance.candidates import Candidates
-    from osk.provenance.rechecks import Rechecks
-
-    vault = _vault(args)
-    store = Candidates(vault)
-    items = store.all() if args.all else store.open()
-    cascades = Rechecks(vault).cascades()
+    found = _person().waiting(args.vault, dismissed=args.all)
+    items, cascades = found.conflicts, found.cascades
     if args.json:
         print(json_text([*items, *(_cascade_item(c) for c in cascades)]))
         return 0
@@ -563,9 +411,7 @@ def _print_conflicts(items: list) -> None:
 
 
 def run_dismiss(args: argparse.Namespace) -> int:
-    from osk.provenance.candidates import dismiss_at_terminal
-
-    done = dismiss_at_terminal(_vault(args), args.key, reason=args.reason)
+    done = _person().dismiss(args.vault, args.key, args.reason)
     titles = " / ".join(f"[[{p.title}]]" for p in done.parties)
     print(f"Dismissed {done.type} candidate {done.key[:12]} between {titles}; it is no longer "
           f"shown to agents.")
@@ -573,11 +419,7 @@ def run_dismiss(args: argparse.Namespace) -> int:
 
 
 def run_evictions(args: argparse.Namespace) -> int:
-    from osk.provenance.scope_memory import pending_evictions
-    from osk.provenance.sessions import checked_scope_name
-
-    scope = checked_scope_name(args.scope) if args.scope else None
-    items = pending_evictions(_vault(args), scope)
+    items = _person().evictions(args.vault, args.scope)
     if args.json:
         print(json_text(items))
         return 0
@@ -594,36 +436,23 @@ def run_evictions(args: argparse.Namespace) -> int:
 
 
 def run_memory(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from osk.authority import protection
-    from osk.provenance.scope_memory import Author, ScopeMemory, describe_author
-    from osk.provenance.sessions import open_session
-
-    vault = _vault(args)
-    scope = args.scope or open_session(vault, Path.cwd()).scope
-    memory = ScopeMemory(vault, scope)
-    if args.set_file:
-        protection.require_person("memory --set")  # the note is recorded as the person's
-        _, current = memory.read()
-        done = memory.write(text=Path(args.set_file).read_text(encoding="utf-8"),
-                            expect_hash=current, author=Author("user"))
+    found = _person().memory(args.vault, Path.cwd(), args.scope,
+                             Path(args.set_file) if args.set_file else None)
+    scope, done = found.scope, found.written
+    if done is not None:
         print(f"Scope memory of {scope!r} {'replaced' if done.changed else 'unchanged'} "
               f"({done.chars:,} of {done.cap:,} characters, hash {done.hash[:12]}).")
-    text, digest = memory.read()
-    if not text.strip():
+    if not found.lines:
         print(f"Scope memory of {scope!r} is empty.")
         return 0
-    print(f"Scope memory of {scope!r} (hash {digest[:12]}), each line with who wrote it:")
-    for line, who in zip(text.splitlines(), memory.line_authors(text), strict=True):
-        print(f"  {line}" if who is None else f"  {line}\n      - {describe_author(who)}")
+    print(f"Scope memory of {scope!r} (hash {found.hash[:12]}), each line with who wrote it:")
+    for line, who in found.lines:
+        print(f"  {line}" if who is None else f"  {line}\n      - {who}")
     return 0
 
 
 def run_settle(args: argparse.Namespace) -> int:
-    from osk.provenance.scope_memory import dismiss_at_terminal
-
-    done = dismiss_at_terminal(_vault(args), args.eviction)
+    done = _person().settle_dismissed(args.vault, args.eviction)
     print(f"Settled eviction {done.id} (scope {done.scope}, {len(done.lines)} line(s)) as "
           f"dismissed; it is no longer pending.")
     return 0

@@ -13,9 +13,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run_init(args: argparse.Namespace) -> int:
-    from osk.store.vault import init
+    from osk.engine.vaults import make_vault
 
-    vault = init(Path(args.path))
+    vault = make_vault(Path(args.path))
     print(f"Created vault {vault.root}")
     print(f"Use it with: export OSK_VAULT={vault.root}")
     return 0
