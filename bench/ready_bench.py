@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from search_bench import make_vault  # noqa: E402  (the synthetic vault the search bench uses)
 
-from osk.surfaces.commands.connect import ReplyLines, close_server, send_message  # noqa: E402  (doctor's pipe)
+from osk.hosts.connect import ReplyLines, close_server, send_message  # noqa: E402  (doctor's pipe)
 
 DEADLINE = 600.0  # the first spawn builds the index: minutes on a loaded machine
 IMPORTS = {

@@ -55,13 +55,14 @@ from osk.search.ranking import Hit, Markers, SearchResult
 from osk.search.rounds import SEARCH_KINDS, RoundIndex, merged, round_hits
 from osk.store.catalog import Catalog, Changes
 from osk.store.edges import NodeTarget, as_link, parse_target
-from osk.store.fsutil import synced_at_exit
+from osk.store.fsutil import collector_paused, synced_at_exit
 from osk.store.node import Node
 from osk.store.node import parse as parse_node
 from osk.store.vault import Vault, disk_error, scope_of
 
 if TYPE_CHECKING:
     from osk.hooks.recall_server import Listener
+    from osk.search import semantic
     from osk.writes.write import MoveResult, ReciteResult, WriteResult
 
 PAGE_CHARS = 4000  # read_node: at most this many body characters per call
@@ -649,6 +650,13 @@ class Engine:
         current, digest = memory.read()
         return MemoryNote(current, digest, CAP, written, tuple(memory.pending_evictions()))
 
+    def log_use(self, tool: str, *, node: str, cites: Sequence[str] = ()) -> None:
+        """Note one tool call that read or wrote ``node`` (and what it cites) in the call log
+        ``osk stats`` joins with the receipts (``osk.hooks.receipts``)."""
+        from osk.hooks import receipts
+
+        receipts.log_call(self.vault, tool, self.scope, node=node, cites=cites)
+
     # -- rechecks and overview ---------------------------------------------------------------
     def recheck(self) -> RecheckReport:
         """Recheck candidates whose citing node this session can see."""
@@ -663,6 +671,24 @@ class Engine:
 
         self.refresh()
         return overview(self._ctx)
+
+
+def search_once(vault: Vault | str | None, query: str, *, cwd: Path, scope: str | None,
+                as_of: str | None, kind: str, k: int | None) -> SearchResult:
+    """One search by a process that exits after it (`osk search`; ``k`` None: the engine's
+    default). It makes no garbage cycles worth collecting, and the collector's passes over
+    50,000 nodes' objects cost about 0.7 s: the collector waits meanwhile."""
+    with collector_paused():
+        engine = Engine.open(vault, cwd=cwd, scope=scope, actor=USER)
+        wanted = {} if k is None else {"k": k}  # the engine owns default and cap
+        return engine.search(query, as_of=as_of, kind=kind, **wanted)
+
+
+def semantic_status() -> semantic.Status:
+    """Whether the semantic channel is on here, and if not, how to turn it on."""
+    from osk.search import semantic
+
+    return semantic.status()
 
 
 def _finish_killed_writes(vault: Vault) -> None:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from osk.store.vault import Vault, init, locate
+from osk.store.vault import Vault as Vault  # re-exported: the type a surface names one by
+from osk.store.vault import init, locate
 
 
 def open_vault(where: Vault | str | os.PathLike[str] | None = None,

@@ -18,8 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from osk.search.semantic import status as semantic_status
-
 SESSION_ID = "3f6c2a10-5b7e-4c1d-9e8f-0a1b2c3d4e5f"
 PROJECT = "tidepool"
 RELEASE_DOC = """# Releasing tidepool
@@ -287,6 +285,8 @@ async def _distil(demo: Demo, client: Any) -> None:
     demo.step("Recall: search finds it, and the next session starts with the scope memory")
     for hit in hits[:2]:
         demo.say(f"{hit['score']:.2f}  {hit['title']}  markers={hit['markers']}")
+    from osk.engine.core import semantic_status
+
     meaning = semantic_status()
     demo.say(f"(semantic search {meaning.text})")
     if meaning.fix:

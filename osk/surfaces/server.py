@@ -358,17 +358,14 @@ USES = frozenset({"read_node", "read_raw", "create_node", "update_node"})  # osk
 
 def _log_use(engine: Engine, tool: str, args: Args, result: Out) -> None:
     """The call log ``osk stats`` reads: which node was read or written, and what it cites
-    (``osk.hooks.receipts``); never raises."""
+    (``Engine.log_use``); never raises."""
     if tool not in USES:
         return
-    from osk.hooks import receipts
-
     cites = getattr(args, "derived_from", None) or ()
     # a raw round recall showed is named by its coordinate, as the receipt names it
     used = args.coordinate.removeprefix("[[").removesuffix("]]") if isinstance(
         args, ReadRawArgs) else str(getattr(result, "id", ""))
-    receipts.log_call(engine.vault, tool, str(engine.scope), node=used,
-                      cites=[str(c) for c in cites])
+    engine.log_use(tool, node=used, cites=[str(c) for c in cites])
 
 
 def _message(exc: OskError) -> str:

@@ -57,7 +57,7 @@ from osk.surfaces.jsonrpc import (
 
 if TYPE_CHECKING:  # annotations only: the front answers before the engine is imported
     from osk.engine.core import Engine
-    from osk.store.vault import Vault
+    from osk.engine.vaults import Vault
 
 MAX_LINE = 8 * 1024 * 1024  # bytes in one message; a node body is far smaller
 START_AFTER = 0.2  # seconds after spawn by which the SDK starts loading whatever the host does
@@ -762,10 +762,10 @@ class EngineOpener:
 def serve(vault: str | None, cwd: Path) -> int:
     """`osk mcp`: find the vault (a missing one fails here, before anything is served), then
     answer the host at once while the SDK loads and the engine opens behind the handshake."""
-    from osk.store.vault import locate
+    from osk.engine.vaults import open_vault
     from osk.surfaces.early import EarlySearch
 
-    found = locate(vault, cwd)
+    found = open_vault(vault, cwd)
     opener = EngineOpener(found, cwd)
 
     def quick(query: str, k: int, kind: str) -> Any:  # the index, when it vouches for itself

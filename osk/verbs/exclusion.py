@@ -15,8 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from osk.capture import raw
-from osk.capture.exclusions import KIND_EXCLUDE, KIND_INCLUDE, PREFIX, excluded
+from osk.capture.exclusions import KIND_EXCLUDE, KIND_INCLUDE, PREFIX, Exclusion, excluded
 from osk.capture.exclusions import LEDGER as LEDGER  # re-exported: `osk exclude` names it
+from osk.capture.exclusions import current as _current
 from osk.errors import ExclusionError, OskError, RawNotFound
 from osk.store.edges import RawTarget, parse_target, record_name
 from osk.store.ledger import Ledger
@@ -137,3 +138,8 @@ def _record(vault: Vault, kind: str, target: Target, reason: str) -> None:
         RoundIndex(vault).refresh(timeout=INDEX_WAIT)
     except LockTimeout:  # another process is indexing: every query leaves it out meanwhile
         pass
+
+
+def current(vault: Vault) -> tuple[Exclusion, ...]:
+    """What the person keeps out of search and recall now, oldest first (`osk exclusions`)."""
+    return _current(vault)

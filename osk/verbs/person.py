@@ -39,6 +39,12 @@ from osk.verbs.review import NewWrite
 Where = Vault | str | os.PathLike[str] | None  # a vault, or what `--vault` names (None: find it)
 
 
+def at_terminal(action: str) -> None:
+    """Refuse ``action`` unless the person is at a terminal: for a command that asks the person
+    something first (the verb checks again when it decides)."""
+    protection.require_person(action)
+
+
 # -- protected regions ------------------------------------------------------------------------
 def protect(where: Where, path: str, cwd: Path) -> approvals.Protected:
     vault = open_vault(where)

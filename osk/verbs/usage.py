@@ -184,3 +184,8 @@ class _Answers:
             except (OskError, OSError, UnicodeDecodeError):
                 continue  # a damaged record is the validators' to report
             yield from (r.assistant for r in found.rounds)
+
+
+def reason_text(reason: object) -> str:
+    """What a receipt's held-back ``reason`` means, in words ("" for one it does not know)."""
+    return receipts.REASONS.get(str(reason), "") if reason is not None else ""

@@ -351,7 +351,7 @@ AUTHORITY_LEDGERS = frozenset({
 AUTHORITY_MODULES = frozenset({
     "osk.authority.audit", "osk.authority.protection", "osk.authority.tombstones",
     "osk.authority.review_queue", "osk.verbs.review", "osk.verbs.exclusion",
-    "osk.store.objects", "osk.surfaces.commands.authority",
+    "osk.store.objects", "osk.surfaces.commands.authority", "osk.verbs.person",
     "osk.verbs.redaction", "osk.surfaces.commands.redact", "osk.surfaces.commands.exclude",
 })
 #: No tool deletes a node.

@@ -129,7 +129,7 @@ def test_drift_stops_capture_before_the_unknown_line_and_loses_nothing(
 
 def capture_check(vault: Vault, host: str):
     from osk.hosts import hostsetup
-    from osk.surfaces.commands.hosts import HostSite, check_capture
+    from osk.hosts.doctor import HostSite, check_capture
 
     (check,) = check_capture(HostSite(host, hostsetup.default_context(vault.root, None), vault))
     return check

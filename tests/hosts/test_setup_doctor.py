@@ -102,16 +102,16 @@ def test_doctor_gives_a_verdict_line_per_host_and_fails_only_for_a_broken_set_up
 def test_doctor_runs_every_per_host_check_only_for_a_set_up_host(
     vault: Vault, home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from osk.surfaces.commands import hosts
+    from osk.hosts import doctor as checks
 
     seen: list[str] = []
 
-    def extra(site: hosts.HostSite) -> list[hosts.Check]:
+    def extra(site: checks.HostSite) -> list[checks.Check]:
         seen.append(site.host)
-        return [hosts.Check(f"{site.host} capture", False, "the transcript grew, nothing kept",
-                            "see the hook log")]
+        return [checks.Check(f"{site.host} capture", False, "the transcript grew, nothing kept",
+                             "see the hook log")]
 
-    monkeypatch.setattr(hosts, "HOST_CHECKS", (*hosts.HOST_CHECKS, extra))
+    monkeypatch.setattr(checks, "HOST_CHECKS", (*checks.HOST_CHECKS, extra))
     assert main(["setup", "kiro", "--yes"]) == 0
     (home / ".codex").mkdir()
     capsys.readouterr()
@@ -245,7 +245,7 @@ def test_doctor_fails_a_server_that_lists_its_tools_but_cannot_run_one(
     capsys: pytest.CaptureFixture[str]
 ) -> None:
     # The handshake can come from the last run's, so a listing alone proves little.
-    from osk.surfaces.commands.hosts import NEEDED_TOOLS
+    from osk.hosts.doctor import NEEDED_TOOLS
 
     script = tiny_server(tmp_path, list(NEEDED_TOOLS), call_error="the osk MCP server could "
                                                                   "not start")

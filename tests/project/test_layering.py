@@ -155,6 +155,89 @@ def circles(root: Path) -> list[list[str]]:
     return out
 
 
+# What a surface may import: the engine's public face (the one engine and the vault a command
+# names, the verbs above it, what a call takes and hands back), the hosts wing, the error family
+# and the surfaces themselves. Whatever else a command needs goes through one of them.
+SURFACE_FACE = ("osk.engine", "osk.verbs", "osk.calls", "osk.hosts", "osk.errors", "osk.surfaces")
+# The stated exceptions: (surface module, name it imports) and why it may.
+SURFACE_EXCEPTIONS = {
+    ("osk.surfaces.cli", "osk.hooks.main.run"):
+        "`osk hook` runs on every turn: routed to the hooks' standard-library path before argparse",
+    ("osk.surfaces.stdio", "osk.reads.quick_search"):
+        "`osk mcp` answers a search sent with its handshake from the index before the engine loads",
+    ("osk.surfaces.commands.search", "osk.reads.quick_search"):
+        "a fresh `osk search` answers from the persisted index without loading the engine",
+    ("osk.surfaces.early", "osk.search.versions.DEFAULT_K"):
+        "the early front bounds k before the engine loads (the engine owns default and cap)",
+    ("osk.surfaces.early", "osk.search.versions.MAX_K"): "the same bound",
+    ("osk.surfaces.tool_models", "osk.search.versions.DEFAULT_K"):
+        "the search tool's schema states the engine's default and cap",
+    ("osk.surfaces.tool_models", "osk.search.versions.MAX_K"): "the same bound",
+    ("osk.surfaces.stdio", "osk.store.fsutil.atomic_write"):
+        "the stdio front keeps the handshake it learned, standard library only, before the engine",
+    ("osk.surfaces.quickstart", "osk.capture.raw.list_records"):
+        "the scripted demo shows the raw record its hooks wrote, as a narrator reading files",
+    ("osk.surfaces.quickstart", "osk.store.edges.RawTarget"): "its coordinate, for the narration",
+    ("osk.surfaces.quickstart", "osk.store.vault.Vault"): "the demo vault it narrates",
+    ("osk.surfaces.cli", "osk.store.vault.disk_error"):
+        "an edge of the error family: a full or read-only disk named, not a traceback",
+    ("osk.surfaces.server", "osk.store.vault.disk_error"): "the other edge of the error family",
+}
+
+
+def around_the_engine(root: Path) -> list[str]:
+    """Every name a surfaces module imports from outside the engine's public face that no
+    stated exception covers (``from M import N`` counts as ``M.N``: N may be a module of M)."""
+    found = []
+    for module, path in module_names(root).items():
+        if wing_of(module) != "surfaces":
+            continue
+        names: dict[int, set[str]] = {}
+        for line, name in imported(ast.parse(path.read_text(encoding="utf-8"))):
+            names.setdefault(line, set()).add(name)
+        for line, here in names.items():
+            for name in here:
+                if any(other.startswith(name + ".") for other in here):
+                    continue  # the M of ``from M import N``: N is what is imported
+                if not _on_the_face(name) and not _stated(module, name):
+                    found.append(f"{module}:{line} imports {name}")
+    return sorted(found)
+
+
+def _on_the_face(name: str) -> bool:
+    return not name.startswith("osk.") or name == "osk.__version__" or any(
+        name == face or name.startswith(face + ".") for face in SURFACE_FACE)
+
+
+def _stated(module: str, name: str) -> bool:
+    return any(module == importer and (name == what or name.startswith(what + "."))
+               for importer, what in SURFACE_EXCEPTIONS)
+
+
+def test_surfaces_go_through_the_engine_s_public_face():
+    """One engine (or person-verbs) call per surface action: a command, a tool or the stdio
+    front reaches the wings below through the engine, the verbs or the hosts wing only."""
+    assert around_the_engine(ROOT) == []
+
+
+def test_the_surface_rule_sees_a_wing_imported_around_the_engine(tmp_path: Path):
+    root = _tree(tmp_path, {
+        "osk/__init__.py": "",
+        "osk/surfaces/__init__.py": "",
+        "osk/surfaces/cli.py": "from osk import __version__\nfrom osk.hooks.main import run\n"
+                               "from osk.errors import OskError\n",
+        "osk/surfaces/commands/log.py": "def run():\n    from osk.authority import audit\n"
+                                        "    from osk.engine.core import Engine\n"
+                                        "    from osk.hooks.main import run\n",
+        "osk/surfaces/server.py": "import importlib\nimportlib.import_module('osk.store.vault')\n",
+    })
+    assert around_the_engine(root) == [
+        "osk.surfaces.commands.log:2 imports osk.authority.audit",
+        "osk.surfaces.commands.log:4 imports osk.hooks.main.run",
+        "osk.surfaces.server:2 imports osk.store.vault",
+    ]
+
+
 def test_every_wing_of_osk_is_on_a_layer():
     wings = {wing_of(m) for m in module_names(ROOT)}
     assert wings - set(LAYER) == set(), "a new wing: give it a layer here and in ARCHITECTURE.md"

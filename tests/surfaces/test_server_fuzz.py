@@ -25,8 +25,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
+from osk.hosts.connect import ReplyLines, close_server, send_message
 from osk.store.vault import Vault
-from osk.surfaces.commands.connect import ReplyLines, close_server, send_message
 from osk.surfaces.server import SPECS, TOOL_NAMES
 
 CALLS = int(os.environ.get("OSK_FUZZ_CALLS", "120"))

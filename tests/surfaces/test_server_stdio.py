@@ -218,7 +218,7 @@ INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
 
 def _handshake(vault: Vault, repo: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """initialize and tools/list answered by a fresh server; a search closes the run."""
-    from osk.surfaces.commands.connect import ReplyLines, close_server, send_message
+    from osk.hosts.connect import ReplyLines, close_server, send_message
 
     proc = _spawn(vault, repo)
     deadline = __import__("time").monotonic() + 120
@@ -275,7 +275,7 @@ MALFORMED: list[tuple[bytes, object, str]] = [  # a line, the id its answer carr
 
 
 def test_every_malformed_line_gets_an_answer_that_says_what_is_wrong(vault: Vault, repo: Path):
-    from osk.surfaces.commands.connect import ReplyLines, close_server, send_message
+    from osk.hosts.connect import ReplyLines, close_server, send_message
 
     proc = _spawn(vault, repo)
     deadline = __import__("time").monotonic() + 120
@@ -321,7 +321,7 @@ def _probe_then_initialize(vault: Vault, repo: Path) -> tuple[str, dict[str, Any
     """Claude Code's opening (2.1.332): a server/discover probe and, before its answer, an
     initialize. The host keeps the generation whose answer succeeds first and makes a search
     in it; returns that generation and the search's answer."""
-    from osk.surfaces.commands.connect import ReplyLines, close_server, send_message
+    from osk.hosts.connect import ReplyLines, close_server, send_message
 
     proc = _spawn(vault, repo)
     deadline = __import__("time").monotonic() + 120
@@ -359,7 +359,7 @@ def test_a_probe_then_an_initialize_is_served_in_one_generation(vault: Vault, re
 def _two_searches(vault: Vault, repo: Path, envelope: bool) -> tuple[dict[str, Any], ...]:
     """A search sent with the handshake (the front answers it while the SDK loads, when it
     kept what it needs), then, once the SDK serves (an overview answered), the same search."""
-    from osk.surfaces.commands.connect import ReplyLines, close_server, send_message
+    from osk.hosts.connect import ReplyLines, close_server, send_message
 
     proc = _spawn(vault, repo)
     deadline = __import__("time").monotonic() + 120

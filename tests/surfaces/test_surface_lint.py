@@ -42,6 +42,7 @@ def test_the_real_server_module_passes_the_lint():
         ("path = '_ledger/exclusions.jsonl'\n", "surface-authority-ledger", "exclusions"),
         ("fn = getattr(module, 'approve')\n", "surface-authority", "dynamically"),
         ("import osk.authority.audit\n", "surface-authority", "osk.authority.audit"),
+        ("from osk.verbs import person\n", "surface-authority", "osk.verbs.person"),
         ("from osk.store.ledger import Ledger\nLedger(v, 'approvals').append('k', 's', {})\n",
          "surface-authority-ledger", "approvals"),
         ("NAME = 'tombstones'\n", "surface-authority-ledger", "tombstones"),

@@ -13,9 +13,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from osk.surfaces.commands.common import add_json_flag, json_text, typed_back
+
+if TYPE_CHECKING:
+    from osk.verbs.person import Proposal, Where
+    from osk.verbs.review import NewWrite
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -117,44 +121,46 @@ def register(sub: argparse._SubParsersAction) -> None:
     settle.set_defaults(handler=run_settle)
 
 
-def _person():
-    from osk.verbs import person
-
-    return person
-
-
 # -- protected regions ------------------------------------------------------------------------
 def run_protect(args: argparse.Namespace) -> int:
-    done = _person().protect(args.vault, args.path, Path.cwd())
+    from osk.verbs import person
+
+    done = person.protect(args.vault, args.path, Path.cwd())
     print(f"Protected {done.region}: {len(done.files)} node file(s) in the approved snapshot. "
           f"Edits there now wait for `osk review` / `osk approve` / `osk revert`.")
     return 0
 
 
 def run_unprotect(args: argparse.Namespace) -> int:
-    region = _person().unprotect(args.vault, args.path, Path.cwd())
+    from osk.verbs import person
+
+    region = person.unprotect(args.vault, args.path, Path.cwd())
     print(f"Unprotected {region}: its working copy is served again.")
     return 0
 
 
 def run_approve(args: argparse.Namespace) -> int:
-    decided = _person().approve(args.vault, args.path, Path.cwd(),
-                                lambda proposal: _agreed(proposal, args.yes))
+    from osk.verbs import person
+
+    decided = person.approve(args.vault, args.path, Path.cwd(),
+                             lambda proposal: _agreed(proposal, args.yes))
     for change in decided or ():
         print(f"Approved {change.kind}: {change.path}")
     return 0
 
 
 def run_revert(args: argparse.Namespace) -> int:
-    decided = _person().revert(args.vault, args.path, Path.cwd(),
-                               lambda proposal: _agreed(proposal, args.yes))
+    from osk.verbs import person
+
+    decided = person.revert(args.vault, args.path, Path.cwd(),
+                            lambda proposal: _agreed(proposal, args.yes))
     for change in decided or ():
         kept = f" (discarded text kept as {change.working[:12]})" if change.working else ""
         print(f"Reverted {change.kind}: {change.path}{kept}")
     return 0
 
 
-def _agreed(proposal: Any, assume_yes: bool) -> bool:
+def _agreed(proposal: Proposal, assume_yes: bool) -> bool:
     """List what the verb would decide and have the person type back its code.
 
     The code comes from the changes shown (``protection.changes_code``), so neither `yes |` nor
@@ -186,9 +192,11 @@ def _agreed(proposal: Any, assume_yes: bool) -> bool:
 
 
 def run_review(args: argparse.Namespace) -> int:
+    from osk.verbs import person
+
     if args.new:
         return run_review_new(args)
-    found = _person().pending(args.vault, args.path, Path.cwd())
+    found = person.pending(args.vault, args.path, Path.cwd())
     if args.json:
         print(json_text([
             {"path": c.path, "region": c.region, "kind": c.kind, "approved": c.approved,
@@ -216,6 +224,7 @@ def run_review_new(args: argparse.Namespace) -> int:
     """Each node agents wrote since the last review: its diff and citations, then the
     person's decision. ``--json`` only lists (anywhere); deciding is terminal only."""
     from osk.engine.vaults import open_vault
+    from osk.verbs import person
 
     vault = open_vault(args.vault)
     if args.path:
@@ -223,7 +232,7 @@ def run_review_new(args: argparse.Namespace) -> int:
 
         raise OskError("`osk review --new` takes no PATH: it lists every node agents wrote "
                        "since your last review")
-    writes = _person().new_writes(vault, deciding=not args.json)
+    writes = person.new_writes(vault, deciding=not args.json)
     if args.json:
         print(json_text(writes))
         return 0
@@ -237,7 +246,7 @@ def run_review_new(args: argparse.Namespace) -> int:
     return 0
 
 
-def _show_write(number: int, total: int, write: Any) -> None:
+def _show_write(number: int, total: int, write: NewWrite) -> None:
     held = " (held out of recall until reviewed)" if write.held else ""
     print(f"# {number}/{total} {write.title} (id {write.node_id}){held}")
     print(f"  {write.path}: by {', '.join(write.actors)} since {write.since}")
@@ -246,9 +255,10 @@ def _show_write(number: int, total: int, write: Any) -> None:
     print(write.diff, end="" if write.diff.endswith("\n") else "\n")
 
 
-def _decide(vault: Any, write: Any) -> bool:
+def _decide(vault: Where, write: NewWrite) -> bool:
     """Ask until the person answers; False to stop the review."""
-    person = _person()
+    from osk.verbs import person
+
     while True:
         try:
             answer = input(REVIEW_CHOICES).strip().lower()[:1]
@@ -297,7 +307,9 @@ def _in_editor(text: str) -> str | None:
 
 # -- audit ------------------------------------------------------------------------------------
 def run_log(args: argparse.Namespace) -> int:
-    found = _person().history(args.vault, args.node, args.limit)
+    from osk.verbs import person
+
+    found = person.history(args.vault, args.node, args.limit)
     if args.json:
         print(json_text(found.entries))
         return 0
@@ -315,13 +327,17 @@ def run_log(args: argparse.Namespace) -> int:
 
 
 def run_show(args: argparse.Namespace) -> int:
-    print(_person().version(args.vault, args.ref), end="")
+    from osk.verbs import person
+
+    print(person.version(args.vault, args.ref), end="")
     return 0
 
 
 # -- trust and tombstones ---------------------------------------------------------------------
 def run_confirm(args: argparse.Namespace) -> int:
-    done = _person().confirm(args.vault, args.node)
+    from osk.verbs import person
+
+    done = person.confirm(args.vault, args.node)
     if done.after is None:
         print(f"{done.path} is already confirmed.")
     else:
@@ -330,7 +346,9 @@ def run_confirm(args: argparse.Namespace) -> int:
 
 
 def run_reject(args: argparse.Namespace) -> int:
-    done = _person().reject(args.vault, args.node, args.reason)
+    from osk.verbs import person
+
+    done = person.reject(args.vault, args.node, args.reason)
     tomb, left = done.tombstone, done.left
     print(f"Rejected {tomb.title!r} ({tomb.path} removed; text kept as {(tomb.object or '')[:12]})."
           f"\nTombstone {tomb.key[:12]}: agents writing this claim again are refused.")
@@ -344,7 +362,9 @@ def run_reject(args: argparse.Namespace) -> int:
 
 
 def run_tombstones(args: argparse.Namespace) -> int:
-    items = _person().tombstones_of(args.vault, lifted=args.all)
+    from osk.verbs import person
+
+    items = person.tombstones_of(args.vault, lifted=args.all)
     if args.json:
         print(json_text(items))
         return 0
@@ -358,14 +378,18 @@ def run_tombstones(args: argparse.Namespace) -> int:
 
 
 def run_lift(args: argparse.Namespace) -> int:
-    tomb = _person().lift(args.vault, args.key, args.reason)
+    from osk.verbs import person
+
+    tomb = person.lift(args.vault, args.key, args.reason)
     print(f"Lifted tombstone {tomb.key[:12]} ({tomb.title!r}); the claim may be written again.")
     return 0
 
 
 # -- candidates and evictions -----------------------------------------------------------------
 def run_candidates(args: argparse.Namespace) -> int:
-    found = _person().waiting(args.vault, dismissed=args.all)
+    from osk.verbs import person
+
+    found = person.waiting(args.vault, dismissed=args.all)
     items, cascades = found.conflicts, found.cascades
     if args.json:
         print(json_text([*items, *(_cascade_item(c) for c in cascades)]))
@@ -411,7 +435,9 @@ def _print_conflicts(items: list) -> None:
 
 
 def run_dismiss(args: argparse.Namespace) -> int:
-    done = _person().dismiss(args.vault, args.key, args.reason)
+    from osk.verbs import person
+
+    done = person.dismiss(args.vault, args.key, args.reason)
     titles = " / ".join(f"[[{p.title}]]" for p in done.parties)
     print(f"Dismissed {done.type} candidate {done.key[:12]} between {titles}; it is no longer "
           f"shown to agents.")
@@ -419,7 +445,9 @@ def run_dismiss(args: argparse.Namespace) -> int:
 
 
 def run_evictions(args: argparse.Namespace) -> int:
-    items = _person().evictions(args.vault, args.scope)
+    from osk.verbs import person
+
+    items = person.evictions(args.vault, args.scope)
     if args.json:
         print(json_text(items))
         return 0
@@ -436,8 +464,10 @@ def run_evictions(args: argparse.Namespace) -> int:
 
 
 def run_memory(args: argparse.Namespace) -> int:
-    found = _person().memory(args.vault, Path.cwd(), args.scope,
-                             Path(args.set_file) if args.set_file else None)
+    from osk.verbs import person
+
+    found = person.memory(args.vault, Path.cwd(), args.scope,
+                          Path(args.set_file) if args.set_file else None)
     scope, done = found.scope, found.written
     if done is not None:
         print(f"Scope memory of {scope!r} {'replaced' if done.changed else 'unchanged'} "
@@ -452,7 +482,9 @@ def run_memory(args: argparse.Namespace) -> int:
 
 
 def run_settle(args: argparse.Namespace) -> int:
-    done = _person().settle_dismissed(args.vault, args.eviction)
+    from osk.verbs import person
+
+    done = person.settle_dismissed(args.vault, args.eviction)
     print(f"Settled eviction {done.id} (scope {done.scope}, {len(done.lines)} line(s)) as "
           f"dismissed; it is no longer pending.")
     return 0

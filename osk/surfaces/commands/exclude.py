@@ -32,10 +32,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run_exclude(args: argparse.Namespace) -> int:
-    from osk.store.vault import locate
+    from osk.engine.vaults import open_vault
     from osk.verbs import exclusion
 
-    target = exclusion.exclude(locate(args.vault), args.target, reason=args.reason)
+    target = exclusion.exclude(open_vault(args.vault), args.target, reason=args.reason)
     what = "every round of" if target.number is None else "round"
     print(f"Excluded {what} {target.name} from search and recall; recorded in "
           f"_ledger/{exclusion.LEDGER}.jsonl. The record is unchanged (read_raw still reads "
@@ -44,19 +44,19 @@ def run_exclude(args: argparse.Namespace) -> int:
 
 
 def run_include(args: argparse.Namespace) -> int:
-    from osk.store.vault import locate
+    from osk.engine.vaults import open_vault
     from osk.verbs import exclusion
 
-    target = exclusion.include(locate(args.vault), args.target, reason=args.reason)
+    target = exclusion.include(open_vault(args.vault), args.target, reason=args.reason)
     print(f"Included {target.name} again: search and recall find it.")
     return 0
 
 
 def run_exclusions(args: argparse.Namespace) -> int:
-    from osk.capture import exclusions
-    from osk.store.vault import locate
+    from osk.engine.vaults import open_vault
+    from osk.verbs import exclusion
 
-    items = exclusions.current(locate(args.vault))
+    items = exclusion.current(open_vault(args.vault))
     if args.json:
         print(json_text(items))
         return 0

@@ -46,8 +46,8 @@ def _read_import_file(name: str) -> list[str]:
 
 
 def run_import(args: argparse.Namespace) -> int:
+    from osk.engine.vaults import open_vault
     from osk.errors import OskError
-    from osk.store.vault import locate
     from osk.verbs.importer import Importer, Report, read_lines
 
     if args.from_host:
@@ -69,7 +69,7 @@ def run_import(args: argparse.Namespace) -> int:
         print(f"line {item.number}: rejected: {item.reason}", file=sys.stderr)
     if unknown:
         print(f"ignored unknown keys: {', '.join(sorted(unknown))}", file=sys.stderr)
-    vault = locate(args.vault)
+    vault = open_vault(args.vault)
     importer = Importer(vault, cwd=Path.cwd(), drafter=args.drafter)
     bar = Progress(sys.stderr)
     importer.run(lines, progress=bar.update, report=report)

@@ -39,10 +39,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 # -- handlers ------------------------------------------------------------------------------
 def run_validate(args: argparse.Namespace) -> int:
-    from osk.store.vault import locate
+    from osk.engine.vaults import open_vault
     from osk.verbs import validate
 
-    findings = validate.run(locate(args.vault))
+    findings = validate.run(open_vault(args.vault))
     if args.json:
         print(validate.to_json(findings))
     else:

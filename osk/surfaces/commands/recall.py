@@ -44,10 +44,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run_log(args: argparse.Namespace) -> int:
-    from osk.store.vault import locate
+    from osk.engine.vaults import open_vault
     from osk.verbs import usage
 
-    found = usage.log(locate(args.vault), limit=args.limit, scope=args.scope,
+    found = usage.log(open_vault(args.vault), limit=args.limit, scope=args.scope,
                       conversation=args.conversation)
     if args.json:
         print(json_text(found))
@@ -78,11 +78,10 @@ def _item(item: dict[str, Any]) -> str:
 
 
 def run_why(args: argparse.Namespace) -> int:
-    from osk.hooks.receipts import REASONS
-    from osk.store.vault import locate
+    from osk.engine.vaults import open_vault
     from osk.verbs import usage
 
-    found = usage.why(locate(args.vault), args.prompt, cwd=Path.cwd(), scope=args.scope,
+    found = usage.why(open_vault(args.vault), args.prompt, cwd=Path.cwd(), scope=args.scope,
                       host=args.host, conversation=args.conversation)
     if args.json:
         print(json_text(found))
@@ -96,17 +95,17 @@ def run_why(args: argparse.Namespace) -> int:
     if found.held:
         print("Held back:")
         print("\n".join(f"  - {_item(i)}: {i.get('reason')}: "
-                        f"{REASONS.get(str(i.get('reason')), '')}" for i in found.held))
+                        f"{usage.reason_text(i.get('reason'))}" for i in found.held))
     elif not found.items:
         print("No node of this scope holds the prompt's words.")
     return 0
 
 
 def run_stats(args: argparse.Namespace) -> int:
-    from osk.store.vault import locate
+    from osk.engine.vaults import open_vault
     from osk.verbs import usage
 
-    rows = usage.stats(locate(args.vault), days=args.days)
+    rows = usage.stats(open_vault(args.vault), days=args.days)
     if args.json:
         print(json_text([{**_plain(row), "chars_per_prompt": round(row.chars_per_prompt, 1),
                           "block_share": round(row.block_share, 3),

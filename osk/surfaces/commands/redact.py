@@ -23,14 +23,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run_redact(args: argparse.Namespace) -> int:
-    from osk.authority.protection import require_person
-    from osk.store.vault import locate
+    from osk.engine.vaults import open_vault
     from osk.surfaces.commands.common import typed_back
     from osk.verbs import redaction
+    from osk.verbs.person import at_terminal
 
-    vault = locate(args.vault)
+    vault = open_vault(args.vault)
     target = redaction.parse(args.target)
-    require_person("redact")  # before asking anything
+    at_terminal("redact")  # before asking anything
     span = read_hidden("Text to redact (not shown as you type): ")
     shown = redaction.preview(vault, target, span)
     where = describe(shown, len(span))

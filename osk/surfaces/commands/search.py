@@ -80,15 +80,10 @@ def run_search(args: argparse.Namespace) -> int:
 
 
 def _engine_search(args: argparse.Namespace) -> Any:
-    from osk.engine.core import Engine
-    from osk.store.fsutil import collector_paused
+    from osk.engine.core import search_once
 
-    # One command that loads the vault's caches and exits: it makes no garbage cycles worth
-    # collecting, and the collector's passes over 50,000 nodes' objects cost about 0.7 s.
-    with collector_paused():
-        engine = Engine.open(args.vault, cwd=Path.cwd(), scope=args.scope, actor="user")
-        wanted = {} if args.k is None else {"k": args.k}  # the engine owns default and cap
-        return engine.search(args.query, as_of=args.as_of, kind=args.kind, **wanted)
+    return search_once(args.vault, args.query, cwd=Path.cwd(), scope=args.scope,
+                       as_of=args.as_of, kind=args.kind, k=args.k)
 
 
 def _hit(hit: Any) -> dict[str, Any]:
@@ -100,10 +95,9 @@ def _hit(hit: Any) -> dict[str, Any]:
 # -- embed --------------------------------------------------------------------------------------
 def run_embed(args: argparse.Namespace) -> int:
 
-    from osk.engine.core import Engine
-    from osk.search import semantic
+    from osk.engine.core import Engine, semantic_status
 
-    state = semantic.status()
+    state = semantic_status()
     if not state.on:
         hint = f"; to turn it on: {state.fix}" if state.fix else ""
         print(f"Error: the semantic channel is {state.text}{hint}", file=sys.stderr)

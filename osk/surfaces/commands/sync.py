@@ -50,18 +50,17 @@ def _positive(text: str) -> float:
 
 
 def run_sync(args: argparse.Namespace) -> int:
-    from osk.store.vault import locate
-    from osk.sync import cycle as sync
-    from osk.sync import daemon
+    from osk.engine.vaults import open_vault
+    from osk.verbs import syncing
 
-    vault = locate(args.vault)
+    vault = open_vault(args.vault)
     if args.status:
-        state = daemon.status(vault, remote=args.remote)
+        state = syncing.status(vault, remote=args.remote)
         print(json.dumps(state.to_json(), ensure_ascii=False) if args.json else state.line())
         return 0
     if args.daemon:
         return _run_daemon(vault, args)
-    result = sync.sync_once(vault, remote=args.remote, accept_rewrite=args.accept_rewrite)
+    result = syncing.once(vault, remote=args.remote, accept_rewrite=args.accept_rewrite)
     print(json.dumps(result.to_json(), ensure_ascii=False) if args.json else result.line())
     return EXIT_OFFLINE if result.offline else 0
 
@@ -70,7 +69,7 @@ def _run_daemon(vault, args: argparse.Namespace) -> int:  # vault: osk.store.vau
     import signal
     import threading
 
-    from osk.sync import daemon
+    from osk.verbs import syncing
 
     stop = threading.Event()
 
@@ -82,7 +81,7 @@ def _run_daemon(vault, args: argparse.Namespace) -> int:  # vault: osk.store.vau
     print(f"osk sync daemon: {vault.root} every {args.interval:g} s and on change "
           f"(stop with SIGTERM or Ctrl-C)", flush=True)
     try:
-        daemon.daemon(vault, interval=args.interval, poll=args.poll, max_cycles=args.max_cycles,
+        syncing.daemon(vault, interval=args.interval, poll=args.poll, max_cycles=args.max_cycles,
                     remote=args.remote, stop=stop, report=lambda line: print(line, flush=True))
     finally:
         for signum, handler in previous.items():

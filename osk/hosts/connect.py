@@ -1,5 +1,5 @@
 """Speaking JSON-RPC to a spawned `osk mcp` the way `osk doctor` does: its own short exchange
-(``osk.surfaces.commands.hosts.list_tools``) and, here, each host's as the host sends it.
+(``osk.hosts.doctor.list_tools``) and, here, each host's as the host sends it.
 
 ``connect_as`` replays what a real host sent osk's server, recorded by the live suite
 (``osk.hosts.recordings``): the opening as the host makes it when the server is slow (Claude
