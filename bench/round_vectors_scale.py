@@ -32,16 +32,17 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+BUILT = "bench"  # which round index the files were checked against
 
 
 class Records:
     """Stands in for the round index: what ``RoundVectors.stale`` asks of it."""
 
-    def __init__(self, rows: list[tuple[str, str, str, int]]) -> None:
+    def __init__(self, rows: list[tuple[str, str, int]]) -> None:
         self.rows = rows
 
-    def records(self) -> list[tuple[str, str, str, int]]:
-        return self.rows
+    def records(self) -> tuple[str, list[tuple[str, str, int]]]:
+        return BUILT, self.rows
 
 
 def cpu_median(work: Any, runs: int) -> float:
@@ -66,6 +67,7 @@ def main() -> int:
     from osk.capture.exclusions import Excluded
     from osk.search import semantic
     from osk.search.round_vectors import RoundVectors
+    from osk.search.rounds import vectors_file
     from osk.store.vault import init
 
     model = semantic.find_model()
@@ -76,48 +78,45 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="osk-round-vectors-") as scratch:
         vault = init(Path(scratch) / "vault", git=False)
         vectors = RoundVectors(vault, model)
-        rows: list[tuple[str, str, str, int]] = []
+        rows: list[tuple[str, str, int]] = []
         started = time.perf_counter()
         for first in range(0, args.rounds, args.per_record):
             count = min(args.per_record, args.rounds - first)
             rel = f"_raw/project/conversation-{first // args.per_record:05d}.md"
             numbers = range(1, count + 1)
-            rounds = [(n, "", "") for n in numbers]
             passages = 1 + rng.poisson(args.passages - 1, count)
             blocks = []
             for each in passages:
                 block = rng.standard_normal((int(each), width)).astype(np.float32)
                 blocks.append(block / np.linalg.norm(block, axis=1, keepdims=True))
-            digest = f"digest-{first}"
-            from osk.search.rounds import vectors_file
-
-            vectors._write(vectors_file(vault, rel), digest, (False, ()), rounds,
+            vectors._write(vectors_file(vault, rel), BUILT, count, list(numbers),
                            [f"{n:016x}" for n in numbers], blocks)
-            rows.append((rel, "project", digest, count))
+            rows.append((rel, "project", count))
         built = time.perf_counter() - started
         folder = vault.state("index", "round_vectors")
         size = sum(path.stat().st_size for path in folder.rglob("*.vec"))
         index = Records(rows)
-        everything = [(rel, digest) for rel, _, digest, _ in rows]
+        everything = [rel for rel, _, _ in rows]
         tenth = everything[::10]
         query = vectors.query_vector("when did they move to the new office")
         hidden = Excluded()
         print(f"{args.rounds:,} rounds in {len(rows)} records, {width} dimensions, written in "
               f"{built:.1f} s; on disk {size / 1e6:.1f} MB ({size / args.rounds:.0f} B a round)")
-        vectors.nearest(query, everything, hidden, 30)  # the page cache warm, headers cached
+        vectors.nearest(query, BUILT, everything, hidden, 30)  # the page cache warm, headers cached
         scans = {
-            "scan, every record visible": lambda: vectors.nearest(query, everything, hidden, 30),
-            "scan, a tenth of the records visible": lambda: vectors.nearest(query, tenth, hidden,
-                                                                            30),
+            "scan, every record visible": lambda: vectors.nearest(query, BUILT, everything,
+                                                                  hidden, 30),
+            "scan, a tenth of the records visible": lambda: vectors.nearest(query, BUILT, tenth,
+                                                                            hidden, 30),
             "scan by a fresh object (headers read)": lambda: RoundVectors(vault, model).nearest(
-                query, everything, hidden, 30),
+                query, BUILT, everything, hidden, 30),
             "up-to-date check (stale), warm": lambda: vectors.stale(index),
             "query embedding": lambda: vectors.query_vector("when did they move offices"),
         }
         for label, work in scans.items():
             print(f"{label}: {cpu_median(work, args.runs):.1f} ms CPU (median of {args.runs})")
         tracemalloc.start()
-        vectors.nearest(query, everything, hidden, 30)
+        vectors.nearest(query, BUILT, everything, hidden, 30)
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
         whole = args.rounds * args.passages * width * 4 / 1e6

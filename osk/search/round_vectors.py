@@ -31,18 +31,26 @@ with the words by the nodes' own rule (``osk.search.ranking.fuse``).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import heapq
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterator, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from osk.capture.exclusions import Excluded, excluded
-from osk.search.rounds import RoundHit, RoundIndex, vectors_file
+from osk.search.rounds import (
+    EXCERPT_CHARS,
+    VECTORS,
+    RoundHit,
+    RoundIndex,
+    excerpt,
+    vectors_in,
+)
 from osk.search.semantic import PASSAGE_WORDS, Model, Progress, enabled, find_model, windows
 from osk.store.fsutil import replace_unsynced
 from osk.store.vault import Vault
@@ -55,6 +63,7 @@ if TYPE_CHECKING:
 NEIGHBOUR_WEIGHT = 0.5
 BATCH = 32  # passages per call of the encoder (sorted by length, so a batch pads little)
 FORMAT = 1
+HASH_CHARS = 16  # of a round's text hash kept in its file (64 bits: which vectors to reuse)
 
 
 @dataclass(frozen=True)
@@ -64,13 +73,14 @@ class Header:
     built: str  # the round index it was checked against (``RoundIndex.records``)
     indexed: int  # the record's round count in that index
     numbers: tuple[int, ...]  # ascending
-    texts: tuple[str, ...]  # each round's text hash
+    texts: str  # the rounds' text hashes, ``HASH_CHARS`` each, end to end (one JSON string
+    # parses in a fraction of the time of a list of them: a fresh process reads every header)
     passages: tuple[int, ...]
     offset: int  # where the vectors start
 
 
 def _text_hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:HASH_CHARS]
 
 
 class RoundVectors:
@@ -82,6 +92,9 @@ class RoundVectors:
         self.model = model
         self._catching_up = threading.Lock()
         self._headers: dict[Path, tuple[tuple[int, int], Header | None]] = {}
+        self._paths: dict[str, Path] = {}
+        self._folder: Path | None = None
+        self._tag = model.tag()  # a stat of the weights: once, not once a file
         self._lock = threading.Lock()
 
     @classmethod
@@ -93,6 +106,17 @@ class RoundVectors:
         return cls(vault, model) if model is not None else None
 
     # -- the files ----------------------------------------------------------------------------
+    def file(self, rel: str) -> Path:
+        """``rounds.vectors_file`` of the record, remembered (a search asks for every record's,
+        and the vault's state folder is a resolved path: a ``realpath`` a record cost more
+        than the scan)."""
+        path = self._paths.get(rel)
+        if path is None:
+            if self._folder is None:
+                self._folder = self.vault.state("index") / VECTORS
+            path = self._paths[rel] = vectors_in(self._folder, rel)
+        return path
+
     def header(self, path: Path) -> Header | None:
         """The file's header if it is this model's (cached by the file's stat), else None."""
         try:
@@ -115,10 +139,10 @@ class RoundVectors:
                 line = handle.readline()
             meta = json.loads(line)
             if (meta.get("format"), meta.get("model"), meta.get("words")) != (
-                    FORMAT, self.model.tag(), PASSAGE_WORDS):
+                    FORMAT, self._tag, PASSAGE_WORDS):
                 return None
             return Header(str(meta["built"]), int(meta["indexed"]), tuple(meta["numbers"]),
-                          tuple(meta["texts"]), tuple(meta["passages"]), len(line))
+                          str(meta["texts"]), tuple(meta["passages"]), len(line))
         except (OSError, ValueError, KeyError, TypeError, IndexError):
             return None  # none yet, another model's, or damaged: device state, recomputed
 
@@ -141,38 +165,44 @@ class RoundVectors:
         return matrix, scales
 
     # -- catching up --------------------------------------------------------------------------
-    def stale(self, index: RoundIndex) -> list[tuple[str, int]]:
-        """The records whose vectors are missing or out of date: (rel, rounds indexed)."""
+    def stale(self, index: RoundIndex,
+              only: Collection[str] | None = None) -> list[tuple[str, int]]:
+        """The records (of ``only``, None: all) whose vectors are missing or out of date:
+        (rel, rounds indexed)."""
         built, records = index.records()
         found = []
         for rel, _, indexed in records:
-            header = self.header(vectors_file(self.vault, rel))
+            if only is not None and rel not in only:
+                continue
+            header = self.header(self.file(rel))
             if header is None or header.built != built or header.indexed != indexed:
                 found.append((rel, indexed))
         return found
 
-    def missing(self, index: RoundIndex) -> int:
-        """How many indexed rounds' records lack up-to-date vectors (an upper bound: a record
-        appended to counts whole)."""
-        return sum(indexed for _, indexed in self.stale(index))
+    def missing(self, index: RoundIndex, only: Collection[str] | None = None) -> int:
+        """How many indexed rounds' records (of ``only``) lack up-to-date vectors (an upper
+        bound: a record appended to counts whole)."""
+        return sum(indexed for _, indexed in self.stale(index, only))
 
     def catch_up(self, index: RoundIndex, *, budget: float | None,
-                 progress: Progress | None = None, pace: float = 0.0) -> int:
-        """Embed the rounds of stale records within ``budget`` seconds (None: all), reusing
-        each round's vectors whose text is unchanged; drop files of records the index no longer
-        holds. Returns how many rounds are still in stale records. ``pace`` and the one catch-up
-        at a time as in ``semantic.Vectors.catch_up``."""
+                 progress: Progress | None = None, pace: float = 0.0,
+                 only: Collection[str] | None = None) -> int:
+        """Embed the rounds of stale records (of ``only``: a search asks for the records it
+        may see) within ``budget`` seconds (None: all), reusing each round's vectors whose text
+        is unchanged; after a whole catch-up drop files of records the index no longer holds.
+        Returns how many rounds are still in stale records. ``pace`` and the one catch-up at a
+        time as in ``semantic.Vectors.catch_up``."""
         if not self._catching_up.acquire(blocking=budget is None):
-            return self.missing(index)
+            return self.missing(index, only)
         try:
-            return self._catch_up(index, budget, progress, pace)
+            return self._catch_up(index, budget, progress, pace, only)
         finally:
             self._catching_up.release()
 
     def _catch_up(self, index: RoundIndex, budget: float | None, progress: Progress | None,
-                  pace: float) -> int:
+                  pace: float, only: Collection[str] | None) -> int:
         deadline = None if budget is None else time.monotonic() + budget
-        stale = self.stale(index)
+        stale = self.stale(index, only)
         total, done, left = sum(n for _, n in stale), 0, 0
         for rel, indexed in stale:
             if deadline is not None and time.monotonic() >= deadline:
@@ -182,7 +212,7 @@ class RoundVectors:
             done += indexed
             if progress is not None:
                 progress(done, total)
-        if budget is None:
+        if budget is None and only is None:
             self._drop_orphans({rel for rel, *_ in index.records()[1]})
         return left
 
@@ -194,7 +224,7 @@ class RoundVectors:
 
         seen = index.kept_rounds(rel)
         built, indexed, rounds = seen
-        path = vectors_file(self.vault, rel)
+        path = self.file(rel)
         old = self._reusable(path)
         texts = [_text_hash(text) for _, text in rounds]
         pieces = [windows(text) for _, text in rounds]
@@ -218,7 +248,9 @@ class RoundVectors:
         matrix, scales = stored
         vectors = matrix.astype("float32") * scales[:, None] / 127.0
         found, row = {}, 0
-        for hashed, count in zip(header.texts, header.passages, strict=True):
+        hashes = [header.texts[at:at + HASH_CHARS]
+                  for at in range(0, len(header.texts), HASH_CHARS)]
+        for hashed, count in zip(hashes, header.passages, strict=True):
             found[hashed] = vectors[row:row + count]
             row += count
         return found
@@ -252,14 +284,14 @@ class RoundVectors:
         matrix = np.concatenate(blocks).astype(np.float32) if blocks else np.zeros((0, width))
         scales = np.maximum(np.abs(matrix).max(axis=1), 1e-12).astype(np.float32)
         quantized = np.rint(matrix / scales[:, None] * 127.0).astype(np.int8)
-        meta = {"format": FORMAT, "model": self.model.tag(), "words": PASSAGE_WORDS,
+        meta = {"format": FORMAT, "model": self._tag, "words": PASSAGE_WORDS,
                 "built": built, "indexed": indexed, "numbers": numbers,
-                "texts": texts, "passages": [len(block) for block in blocks]}
+                "texts": "".join(texts), "passages": [len(block) for block in blocks]}
         line = json.dumps(meta, separators=(",", ":")).encode("utf-8") + b"\n"
         replace_unsynced(path, line + quantized.tobytes() + scales.tobytes())
 
     def _drop_orphans(self, live: set[str]) -> None:
-        root = self.vault.state("index") / "round_vectors"
+        root = self.vault.state("index") / VECTORS
         for path in root.glob("*/*.vec") if root.is_dir() else ():
             if f"_raw/{path.parent.name}/{path.stem}.md" not in live:
                 path.unlink(missing_ok=True)
@@ -294,7 +326,7 @@ class RoundVectors:
         asked = (query / 127.0).astype(np.float32)
         touched = hidden.touched()
         for rel in records:
-            path = vectors_file(self.vault, rel)
+            path = self.file(rel)
             header = self.header(path)
             stored = self._matrix(path, header) if header is not None and \
                 header.built == built else None
@@ -356,12 +388,14 @@ def fused_rounds(index: RoundIndex, vectors: RoundVectors, query: str, k: int,
     from osk.search.index import SEMANTIC_BUDGET
     from osk.search.ranking import FUSION_DEPTH, SEMANTIC_FLOOR, fuse
 
-    words, stats = index.search_with_stats(query, k=max(k, FUSION_DEPTH), visible=visible)
-    vectors.catch_up(index, budget=SEMANTIC_BUDGET)
+    seen = functools.cache(visible)  # the routing ledger is read once a key, not a record
+    words, stats = index.search_with_stats(query, k=max(k, FUSION_DEPTH), visible=seen,
+                                           excerpt_chars=None)
     built, records = index.records()
-    near = vectors.nearest(vectors.query_vector(query), built,
-                           [rel for rel, key, _ in records if visible(key)],
-                           excluded(index.vault), FUSION_DEPTH)
+    rels = [rel for rel, key, _ in records if seen(key)]
+    vectors.catch_up(index, budget=SEMANTIC_BUDGET, only=frozenset(rels))
+    near = vectors.nearest(vectors.query_vector(query), built, rels, excluded(index.vault),
+                           FUSION_DEPTH)
     coordinates = [hit.coordinate for hit in words]
     coordinates += [c for c, _ in near if c not in set(coordinates)]
     slot = {c: i for i, c in enumerate(coordinates)}
@@ -369,14 +403,10 @@ def fused_rounds(index: RoundIndex, vectors: RoundVectors, query: str, k: int,
     semantic = [(slot[c], max(value - SEMANTIC_FLOOR, 0.0)) for c, value in near]
     coverage = stats.coverage(query_terms(query), 0) if stats is not None else 0.0
     order = fuse(lexical, semantic, k, coordinates.__getitem__, coverage)
-    found = {hit.coordinate: hit for hit in words}
+    terms = sorted(query_terms(query))
+    found = {hit.coordinate: replace(hit, excerpt=excerpt(hit.excerpt, EXCERPT_CHARS, terms))
+             for hit in words if hit.coordinate in {coordinates[s] for s, *_ in order}}
     found |= {hit.coordinate: hit for hit in index.rounds_at(
         [coordinates[s] for s, *_ in order if coordinates[s] not in found], query)}
-    return [_scored(found[coordinates[s]], score) for s, _, score, _ in order
+    return [replace(found[coordinates[s]], score=round(score, 6)) for s, _, score, _ in order
             if coordinates[s] in found]
-
-
-def _scored(hit: RoundHit, score: float) -> RoundHit:
-    from dataclasses import replace
-
-    return replace(hit, score=round(score, 6))

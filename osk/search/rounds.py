@@ -141,8 +141,13 @@ def vectors_file(vault: Vault, rel: str) -> Path:
     ``osk.search.round_vectors``). The index deletes it whenever it forgets a record it held
     (a record changed other than by an append, as a redaction changes it; an exclusion; a
     record gone), so no vector outlives its round's place here."""
+    return vectors_in(vault.state("index") / VECTORS, rel)
+
+
+def vectors_in(folder: Path, rel: str) -> Path:
+    """``vectors_file`` under ``folder`` (the vault's ``VECTORS`` folder, resolved once)."""
     _, key, name = rel.split("/", 2)
-    return vault.state("index") / VECTORS / key / f"{name[:-3]}.vec"
+    return folder / key / f"{name[:-3]}.vec"
 
 
 _ISO_DATE = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
@@ -384,10 +389,12 @@ class RoundIndex:
 
     def search_with_stats(self, query: str, *, k: int, visible: Callable[[str], bool],
                           refresh: bool = True, skip: tuple[str, int] | None = None,
-                          context: float = CONTEXT_WEIGHT, excerpt_chars: int = EXCERPT_CHARS
+                          context: float = CONTEXT_WEIGHT,
+                          excerpt_chars: int | None = EXCERPT_CHARS
                           ) -> tuple[list[RoundHit], RoundStats | None]:
         """``search``, with the BM25 statistics of the rounds found (None when none); each
-        hit's excerpt at most ``excerpt_chars`` long, around the query's words."""
+        hit's excerpt at most ``excerpt_chars`` long, around the query's words (None: the
+        kept text whole, for a caller that cuts excerpts of the hits it keeps only)."""
         from osk.search.expand import query_terms
 
         terms = sorted(query_terms(query))
@@ -411,8 +418,8 @@ class RoundIndex:
                                  None if len(keys) == len(known) else frozenset(keys))
                 rows = ranked if ranked is not None else _matching(db, terms, keys, k, skip,
                                                                    context)
-            hits = [RoundHit(coordinate, key, at, host, excerpt(text, excerpt_chars, terms),
-                             -float(score), slot)
+            hits = [RoundHit(coordinate, key, at, host, text if excerpt_chars is None else
+                             excerpt(text, excerpt_chars, terms), -float(score), slot)
                     for slot, (_, coordinate, key, at, host, text, score, _, _) in
                     enumerate(rows)]
             return hits, _stats(db, rows, terms) if hits else None
