@@ -202,3 +202,27 @@ def test_osk_embed_embeds_the_rounds_too(vault, tmp_path):
     assert done.stdout.splitlines()[-1].startswith("every raw round has its vectors (")
     header = RoundVectors.for_vault(vault).header(vectors_file(vault, "_raw/shop/talk.md"))
     assert header is not None and header.numbers == (1, 2, 3, 4)
+
+
+@pytest.mark.usefixtures("tiny_model")
+def test_the_mcp_server_embeds_the_rounds_in_the_background_before_any_search(vault, tmp_path):
+    import time
+
+    shop = make_project(tmp_path / "shop")
+    talked(vault, shop, *FILLER)
+    RoundIndex(vault).refresh()  # as the Stop hook leaves it
+    stored = vectors_file(vault, "_raw/shop/talk.md")
+    server = subprocess.Popen([sys.executable, "-m", "osk", "mcp", "--vault", str(vault.root)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, cwd=vault.root, env={**os.environ})
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not stored.exists():  # polling, not timing
+            time.sleep(0.05)
+        header = RoundVectors.for_vault(vault).header(stored)
+        assert header is not None and header.numbers == (1, 2, 3, 4)
+    finally:
+        server.stdin.close()
+        server.wait(timeout=30)
+        server.stdout.close()
+        server.stderr.close()
