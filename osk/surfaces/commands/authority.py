@@ -12,18 +12,20 @@ governance/authority.md). `osk review`, `osk log`, `osk show`, `osk tombstones`,
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from osk.surfaces.commands.common import add_json_flag, json_text, typed_back
 
 if TYPE_CHECKING:
-    from osk.verbs.person import Proposal, Where
+    from osk.verbs.person import Proposal, Waiting, Where
     from osk.verbs.review import NewWrite
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    def path_command(name: str, help_text: str, handler) -> argparse.ArgumentParser:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    def path_command(name: str, help_text: str,
+                     handler: Callable[[argparse.Namespace], int]) -> argparse.ArgumentParser:
         parser = sub.add_parser(name, help=help_text)
         parser.add_argument("path", help="a folder or node file inside a Space")
         parser.set_defaults(handler=handler)
@@ -390,27 +392,28 @@ def run_candidates(args: argparse.Namespace) -> int:
     from osk.verbs import person
 
     found = person.waiting(args.vault, dismissed=args.all)
-    items, cascades = found.conflicts, found.cascades
     if args.json:
-        print(json_text([*items, *(_cascade_item(c) for c in cascades)]))
+        print(json_text([*found.conflicts, *_cascade_items(found)]))
         return 0
-    if not items and not cascades:
+    if not found.conflicts and not found.cascades:
         print("No candidates." if args.all else "No open candidates.")
         return 0
-    if items:
-        _print_conflicts(items)
-    if cascades:
-        _print_cascades(cascades)
+    if found.conflicts:
+        _print_conflicts(found)
+    if found.cascades:
+        _print_cascades(found)
     return 0
 
 
-def _cascade_item(cand) -> dict[str, object]:
-    """A cascade in the JSON list: ``type`` "cascade" tells it from a conflict candidate."""
-    return {"type": "cascade", "key": cand.id, "status": "open", "citing": cand.citing_title,
-            "citing_path": cand.citing_path, "target": cand.target, "next": list(cand.next)}
+def _cascade_items(found: Waiting) -> list[dict[str, object]]:
+    """The cascades in the JSON list: ``type`` "cascade" tells one from a conflict candidate."""
+    return [{"type": "cascade", "key": cand.id, "status": "open", "citing": cand.citing_title,
+             "citing_path": cand.citing_path, "target": cand.target, "next": list(cand.next)}
+            for cand in found.cascades]
 
 
-def _print_cascades(cascades: list) -> None:
+def _print_cascades(found: Waiting) -> None:
+    cascades = found.cascades
     print(f"{len(cascades)} correction(s) stopped at a cascade, waiting for you "
           f"(governance/ledgers.md rule 6):")
     for cand in cascades:
@@ -422,7 +425,8 @@ def _print_cascades(cascades: list) -> None:
           "yourself; an agent's re-citation then closes it.")
 
 
-def _print_conflicts(items: list) -> None:
+def _print_conflicts(found: Waiting) -> None:
+    items = found.conflicts
     for item in items:
         state = " (dismissed)" if item.status == "dismissed" else ""
         titles = " / ".join(f"[[{p.title}]]" for p in item.parties)

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 HOSTS = ("claude", "codex", "kiro", "antigravity")
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     setup = sub.add_parser(
         "setup", help="register osk's MCP server, hooks and rules with an agent host",
         description="Register the osk MCP server, hooks and rules/steering file with HOST. "

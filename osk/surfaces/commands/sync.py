@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from osk.engine.vaults import Vault
 
 # An offline cycle committed locally but could not publish: "try again later" (sysexits.h),
 # which the service examples in scripts/ treat as success so a laptop on a train is not "failed".
@@ -65,7 +69,7 @@ def run_sync(args: argparse.Namespace) -> int:
     return EXIT_OFFLINE if result.offline else 0
 
 
-def _run_daemon(vault, args: argparse.Namespace) -> int:  # vault: osk.store.vault.Vault
+def _run_daemon(vault: Vault, args: argparse.Namespace) -> int:
     import signal
     import threading
 
