@@ -257,8 +257,8 @@ def run_injection(vault: Any, base: Path, queries: list[dict[str, Any]],
     functions (rank over the recall file, select, render within the default budget), in a new
     conversation each. Returns the figures at the hook's floor and the curve over FLOORS."""
     from osk.engine.core import Engine
-    from osk.hooks import recall
     from osk.hooks.adapters import get
+    from osk.hooks.recall import per_prompt
 
     budget = get("claude").budget
     by_id: dict[str, str] = {}
@@ -268,30 +268,31 @@ def run_injection(vault: Any, base: Path, queries: list[dict[str, Any]],
         scope = query["from_scope"]
         if scope not in scopes:  # the session's scope as the engine resolves it
             scopes[scope] = Engine.open(vault, cwd=base / "no-project", scope=scope).scope
-        hits = recall.ranked(vault, scopes[scope], query["query"])
+        hits = per_prompt.ranked(vault, scopes[scope], query["query"])
         ranked[query["qid"]] = hits
         by_id.update({hit.id: titles.get(hit.title, "") for hit in hits})
 
     def figures(floor: float) -> dict[str, Any]:
         return _injection_figures(
-            queries, lambda qid: recall.select(vault, ranked[qid], floor=floor), by_id, budget)
+            queries, lambda qid: per_prompt.select(vault, ranked[qid], floor=floor), by_id, budget)
 
-    return {"floor": recall.FLOOR, "at_floor": figures(recall.FLOOR),
+    return {"floor": per_prompt.FLOOR, "at_floor": figures(per_prompt.FLOOR),
             "curve": {floor: figures(floor) for floor in FLOORS}}
 
 
 def run_injection_fused(vault: Any, base: Path, queries: list[dict[str, Any]],
                         titles: dict[str, str]) -> dict[str, Any]:
-    """The hook's path when the session's MCP server answers (``osk.hooks.recall_channel``): each
-    prompt ranked by ``recall_channel.answer``, the very function the server's socket runs
-    (the index's fused order, the hook's confidence), then the hook's ``recall.choose`` and
+    """The hook's path when the session's MCP server answers (``osk.hooks.recall.channel``): each
+    prompt ranked by ``recall_server.answer``, the very function the server's socket runs
+    (the index's fused order, the hook's confidence), then the hook's ``per_prompt.choose`` and
     ``render``. The curves sweep the fused floor under two gates: the best fused hit's
     confidence alone (``select``), and what the hook does (``choose``: that, or both channels
     backing the fused first node or meaning close enough at ``AGREE_FLOOR``, else the lexical
     order at ``RESCUE_FLOOR``); and, at the hook's fused floor, the meaning floor."""
     from osk.engine.core import Engine
-    from osk.hooks import recall, recall_server
     from osk.hooks.adapters import get
+    from osk.hooks.recall import per_prompt
+    from osk.search import recall_server
 
     budget = get("claude").budget
     index = Engine.open(vault, cwd=base / "no-project")._search_index()
@@ -307,37 +308,37 @@ def run_injection_fused(vault: Any, base: Path, queries: list[dict[str, Any]],
              for hit in (*found.hits, *found.words)}
 
     def figures(floor: float, gated: bool,
-                meaning: float = recall.MEANING_FLOOR) -> dict[str, Any]:
+                meaning: float = per_prompt.MEANING_FLOOR) -> dict[str, Any]:
         def shown(qid: str) -> list[Any]:
             found = answers[qid]
             if not gated:
-                return recall.select(vault, found.hits, floor=floor)
-            return recall.choose(vault, found, floor=floor, meaning=meaning)
+                return per_prompt.select(vault, found.hits, floor=floor)
+            return per_prompt.choose(vault, found, floor=floor, meaning=meaning)
 
         return _injection_figures(queries, shown, by_id, budget)
 
     curves = {"confidence": {f: figures(f, False) for f in FLOORS},
               f"what the hook does: confidence, or both channels back the first node or "
-              f"meaning reaches {recall.MEANING_FLOOR} at {recall.AGREE_FLOOR}, else the "
-              f"lexical order at {recall.RESCUE_FLOOR}": {f: figures(f, True) for f in FLOORS},
+              f"meaning reaches {per_prompt.MEANING_FLOOR} at {per_prompt.AGREE_FLOOR}, else the "
+              f"lexical order at {per_prompt.RESCUE_FLOOR}": {f: figures(f, True) for f in FLOORS},
               f"the meaning floor (the curve's first column) at the fused floor "
-              f"{recall.FUSED_FLOOR}": {m: figures(recall.FUSED_FLOOR, True, m)
+              f"{per_prompt.FUSED_FLOOR}": {m: figures(per_prompt.FUSED_FLOOR, True, m)
                                         for m in MEANING_FLOORS}}
-    return {"floor": recall.FUSED_FLOOR, "at_floor": figures(recall.FUSED_FLOOR, True),
+    return {"floor": per_prompt.FUSED_FLOOR, "at_floor": figures(per_prompt.FUSED_FLOOR, True),
             "curves": curves, "agree": sum(found.agree for found in answers.values()),
-            "close": sum(found.closeness >= recall.MEANING_FLOOR
+            "close": sum(found.closeness >= per_prompt.MEANING_FLOOR
                          for found in answers.values())}
 
 
 def _injection_figures(queries: list[dict[str, Any]], chosen: Callable[[str], list[Any]],
                        by_id: dict[str, str], budget: Any) -> dict[str, Any]:
     """The injection figures when ``chosen(qid)`` gives each query's hits to inject."""
-    from osk.hooks import recall
+    from osk.hooks.recall import per_prompt
 
     answered, silent, newer_first, chars, per_kind = [], [], [], [], defaultdict(list)
     for query in queries:
         shown = chosen(query["qid"])
-        block = recall.render(shown, budget, recall.DEFAULT_BUDGET)
+        block = per_prompt.render(shown, budget, per_prompt.DEFAULT_BUDGET)
         injected = [by_id.get(hit.id, "") for hit in shown if f"(id {hit.id}" in block]
         chars.append(len(block))
         relevant: dict[str, int] = query["relevant"]
@@ -372,11 +373,12 @@ def print_injection(result: dict[str, Any], title: str) -> None:
     print(f"mean injected characters per prompt                {at['mean_chars']:.0f}")
     print("by kind: " + ", ".join(f"{k} {v[0]}/{v[1]}" for k, v in sorted(at["per_kind"].items())))
     if "agree" in result:
-        from osk.hooks import recall
+        from osk.hooks.recall import per_prompt
+        from osk.search import recall_server
 
         print(f"prompts where both channels back the fused order's first node (each has it "
-              f"in its first {recall.AGREE_DEPTH}): {result['agree']}; where meaning's first "
-              f"node is at least {recall.MEANING_FLOOR} close: {result['close']}")
+              f"in its first {recall_server.AGREE_DEPTH}): {result['agree']}; where meaning's "
+              f"first node is at least {per_prompt.MEANING_FLOOR} close: {result['close']}")
     for gate, curve in result.get("curves", {"confidence": result.get("curve")}).items():
         print(f"gate: {gate}")
         print_curve(curve)

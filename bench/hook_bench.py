@@ -8,7 +8,7 @@ cursor sits at its end. Then it times ``python -m osk hook …`` runs:
 - prompt submit: one counted input each run, with per-prompt recall over the 5,000 nodes: once
   with a prompt that recalls nothing confidently, once with one that recalls a node (the first
   prompt of the conversation the session start of that run opened);
-- prompt submit asking the session's MCP server (``osk.hooks.recall_channel``): the same two
+- prompt submit asking the session's MCP server (``osk.hooks.recall.channel``): the same two
   prompts against a copy of the vault whose every node has its semantic vector (``osk
   embed``, not timed) while an ``osk mcp`` for it runs and listens (only where the semantic
   model is installed; otherwise these lines are left out, and said so);
@@ -143,8 +143,7 @@ def build(base: Path) -> dict[str, Path]:
 def recall_server(fixture: dict[str, Path]) -> Iterator[bool]:
     """``osk mcp`` for the served copy, its nodes embedded first; False when the semantic
     model is not installed (the server would not listen)."""
-    from osk.hooks import recall_channel
-    from osk.search import semantic
+    from osk.search import recall_wire, semantic
     from osk.store.vault import Vault
 
     if not semantic.enabled() or semantic.find_model() is None:
@@ -157,7 +156,7 @@ def recall_server(fixture: dict[str, Path]) -> Iterator[bool]:
     subprocess.run([sys.executable, "-m", "osk", "--vault", str(root), "embed"], check=True,
                    capture_output=True)
     print(f"embedded the served copy in {time.perf_counter() - began:.0f} s", file=sys.stderr)
-    folder = recall_channel.socket_dir(Vault(root))
+    folder = recall_wire.socket_dir(Vault(root))
     server = subprocess.Popen([sys.executable, "-m", "osk", "mcp", "--vault", str(root)],
                               stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL, cwd=fixture["project"])

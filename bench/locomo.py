@@ -379,21 +379,21 @@ def injected(vault: Any, cwd: Path, prompt: str) -> str:
 
 def round_floor_table(vault: Any, data: Data, units: dict[str, str]) -> str:
     """How the rounds fallback's gate trades answers for silence: the hook's own
-    ``osk.hooks.recall.rounds_recalled`` asked every question at each pair of floors (its
+    ``osk.hooks.recall.per_prompt.rounds_recalled`` asked every question at each pair of floors (its
     confidence floor and its coverage floor), the rest of recall as it is."""
-    from osk.hooks import recall
+    from osk.hooks.recall import per_prompt
 
-    kept = recall.ROUND_FLOOR, recall.ROUND_COVERAGE
+    kept = per_prompt.ROUND_FLOOR, per_prompt.ROUND_COVERAGE
     lines = [f"rounds fallback by gate (now confidence {kept[0]}, coverage {kept[1]}; "
-             f"at most {recall.MAX_ROUNDS} rounds):",
+             f"at most {per_prompt.MAX_ROUNDS} rounds):",
              " confidence  coverage  evidence (1-4)  adversarial silent  rounds shown"]
     try:
         for gate in ((0.0, 0.0), (2.0, 0.0), (2.5, 0.0), (3.0, 0.0), (1.0, 0.5), (1.0, 0.6),
                      (1.25, 0.55), (1.25, 0.6), (1.25, 0.65), (1.5, 0.6), (2.0, 0.6)):
-            recall.ROUND_FLOOR, recall.ROUND_COVERAGE = gate
+            per_prompt.ROUND_FLOOR, per_prompt.ROUND_COVERAGE = gate
             hit, answerable, silent, adversarial, shown = 0, 0, 0, 0, 0
             for question in data.questions:
-                chosen = recall.rounds_recalled(vault, f"locomo-{question.conversation}",
+                chosen = per_prompt.rounds_recalled(vault, f"locomo-{question.conversation}",
                                                 question.text, {}, None)
                 shown += len(chosen)
                 if question.category == 5:
@@ -406,7 +406,7 @@ def round_floor_table(vault: Any, data: Data, units: dict[str, str]) -> str:
                          f"{silent / max(adversarial, 1):18.3f}  "
                          f"{shown / len(data.questions):12.2f}")
     finally:
-        recall.ROUND_FLOOR, recall.ROUND_COVERAGE = kept
+        per_prompt.ROUND_FLOOR, per_prompt.ROUND_COVERAGE = kept
     return "\n".join(lines)
 
 

@@ -94,16 +94,17 @@ def split(dev: Path, locomo_dir: Path, seed: int) -> dict[str, dict[str, list[An
 def file_path(vault: Any, base: Path, prompts: list[dict[str, Any]]
               ) -> Path_:
     """Per floor, what the hook over the recall file injects for each prompt."""
-    from osk.hooks import recall
+    from osk.hooks.recall import per_prompt
 
-    ranked = {q["qid"]: recall.ranked(vault, _scope(vault, base, q), q["query"]) for q in prompts}
-    return lambda floor: lambda qid: recall.select(vault, ranked[qid], floor=floor)
+    ranked = {q["qid"]: per_prompt.ranked(vault, _scope(vault, base, q), q["query"])
+              for q in prompts}
+    return lambda floor: lambda qid: per_prompt.select(vault, ranked[qid], floor=floor)
 
 
 def server_answers(vault: Any, base: Path, prompts: list[dict[str, Any]]) -> dict[str, Any]:
     """Each prompt's answer from ``recall_server.answer`` (what the server's socket runs)."""
     from osk.engine.core import Engine
-    from osk.hooks import recall_server
+    from osk.search import recall_server
 
     index = Engine.open(vault, cwd=base / "no-project")._search_index()
     return {q["qid"]: recall_server.answer(index, vault, _scope(vault, base, q), q["query"])
@@ -111,33 +112,33 @@ def server_answers(vault: Any, base: Path, prompts: list[dict[str, Any]]) -> dic
 
 
 def server_path(vault: Any, answers: dict[str, Any]) -> Path_:
-    """Per fused floor, what the hook asking the MCP server injects (``recall.choose``)."""
-    from osk.hooks import recall
+    """Per fused floor, what the hook asking the MCP server injects (``per_prompt.choose``)."""
+    from osk.hooks.recall import per_prompt
 
-    return lambda floor: lambda qid: recall.choose(vault, answers[qid], floor=floor)
+    return lambda floor: lambda qid: per_prompt.choose(vault, answers[qid], floor=floor)
 
 
 def meaning_path(vault: Any, answers: dict[str, Any]) -> Path_:
-    """Per meaning floor (``recall.MEANING_FLOOR``), at the hook's fused floor."""
-    from osk.hooks import recall
+    """Per meaning floor (``per_prompt.MEANING_FLOOR``), at the hook's fused floor."""
+    from osk.hooks.recall import per_prompt
 
-    return lambda floor: lambda qid: recall.choose(vault, answers[qid],
+    return lambda floor: lambda qid: per_prompt.choose(vault, answers[qid],
                                                    meaning=floor)
 
 
 def constant_path(vault: Any, answers: dict[str, Any], name: str) -> Path_:
     """Per value of the gate's constant ``name`` (``AGREE_FLOOR``, ``RESCUE_FLOOR``), at the
     hook's other floors: the constant is set where the gate reads it, for the call only."""
-    from osk.hooks import recall
+    from osk.hooks.recall import per_prompt
 
     def chosen(value: float) -> Callable[[str], list[Any]]:
         def hits(qid: str) -> list[Any]:
-            kept = getattr(recall, name)
-            setattr(recall, name, value)
+            kept = getattr(per_prompt, name)
+            setattr(per_prompt, name, value)
             try:
-                return recall.choose(vault, answers[qid])
+                return per_prompt.choose(vault, answers[qid])
             finally:
-                setattr(recall, name, kept)
+                setattr(per_prompt, name, kept)
         return hits
     return chosen
 
@@ -214,7 +215,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=28)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    from osk.hooks import recall
+    from osk.hooks.recall import per_prompt
 
     halfsets = split(args.dev, args.locomo, args.seed)
     sizes = {half: {k: len(v) for k, v in groups.items()} for half, groups in halfsets.items()}
@@ -227,18 +228,19 @@ def main() -> int:
         (base / "no-project").mkdir()
         vault, titles, _ = eval_retrieval.build_vault(base, corpus, False)
         every = [q for groups in halfsets.values() for items in groups.values() for q in items]
-        paths = {"recall file (lexical), floor": (recall.FLOOR, floors,
+        paths = {"recall file (lexical), floor": (per_prompt.FLOOR, floors,
                                                   file_path(vault, base, every))}
         if eval_retrieval.semantic_ready(vault, base):
             os.environ["OSK_SEMANTIC"] = "1"
             answers = server_answers(vault, base, every)
-            paths["MCP server (fused), fused floor"] = (recall.FUSED_FLOOR, floors,
+            paths["MCP server (fused), fused floor"] = (per_prompt.FUSED_FLOOR, floors,
                                                         server_path(vault, answers))
             paths["MCP server (fused), meaning floor at the fused floor"] = (
-                recall.MEANING_FLOOR, eval_retrieval.MEANING_FLOORS, meaning_path(vault, answers))
+                per_prompt.MEANING_FLOOR, eval_retrieval.MEANING_FLOORS,
+                meaning_path(vault, answers))
             for constant in ("AGREE_FLOOR", "RESCUE_FLOOR"):
                 paths[f"MCP server (fused), {constant} at the other floors"] = (
-                    getattr(recall, constant), floors + (8.0, 10.0, math.inf),
+                    getattr(per_prompt, constant), floors + (8.0, 10.0, math.inf),
                     constant_path(vault, answers, constant))
         for name, (current, grid, path) in paths.items():
             results[name] = (current, {half: curve(path, groups, titles, grid)

@@ -8,7 +8,7 @@ Every node has a trust state (the contract's optional ``trust`` key; absent, it 
   person had confirmed, until the person runs ``osk confirm NODE`` at a terminal;
 - readers mark inferred Person facts (``marker``); the vault setting ``inject_inferred_person``
   keeps them out of what the hooks inject, per-prompt recall and the session-start digest
-  (``injectable``, called by ``osk.hooks.recall``).
+  (``injectable``, called by ``osk.hooks.recall.per_prompt``).
 
 The write path stamps the key explicitly on every write (``trust_for_new``/``trust_for_update``)
 because ``author`` names who created the node, not who last changed it.

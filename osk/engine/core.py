@@ -61,8 +61,8 @@ from osk.store.node import parse as parse_node
 from osk.store.vault import Vault, disk_error, scope_of
 
 if TYPE_CHECKING:
-    from osk.hooks.recall_server import Listener
     from osk.search import semantic
+    from osk.search.recall_server import Listener
     from osk.writes.write import MoveResult, ReciteResult, WriteResult
 
 PAGE_CHARS = 4000  # read_node: at most this many body characters per call
@@ -476,9 +476,9 @@ class Engine:
 
     def listen_for_recall(self) -> Listener | None:
         """Answer the prompt-submit hook's per-prompt recall over a local socket with this
-        index's ranking (``osk.hooks.recall_channel``); None when the channel is off or the
+        index's ranking (``osk.search.recall_server``); None when the channel is off or the
         semantic model is not installed (the hook's recall file ranks the same then)."""
-        from osk.hooks import recall_server
+        from osk.search import recall_server
 
         return recall_server.listen(self._search_index(), self.vault)
 

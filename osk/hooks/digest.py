@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from osk.hooks import receipts
-from osk.hooks.hits import Recalled
+from osk.search.recall_hits import Recalled
 from osk.store.fastclass import dataclass
 from osk.store.titles import title_key
 from osk.store.vault import Vault, is_hub
@@ -100,9 +100,10 @@ def signals(vault: Vault, scope: str) -> Signals:
 
 def digest(vault: Vault, scope: str) -> Digest:
     """The nodes the session starts with (empty when there is no recall file yet)."""
-    from osk.hooks import recall
+    from osk.hooks.recall import per_prompt
     from osk.search import recallfile
     from osk.search.ranking import Ranking, scope_visibility
+    from osk.search.recall_hits import recalled_doc
 
     try:
         db = recallfile.open_reader(vault.state("index"))
@@ -112,17 +113,17 @@ def digest(vault: Vault, scope: str) -> Digest:
         corpus = recallfile.RecallCorpus(db, ())  # its schema checked; no terms to rank
         visible = scope_visibility(vault, scope)
         ranking = Ranking(corpus, scope=scope, visible=visible,  # type: ignore[arg-type]
-                          moment=recall.now(), explicit_time=False)
+                          moment=per_prompt.now(), explicit_time=False)
         approvals = corpus.meta.get("approvals")
-        allowed = recall.Allowed(vault)
+        allowed = per_prompt.Allowed(vault)
         held: list[dict[str, Any]] = []
 
         def usable(doc: Any) -> Recalled | None:
             if visible is not None and not visible(doc) or is_hub(doc.path, doc.title):
                 return None  # a hub says what its cluster holds: search and read_node find it
-            hit = recall.recalled_doc(doc, approvals)
+            hit = recalled_doc(doc, approvals)
             # superseded (its successor is shown), expired, not yet valid
-            reason = ("not-valid" if recall.SKIPPED_MARKERS.intersection(
+            reason = ("not-valid" if per_prompt.SKIPPED_MARKERS.intersection(
                 ranking.validity_markers(doc)) else allowed.refusal(hit))
             if reason is not None:
                 held.append(receipts.held(hit, reason, "digest"))
@@ -138,7 +139,7 @@ def digest(vault: Vault, scope: str) -> Digest:
             looked.add(doc.id)
         work = _ranked([h for h in hits.values() if h[0].space != "Person"], found, USED)
         person = _ranked([h for h in hits.values() if h[0].space == "Person"], found, PERSON)
-        marked = recall.with_markers(vault, [*work, *person])
+        marked = per_prompt.with_markers(vault, [*work, *person])
         return Digest(tuple((hit, found.of(hit)) for hit in marked[:len(work)]),
                       tuple(marked[len(work):]), tuple(held))
     except (recallfile.Unusable, recallfile.Error, OSError):

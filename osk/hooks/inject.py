@@ -170,7 +170,7 @@ def provided_sections(vault: Vault, scope: str) -> list[Section]:
 
 def _digest_sections(contents: Digest) -> list[Section]:
     """The table of contents (``osk.hooks.digest``): one line per node."""
-    from osk.hooks.recall import line
+    from osk.hooks.recall.per_prompt import line
 
     used = tuple(line(hit, *use.labels()) for hit, use in contents.used)
     person = tuple(line(hit) for hit in contents.person)

@@ -28,7 +28,7 @@ from osk.store.fastclass import dataclass
 from osk.store.vault import Vault
 
 if TYPE_CHECKING:
-    from osk.hooks.recall import Recall
+    from osk.hooks.recall.per_prompt import Recall
 
 USAGE = ("usage: osk hook {session-start,prompt-submit,stop} --host "
          "{claude,codex,kiro,antigravity} [--vault PATH] [--dry-run]  (payload JSON on stdin)")
@@ -149,7 +149,7 @@ def dispatch(vault: Vault, request: Request, raw: bytes, env: Mapping[str, str])
     if request.event == "prompt-submit":
         from osk.hooks.cadence import count_prompt
 
-        recalled = prompt_recall(vault, adapter, payload, request.dry_run)
+        recalled = recall_or_nothing(vault, adapter, payload, request.dry_run)
         counted = count_prompt(vault, adapter, payload, dry_run=request.dry_run,
                                also=recalled.note if recalled.note else None)
         if recalled.note and not counted.noted:
@@ -162,14 +162,13 @@ def dispatch(vault: Vault, request: Request, raw: bytes, env: Mapping[str, str])
                           session_start(vault, adapter, payload, dry_run=request.dry_run))
 
 
-def prompt_recall(vault: Vault, adapter: Adapter, payload: HookPayload,
-                  dry_run: bool) -> Recall:
+def recall_or_nothing(vault: Vault, adapter: Adapter, payload: HookPayload,
+                      dry_run: bool) -> Recall:
     """The recall block; a failure is logged and costs only the block, never the reminder."""
-    from osk.hooks.recall import Recall
-    from osk.hooks.recall import prompt_recall as recall
+    from osk.hooks.recall.per_prompt import Recall, recall_for
 
     try:
-        return recall(vault, adapter, payload, dry_run=dry_run)
+        return recall_for(vault, adapter, payload, dry_run=dry_run)
     except Exception as exc:  # recall is a help, never a reason to lose the turn's reminder
         hooklog.write(vault, adapter.name, "prompt-submit",
                       f"recall failed: {exc.__class__.__name__}: {exc}")

@@ -45,7 +45,7 @@ REASONS = {
                 "of instructions) and no person confirmed it (osk confirm)",
     "pending": "an agent's node in a scope [review] hold names, not reviewed yet "
                "(osk review --new)",
-    "max-hits": "more hits than a prompt shows (recall.MAX_HITS)",
+    "max-hits": "more hits than a prompt shows (per_prompt.MAX_HITS)",
     "budget": "the host's character budget was spent before it",
 }
 
@@ -139,7 +139,7 @@ def prompt_hash(prompt: str) -> str:
 
 
 def item(hit: Any, channel: str, floor: float | None = None, **extra: Any) -> dict[str, Any]:
-    """One injected node (``osk.hooks.hits.Recalled``) as a receipt names it."""
+    """One injected node (``osk.search.recall_hits.Recalled``) as a receipt names it."""
     found = {"id": hit.id, "hash": hit.content_hash, "title": hit.title,
              "score": round(float(hit.confidence), 3), "channel": channel, **extra}
     if floor is not None:

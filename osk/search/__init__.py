@@ -9,6 +9,8 @@ Modules: ``tokenize`` (terms), ``bm25`` (scores, postings), ``corpus`` (document
 ``versions`` (what the index keeps of a node version; a search over given versions alone),
 ``regions`` (protected regions as the index sees them), ``ranking`` (the order of hits),
 ``recallfile`` (the index's queryable copy for the hooks; ``recall_mirror`` keeps it in step),
+``recall_hits`` + ``recall_wire`` + ``recall_server`` (per-prompt recall's hits, what the hook
+and a running server share over the recall channel, and the server's half),
 ``expand`` + ``glossary`` (query terms). (`osk import` is ``osk.verbs.importer``: it writes
 through the engine.)
 

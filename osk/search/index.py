@@ -240,7 +240,7 @@ class SearchIndex:
         """What ``search`` ranks by, before hits are made: the ranking (visibility, locality,
         validity), the lexical order, the semantic order when the channel is on and reads the
         query (None otherwise), and the best ``k`` of their fusion (``order``). Per-prompt
-        recall asked of the MCP server (``osk.hooks.recall_channel``) ranks from here, so it ranks
+        recall asked of the MCP server (``osk.search.recall_server``) ranks from here, so it ranks
         exactly as ``search`` does. ``fresh_within``: walk for changes made elsewhere when the
         last walk is older than that many seconds (default: the index's refresh interval).
         ``postings``: as in ``search``."""

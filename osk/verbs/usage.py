@@ -4,7 +4,7 @@ per day and scope what injection cost and whether the model used it (``osk stats
 
 Receipts and the MCP server's call log are written on the hook path and by the server
 (``osk.hooks.receipts``); this module only reads them. ``why`` runs the very function the
-prompt-submit hook runs (``osk.hooks.recall.decide``), so the two cannot disagree.
+prompt-submit hook runs (``osk.hooks.recall.per_prompt.decide``), so the two cannot disagree.
 """
 
 from __future__ import annotations
@@ -52,8 +52,8 @@ def why(vault: Vault, prompt: str, *, cwd: Path, scope: str | None = None,
     """What the prompt-submit hook would inject for ``prompt`` now, and why each candidate was
     or was not shown. ``conversation`` (a host's conversation id) counts what it was shown
     already; without it the prompt is the first of a new conversation."""
-    from osk.hooks import recall
     from osk.hooks.adapters import HOSTS, get
+    from osk.hooks.recall import per_prompt
     from osk.hooks.state import StateStore, conversation_name
     from osk.provenance.sessions import open_session
 
@@ -68,10 +68,10 @@ def why(vault: Vault, prompt: str, *, cwd: Path, scope: str | None = None,
     seen: Mapping[str, str] = {}
     if conversation:
         seen = StateStore(vault, host, conversation_name(conversation)).load().recalled
-    limit = recall.limit_for(vault, adapter)
+    limit = per_prompt.limit_for(vault, adapter)
     if limit <= 0:
         return Why(session.scope, host, limit, "", [], [], "off")
-    outcome = recall.decide(vault, session.scope, text, adapter.budget, limit, seen)
+    outcome = per_prompt.decide(vault, session.scope, text, adapter.budget, limit, seen)
     return Why(session.scope, host, limit, outcome.block, outcome.items(), outcome.held(),
                outcome.trace.channel)
 

@@ -27,12 +27,12 @@ from osk.engine.core import Engine
 from osk.errors import LimitError, OskError
 from osk.hooks import adapters
 from osk.hooks.adapter_contract import Budget
-from osk.hooks.hits import Recalled
 from osk.hooks.inject import ITEM_CHARS, Section, compose
-from osk.hooks.recall import render
+from osk.hooks.recall.per_prompt import render
 from osk.provenance.candidates import Candidates
 from osk.provenance.recheck_summary import SUMMARY_FILE
 from osk.provenance.scope_memory import CAP, ScopeMemory
+from osk.search.recall_hits import Recalled
 from osk.store import node
 from osk.store.vault import Vault
 

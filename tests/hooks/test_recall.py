@@ -21,7 +21,8 @@ from writekit import make_repo, write_toml
 from osk.authority import approvals, tombstones
 from osk.calls.request import NewNode, NodeEdit
 from osk.engine.core import Engine
-from osk.hooks import digest, recall
+from osk.hooks import digest
+from osk.hooks.recall import per_prompt
 from osk.search import recallfile
 from osk.search.bm25 import Bm25
 
@@ -54,7 +55,7 @@ def test_the_block_stays_within_the_budget_for_long_summaries(eng, vault, projec
         write(eng, f"Minisign signing note {n}", f"minisign release signing {n} " + "word " * 54,
               "minisign.\n")
     block = prompt("claude", project, "minisign release signing", "p-1", tmp_path)
-    assert 0 < len(block) <= recall.DEFAULT_BUDGET
+    assert 0 < len(block) <= per_prompt.DEFAULT_BUDGET
     assert block.count("\n- ") >= 2  # long summaries are cut, not dropped wholesale
     settings = (vault.root / "osk.toml").read_text(encoding="utf-8")
     assert "\nbudget = 1200\n" in settings  # the template's [recall] table
@@ -110,7 +111,7 @@ def test_a_rejected_claim_never_appears_even_when_its_file_comes_back(
     assert prompt("codex", project, "minisign release tags", "p-2", tmp_path) == ""
     path.write_text(text, encoding="utf-8")  # restored by hand, or synced from a stale device
     eng.search("minisign")
-    assert recall.ranked(vault, eng.scope, "minisign release tags")  # search still ranks it
+    assert per_prompt.ranked(vault, eng.scope, "minisign release tags")  # search still ranks it
     assert prompt("codex", project, "minisign release tags", "p-3", tmp_path) == ""
 
 
@@ -160,7 +161,7 @@ def test_recall_ranks_exactly_as_search_does(eng, vault, tmp_path):
               cluster="general" if n == 3 else f"c{n % 2}", space="Domain" if n == 3 else "Scope")
     for query in ("release tags", "signing", "Note 3 on cart totals rounding", "tags preview"):
         searched = [hit.id for hit in eng.search(query, k=5).hits]
-        recalled = [hit.id for hit in recall.ranked(vault, eng.scope, query, depth=5)]
+        recalled = [hit.id for hit in per_prompt.ranked(vault, eng.scope, query, depth=5)]
         assert recalled == searched, query
 
 
@@ -169,14 +170,14 @@ def test_the_recall_file_is_rebuilt_or_mended_by_the_next_index_load(eng, vault,
     node_id = write(eng, *FACT)
     directory = vault.state("index")
     recallfile.remove(directory)
-    assert recall.ranked(vault, eng.scope, "minisign") == []
+    assert per_prompt.ranked(vault, eng.scope, "minisign") == []
     Engine.open(vault, cwd=project).warm()  # a new process loads the index: rebuilt
-    assert [hit.id for hit in recall.ranked(vault, eng.scope, "minisign")] == [node_id]
+    assert [hit.id for hit in per_prompt.ranked(vault, eng.scope, "minisign")] == [node_id]
     path = eng.read_node(node_id).path  # a change it missed (killed before mirroring)
     recallfile.RecallWriter(directory).mirror([["del", path]], {})
-    assert recall.ranked(vault, eng.scope, "minisign") == []
+    assert per_prompt.ranked(vault, eng.scope, "minisign") == []
     Engine.open(vault, cwd=project).warm()
-    assert [hit.id for hit in recall.ranked(vault, eng.scope, "minisign")] == [node_id]
+    assert [hit.id for hit in per_prompt.ranked(vault, eng.scope, "minisign")] == [node_id]
 
 
 def test_a_new_process_finding_the_recall_file_current_writes_nothing_to_it(
@@ -432,14 +433,14 @@ def test_a_write_while_another_writer_holds_the_recall_file_reaches_it_later(
     try:
         held = write(eng, "Cart totals round half to even", "Totals round half to even.",
                      "Rounding.\n", cluster="cart")
-        assert not [h for h in recall.ranked(vault, eng.scope, "cart totals round")
+        assert not [h for h in per_prompt.ranked(vault, eng.scope, "cart totals round")
                     if h.id == held]
     finally:
         holder.execute("ROLLBACK")
         holder.close()
     assert recallfile.path_in(vault.state("index")).exists()  # kept, not thrown away
     write(eng, "Cart lines merge by SKU", "Lines with one SKU merge.", "Merge.\n", cluster="cart")
-    assert held in [h.id for h in recall.ranked(vault, eng.scope, "cart totals round")]
+    assert held in [h.id for h in per_prompt.ranked(vault, eng.scope, "cart totals round")]
 
 
 # -- hubs (issue 24 item 6) ------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Per-prompt recall asked of the session's MCP server over its socket (osk.hooks.recall_channel).
+"""Per-prompt recall asked of the session's MCP server over its socket (osk.hooks.recall.channel,
+osk.search.recall_server).
 
 A real ``osk mcp`` process listens (the semantic channel on, with the tiny test model); the
 prompt-submit hook runs as hosts run it. Whether an answer came over the socket is told by
@@ -27,8 +28,8 @@ from writekit import write_toml
 
 from osk.calls.request import NewNode
 from osk.engine.core import Engine
-from osk.hooks import recall, recall_channel, recall_server
-from osk.search import SearchIndex, recallfile
+from osk.hooks.recall import channel, per_prompt
+from osk.search import SearchIndex, recall_hits, recall_server, recall_wire, recallfile
 from osk.store.vault import Vault, init
 
 OTHER = ("Alpha launch codes are kept offline",
@@ -48,7 +49,7 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mon
 def patient_hooks(monkeypatch: pytest.MonkeyPatch) -> None:
     """A loaded test machine may take longer than the 300 ms a hook gives a server: these
     tests wait as long as it takes (a test of the timeout sets its own)."""
-    monkeypatch.setenv(recall_channel.TIMEOUT_ENV, "60")
+    monkeypatch.setenv(channel.TIMEOUT_ENV, "60")
 
 
 def set_server(vault: Vault, value: str) -> None:
@@ -74,7 +75,7 @@ def project(tmp_path: Path) -> Path:
 
 
 def sockets(vault: Vault) -> list[Path]:
-    folder = recall_channel.socket_dir(vault)
+    folder = recall_wire.socket_dir(vault)
     return sorted(folder.glob("*.sock")) if folder.exists() else []
 
 
@@ -123,7 +124,7 @@ def test_a_node_another_process_writes_while_the_server_runs_is_recalled_through
         eng, vault, project, tmp_path):
     write(eng, *FACT)
     with server(vault, project):
-        assert recall_channel.ask(vault, eng.scope, FACT[0]) is not None  # it has walked once
+        assert channel.ask(vault, eng.scope, FACT[0]) is not None  # it has walked once
         later = write(eng, "Cart totals round half to even",
                       "Cart totals are rounded half to even, to the cent.", "Banker's rounding.\n",
                       cluster="cart")  # this test process is the other process
@@ -141,9 +142,9 @@ def test_another_scopes_node_never_comes_through_the_socket(eng, vault, project,
         assert f"id {hidden}" not in prompt("claude", project, OTHER[0], "p-1", tmp_path)
         assert f"id {own}" in prompt("claude", project, FACT[0], "p-2", tmp_path)  # control
         # the server's own answer, before the hook's filters: no hidden node in it
-        shop = recall_channel.ask(vault, eng.scope, OTHER[0])
+        shop = channel.ask(vault, eng.scope, OTHER[0])
         assert shop is not None and hidden not in [hit.id for hit in shop.hits]
-        seen_from_alpha = recall_channel.ask(vault, "alpha", OTHER[0])
+        seen_from_alpha = channel.ask(vault, "alpha", OTHER[0])
         assert seen_from_alpha is not None
         assert [hit.id for hit in seen_from_alpha.hits][:1] == [hidden]  # control
 
@@ -164,7 +165,7 @@ def test_a_killed_servers_socket_is_skipped_and_removed_and_the_recall_file_answ
 def mute_socket(vault: Vault, answer: bytes | None = None) -> Iterator[socket.socket]:
     """A socket in the servers' folder that never accepts (``answer`` None: the kernel queues
     the connection and nobody reads it), or that answers ``answer`` to whoever connects."""
-    folder = recall_channel.socket_dir(vault)
+    folder = recall_wire.socket_dir(vault)
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = folder / "999999.sock"
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -192,25 +193,25 @@ def mute_socket(vault: Vault, answer: bytes | None = None) -> Iterator[socket.so
 
 def test_a_server_that_never_answers_costs_a_bounded_wait_then_the_recall_file_answers(
         eng, vault, project, tmp_path, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.delenv(recall_channel.TIMEOUT_ENV)  # the hook's own bound
+    monkeypatch.delenv(channel.TIMEOUT_ENV)  # the hook's own bound
     node_id = write(eng, *FACT)
     with mute_socket(vault) as listener:
         block = prompt("claude", project, FACT[0], "p-1", tmp_path)  # run_hook bounds it
         assert f"id {node_id}" in block
         listener.setblocking(False)
         listener.accept()[0].close()  # the hook did connect: it waited, then gave up
-        assert recall_channel.ask(vault, eng.scope, FACT[0]) is None
+        assert channel.ask(vault, eng.scope, FACT[0]) is None
 
 
 def test_the_wait_is_the_hooks_own_unless_set_to_a_positive_number(
         monkeypatch: pytest.MonkeyPatch):
-    default = recall_channel.ANSWER_TIMEOUT
+    default = channel.ANSWER_TIMEOUT
     for value, wanted in (("2.5", 2.5), ("0", default), ("-1", default), ("inf", default),
                           ("soon", default)):
-        monkeypatch.setenv(recall_channel.TIMEOUT_ENV, value)
-        assert recall_channel.answer_timeout() == wanted
-    monkeypatch.delenv(recall_channel.TIMEOUT_ENV)
-    assert recall_channel.answer_timeout() == recall_channel.ANSWER_TIMEOUT
+        monkeypatch.setenv(channel.TIMEOUT_ENV, value)
+        assert channel.answer_timeout() == wanted
+    monkeypatch.delenv(channel.TIMEOUT_ENV)
+    assert channel.answer_timeout() == channel.ANSWER_TIMEOUT
 
 
 @pytest.mark.parametrize("answer", [
@@ -221,7 +222,7 @@ def test_the_wait_is_the_hooks_own_unless_set_to_a_positive_number(
 def test_an_answer_that_does_not_parse_is_no_answer(eng, vault, project, tmp_path, answer):
     node_id = write(eng, *FACT)
     with mute_socket(vault, answer):
-        assert recall_channel.ask(vault, eng.scope, FACT[0]) is None
+        assert channel.ask(vault, eng.scope, FACT[0]) is None
         assert f"id {node_id}" in prompt("claude", project, FACT[0], "p-1", tmp_path)
 
 
@@ -239,20 +240,20 @@ def test_with_the_setting_off_no_server_listens_and_no_hook_asks(eng, vault, pro
     write_toml(vault, toml.read_text(encoding="utf-8").replace("server = false",
                                                                'server = "yes"'))
     with pytest.raises(Exception, match=r"\[recall\] server must be true or false"):
-        recall.server_enabled(vault)
+        recall_wire.server_enabled(vault)
 
 
 def test_the_channel_is_on_in_a_new_vault_and_when_the_setting_is_absent(vault, tiny_model):
-    assert recall.server_enabled(vault)  # osk init writes server = true
+    assert recall_wire.server_enabled(vault)  # osk init writes server = true
     listener = recall_server.listen(SearchIndex(vault), vault)
     assert listener is not None
     listener.close()
     toml = vault.root / "osk.toml"
     write_toml(vault, toml.read_text(encoding="utf-8").replace("\nserver = true\n", "\n"))
-    assert recall.server_enabled(vault)
+    assert recall_wire.server_enabled(vault)
     write_toml(vault, toml.read_text(encoding="utf-8").replace("[recall]\n",
                                                                "[recall]\nserver = false\n"))
-    assert not recall.server_enabled(vault)
+    assert not recall_wire.server_enabled(vault)
 
 
 def test_without_the_semantic_model_the_server_does_not_listen(
@@ -267,7 +268,7 @@ def test_a_vault_whose_socket_path_is_too_long_listens_in_a_private_temp_folder(
     deep = tmp_path / ("d" * 60) / ("e" * 60)
     vault = init(deep / "vault")
     set_server(vault, "true")
-    folder = recall_channel.socket_dir(vault)
+    folder = recall_wire.socket_dir(vault)
     assert folder.parent == Path("/tmp") / f"osk-{os.getuid()}"
     eng = Engine.open(vault, cwd=deep, scope=None)
     eng.create_node(NewNode("notes", "Hub.", "Hub.\n", space="domain", cluster="notes",
@@ -276,7 +277,7 @@ def test_a_vault_whose_socket_path_is_too_long_listens_in_a_private_temp_folder(
     assert listener is not None
     try:
         assert (os.stat(folder).st_mode & 0o777) == 0o700
-        found = recall_channel.ask(vault, "", "notes")
+        found = channel.ask(vault, "", "notes")
         assert found is not None and [hit.title for hit in found.hits][:1] == ["notes"]
     finally:
         listener.close()
@@ -305,7 +306,7 @@ def test_the_hook_asks_the_server_on_the_standard_library_alone(eng, vault, proj
     assert done.returncode == 0, done.stderr
     assert FACT[0] in done.stdout
     loaded = set(done.stderr.split())
-    assert "osk.hooks.recall_channel" in loaded
+    assert "osk.hooks.recall.channel" in loaded
     assert not loaded & {"pydantic", "yaml", "mcp", "git", "rank_bm25", "numpy",
                          "osk.search.index", "osk.search.semantic"}
 
@@ -316,17 +317,17 @@ def test_the_answer_carries_what_the_hook_checks_and_round_trips(eng, vault):
     found = recall_server.answer(index, vault, eng.scope, FACT[0])
     assert [hit.id for hit in found.hits][:1] == [node_id]
     top = found.hits[0]
-    assert top.confidence == recall.TITLE_CONFIDENCE and len(top.stat) == 3
+    assert top.confidence == recall_hits.TITLE_CONFIDENCE and len(top.stat) == 3
     # one hit is meaning's first (the tiny test model's choice), with its closeness
     assert sum(hit.meant for hit in found.hits) == 1
     assert 0 < found.closeness <= 1.0
-    message = {"hits": [recall_server._plain(h) for h in found.hits], "agree": found.agree,
-               "words": [recall_server._plain(h) for h in found.words],
+    message = {"hits": [recall_wire.plain(h) for h in found.hits], "agree": found.agree,
+               "words": [recall_wire.plain(h) for h in found.words],
                "closeness": found.closeness}
-    assert recall_channel._parse(json.dumps(message).encode() + b"\n") == found
+    assert recall_wire.decode(json.dumps(message).encode() + b"\n") == found
     # an older server sends no closeness: nothing is close, the rest stands
     del message["closeness"]
-    older = recall_channel._parse(json.dumps(message).encode() + b"\n")
+    older = recall_wire.decode(json.dumps(message).encode() + b"\n")
     assert older is not None and older.closeness == 0.0 and older.hits == found.hits
 
 
@@ -336,17 +337,17 @@ def test_when_the_fused_order_shows_nothing_its_lexical_order_still_may(eng, vau
     write(eng, *FACT)
     found = recall_server.answer(SearchIndex(vault), vault, eng.scope, FACT[0])
     top = found.hits[0]
-    unsure = replace(found, hits=[replace(top, confidence=recall.FUSED_FLOOR / 2)],
+    unsure = replace(found, hits=[replace(top, confidence=per_prompt.FUSED_FLOOR / 2)],
                      agree=False, closeness=0.0)
-    sure_words = replace(unsure, words=[replace(top, confidence=recall.RESCUE_FLOOR)])
-    assert recall.choose(vault, sure_words) == recall.select(vault, sure_words.words,
-                                                             floor=recall.RESCUE_FLOOR)
-    assert [hit.id for hit in recall.choose(vault, sure_words)] == [top.id]
-    weak_words = replace(unsure, words=[replace(top, confidence=recall.RESCUE_FLOOR - 0.1)])
-    assert recall.choose(vault, weak_words) == []
+    sure_words = replace(unsure, words=[replace(top, confidence=per_prompt.RESCUE_FLOOR)])
+    assert per_prompt.choose(vault, sure_words) == per_prompt.select(vault, sure_words.words,
+                                                             floor=per_prompt.RESCUE_FLOOR)
+    assert [hit.id for hit in per_prompt.choose(vault, sure_words)] == [top.id]
+    weak_words = replace(unsure, words=[replace(top, confidence=per_prompt.RESCUE_FLOOR - 0.1)])
+    assert per_prompt.choose(vault, weak_words) == []
     # both channels agreeing on the first node lowers the fused floor
-    agreed = replace(weak_words, hits=[replace(top, confidence=recall.AGREE_FLOOR)], agree=True)
-    assert [hit.id for hit in recall.choose(vault, agreed)] == [top.id]
+    agreed = replace(weak_words, hits=[replace(top, confidence=per_prompt.AGREE_FLOOR)], agree=True)
+    assert [hit.id for hit in per_prompt.choose(vault, agreed)] == [top.id]
 
 
 def test_a_first_node_close_in_meaning_lowers_the_fused_floor_as_agreement_does(eng, vault):
@@ -354,15 +355,15 @@ def test_a_first_node_close_in_meaning_lowers_the_fused_floor_as_agreement_does(
 
     write(eng, *FACT)
     found = recall_server.answer(SearchIndex(vault), vault, eng.scope, FACT[0])
-    top = replace(found.hits[0], confidence=recall.AGREE_FLOOR)
+    top = replace(found.hits[0], confidence=per_prompt.AGREE_FLOOR)
     apart = replace(found, hits=[top], words=[], agree=False,
-                    closeness=recall.MEANING_FLOOR - 0.01)
-    assert recall.choose(vault, apart) == []
-    close = replace(apart, closeness=recall.MEANING_FLOOR)
-    assert [hit.id for hit in recall.choose(vault, close)] == [top.id]
+                    closeness=per_prompt.MEANING_FLOOR - 0.01)
+    assert per_prompt.choose(vault, apart) == []
+    close = replace(apart, closeness=per_prompt.MEANING_FLOOR)
+    assert [hit.id for hit in per_prompt.choose(vault, close)] == [top.id]
     # the lower floor is still a floor
-    faint = replace(close, hits=[replace(top, confidence=recall.AGREE_FLOOR - 0.01)])
-    assert recall.choose(vault, faint) == []
+    faint = replace(close, hits=[replace(top, confidence=per_prompt.AGREE_FLOOR - 0.01)])
+    assert per_prompt.choose(vault, faint) == []
 
 
 def test_the_node_meaning_ranks_first_is_not_cut_for_holding_fewer_of_the_words(eng, vault):
@@ -374,10 +375,10 @@ def test_the_node_meaning_ranks_first_is_not_cut_for_holding_fewer_of_the_words(
     hits = {hit.id: replace(hit, meant=False) for title in (FACT[0], OTHER[0])
             for hit in recall_server.answer(index, vault, eng.scope, title).hits}
     sure = replace(hits[first], confidence=10.0)
-    faint = replace(hits[second], confidence=10.0 * recall.RELATIVE - 0.5)
-    assert [hit.id for hit in recall.select(vault, [sure, faint])] == [first]
+    faint = replace(hits[second], confidence=10.0 * per_prompt.RELATIVE - 0.5)
+    assert [hit.id for hit in per_prompt.select(vault, [sure, faint])] == [first]
     meant = replace(faint, meant=True)
-    assert [hit.id for hit in recall.select(vault, [sure, meant])] == [first, second]
+    assert [hit.id for hit in per_prompt.select(vault, [sure, meant])] == [first, second]
 
 
 @pytest.mark.parametrize(("lexical", "semantic", "backed"), [
@@ -392,10 +393,10 @@ def test_the_node_meaning_ranks_first_is_not_cut_for_holding_fewer_of_the_words(
 ])
 def test_both_channels_back_the_fused_first_only_from_their_own_first_three(
         lexical: list[int], semantic: list[int], backed: bool):
-    assert recall.AGREE_DEPTH == 3
+    assert recall_server.AGREE_DEPTH == 3
     words = [(slot, 0, 1.0, 1.0) for slot in lexical]
     meaning = [(slot, 0.5) for slot in semantic]
-    assert recall_server._backed(7, words, meaning) is backed
+    assert recall_server.backed(7, words, meaning) is backed
 
 
 def test_the_gates_floors_are_read_from_one_place_at_each_call(eng, vault, monkeypatch):
@@ -406,15 +407,15 @@ def test_the_gates_floors_are_read_from_one_place_at_each_call(eng, vault, monke
 
     write(eng, *FACT)
     found = recall_server.answer(SearchIndex(vault), vault, eng.scope, FACT[0])
-    top = replace(found.hits[0], confidence=recall.FUSED_FLOOR)
+    top = replace(found.hits[0], confidence=per_prompt.FUSED_FLOOR)
     fused = replace(found, hits=[top], words=[], agree=False, closeness=0.0)
-    assert recall.choose(vault, fused) and recall.select(vault, [top])
-    monkeypatch.setattr(recall, "FUSED_FLOOR", top.confidence + 0.01)
-    assert recall.choose(vault, fused) == []
-    monkeypatch.setattr(recall, "FLOOR", top.confidence + 0.01)
-    assert recall.select(vault, [top]) == []
-    close = replace(fused, hits=[replace(top, confidence=recall.AGREE_FLOOR)],
-                    closeness=recall.MEANING_FLOOR)
-    assert recall.choose(vault, close)
-    monkeypatch.setattr(recall, "MEANING_FLOOR", close.closeness + 0.01)
-    assert recall.choose(vault, close) == []
+    assert per_prompt.choose(vault, fused) and per_prompt.select(vault, [top])
+    monkeypatch.setattr(per_prompt, "FUSED_FLOOR", top.confidence + 0.01)
+    assert per_prompt.choose(vault, fused) == []
+    monkeypatch.setattr(per_prompt, "FLOOR", top.confidence + 0.01)
+    assert per_prompt.select(vault, [top]) == []
+    close = replace(fused, hits=[replace(top, confidence=per_prompt.AGREE_FLOOR)],
+                    closeness=per_prompt.MEANING_FLOOR)
+    assert per_prompt.choose(vault, close)
+    monkeypatch.setattr(per_prompt, "MEANING_FLOOR", close.closeness + 0.01)
+    assert per_prompt.choose(vault, close) == []

@@ -209,12 +209,12 @@ async def test_a_raw_round_recall_showed_counts_as_opened_when_the_model_reads_i
         eng, vault, project):
     import mcp
 
-    from osk.hooks.hits import Recalled
+    from osk.search.recall_hits import Recalled
     from osk.surfaces.server import build_server
 
     shown = eng.append_raw("earlier", user="how do we sign?", assistant="With minisign.")
     coordinate = shown.coordinate.removeprefix("[[").removesuffix("]]")
-    # the receipt rounds recall writes (osk.hooks.recall.rounds_recalled names a round so)
+    # the receipt rounds recall writes (per_prompt.rounds_recalled names a round so)
     hit = Recalled("raw round", coordinate, coordinate, "", (), 5.0, coordinate, "round",
                    (0, 0, 0))
     receipts.write(vault, receipts.receipt("prompt-submit", "claude", "now", eng.scope, 200,

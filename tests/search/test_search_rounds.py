@@ -325,9 +325,9 @@ def talk(engine: Engine, *pairs: tuple[str, str]) -> None:
 
 
 def shown(vault: Vault, prompt: str) -> list[str]:
-    from osk.hooks import recall
+    from osk.hooks.recall import per_prompt
 
-    return [hit.id for hit in recall.rounds_recalled(vault, "shop", prompt, {}, None)]
+    return [hit.id for hit in per_prompt.rounds_recalled(vault, "shop", prompt, {}, None)]
 
 
 def test_recall_shows_a_round_by_the_share_of_the_prompt_it_holds(vault, tmp_path):
@@ -355,17 +355,17 @@ def test_recall_shows_the_answer_in_the_round_after_the_question(vault, tmp_path
 
 
 def test_a_round_is_excerpted_where_the_prompt_s_words_are(vault, tmp_path):
-    from osk.hooks import recall
+    from osk.hooks.recall import per_prompt
 
     shop = make_project(tmp_path / "shop")
     opening = "We spent the morning on many small things. " * 4
     talk(Engine.open(vault, cwd=shop),
          (opening + "Finally the flamingo cache was cleared by hand.", "Done."))
-    hits = recall.rounds_recalled(vault, "shop", "flamingo cache cleared", {}, None)
+    hits = per_prompt.rounds_recalled(vault, "shop", "flamingo cache cleared", {}, None)
     assert hits[0].id == "_raw/shop/talk#Round 8"
     summary = hits[0].summary
     assert "flamingo cache was cleared" in summary and summary.startswith("…")
-    assert len(summary) <= recall.ROUND_EXCERPT
+    assert len(summary) <= per_prompt.ROUND_EXCERPT
     hit = next(h for h in Engine.open(vault, cwd=shop).search("flamingo cache", k=5).hits
                if h.id == "_raw/shop/talk#Round 8")
     assert "flamingo cache" in hit.summary

@@ -350,8 +350,7 @@ def test_channels_hold_both_orders_and_search_returns_their_fusion(
         vault: Vault, tiny_model: Path, monkeypatch: pytest.MonkeyPatch):
     from test_search_index import write_node
 
-    from osk.hooks import recall
-    from osk.search import SearchIndex
+    from osk.search import SearchIndex, recall_hits
     from osk.search.expand import query_terms
     from osk.search.ranking import scope_visibility
 
@@ -372,7 +371,7 @@ def test_channels_hold_both_orders_and_search_returns_their_fusion(
     searched = index.search(query, k=5, scope="beta", visible=visible)
     assert [h.path for h in searched] == [docs[slot].path for slot, *_ in found.order]
     # the hook's view of the same order: one hit per slot, a lexical confidence for each
-    hits = recall.recalled(found.ranking, found.order, query_terms(query), None)
+    hits = recall_hits.recalled(found.ranking, found.order, query_terms(query), None)
     assert [h.path for h in hits] == [h.path for h in searched]
     assert [h.confidence > 0 for h in hits] == [h.bm25 > 0 for h in searched]
     monkeypatch.setenv("OSK_SEMANTIC", "0")

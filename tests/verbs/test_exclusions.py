@@ -17,7 +17,7 @@ from hookkit import make_project, payload, run_hook
 from osk.capture import exclusions
 from osk.engine.core import Engine
 from osk.errors import ExclusionError
-from osk.hooks import recall
+from osk.hooks.recall import per_prompt
 from osk.search.rounds import MARKER, RoundIndex
 from osk.store.locks import file_lock
 from osk.store.vault import Vault
@@ -55,7 +55,7 @@ def searched(vault: Vault, project: Path, query: str, kind: str = "all") -> list
 
 
 def recalled(vault: Vault, prompt: str) -> list[str]:
-    return [hit.id for hit in recall.rounds_recalled(vault, "shop", prompt, {}, None)]
+    return [hit.id for hit in per_prompt.rounds_recalled(vault, "shop", prompt, {}, None)]
 
 
 def prompt_hook(project: Path, prompt: str, tmp_path: Path) -> str:

@@ -1,24 +1,40 @@
-"""The recall channel's server side (``osk.hooks.recall_channel`` is the hook's): a running MCP
-server with the semantic channel listens on its own socket and answers a prompt with the hits of
-the orders ``search`` ranks by, each with the hook's confidence. Imported by the engine when it
-serves; never on the hook path.
+"""The recall channel's server half (``osk.hooks.recall.channel`` is the hook's; what both share
+is ``osk.search.recall_wire``): a running MCP server with the semantic channel listens on its
+own socket and answers a prompt with the hits of the orders ``search`` ranks by, each with the
+hook's confidence (``osk.search.recall_hits``). Imported by the engine when it serves; never on
+the hook path.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import socket
 from collections.abc import Sequence
-from dataclasses import asdict, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from osk.search import recall_hits
+from osk.search.recall_wire import (
+    MAX_REQUEST,
+    Answer,
+    decode_request,
+    encode,
+    private,
+    read_line,
+    remove,
+    server_enabled,
+    socket_dir,
+)
+
 if TYPE_CHECKING:
-    from osk.hooks.hits import Recalled
     from osk.search.index import SearchIndex
     from osk.store.vault import Vault
-from osk.hooks.recall_channel import MAX_REQUEST, Answer, _private, _read_line, _remove, socket_dir
+
+# Both channels back the fused order's first node when it is among the first AGREE_DEPTH of the
+# lexical order and of the semantic one: the hook's gate then uses its lower floor
+# (``osk.hooks.recall.per_prompt.AGREE_FLOOR``; chosen by bench/recall_gate.py).
+AGREE_DEPTH = 3
 
 
 # -- the server's side ------------------------------------------------------------------------
@@ -26,37 +42,34 @@ def answer(index: SearchIndex, vault: Vault, scope: str, prompt: str) -> Answer:
     """Rank ``prompt`` for a session bound to ``scope`` as ``search`` does (the index's own
     orders, as the index holds them now), with the hook's confidence for each hit. Also what
     bench/eval_retrieval.py measures the fused path with."""
-    from osk.hooks import recall
     from osk.search.expand import query_terms
     from osk.search.ranking import scope_visibility
 
-    query = prompt[:recall.PROMPT_CHARS]
+    query = prompt[:recall_hits.PROMPT_CHARS]
     weights = query_terms(query)
     if not weights:
         return Answer([], False, [])
-    found = index.channels(query, k=recall.DEPTH, scope=scope or None,
+    found = index.channels(query, k=recall_hits.DEPTH, scope=scope or None,
                            visible=scope_visibility(vault, scope or None),
                            fresh_within=math.inf)
-    hits = recall.recalled(found.ranking, found.order, weights, found.approvals)
+    hits = recall_hits.recalled(found.ranking, found.order, weights, found.approvals)
     if not found.semantic:  # the model does not read the prompt: the lexical order alone
         return Answer(hits, False, hits)
-    words = recall.recalled(found.ranking, found.lexical[:recall.DEPTH], weights,
-                            found.approvals)
-    agree = _backed(found.order[0][0], found.lexical, found.semantic)
+    words = recall_hits.recalled(found.ranking, found.lexical[:recall_hits.DEPTH], weights,
+                                 found.approvals)
+    agree = backed(found.order[0][0], found.lexical, found.semantic)
     first = found.semantic[0][0]
     # Its confidence counts only the prompt's words; meaning put it first, so a hit beside a
-    # surer one by words is not cut for holding fewer of them (recall.select).
+    # surer one by words is not cut for holding fewer of them (the hook's gate).
     hits = [replace(hit, meant=True) if slot == first else hit
             for (slot, *_), hit in zip(found.order, hits, strict=True)]
     return Answer(hits, agree, words, found.ranking.similarity(first))
 
 
-def _backed(slot: int, lexical: Sequence[tuple[Any, ...]],
+def backed(slot: int, lexical: Sequence[tuple[Any, ...]],
             semantic: Sequence[tuple[Any, ...]]) -> bool:
     """Both channels rank ``slot`` among their first ``AGREE_DEPTH``: words and meaning each
     put it at the head of their order, independently."""
-    from osk.hooks.recall import AGREE_DEPTH
-
     return (any(entry[0] == slot for entry in lexical[:AGREE_DEPTH])
             and any(entry[0] == slot for entry in semantic[:AGREE_DEPTH]))
 
@@ -69,10 +82,10 @@ class Listener:
         self._stamp: object = None  # the vault generation at the last walk
         folder = socket_dir(vault)
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        if not _private(folder):
+        if not private(folder):
             raise PermissionError(f"{folder} is not private to this user: not listening")
         self.path = folder / f"{os.getpid()}.sock"
-        _remove(str(self.path))
+        remove(str(self.path))
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._sock.bind(str(self.path))
         os.chmod(self.path, 0o600)
@@ -104,13 +117,13 @@ class Listener:
     def _handle(self, conn: socket.socket) -> None:
         import time
 
-        line = _read_line(conn, time.monotonic() + 1.0, MAX_REQUEST)
+        line = read_line(conn, time.monotonic() + 1.0, MAX_REQUEST)
         if line is None:
             return
-        request = json.loads(line)
-        scope, prompt = request.get("scope"), request.get("prompt")
-        if not isinstance(scope, str) or not isinstance(prompt, str):
+        request = decode_request(line)
+        if request is None:
             return
+        scope, prompt = request
         # The engine hands its own writes to the index; another osk process's writes move the
         # vault generation (osk.store.generation), and only then is the walk (about 40 ms of CPU at
         # 5,000 nodes) worth paying. The stamp is taken before the walk, as that module says.
@@ -120,28 +133,19 @@ class Listener:
         if stamp != self._stamp:
             self.index.refresh()
             self._stamp = stamp
-        result = answer(self.index, self.vault, scope, prompt)
-        payload = {"hits": [_plain(hit) for hit in result.hits], "agree": result.agree,
-                   "words": [_plain(hit) for hit in result.words],
-                   "closeness": result.closeness}
-        conn.sendall(json.dumps(payload, ensure_ascii=False).encode("utf-8") + b"\n")
+        conn.sendall(encode(answer(self.index, self.vault, scope, prompt)))
 
     def close(self) -> None:
         try:
             self._sock.close()
         finally:
-            _remove(str(self.path))
-
-
-def _plain(hit: Recalled) -> dict[str, Any]:
-    return asdict(hit)
+            remove(str(self.path))
 
 
 def listen(index: SearchIndex, vault: Vault) -> Listener | None:
     """A listener when the channel is on and the index has the semantic channel (without it
     the server would rank as the recall file does); None otherwise or if it cannot bind."""
     from osk.errors import OskError
-    from osk.hooks.recall import server_enabled
 
     try:
         if (index.vectors is None or not hasattr(socket, "AF_UNIX")

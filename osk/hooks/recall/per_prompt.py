@@ -9,7 +9,7 @@ supersession), then keeps a hit only when
 - the most confident of the ranked hits clears ``FLOOR`` (else nothing is injected at all;
   the first in rank need not be the surest: a node that supersedes another ranks first with
   the older one's score added, not its words), and each hit shown reaches ``RELATIVE`` of
-  that best confidence (``confidence``: BM25 with a smoothed idf,
+  that best confidence (``osk.search.recall_hits.confidence``: BM25 with a smoothed idf,
   times locality and validity, in units of a word found in one node; certain for a title
   match; asked of the server, the node meaning ranks first is not held to ``RELATIVE``).
   The floors were chosen on the calibration half of bench/recall_gate.py's prompts (the dev
@@ -27,8 +27,9 @@ supersession), then keeps a hit only when
 - it is not a cluster hub (the node titled like its cluster folder), unless the prompt names
   the cluster: a hub says what a cluster holds, rarely what a prompt asks.
 
-What is injected per hit: title, id, markers (recheck, conflict, pending, inferred) and
-summary, never the body, plus one line asking the model to ``read_node`` before relying on it.
+What is injected per hit: title, id, markers (``osk.provenance.markers``: recheck, conflict,
+pending, inferred, steering) and summary, never the body, plus one line asking the model to
+``read_node`` before relying on it.
 The block never exceeds the host's recall budget (``[recall]`` in ``osk.toml``).
 
 Hook path: standard library and the light search modules only (no pydantic, no numpy).
@@ -36,7 +37,6 @@ Hook path: standard library and the light search modules only (no pydantic, no n
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import field, replace
@@ -45,7 +45,6 @@ from typing import TYPE_CHECKING, Any
 from osk.errors import OskError
 from osk.hooks import receipts
 from osk.hooks.adapter_contract import REFRESH_WAIT, Adapter, Budget, HookPayload
-from osk.hooks.hits import Recalled
 from osk.hooks.scope import scope_entry, session_scope
 from osk.provenance.markers import Listed, OpenItems
 from osk.store.fastclass import dataclass
@@ -53,29 +52,25 @@ from osk.store.trust_state import CONFIRMED
 from osk.store.vault import Vault, is_hub, scope_of
 
 if TYPE_CHECKING:
-    from osk.hooks.recall_channel import Answer
     from osk.hooks.state import ConversationState, StateStore
     from osk.provenance.origin import Origin
+    from osk.search.recall_hits import Recalled
+    from osk.search.recall_wire import Answer
 
-PRIOR = 100        # see ``confidence``
-TITLE_CONFIDENCE = 10.0  # a prompt equal to a node's title
 FLOOR = 3.75       # confidence the best hit must reach (bench/recall_gate.py)
 RELATIVE = 0.5     # a further hit is shown when it scores at least this share of the best
 MAX_HITS = 4       # at most this many nodes per prompt
-DEPTH = 8          # how many ranked hits are looked at before the filters above
 DEFAULT_BUDGET = 1200
 SUMMARY_CHARS = 300
-PROMPT_CHARS = 2000  # a pasted log or file: its first part says what the prompt is about
 SKIPPED_MARKERS = frozenset({"superseded", "expired", "not-yet-valid"})
 RECALL_SETTINGS = frozenset({"budget", "hosts", "server"})
-# Asked of the MCP server (osk.hooks.recall_channel): the fused order's floor, and the lower one
-# when both channels back the fused order's first node (it is among the first AGREE_DEPTH of
-# the lexical order and of the semantic one). Chosen by bench/recall_gate.py (the curves are
-# in docs/performance.md): at 1.0, a generic question's vague agreement injected a node for a
-# third of the written ``none`` prompts.
+# Asked of the MCP server (osk.hooks.recall.channel): the fused order's floor, and the lower one
+# when both channels back the fused order's first node (it is among the first
+# ``osk.search.recall_server.AGREE_DEPTH`` of the lexical order and of the semantic one).
+# Chosen by bench/recall_gate.py (the curves are in docs/performance.md): at 1.0, a generic
+# question's vague agreement injected a node for a third of the written ``none`` prompts.
 FUSED_FLOOR = 4.75
 AGREE_FLOOR = 3.0
-AGREE_DEPTH = 3
 # The same lower floor when the semantic order's first node is at least this close in meaning
 # to the prompt (its cosine similarity): a question asked in other words is met by meaning.
 MEANING_FLOOR = 0.4
@@ -113,25 +108,16 @@ def budget_for(vault: Vault, host: str) -> int:
     return value
 
 
-def server_enabled(vault: Vault) -> bool:
-    """``[recall] server`` (default true): ask the session's MCP server before the recall
-    file (``osk.hooks.recall_channel``). On by default: on the dev set it injects 44 of 54
-    answers against the recall file's 40, with as much silence (docs/performance.md)."""
-    section = vault.settings().extra.get("recall", {})
-    value = section.get("server", True) if isinstance(section, Mapping) else True
-    if not isinstance(value, bool):
-        raise OskError(f"osk.toml: [recall] server must be true or false (got {value!r})")
-    return value
-
-
 # -- ranking -----------------------------------------------------------------------------------
 def ranked(vault: Vault, scope: str | None, prompt: str, *,
-           depth: int = DEPTH) -> list[Recalled]:
+           depth: int | None = None) -> list[Recalled]:
     """The session's best hits for ``prompt`` with their confidence, before any filter but
-    visibility (what ``search`` would return first). [] when there is no recall file yet."""
+    visibility (what ``search`` would return first; the first ``depth``, by default
+    ``recall_hits.DEPTH``). [] when there is no recall file yet."""
     from osk.search import recallfile
     from osk.search.expand import query_terms
     from osk.search.ranking import Ranking, scope_visibility
+    from osk.search.recall_hits import DEPTH, PROMPT_CHARS, recalled
 
     query = prompt[:PROMPT_CHARS]
     weights = query_terms(query)
@@ -147,7 +133,7 @@ def ranked(vault: Vault, scope: str | None, prompt: str, *,
             return []
         ranking = Ranking(corpus, scope=scope, visible=scope_visibility(vault, scope),  # type: ignore[arg-type]
                           moment=now(), explicit_time=False)
-        return recalled(ranking, ranking.rank(query, depth), weights,
+        return recalled(ranking, ranking.rank(query, DEPTH if depth is None else depth), weights,
                         corpus.meta.get("approvals"))
     except (recallfile.Unusable, recallfile.Error):  # damaged, or swapped as we read: none
         return []
@@ -155,41 +141,13 @@ def ranked(vault: Vault, scope: str | None, prompt: str, *,
         db.close()
 
 
-def recalled(ranking: Any, order: Sequence[tuple[int, int, float, float]],
-             weights: Mapping[str, float], approvals: object) -> list[Recalled]:
-    """The hits of a ranked order (``Ranking.rank``, or search's fused order) as recall sees
-    them: each with its confidence, markers and the stat key it was indexed at."""
-    corpus = ranking.corpus
-    hits = ranking.hits(list(order), None)
-    pairs, _ = corpus.supersession()
-    found = []
-    for (slot, tier, _, _), hit in zip(order, hits, strict=True):
-        # A node that supersedes another answers what the older one answered: it is at
-        # least as sure as its predecessor (whose own hit is left out as superseded).
-        sure = TITLE_CONFIDENCE if tier else max(
-            ranking.factor(s) * confidence(corpus.bm25, weights, s)
-            for s in (slot, *(old for old, new in pairs if new == slot)))
-        found.append(recalled_doc(corpus.docs[slot], approvals, hit.markers, sure))
-    return found
-
-
 def names(prompt: str, cluster: str) -> bool:
     """Does ``prompt`` name ``cluster`` (every word of its name, as search tokenises)?"""
+    from osk.search.recall_hits import PROMPT_CHARS
     from osk.search.tokenize import tokenize
 
     words = set(tokenize(cluster))
     return bool(words) and words <= set(tokenize(prompt[:PROMPT_CHARS]))
-
-
-def recalled_doc(doc: Any, approvals: object, markers: Sequence[str] = (),
-                 sure: float = 0.0) -> Recalled:
-    """A Recalled from a recall-file document (``SearchDoc``), with the trust marker added."""
-    from osk.authority import trust
-
-    inferred = trust.person_marker(doc.space, doc.trust)
-    labels = tuple(sorted({*markers, inferred})) if inferred else tuple(markers)
-    return Recalled(doc.title, doc.id, doc.path, doc.summary, labels, sure, doc.content_hash,
-                    doc.space, tuple(doc.stat), approvals, doc.trust)
 
 
 def now() -> float:
@@ -201,42 +159,6 @@ def now() -> float:
     import time
 
     return time.time()
-
-
-def confidence(bm25: Any, weights: Mapping[str, float], slot: int) -> float:
-    """How many of the prompt's rare words the node holds, each counted by its rarity.
-
-    A word's rarity is a smoothed idf, ``log(1 + (N + PRIOR) / (df + 0.5))``, over the idf of a
-    word found in a single node, so a word in one node of many counts about 1 and a word in
-    every node much less. ``PRIOR`` pretends the vault is larger by that many nodes without
-    the word, which keeps the measure meaningful in a vault of a handful of nodes (where
-    BM25's own idf is near zero for everything) while it fades out in a large one.
-    """
-    size = bm25.size
-    unit = math.log(1 + (size + PRIOR) / 1.5)
-    norm = bm25.norms()[slot]
-    held = 0.0
-    for term, weight in weights.items():
-        tf = bm25.postings(term).get(slot)
-        if tf:
-            rarity = math.log(1 + (size + PRIOR) / (bm25.df(term) + 0.5))
-            held += weight * rarity * tf * (bm25.k1 + 1) / (tf + norm)
-    return held / unit
-
-
-def coverage(bm25: Any, weights: Mapping[str, float], slot: int) -> float:
-    """The share of the prompt the node holds: its words' rarity (as in ``confidence``, each
-    counted once) over all of the prompt's, where a word no node holds counts as rarest.
-    Unlike ``confidence`` it does not grow with the prompt's length: a long prompt whose few
-    common words a node happens to hold stays low."""
-    size = bm25.size
-    total = held = 0.0
-    for term, weight in weights.items():
-        rarity = weight * math.log(1 + (size + PRIOR) / (bm25.df(term) + 0.5))
-        total += rarity
-        if bm25.postings(term).get(slot):
-            held += rarity
-    return held / total if total else 0.0
 
 
 # -- what is shown -----------------------------------------------------------------------------
@@ -493,12 +415,14 @@ def render(hits: Sequence[Recalled], budget: Budget, limit: int) -> str:
 def _chosen(vault: Vault, scope: str, prompt: str, seen: Mapping[str, str],
             trace: Trace | None = None) -> list[Recalled]:
     """The hits to inject: ranked by the session's MCP server when one answers in time (the
-    fused order, osk.hooks.recall_channel), else over the recall file; chosen by ``select``
-    alike."""
-    if server_enabled(vault):
-        from osk.hooks import recall_channel
+    fused order, ``osk.hooks.recall.channel``), else over the recall file; chosen by
+    ``select`` alike."""
+    from osk.search.recall_wire import server_enabled
 
-        answer = recall_channel.ask(vault, scope, prompt)
+    if server_enabled(vault):
+        from osk.hooks.recall import channel
+
+        answer = channel.ask(vault, scope, prompt)
         if answer is not None:
             return choose(vault, answer, seen=seen, trace=trace, prompt=prompt)
     return select(vault, ranked(vault, scope, prompt), seen=seen, trace=trace, prompt=prompt)
@@ -564,6 +488,7 @@ def rounds_recalled(vault: Vault, scope: str, prompt: str, seen: Mapping[str, st
     from osk.errors import LockTimeout
     from osk.search.expand import query_terms
     from osk.search.ranking import scope_visibility
+    from osk.search.recall_hits import DEPTH, PROMPT_CHARS, Recalled, confidence
     from osk.search.rounds import MARKER, RoundIndex
 
     query = prompt[:PROMPT_CHARS]
@@ -605,6 +530,8 @@ def _round_sure(sure: float, stats: Any, weights: Mapping[str, float], slot: int
     """Does this round, by its own words (a neighbour's words are no answer), hold enough of
     the prompt: ``ROUND_FLOOR`` of ``confidence`` (``sure``, already computed) and
     ``ROUND_COVERAGE`` of ``coverage``?"""
+    from osk.search.recall_hits import coverage
+
     return sure >= ROUND_FLOOR and coverage(stats, weights, slot) >= ROUND_COVERAGE
 
 
@@ -645,8 +572,8 @@ class Recall:
                 self.note(state)
 
 
-def prompt_recall(vault: Vault, adapter: Adapter, payload: HookPayload, *,
-                  dry_run: bool = False) -> Recall:
+def recall_for(vault: Vault, adapter: Adapter, payload: HookPayload, *,
+               dry_run: bool = False) -> Recall:
     """The recall block for this prompt, and what to remember of it."""
     prompt = (payload.prompt or "").strip()
     if (not prompt or adapter.capabilities.inject != "hook" or payload.subagent
