@@ -21,7 +21,10 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # annotations only: the early front answers before the engine loads
+    from osk.engine.core import Engine
 
 ARGUMENTS = {"query", "k", "kind"}  # as_of is parsed by the argument model: the SDK's
 # search's result as the tool returns it (``osk.surfaces.search_models.SearchOut``/``HitOut``)
@@ -34,7 +37,7 @@ MAX_QUERY = 4000
 class EarlySearch:
     """Takes a search call from the front while the SDK loads (``take``) and answers it."""
 
-    def __init__(self, engine: Callable[[], Any],
+    def __init__(self, engine: Callable[[], Engine],
                  quick: Callable[[str, int, str], Any] | None = None) -> None:
         self._engine = engine
         self._quick = quick  # (query, k, kind) -> the engine's SearchResult, or None

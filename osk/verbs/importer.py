@@ -34,11 +34,15 @@ from collections.abc import Callable, Iterable
 from contextlib import ExitStack
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from osk.calls.request import NewNode
 from osk.errors import EdgeError, NodeNotFound, OskError
 from osk.store.titles import title_key
+
+if TYPE_CHECKING:
+    from osk.engine.core import Engine
+    from osk.store.vault import Vault
 
 SPACE_NAMES = {"scope": "Scope", "domain": "Domain", "person": "Person"}
 # A line names a node's fields as create_node does (``NewNode``), but for those the import sets:
@@ -140,11 +144,11 @@ def _line(number: int, data: Any) -> tuple[Line, set[str]]:
 class Importer:
     """Writes lines through one engine per destination scope (Domain and Person share one)."""
 
-    def __init__(self, vault: Any, *, cwd: Path, drafter: str = "osk-import") -> None:
+    def __init__(self, vault: Vault, *, cwd: Path, drafter: str = "osk-import") -> None:
         self.vault = vault
         self.cwd = cwd
         self.drafter = drafter
-        self._engines: dict[str | None, Any] = {}
+        self._engines: dict[str | None, Engine] = {}
         self._clusters: dict[tuple[str, str | None], str] = {}
         self._batch: ExitStack | None = None
         self._batch_lines = 0
@@ -196,13 +200,13 @@ class Importer:
             report.hubs.append(result.hub)
         return result.title, result.path
 
-    def _engine(self, scope: str | None) -> Any:
+    def _engine(self, scope: str | None) -> Engine:
         engine = self._engines.get(scope)
         if engine is None:
             engine = self._engines[scope] = self._root().sibling(cwd=self.cwd, scope=scope)
         return engine
 
-    def _root(self) -> Any:
+    def _root(self) -> Engine:
         """The first engine; every destination's engine is a sibling of it."""
         if "" not in self._engines:
             from osk.engine.core import Engine
@@ -226,7 +230,7 @@ class Importer:
         if batch is not None:
             batch.close()
 
-    def _default_cluster(self, engine: Any, node: NewNode) -> str:
+    def _default_cluster(self, engine: Engine, node: NewNode) -> str:
         """``imports`` in this destination, or the first ``imports N`` whose title is free."""
         key = (node.space, title_key(node.scope) if node.scope else None)
         if key in self._clusters:

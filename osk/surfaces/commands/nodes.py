@@ -8,9 +8,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from osk.surfaces.commands.common import add_json_flag, add_scope_flag, json_text
+
+if TYPE_CHECKING:
+    from osk.calls.results import Overview
+    from osk.engine.core import Engine
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -87,7 +91,7 @@ def run_read(args: argparse.Namespace) -> int:
 
 
 # -- rendering -----------------------------------------------------------------------------
-def overview_lines(found: Any) -> list[str]:
+def overview_lines(found: Overview) -> list[str]:
     binding = "bound" if found.bound else "not bound yet (binds on its first Scope write)"
     lines = [
         f"Session {found.session_key}: scope {found.scope} ({binding})",
@@ -117,7 +121,7 @@ def overview_lines(found: Any) -> list[str]:
     return lines
 
 
-def _engine(args: argparse.Namespace) -> Any:
+def _engine(args: argparse.Namespace) -> Engine:
     from osk.engine.core import Engine
 
     return Engine.open(args.vault, cwd=Path.cwd(), scope=getattr(args, "scope", None),
