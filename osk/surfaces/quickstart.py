@@ -39,6 +39,7 @@ class Demo:
     root: Path
     out: Any = field(default=sys.stdout)
     step_no: int = 0
+    coordinate: str = ""  # the captured round the session then cites
 
     @property
     def vault(self) -> Path:
@@ -197,7 +198,7 @@ def _capture(demo: Demo) -> None:
              f"({text.count('## Round ')} round after two Stop events)")
     coordinate = RawTarget(record.key, record.conversation, 1).coordinate
     demo.say(f"coordinate: {coordinate}")
-    demo.coordinate = coordinate  # type: ignore[attr-defined]
+    demo.coordinate = coordinate
 
 
 def _memory_lines(context: str) -> str:
@@ -259,7 +260,7 @@ async def _refusal(client: Any, tool: str, **arguments: Any) -> str:
 
 
 async def _distil(demo: Demo, client: Any) -> None:
-    coordinate = demo.coordinate  # type: ignore[attr-defined]
+    coordinate = demo.coordinate
     demo.step("The agent distils a durable claim into a node that cites its evidence")
     created = await _call(
         client, "create_node", title="Releases are built with cargo dist",
