@@ -51,7 +51,15 @@ from osk.search.rounds import (
     excerpt,
     vectors_in,
 )
-from osk.search.semantic import PASSAGE_WORDS, Model, Progress, enabled, find_model, windows
+from osk.search.semantic import (
+    PASSAGE_WORDS,
+    Model,
+    Progress,
+    asked,
+    enabled,
+    find_model,
+    windows,
+)
 from osk.store.fsutil import replace_unsynced
 from osk.store.vault import Vault
 
@@ -352,7 +360,7 @@ class RoundVectors:
         """The query's unit vector (embedded as ``semantic.Vectors.nearest`` embeds it)."""
         import numpy as np
 
-        vector = np.asarray(self.model.load().embed_query([query])[0], dtype=np.float32)
+        vector = np.asarray(asked(self.model.load(), query), dtype=np.float32)
         return vector / max(float(np.linalg.norm(vector)), 1e-12)
 
 

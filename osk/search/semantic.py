@@ -18,6 +18,7 @@ thread after it starts. A node without a vector yet is still found lexically.
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import os
@@ -48,6 +49,8 @@ class Encoder(Protocol):
     def embed(self, texts: list[str]) -> np.ndarray: ...  # what nodes say
 
     def embed_query(self, texts: list[str]) -> np.ndarray: ...  # what is asked
+
+    def __hash__(self) -> int: ...  # by identity: ``asked`` keeps a query's vector per encoder
 
 
 _LOADED: dict[tuple[str, Path, str], Encoder] = {}
@@ -225,6 +228,15 @@ def status() -> Status:
                         f"Korean and English alike")
 
 
+@functools.lru_cache(maxsize=8)
+def asked(encoder: Encoder, query: str) -> np.ndarray:
+    """The query's vector from ``encoder``, embedded once a query: a search asks it of the
+    nodes (``Vectors.nearest``) and then of the raw rounds (``osk.search.round_vectors``).
+    Shared: never changed in place."""
+    vector: np.ndarray = encoder.embed_query([query])[0]
+    return vector
+
+
 def passages(text: str) -> list[str]:
     """What is embedded of a node's text (``SearchDoc.content_text``: title, summary, body):
     its sections (split before each Markdown heading), each in windows of ``PASSAGE_WORDS``
@@ -295,7 +307,7 @@ class Vectors:
             matrix = self._joined()
             if matrix is None or not len(matrix):
                 return []
-            scores = matrix @ self.encoder().embed_query([query])[0]
+            scores = matrix @ asked(self.encoder(), query)
             keys = list(self._rows)  # insertion order is row order
         slope, shift = self.model.scale
         count = min(limit * 8, len(scores))  # enough passages for ``limit`` nodes, mostly

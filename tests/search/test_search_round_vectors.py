@@ -16,7 +16,11 @@ import pytest
 from authority_support import FakeTerminal
 from hookkit import CLAUDE_SESSION, make_project
 from test_search_rounds import captured
-from test_semantic import tiny_model  # noqa: F401 - the fixture (usefixtures below)
+from test_semantic import engine as notes
+from test_semantic import (
+    tiny_model,  # noqa: F401 - the fixture (usefixtures below)
+    write,
+)
 
 from osk.capture.exclusions import Excluded, excluded
 from osk.engine.core import Engine
@@ -226,3 +230,20 @@ def test_the_mcp_server_embeds_the_rounds_in_the_background_before_any_search(va
         server.wait(timeout=30)
         server.stdout.close()
         server.stderr.close()
+
+
+@pytest.mark.usefixtures("tiny_model")
+def test_a_search_embeds_its_query_once_for_the_nodes_and_the_rounds(vault, tmp_path,
+                                                                     monkeypatch):
+    shop = make_project(tmp_path / "shop")
+    notes(vault)  # a cluster to write a node into
+    engine = talked(vault, shop, *FILLER)
+    write(engine, "Cache ttl", "The cache ttl is 60 seconds.")
+    engine.search("billing", k=5)  # nodes and rounds embedded
+    encoder = RoundVectors.for_vault(vault).model.load()  # the one every index here shares
+    asked: list[list[str]] = []
+    embed_query = encoder.embed_query
+    monkeypatch.setattr(encoder, "embed_query", lambda texts: asked.append(texts) or
+                        embed_query(texts))
+    hits = engine.search("a question asked once of the nodes and the rounds", k=5).hits
+    assert hits and asked == [["a question asked once of the nodes and the rounds"]]
