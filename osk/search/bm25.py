@@ -79,7 +79,7 @@ class Bm25:
             base_slots = array("I", base_slots)
         if base_tfs.typecode != "I":  # loaded as 16-bit; extend() needs one item type
             base_tfs = array("I", base_tfs)
-        for term in self._all_terms():
+        for term in self.all_terms():
             before = len(slots)
             materialised = self._dicts.get(term)
             if materialised is not None:
@@ -95,7 +95,8 @@ class Bm25:
                 offsets.append(len(slots))
         return terms, offsets, slots, tfs
 
-    def _all_terms(self) -> Iterable[str]:
+    def all_terms(self) -> Iterable[str]:
+        """Every term with postings, each once (the recall file writes them all)."""
         yield from self._base_index
         for term in self._dicts:
             if term not in self._base_index:
@@ -182,7 +183,7 @@ class Bm25:
             return cached[1]
         histogram = self._histogram
         if histogram is None:
-            histogram = self._histogram = Counter(self.df(term) for term in self._all_terms())
+            histogram = self._histogram = Counter(self.df(term) for term in self.all_terms())
             histogram.pop(0, None)
         total = 0.0
         terms = 0

@@ -157,7 +157,7 @@ class RecallWriter:
         """Replace everything with the index's documents (slots become rows)."""
         terms: dict[int, list[str]] = {slot: [] for slot in docs}
         postings = []
-        for term in list(bm25._all_terms()):  # noqa: SLF001 - the index's own postings
+        for term in list(bm25.all_terms()):
             pairs = sorted((int(slot), int(tf)) for slot, tf in bm25.pairs(term) if slot in docs)
             if pairs:
                 postings.append((term, array("I", [p[0] for p in pairs]).tobytes(),

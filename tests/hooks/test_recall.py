@@ -192,7 +192,7 @@ def test_a_new_process_finding_the_recall_file_current_writes_nothing_to_it(
     monkeypatch.setattr(recallfile.RecallWriter, "rebuild",
                         lambda self, *args: writes.append("rebuild"))
     expected = eng.search("release minisign").hits  # "release": in both, its idf floored
-    monkeypatch.setattr(Bm25, "_all_terms", lambda self: pytest.fail("mean idf recounted"))
+    monkeypatch.setattr(Bm25, "all_terms", lambda self: pytest.fail("mean idf recounted"))
     fresh = Engine.open(vault, cwd=project)  # what `osk search` does in a new process
     assert fresh.search("release minisign").hits == expected  # the file's mean idf
     assert writes == []  # before: its meta rewritten (and the mean idf computed) on every load
