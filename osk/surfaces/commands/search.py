@@ -36,8 +36,9 @@ def _register_search(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
 
 
 def _register_embed(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    embed = sub.add_parser("embed", help="give every node its semantic-search vector now "
-                                         "(the MCP server does this in the background)")
+    embed = sub.add_parser("embed", help="give every node and raw round its semantic-search "
+                                         "vectors now (the MCP server does this in the "
+                                         "background)")
     embed.set_defaults(handler=run_embed)
 
 
