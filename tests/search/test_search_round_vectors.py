@@ -247,3 +247,20 @@ def test_a_search_embeds_its_query_once_for_the_nodes_and_the_rounds(vault, tmp_
                         embed_query(texts))
     hits = engine.search("a question asked once of the nodes and the rounds", k=5).hits
     assert hits and asked == [["a question asked once of the nodes and the rounds"]]
+
+
+@pytest.mark.usefixtures("tiny_model")
+def test_a_failing_rounds_channel_leaves_the_rounds_ranked_by_words(vault, tmp_path,
+                                                                    monkeypatch, caplog):
+    shop = make_project(tmp_path / "shop")
+    engine = talked(vault, shop, *FILLER)
+
+    def broken(*args: object) -> None:
+        raise RuntimeError("the model's weights are unreadable")
+
+    monkeypatch.setattr(RoundVectors, "search", broken)
+    words = [hit.coordinate for hit in RoundIndex(vault).search("billing parser", k=10,
+                                                                 visible=lambda key: True)]
+    found = [hit.id for hit in engine.search("billing parser", k=10).hits
+             if MARKER in hit.markers]
+    assert found == words and "the rounds' semantic channel failed" in caplog.text
