@@ -14,7 +14,8 @@ Who writes it: ``SearchIndex`` and nothing else, in the same step that appends i
 by its walk, a sync) reaches the recall file too; on load the index compares the two and
 mends any difference (a process killed between the journal and this file). The file is a
 cache of the node files like the index: each record carries the stat key of the file it was
-read from, and the hook drops a hit whose file no longer has it (``Recall.verify``), so a
+read from, and the hook drops a hit whose file no longer has it (``still_served`` in
+``osk.hooks.recall.per_prompt``), so a
 deleted, rejected or hand-edited node is never shown from a stale copy.
 
 SQLite (standard library) rather than a custom format: it gives random access by term,
