@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import subprocess
 from dataclasses import replace
 from pathlib import Path
@@ -11,6 +10,7 @@ from typing import Any
 
 import mcp
 import pytest
+from serverkit import ok, snapshot
 
 from osk.engine.core import Engine
 from osk.errors import SurfaceError
@@ -46,24 +46,6 @@ def repo(tmp_path: Path) -> Path:
 @pytest.fixture
 def server(vault: Vault, repo: Path):
     return build_server(lambda: Engine.open(vault, cwd=repo))
-
-
-def snapshot(root: Path) -> dict[str, bytes]:
-    """Every vault file except device state and git internals."""
-    found = {}
-    for folder, dirs, files in os.walk(root):
-        dirs[:] = [d for d in dirs if d not in {".osk", ".git"}]
-        for name in files:
-            path = Path(folder) / name
-            found[str(path.relative_to(root))] = path.read_bytes()
-    return found
-
-
-async def ok(client: mcp.Client, name: str, args: dict[str, Any]) -> dict[str, Any]:
-    result = await client.call_tool(name, args)
-    assert not result.is_error, result.content[0].text
-    assert result.structured_content is not None
-    return result.structured_content
 
 
 async def refused(client: mcp.Client, name: str, args: dict[str, Any]) -> str:
