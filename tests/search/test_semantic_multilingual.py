@@ -165,3 +165,40 @@ def test_a_long_text_keeps_its_first_pieces_and_the_end_marker():
     short = "speed hack detection"
     assert encoder.tokenizer.encode(short, **options) == encoder.tokenizer.inner.encode(
         short, **options)
+
+
+SAMPLE = [
+    "Speed hack detection\nClients whose game clock runs fast are kicked after three strikes.",
+    "커피 머신 청소\n사무실 커피 머신은 매주 금요일 오후에 석회질을 제거하고 물통을 새로 채운다.",
+    "배포 전에 태그를 붙이고 release notes를 쓴다. " * 60,  # past the 128-piece cut
+    "", "   ", "x", "a\u2581b  \u2581\u2581 tabs\tand\nnewlines", "Ünïcödé NFC vs NFD: é é",
+    "x" * 3000, "ok, next one", "Speed hack detection",  # a repeat, in the same group
+] + [f"round {n}: the deploy script failed with exit code {n * 7} on staging" for n in range(60)]
+
+
+@needs_model
+def test_the_words_pieces_are_the_packages_segmentation_of_the_whole_text():
+    from osk.search.multilingual import Encoder
+
+    assert MULTILINGUAL is not None
+    tokenizer = Encoder(MULTILINGUAL.folder).tokenizer
+    options = {"out_type": int, "add_bos": True, "add_eos": True}
+    for text in SAMPLE + SAMPLE:  # the second time from remembered words
+        assert tokenizer.ids(text) == tokenizer.encode(text, **options), text
+
+
+@needs_model
+def test_vectors_agree_with_the_packages_own_forward_pass():
+    import numpy as np
+
+    from osk.search.multilingual import Encoder
+
+    assert MULTILINGUAL is not None
+    encoder = Encoder(MULTILINGUAL.folder)
+    package = np.asarray(encoder._backend.encode(SAMPLE), dtype=np.float32)
+    ours = encoder.embed(SAMPLE)  # 60 rounds and a long text: more than one group of pieces
+    assert ours.shape == package.shape == (len(SAMPLE), 512)
+    assert np.allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
+    assert float((ours * package).sum(axis=1).min()) >= 0.99999
+    alone = np.concatenate([encoder.embed([text]) for text in SAMPLE[:12]])
+    assert float((alone * ours[:12]).sum(axis=1).min()) >= 0.99999  # a text's group is no input
