@@ -37,8 +37,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 K = 10
 CATEGORY_ORDER = ("1-4", "multi-hop", "temporal", "open-domain", "single-hop")
-QUESTION_WORDS = frozenset({"mani", "much", "might", "likeli", "consider", "mention", "s",
-                            "kind", "typ", "ever", "whose"})  # stemmed
+QUESTION_WORDS = "many much might likely consider mention s kind type ever whose"
 
 
 @dataclass
@@ -88,7 +87,10 @@ class Rounds:
         return value if value > 0 else 1e-6  # FTS5's clamp
 
     def bm25(self, terms: dict[str, float], key: str, *, k1: float = 1.2, b: float = 0.75,
-             context: float = 0.4, plus: bool = False) -> dict[int, float]:
+             context: float | None = None, plus: bool = False) -> dict[int, float]:
+        from osk.search.rounds import CONTEXT_WEIGHT
+
+        context = CONTEXT_WEIGHT if context is None else context
         scores: dict[int, float] = defaultdict(float)
         for term, weight in terms.items():
             idf = self.idf(term, plus)
@@ -129,20 +131,23 @@ def measure(rounds: Rounds, questions: list[Any], rank: Ranker) -> dict[str, tup
 
 def lexical_variants(rounds: Rounds) -> dict[str, Ranker]:
     from osk.search.expand import query_terms
+    from osk.search.tokenize import tokenize_prose
+
+    asking = frozenset(tokenize_prose(QUESTION_WORDS))
 
     def ranker(drop: frozenset[str] = frozenset(), **knobs: Any) -> Ranker:
         def rank(question: Any, key: str) -> list[int]:
-            terms = [t for t in sorted(query_terms(question.text)) if t not in drop]
+            terms = [t for t in sorted(query_terms(question.text, prose=True)) if t not in drop]
             return by_score(rounds.bm25(dict.fromkeys(terms, 1.0), key, **knobs))
         return rank
 
-    variants = {"the index now (FTS5's bm25, neighbours 0.4)": ranker()}
+    variants = {"the index now (FTS5's bm25, its CONTEXT_WEIGHT)": ranker()}
     for k1, b in ((0.9, 0.75), (1.5, 0.75), (1.2, 0.5), (1.2, 0.9), (2.0, 0.75)):
         variants[f"k1 {k1}, b {b}"] = ranker(k1=k1, b=b)
     variants["idf never below 0 (Lucene's)"] = ranker(plus=True)
     variants["idf never below 0, k1 0.9"] = ranker(plus=True, k1=0.9)
-    variants["question words as stop words"] = ranker(drop=QUESTION_WORDS)
-    variants["both"] = ranker(plus=True, drop=QUESTION_WORDS)
+    variants["question words as stop words"] = ranker(drop=asking)
+    variants["both"] = ranker(plus=True, drop=asking)
     return variants
 
 
@@ -168,7 +173,7 @@ def semantic_variants(rounds: Rounds, vault: Any, questions: list[Any]) -> dict[
 
     def ranker(neighbour: float) -> Ranker:
         def rank(question: Any, key: str) -> list[int]:
-            terms = sorted(query_terms(question.text))
+            terms = sorted(query_terms(question.text, prose=True))
             scores = rounds.bm25(dict.fromkeys(terms, 1.0), key)
             words = sorted(scores, key=lambda i: (-scores[i], i))
             rows = rounds.by_key[key]

@@ -15,8 +15,13 @@ from pathlib import Path
 from typing import NamedTuple
 
 from osk.search.glossary import parse
-from osk.search.glossary_terms import ENGLISH_TO_KOREAN, KOREAN_TO_ENGLISH, STOP_TERMS
-from osk.search.tokenize import normalise, tokenize
+from osk.search.glossary_terms import (
+    ENGLISH_TO_KOREAN,
+    KOREAN_TO_ENGLISH,
+    PROSE_TERMS,
+    STOP_TERMS,
+)
+from osk.search.tokenize import normalise, tokenize, tokenize_prose
 
 # Weight of one expansion term relative to one occurrence of a term the person typed.
 # Tuned on the dev set (0, 0.25, 0.5, 0.75, 1.0 tried; see docs/performance.md).
@@ -27,13 +32,17 @@ EXPANSION_WEIGHT = 0.5
 # ``0.25 * average idf``, which in a real vault is about the weight of a mid-frequency word,
 # so "how do I run the tests" would otherwise rank notes by how often they say "the" and "I".
 # A classic stop list (no project vocabulary); measured on the dev set in docs/performance.md.
+# Its modal verbs are all of them but "may" (a month): "might", "must" and "shall" were added
+# beside "can", "could", "should", "will" and "would" when "What might X do?" ranked rounds by
+# who said "might" (LoCoMo's development half: open-domain R@10 0.445 -> 0.456).
 STOPWORDS = frozenset("""
 a about after again all also am an and any are as at be because been before being between both
 but by can could did do does doing down during each few for from further had has have having he
-her here hers him his how i if in into is it its itself just me more most my myself no nor not
-now of off on once only or other our ours out over own same she should so some such than that
-the their theirs them then there these they this those through to too under until up very was
-we were what when where which while who whom why will with would you your yours
+her here hers him his how i if in into is it its itself just me might more most must my myself
+no nor not now of off on once only or other our ours out over own same shall she should so some
+such than that the their theirs them then there these they this those through to too under
+until up very was we were what when where which while who whom why will with would you your
+yours
 """.split())
 
 # Korean particles that may follow a one-syllable glossary word (분, 초, 주 …); longer words
@@ -62,17 +71,47 @@ def build_tables() -> Tables:
                                                    for bigram in tokenize(korean)))
                          for term, words in english_words.items()}
     stop_terms = tuple(sorted(set(tokenize(" ".join(sorted(STOPWORDS))))))
-    return Tables(korean_to_english, english_to_korean, stop_terms)
+    prose_terms = {term: prose for _, alternatives in entries for alt in alternatives
+                   for term, prose in zip(tokenize(alt), tokenize_prose(alt), strict=True)
+                   if term != prose}
+    return Tables(korean_to_english, english_to_korean, stop_terms,
+                  dict(sorted(prose_terms.items())))
 
 
 class Tables(NamedTuple):
     korean_to_english: dict[str, tuple[str, ...]]  # normalised Korean word -> English terms
     english_to_korean: dict[str, tuple[str, ...]]  # English term -> the Korean words' terms
     stop_terms: tuple[str, ...]  # STOPWORDS as terms
+    prose_terms: dict[str, str]  # an English glossary term -> its ``tokenize_prose`` form
 
 
-def query_terms(query: str, *, expansion_weight: float = EXPANSION_WEIGHT) -> dict[str, float]:
-    """Term -> weight (occurrences of typed terms, plus expansion terms at a lower weight)."""
+def query_terms(query: str, *, expansion_weight: float = EXPANSION_WEIGHT,
+                prose: bool = False) -> dict[str, float]:
+    """Term -> weight (occurrences of typed terms, plus expansion terms at a lower weight).
+    ``prose``: in the terms of a raw round (``tokenize_prose``), each term renamed by
+    ``prose_names`` after the stop words went, so rounds and nodes drop the same words."""
+    weights = _node_terms(query, expansion_weight)
+    if not prose:
+        return weights
+    names = prose_names(query)
+    renamed: dict[str, float] = {}
+    for term, weight in weights.items():
+        name = names.get(term, term)
+        renamed[name] = renamed.get(name, 0.0) + weight
+    return renamed
+
+
+def prose_names(query: str) -> dict[str, str]:
+    """Each of ``query``'s terms as ``query_terms`` makes them -> the ``tokenize_prose`` term
+    of the same word (a term that two words share takes the later's), and each English term a
+    Korean glossary word may add -> its prose form; terms that are the same both ways are
+    left out. What lets a round's statistics answer a caller holding ``query_terms``."""
+    return PROSE_TERMS | {term: prose for term, prose in
+                          zip(tokenize(query), tokenize_prose(query), strict=True)
+                          if term != prose}
+
+
+def _node_terms(query: str, expansion_weight: float) -> dict[str, float]:
     typed = Counter(tokenize(query))
     weights: dict[str, float] = {term: float(count) for term, count in typed.items()}
     if expansion_weight <= 0:

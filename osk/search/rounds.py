@@ -4,8 +4,9 @@ A round's document is its person text, its final answer and its tool summary, wi
 written out in the words people ask with ("8 May 2023", "May 2023"), its host, its record's key
 (the project it belongs to, whose scope decides who may see it) and its coordinate.
 
-The index is an SQLite FTS5 table of our own terms (``tokenize``: each term a space-separated
-word, so FTS5 only splits at the spaces and ranks with its own BM25), in ``.osk/index/
+The index is an SQLite FTS5 table of our own terms (``tokenize_prose``: whole Snowball stems,
+so "rejected" finds "rejection"; each term a space-separated word, so FTS5 only splits at the
+spaces and ranks with its own BM25), in ``.osk/index/
 rounds.sqlite``: device state, rebuilt from the records whenever missing or of another schema.
 It is a cache of the raw record files, kept by their stat keys: every query first stats the
 record files (one ``os.stat`` each) and reads any record whose stat changed or that is new (an
@@ -41,7 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from osk.capture.exclusions import Excluded, excluded
-from osk.search.tokenize import tokenize
+from osk.search.tokenize import tokenize, tokenize_prose
 from osk.store.fastclass import dataclass
 from osk.store.locks import file_lock
 from osk.store.vault import Vault
@@ -49,10 +50,11 @@ from osk.store.vault import Vault
 if TYPE_CHECKING:
     from osk.capture.raw import Tail
 
-SCHEMA = 8  # 4: each round's neighbours as a second column; 5: the vocabulary by column;
+SCHEMA = 9  # 4: each round's neighbours as a second column; 5: the vocabulary by column;
 # 6: a round's first TEXT_CHARS kept, to cut excerpts from around the words asked; 7: the
 # rounds' count and total length kept by triggers (a query read them by scanning every round);
-# 8: where a record's next read resumes (``raw.Mark``), so an append reads its tail only
+# 8: where a record's next read resumes (``raw.Mark``), so an append reads its tail only;
+# 9: terms made by ``tokenize_prose`` (whole Snowball stems)
 FILE = "rounds.sqlite"
 LOCK = "rounds.lock"
 VECTORS = "round_vectors"  # the folder of the rounds' vectors, beside FILE
@@ -105,22 +107,25 @@ class RoundHit:
 class RoundStats:
     """What BM25 knows about the rounds of one result, in the shape recall's ``confidence``
     reads of the node index (``size``, ``k1``, ``norms``, ``postings``, ``df``), so rounds
-    and nodes are held to one measure of how sure a hit is."""
+    and nodes are held to one measure of how sure a hit is. A term may be asked in either
+    form, ``query_terms(query)``'s or a round's own (``prose=True``): ``_names`` renames the
+    one to the other for the query these statistics were made for."""
 
     size: int
     k1: float
     _norms: dict[int, float]
     _tfs: dict[str, dict[int, int]]
     _dfs: dict[str, int]
+    _names: Mapping[str, str]  # ``expand.prose_names`` of the query
 
     def norms(self) -> dict[int, float]:
         return self._norms
 
     def postings(self, term: str) -> dict[int, int]:
-        return self._tfs.get(term, {})
+        return self._tfs.get(self._names.get(term, term), {})
 
     def df(self, term: str) -> int:
-        return self._dfs.get(term, 0)
+        return self._dfs.get(self._names.get(term, term), 0)
 
     def coverage(self, terms: Mapping[str, float], slot: int) -> float:
         """How much of the query the round in ``slot`` holds in its own words, as
@@ -177,7 +182,8 @@ def dates_in(text: str) -> str:
 
 def excerpt(text: str, limit: int = EXCERPT_CHARS, terms: Collection[str] = ()) -> str:
     """At most ``limit`` characters of ``text`` on one line: the stretch where the most of
-    ``terms`` (index terms, as ``tokenize`` gives them) meet, else its start; "…" marks a cut."""
+    ``terms`` (index terms, as ``tokenize`` or ``tokenize_prose`` gives them) meet, else its
+    start; "…" marks a cut."""
     flat = " ".join(text.split())
     if len(flat) <= limit:
         return flat
@@ -206,7 +212,8 @@ def _densest(flat: str, terms: frozenset[str], limit: int) -> int:
         start = flat.rfind(" ", 0, found.start()) + 1
         if start not in matched:
             end = flat.find(" ", found.end())
-            matched[start] = set(tokenize(flat[start:end if end >= 0 else len(flat)])) & terms
+            word = flat[start:end if end >= 0 else len(flat)]
+            matched[start] = {*tokenize(word), *tokenize_prose(word)} & terms
     best, best_start = 0, 0
     for at, held in sorted(matched.items()):
         if not held:
@@ -340,12 +347,12 @@ class RoundIndex:
         kept = {i: not hidden.covers(rel, rounds[i - base].coordinate)
                 for i in range(base, total)}
         texts = {i: _text(rounds[i - base]) if kept[i] else "" for i in range(base, total)}
-        words = {i: tokenize(texts[i]) for i in range(max(base, indexed - 1), total)}
+        words = {i: tokenize_prose(texts[i]) for i in range(max(base, indexed - 1), total)}
         for i in range(indexed, total):
             found, text = rounds[i - base], texts[i]
             if not kept[i]:
                 continue
-            terms = tokenize(f"{date_words(found.at)}\n{dates_in(text)}") + words[i]
+            terms = tokenize_prose(f"{date_words(found.at)}\n{dates_in(text)}") + words[i]
             around = [*words.get(i - 1, ()), *words.get(i + 1, ())]
             cursor = db.execute(
                 "INSERT INTO rounds (rel, key, coordinate, number, at, host, excerpt, length) "
@@ -397,7 +404,7 @@ class RoundIndex:
         kept text whole, for a caller that cuts excerpts of the hits it keeps only)."""
         from osk.search.expand import query_terms
 
-        terms = sorted(query_terms(query))
+        terms = sorted(query_terms(query, prose=True))
         if not terms or k <= 0:
             return [], None
         if refresh:
@@ -422,7 +429,7 @@ class RoundIndex:
                              excerpt(text, excerpt_chars, terms), -float(score), slot)
                     for slot, (_, coordinate, key, at, host, text, score, _, _) in
                     enumerate(rows)]
-            return hits, _stats(db, rows, terms) if hits else None
+            return hits, _stats(db, rows, terms, query) if hits else None
 
 
     # -- for the semantic channel (osk.search.round_vectors) ---------------------------------
@@ -460,7 +467,7 @@ class RoundIndex:
         from osk.capture.exclusions import record_of
         from osk.search.expand import query_terms
 
-        terms = sorted(query_terms(query))
+        terms = sorted(query_terms(query, prose=True))
         found = []
         with self._open() as db:
             self._schema(db)
@@ -610,8 +617,10 @@ def _matching(db: sqlite3.Connection, terms: list[str], keys: list[str], k: int,
         (float(context), match, *keys, *facts, k)))
 
 
-def _stats(db: sqlite3.Connection, rows: list[tuple[Any, ...]], terms: list[str]) -> RoundStats:
+def _stats(db: sqlite3.Connection, rows: list[tuple[Any, ...]], terms: list[str],
+           query: str) -> RoundStats:
     from osk.search.bm25 import K1, B
+    from osk.search.expand import prose_names
 
     size, total = db.execute("SELECT rounds, length FROM totals").fetchone()
     avgdl = total / size if size else 1.0
@@ -626,7 +635,8 @@ def _stats(db: sqlite3.Connection, rows: list[tuple[Any, ...]], terms: list[str]
     marks = ",".join("?" * len(terms))
     dfs = dict(db.execute(  # in the rounds' own words: a neighbour's do not make a term common
         f"SELECT term, doc FROM terms_vocab WHERE col = 'body' AND term IN ({marks})", terms))
-    return RoundStats(int(size), K1, norms, tfs, {str(t): int(d) for t, d in dfs.items()})
+    return RoundStats(int(size), K1, norms, tfs, {str(t): int(d) for t, d in dfs.items()},
+                      prose_names(query))
 
 
 # -- beside nodes -------------------------------------------------------------------------------

@@ -262,7 +262,7 @@ def test_a_word_in_over_half_the_rounds_leaves_the_ordering_unless_too_few_round
     engine.append_raw("talk", user="kites and a heron", assistant="ok")
     index = RoundIndex(vault)
     index.refresh()
-    [heron], [kite] = query_terms("heron"), query_terms("kites")
+    [heron], [kite] = query_terms("heron", prose=True), query_terms("kites", prose=True)
     with sqlite3.connect(index.path) as db:
         assert rounds._telling(db, sorted([heron, kite]), 0.4) == [heron]
         assert rounds._telling(db, [kite], 0.4) == [kite]
@@ -311,6 +311,31 @@ def test_a_round_is_found_by_the_words_of_its_date_and_of_dates_it_writes(vault,
     assert rounds_of(engine, "what happened on 20 June")[0] == "_raw/shop/talk#Round 2"
     assert rounds_of(engine, "February 2024")[0] == "_raw/shop/talk#Round 2"
     assert rounds_of(engine, "29 February")[0] == "_raw/shop/talk#Round 2"
+
+
+def test_a_round_is_found_by_another_form_of_its_words(vault, tmp_path):
+    from osk.search.expand import query_terms
+    from osk.search.recall_hits import confidence, coverage
+
+    shop = make_project(tmp_path / "shop")
+    engine = Engine.open(vault, cwd=shop)
+    talk(engine, ("the pelican script was rejected again today", "Sorry to hear."),
+         ("they made a decision about the parade", "Good."))
+    # a derived form meets its word (a note's stem keeps "rejection" and "rejected" apart) …
+    assert rounds_of(engine, "pelican script rejection")[0] == "_raw/shop/talk#Round 8"
+    assert shown(vault, "the pelican rejection?")[0] == "_raw/shop/talk#Round 8"
+    # … and a caller holding the nodes' terms ("rejection") reads the round's statistics,
+    # kept in its own ("reject"), as recall's gate does
+    found, stats = RoundIndex(vault).search_with_stats("pelican rejection", k=3,
+                                                       visible=lambda key: True)
+    assert found[0].coordinate == "_raw/shop/talk#Round 8" and stats is not None
+    weights = query_terms("pelican rejection")
+    assert "rejection" in weights and stats.df("rejection") == 1
+    assert coverage(stats, weights, 0) == 1.0
+    assert confidence(stats, weights, 0) == confidence(
+        stats, query_terms("pelican rejection", prose=True), 0) > 0
+    # a final e is kept where Snowball keeps it: "made" is not "mad"
+    assert rounds_of(engine, "mad") == [] and rounds_of(engine, "made decision")
 
 
 # -- which rounds recall shows ------------------------------------------------------------------

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from osk.search.expand import query_terms
-from osk.search.tokenize import loose_key, tokenize
+from osk.search.tokenize import loose_key, tokenize, tokenize_prose
 
 
 def test_latin_text_becomes_lowercase_ascii_words_split_at_punctuation_and_underscores():
@@ -28,6 +28,28 @@ def test_tenses_and_derived_forms_meet_their_word():
     assert tokenize("configured configures") == tokenize("configure configure")
     assert tokenize("general") != tokenize("generate")  # derived words stay apart
     assert tokenize("studies studying caches") == tokenize("study study cache")
+
+
+def test_a_round_s_terms_meet_derived_forms_and_keep_a_final_e_where_snowball_does():
+    """``tokenize_prose`` (raw rounds): whole Snowball stems, one for each of ``tokenize``'s."""
+    assert tokenize_prose("rejection rejected") == tokenize_prose("reject reject")
+    assert tokenize_prose("recommendations participation") == tokenize_prose(
+        "recommend participate")
+    for word, other in (("made", "mad"), ("note", "not"), ("state", "stat"), ("hike", "hik")):
+        assert tokenize(word) == tokenize(other) and tokenize_prose(word) != tokenize_prose(other)
+    assert tokenize_prose("hashes caches") == tokenize_prose("hash cache")
+    text = "Deployed v2 to 배포 서버, crc32 OK; the rejections piled up"
+    prose, plain = tokenize_prose(text), tokenize(text)
+    assert len(prose) == len(plain) and prose[1:4] == plain[1:4] == ["v2", "to", "배포"]
+
+
+def test_a_round_s_query_drops_the_words_a_note_s_does_then_takes_their_prose_terms():
+    assert query_terms("What might the rejection letters say?", expansion_weight=0,
+                       prose=True) == {"reject": 1.0, "letter": 1.0, "say": 1.0}
+    assert query_terms("the rejection") == {"rejection": 1.0}
+    korean = query_terms("배포 절차", prose=True)  # expansions come along, renamed too
+    assert korean["배포"] == 1.0 and "deploy" in korean and "deployment" not in korean
+    assert "deployment" in query_terms("배포 절차")
 
 
 def test_words_with_digits_stay_whole():
@@ -114,6 +136,7 @@ def test_the_precomputed_glossary_terms_are_what_the_glossary_and_tokenizer_make
     assert glossary_terms.KOREAN_TO_ENGLISH == built.korean_to_english
     assert glossary_terms.ENGLISH_TO_KOREAN == built.english_to_korean
     assert glossary_terms.STOP_TERMS == built.stop_terms
+    assert glossary_terms.PROSE_TERMS == built.prose_terms
     english = query_terms("why did the deploy fail")
     korean = query_terms("리플레이 배포는 어떻게 해?")
     assert english["배포"] == expand.EXPANSION_WEIGHT and korean["deploy"] == 0.5
