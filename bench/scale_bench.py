@@ -25,6 +25,9 @@ CPU figures are what to compare on a shared box (wall moves with the load). Run 
 in CI: ``nice -n 10 python bench/scale_bench.py [--sizes 1000,10000] [--runs 7] [--keep DIR]``;
 ``--rounds-only`` measures the write round alone; ``--warm-only`` the warm searches alone
 (``--runs`` queries, three times back to back, then once each ``--gap`` seconds apart).
+``--against DIR`` adds, interleaved with the others, a fresh ``osk search`` run from the osk
+source in DIR (say a worktree of main): before and after a change in one run;
+``--fresh-only`` measures the fresh processes alone.
 """
 
 from __future__ import annotations
@@ -143,13 +146,21 @@ def size_of(path: Path) -> int:
 
 
 # -- the run -----------------------------------------------------------------------------------
-def fresh_searches(root: Path, fts: Path, queries: list[str], cwd: Path
-                   ) -> dict[str, Any]:
+def fresh_searches(root: Path, fts: Path, queries: list[str], cwd: Path,
+                   against: Path | None = None) -> dict[str, Any]:
     py = sys.executable
     env = env_for_osk()
     osk, sql, bare, peaks, paths = [], [], [], [], []
+    other: list[tuple[float, float]] = []
+    other_env = {**env, "PYTHONPATH": str(against)} if against else env
     child([py, "-c", OSK_CHILD, str(root), queries[0]], cwd, env)  # bytecode, page cache
+    if against:
+        child([py, "-c", OSK_CHILD, str(root), queries[0]], cwd, other_env)
     for query in queries:
+        if against:
+            wall, cpu, done = child([py, "-c", OSK_CHILD, str(root), query], cwd, other_env)
+            other.append((wall, cpu))
+            paths.append("other " + ("store" if "PATH store" in done.stderr else "engine"))
         wall, cpu, done = child([py, "-c", OSK_CHILD, str(root), query], cwd, env)
         osk.append((wall, cpu))
         peaks.append(peak_mb(done.stderr))
@@ -159,7 +170,9 @@ def fresh_searches(root: Path, fts: Path, queries: list[str], cwd: Path
         wall, cpu, _ = child([py, "-c", "pass"], cwd)
         bare.append((wall, cpu))
     return {"osk": medians(osk), "fts": medians(sql), "python": medians(bare),
-            "peak_mb": max(peaks), "from_store": paths.count("store"), "runs": len(paths)}
+            "peak_mb": max(peaks), "from_store": paths.count("store"), "runs": len(queries),
+            "against": medians(other) if other else None,
+            "against_from_store": paths.count("other store")}
 
 
 def warm_and_writes(root: Path, queries: list[str], rounds: int, *, gap: float = 0.0,
@@ -283,7 +296,7 @@ def queries_for(size: int, count: int) -> list[str]:
     return [corpus.query() for _ in range(count)]
 
 
-def report(size: int, fresh: dict[str, Any], warm: dict[str, float], sizes: dict[str, int],
+def report(size: int, fresh: dict[str, Any], warm: dict[str, float] | None, sizes: dict[str, int],
            imported: dict[str, float] | None) -> None:
     o_w, o_c = fresh["osk"]
     f_w, f_c = fresh["fts"]
@@ -292,12 +305,19 @@ def report(size: int, fresh: dict[str, Any], warm: dict[str, float], sizes: dict
     print(f"fresh `osk search`    {o_w:7.0f} ms wall {o_c:7.0f} ms CPU   "
           f"peak {fresh['peak_mb']:.0f} MB, {fresh['from_store']}/{fresh['runs']} answered "
           f"from the store")
+    if fresh["against"]:
+        a_w, a_c = fresh["against"]
+        print(f"  ... from --against  {a_w:7.0f} ms wall {a_c:7.0f} ms CPU   "
+              f"{fresh['against_from_store']}/{fresh['runs']} from the store "
+              f"(osk/FTS5 CPU {a_c / f_c:.1f}x)")
     print(f"fresh FTS5 query      {f_w:7.0f} ms wall {f_c:7.0f} ms CPU   "
           f"(osk/FTS5 CPU {o_c / f_c:.1f}x)")
     print(f"python -c pass        {p_w:7.0f} ms wall {p_c:7.0f} ms CPU")
-    print(f"warm Engine.search    {warm['warm_ms']:7.1f} ms wall {warm['warm_cpu_ms']:7.1f} ms CPU")
-    print(f"write round CPU       create {warm['create_cpu_ms']:.1f} ms, update "
-          f"{warm['update_cpu_ms']:.1f} ms, read_node {warm['read_cpu_ms']:.1f} ms")
+    if warm:
+        print(f"warm Engine.search    {warm['warm_ms']:7.1f} ms wall "
+              f"{warm['warm_cpu_ms']:7.1f} ms CPU")
+        print(f"write round CPU       create {warm['create_cpu_ms']:.1f} ms, update "
+              f"{warm['update_cpu_ms']:.1f} ms, read_node {warm['read_cpu_ms']:.1f} ms")
     print(f"on disk               .osk/index {sizes['index'] / 1e6:.1f} MB, catalog snapshot "
           f"{sizes['catalog'] / 1e6:.1f} MB, FTS5 {sizes['fts'] / 1e6:.1f} MB "
           f"(index/FTS5 {sizes['index'] / sizes['fts']:.2f}x)")
@@ -320,6 +340,9 @@ def main() -> int:
     parser.add_argument("--gap", type=float, default=0.0, help="seconds between write calls")
     parser.add_argument("--no-watch", action="store_true", help="the stat sweep, no watch")
     parser.add_argument("--rounds-only", action="store_true", help="the write round alone")
+    parser.add_argument("--fresh-only", action="store_true", help="the fresh processes alone")
+    parser.add_argument("--against", type=Path,
+                        help="also a fresh search from the osk source in this folder")
     parser.add_argument("--warm-only", action="store_true",
                         help="warm searches alone (--gap: also that many seconds apart)")
     args = parser.parse_args()
@@ -342,12 +365,12 @@ def main() -> int:
             print(f"first `osk search` (catalog and index built): "
                   f"{time.perf_counter() - started:.1f} s", flush=True)
             queries = queries_for(size, args.runs)
-            fresh = fresh_searches(root, fts, queries, root)
+            fresh = fresh_searches(root, fts, queries, root, args.against)
             sizes = {"index": size_of(root / ".osk" / "index"),
                      "catalog": size_of(root / ".osk" / "catalog"), "fts": size_of(fts)}
-            warm = warm_and_writes(root, queries, args.rounds)
+            warm = None if args.fresh_only else warm_and_writes(root, queries, args.rounds)
             imported = None
-            if not args.no_import:
+            if not (args.no_import or args.fresh_only):
                 imported = bench_import(base, args.import_size or min(size, 10000))
             report(size, fresh, warm, sizes, imported)
     finally:

@@ -29,11 +29,10 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from dataclasses import field
 from pathlib import Path
 
 from osk.errors import LedgerFork, OskError, ScopeError, TitleError
-from osk.store.fastclass import dataclass
+from osk.store.fastclass import dataclass, field
 from osk.store.fsutil import atomic_write, sha256_text
 from osk.store.ledger import Ledger, LedgerView
 from osk.store.locks import file_lock

@@ -31,12 +31,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from osk.provenance.markers import Listed, OpenItems
-from osk.search.ranking import Ranking, SearchResult
-from osk.store.fsutil import RACE_WINDOW_NS, folder_stat
-from osk.store.vault import Vault, locate
+from osk.store.fsutil import RACE_WINDOW_NS, collector_paused, folder_stat
+
+if TYPE_CHECKING:
+    from osk.provenance.markers import Listed
+    from osk.search.ranking import Ranking, SearchResult
+    from osk.store.vault import Vault
 
 RECHECKS_LEDGER = "rechecks"  # osk.provenance.rechecks' ledger: its markers need the engine
 
@@ -46,11 +48,23 @@ def search(vault_arg: str | Path | None, cwd: Path, scope: str | None, query: st
     """The engine's answer to ``query`` for a session in ``cwd``, or None: open the engine.
     ``kind`` as ``Engine.search``'s: raw rounds come from their own index
     (``osk.search.rounds``), merged as the engine merges them (no citations here: a vault
-    that records any is answered by the engine)."""
+    that records any is answered by the engine).
+
+    Without the cycle collector (its modules imported here, not at the top, to be inside):
+    its passes over what the imports make, all of it kept for the life of the process, were
+    5-10 % of a fresh search, and what the search itself makes is freed by reference counts."""
+    with collector_paused():
+        return _search(vault_arg, cwd, scope, query, k, kind)
+
+
+def _search(vault_arg: str | Path | None, cwd: Path, scope: str | None, query: str,
+            k: int | None, kind: str) -> SearchResult | None:
     from osk.authority import mutation
     from osk.errors import OskError
     from osk.provenance.sessions import open_session
+    from osk.search.ranking import SearchResult
     from osk.search.versions import DEFAULT_K, checked
+    from osk.store.vault import locate
 
     try:
         text, wanted = checked(query, DEFAULT_K if k is None else k)
@@ -80,11 +94,15 @@ def _rounds(vault: Vault, session: Any, text: str, k: int) -> list[Any] | None:
     """The rounds' hits as ``Engine.search`` ranks them; None when their semantic channel
     fails (the engine logs why and ranks them by words)."""
     from osk.provenance.sessions import Routing
-    from osk.search.round_vectors import RoundVectors
+    from osk.search import semantic_enabled
     from osk.search.rounds import RoundIndex, round_hits
 
     routing = Routing(vault)
-    meaning = RoundVectors.for_vault(vault)
+    meaning = None
+    if semantic_enabled():  # else the channel's modules stay unread
+        from osk.search.round_vectors import RoundVectors
+
+        meaning = RoundVectors.for_vault(vault)
     try:
         return round_hits(RoundIndex(vault), text, k,
                           lambda key: routing.key_visible(session, key), routing.scope_for,
@@ -105,7 +123,7 @@ def _ranked(vault: Vault, session: Any, query: str, text: str,
             k: int) -> SearchResult | None:
     from osk.search import recallfile
     from osk.search.expand import query_terms
-    from osk.search.ranking import Ranking
+    from osk.search.ranking import Ranking, SearchResult
     from osk.search.versions import moment
 
     try:
@@ -143,7 +161,11 @@ def _order(vault: Vault, db: Any, corpus: Any, ranking: Ranking, text: str,
     """What ``SearchIndex.channels`` orders by: the lexical order, fused with the semantic
     one when the channel is on and reads the query. None when a node still lacks its vector
     (the engine embeds what is missing first) or the model fails (the engine says why)."""
+    from osk.search import semantic_enabled
     from osk.search.ranking import FUSION_DEPTH, fuse
+
+    if not semantic_enabled():
+        return ranking.rank(text, k)
     from osk.search.semantic import NEAREST, Vectors
 
     vectors = Vectors.for_index(vault.state("index"))
@@ -215,6 +237,8 @@ def _markers(vault: Vault, docs: list[Any]) -> dict[str, list[str]]:
     hit waiting for the person's approval of a protected change goes to the engine
     (``_EngineNeeded``): what it serves and what is on disk differ, and the engine judges the
     rest from the disk."""
+    from osk.provenance.markers import OpenItems
+
     items = OpenItems(vault)
     if any(items.pending(doc.path) for doc in docs):
         raise _EngineNeeded
@@ -228,6 +252,8 @@ def _markers(vault: Vault, docs: list[Any]) -> dict[str, list[str]]:
 
 def _listed(vault: Vault, doc: Any) -> Listed:
     """What the markers rule reads of a recall-file document."""
+    from osk.provenance.markers import Listed
+
     return Listed(doc.id, doc.path, doc.space, doc.trust, lambda: doc.content_hash,
                   lambda: _steers(vault, doc))
 

@@ -36,6 +36,15 @@ _HOMES = {"SearchDoc": "corpus", "DEFAULT_K": "versions", "MAX_K": "versions", "
           "SearchIndex": "index", "Hit": "ranking", "scope_visibility": "ranking"}
 
 
+def semantic_enabled() -> bool:
+    """Whether the semantic channel may run here (``OSK_SEMANTIC`` is not 0, false, off or
+    no). Read here, not in ``semantic``, so a lexical fresh search imports no module of the
+    channel."""
+    import os
+
+    return os.environ.get("OSK_SEMANTIC", "1").strip() not in {"0", "false", "off", "no"}
+
+
 def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
     if home is None:
@@ -51,5 +60,6 @@ __all__ = [
     "SearchDoc",
     "SearchIndex",
     "scope_visibility",
+    "semantic_enabled",
     "tokenize",
 ]

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from osk.search import index_files
 from osk.search.bm25 import Bm25
+from osk.store.fastclass import dataclass
 from osk.store.fsutil import RACE_WINDOW_NS, StatKey, sha256_text
 
 if TYPE_CHECKING:

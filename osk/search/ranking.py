@@ -51,12 +51,12 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from osk.search.corpus import Corpus, SearchDoc
 from osk.search.expand import query_terms
 from osk.search.tokenize import loose_key
+from osk.store.fastclass import dataclass
 from osk.store.titles import title_key
 from osk.store.vault import SCOPE, SPACES, Vault
 

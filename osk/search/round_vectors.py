@@ -38,7 +38,6 @@ import json
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -60,6 +59,7 @@ from osk.search.semantic import (
     find_model,
     windows,
 )
+from osk.store.fastclass import dataclass
 from osk.store.fsutil import replace_unsynced
 from osk.store.vault import Vault
 
@@ -392,6 +392,8 @@ def fused_rounds(index: RoundIndex, vectors: RoundVectors, query: str, k: int,
     """The best ``k`` rounds a session may see, by words fused with meaning (``fuse``, the
     nodes' rule): the lexical order to ``FUSION_DEPTH``, and the ``FUSION_DEPTH`` rounds
     closest in meaning. Embeds what is missing first, within the search's time budget."""
+    from dataclasses import replace  # here: a fresh lexical search imports no dataclasses
+
     from osk.search.expand import query_terms
     from osk.search.index import SEMANTIC_BUDGET
     from osk.search.ranking import FUSION_DEPTH, SEMANTIC_FLOOR, fuse

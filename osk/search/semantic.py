@@ -26,10 +26,11 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from osk.search import semantic_enabled
+from osk.store.fastclass import dataclass
 from osk.store.fsutil import replace_unsynced, sha256_bytes
 
 if TYPE_CHECKING:
@@ -197,7 +198,7 @@ NEAREST = 400  # nodes the semantic channel looks at per query, before visibilit
 
 
 def enabled() -> bool:
-    return os.environ.get("OSK_SEMANTIC", "1").strip() not in {"0", "false", "off", "no"}
+    return semantic_enabled()
 
 
 @dataclass(frozen=True)

@@ -8,12 +8,11 @@ from __future__ import annotations
 import errno
 import os
 import time
-from dataclasses import field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from osk.errors import DiskError, OskError, OutsideVault, VaultNotFound
-from osk.store.fastclass import dataclass
+from osk.store.fastclass import dataclass, field
 from osk.store.fsutil import RACE_WINDOW_NS, atomic_write, clear_stale_temps, replace_unsynced
 from osk.store.titles import title_key
 

@@ -72,7 +72,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         from osk.surfaces.stdio import serve
 
         return _handled(lambda: serve(served[0], Path.cwd()))
-    parser = build_parser(_command_named(args_list))
+    command = _command_named(args_list)
+    if command == "search":  # the commonest run: read without argparse when it is plain
+        from osk.surfaces.commands.search import plain_search
+
+        plain = plain_search(args_list)
+        if plain is not None:
+            return _handled(lambda: plain.handler(plain))
+    parser = build_parser(command)
     args = parser.parse_args(args_list)
     if args.version:
         from osk import __version__

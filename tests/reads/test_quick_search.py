@@ -97,8 +97,12 @@ def test_a_second_search_answers_from_the_store_with_the_engines_hits(
 
 # What a search answered from the store has no use for: each costs a fresh process a few ms
 # (docs/performance.md, "A fresh search that imports what it uses").
+# dataclasses (with inspect, ast and dis) and argparse: what osk.store.fastclass and
+# osk.surfaces.commands.search.plain_search leave off a plain search, and the semantic
+# channel's modules when it is off (docs/performance.md).
 NOT_IMPORTED = ("osk.engine.core", "osk.calls.results", "osk.store.edges", "uuid", "pydantic",
-                "yaml", "numpy")
+                "yaml", "numpy", "dataclasses", "inspect", "argparse", "osk.search.semantic",
+                "osk.search.round_vectors")
 
 
 def test_a_search_from_the_store_imports_only_what_it_uses(vault: Vault, tmp_path: Path):

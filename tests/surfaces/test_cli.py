@@ -74,3 +74,47 @@ def test_a_run_builds_the_parser_of_its_own_command_group_only(argv, command):
         listed = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
         alone = command == "search"  # its group registers each command on its own
         assert tuple(listed.choices) == ((command,) if alone else GROUPS[group_of(command) or ""])
+
+
+PLAIN_SEARCHES = [
+    ["search", "walrus"], ["--vault", "/v", "search", "walrus seal", "--json"],
+    ["--vault=/v", "search", "x", "--k", "3", "--kind", "rounds", "--scope", "atlas"],
+    ["search", "--json", "--as-of", "2026-03-01", "x"], ["search", "", "--k", "007"],
+    ["--vault=", "search", "search"],
+]
+NOT_PLAIN = [
+    ["search"], ["search", "a", "b"], ["search", "-x"], ["search", "x", "--js"],
+    ["search", "x", "--k", "-1"], ["search", "x", "--k", "three"], ["search", "x", "--k"],
+    ["search", "x", "--kind", "both"], ["search", "x", "--json", "--json"],
+    ["search", "x", "--k=3"], ["search", "x", "--help"], ["--vault", "-v", "search", "x"],
+    ["--version", "search", "x"], ["read", "x"], ["search", "x", "--scope", "--json"],
+    ["search", "--", "x"],
+]
+
+
+@pytest.mark.parametrize("argv", PLAIN_SEARCHES)
+def test_a_plain_search_is_read_without_argparse_as_argparse_reads_it(argv):
+    from osk.surfaces.cli import build_parser
+    from osk.surfaces.commands.search import plain_search
+
+    plain = plain_search(argv)
+    assert plain is not None
+    assert vars(plain) == vars(build_parser("search").parse_args(argv))
+
+
+@pytest.mark.parametrize("argv", NOT_PLAIN)
+def test_anything_but_a_plain_search_goes_to_argparse(argv):
+    from osk.surfaces.commands.search import plain_search
+
+    assert plain_search(argv) is None
+
+
+def test_the_plain_search_reader_knows_every_option_osk_search_registers():
+    from osk.surfaces.cli import build_parser
+    from osk.surfaces.commands.search import VALUED
+
+    parser = build_parser("search")
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    registered = {option: action.dest for action in sub.choices["search"]._actions
+                  for option in action.option_strings if option not in ("-h", "--help")}
+    assert registered == {**VALUED, "--json": "json"}

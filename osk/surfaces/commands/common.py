@@ -7,8 +7,10 @@ Below ``osk.surfaces.cli`` (which routes to the groups) so a group never imports
 
 from __future__ import annotations
 
-import argparse
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:  # a plain `osk search` builds no parser (osk.surfaces.commands.search)
+    import argparse
 
 
 def typed_back(code: str, question: str) -> bool:
@@ -38,18 +40,22 @@ def json_text(value: object) -> str:
 
 
 def _plain(value: object) -> object:
-    import dataclasses
     from pathlib import Path
 
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)
-                if not f.name.startswith("_")}
+    if value is None or isinstance(value, (str, int, float)):
+        return value
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):
         return [_plain(v) for v in value]
     if isinstance(value, Path):
         return str(value)
+    if hasattr(type(value), "__dataclass_fields__"):
+        import dataclasses  # here: `osk search --json` prints plain values and needs none
+
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)
+                    if not f.name.startswith("_")}
     return value
 
 

@@ -2,17 +2,24 @@
 
 They go through the engine (so search applies the session's scope isolation, locality and
 markers exactly as the MCP tool does).
-The engine is imported inside the handlers: building the parser must stay cheap.
+The engine is imported inside the handlers: building the parser must stay cheap, and a plain
+`osk search QUERY [--json] [--k N] [--kind K] [--scope S] [--as-of D]` is read without
+argparse at all (``plain_search``).
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
 
 from osk.surfaces.commands.common import Progress, add_json_flag, add_scope_flag, json_text
+
+if TYPE_CHECKING:  # argparse is imported by the parser's builder: a plain search reads no parser
+    import argparse
+
+KINDS = ("all", "nodes", "rounds")
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -28,7 +35,7 @@ def _register_search(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     search.add_argument("--as-of", dest="as_of",
                         help="the vault as it stood at this time, for claims valid then "
                              "(2026-03-01 or a full timestamp)")
-    search.add_argument("--kind", choices=("all", "nodes", "rounds"), default="all",
+    search.add_argument("--kind", choices=KINDS, default="all",
                         help="nodes and raw rounds (default), nodes only, or rounds only")
     add_scope_flag(search)
     add_json_flag(search)
@@ -55,8 +62,63 @@ COMMANDS = {"search": _register_search, "embed": _register_embed,
             "reindex": _register_reindex}
 
 
+# Each option of `osk search` that takes a value, by the attribute argparse stores it under
+# (a test keeps these equal to what ``_register_search`` registers).
+VALUED = {"--k": "k", "--kind": "kind", "--scope": "scope", "--as-of": "as_of"}
+
+
+def plain_search(args: list[str]) -> SimpleNamespace | None:
+    """What argparse would make of ``osk [--vault V] search QUERY [options]``, read without
+    it (argparse and its help formatters are a fifth of a fresh search's own cost,
+    docs/performance.md); None for anything else (help, an abbreviated or repeated option, a
+    value that starts with a dash, a bad --k or --kind), which argparse reads and explains."""
+    read: dict[str, Any] = {"vault": None, "version": False, "command": "search",
+                            "query": None, "k": None, "as_of": None, "kind": "all",
+                            "scope": None, "json": False, "handler": run_search}
+    words = iter(args)
+    word = next(words, None)
+    if word == "--vault":
+        read["vault"] = _value(next(words, None))
+        word = next(words, None)
+    elif word is not None and word.startswith("--vault="):
+        read["vault"], word = word.removeprefix("--vault="), next(words, None)
+    if word != "search" or (read["vault"] is None and args[0] != "search"):
+        return None
+    seen: set[str] = set()  # each option once, and one query
+    for word in words:
+        key = word if word.startswith("-") else "QUERY"
+        if key in seen or not _taken(word, words, read):
+            return None
+        seen.add(key)
+    return SimpleNamespace(**read) if read["query"] is not None else None
+
+
+def _taken(word: str, words: Any, read: dict[str, Any]) -> bool:
+    """Read one word of a plain search (and the value after it); False where argparse should."""
+    if word == "--json":
+        read["json"] = True
+    elif word in VALUED:
+        value = _value(next(words, None))
+        if value is None:
+            return False
+        read[VALUED[word]] = value
+    elif word.startswith("-"):
+        return False
+    else:
+        read["query"] = word
+    if word == "--k":
+        read["k"] = int(read["k"]) if read["k"].isdigit() else None
+        return read["k"] is not None
+    return word != "--kind" or read["kind"] in KINDS
+
+
+def _value(word: str | None) -> str | None:
+    """An option's value, as argparse takes it without question (no dash first)."""
+    return None if word is None or word.startswith("-") else word
+
+
 # -- search -------------------------------------------------------------------------------------
-def run_search(args: argparse.Namespace) -> int:
+def run_search(args: argparse.Namespace | SimpleNamespace) -> int:
     from osk.reads import quick_search
 
     result = None
@@ -80,7 +142,7 @@ def run_search(args: argparse.Namespace) -> int:
     return 0
 
 
-def _engine_search(args: argparse.Namespace) -> Any:
+def _engine_search(args: argparse.Namespace | SimpleNamespace) -> Any:
     from osk.engine.core import search_once
 
     return search_once(args.vault, args.query, cwd=Path.cwd(), scope=args.scope,
