@@ -118,3 +118,23 @@ def test_the_plain_search_reader_knows_every_option_osk_search_registers():
     registered = {option: action.dest for action in sub.choices["search"]._actions
                   for option in action.option_strings if option not in ("-h", "--help")}
     assert registered == {**VALUED, "--json": "json"}
+
+
+@pytest.mark.parametrize(("argv", "frozen"), [
+    (["search", "walrus", "--json"], True), (["search", "walrus", "--js"], False)])
+def test_a_plain_search_leaves_the_collector_nothing_to_do_at_exit(tmp_path: Path, argv, frozen):
+    """What is alive as a plain search's process ends is frozen (``gc.freeze`` at exit, after
+    every handler registered later), so the exit's collection passes over none of it; an
+    argparse run (here an abbreviated option) is left as it was."""
+    from osk.store.vault import init
+
+    vault = init(tmp_path / "v")
+    code = (
+        "import atexit, gc, sys\n"
+        "atexit.register(lambda: print('frozen', gc.get_freeze_count() > 0))\n"
+        "from osk.surfaces.cli import main\n"
+        "main(sys.argv[1:])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code, "--vault", str(vault.root), *argv],
+                          capture_output=True, text=True, encoding="utf-8", check=True)
+    assert done.stdout.splitlines()[-1] == f"frozen {frozen}"
