@@ -380,21 +380,22 @@ def injected(vault: Any, cwd: Path, prompt: str) -> str:
 def round_floor_table(vault: Any, data: Data, units: dict[str, str]) -> str:
     """How the rounds fallback's gate trades answers for silence: the hook's own
     ``osk.hooks.recall.per_prompt.rounds_recalled`` asked every question at each pair of floors (its
-    confidence floor and its coverage floor), the rest of recall as it is."""
+    confidence floor and the agreement its first rounds' shares must add up to), the rest of
+    recall as it is (``bench/round_gate.py`` replays a finer grid on two halves)."""
     from osk.hooks.recall import per_prompt
 
-    kept = per_prompt.ROUND_FLOOR, per_prompt.ROUND_COVERAGE
-    lines = [f"rounds fallback by gate (now confidence {kept[0]}, coverage {kept[1]}; "
-             f"at most {per_prompt.MAX_ROUNDS} rounds):",
-             " confidence  coverage  evidence (1-4)  adversarial silent  rounds shown"]
+    kept = per_prompt.ROUND_FLOOR, per_prompt.ROUND_AGREEMENT
+    lines = [f"rounds fallback by gate (now confidence {kept[0]}, agreement {kept[1]}, "
+             f"alone {per_prompt.ROUND_ALONE}; at most {per_prompt.MAX_ROUNDS} rounds):",
+             " confidence  agreement  evidence (1-4)  adversarial silent  rounds shown"]
     try:
-        for gate in ((0.0, 0.0), (2.0, 0.0), (2.5, 0.0), (3.0, 0.0), (1.0, 0.5), (1.0, 0.6),
-                     (1.25, 0.55), (1.25, 0.6), (1.25, 0.65), (1.5, 0.6), (2.0, 0.6)):
-            per_prompt.ROUND_FLOOR, per_prompt.ROUND_COVERAGE = gate
+        for gate in ((0.0, 0.0), (1.25, 1.5), (1.25, 1.8), (1.25, 2.0), (1.25, 2.25),
+                     (1.25, 2.5), (1.5, 2.25), (2.0, 2.25)):
+            per_prompt.ROUND_FLOOR, per_prompt.ROUND_AGREEMENT = gate
             hit, answerable, silent, adversarial, shown = 0, 0, 0, 0, 0
             for question in data.questions:
                 chosen = per_prompt.rounds_recalled(vault, f"locomo-{question.conversation}",
-                                                question.text, {}, None)
+                                                    question.text, {}, None)
                 shown += len(chosen)
                 if question.category == 5:
                     adversarial += 1
@@ -402,11 +403,11 @@ def round_floor_table(vault: Any, data: Data, units: dict[str, str]) -> str:
                 else:
                     answerable += 1
                     hit += bool(question.evidence & {units.get(c.id) for c in chosen})
-            lines.append(f" {gate[0]:10}  {gate[1]:8}  {hit / max(answerable, 1):14.3f}  "
+            lines.append(f" {gate[0]:10}  {gate[1]:9}  {hit / max(answerable, 1):14.3f}  "
                          f"{silent / max(adversarial, 1):18.3f}  "
                          f"{shown / len(data.questions):12.2f}")
     finally:
-        per_prompt.ROUND_FLOOR, per_prompt.ROUND_COVERAGE = kept
+        per_prompt.ROUND_FLOOR, per_prompt.ROUND_AGREEMENT = kept
     return "\n".join(lines)
 
 

@@ -10,7 +10,7 @@ Top-level imports: standard library only (the hook imports this module).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from osk.store.fastclass import dataclass
@@ -93,16 +93,22 @@ def confidence(bm25: Any, weights: Mapping[str, float], slot: int) -> float:
     return held / unit
 
 
-def coverage(bm25: Any, weights: Mapping[str, float], slot: int) -> float:
+def coverage(bm25: Any, weights: Mapping[str, float], slot: int,
+             typed: Collection[str] | None = None) -> float:
     """The share of the prompt the node holds: its words' rarity (as in ``confidence``, each
     counted once) over all of the prompt's, where a word no node holds counts as rarest.
     Unlike ``confidence`` it does not grow with the prompt's length: a long prompt whose few
-    common words a node happens to hold stays low."""
+    common words a node happens to hold stays low. Given the words the person ``typed``, a
+    term the query only added (another language's word for one typed, ``osk.search.expand``)
+    counts only where the node holds it: a translation the vault never uses leaves no part
+    of the prompt unanswered."""
     size = bm25.size
     total = held = 0.0
     for term, weight in weights.items():
         rarity = weight * math.log(1 + (size + PRIOR) / (bm25.df(term) + 0.5))
-        total += rarity
-        if bm25.postings(term).get(slot):
+        found = bool(bm25.postings(term).get(slot))
+        if found or typed is None or term in typed:
+            total += rarity
+        if found:
             held += rarity
     return held / total if total else 0.0

@@ -291,9 +291,10 @@ def test_recall_falls_back_to_a_captured_round_in_a_later_session_of_its_project
     question = "why does the checkout test fail on CI but pass locally"
     later = recalled_for(shop, question, tmp_path, "a-later-session")
     coordinate = f"_raw/shop/{CLAUDE_SESSION}#Round 1"
-    assert f"(id {coordinate}; person and agent, captured; {MARKER})" in later
+    # the head says once what a raw round is; each line its date, its id and "captured"
+    assert "raw rounds osk captured" in later and "person and agent" in later
+    assert f"\n- 2026-03-14 (id {coordinate}; captured): " in later
     assert "read_raw" in later
-    assert "raw round 2026-03-14" in later
     assert coordinate not in recalled_for(other, question, tmp_path, "elsewhere")
     # the conversation that holds the round has it in its context: never shown to it again
     assert coordinate not in recalled_for(shop, question, tmp_path, CLAUDE_SESSION)
@@ -367,6 +368,52 @@ def test_recall_shows_a_round_by_the_share_of_the_prompt_it_holds(vault, tmp_pat
     # held words as a short prompt's
     assert shown(vault, "quokka walrus pelican marmot ibex tapir gecko lemur") == []
     assert shown(vault, "quokka walrus pelican")[0] == "_raw/shop/talk#Round 9"
+
+
+def test_recall_shows_rounds_that_each_hold_part_of_the_prompt_together(vault, tmp_path):
+    from osk.hooks.recall import per_prompt
+
+    shop = make_project(tmp_path / "shop")
+    talk(Engine.open(vault, cwd=shop),
+         ("the zeppelin hangar needs a new lock", "Ok."),
+         ("the walrus timetable slipped again", "Ok."),
+         ("zeppelin crews and the walrus shift overlap", "Ok."),
+         ("the hangar timetable is on the wiki", "Ok."),
+         ("a zeppelin timetable for spring", "Ok."),
+         ("the hangar walrus is a mascot", "Ok."))
+    # each round holds two of the four rare words (each word three times): no round holds
+    # over half of the prompt (a single round's share of 0.6 was needed before), but the
+    # first five hold 2.5 prompts' worth together: a topic the conversation had
+    found = shown(vault, "zeppelin hangar walrus timetable")
+    assert len(found) == per_prompt.MAX_ROUNDS
+    assert set(found) <= {f"_raw/shop/talk#Round {n}" for n in range(8, 14)}
+
+
+def test_recall_leaves_a_lone_round_holding_part_of_the_prompt_unshown(vault, tmp_path):
+    shop = make_project(tmp_path / "shop")
+    talk(Engine.open(vault, cwd=shop), ("the zeppelin hangar walrus", "Ok."))
+    # one round holds three of the four rare words and no other round any: a stray match
+    assert shown(vault, "zeppelin hangar walrus timetable") == []
+    # the whole prompt in one round is shown (its neighbour after it, as search ranks)
+    assert shown(vault, "zeppelin hangar walrus")[0] == "_raw/shop/talk#Round 8"
+
+
+def test_a_translation_the_vault_never_uses_leaves_no_part_of_the_prompt_unanswered(
+        vault, tmp_path):
+    from osk.hooks.recall import per_prompt
+    from osk.search.recall_hits import coverage
+
+    shop = make_project(tmp_path / "shop")
+    talk(Engine.open(vault, cwd=shop), ("the flamingo test failed on staging", "Ok."))
+    found = per_prompt.round_candidates(vault, "shop", "flamingo test failed", None)
+    assert found is not None
+    first = found.found[0]
+    assert first.coordinate == "_raw/shop/talk#Round 8"
+    assert set(found.weights) > found.typed  # "test" and "fail" bring their Korean words
+    # the round holds every word typed: the whole prompt, whatever the glossary adds
+    assert coverage(found.stats, found.weights, first.slot, found.typed) == 1.0
+    assert coverage(found.stats, found.weights, first.slot) < per_prompt.ROUND_ALONE
+    assert shown(vault, "flamingo test failed")[0] == "_raw/shop/talk#Round 8"
 
 
 def test_recall_shows_the_answer_in_the_round_after_the_question(vault, tmp_path):
