@@ -1,24 +1,29 @@
 """Where per-prompt recall's fallback to raw rounds loses LoCoMo's evidence, and what its gate
 trades: answers injected against adversarial questions left silent, per rule, on two halves.
 
-Usage: ``python bench/round_gate.py [DATA_DIR] [--keep DIR] [--seed N] [--limit N] [--json]``
+Usage: ``python bench/round_gate.py [DATA_DIR] [--keep DIR] [--seed N] [--limit N] [--curve]``
 
 The rounds vault is built as ``bench/locomo.py`` builds it (every LoCoMo session captured by
 the Stop hook; ``--keep DIR`` builds it there once and reuses it). Each question is then asked
-of ``osk.hooks.recall.per_prompt.rounds_recalled`` (the hook's own function, at its constants)
-from its conversation's project, and the misses of categories 1-4 are sorted by where the
-evidence was lost:
+of ``osk.hooks.recall.per_prompt.decide`` (the hook's own choice, at its constants; no node in
+this vault, so the rounds fallback answers) from its conversation's project, and the misses of
+categories 1-4 are sorted by where the evidence was lost:
 
 - silent: the gate showed nothing, though the evidence was among the rounds it would show;
 - silent, not shown anyway: the gate showed nothing, and the evidence was not among them;
 - not among the shown: the gate opened, but the evidence was ranked below the rounds shown;
-- over budget: shown by ``rounds_recalled`` but cut from the block by ``render``.
+- over budget: chosen by ``rounds_recalled`` but cut from the block by ``render``.
 
-Then the rounds the gate would show are read once per question (search's order, each with its
-own-words statistics) and every gate of a grid is replayed over them: per gate, the share of
+Then each question's candidates (``per_prompt.round_candidates``, at each excerpt length of
+the grid) are read once, with the written ``none`` prompts of ``bench/none_prompts.jsonl``
+asked from the LoCoMo projects in turn, and every gate of a grid (``per_prompt.rounds_sure``'s
+floors) is replayed over them with each number of rounds shown and excerpt length: the share of
 questions of categories 1-4 whose evidence is injected, of adversarial questions (category 5)
-left silent, and the mean characters of the block, on the calibration half and the check half
-(questions shuffled with a fixed seed and cut in two; 95 % Wilson intervals).
+and written ``none`` prompts left silent, and the mean characters of the block (1-4, a silent
+prompt counting 0), on the calibration half and the check half (each category shuffled with
+a fixed seed and cut in two; 95 % Wilson intervals). Printed: the hook's constants replayed,
+the rule chosen on the calibration half (``SILENCE``, ``CHARS``) with its figures on both
+halves, and with ``--curve`` the best rule per rounds shown, excerpt and silence.
 """
 
 from __future__ import annotations
