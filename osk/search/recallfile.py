@@ -189,7 +189,7 @@ class RecallWriter:
     def mirror(self, ops: Iterable[list[Any]], meta: Mapping[str, Any]) -> None:
         """Apply journal operations (``put``, ``stat``, ``del``) in one transaction."""
         with self._transaction() as db:
-            lengths = _lengths(db)
+            lengths = _Lengths(db)
             for op in ops:
                 if op[0] == "put":
                     _put(db, lengths, SearchDoc.from_record(op[1]), op[2])
@@ -198,7 +198,6 @@ class RecallWriter:
                                (op[2], op[3], op[4], op[1]))
                 elif op[0] == "del":
                     _put(db, lengths, None, {}, path=op[1])
-            db.execute("UPDATE blobs SET data = ? WHERE name = 'lengths'", (lengths.tobytes(),))
             _set_meta(db, meta)
 
     def meta(self) -> dict[str, Any]:
@@ -240,7 +239,38 @@ def _lengths(db: sqlite3.Connection) -> array[int]:
     return lengths
 
 
-def _put(db: sqlite3.Connection, lengths: array[int], doc: SearchDoc | None,
+class _Lengths:
+    """The document-length array, changed where it lies: a write sets one row's 4 bytes in
+    place (SQLite's incremental blob I/O), where rewriting the whole array cost every write
+    4 bytes a document (its read, its pages in the WAL, their checkpoint). A row past the end
+    grows the array with room to spare, so a run of creates rewrites it rarely; the spare rows
+    hold 0, as a deleted document's row does, and no posting names them."""
+
+    _ITEM = array("I").itemsize
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        found = db.execute("SELECT rowid, length(data) FROM blobs WHERE name = 'lengths'"
+                           ).fetchone()
+        if found is None:
+            raise Unusable("the recall file has no document lengths")
+        self._db, self._rowid, self._rows = db, found[0], found[1] // self._ITEM
+
+    def __setitem__(self, row: int, length: int) -> None:
+        if row >= self._rows:
+            self._grow(row + 1 + max(1024, row // 4))
+        with self._db.blobopen("blobs", "data", self._rowid) as blob:
+            blob.seek(row * self._ITEM)
+            blob.write(array("I", [length]).tobytes())
+
+    def _grow(self, rows: int) -> None:
+        every = _lengths(self._db)
+        every.extend([0] * (rows - len(every)))
+        self._db.execute("UPDATE blobs SET data = ? WHERE rowid = ?",
+                         (every.tobytes(), self._rowid))
+        self._rows = rows
+
+
+def _put(db: sqlite3.Connection, lengths: _Lengths, doc: SearchDoc | None,
          frequencies: Mapping[str, int], *, path: str = "") -> None:
     """Store ``doc`` (None: delete ``path``), touching each affected term's arrays once."""
     path = doc.path if doc is not None else path
@@ -260,8 +290,6 @@ def _put(db: sqlite3.Connection, lengths: array[int], doc: SearchDoc | None,
         return
     db.execute("DELETE FROM docs WHERE row = ?", (row,))
     db.execute(_INSERT_DOC, (row, *_columns(doc, frequencies)))
-    if row >= len(lengths):
-        lengths.extend([0] * (row + 1 - len(lengths)))
     lengths[row] = doc.length
 
 

@@ -11,7 +11,7 @@ import pytest
 from rank_bm25 import BM25Okapi
 
 from osk.errors import SearchError
-from osk.search import SearchIndex, index_files, regions, scope_visibility, tokenize
+from osk.search import SearchIndex, index_files, recallfile, regions, scope_visibility, tokenize
 from osk.search import index as index_mod
 from osk.store import contract, node
 from osk.store.catalog import Catalog
@@ -323,6 +323,48 @@ def test_sync_takes_what_the_catalog_read_without_walking_or_rebuilding(vault: V
     assert titles(index.search("ocelot")) == ["Second"]
     assert (index.directory / index_files.SNAPSHOT).read_bytes() == snapshots_before
     assert b"Domain/Second.md" in (index.directory / index_files.JOURNAL).read_bytes()
+
+
+def _recall_lengths(index: SearchIndex) -> tuple[list[int], dict[int, int]]:
+    """(the recall file's length array, each document row's own length column)."""
+    import sqlite3
+    from array import array
+
+    db = sqlite3.connect(recallfile.path_in(index.directory))
+    try:
+        lengths = array("I", db.execute("SELECT data FROM blobs WHERE name = 'lengths'"
+                                        ).fetchone()[0])
+        rows = dict(db.execute("SELECT row, length FROM docs").fetchall())
+    finally:
+        db.close()
+    return list(lengths), rows
+
+
+def test_the_recall_file_sets_a_length_in_place_with_room_for_the_next_creates(vault: Vault):
+    write_node(vault, "Domain/Built.md", "the heron stands")
+    catalog = Catalog(vault)
+    index = SearchIndex(vault, refresh_interval=3600)
+    index.sync(catalog, catalog.refresh())
+    index.search("heron")
+    sizes = []
+    for name, body in (("Added", "the heron and the egret"), ("Next", "an egret fishes"),
+                       ("Third", "the egret flies off")):
+        write_node(vault, f"Domain/{name}.md", body)
+        catalog.note_written(f"Domain/{name}.md")
+        index.sync(catalog, _changes(added=(f"Domain/{name}.md",)))
+        lengths, rows = _recall_lengths(index)
+        sizes.append(len(lengths))
+        assert len(lengths) > max(rows) + 1  # room: the next create sets 4 bytes in place
+        assert all(lengths[row] == length > 0 for row, length in rows.items())
+        assert not any(lengths[row] for row in range(len(lengths)) if row not in rows)
+    assert sizes[0] == sizes[1] == sizes[2]  # the creates after the first grew nothing
+    (vault.root / "Domain/Next.md").unlink()
+    catalog.note_removed("Domain/Next.md")
+    index.sync(catalog, _changes(removed=("Domain/Next.md",)))
+    lengths, rows = _recall_lengths(index)
+    assert len(rows) == 3 and not any(lengths[row] for row in range(len(lengths))
+                                      if row not in rows)
+    assert set(titles(index.search("egret"))) == {"Added", "Third"}
 
 
 # -- persistence -----------------------------------------------------------------------------
