@@ -44,6 +44,7 @@ class Bm25:
         self._base_tfs = array("I")
         self._histogram: Counter[int] | None = None  # built on first need, then maintained
         self._average_idf: tuple[int, float] | None = None
+        self._df_logs: dict[int, float] = {}  # df -> log(df + 0.5), for average_idf
         self._norms: dict[int, float] | None = None
 
     # -- loading and saving ------------------------------------------------------------------
@@ -185,11 +186,17 @@ class Bm25:
         if histogram is None:
             histogram = self._histogram = Counter(self.df(term) for term in self.all_terms())
             histogram.pop(0, None)
+        # idf(n, df) written out, with its log(df + 0.5) kept: the same sum to the bit, and
+        # one log a distinct df where a write paid two and a call (2,000 dfs at 100,000 nodes)
+        log, lows = math.log, self._df_logs
         total = 0.0
         terms = 0
         for df, count in histogram.items():
             if count and df:
-                total += count * idf(n, df)
+                low = lows.get(df)
+                if low is None:
+                    low = lows[df] = log(df + 0.5)
+                total += count * (log(n - df + 0.5) - low)
                 terms += count
         value = total / terms if terms else 0.0
         self._average_idf = (n, value)
