@@ -85,6 +85,7 @@ PLAIN_SEARCHES = [
 NOT_PLAIN = [
     ["search"], ["search", "a", "b"], ["search", "-x"], ["search", "x", "--js"],
     ["search", "x", "--k", "-1"], ["search", "x", "--k", "three"], ["search", "x", "--k"],
+    ["search", "x", "--k", "\u00b2"], ["search", "x", "--k", "1_0"],
     ["search", "x", "--kind", "both"], ["search", "x", "--json", "--json"],
     ["search", "x", "--k=3"], ["search", "x", "--help"], ["--vault", "-v", "search", "x"],
     ["--version", "search", "x"], ["read", "x"], ["search", "x", "--scope", "--json"],

@@ -107,7 +107,7 @@ def _taken(word: str, words: Any, read: dict[str, Any]) -> bool:
     else:
         read["query"] = word
     if word == "--k":
-        read["k"] = int(read["k"]) if read["k"].isdigit() else None
+        read["k"] = int(read["k"]) if read["k"].isdecimal() else None  # what int() reads
         return read["k"] is not None
     return word != "--kind" or read["kind"] in KINDS
 
