@@ -33,11 +33,11 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import heapq
 import json
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
+from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -72,6 +72,8 @@ NEIGHBOUR_WEIGHT = 0.5
 BATCH = 32  # passages per call of the encoder (sorted by length, so a batch pads little)
 FORMAT = 1
 HASH_CHARS = 16  # of a round's text hash kept in its file (64 bits: which vectors to reuse)
+Listed = tuple[str, list[tuple[str, str, int]]]  # ``RoundIndex.records()``: built, records
+CHUNK_ROWS = 1024  # passages scored in one product by a query (2 MB as float32 at 512 wide)
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,10 @@ class Header:
     # parses in a fraction of the time of a list of them: a fresh process reads every header)
     passages: tuple[int, ...]
     offset: int  # where the vectors start
+
+
+# A record read for a query: its rel, header, int8 vectors and their row scales.
+Stored = tuple[str, Header, "np.ndarray", "np.ndarray"]
 
 
 def _text_hash(text: str) -> str:
@@ -173,11 +179,11 @@ class RoundVectors:
         return matrix, scales
 
     # -- catching up --------------------------------------------------------------------------
-    def stale(self, index: RoundIndex,
-              only: Collection[str] | None = None) -> list[tuple[str, int]]:
+    def stale(self, index: RoundIndex, only: Collection[str] | None = None,
+              listed: Listed | None = None) -> list[tuple[str, int]]:
         """The records (of ``only``, None: all) whose vectors are missing or out of date:
-        (rel, rounds indexed)."""
-        built, records = index.records()
+        (rel, rounds indexed). ``listed``: ``index.records()`` if the caller has it."""
+        built, records = listed if listed is not None else index.records()
         found = []
         for rel, _, indexed in records:
             if only is not None and rel not in only:
@@ -187,30 +193,31 @@ class RoundVectors:
                 found.append((rel, indexed))
         return found
 
-    def missing(self, index: RoundIndex, only: Collection[str] | None = None) -> int:
+    def missing(self, index: RoundIndex, only: Collection[str] | None = None,
+                listed: Listed | None = None) -> int:
         """How many indexed rounds' records (of ``only``) lack up-to-date vectors (an upper
         bound: a record appended to counts whole)."""
-        return sum(indexed for _, indexed in self.stale(index, only))
+        return sum(indexed for _, indexed in self.stale(index, only, listed))
 
     def catch_up(self, index: RoundIndex, *, budget: float | None,
                  progress: Progress | None = None, pace: float = 0.0,
-                 only: Collection[str] | None = None) -> int:
+                 only: Collection[str] | None = None, listed: Listed | None = None) -> int:
         """Embed the rounds of stale records (of ``only``: a search asks for the records it
         may see) within ``budget`` seconds (None: all), reusing each round's vectors whose text
         is unchanged; after a whole catch-up drop files of records the index no longer holds.
         Returns how many rounds are still in stale records. ``pace`` and the one catch-up at a
-        time as in ``semantic.Vectors.catch_up``."""
+        time as in ``semantic.Vectors.catch_up``; ``listed`` as in ``stale``."""
         if not self._catching_up.acquire(blocking=budget is None):
-            return self.missing(index, only)
+            return self.missing(index, only, listed)
         try:
-            return self._catch_up(index, budget, progress, pace, only)
+            return self._catch_up(index, budget, progress, pace, only, listed)
         finally:
             self._catching_up.release()
 
     def _catch_up(self, index: RoundIndex, budget: float | None, progress: Progress | None,
-                  pace: float, only: Collection[str] | None) -> int:
+                  pace: float, only: Collection[str] | None, listed: Listed | None) -> int:
         deadline = None if budget is None else time.monotonic() + budget
-        stale = self.stale(index, only)
+        stale = self.stale(index, only, listed)
         total, done, left = sum(n for _, n in stale), 0, 0
         for rel, indexed in stale:
             if deadline is not None and time.monotonic() >= deadline:
@@ -312,27 +319,32 @@ class RoundVectors:
         neighbour's), best first. Only files checked against the index ``built`` count; a
         round without vectors gives none; one ``hidden`` excludes is neither a result nor a
         neighbour."""
-        best: list[tuple[float, str]] = []
-        for rel, numbers, values in self._closeness(query, built, records, hidden):
-            for at in values.argsort()[::-1][:limit]:
-                value = float(values[at])
-                if len(best) >= limit and value <= best[0][0]:
-                    break
-                item = (value, _coordinate(rel, int(numbers[at])))
-                if len(best) < limit:
-                    heapq.heappush(best, item)
-                else:
-                    heapq.heapreplace(best, item)
-        return [(coordinate, value) for value, coordinate in sorted(best, reverse=True)]
-
-    def _closeness(self, query: np.ndarray, built: str, records: Sequence[str],
-                   hidden: Excluded) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
-        """Per record: its rel, its rounds' numbers and closeness (``nearest``)."""
         import numpy as np
 
-        slope, shift = self.model.scale
-        asked = (query / 127.0).astype(np.float32)
-        touched = hidden.touched()
+        rels: list[str] = []
+        parts = []
+        for chunk in self._stored(built, records):
+            owners, numbers, values = self._closeness(chunk, query, hidden)
+            parts.append((owners + len(rels), numbers, values))
+            rels += [rel for rel, *_ in chunk]
+        values = np.concatenate([part[2] for part in parts]) if parts else np.zeros(0)
+        if not len(values) or limit <= 0:
+            return []
+        owners = np.concatenate([part[0] for part in parts])
+        numbers = np.concatenate([part[1] for part in parts])
+        # Every round as close as the limit-th one, so that ties are broken by coordinate.
+        count = min(limit, len(values))
+        floor = np.partition(values, len(values) - count)[len(values) - count]
+        best = sorted(((float(values[at]), _coordinate(rels[owners[at]], int(numbers[at])))
+                       for at in np.flatnonzero(values >= floor)), reverse=True)[:limit]
+        return [(coordinate, value) for value, coordinate in best]
+
+    def _stored(self, built: str, records: Sequence[str]) -> Iterator[list[Stored]]:
+        """The vectors of ``records`` checked against the index ``built``, read a file at a
+        time and handed on in chunks of about ``CHUNK_ROWS`` passages (memory stays bounded
+        however many rounds a session sees)."""
+        chunk: list[Stored] = []
+        rows = 0
         for rel in records:
             path = self.file(rel)
             header = self.header(path)
@@ -340,16 +352,38 @@ class RoundVectors:
                 header.built == built else None
             if header is None or stored is None:
                 continue
-            matrix, scales = stored
-            cosines = (matrix @ asked) * scales
-            starts = np.cumsum((0, *header.passages[:-1]))
-            own = np.maximum.reduceat(cosines, starts) * slope + shift
-            numbers = np.asarray(header.numbers)
-            if rel in touched:  # an exclusion the file may predate: out by name, before
-                kept = [i for i, n in enumerate(header.numbers)
-                        if not hidden.covers(rel, _coordinate(rel, n))]
-                own, numbers = own[kept], numbers[kept]
-            yield rel, numbers, own + NEIGHBOUR_WEIGHT * _closer(own, numbers)
+            chunk.append((rel, header, *stored))
+            rows += len(stored[1])
+            if rows >= CHUNK_ROWS:
+                yield chunk
+                chunk, rows = [], 0
+        if chunk:
+            yield chunk
+
+    def _closeness(self, chunk: list[Stored], query: np.ndarray, hidden: Excluded
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per round of the chunk's records: its record (place in ``chunk``), its number and
+        its closeness (``nearest``), scored in one product for the whole chunk."""
+        import numpy as np
+
+        slope, shift = self.model.scale
+        headers = [header for _, header, *_ in chunk]
+        matrix = np.concatenate([matrix for *_, matrix, _ in chunk])
+        scales = np.concatenate([scales for *_, scales in chunk])
+        cosines = (matrix @ (query / 127.0).astype(np.float32)) * scales
+        passages = np.fromiter(chain.from_iterable(h.passages for h in headers), np.int64)
+        own = np.maximum.reduceat(cosines, np.cumsum(passages) - passages) * slope + shift
+        numbers = np.fromiter(chain.from_iterable(h.numbers for h in headers), np.int64)
+        owners = np.repeat(np.arange(len(chunk)), [len(h.numbers) for h in headers])
+        touched = hidden.touched()
+        if touched.intersection(rel for rel, *_ in chunk):
+            # an exclusion the file may predate: out by name, before neighbours are counted
+            kept = np.fromiter((rel not in touched or not hidden.covers(rel, _coordinate(
+                rel, n)) for rel, header, *_ in chunk for n in header.numbers), bool)
+            own, numbers, owners = own[kept], numbers[kept], owners[kept]
+        # round i and round i + 1 are neighbours: one number apart, in one record
+        joined = (numbers[1:] == numbers[:-1] + 1) & (owners[1:] == owners[:-1])
+        return owners, numbers, own + NEIGHBOUR_WEIGHT * _closer(own, joined)
 
     def search(self, index: RoundIndex, query: str, k: int,
                visible: Callable[[str], bool]) -> list[RoundHit]:
@@ -372,12 +406,11 @@ def _coordinate(rel: str, number: int) -> str:
     return RawTarget(key, name[:-3], number).coordinate
 
 
-def _closer(own: np.ndarray, numbers: np.ndarray) -> np.ndarray:
-    """Per round (``numbers`` ascending), the closeness of its closer neighbour, the round
-    numbered one before or one after it (0 without one)."""
+def _closer(own: np.ndarray, joined: np.ndarray) -> np.ndarray:
+    """Per round, the closeness of its closer neighbour, the round before or after it where
+    ``joined[i]`` says rounds i and i + 1 are neighbours (0 without one)."""
     import numpy as np
 
-    joined = numbers[1:] == numbers[:-1] + 1  # round i and round i + 1 are neighbours
     before = np.full(len(own), -np.inf, dtype=own.dtype)
     after = np.full(len(own), -np.inf, dtype=own.dtype)
     before[1:][joined] = own[:-1][joined]
@@ -391,32 +424,53 @@ def fused_rounds(index: RoundIndex, vectors: RoundVectors, query: str, k: int,
                  visible: Callable[[str], bool]) -> list[RoundHit]:
     """The best ``k`` rounds a session may see, by words fused with meaning (``fuse``, the
     nodes' rule): the lexical order to ``FUSION_DEPTH``, and the ``FUSION_DEPTH`` rounds
-    closest in meaning. Embeds what is missing first, within the search's time budget."""
+    closest in meaning. Where the best round holds every query term (meaning's weight is 0)
+    and the words fill the ``k`` places, ``fuse`` gives the words' order whatever meaning
+    says, so the query is not embedded nor the vectors read (a quarter of LoCoMo's questions;
+    docs/performance.md); what is missing is still embedded, as for any search."""
     from dataclasses import replace  # here: a fresh lexical search imports no dataclasses
 
     from osk.search.expand import query_terms
-    from osk.search.index import SEMANTIC_BUDGET
-    from osk.search.ranking import FUSION_DEPTH, SEMANTIC_FLOOR, fuse
+    from osk.search.ranking import FUSION_DEPTH, SEMANTIC_FLOOR, fuse, semantic_weight
 
     seen = functools.cache(visible)  # the routing ledger is read once a key, not a record
     words, stats = index.search_with_stats(query, k=max(k, FUSION_DEPTH), visible=seen,
                                            excerpt_chars=None)
-    built, records = index.records()
-    rels = [rel for rel, key, _ in records if seen(key)]
-    vectors.catch_up(index, budget=SEMANTIC_BUDGET, only=frozenset(rels))
-    near = vectors.nearest(vectors.query_vector(query), built, rels, excluded(index.vault),
-                           FUSION_DEPTH)
+    coverage = stats.coverage(query_terms(query), 0) if stats is not None else 0.0
+    decided = semantic_weight(coverage) == 0 and len(words) >= k and all(
+        hit.score > 0 for hit in words)
+    near = _meaning(index, vectors, query, seen, asked=not decided)
     coordinates = [hit.coordinate for hit in words]
-    coordinates += [c for c, _ in near if c not in set(coordinates)]
+    lexical_only = set(coordinates)
+    coordinates += [c for c, _ in near if c not in lexical_only]
     slot = {c: i for i, c in enumerate(coordinates)}
     lexical = [(i, 0, hit.score, hit.score) for i, hit in enumerate(words)]
     semantic = [(slot[c], max(value - SEMANTIC_FLOOR, 0.0)) for c, value in near]
-    coverage = stats.coverage(query_terms(query), 0) if stats is not None else 0.0
     order = fuse(lexical, semantic, k, coordinates.__getitem__, coverage)
     terms = sorted(query_terms(query))
+    kept = {coordinates[s] for s, *_ in order}
     found = {hit.coordinate: replace(hit, excerpt=excerpt(hit.excerpt, EXCERPT_CHARS, terms))
-             for hit in words if hit.coordinate in {coordinates[s] for s, *_ in order}}
-    found |= {hit.coordinate: hit for hit in index.rounds_at(
-        [coordinates[s] for s, *_ in order if coordinates[s] not in found], query)}
+             for hit in words if hit.coordinate in kept}
+    meaning_only = [coordinates[s] for s, *_ in order if coordinates[s] not in found]
+    if meaning_only:  # rounds the words did not find: read from the index (a connection)
+        found |= {hit.coordinate: hit for hit in index.rounds_at(meaning_only, query)}
     return [replace(found[coordinates[s]], score=round(score, 6)) for s, _, score, _ in order
             if coordinates[s] in found]
+
+
+def _meaning(index: RoundIndex, vectors: RoundVectors, query: str,
+             seen: Callable[[str], bool], *, asked: bool) -> list[tuple[str, float]]:
+    """The ``FUSION_DEPTH`` rounds of the keys ``seen`` allows closest to the query in
+    meaning (none when not ``asked``), after embedding what is missing within the search's
+    time budget (either way: later searches use them)."""
+    from osk.search.index import SEMANTIC_BUDGET
+    from osk.search.ranking import FUSION_DEPTH
+
+    listed = index.records()
+    built, records = listed
+    rels = [rel for rel, key, _ in records if seen(key)]
+    vectors.catch_up(index, budget=SEMANTIC_BUDGET, only=frozenset(rels), listed=listed)
+    if not asked:
+        return []
+    return vectors.nearest(vectors.query_vector(query), built, rels, excluded(index.vault),
+                           FUSION_DEPTH)

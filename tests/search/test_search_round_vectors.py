@@ -197,6 +197,30 @@ def test_words_first_rounds_stay_when_meaning_is_fused(vault, tmp_path):
 
 
 @pytest.mark.usefixtures("tiny_model")
+def test_a_query_the_best_round_covers_in_full_is_ranked_by_words_without_its_vector(
+        vault, tmp_path, monkeypatch):
+    """Meaning's weight is 0 there and the words fill every place: ``fuse`` would give the
+    words' order whatever meaning said, so the rounds' channel does not embed the query."""
+    shop = make_project(tmp_path / "shop")
+    talked(vault, shop, *FILLER, TRIP, "the billing parser broke twice")
+    index = RoundIndex(vault)
+    visible = lambda key: True  # noqa: E731
+    meaning = RoundVectors.for_vault(vault)
+    asked: list[str] = []
+    query_vector = meaning.query_vector
+    monkeypatch.setattr(meaning, "query_vector", lambda query: asked.append(query) or
+                        query_vector(query))
+    words = [hit.coordinate for hit in index.search("billing parser", k=3, visible=visible)]
+    assert len(words) == 3
+    fused = fused_rounds(index, meaning, "billing parser", 3, visible)
+    assert [hit.coordinate for hit in fused] == words and asked == []
+    # more places than the words fill, or a term the best round lacks: meaning is asked
+    assert len(fused_rounds(index, meaning, "billing parser", 10, visible)) > 3
+    fused_rounds(index, meaning, "billing zeppelin", 3, visible)
+    assert asked == ["billing parser", "billing zeppelin"]
+
+
+@pytest.mark.usefixtures("tiny_model")
 def test_osk_embed_embeds_the_rounds_too(vault, tmp_path):
     shop = make_project(tmp_path / "shop")
     talked(vault, shop, *FILLER)
