@@ -5,7 +5,9 @@ On the search bench's synthetic vault it prints: which model, the time to embed 
 and over the same queries, the warm search median and p95 with the channel off and on (as a
 ratio); a node change followed by a search, which re-embeds that node; and with ``--mcp`` the
 same queries as ``search`` tool calls to a real ``osk mcp`` server over stdio (the vectors
-already on disk; the first call, which loads the model, not counted).
+already on disk; the first call, which loads the model, not counted), with the channel off and
+on, and the server's resident memory after them (its peak too: the background catch-up runs
+in it).
 
 Usage: ``python bench/semantic_bench.py [--size 1000] [--queries 100] [--mcp]``.
 """
@@ -92,14 +94,33 @@ def main() -> int:
         print(f"  one node changed, then a search  {summary(changes)}")
         if args.mcp:
             index.flush()
-            os.environ["OSK_SEMANTIC"] = "1"
-            calls = anyio.run(over_mcp, root, queries)
-            print(f"  search over MCP, channel on      {summary(calls)}")
+            for channel in ("0", "1"):
+                os.environ["OSK_SEMANTIC"] = channel
+                calls, memory = anyio.run(over_mcp, root, queries)
+                label = "on " if channel == "1" else "off"
+                print(f"  search over MCP, channel {label}     {summary(calls)}; the server "
+                      f"holds {memory[0]:.0f} MB resident (peak {memory[1]:.0f} MB)")
     return 0
 
 
-async def over_mcp(root: Path, queries: list[str]) -> list[float]:
-    """Each query as a ``search`` tool call to one ``osk mcp`` server (ms per call)."""
+def server_memory() -> tuple[float, float]:
+    """Resident and peak resident MB of this process's ``osk mcp`` child (read from /proc)."""
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            fields = dict(line.split(":", 1) for line in status.read_text().splitlines()
+                          if ":" in line)
+            command = (status.parent / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if int(fields["PPid"]) == os.getpid() and b"mcp" in command:
+            return (int(fields["VmRSS"].split()[0]) / 1024,
+                    int(fields["VmHWM"].split()[0]) / 1024)
+    return (0.0, 0.0)
+
+
+async def over_mcp(root: Path, queries: list[str]) -> tuple[list[float], tuple[float, float]]:
+    """Each query as a ``search`` tool call to one ``osk mcp`` server (ms per call), and the
+    server's memory after them (``server_memory``)."""
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
@@ -116,7 +137,8 @@ async def over_mcp(root: Path, queries: list[str]) -> list[float]:
                     started = time.perf_counter()
                     await session.call_tool("search", {"query": query})
                     times.append((time.perf_counter() - started) * 1000)
-    return times
+                memory = server_memory()
+    return times, memory
 
 
 if __name__ == "__main__":

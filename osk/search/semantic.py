@@ -278,6 +278,7 @@ class Vectors:
         self._catching_up = threading.Lock()  # one catch-up at a time; others return at once
         self._encoder: Encoder | None = None
         self._rows: dict[str, int] = {}
+        self._row_nodes: list[str] | None = None  # each row's node key, made when first asked
         self._matrix: np.ndarray | None = None
         self._blocks: list[np.ndarray] = []
         self._unsaved = 0
@@ -309,15 +310,23 @@ class Vectors:
             if matrix is None or not len(matrix):
                 return []
             scores = matrix @ asked(self.encoder(), query)
-            keys = list(self._rows)  # insertion order is row order
+            nodes = self._nodes()
         slope, shift = self.model.scale
         count = min(limit * 8, len(scores))  # enough passages for ``limit`` nodes, mostly
         best = np.argpartition(-scores, count - 1)[:count]
         best = best[np.argsort(-scores[best])]
         found: dict[str, float] = {}
-        for row in best:
-            found.setdefault(_node_key(keys[row]), slope * float(scores[row]) + shift)
-        return list(found.items())[:limit]
+        for row in best.tolist():
+            found.setdefault(nodes[row], slope * float(scores[row]) + shift)
+            if len(found) == limit:  # the rows after add only nodes past the limit
+                break
+        return list(found.items())
+
+    def _nodes(self) -> list[str]:
+        """Each row's node key, in row order (kept until the rows change)."""
+        if self._row_nodes is None or len(self._row_nodes) != len(self._rows):
+            self._row_nodes = [_node_key(key) for key in self._rows]  # insertion = row order
+        return self._row_nodes
 
     def count_missing(self, keys: Iterable[str]) -> int:
         with self._lock:
@@ -394,6 +403,7 @@ class Vectors:
             keep = [key for key in self._rows if _node_key(key) in live]
             self._matrix = matrix[[self._rows[key] for key in keep]]
             self._rows = {key: row for row, key in enumerate(keep)}
+            self._row_nodes = None
             self._save()
 
     def _add(self, keys: list[str], vectors: np.ndarray) -> None:
@@ -437,6 +447,7 @@ class Vectors:
             return
         self._matrix = matrix.astype(np.float32, copy=False)
         self._rows = {key: row for row, key in enumerate(keys)}
+        self._row_nodes = None
 
     def _save(self) -> None:
         """Matrix, then the keys naming it with the matrix file's hash: a crash between the
