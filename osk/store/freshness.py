@@ -9,8 +9,9 @@ exact is argued in the class docstring below. ``osk.writes.write`` holds one per
 ``WriteContext`` and runs ``ensure`` inside ``locked``.
 
 A long-running process can have the kernel report hand edits instead (``watch``,
-``osk.store.watch``): the periodic look then re-stats only the files named in the report, and
-the folders that hold them (with the Space folders), not every folder of the vault.
+``osk.store.watch``): the periodic look and the folder check (``quick``, on every write and
+after another process's) then re-stat only the files named in the report, and the folders that
+hold them (with the Space folders), not every folder of the vault.
 
 Reads run the same folder check (``quick``) outside the lock, but only when the vault
 generation moved since the last look (``behind``, one stat; ``osk.store.generation``). That is exact
@@ -181,7 +182,14 @@ class Freshness:
         return generation.current(self.vault) != self.stamp
 
     def quick(self) -> Changes:
-        """Stat the known folders; re-list changed ones and re-read what changed in them."""
+        """Stat the known folders; re-list changed ones and re-read what changed in them.
+
+        With a watch, the kernel's report instead (``_watched``): every change an osk writer
+        makes is a rename or unlink it reported when it happened, so before that writer let
+        go of the lock or bumped the generation; the folders nothing was reported in are not
+        stat-ed (one per cluster: what grew with the vault on every write and read)."""
+        if self._watch is not None and self._folders:
+            return self._watched()
         self.stamp = generation.current(self.vault)
         added: list[str] = []
         changed: list[str] = []

@@ -229,3 +229,35 @@ def test_a_dropped_engine_gives_its_watch_back(vault: Vault, repo):
         Engine.open(vault, cwd=repo, watch=True)
         gc.collect()
     assert open_descriptors() == before
+
+
+def test_a_watched_write_checks_only_the_folders_the_report_names_and_sees_another_writer(
+        watched: Engine, eng: Engine, hub: str, vault: Vault, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(engine_mod, "REFRESH_SECONDS", 3600.0)  # no periodic look: the check
+    monkeypatch.setattr(freshness_mod, "FULL_REFRESH_SECONDS", 3600.0)
+    monkeypatch.setattr(freshness_mod, "_racy_folder", lambda folder: False)
+    for number in range(3):  # clusters nothing is reported in below
+        eng.create_node(NewNode(f"far node {number}", "s", "x\n", space="Domain",
+                                cluster=f"far{number}", drafter="m"))
+    watched.search("body")  # lists the new folders, watched first
+    scope = watched.catalog.get("n0").path.rsplit("/", 2)[0]
+    eng.create_node(NewNode("other", "s", "x\n", space="Scope", cluster="elsewhere",
+                            drafter="m"))  # another writer: a new cluster folder, its hub
+    seen: list[str] = []
+    real = freshness_mod.folder_stat
+
+    def counting(path, *, top):
+        seen.append(path.relative_to(vault.root).as_posix())
+        return real(path, top=top)
+
+    monkeypatch.setattr(freshness_mod, "folder_stat", counting)
+    with pytest.raises(Exception, match="other"):  # its title is taken: the report said so
+        watched.create_node(NewNode("other", "s", "y\n", space="Scope", cluster=hub,
+                                    drafter="m"))
+    # the folder the report named, re-listed, and its sub-folders; no cluster of Domain
+    assert set(seen) - {*SPACES, scope} <= {f"{scope}/{hub}", f"{scope}/elsewhere"}
+    assert f"{scope}/elsewhere/other.md" in watched.catalog.entries
+    seen.clear()
+    watched.create_node(NewNode("n12", "s", "z\n", space="Scope", cluster=hub, drafter="m"))
+    assert set(seen) == set(SPACES)  # nothing reported since: no folder below them stat-ed
+    assert view(watched.catalog) == on_disk(vault)
