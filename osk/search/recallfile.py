@@ -302,6 +302,9 @@ def _post(db: sqlite3.Connection, term: str, row: int, tf: int) -> None:
         tfs.frombytes(found[1])
     at = bisect_left(rows, row)
     present = at < len(rows) and rows[at] == row
+    if present and tfs[at] == tf:
+        return  # unchanged: an edit rewrites only the terms it changed (a common term's
+        # arrays hold a row for most documents)
     if present and tf:
         tfs[at] = tf
     elif present:

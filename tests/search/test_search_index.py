@@ -504,3 +504,21 @@ def test_the_top_k_is_always_a_prefix_of_a_longer_ranking(vault: Vault):
         longest = index.search(query, k=50, scope=scope, visible=visible)
         for k in (1, 3, 8):
             assert index.search(query, k=k, scope=scope, visible=visible) == longest[:k]
+
+
+def test_the_recall_file_leaves_a_terms_postings_alone_when_its_count_is_unchanged(tmp_path):
+    import sqlite3
+
+    db = sqlite3.connect(tmp_path / "recall.sqlite", isolation_level=None)
+    db.execute("CREATE TABLE postings (term TEXT PRIMARY KEY, rows BLOB NOT NULL, "
+               "tfs BLOB NOT NULL) WITHOUT ROWID")
+    for row in (3, 1, 2):
+        recallfile._post(db, "heron", row, 2)
+    writes: list[str] = []
+    db.set_trace_callback(lambda sql: writes.append(sql) if "postings VALUES" in sql else None)
+    recallfile._post(db, "heron", 2, 2)  # the same count: nothing written
+    assert writes == []
+    recallfile._post(db, "heron", 2, 5)
+    recallfile._post(db, "heron", 1, 0)
+    assert len(writes) == 2 and db.execute(
+        "SELECT length(rows), length(tfs) FROM postings").fetchone() == (8, 8)
