@@ -38,7 +38,8 @@ from osk.search.bm25 import Bm25
 from osk.search.corpus import SearchDoc
 from osk.store.locks import file_lock
 
-SCHEMA = 2  # 2: supersedes holds a loose title key (key or text, osk.store.edges)
+SCHEMA = 3  # 2: supersedes holds a loose title key (key or text, osk.store.edges); 3: blocks
+BLOCK = 1024  # rows a postings block holds: a write rewrites one block of each term it touches
 FILE = "recall.sqlite"
 LOCK = "recall.lock"  # writers only: a mirror and a rebuild never overlap; readers never wait
 BUSY_MS = 2000  # how long a writer waits for another writer's transaction
@@ -58,10 +59,13 @@ CREATE INDEX IF NOT EXISTS docs_title ON docs (title_key);
 CREATE INDEX IF NOT EXISTS docs_loose ON docs (loose_key);
 CREATE INDEX IF NOT EXISTS docs_supersedes ON docs (supersedes) WHERE supersedes IS NOT NULL;
 CREATE TABLE IF NOT EXISTS postings (
-    term TEXT PRIMARY KEY, rows BLOB NOT NULL, tfs BLOB NOT NULL) WITHOUT ROWID
+    term TEXT NOT NULL, block INTEGER NOT NULL, rows BLOB NOT NULL, tfs BLOB NOT NULL,
+    PRIMARY KEY (term, block)) WITHOUT ROWID
 """
 # Postings are two arrays per term (rows ascending, and their counts): a hook reads a term in
 # one query and one memory copy, where a row per posting cost it a Python loop over thousands.
+# They are cut in blocks of BLOCK rows (block = row // BLOCK), so a write rewrites the block
+# that holds its row, not a common word's whole arrays (a row for most documents).
 # Document lengths are one array by row (``blobs``), for BM25's length normalisation.
 
 
@@ -160,11 +164,13 @@ class RecallWriter:
         postings = []
         for term in list(bm25.all_terms()):
             pairs = sorted((int(slot), int(tf)) for slot, tf in bm25.pairs(term) if slot in docs)
-            if pairs:
-                postings.append((term, array("I", [p[0] for p in pairs]).tobytes(),
-                                 array("I", [p[1] for p in pairs]).tobytes()))
-                for slot, _ in pairs:
-                    terms[slot].append(term)
+            blocks: dict[int, list[tuple[int, int]]] = {}
+            for pair in pairs:
+                blocks.setdefault(pair[0] // BLOCK, []).append(pair)
+                terms[pair[0]].append(term)
+            postings.extend((term, block, array("I", [p[0] for p in held]).tobytes(),
+                             array("I", [p[1] for p in held]).tobytes())
+                            for block, held in blocks.items())
         lengths = array("I", [0] * (max(docs, default=-1) + 1))
         for slot, doc in docs.items():
             lengths[slot] = doc.length
@@ -178,7 +184,7 @@ class RecallWriter:
                 db.execute(statement)
             db.executemany(_INSERT_DOC, ((slot, *_columns(doc, terms[slot]))
                                          for slot, doc in docs.items()))
-            db.executemany("INSERT INTO postings VALUES (?, ?, ?)", postings)
+            db.executemany("INSERT INTO postings VALUES (?, ?, ?, ?)", postings)
             db.execute("INSERT INTO blobs VALUES ('lengths', ?)", (lengths.tobytes(),))
             _set_meta(db, {"schema": SCHEMA, **meta})
             db.execute("COMMIT")
@@ -294,8 +300,10 @@ def _put(db: sqlite3.Connection, lengths: _Lengths, doc: SearchDoc | None,
 
 
 def _post(db: sqlite3.Connection, term: str, row: int, tf: int) -> None:
-    """Set ``row``'s count in ``term``'s postings (0 removes it)."""
-    found = db.execute("SELECT rows, tfs FROM postings WHERE term = ?", (term,)).fetchone()
+    """Set ``row``'s count in ``term``'s postings (0 removes it): one block's arrays."""
+    block = row // BLOCK
+    found = db.execute("SELECT rows, tfs FROM postings WHERE term = ? AND block = ?",
+                       (term, block)).fetchone()
     rows, tfs = array("I"), array("I")
     if found is not None:
         rows.frombytes(found[0])
@@ -315,10 +323,10 @@ def _post(db: sqlite3.Connection, term: str, row: int, tf: int) -> None:
     else:
         return
     if rows:
-        db.execute("INSERT OR REPLACE INTO postings VALUES (?, ?, ?)",
-                   (term, rows.tobytes(), tfs.tobytes()))
+        db.execute("INSERT OR REPLACE INTO postings VALUES (?, ?, ?, ?)",
+                   (term, block, rows.tobytes(), tfs.tobytes()))
     else:
-        db.execute("DELETE FROM postings WHERE term = ?", (term,))
+        db.execute("DELETE FROM postings WHERE term = ? AND block = ?", (term, block))
 
 
 def _set_meta(db: sqlite3.Connection, meta: Mapping[str, Any]) -> None:
@@ -358,14 +366,11 @@ class RecallCorpus:
         every = _lengths(db)
         postings: dict[str, dict[int, int]] = {}
         for term in dict.fromkeys(terms):
-            found = db.execute("SELECT rows, tfs FROM postings WHERE term = ?",
-                               (term,)).fetchone()
-            if found is None:
-                postings[term] = {}
-                continue
             rows, tfs = array("I"), array("I")
-            rows.frombytes(found[0])
-            tfs.frombytes(found[1])
+            for block_rows, block_tfs in db.execute(
+                    "SELECT rows, tfs FROM postings WHERE term = ? ORDER BY block", (term,)):
+                rows.frombytes(block_rows)
+                tfs.frombytes(block_tfs)
             postings[term] = dict(zip(rows, tfs, strict=True))
         wanted = set().union(*postings.values()) if postings else set()
         # (superseded, superseding) rows, in one indexed join: what Corpus.supersession gives

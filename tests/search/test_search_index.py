@@ -510,8 +510,8 @@ def test_the_recall_file_leaves_a_terms_postings_alone_when_its_count_is_unchang
     import sqlite3
 
     db = sqlite3.connect(tmp_path / "recall.sqlite", isolation_level=None)
-    db.execute("CREATE TABLE postings (term TEXT PRIMARY KEY, rows BLOB NOT NULL, "
-               "tfs BLOB NOT NULL) WITHOUT ROWID")
+    db.execute("CREATE TABLE postings (term TEXT NOT NULL, block INTEGER NOT NULL, "
+               "rows BLOB NOT NULL, tfs BLOB NOT NULL, PRIMARY KEY (term, block)) WITHOUT ROWID")
     for row in (3, 1, 2):
         recallfile._post(db, "heron", row, 2)
     writes: list[str] = []
@@ -522,3 +522,23 @@ def test_the_recall_file_leaves_a_terms_postings_alone_when_its_count_is_unchang
     recallfile._post(db, "heron", 1, 0)
     assert len(writes) == 2 and db.execute(
         "SELECT length(rows), length(tfs) FROM postings").fetchone() == (8, 8)
+
+
+def test_the_recall_file_keeps_a_terms_postings_in_blocks_a_write_rewrites_one_of(tmp_path):
+    import sqlite3
+    from array import array
+
+    db = sqlite3.connect(tmp_path / "recall.sqlite", isolation_level=None)
+    db.execute("CREATE TABLE postings (term TEXT NOT NULL, block INTEGER NOT NULL, "
+               "rows BLOB NOT NULL, tfs BLOB NOT NULL, PRIMARY KEY (term, block)) WITHOUT ROWID")
+    rows = [5, recallfile.BLOCK - 1, recallfile.BLOCK, 3 * recallfile.BLOCK + 7]
+    for row in rows:
+        recallfile._post(db, "heron", row, row % 5 + 1)
+    written: list[int] = []
+    db.set_trace_callback(lambda sql: written.append(len(sql)) if "VALUES" in sql else None)
+    recallfile._post(db, "heron", 3 * recallfile.BLOCK + 9, 2)  # a new last row
+    assert len(written) == 1 and max(written) < 200  # that block alone: two rows' bytes
+    held = db.execute("SELECT block, rows FROM postings ORDER BY block").fetchall()
+    assert [block for block, _ in held] == [0, 1, 3]
+    every = [row for _, data in held for row in array("I", data)]
+    assert every == [*rows, 3 * recallfile.BLOCK + 9]
