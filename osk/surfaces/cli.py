@@ -59,10 +59,7 @@ def _command_named(args: list[str]) -> str | None:
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list[:1] == ["hook"]:
-        # Hooks run on every turn of a user's session: skip argparse setup and the engine.
-        from osk.hooks.main import run as run_hook
-
-        return run_hook(args_list[1:])
+        return _hook(args_list[1:])
     served = _plain_mcp(args_list)
     if served is not None:
         # A host starts `osk mcp` and waits for its handshake: skip building every command's
@@ -94,9 +91,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     return _handled(lambda: handler(args))
 
 
+def _hook(args: list[str]) -> int:
+    """Run one hook. Hooks run on every turn of a user's session: no argparse, no engine, and
+    no cycle collector, from the first import on (a hook makes no cycles worth a pass; the
+    collector's passes were a tenth of a session start's CPU, bench/hook_bench.py)."""
+    import gc
+
+    _no_collection_at_exit()
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        from osk.hooks.main import run as run_hook
+
+        return run_hook(args)
+    finally:
+        if was_on:  # a caller running main in a long-lived process (the tests) keeps it
+            gc.enable()
+
+
 def _no_collection_at_exit() -> None:
     """Skip the cycle collection Python runs as the process ends (5-8 ms of a fresh
-    `osk search`, over objects the exit frees anyway): what is alive then is frozen, out of
+    `osk search` or hook, over objects the exit frees anyway): what is alive then is frozen, out of
     the collector's reach. At exit, not now: a caller that runs ``main`` in a long-lived
     process (the tests) keeps its collector until it ends too."""
     import atexit

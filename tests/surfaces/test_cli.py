@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -139,3 +140,32 @@ def test_a_plain_search_leaves_the_collector_nothing_to_do_at_exit(tmp_path: Pat
     done = subprocess.run([sys.executable, "-c", code, "--vault", str(vault.root), *argv],
                           capture_output=True, text=True, encoding="utf-8", check=True)
     assert done.stdout.splitlines()[-1] == f"frozen {frozen}"
+
+
+def test_a_hook_process_runs_without_the_collector_and_leaves_it_nothing_at_exit(
+        tmp_path: Path):
+    """A hook runs on every turn: the cycle collector is paused while it runs (it makes no
+    cycles worth a pass) and what is alive as its process ends is frozen, and it still
+    answers (a session start prints its block)."""
+    from osk.store.vault import init
+
+    vault = init(tmp_path / "v")
+    code = (
+        "import atexit, gc, sys\n"
+        "passes = []\n"
+        "gc.callbacks.append(lambda phase, info: passes.append(phase) if phase == 'start' "
+        "else None)\n"
+        "atexit.register(lambda: print('frozen', gc.get_freeze_count() > 0))\n"
+        "from osk.surfaces.cli import main\n"
+        "before = len(passes)\n"
+        "main(sys.argv[1:])\n"
+        "print('passes', len(passes) - before)\n"
+    )
+    payload = json.dumps({"session_id": "s1", "cwd": str(tmp_path), "hook_event_name":
+                          "SessionStart", "source": "startup"})
+    done = subprocess.run([sys.executable, "-c", code, "hook", "session-start", "--host", "claude",
+                           "--vault", str(vault.root)], input=payload, capture_output=True,
+                          text=True, encoding="utf-8", check=True)
+    block, _, tail = done.stdout.rpartition("passes ")
+    assert tail.split() == ["0", "frozen", "True"], done.stdout + done.stderr
+    assert json.loads(block)["hookSpecificOutput"]["hookEventName"] == "SessionStart"
