@@ -161,7 +161,7 @@ class RecallWriter:
     def rebuild(self, docs: Mapping[int, SearchDoc], bm25: Bm25, meta: Mapping[str, Any]) -> None:
         """Replace everything with the index's documents (slots become rows)."""
         terms: dict[int, list[str]] = {slot: [] for slot in docs}
-        postings = []
+        postings: list[tuple[str, int, bytes, bytes]] = []
         for term in list(bm25.all_terms()):
             pairs = sorted((int(slot), int(tf)) for slot, tf in bm25.pairs(term) if slot in docs)
             blocks: dict[int, list[tuple[int, int]]] = {}
