@@ -23,8 +23,10 @@ prints, in one run:
 
 CPU figures are what to compare on a shared box (wall moves with the load). Run by hand, not
 in CI: ``nice -n 10 python bench/scale_bench.py [--sizes 1000,10000] [--runs 7] [--keep DIR]``;
-``--rounds-only`` measures the write round alone; ``--warm-only`` the warm searches alone
-(``--runs`` queries, three times back to back, then once each ``--gap`` seconds apart).
+``--rounds-only`` measures the write round alone (``--real-words``: its notes written in the
+corpus's own words, so their common words have long postings, as a real note's do);
+``--warm-only`` the warm searches alone (``--runs`` queries, three times back to back, then
+once each ``--gap`` seconds apart).
 ``--against DIR`` adds, interleaved with the others, a fresh ``osk search`` run from the osk
 source in DIR (say a worktree of main): before and after a change in one run;
 ``--fresh-only`` measures the fresh processes alone.
@@ -176,8 +178,10 @@ def fresh_searches(root: Path, fts: Path, queries: list[str], cwd: Path,
 
 
 def warm_and_writes(root: Path, queries: list[str], rounds: int, *, gap: float = 0.0,
-                    watch: bool = True) -> dict[str, float]:
-    """Warm searches and write rounds through one Engine in this process (lexical)."""
+                    watch: bool = True, words: Any = None) -> dict[str, float]:
+    """Warm searches and write rounds through one Engine in this process (lexical).
+    ``words``: a ``search_bench.Corpus`` whose words the written notes carry (40-80 of them,
+    as the vault's own notes do); without it, words no synthetic note holds."""
     os.environ["OSK_SEMANTIC"] = "0"
     from osk.calls.request import NewNode, NodeEdit
     from osk.engine.core import Engine
@@ -192,9 +196,10 @@ def warm_and_writes(root: Path, queries: list[str], rounds: int, *, gap: float =
                                space="scope", cluster=cluster, drafter="bench", scope="atlas"))
     for number in range(rounds):
         title = f"scale bench {tag} note {number}"
+        text = words.text(40, 80) + " " if words is not None else ""
         steps = (
-            ("create", lambda t=title, n=number: engine.create_node(NewNode(
-                t, "A node the scale bench writes", f"Written by round {n}. Marker x{n}.\n",
+            ("create", lambda t=title, n=number, w=text: engine.create_node(NewNode(
+                t, "A node the scale bench writes", f"{w}Written by round {n}. Marker x{n}.\n",
                 space="scope", cluster=cluster, drafter="bench", scope="atlas"))),
             ("update", lambda t=title, n=number: engine.update_node(t, NodeEdit(
                 old_text=f"Marker x{n}.", new_text=f"Marker x{n} edited."))),
@@ -253,10 +258,15 @@ def cpu_summary(samples: list[tuple[float, float]]) -> str:
             f"max {max(cpus):.1f} ms")
 
 
-def rounds_only(root: Path, size: int, rounds: int, gap: float, watch: bool) -> None:
+def rounds_only(root: Path, size: int, rounds: int, gap: float, watch: bool,
+                real_words: bool = False) -> None:
+    from search_bench import SEED, Corpus
+
     child([sys.executable, "-c", OSK_CHILD, str(root), "first"], root, env_for_osk())
-    got = warm_and_writes(root, ["warm"], rounds, gap=gap, watch=watch)
-    print(f"{size:>7,} nodes, calls {gap:g} s apart, {'watched' if watch else 'stat sweep'}: "
+    words = Corpus(SEED + size + 1) if real_words else None
+    got = warm_and_writes(root, ["warm"], rounds, gap=gap, watch=watch, words=words)
+    print(f"{size:>7,} nodes, calls {gap:g} s apart, {'watched' if watch else 'stat sweep'}"
+          f"{', notes of the corpus words' if real_words else ''}: "
           f"create {got['create_cpu_ms']:.1f} ms, update {got['update_cpu_ms']:.1f} ms, "
           f"read_node {got['read_cpu_ms']:.1f} ms CPU; catalog snapshot save "
           f"{got['save_cpu_ms']:.0f} ms CPU", flush=True)
@@ -340,6 +350,8 @@ def main() -> int:
     parser.add_argument("--gap", type=float, default=0.0, help="seconds between write calls")
     parser.add_argument("--no-watch", action="store_true", help="the stat sweep, no watch")
     parser.add_argument("--rounds-only", action="store_true", help="the write round alone")
+    parser.add_argument("--real-words", action="store_true",
+                        help="the write round's notes carry 40-80 of the corpus's own words")
     parser.add_argument("--fresh-only", action="store_true", help="the fresh processes alone")
     parser.add_argument("--against", type=Path,
                         help="also a fresh search from the osk source in this folder")
@@ -352,7 +364,8 @@ def main() -> int:
         for size in (int(s) for s in args.sizes.split(",")):
             root, _, _ = make_vault(base, size)
             if args.rounds_only:
-                rounds_only(root, size, args.rounds, args.gap, not args.no_watch)
+                rounds_only(root, size, args.rounds, args.gap, not args.no_watch,
+                            args.real_words)
                 continue
             if args.warm_only:
                 warm_only(root, size, args.runs, args.gap, not args.no_watch)
