@@ -59,6 +59,19 @@ def stats_of_node_files(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return seen
 
 
+def folders_stat_ed(monkeypatch: pytest.MonkeyPatch, vault: Vault) -> list[str]:
+    """The folders a look stats, relative to the vault, recorded as it goes."""
+    seen: list[str] = []
+    real = freshness_mod.folder_stat
+
+    def counting(path, *, top):
+        seen.append(path.relative_to(vault.root).as_posix())
+        return real(path, top=top)
+
+    monkeypatch.setattr(freshness_mod, "folder_stat", counting)
+    return seen
+
+
 def view(catalog: Catalog) -> dict[str, str | None]:
     return {rel: (e.node.text if e.node else None) for rel, e in catalog.entries.items()}
 
@@ -152,14 +165,7 @@ def test_a_look_stats_only_the_space_folders_and_those_the_report_names(
         (folder / f"part{number}" / f"part node {number}.md").write_text(
             text.replace(old_id, f"id: {ids.uuid7()}", 1), encoding="utf-8")
     watched.search("body")  # lists the new folders, watched first
-    seen: list[str] = []
-    real = freshness_mod.folder_stat
-
-    def counting(path, *, top):
-        seen.append(path.relative_to(vault.root).as_posix())
-        return real(path, top=top)
-
-    monkeypatch.setattr(freshness_mod, "folder_stat", counting)
+    seen = folders_stat_ed(monkeypatch, vault)
     watched.search("body")
     assert sorted(seen) == sorted(SPACES)  # nothing reported: no folder below them stat-ed
     seen.clear()
@@ -243,14 +249,7 @@ def test_a_watched_write_checks_only_the_folders_the_report_names_and_sees_anoth
     scope = watched.catalog.get("n0").path.rsplit("/", 2)[0]
     eng.create_node(NewNode("other", "s", "x\n", space="Scope", cluster="elsewhere",
                             drafter="m"))  # another writer: a new cluster folder, its hub
-    seen: list[str] = []
-    real = freshness_mod.folder_stat
-
-    def counting(path, *, top):
-        seen.append(path.relative_to(vault.root).as_posix())
-        return real(path, top=top)
-
-    monkeypatch.setattr(freshness_mod, "folder_stat", counting)
+    seen = folders_stat_ed(monkeypatch, vault)
     with pytest.raises(Exception, match="other"):  # its title is taken: the report said so
         watched.create_node(NewNode("other", "s", "y\n", space="Scope", cluster=hub,
                                     drafter="m"))
