@@ -97,9 +97,6 @@ ROUND_EXCERPT = 80  # characters of each round shown, around the prompt's words
 RECENT_ROUNDS = 6
 
 
-
-
-
 # -- settings ----------------------------------------------------------------------------------
 def budget_for(vault: Vault, host: str) -> int:
     """The host's recall budget in characters: ``[recall] budget`` (default 1,200), or
