@@ -18,6 +18,7 @@ from osk.provenance.sessions import Routing, Session
 from osk.store.catalog import Catalog, Changes
 from osk.store.freshness import Freshness
 from osk.store.ledger import Ledger
+from osk.store.node import Node
 from osk.store.vault import MARKER, Vault
 
 USER = "user"
@@ -73,10 +74,13 @@ class WriteContext:
         return USER if self.actor == USER else f"{AGENT}:{self.session.key.key}"
 
     def note(self, added: Sequence[str] = (), changed: Sequence[str] = (),
-             removed: Sequence[str] = ()) -> None:
-        """Tell the catalog (and, through ``seen``, the search index) what this write did."""
+             removed: Sequence[str] = (), written: Node | None = None) -> None:
+        """Tell the catalog (and, through ``seen``, the search index) what this write did;
+        ``written``: the node parsed from the text just written (the catalog need not parse
+        it again)."""
         for rel in (*added, *changed):
-            self.catalog.note_written(rel)
+            self.catalog.note_written(rel, written if written is not None
+                                      and written.path == rel else None)
         for rel in removed:
             self.catalog.note_removed(rel)
         self.fresh.noted(added, removed)

@@ -156,8 +156,9 @@ class Catalog:
         self._dirty = False
         self._saved_at = time.monotonic()
 
-    def note_written(self, rel: str) -> None:
-        """Record a file osk itself just wrote, without waiting for the next walk."""
+    def note_written(self, rel: str, written: Node | None = None) -> None:
+        """Record a file osk itself just wrote, without waiting for the next walk; ``written``:
+        the node as parsed from the text written (used when the file holds that text)."""
         self._dirty = True
         path = self.vault.abs(rel)
         try:
@@ -165,7 +166,7 @@ class Catalog:
         except FileNotFoundError:
             self._drop(rel)
         else:
-            self._put(self._load(rel, stat))
+            self._put(self._load(rel, stat, written))
 
     def note_removed(self, rel: str) -> None:
         self._dirty = True
@@ -174,10 +175,18 @@ class Catalog:
     def _walk(self) -> Iterator[tuple[str, StatKey]]:
         return walk_nodes(self.vault)
 
-    def _load(self, rel: str, stat: StatKey) -> Entry:
+    def _load(self, rel: str, stat: StatKey, known: Node | None = None) -> Entry:
+        """The file read now. Its node is parsed from the bytes, unless ``known`` (else the
+        entry held) is a node of this path parsed from exactly these bytes: a re-read of an
+        unchanged file (the race guard re-reads every fresh file) or of a file osk just wrote
+        then costs the read and a compare, not the parse and the contract's validation."""
         read_at = time.time_ns()
+        held = self.entries.get(rel)
+        known = known if known is not None else None if held is None else held.node
         try:
             text = _read_text(os.path.join(self.vault.root, rel))
+            if known is not None and known.path == rel and known.holds(text):
+                return Entry(rel, stat, known, None, read_at)
             return Entry(rel, stat, node_mod.parse(rel, text), None, read_at)
         except ContractError as exc:
             return Entry(rel, stat, None, exc, read_at)

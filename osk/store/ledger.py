@@ -14,6 +14,7 @@ Causality is computed with vector clocks over the writing devices (each record c
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -278,7 +279,11 @@ class Ledger:
         self.vault = vault
         self.name = name
         self.path = vault.ledger_path(name)  # checked against links at each read and append
-        self.shown = Path(vault.rel(self.path))  # how messages name it: inside the vault
+
+    @functools.cached_property
+    def shown(self) -> Path:
+        """How messages name the ledger: inside the vault (resolved once, when first named)."""
+        return Path(self.vault.rel(self.path))
 
     # -- reading ----------------------------------------------------------------------
     def read(self) -> LedgerView:

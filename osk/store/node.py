@@ -111,6 +111,13 @@ class Node:
             self._text = self._loader()
         return self._text
 
+    def holds(self, text: str) -> bool:
+        """Whether this node was parsed from exactly ``text`` (without reading its file: by
+        the text held, else by the file hash)."""
+        if self._text is not None:
+            return self._text == text
+        return self._file_hash is not None and self._file_hash == sha256_text(text)
+
     @property
     def body(self) -> str:
         if self._body_start is None:

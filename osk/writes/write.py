@@ -327,9 +327,9 @@ def _land(ctx: WriteContext, action: str, node: Node, text: str, before: Node | 
             intent.abandon()
             raise
     if before is None:
-        ctx.note(added=[node.path])
+        ctx.note(added=[node.path], written=node)
     else:
-        ctx.note(changed=[node.path])
+        ctx.note(changed=[node.path], written=node)
     # ---- the unit landed: what follows is journalled, so a refusal now leaves it owed ----
     bound: list[bool] = []
 

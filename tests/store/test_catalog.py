@@ -249,3 +249,22 @@ def test_what_a_paused_collector_let_load_is_not_swept_as_young_objects_after():
         gc.callbacks.remove(seen)
         if not was_on:
             gc.disable()
+
+
+def test_a_written_node_is_taken_only_while_the_file_holds_its_text(vault: Vault,
+                                                                    monkeypatch):
+    """``note_written`` reuses the node the writer parsed (no second parse) only when the
+    file holds exactly that text; a file changed since is parsed from what it holds."""
+    rel = "Domain/Mine.md"
+    write_node(vault, rel, "id-mine", body="What osk wrote.\n")
+    written = node.parse(rel, vault.abs(rel).read_text(encoding="utf-8"))
+    catalog = Catalog(vault)
+    catalog.refresh()
+    parsed: list[str] = []
+    real = node.parse
+    monkeypatch.setattr(node, "parse", lambda path, text: parsed.append(path) or real(path, text))
+    catalog.note_written(rel, written)
+    assert parsed == [] and catalog.get("Mine").body == "What osk wrote.\n"
+    write_node(vault, rel, "id-mine", body="Changed by hand since.\n")
+    catalog.note_written(rel, written)
+    assert parsed == [rel] and catalog.get("Mine").body == "Changed by hand since.\n"
