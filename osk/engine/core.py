@@ -95,7 +95,8 @@ def _embed_until_done(index: SearchIndex, rounds: RoundIndex, meaning: Any) -> N
 @dataclass
 class Engine:
     """One session's view of one vault. Not thread-safe: a surface that runs tools on worker
-    threads serialises calls (the MCP server holds a lock around each one)."""
+    threads serialises calls by holding ``calls`` around each one (the MCP server's tools, its
+    early searches, and the searches a fresh `osk search` asks it for: ``search_as``)."""
 
     vault: Vault
     catalog: Catalog
@@ -114,6 +115,8 @@ class Engine:
     # the unindexed node files' stats (``_unindexed``) and the (catalog mark, index version)
     # they were taken at
     _others: tuple[tuple[int, tuple[int, int]], dict[str, list[int]]] | None = None
+    # held by whoever calls from another thread; shared with siblings, which share its state
+    calls: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
 
     @classmethod
     def open(cls, vault: Vault | str | Path | None = None, *, cwd: Path | None = None,
@@ -480,7 +483,26 @@ class Engine:
         semantic model is not installed (the hook's recall file ranks the same then)."""
         from osk.search import recall_server
 
-        return recall_server.listen(self._search_index(), self.vault)
+        return recall_server.listen(self._search_index(), self.vault, self._asked_search)
+
+    def search_as(self, cwd: Path, scope: str | None, query: str, *, k: int | None = None,
+                  as_of: str | None = None, kind: str = "all") -> SearchResult:
+        """``search`` as a session working in ``cwd`` (``scope``: its ``--scope``) sees it, on
+        this engine's index and under ``calls``: what a fresh `osk search` asks this running
+        server for (``osk.search.recall_server``), so its hits are the search tool's own for
+        that scope, fused with meaning by the model this process holds. ``k`` None: the
+        default."""
+        with self.calls:
+            index = self._search_index()
+            self._rounds_channel()  # the sibling shares the rounds' index and vectors
+            other = replace(self.sibling(cwd=cwd, scope=scope), _index=index)
+            wanted = {} if k is None else {"k": k}
+            return other.search(query, as_of=as_of, kind=kind, **wanted)
+
+    def _asked_search(self, asked: Any) -> SearchResult:
+        """``search_as`` for a request read off the recall socket (a ``SearchAsk``)."""
+        return self.search_as(Path(asked.cwd), asked.scope, asked.query, k=asked.k,
+                              as_of=asked.as_of, kind=asked.kind)
 
     def embed_nodes(self, progress: Callable[[int, int], None] | None = None) -> int:
         """Give every indexed node its semantic vector now; how many could not get one.

@@ -41,6 +41,43 @@ if TYPE_CHECKING:
     from osk.store.vault import Vault
 
 RECHECKS_LEDGER = "rechecks"  # osk.provenance.rechecks' ledger: its markers need the engine
+WORDS_ALONE = ("(ranked by words alone: no running `osk mcp` for this vault answered; "
+               "--semantic ranks by meaning here, loading the model: seconds)")
+
+
+def served(vault_arg: str | Path | None, cwd: Path, scope: str | None, query: str,
+           k: int | None, kind: str = "all", as_of: str | None = None) -> SearchResult | None:
+    """The search tool's answer from a running ``osk mcp`` serving this vault, asked over its
+    recall socket (``osk.hooks.recall.channel.ask_search``): words fused with meaning by the
+    model that server holds, for the session this process would have (``cwd``, ``scope``).
+    None when the semantic channel is off here (``OSK_SEMANTIC=0``: words were asked for) or
+    no server of this vault answers in time. Loads neither NumPy nor the model."""
+    from osk.search import semantic_enabled
+
+    if not semantic_enabled():
+        return None
+    from osk.hooks.recall.channel import ask_search
+    from osk.search.recall_wire import SearchAsk
+    from osk.store.vault import locate
+
+    vault = locate(vault_arg, cwd)
+    return ask_search(vault, SearchAsk(str(vault.root), str(cwd), scope, query, k, kind, as_of))
+
+
+def words_alone(vault_arg: str | Path | None, cwd: Path) -> str | None:
+    """Rank by words alone in this process from now on (no NumPy, no model: a fresh
+    ``osk search`` that no server answered, docs/search.md), as ``OSK_SEMANTIC=0`` does; the
+    line that tells the person so, or None when meaning was not to be had here anyway (the
+    channel switched off, or no node of the vault has a vector on this device: finding the
+    model to ask would import more than the search itself costs)."""
+    from osk.search import SEMANTIC_SWITCH, VECTORS_FOLDER, semantic_enabled
+    from osk.store.vault import locate
+
+    if not semantic_enabled():
+        return None
+    os.environ[SEMANTIC_SWITCH] = "0"  # the one switch every part of the channel reads
+    embedded = locate(vault_arg, cwd).state("index", VECTORS_FOLDER).is_dir()
+    return WORDS_ALONE if embedded else None
 
 
 def search(vault_arg: str | Path | None, cwd: Path, scope: str | None, query: str,

@@ -36,13 +36,17 @@ _HOMES = {"SearchDoc": "corpus", "DEFAULT_K": "versions", "MAX_K": "versions", "
           "SearchIndex": "index", "Hit": "ranking", "scope_visibility": "ranking"}
 
 
+SEMANTIC_SWITCH = "OSK_SEMANTIC"
+VECTORS_FOLDER = "vectors"  # the nodes' vectors, in the index's folder (``semantic.Vectors``)
+
+
 def semantic_enabled() -> bool:
     """Whether the semantic channel may run here (``OSK_SEMANTIC`` is not 0, false, off or
     no). Read here, not in ``semantic``, so a lexical fresh search imports no module of the
     channel."""
     import os
 
-    return os.environ.get("OSK_SEMANTIC", "1").strip() not in {"0", "false", "off", "no"}
+    return os.environ.get(SEMANTIC_SWITCH, "1").strip() not in {"0", "false", "off", "no"}
 
 
 def __getattr__(name: str) -> Any:
@@ -58,7 +62,9 @@ __all__ = [
     "Hit",
     "Refreshed",
     "SearchDoc",
+    "SEMANTIC_SWITCH",
     "SearchIndex",
+    "VECTORS_FOLDER",
     "scope_visibility",
     "semantic_enabled",
     "tokenize",

@@ -3,6 +3,11 @@ is ``osk.search.recall_wire``): a running MCP server with the semantic channel l
 own socket and answers a prompt with the hits of the orders ``search`` ranks by, each with the
 hook's confidence (``osk.search.recall_hits``). Imported by the engine when it serves; never on
 the hook path.
+
+The same socket answers a fresh ``osk search`` (``osk.reads.quick_search.served``) with the
+search tool's own answer for the session that process would have (``Engine.search_as``), so
+the command line ranks by meaning without loading the model; a request naming another vault
+is not answered.
 """
 
 from __future__ import annotations
@@ -10,16 +15,20 @@ from __future__ import annotations
 import math
 import os
 import socket
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from osk.search import recall_hits
 from osk.search.recall_wire import (
     MAX_REQUEST,
     Answer,
+    SearchAsk,
     decode_request,
+    decode_search,
     encode,
+    encode_result,
     private,
     read_line,
     remove,
@@ -29,7 +38,10 @@ from osk.search.recall_wire import (
 
 if TYPE_CHECKING:
     from osk.search.index import SearchIndex
+    from osk.search.ranking import SearchResult
     from osk.store.vault import Vault
+
+Search = Callable[[SearchAsk], "SearchResult"]  # the search tool's answer for an asking process
 
 # Both channels back the fused order's first node when it is among the first AGREE_DEPTH of the
 # lexical order and of the semantic one: the hook's gate then uses its lower floor
@@ -77,8 +89,8 @@ def backed(slot: int, lexical: Sequence[tuple[Any, ...]],
 class Listener:
     """One server's socket: answers each connection in turn on a daemon thread."""
 
-    def __init__(self, index: SearchIndex, vault: Vault) -> None:
-        self.index, self.vault = index, vault
+    def __init__(self, index: SearchIndex, vault: Vault, search: Search | None = None) -> None:
+        self.index, self.vault, self.search = index, vault, search
         self._stamp: object = None  # the vault generation at the last walk
         folder = socket_dir(vault)
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -120,6 +132,10 @@ class Listener:
         line = read_line(conn, time.monotonic() + 1.0, MAX_REQUEST)
         if line is None:
             return
+        asked = decode_search(line)
+        if asked is not None:
+            self._answer_search(conn, asked)
+            return
         request = decode_request(line)
         if request is None:
             return
@@ -135,6 +151,20 @@ class Listener:
             self._stamp = stamp
         conn.sendall(encode(answer(self.index, self.vault, scope, prompt)))
 
+    def _answer_search(self, conn: socket.socket, asked: SearchAsk) -> None:
+        """The search tool's answer for a fresh ``osk search``; nothing (the asking process then
+        answers by words itself) when it names another vault, or the search refuses (the
+        asking process then refuses in its own words)."""
+        from osk.errors import OskError
+
+        if self.search is None or not _same_folder(asked.vault, self.vault.root):
+            return
+        try:
+            result = self.search(asked)
+        except OskError:
+            return
+        conn.sendall(encode_result(result))
+
     def close(self) -> None:
         try:
             self._sock.close()
@@ -142,15 +172,23 @@ class Listener:
             remove(str(self.path))
 
 
-def listen(index: SearchIndex, vault: Vault) -> Listener | None:
+def _same_folder(named: str, root: Path) -> bool:
+    try:
+        return os.path.samefile(named, root)
+    except OSError:
+        return False
+
+
+def listen(index: SearchIndex, vault: Vault, search: Search | None = None) -> Listener | None:
     """A listener when the channel is on and the index has the semantic channel (without it
-    the server would rank as the recall file does); None otherwise or if it cannot bind."""
+    the server would rank as the recall file does); None otherwise or if it cannot bind.
+    ``search``: how it answers a fresh ``osk search`` (None: it does not)."""
     from osk.errors import OskError
 
     try:
         if (index.vectors is None or not hasattr(socket, "AF_UNIX")
                 or not server_enabled(vault)):
             return None
-        return Listener(index, vault)
+        return Listener(index, vault, search)
     except (OSError, OskError):  # a bad setting is reported by the hook that reads it
         return None

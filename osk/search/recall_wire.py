@@ -8,6 +8,12 @@ the request ``{"scope": ..., "prompt": ...}`` (at most ``MAX_REQUEST`` bytes), t
 each hit a ``Recalled`` as a JSON object (``encode`` and ``decode``, here so the two halves
 cannot drift apart).
 
+A fresh ``osk search`` asks the same socket for the search tool's answer
+(``osk.reads.quick_search.served``): the request ``{"search": {...}}`` (a ``SearchAsk``), the
+answer ``{"result": {"scope": ..., "query": ..., "hits": [...]}}``, each hit a
+``osk.search.ranking.Hit`` as a JSON object (``encode_search``, ``decode_search``,
+``encode_result``, ``decode_result``).
+
 Top-level imports: standard library only (the hook imports this module).
 """
 
@@ -16,7 +22,6 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +32,7 @@ from osk.store.fastclass import dataclass
 if TYPE_CHECKING:
     import socket
 
+    from osk.search.ranking import SearchResult
     from osk.store.vault import Vault
 
 MAX_REQUEST = 64 * 1024
@@ -127,8 +133,10 @@ def encode(answer: Answer) -> bytes:
     return json.dumps(payload, ensure_ascii=False).encode("utf-8") + b"\n"
 
 
-def plain(hit: Recalled) -> dict[str, Any]:
-    """One hit as a JSON object."""
+def plain(hit: Any) -> dict[str, Any]:
+    """One hit (a ``Recalled`` or a search ``Hit``) as a JSON object."""
+    from dataclasses import asdict  # the server's side: the asking processes never import it
+
     return asdict(hit)
 
 
@@ -143,5 +151,66 @@ def decode(reply: bytes) -> Answer | None:
         if isinstance(closeness, bool) or not isinstance(closeness, int | float):
             return None
         return Answer(hits, message["agree"] is True, words, float(closeness))
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
+
+
+# -- a fresh `osk search` asking for the search tool's answer ------------------------------------
+@dataclass(frozen=True)
+class SearchAsk:
+    """What a fresh ``osk search`` asks a running server: its vault, the directory it runs in
+    and its command line's search options, so the server searches for the session that
+    process would have (``Engine.search_as``)."""
+
+    vault: str  # the vault's root as the asking process found it: a server of another refuses
+    cwd: str
+    scope: str | None
+    query: str
+    k: int | None
+    kind: str
+    as_of: str | None
+
+
+_ASK_TYPES: dict[str, tuple[type, ...]] = {
+    "vault": (str,), "cwd": (str,), "scope": (str, type(None)), "query": (str,),
+    "k": (int, type(None)), "kind": (str,), "as_of": (str, type(None))}
+
+
+def encode_search(ask: SearchAsk) -> bytes:
+    """The search request as the asking process sends it: one JSON line."""
+    fields = {name: getattr(ask, name) for name in _ASK_TYPES}
+    return json.dumps({"search": fields}).encode("utf-8") + b"\n"
+
+
+def decode_search(line: bytes) -> SearchAsk | None:
+    """The search request in ``line``; None when it is not one (a hook's request) or a field
+    is missing or of another type. Not JSON raises, as ``decode_request``."""
+    message = json.loads(line)
+    fields = message.get("search") if isinstance(message, dict) else None
+    if not isinstance(fields, dict) or set(fields) != set(_ASK_TYPES):
+        return None
+    if any(isinstance(value, bool) or not isinstance(value, _ASK_TYPES[name])
+           for name, value in fields.items()):
+        return None
+    return SearchAsk(**fields)
+
+
+def encode_result(result: SearchResult) -> bytes:
+    """The search tool's answer, every field of every hit, as the server sends it."""
+    payload = {"scope": result.scope, "query": result.query,
+               "hits": [plain(hit) for hit in result.hits]}
+    return json.dumps({"result": payload}, ensure_ascii=False).encode("utf-8") + b"\n"
+
+
+def decode_result(reply: bytes) -> SearchResult | None:
+    """The server's ``SearchResult``; None for anything malformed."""
+    from osk.search.ranking import Hit, SearchResult
+
+    try:
+        found = json.loads(reply)["result"]
+        hits = tuple(Hit(**{**item, "markers": tuple(item["markers"])}) for item in found["hits"])
+        if not isinstance(found["scope"], str) or not isinstance(found["query"], str):
+            return None
+        return SearchResult(found["scope"], found["query"], hits)
     except (ValueError, TypeError, KeyError, AttributeError):
         return None

@@ -117,9 +117,11 @@ class EarlySearch:
         """The search's result as the tool dumps it: the store's answer, else the engine's
         (waited for)."""
         query, k, kind = asked
-        result = quick if quick is not None else self._engine().search(
-            query, k=k, as_of=None, kind=kind)
-        return plain_search_out(result)
+        if quick is None:
+            engine = self._engine()
+            with engine.calls:  # the recall socket's searches run on a thread of their own
+                quick = engine.search(query, k=k, as_of=None, kind=kind)
+        return plain_search_out(quick)
 
 
 def _bounded(arguments: dict[str, Any]) -> tuple[str, int, str] | None:

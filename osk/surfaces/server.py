@@ -333,7 +333,8 @@ class _Surface:
             try:
                 if self._engine is None:
                     self._engine = self._factory()
-                result = spec.run(self._engine, args)
+                with self._engine.calls:  # a search asked over the recall socket waits
+                    result = spec.run(self._engine, args)
                 _log_use(self._engine, spec.name, args, result)
                 return result
             except OskError as exc:

@@ -81,7 +81,7 @@ PLAIN_SEARCHES = [
     ["search", "walrus"], ["--vault", "/v", "search", "walrus seal", "--json"],
     ["--vault=/v", "search", "x", "--k", "3", "--kind", "rounds", "--scope", "atlas"],
     ["search", "--json", "--as-of", "2026-03-01", "x"], ["search", "", "--k", "007"],
-    ["--vault=", "search", "search"],
+    ["--vault=", "search", "search"], ["search", "x", "--semantic", "--kind", "nodes"],
 ]
 NOT_PLAIN = [
     ["search"], ["search", "a", "b"], ["search", "-x"], ["search", "x", "--js"],
@@ -90,7 +90,7 @@ NOT_PLAIN = [
     ["search", "x", "--kind", "both"], ["search", "x", "--json", "--json"],
     ["search", "x", "--k=3"], ["search", "x", "--help"], ["--vault", "-v", "search", "x"],
     ["--version", "search", "x"], ["read", "x"], ["search", "x", "--scope", "--json"],
-    ["search", "--", "x"],
+    ["search", "--", "x"], ["search", "x", "--semantic", "--semantic"],
 ]
 
 
@@ -113,13 +113,13 @@ def test_anything_but_a_plain_search_goes_to_argparse(argv):
 
 def test_the_plain_search_reader_knows_every_option_osk_search_registers():
     from osk.surfaces.cli import build_parser
-    from osk.surfaces.commands.search import VALUED
+    from osk.surfaces.commands.search import FLAGS, VALUED
 
     parser = build_parser("search")
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     registered = {option: action.dest for action in sub.choices["search"]._actions
                   for option in action.option_strings if option not in ("-h", "--help")}
-    assert registered == {**VALUED, "--json": "json"}
+    assert registered == {**VALUED, **FLAGS}
 
 
 @pytest.mark.parametrize(("argv", "frozen"), [

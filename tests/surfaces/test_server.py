@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import subprocess
+import threading
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -201,6 +202,7 @@ async def test_an_unexpected_exception_is_logged_with_its_traceback_and_reported
         caplog):
     class Broken:
         scope = "app"
+        calls = threading.RLock()  # what the surface holds around each call, as Engine's
 
         def overview(self):
             raise RuntimeError("kaboom in the engine")

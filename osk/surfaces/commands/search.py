@@ -1,10 +1,13 @@
 """`osk search QUERY`, `osk embed` and `osk reindex`.
 
 They go through the engine (so search applies the session's scope isolation, locality and
-markers exactly as the MCP tool does).
+markers exactly as the MCP tool does). With the semantic channel on, `osk search` first asks a
+running `osk mcp` of the vault for the search tool's answer (words and meaning, from the model
+that server holds); when none answers it ranks by words alone, loading no model, and says so
+(``--semantic`` loads the model here instead).
 The engine is imported inside the handlers: building the parser must stay cheap, and a plain
-`osk search QUERY [--json] [--k N] [--kind K] [--scope S] [--as-of D]` is read without
-argparse at all (``plain_search``).
+`osk search QUERY [--json] [--semantic] [--k N] [--kind K] [--scope S] [--as-of D]` is read
+without argparse at all (``plain_search``).
 """
 
 from __future__ import annotations
@@ -37,6 +40,10 @@ def _register_search(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
                              "(2026-03-01 or a full timestamp)")
     search.add_argument("--kind", choices=KINDS, default="all",
                         help="nodes and raw rounds (default), nodes only, or rounds only")
+    search.add_argument("--semantic", action="store_true",
+                        help="rank by meaning too when no running `osk mcp` of this vault "
+                             "answers: loads the model in this process (seconds); without "
+                             "it such a search ranks by words alone")
     add_scope_flag(search)
     add_json_flag(search)
     search.set_defaults(handler=run_search)
@@ -62,9 +69,10 @@ COMMANDS = {"search": _register_search, "embed": _register_embed,
             "reindex": _register_reindex}
 
 
-# Each option of `osk search` that takes a value, by the attribute argparse stores it under
-# (a test keeps these equal to what ``_register_search`` registers).
+# Each option of `osk search`, by the attribute argparse stores it under: those that take a
+# value, and the flags (a test keeps both equal to what ``_register_search`` registers).
 VALUED = {"--k": "k", "--kind": "kind", "--scope": "scope", "--as-of": "as_of"}
+FLAGS = {"--json": "json", "--semantic": "semantic"}
 
 
 def plain_search(args: list[str]) -> SimpleNamespace | None:
@@ -74,7 +82,8 @@ def plain_search(args: list[str]) -> SimpleNamespace | None:
     value that starts with a dash, a bad --k or --kind), which argparse reads and explains."""
     read: dict[str, Any] = {"vault": None, "version": False, "command": "search",
                             "query": None, "k": None, "as_of": None, "kind": "all",
-                            "scope": None, "json": False, "handler": run_search}
+                            "semantic": False, "scope": None, "json": False,
+                            "handler": run_search}
     words = iter(args)
     word = next(words, None)
     if word == "--vault":
@@ -95,8 +104,8 @@ def plain_search(args: list[str]) -> SimpleNamespace | None:
 
 def _taken(word: str, words: Any, read: dict[str, Any]) -> bool:
     """Read one word of a plain search (and the value after it); False where argparse should."""
-    if word == "--json":
-        read["json"] = True
+    if word in FLAGS:
+        read[FLAGS[word]] = True
     elif word in VALUED:
         value = _value(next(words, None))
         if value is None:
@@ -121,10 +130,14 @@ def _value(word: str | None) -> str | None:
 def run_search(args: argparse.Namespace | SimpleNamespace) -> int:
     from osk.reads import quick_search
 
-    result = None
-    if args.as_of is None:  # the engine's answer from the persisted index, when it holds
-        result = quick_search.search(args.vault, Path.cwd(), args.scope, args.query, args.k,
-                                     args.kind)
+    cwd = Path.cwd()
+    # a running server's search tool, which holds the model; else words alone here
+    result = quick_search.served(args.vault, cwd, args.scope, args.query, args.k, args.kind,
+                                 args.as_of)
+    note = quick_search.words_alone(args.vault, cwd) if result is None and not args.semantic \
+        else None
+    if result is None and args.as_of is None:  # from the persisted index, when it holds
+        result = quick_search.search(args.vault, cwd, args.scope, args.query, args.k, args.kind)
     if result is None:
         result = _engine_search(args)
     if args.json:
@@ -133,12 +146,13 @@ def run_search(args: argparse.Namespace | SimpleNamespace) -> int:
         return 0
     if not result.hits:
         print(f"Nothing matches {args.query!r} (scope {result.scope}).", file=sys.stderr)
-        return 0
     for rank, hit in enumerate(result.hits, start=1):
         markers = f"  [{', '.join(hit.markers)}]" if hit.markers else ""
         print(f"{rank:2}. {hit.title}  ({hit.score:.3f}){markers}")
         print(f"    {hit.path}")
         print(f"    {hit.summary}")
+    if note is not None:
+        print(note, file=sys.stderr)
     return 0
 
 
