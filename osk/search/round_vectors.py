@@ -57,6 +57,7 @@ from osk.search.semantic import (
     asked,
     enabled,
     find_model,
+    give_back_freed_memory,
     windows,
 )
 from osk.store.fastclass import dataclass
@@ -229,6 +230,8 @@ class RoundVectors:
                 progress(done, total)
         if budget is None and only is None:
             self._drop_orphans({rel for rel, *_ in index.records()[1]})
+        if done:
+            give_back_freed_memory()  # the embedding's transient arrays
         return left
 
     def _embed_record(self, index: RoundIndex, rel: str, pace: float) -> None:

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 from osk.capture.exclusions import Excluded, excluded
 from osk.search.tokenize import tokenize, tokenize_prose
 from osk.store.fastclass import dataclass
+from osk.store.fsutil import StatKey, stat_key
 from osk.store.locks import file_lock
 from osk.store.vault import Vault
 
@@ -233,6 +234,11 @@ class RoundIndex:
     def __init__(self, vault: Vault) -> None:
         self.vault = vault
         self.path = vault.state("index") / FILE
+        self._log = self.path.with_name(f"{FILE}-wal")
+        # What this process last saw the file agree with: the records on disk, the
+        # exclusions, and the file's own stat (and its write-ahead log's). While all three
+        # are so, a refresh has nothing to do and opens nothing (``refresh``).
+        self._agreed: tuple[Any, ...] | None = None
 
     # -- freshness ----------------------------------------------------------------------------
     def _records_on_disk(self) -> dict[str, tuple[str, tuple[int, int, int]]]:
@@ -281,6 +287,23 @@ class RoundIndex:
         when another process is indexing."""
         disk = self._records_on_disk()
         hidden = excluded(self.vault)
+        if self._agreed == (disk, hidden, self._file_stats()):
+            return 0  # nothing moved since this process saw the file agree with both
+        count = self._refresh(disk, hidden, timeout)
+        self._agreed = (disk, hidden, self._file_stats())
+        return count
+
+    def _file_stats(self) -> tuple[StatKey | None, StatKey | None]:
+        """The file's stat and its write-ahead log's: any write by any process moves one,
+        and a file deleted (``osk redact`` drops it) or rebuilt is another file."""
+        return stat_key(self.path), stat_key(self._log)
+
+    def _holds_none(self) -> bool:
+        """The last refresh found no raw record on disk (so the index holds no round)."""
+        return self._agreed is not None and not self._agreed[0]
+
+    def _refresh(self, disk: dict[str, tuple[str, tuple[int, int, int]]], hidden: Excluded,
+                 timeout: float) -> int:
         with file_lock(self.path.with_name(LOCK), timeout=timeout), self._open() as db:
             self._schema(db)
             known = {rel: (size, mtime, ino) for rel, size, mtime, ino in
@@ -404,12 +427,16 @@ class RoundIndex:
         kept text whole, for a caller that cuts excerpts of the hits it keeps only)."""
         from osk.search.expand import query_terms
 
-        terms = sorted(query_terms(query, prose=True))
-        if not terms or k <= 0:
+        if k <= 0:
             return [], None
         if refresh:
             self.refresh()
+            if self._holds_none():
+                return [], None  # a vault that never captured a round opens nothing more
         elif not self.path.exists():
+            return [], None
+        terms = sorted(query_terms(query, prose=True))
+        if not terms:
             return [], None
         with self._open() as db:
             self._schema(db)

@@ -441,3 +441,35 @@ def test_a_round_is_excerpted_where_the_prompt_s_words_are(vault, tmp_path):
     hit = next(h for h in Engine.open(vault, cwd=shop).search("flamingo cache", k=5).hits
                if h.id == "_raw/shop/talk#Round 8")
     assert "flamingo cache" in hit.summary
+
+
+def test_a_search_opens_the_rounds_index_only_when_something_moved(vault, tmp_path,
+                                                                   monkeypatch):
+    """The rounds' index is a cache of the raw records: while no record, no exclusion and not
+    the file itself changed since this process last refreshed it, a search does not open it
+    to refresh (and a vault that never captured a round does not open it at all); whatever
+    moves is still found by the next search."""
+    opened: list[int] = []
+    real = RoundIndex._open
+
+    def counted(self):
+        opened.append(1)
+        return real(self)
+
+    monkeypatch.setattr(RoundIndex, "_open", counted)
+    shop = make_project(tmp_path / "shop")
+    engine = Engine.open(vault, cwd=shop)
+    assert rounds_of(engine, "zeppelin") == []
+    opened.clear()
+    assert rounds_of(engine, "zeppelin") == [] and opened == []
+    engine.append_raw("talk", user="the zeppelin arrives", assistant="ok")
+    assert rounds_of(engine, "zeppelin") == ["_raw/shop/talk#Round 1"]
+    opened.clear()
+    assert rounds_of(engine, "zeppelin") == ["_raw/shop/talk#Round 1"]
+    assert len(opened) == 1  # the query's, no refresh
+    redaction.drop_caches(vault)  # the file deleted behind the engine: rebuilt, found again
+    assert rounds_of(engine, "zeppelin") == ["_raw/shop/talk#Round 1"]
+    other = Engine.open(vault, cwd=shop)  # another process's write moves the file
+    other.append_raw("more", user="the zeppelin leaves", assistant="ok")
+    assert sorted(rounds_of(engine, "zeppelin")) == ["_raw/shop/more#Round 1",
+                                                     "_raw/shop/talk#Round 1"]

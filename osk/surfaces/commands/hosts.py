@@ -7,10 +7,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from osk.hosts.hostsetup import HOSTS
+
 if TYPE_CHECKING:
     from osk.hosts.doctor import Check
-
-HOSTS = ("claude", "codex", "kiro", "antigravity")
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
