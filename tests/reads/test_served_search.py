@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -220,3 +221,22 @@ def test_a_dead_servers_socket_is_skipped_removed_and_words_answer(vault, projec
     assert [hit["title"] for hit in found["hits"]][:1] == ["Release build"]
     assert "numpy" not in modules
     assert sockets(vault) == []  # the refused connection removed it at once
+
+
+def test_a_server_that_never_answers_costs_a_bounded_wait_then_words_answer(
+        vault, project, filled, monkeypatch):
+    monkeypatch.setenv(channel.TIMEOUT_ENV, "0.2")
+    folder = recall_wire.socket_dir(vault)
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = folder / "999999.sock"
+    mute = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    mute.bind(str(path))
+    mute.listen(8)  # the kernel queues the connection; nobody ever reads it
+    try:
+        found, _, modules = fresh_search(vault, project, "release build")
+        assert path.exists()  # alive, only slow: kept for the next asker
+    finally:
+        mute.close()
+        path.unlink(missing_ok=True)
+    assert [hit["title"] for hit in found["hits"]][:1] == ["Release build"]
+    assert "socket" in modules and "numpy" not in modules  # it asked, then words answered
