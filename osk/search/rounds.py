@@ -128,6 +128,15 @@ class RoundStats:
     def df(self, term: str) -> int:
         return self._dfs.get(self._names.get(term, term), 0)
 
+    def without(self, unsaid: Mapping[int, Collection[str]]) -> RoundStats:
+        """These statistics with each slot's ``unsaid`` terms (a round's own form) taken
+        from what it holds (``osk.search.speakers.unsaid``: words only another speaker said)."""
+        if not any(unsaid.values()):
+            return self
+        tfs = {term: {slot: tf for slot, tf in held.items() if term not in unsaid.get(slot, ())}
+               for term, held in self._tfs.items()}
+        return RoundStats(self.size, self.k1, self._norms, tfs, self._dfs, self._names)
+
     def coverage(self, terms: Mapping[str, float], slot: int) -> float:
         """How much of the query the round in ``slot`` holds in its own words, as
         ``Ranking.coverage`` measures a node: the share of the query's term weight (count ×
