@@ -55,7 +55,7 @@ from osk.search.ranking import Hit, Markers, SearchResult
 from osk.search.rounds import SEARCH_KINDS, RoundIndex, merged, round_hits
 from osk.store.catalog import Catalog, Changes
 from osk.store.edges import NodeTarget, as_link, parse_target
-from osk.store.fsutil import collector_paused, synced_at_exit
+from osk.store.fsutil import RACE_WINDOW_NS, collector_paused, synced_at_exit
 from osk.store.node import Node
 from osk.store.node import parse as parse_node
 from osk.store.vault import Vault, disk_error, scope_of
@@ -67,6 +67,9 @@ if TYPE_CHECKING:
 
 PAGE_CHARS = 4000  # read_node: at most this many body characters per call
 REFRESH_SECONDS = 1.0  # reads re-stat every node file at most this often (for hand edits)
+# Files still inside the race window at the end of a bulk load that the next process may read
+# rather than wait for (``persist``): a few files cost it less than the wait costs the load.
+SETTLE_FILES = 64
 
 log = logging.getLogger("osk.engine.core")
 
@@ -457,8 +460,17 @@ class Engine:
     def persist(self) -> None:
         """Leave what a bulk load built whole on disk, so the next process reads no node file:
         one full look (the catalog exact, recorded with the index), the catalog snapshot,
-        and the search index folded into one snapshot (``osk import`` ends with this)."""
+        and the search index folded into one snapshot (``osk import`` ends with this).
+
+        A file read within the race window of its mtime cannot be vouched for by its stat, so
+        the next process would read it again (catalog and index alike): when more than
+        ``SETTLE_FILES`` are, this waits out the window (at most its 2 s) and looks again,
+        which re-reads them (a compare with the text held: no parse) past it."""
         self.refresh()
+        count, newest = self.catalog.unsettled()
+        if count > SETTLE_FILES:
+            time.sleep(max(0.0, (newest + RACE_WINDOW_NS - time.time_ns()) / 1e9))
+            self.refresh()
         self.catalog.save_snapshot()
         index = self._search_index()
         self._note_look()

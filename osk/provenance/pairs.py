@@ -117,7 +117,7 @@ class TargetHasher:
         cached = self._bodies.get(id(node))
         if cached is not None and cached[0] is node:
             return cached[1]
-        value = sha256_text(node.body)
+        value = node.body_hash  # a node restored from the catalog snapshot carries it: no read
         if len(self._bodies) > 50_000:
             self._bodies.clear()
         self._bodies[id(node)] = (node, value)

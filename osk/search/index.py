@@ -70,8 +70,12 @@ from osk.store.fsutil import RACE_WINDOW_NS, StatKey, collector_paused, sha256_t
 from osk.store.vault import Vault
 
 if TYPE_CHECKING:
-    from osk.store.catalog import Catalog, Changes
+    from collections.abc import Mapping
+
+    from osk.store.catalog import Catalog, Changes, Entry
     from osk.store.node import Node
+
+    Known = Mapping[str, Entry]  # a catalog's entries by path (``Catalog.entries``)
 
 log = logging.getLogger("osk.search")
 
@@ -203,9 +207,9 @@ class SearchIndex:
         walk of its own: the engine's catalog has just looked at them (a stat of every file
         is 0.35-0.9 s at 50,000 nodes; this costs a dictionary pass)."""
         with self._lock:
-            self._ensure_loaded()
+            self._ensure_loaded(catalog.entries)
             result = self._walk_and_reconcile(
-                {rel: entry.stat for rel, entry in catalog.entries.items()})
+                {rel: entry.stat for rel, entry in catalog.entries.items()}, catalog.entries)
             self._commit()
             return result
 
@@ -371,7 +375,9 @@ class SearchIndex:
             return self._corpus.get(path)
 
     # -- loading ------------------------------------------------------------------------------
-    def _ensure_loaded(self) -> None:
+    def _ensure_loaded(self, known: Known | None = None) -> None:
+        """Load the persisted index, or build it from the files (``known``: what a catalog
+        read of them, used instead of reading a file again where it vouches for the bytes)."""
         if self._loaded:
             return
         try:
@@ -381,10 +387,10 @@ class SearchIndex:
             self._generation = snapshot.generation
         except index_files.Missing:
             self._reset_memory()
-            self._build("built: no index on disk")
+            self._build("built: no index on disk", known=known)
         except (index_files.Damaged, ValueError, TypeError, KeyError, IndexError) as exc:
             self._reset_memory()
-            self._build(f"rebuilt: damaged index ({exc})")
+            self._build(f"rebuilt: damaged index ({exc})", known=known)
         else:
             ops, unusable = index_files.read_journal(self.directory, self._generation)
             try:
@@ -392,7 +398,7 @@ class SearchIndex:
                     self._replay(op)
             except (ValueError, TypeError, KeyError, IndexError) as exc:
                 self._reset_memory()
-                self._build(f"rebuilt: damaged journal ({exc})")
+                self._build(f"rebuilt: damaged journal ({exc})", known=known)
             else:
                 self.load_report = "loaded"
                 self._journal_ops = len(ops)
@@ -401,11 +407,12 @@ class SearchIndex:
                 self._recall.catch_up(self._corpus)
         self._loaded = True
 
-    def _build(self, report: str, progress: Callable[[int, int], None] | None = None) -> None:
+    def _build(self, report: str, progress: Callable[[int, int], None] | None = None, *,
+               known: Known | None = None) -> None:
         now = time.time_ns()
         files = list(_walk(self.vault))
         for done, (rel, stat) in enumerate(files, start=1):
-            self._read_file(rel, stat, None, now)
+            self._read_file(rel, stat, None, now, known)
             if progress is not None:
                 progress(done, len(files))
         self._last_walk = time.monotonic()
@@ -481,7 +488,8 @@ class SearchIndex:
                 "regions": list(self._regions.regions), "params": PARAMS}
 
     # -- freshness ----------------------------------------------------------------------------
-    def _walk_and_reconcile(self, files: dict[str, StatKey] | None = None) -> Refreshed:
+    def _walk_and_reconcile(self, files: dict[str, StatKey] | None = None,
+                            known: Known | None = None) -> Refreshed:
         result = Refreshed()
         now = time.time_ns()
         started = time.monotonic()  # an edit made while we walk may be missed: count from here
@@ -495,11 +503,11 @@ class SearchIndex:
                 if (rejected is not None and rejected[0] == stat and not _racy(*rejected)
                         and rel not in forced):
                     continue
-                if self._read_file(rel, stat, None, now):
+                if self._read_file(rel, stat, None, now, known):
                     result.added.append(rel)
             elif doc.stat != stat or doc.racy or rel in forced:
                 before = doc.file_hash
-                if not self._read_file(rel, stat, None if rel in forced else doc, now):
+                if not self._read_file(rel, stat, None if rel in forced else doc, now, known):
                     result.removed.append(rel)
                 elif corpus.get(rel).file_hash != before:  # type: ignore[union-attr]
                     result.changed.append(rel)
@@ -519,8 +527,17 @@ class SearchIndex:
             return
         self._read_file(rel, (st.st_size, st.st_mtime_ns, st.st_ino), None, now)
 
-    def _read_file(self, rel: str, stat: StatKey, previous: SearchDoc | None, now: int) -> bool:
-        """(Re)index one file; False when it is gone or not a valid node (then unindexed)."""
+    def _read_file(self, rel: str, stat: StatKey, previous: SearchDoc | None, now: int,
+                   known: Known | None = None) -> bool:
+        """(Re)index one file; False when it is gone or not a valid node (then unindexed).
+        ``known``: a catalog's entries; one that read this file at this stat, past the race
+        window, with its text still held, is indexed as read there (``osk import`` ends by
+        indexing what it wrote: no file is read or parsed a second time)."""
+        entry = None if known is None else known.get(rel)
+        if (entry is not None and entry.node is not None and entry.node.text_held
+                and entry.stat == stat and not _racy(stat, entry.read_at_ns)):
+            self._put_node(entry.node, stat, entry.read_at_ns, force=previous is None)
+            return rel in self._corpus.slot_of
         try:
             with open(os.path.join(self._root, rel), encoding="utf-8") as handle:
                 text = handle.read()

@@ -168,6 +168,15 @@ class Catalog:
         else:
             self._put(self._load(rel, stat, written))
 
+    def unsettled(self) -> tuple[int, int]:
+        """(how many entries were read too soon after their file's mtime to vouch for it,
+        the newest such mtime): what the next refresh still re-reads (``read_is_final``)."""
+        count, newest = 0, 0
+        for entry in self.entries.values():
+            if not read_is_final(entry):
+                count, newest = count + 1, max(newest, entry.stat[1])
+        return count, newest
+
     def note_removed(self, rel: str) -> None:
         self._dirty = True
         self._drop(rel)

@@ -111,6 +111,11 @@ class Node:
             self._text = self._loader()
         return self._text
 
+    @property
+    def text_held(self) -> bool:
+        """Whether the text is in memory (read or written here), not still to be read."""
+        return self._text is not None
+
     def holds(self, text: str) -> bool:
         """Whether this node was parsed from exactly ``text`` (without reading its file: by
         the text held, else by the file hash)."""

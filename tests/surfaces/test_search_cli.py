@@ -156,3 +156,43 @@ def test_a_fresh_osk_search_imports_no_write_path(vault: Vault, tmp_path: Path):
         assert {h["title"]: h["markers"] for h in hits} == {
             "Walrus habits": [], "Walrus diet": []}
     assert sorted(WRITE_PATH & set(report["modules"])) == []
+
+
+# The first process after an import reads its nodes from the catalog snapshot and the index:
+# a node file it opens is one it shows (a hit's steering marker reads its text).
+OPENS = (
+    "import json, os, sys\n"
+    "opened = []\n"
+    "def look(event, args):\n"
+    "    if event == 'open' and isinstance(args[0], str) and args[0].endswith('.md'):\n"
+    "        opened.append(os.path.realpath(args[0]))\n"
+    "sys.addaudithook(look)\n"
+    "from osk.surfaces.cli import main\n"
+    "code = main(sys.argv[1:])\n"
+    "print(json.dumps({'code': code, 'opened': opened}), file=sys.stderr)\n"
+)
+
+
+def test_the_first_process_after_an_import_reads_no_node_file_it_does_not_show(
+        vault: Vault, tmp_path: Path, monkeypatch):
+    import osk.engine.core
+    from osk.surfaces.cli import main
+
+    monkeypatch.setattr(osk.engine.core, "SETTLE_FILES", 0)  # wait out even one racy file
+    monkeypatch.chdir(tmp_path)
+    words = ["walrus", "otter", "heron", "badger", "lynx", "stoat", "marten", "ibis"]
+    lines = [line(title=f"Note {n}", summary=f"About the {word}.", body=f"The {word} rests.",
+                  space="domain", cluster="animals",
+                  **({"derived_from": [f"Note {n - 1}"]} if n else {}))  # citations: the engine
+             for n, word in enumerate(words)]
+    source = tmp_path / "nodes.jsonl"
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert main(["--vault", str(vault.root), "import", str(source)]) == 0
+    done = subprocess.run([sys.executable, "-c", OPENS, "--vault", str(vault.root), "search",
+                           "heron", "--json"], cwd=tmp_path, capture_output=True, text=True,
+                          encoding="utf-8")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stderr.strip().splitlines()[-1])
+    shown = {os.path.realpath(vault.root / hit["path"]) for hit in json.loads(done.stdout)["hits"]}
+    assert report["code"] == 0 and len(shown) == 1
+    assert set(report["opened"]) <= shown
