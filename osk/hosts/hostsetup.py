@@ -27,7 +27,7 @@ from pathlib import Path
 from osk.capture.secrets import check_name
 from osk.errors import SetupError
 from osk.hooks import adapters
-from osk.hooks.adapters import HOSTS
+from osk.hooks.adapters import HOSTS as HOSTS  # re-exported: the commands name the hosts by it
 from osk.hooks.adapters.common import HOOK_EVENT_NAMES
 from osk.hooks.rules import rules_text
 from osk.hosts.configtext import (
