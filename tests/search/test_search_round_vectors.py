@@ -80,10 +80,10 @@ def test_a_round_is_found_by_meaning_in_its_own_project_only(vault, tmp_path, mo
     monkeypatch.setenv("OSK_SEMANTIC", "1")
     assert rounds_found(vault, shop, PARAPHRASE)[:1] == ["_raw/shop/talk#Round 5"]
     assert rounds_found(vault, other, PARAPHRASE) == []  # another project never sees it
-    # a fresh `osk search` answers as the engine does
+    # a fresh `osk search --semantic` (no server runs to ask) answers as the engine does
     done = subprocess.run([sys.executable, "-m", "osk", "--vault", str(vault.root), "search",
-                           "--json", "--kind", "rounds", PARAPHRASE], capture_output=True,
-                          text=True, cwd=shop, env={**os.environ})
+                           "--json", "--kind", "rounds", "--semantic", PARAPHRASE],
+                          capture_output=True, text=True, cwd=shop, env={**os.environ})
     assert done.returncode == 0, done.stderr
     assert [hit["id"] for hit in json.loads(done.stdout)["hits"]][:1] == [
         "_raw/shop/talk#Round 5"]
