@@ -163,7 +163,10 @@ class Listener:
             result = self.search(asked)
         except OskError:
             return
-        conn.sendall(encode_result(result))
+        try:
+            conn.sendall(encode_result(result))
+        except OSError:  # the asker stopped waiting (its bound: a second) and went on by words
+            return
 
     def close(self) -> None:
         try:

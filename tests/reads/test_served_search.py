@@ -9,6 +9,7 @@ it imported.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import socket
@@ -240,3 +241,36 @@ def test_a_server_that_never_answers_costs_a_bounded_wait_then_words_answer(
         path.unlink(missing_ok=True)
     assert [hit["title"] for hit in found["hits"]][:1] == ["Release build"]
     assert "socket" in modules and "numpy" not in modules  # it asked, then words answered
+
+
+def test_an_asker_that_stopped_waiting_leaves_no_error_in_the_servers_log(
+        vault, tiny_model, monkeypatch, caplog):
+    """The server's search outlived the asker's wait (a first search that embeds, say): its
+    answer has nobody to go to, which is no failure of the channel."""
+    import threading
+
+    from osk.search import SearchIndex, recall_server
+    from osk.search.ranking import SearchResult
+
+    released = threading.Event()
+
+    def slow(asked: recall_wire.SearchAsk) -> SearchResult:
+        released.wait(60)
+        return SearchResult("s", asked.query, ())
+
+    listener = recall_server.listen(SearchIndex(vault), vault, slow)
+    assert listener is not None
+    ask = recall_wire.SearchAsk(str(vault.root), str(vault.root), None, "cache", None, "all",
+                                None)
+    try:
+        with caplog.at_level(logging.ERROR, logger="osk.recall"):
+            monkeypatch.setenv(channel.TIMEOUT_ENV, "0.2")
+            assert channel.ask_search(vault, ask) is None  # gave up waiting
+            released.set()
+            monkeypatch.setenv(channel.TIMEOUT_ENV, "60")
+            # one connection at a time: this answer comes once the first one is done with
+            answered = channel.ask_search(vault, ask)
+    finally:
+        listener.close()
+    assert answered is not None and answered.query == "cache"  # control: it answers
+    assert "a recall request failed" not in caplog.text
