@@ -291,9 +291,9 @@ def test_recall_falls_back_to_a_captured_round_in_a_later_session_of_its_project
     question = "why does the checkout test fail on CI but pass locally"
     later = recalled_for(shop, question, tmp_path, "a-later-session")
     coordinate = f"_raw/shop/{CLAUDE_SESSION}#Round 1"
-    # the head says once what a raw round is; each line its date, its id and "captured"
+    # the head says once what a raw round is; each line its date and its id
     assert "raw rounds osk captured" in later and "person and agent" in later
-    assert f"\n- 2026-03-14 (id {coordinate}; captured): " in later
+    assert f"\n- 2026-03-14 (id {coordinate}): " in later
     assert "read_raw" in later
     assert coordinate not in recalled_for(other, question, tmp_path, "elsewhere")
     # the conversation that holds the round has it in its context: never shown to it again
