@@ -40,6 +40,7 @@ ENGLISH = "all-MiniLM-L6-v2"
 MULTILINGUAL = "USE multilingual v3"
 MODEL_FILES = ("vocab.txt", "config.json", "model.safetensors")
 SAVE_EVERY = 10.0  # seconds between two saves during a long catch-up (each writes them all)
+_NPY_HEADER_MAX = 65_536 + 12  # the longest header a .npy file of format 2.0 can have
 PASSAGE_WORDS = 80  # words per passage: about what the encoder's 128 pieces hold
 _HEADING = re.compile(r"(?m)^(?=#{1,6} )")
 Text = Callable[[str], str | None]  # content hash -> the text to embed (None: gone)
@@ -284,6 +285,32 @@ def windows(text: str) -> list[str]:
             for start in range(0, len(words), PASSAGE_WORDS)] or [""]
 
 
+def _saved_matrix(path: Path, digest: object) -> np.ndarray | None:
+    """The matrix ``Vectors._save`` wrote to ``path`` if the file's sha256 is ``digest``, else
+    None. Mapped read-only (a save replaces the file, never writes into it): the vectors are
+    the file's pages, which the system may drop and read again, not a copy in the process's
+    heap, and a search that loads them only for itself (``osk.reads.quick_search``) leaves no
+    freed array behind. Read into memory on Windows, where a mapped file cannot be replaced."""
+    import mmap
+
+    import numpy as np
+
+    with open(path, "rb") as handle:
+        content = (handle.read() if os.name == "nt"
+                   else mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ))
+    if sha256_bytes(memoryview(content)) != digest:
+        return None
+    header = io.BytesIO(content[:_NPY_HEADER_MAX])
+    version = np.lib.format.read_magic(header)
+    shape, fortran, dtype = (np.lib.format.read_array_header_1_0(header) if version == (1, 0)
+                             else np.lib.format.read_array_header_2_0(header))
+    if fortran or len(shape) != 2:
+        return None
+    matrix: np.ndarray = np.frombuffer(content, dtype=dtype, count=shape[0] * shape[1],
+                                       offset=header.tell()).reshape(shape)
+    return matrix
+
+
 def _row_key(key: str, passage: int) -> str:
     """A passage's row: the content hash for the first, ``HASH#N`` for the others."""
     return key if passage == 0 else f"{key}#{passage}"
@@ -463,10 +490,11 @@ class Vectors:
 
         try:
             meta = json.loads((self.directory / "keys.json").read_text(encoding="utf-8"))
-            data = (self.directory / "vectors.npy").read_bytes()
-            if not isinstance(meta, dict) or meta.get("sha256") != sha256_bytes(data):
+            if not isinstance(meta, dict):
+                return
+            matrix = _saved_matrix(self.directory / "vectors.npy", meta.get("sha256"))
+            if matrix is None:
                 return  # a save cut between its two files, or damage: recomputed
-            matrix = np.load(io.BytesIO(data), allow_pickle=False)
         except (OSError, ValueError):
             return  # none yet, or unreadable: device state, recomputed
         keys = meta.get("keys")
@@ -477,8 +505,6 @@ class Vectors:
         self._matrix = matrix.astype(np.float32, copy=False)
         self._rows = {key: row for row, key in enumerate(keys)}
         self._row_nodes = None
-        del data
-        give_back_freed_memory()
 
     def _save(self) -> None:
         """Matrix, then the keys naming it with the matrix file's hash: a crash between the
@@ -490,13 +516,14 @@ class Vectors:
             return
         buffer = io.BytesIO()
         np.save(buffer, matrix, allow_pickle=False)
-        data = buffer.getvalue()
+        data = buffer.getbuffer()  # the saved bytes, not a second copy of them
         replace_unsynced(self.directory / "vectors.npy", data)
         keys = sorted(self._rows, key=self._rows.__getitem__)
         meta = {"model": self.model.tag(), "sha256": sha256_bytes(data), "keys": keys,
                 "passage_words": PASSAGE_WORDS}
+        data.release()
         replace_unsynced(self.directory / "keys.json", json.dumps(meta) + "\n")
         self._unsaved, self._saved_at = 0, time.monotonic()
-        del buffer, data
+        del buffer
         give_back_freed_memory()
 

@@ -252,14 +252,14 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def replace_unsynced(path: Path, text: str | bytes) -> None:
+def replace_unsynced(path: Path, text: str | bytes | memoryview) -> None:
     """Replace ``path`` with ``text`` atomically but without fsync: for device-state caches
     whose loss or staleness after a crash costs only a recomputation."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{os.getpid()}.{path.name[:80]}.tmp")
     try:
         with open(temporary, "wb") as handle:
-            handle.write(text if isinstance(text, bytes) else text.encode("utf-8"))
+            handle.write(text.encode("utf-8") if isinstance(text, str) else text)
         os.replace(temporary, path)
     except BaseException:
         temporary.unlink(missing_ok=True)  # a full disk leaves no half-written temp behind
@@ -288,7 +288,7 @@ def append_durably(path: Path, data: bytes) -> None:
         fsync_dir(path.parent)
 
 
-def sha256_bytes(data: bytes) -> str:
+def sha256_bytes(data: bytes | memoryview) -> str:
     import hashlib  # here: 4 ms to import, and a prompt's hook hashes nothing
 
     return hashlib.sha256(data).hexdigest()

@@ -3,14 +3,17 @@ model's piece table mapped from a file rather than copied into the process."""
 
 from __future__ import annotations
 
+import mmap
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from semantic_support import write_tiny_model
 
 from osk.search import semantic
+from osk.search.semantic import Vectors
 
 # In a fresh process: 40 MB of blocks the C allocator serves from its heap (100 KB each, under
 # glibc's mmap threshold), all freed but the last (so the heap's top cannot shrink by itself);
@@ -114,3 +117,41 @@ def test_a_damaged_copy_of_the_piece_table_is_unpacked_again(
     cache.write_bytes(whole[:1000])  # cut short
     assert np.array_equal(Encoder(MULTILINGUAL.folder).embed(TEXTS), expected)
     assert cache.read_bytes() == whole
+
+
+def memory_of(array: np.ndarray) -> object:
+    """What holds an array's memory: the end of its chain of bases."""
+    holder: object = array
+    while isinstance(holder, np.ndarray | memoryview):
+        holder = holder.base if isinstance(holder, np.ndarray) else holder.obj
+    return holder
+
+
+def test_saved_vectors_are_read_back_as_a_read_only_map_of_their_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    folder = write_tiny_model(tmp_path / "model")
+    monkeypatch.setenv("OSK_SEMANTIC", "1")
+    texts = {f"k{n}": f"the cache ttl is {n} seconds" for n in range(30)}
+    store = Vectors(tmp_path / "vectors", semantic.english_model(folder))
+    assert store.catch_up(texts, texts.get, budget=None) == 0
+    held = store._joined()
+    assert held is not None and held.flags.writeable  # embedded here: the process's own
+    again = Vectors(tmp_path / "vectors", semantic.english_model(folder))
+    assert again.has("k0")
+    mapped = again._joined()
+    assert mapped is not None and np.array_equal(mapped, held)
+    assert not mapped.flags.writeable and not mapped.flags.owndata
+    assert isinstance(memory_of(mapped), mmap.mmap)  # the file's pages, not a copy
+    assert again.nearest("the cache ttl is 7 seconds", 3) == store.nearest(
+        "the cache ttl is 7 seconds", 3)
+    # a node added to the mapped store: the matrix becomes the process's own, and is saved
+    more = {**texts, "k30": "release build"}
+    assert again.catch_up(more, more.get, budget=None) == 0
+    joined = again._joined()
+    assert joined is not None and len(joined) == 31 and joined.flags.writeable
+    assert Vectors(tmp_path / "vectors", semantic.english_model(folder)).has("k30")
+    # one byte changed in the file: its hash no longer matches, nothing is trusted
+    data = bytearray((tmp_path / "vectors" / "vectors.npy").read_bytes())
+    data[-1] ^= 0xFF
+    (tmp_path / "vectors" / "vectors.npy").write_bytes(bytes(data))
+    assert not Vectors(tmp_path / "vectors", semantic.english_model(folder)).has("k0")
