@@ -26,12 +26,21 @@ K1 = 1.5
 B = 0.75
 EPSILON = 0.25
 
+# A term with at least this many postings keeps its impact order in a long-lived index
+# (``Bm25._impacts_of``): below it, walking the list costs less than ordering it.
+IMPACT_MIN = 4096
+# Bounds on what terms can add are raised by this share: a document's score summed in another
+# order may differ in its last bits, and a bound must never fall below a score.
+MARGIN = 1e-9
+
 Query = Iterable[str] | Mapping[str, float]
 Pairs = Iterable[tuple[int, int]]
 
 
 class Bm25:
     """Postings ``term -> {slot: tf}``, document lengths, and BM25Okapi scoring."""
+
+    KEEPS_IMPACTS = True  # long lists get an impact order on first need (``_impacts_of``)
 
     def __init__(self, k1: float = K1, b: float = B, epsilon: float = EPSILON) -> None:
         self.k1, self.b, self.epsilon = k1, b, epsilon
@@ -46,6 +55,7 @@ class Bm25:
         self._average_idf: tuple[int, float] | None = None
         self._df_logs: dict[int, float] = {}  # df -> log(df + 0.5), for average_idf
         self._norms: dict[int, float] | None = None
+        self._impacts: dict[str, _Impacts] = {}  # long lists in impact order (``top``)
 
     # -- loading and saving ------------------------------------------------------------------
     @classmethod
@@ -145,6 +155,11 @@ class Bm25:
                     histogram[len(docs)] -= 1
                 histogram[len(docs) + 1] += 1
             docs[slot] = tf
+            impacts = self._impacts.get(term)
+            if impacts is not None:
+                impacts.fresh.append(slot)
+                if len(impacts.fresh) > max(64, len(docs) // 8):  # ordered afresh when needed
+                    del self._impacts[term]
         self.lengths[slot] = length
         self.total_length += length
         self._changed()
@@ -338,7 +353,8 @@ class Bm25:
         ceilings: tuple[Sequence[int], Sequence[float]] | None = None,
     ) -> dict[int, float]:
         """Exact BM25 scores of a set of documents that holds every document that can reach
-        the top ``k`` by ``score * factor(slot)`` (a factor of 0 means "never returned").
+        the top ``k`` by ``score * factor(slot)`` (a factor of 0 means "never returned"); every
+        other document's ``score * factor`` is below the k-th best's, never equal to it.
 
         With ``floor``, idf values below it are raised to it first, so every document that
         shares a term with the query scores above zero. This only matters in corpora of one
@@ -346,17 +362,20 @@ class Bm25:
         found by its own words; a caller that passes a floor gets BM25 scores only when no
         weight was raised (``floored`` tells).
 
-        Term at a time, highest weight first. Once the k-th best candidate already beats
-        anything a document not seen yet could still collect from the remaining terms (their
-        weights times ``k1 + 1`` times ``max_factor``), the remaining terms are only added to
-        the candidates already held instead of opening every document in their long posting
-        lists. Every remaining term is still added to every candidate, so scores stay exact.
+        Term at a time, highest weight first, each candidate's score summed in that order (the
+        same sums as scoring every document). Once k candidates are held, a lower bound on the
+        k-th best final score is taken from the leading candidates' whole scores (random
+        access), and a document not seen yet is opened only if its share of this term plus
+        the most the terms after it can add (``_reach``: for a long list, the largest share
+        any of its documents gets) times its kind's factor bound could still pass it: one not
+        opened at its first term cannot pass it later either (the bound only falls, the k-th
+        best only rises), so every candidate's score is whole. A long list is walked in its
+        impact order (``_Impacts``) and left where its shares fall short, so a common word's
+        postings are read only as far as they can still change the top k; the candidates
+        already held gain it by random access.
 
-        ``ceilings``: (the kind of each slot, an upper bound on ``factor`` for each kind). Until
-        the lists close, a document not seen yet is opened only if its kind's bound could still
-        lift it past the k-th best: where most documents belong to kinds with a lower factor
-        (other scopes, say), a common term's long list adds only the few that can still win,
-        and no later step walks the rest.
+        ``ceilings``: (the kind of each slot, an upper bound on ``factor`` for each kind), so a
+        document of a kind with a lower factor (other scopes, say) needs a larger score.
         """
         weights = self.weights(query, floor)
         if not weights:
@@ -367,55 +386,171 @@ class Bm25:
         base, slope = self._norm_line()
         lengths = self.lengths
         k1p1 = self.k1 + 1
-        # A non-positive weight (tiny corpora, where even the idf floor is negative) breaks
-        # the bound, so such queries are scored exhaustively.
-        prunable = weights[-1][1] > 0 and k > 0
-        remaining = [0.0] * (len(weights) + 1)
-        for i in range(len(weights) - 1, -1, -1):
-            remaining[i] = remaining[i + 1] + weights[i][1] * k1p1
         acc: dict[int, float] = {}
         get = acc.get
-        closed = False
-        admit: list[bool] | None = None  # per kind: may a document not seen yet still win
+        # A non-positive weight (tiny corpora, where even the idf floor is negative) breaks
+        # the bounds, so such queries are scored exhaustively.
+        prunable = weights[-1][1] > 0 and k > 0
+        reach = [0.0] * (len(weights) + 1)  # at most what terms i.. add to one document
+        for i in range(len(weights) - 1, -1, -1):
+            share = weights[i][1] * k1p1 * self._reach(
+                weights[i][0], base, slope, ceilings[0] if ceilings is not None else ())
+            reach[i] = reach[i + 1] + share * (1 + MARGIN)
+        kth = 0.0  # a lower bound on the k-th best final score (0: none known yet)
         for i, (term, weight) in enumerate(weights):
             w = weight * k1p1
-            df = self.df(term)
-            if not closed and prunable and df > 4 * len(acc) and len(acc) >= k:
-                kth = _kth(acc, k, lambda slot, i=i: self._rest(  # type: ignore[misc]
-                    slot, acc[slot], weights[i:], base + slope * lengths[slot]) * factor(slot))
-                closed = kth > remaining[i] * max_factor
-                if not closed and ceilings is not None:
-                    # a kind shut out here stays out: the k-th best only rises, what is left
-                    # to add only falls
-                    admit = [not kth > remaining[i] * bound for bound in ceilings[1]]
-            if admit is not None and not closed:
-                kinds = ceilings[0]  # type: ignore[index]
-                for slot, tf in self.pairs(term):
-                    if slot in acc:
-                        acc[slot] += w * tf / (tf + (base + slope * lengths[slot]))
-                    elif admit[kinds[slot]]:
-                        acc[slot] = w * tf / (tf + (base + slope * lengths[slot]))
-            elif closed and df <= len(acc):
-                for slot, tf in self.pairs(term):
-                    if slot in acc:
-                        acc[slot] += w * tf / (tf + (base + slope * lengths[slot]))
-            elif closed:
-                docs = self.postings(term)
-                for slot in acc:
-                    held = docs.get(slot)
-                    if held:
-                        acc[slot] += w * held / (held + (base + slope * lengths[slot]))
-            else:
+            if (prunable and len(acc) >= k and self.df(term) > 4 * len(acc)
+                    and not reach[i] * max_factor < kth):
+                kth = max(kth, _kth(acc, k, lambda slot, i=i, acc=acc: self._rest(  # type: ignore[misc]
+                    slot, acc[slot], weights[i:], base + slope * lengths[slot]) * factor(slot),
+                    ceilings))
+                if kth > 0.0:  # a candidate that cannot pass it with all that is left goes
+                    acc = _within(acc, kth, reach[i], ceilings, max_factor)
+                    get = acc.get
+            if kth <= 0.0:
                 for slot, tf in self.pairs(term):
                     acc[slot] = get(slot, 0.0) + w * tf / (tf + (base + slope * lengths[slot]))
-        return acc
+                continue
+            if reach[i] * max_factor < kth:  # no document not seen yet can pass it
+                self._add_to_held(term, w, acc, base, slope)
+            else:
+                self._open(term, w, acc, (base, slope, reach[i + 1], kth, max_factor),
+                           ceilings)
+        return _within(acc, kth, 0.0, ceilings, max_factor) if kth > 0.0 else acc
+
+    def _add_to_held(self, term: str, w: float, acc: dict[int, float], base: float,
+                     slope: float) -> None:
+        """The candidates in ``acc`` that hold ``term`` gain its share (``w`` = its weight ×
+        (k1 + 1)): by its postings when fewer than the candidates, else by random access."""
+        lengths = self.lengths
+        if self.df(term) <= len(acc):
+            for slot, tf in self.pairs(term):
+                if slot in acc:
+                    acc[slot] += w * tf / (tf + (base + slope * lengths[slot]))
+            return
+        docs = self.postings(term)
+        for slot in acc:
+            held = docs.get(slot)
+            if held:
+                acc[slot] += w * held / (held + (base + slope * lengths[slot]))
+
+    def _open(self, term: str, w: float, acc: dict[int, float],
+              bar: tuple[float, float, float, float, float],
+              ceilings: tuple[Sequence[int], Sequence[float]] | None) -> None:
+        """Add ``term``'s share to the candidates in ``acc`` holding it, and open the other
+        documents holding it whose share, with ``after`` (what the later terms can add at
+        most), times their kind's factor bound, is not below ``kth``. ``bar``: (base, slope,
+        after, kth, the largest factor)."""
+        base, slope, after, kth, most = bar
+        lengths = self.lengths
+        kinds, bounds = ceilings if ceilings is not None else ((), ())
+        impacts = self._impacts_of(term, kinds)
+        if impacts is None:  # every posting, in one pass
+            for slot, tf in self.pairs(term):
+                share = w * tf / (tf + (base + slope * lengths[slot]))
+                if slot in acc:
+                    acc[slot] += share
+                elif not (share + after) * (bounds[kinds[slot]] if bounds else most) < kth:
+                    acc[slot] = share
+            return
+        self._add_to_held(term, w, acc, base, slope)
+        docs = self.postings(term)
+        for tf, kind, slots, dls in impacts.runs:
+            run_bound = bounds[kind] if bounds and impacts.by_kind else most
+            for slot, dl in zip(slots, dls, strict=True):
+                share = w * tf / (tf + (base + slope * dl))
+                if (share + after) * run_bound < kth:
+                    break  # the rest of this run is longer: a smaller share
+                if (slot not in acc and docs.get(slot) == tf and lengths.get(slot) == dl
+                        and not (share + after) * (bounds[kinds[slot]] if bounds else most)
+                        < kth):
+                    acc[slot] = share
+        for slot in impacts.fresh:  # a slot reused since is here, whatever run it was in
+            held = docs.get(slot)
+            if held and slot not in acc:
+                share = w * held / (held + (base + slope * lengths[slot]))
+                if not (share + after) * (bounds[kinds[slot]] if bounds else most) < kth:
+                    acc[slot] = share
+
+    def _reach(self, term: str, base: float, slope: float, kinds: Sequence[int]) -> float:
+        """At most what one occurrence-weighted unit of ``term`` gives any document holding it,
+        tf / (tf + norm): the largest among its postings when the term's impact order is kept
+        (``_impacts_of``), else 1 (which no document reaches)."""
+        impacts = self._impacts_of(term, kinds)
+        if impacts is None:
+            return 1.0
+        docs, lengths = self.postings(term), self.lengths
+        best = max((tf / (tf + (base + slope * dls[0])) for tf, _, _, dls in impacts.runs),
+                   default=0.0)
+        for slot in impacts.fresh:
+            tf = docs.get(slot)
+            if tf:
+                best = max(best, tf / (tf + (base + slope * lengths[slot])))
+        return min(best, 1.0)
+
+    def _impacts_of(self, term: str, kinds: Sequence[int] = ()) -> _Impacts | None:
+        """The term's impact order, made on first need when its list is long and this index
+        lives on (``KEEPS_IMPACTS``), by the documents' ``kinds`` (slot -> kind) when given;
+        kept through writes (``add`` notes each new posting)."""
+        impacts = self._impacts.get(term)
+        if impacts is None and self.KEEPS_IMPACTS and self.df(term) >= IMPACT_MIN:
+            impacts = self._impacts[term] = _Impacts(self.pairs(term), self.lengths, kinds)
+        return impacts
 
 
-def _kth(acc: dict[int, float], k: int, final: Callable[[int], float]) -> float:
+class _Impacts:
+    """One term's postings in impact order: a run for each tf and kind of document (its
+    locality's, ``Bm25.top``'s ceilings), each run's documents shortest first. A document's
+    share of the term, tf / (tf + norm), falls with its length whatever the average length, so
+    each run stays in order as the corpus changes; across runs the order is not fixed, so
+    each run is walked until its shares, at its kind's factor bound, fall short. Postings
+    added since it was made are ``fresh`` (walked whole); one removed or changed since is told
+    by its tf or length no longer matching (a slot reused since is in ``fresh``)."""
+
+    __slots__ = ("by_kind", "fresh", "runs")
+
+    def __init__(self, pairs: Pairs, lengths: Mapping[int, int], kinds: Sequence[int]) -> None:
+        groups: dict[tuple[int, int], list[int]] = {}
+        for slot, tf in pairs:
+            key = (tf, kinds[slot] if kinds else 0)
+            group = groups.get(key)
+            if group is None:
+                group = groups[key] = []
+            group.append(slot)
+        self.by_kind = bool(kinds)
+        self.runs: list[tuple[int, int, array[int], array[int]]] = []
+        for tf, kind in sorted(groups, reverse=True):
+            slots = sorted(groups[tf, kind], key=lengths.__getitem__)
+            self.runs.append((tf, kind, array("I", slots),
+                              array("I", [lengths[s] for s in slots])))
+        self.fresh: list[int] = []
+
+
+def _within(acc: dict[int, float], kth: float, after: float,
+            ceilings: tuple[Sequence[int], Sequence[float]] | None, most: float
+            ) -> dict[int, float]:
+    """The candidates whose score, with ``after`` more, times their kind's factor bound (or
+    ``most``) is not below ``kth``. One left out cannot come back: a term after this point
+    opens a document only if its share with what follows it passes, and that is less."""
+    kinds, bounds = ceilings if ceilings is not None else ((), ())
+    if not bounds:
+        return {slot: score for slot, score in acc.items() if not (score + after) * most < kth}
+    return {slot: score for slot, score in acc.items()
+            if not (score + after) * bounds[kinds[slot]] < kth}
+
+
+def _kth(acc: dict[int, float], k: int, final: Callable[[int], float],
+         ceilings: tuple[Sequence[int], Sequence[float]] | None) -> float:
     """A lower bound on the k-th largest final score among the candidates (0 if unknown):
     the k-th best ``final`` (a candidate's whole score × its factor) of the best by the
-    score so far."""
-    best = heapq.nlargest(4 * k + 16, acc, key=acc.__getitem__)  # a key in C: no call per item
+    score so far, times its kind's factor bound when ``ceilings`` are known (a candidate
+    of another scope rarely has a final score to match one of the session's own)."""
+    depth = 4 * k + 16
+    if ceilings is None:
+        best = heapq.nlargest(depth, acc, key=acc.__getitem__)  # a key in C: no call per item
+    else:
+        kinds, bounds = ceilings
+        best = heapq.nlargest(depth, acc, key=lambda slot: acc[slot] * bounds[kinds[slot]])
     ranked = sorted((final(slot) for slot in best), reverse=True)
     return ranked[k - 1] if len(ranked) >= k and ranked[k - 1] > 0 else 0.0
 

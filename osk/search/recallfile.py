@@ -421,6 +421,8 @@ class _Lookup:
 class _PartialBm25(Bm25):
     """BM25 over some terms' postings, with the whole corpus's statistics."""
 
+    KEEPS_IMPACTS = False  # read for one query: ordering a long list costs more than walking it
+
     def __init__(self, postings: dict[str, dict[int, int]], lengths: dict[int, int], n: int,
                  total_length: int, average_idf: float) -> None:
         super().__init__()
