@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import subprocess
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pytest
 
 from osk.errors import OskError, VaultNotFound
-from osk.store.vault import Vault, cluster_of, init, locate, scope_of, space_of
+from osk.store.vault import (
+    Vault,
+    cluster_of,
+    init,
+    locate,
+    path_parts,
+    scope_of,
+    space_of,
+)
 
 
 def test_init_creates_the_spaces_the_union_merge_rule_and_a_git_repository(tmp_path: Path):
@@ -93,6 +101,15 @@ def test_locate_refuses_a_flag_that_points_at_a_folder_that_is_not_a_vault(tmp_p
 )
 def test_space_scope_and_cluster_come_from_the_path(path, space, scope, cluster):
     assert (space_of(path), scope_of(path), cluster_of(path)) == (space, scope, cluster)
+
+
+@pytest.mark.parametrize("path", [
+    "Scope/app/release/Cargo dist.md", "Person/Editors.md", "x.md", "", ".", "/Scope/a/b.md",
+    "Scope//a/b.md", "Scope/a/b.md/", "./Scope/a/b.md", "Scope/./a/b.md", "Scope/../a.md",
+    "Domain/a b/c:d.md", "//x/y",
+])
+def test_a_path_splits_into_the_parts_a_path_object_gives(path):
+    assert path_parts(path) == PurePosixPath(path).parts
 
 
 def test_unknown_settings_are_refused_by_name(vault: Vault):
