@@ -337,11 +337,13 @@ class SearchIndex:
         return text if sha256_text(text) == content_hash else None
 
     def flush(self) -> None:
-        """Fold the journal into a fresh snapshot (a bulk import calls this at its end)."""
+        """Fold the journal into a fresh snapshot (a bulk import calls this at its end); an
+        index just built or folded has nothing to fold (its snapshot is written whole)."""
         with self._lock:
             if self._loaded:
                 self._commit()
-                self._compact()
+                if self._journal_ops:
+                    self._compact()
 
     def rebuild(self, progress: Callable[[int, int], None] | None = None) -> None:
         """Forget everything persisted and index the files again (``progress(done, total)``

@@ -68,7 +68,8 @@ class RecallMirror:
         self.changes += 1
         recallfile.forget_look(self.directory)
         try:
-            recallfile.RecallWriter(self.directory).rebuild(corpus.docs, corpus.bm25, meta)
+            recallfile.RecallWriter(self.directory).rebuild(corpus.docs, corpus.bm25, meta,
+                                                             corpus.terms_of)
             self.written = meta
         except (sqlite3.Error, OSError) as exc:
             if not recallfile.busy(exc):  # busy: the file stays; the next load compares it

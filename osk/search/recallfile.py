@@ -29,7 +29,7 @@ import os
 import sqlite3
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
@@ -158,19 +158,24 @@ class RecallWriter:
         except sqlite3.Error:
             return False
 
-    def rebuild(self, docs: Mapping[int, SearchDoc], bm25: Bm25, meta: Mapping[str, Any]) -> None:
-        """Replace everything with the index's documents (slots become rows)."""
-        terms: dict[int, list[str]] = {slot: [] for slot in docs}
+    def rebuild(self, docs: Mapping[int, SearchDoc], bm25: Bm25, meta: Mapping[str, Any],
+                terms_of: Callable[[int], Iterable[str]]) -> None:
+        """Replace everything with the index's documents (slots become rows; ``terms_of``: a
+        document's distinct terms, as the corpus keeps them). Each term's postings are sorted
+        and cut into blocks whole, not posting by posting (a bulk load ends with this: some
+        150 postings a node)."""
         postings: list[tuple[str, int, bytes, bytes]] = []
         for term in list(bm25.all_terms()):
-            pairs = sorted((int(slot), int(tf)) for slot, tf in bm25.pairs(term) if slot in docs)
-            blocks: dict[int, list[tuple[int, int]]] = {}
-            for pair in pairs:
-                blocks.setdefault(pair[0] // BLOCK, []).append(pair)
-                terms[pair[0]].append(term)
-            postings.extend((term, block, array("I", [p[0] for p in held]).tobytes(),
-                             array("I", [p[1] for p in held]).tobytes())
-                            for block, held in blocks.items())
+            pairs = sorted(bm25.pairs(term))
+            if not pairs:
+                continue
+            slots, tfs = (array("I", column) for column in zip(*pairs, strict=True))
+            if set(slots).difference(docs):  # a slot without its document: left out
+                kept = [pair for pair in pairs if pair[0] in docs]
+                if not kept:
+                    continue
+                slots, tfs = (array("I", column) for column in zip(*kept, strict=True))
+            postings.extend(_blocks(term, slots, tfs))
         lengths = array("I", [0] * (max(docs, default=-1) + 1))
         for slot, doc in docs.items():
             lengths[slot] = doc.length
@@ -182,7 +187,7 @@ class RecallWriter:
             db.execute("BEGIN")
             for statement in _TABLES.strip().split(";"):
                 db.execute(statement)
-            db.executemany(_INSERT_DOC, ((slot, *_columns(doc, terms[slot]))
+            db.executemany(_INSERT_DOC, ((slot, *_columns(doc, terms_of(slot)))
                                          for slot, doc in docs.items()))
             db.executemany("INSERT INTO postings VALUES (?, ?, ?, ?)", postings)
             db.execute("INSERT INTO blobs VALUES ('lengths', ?)", (lengths.tobytes(),))
@@ -274,6 +279,17 @@ class _Lengths:
         self._db.execute("UPDATE blobs SET data = ? WHERE rowid = ?",
                          (every.tobytes(), self._rowid))
         self._rows = rows
+
+
+def _blocks(term: str, slots: array[int], tfs: array[int]
+            ) -> Iterator[tuple[str, int, bytes, bytes]]:
+    """A term's postings (rows ascending) as its ``BLOCK``-row blocks' stored arrays."""
+    start = 0
+    while start < len(slots):
+        block = slots[start] // BLOCK
+        end = bisect_left(slots, (block + 1) * BLOCK, start)
+        yield term, block, slots[start:end].tobytes(), tfs[start:end].tobytes()
+        start = end
 
 
 def _put(db: sqlite3.Connection, lengths: _Lengths, doc: SearchDoc | None,

@@ -542,3 +542,24 @@ def test_the_recall_file_keeps_a_terms_postings_in_blocks_a_write_rewrites_one_o
     assert [block for block, _ in held] == [0, 1, 3]
     every = [row for _, data in held for row in array("I", data)]
     assert every == [*rows, 3 * recallfile.BLOCK + 9]
+
+
+def test_a_rebuilds_blocks_are_those_the_writes_one_posting_at_a_time_leave(tmp_path):
+    """``RecallWriter.rebuild`` cuts a term's sorted postings into blocks whole; the rows and
+    counts of each block are what ``_post`` leaves after the same postings one by one."""
+    import random
+    import sqlite3
+    from array import array
+
+    rng = random.Random(26)
+    db = sqlite3.connect(tmp_path / "recall.sqlite", isolation_level=None)
+    db.execute("CREATE TABLE postings (term TEXT NOT NULL, block INTEGER NOT NULL, "
+               "rows BLOB NOT NULL, tfs BLOB NOT NULL, PRIMARY KEY (term, block)) WITHOUT ROWID")
+    edges = [0, recallfile.BLOCK - 1, recallfile.BLOCK, 2 * recallfile.BLOCK, 5 * recallfile.BLOCK]
+    rows = sorted({*edges, *rng.sample(range(6 * recallfile.BLOCK), 300)})
+    counts = {row: rng.randint(1, 9) for row in rows}
+    for row in rng.sample(rows, len(rows)):
+        recallfile._post(db, "heron", row, counts[row])
+    one_by_one = db.execute("SELECT term, block, rows, tfs FROM postings ORDER BY block").fetchall()
+    whole = list(recallfile._blocks("heron", array("I", rows), array("I", counts.values())))
+    assert whole == [tuple(row) for row in one_by_one] and len(whole) == 6
