@@ -141,7 +141,7 @@ class Vault:
     # -- layout -------------------------------------------------------------------------
     @property
     def ledger_dir(self) -> Path:
-        return self.root / LEDGER_DIR
+        return _joined(self.root, LEDGER_DIR)
 
     @property
     def raw_dir(self) -> Path:
@@ -153,15 +153,15 @@ class Vault:
 
     @property
     def objects_dir(self) -> Path:
-        return self.root / OBJECTS_DIR
+        return _joined(self.root, OBJECTS_DIR)
 
     @property
     def state_dir(self) -> Path:
         """Device-owned state: locks, index, cursors, journals, logs. Never committed."""
-        return self.root / STATE_DIR
+        return _joined(self.root, STATE_DIR)
 
     def state(self, *parts: str) -> Path:
-        return self.state_dir.joinpath(*parts)
+        return _joined(self.root, STATE_DIR, *parts)
 
     @property
     def temp_dir(self) -> Path:
@@ -197,7 +197,7 @@ class Vault:
         """Where a ledger lives. Its stat is what callers watch for changes; its contents are
         read and written only through ``osk.store.ledger.Ledger``, which refuses a link
         leading out of the vault at each read and append (one may be planted at any time)."""
-        return self.ledger_dir / f"{name}.jsonl"
+        return _joined(self.root, LEDGER_DIR, f"{name}.jsonl")
 
     def lock_path(self, name: str) -> Path:
         return self.state("locks", f"{name}.lock")
@@ -254,6 +254,23 @@ class Vault:
 
 
 _REAL_ROOTS: dict[Path, str] = {}
+_JOINED: dict[tuple[Path, tuple[str, ...]], Path] = {}
+_JOINED_KEPT = 4096
+
+
+def _joined(root: Path, *parts: str) -> Path:
+    """``root.joinpath(*parts)``, remembered: a write names the same ledgers, locks and state
+    files a dozen times, and each ``Path`` made costs more than the write's own work on it."""
+    key = (root, parts)
+    found = _JOINED.get(key)
+    if found is None:
+        if len(_JOINED) >= _JOINED_KEPT:
+            _JOINED.clear()
+        found = _JOINED[key] = root.joinpath(*parts)
+    return found
+
+
+_ABSOLUTE_ROOTS: dict[Path, str] = {}
 
 
 def _no_link_below(root: Path, path: Path) -> bool:
@@ -262,7 +279,11 @@ def _no_link_below(root: Path, path: Path) -> bool:
     ``os.path.realpath`` would find, for the components below the root only (a write paid
     some 20 full resolutions, one ``lstat`` per component from ``/``); False sends the caller
     to the full resolution. A component that cannot be stat-ed is no link, as there."""
-    base = os.path.abspath(root)
+    base = _ABSOLUTE_ROOTS.get(root)
+    if base is None:
+        base = os.path.abspath(root)
+        if root.is_absolute():  # a relative root is spelled against the working directory
+            _ABSOLUTE_ROOTS[root] = base
     spelled = os.fspath(path)
     if not spelled.startswith(base + os.sep):
         return False
