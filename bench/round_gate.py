@@ -149,7 +149,7 @@ def halves(asked: Sequence[Any], seed: int, category: Callable[[Any], int]
 # -- the gate's grid ------------------------------------------------------------------------------
 NONE_CATEGORY = 9  # a written ``none`` prompt (bench/none_prompts.jsonl) among the questions
 FLOORS = (1.0, 1.25, 1.5)
-ALONE = (0.5, 0.6, 0.7, 0.8, 0.9, 1.01)  # 1.01: no round alone opens the gate
+ALONE = (0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.01)  # 1.01: no round alone opens the gate
 AGREE = (2, 3, 4, 5)
 AGREEMENT = tuple(x / 20 for x in range(12, 51))
 SHOWN = (3, 4, 5)

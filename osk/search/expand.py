@@ -106,10 +106,14 @@ def prose_names(query: str) -> dict[str, str]:
     """Each of ``query``'s terms as ``query_terms`` makes them -> the ``tokenize_prose`` term
     of the same word (a term that two words share takes the later's), and each English term a
     Korean glossary word may add -> its prose form; terms that are the same both ways are
-    left out. What lets a round's statistics answer a caller holding ``query_terms``."""
-    return PROSE_TERMS | {term: prose for term, prose in
-                          zip(tokenize(query), tokenize_prose(query), strict=True)
-                          if term != prose}
+    left out. What lets a round's statistics answer a caller holding ``query_terms``. A word
+    the person typed keeps its own prose form: "Tim" stays "tim", though the glossary's "time"
+    (node term "tim") is renamed "time"."""
+    typed = dict(zip(tokenize(query), tokenize_prose(query), strict=True))
+    names = PROSE_TERMS | {term: prose for term, prose in typed.items() if term != prose}
+    for term in [term for term, prose in typed.items() if term == prose and term in names]:
+        del names[term]
+    return names
 
 
 def _node_terms(query: str, expansion_weight: float) -> dict[str, float]:

@@ -6,16 +6,19 @@ a conversation captured turn by turn. A prompt that names one of them ("what did
 about the cache?") asks about that person's lines; the same words said by someone else answer
 another question. The rule (``unsaid``): when a prompt names a person who speaks in a round
 (a turn label: a capitalised word followed by ``:``, at the text's start or after white
-space) and the round has other speakers the prompt does not name, the prompt's words that
-only those others say are not the round's to count for this prompt. Each line is read by
-sentence, for whom it speaks of: a question the named person asks ("Bob: did you fix the
-deploy?") or a sentence they address to someone ("you", "your": "Bob: your fix looks
-good") says nothing of what they did, so its words are not theirs (nor anyone else's);
-another speaker's sentence addressed to someone ("Alice: thanks, you saved the release")
-may speak of the named person, so its words count for them as well. Words before the first
-label, the named person's other words, and the names themselves count as before; a round with
-one speaker, or whose speakers the prompt names all or none of, is left as it is. The round
-index keeps each round's text on one line, so a label is found wherever it stands.
+space; named: the prompt writes the word capitalised too, as names are written, so "the
+error" does not name an ``Error:`` line) and the round has other speakers the prompt does
+not name, the prompt's words that only those others say are not the round's to count for
+this prompt. Each line is read by sentence, for whom it speaks of: a question the named
+person asks ("Bob: did you fix the deploy?") or a sentence they address to someone ("you",
+"your": "Bob: your fix looks good") says nothing of what they did, so its words are not
+theirs (nor anyone else's); another speaker's sentence addressed to someone ("Alice: thanks,
+you saved the release") may speak of the named person, so its words count for them as well.
+Words before the first label, the named person's other words, and the names themselves count
+as before; a round with one speaker, or whose speakers the prompt names all or none of, is
+left as it is. The round index keeps each round's text on one line, so a label is found
+wherever it stands; a capitalised word before a colon inside someone's line ("Note:") cuts
+it there too (what follows counts as that label's), a known limit of reading one line.
 
 Standard library only: the prompt-submit hook reads it.
 """
@@ -30,6 +33,7 @@ from osk.search.tokenize import tokenize_prose
 # A turn label: one capitalised word (a name: letters, digits, ' . -) and a colon, then white
 # space or the end. "Note:" is one too; it only splits the lines around it, and counts only
 # when a prompt names it.
+_CAPITALISED = re.compile(r"\b[A-Z][\w'.-]*")
 # A sentence: up to its end mark (the last one without one runs to the text's end).
 _SENTENCE = re.compile(r"[^.!?]*[.!?]+|[^.!?]+$")
 # A sentence that addresses someone (English): it speaks of the one addressed.
@@ -49,16 +53,25 @@ def turns(text: str) -> list[tuple[str, str]]:
     return [(who, said) for who, said in found if who or said.strip()]
 
 
-def unsaid(text: str, asked: Collection[str]) -> frozenset[str]:
+def names_in(prompt: str) -> frozenset[str]:
+    """The terms of the words ``prompt`` writes capitalised, as a name is written ("Alice",
+    "Alice's"), each as ``tokenize_prose`` makes it: a prompt asking about "the error" does
+    not name the round's ``Error:`` label."""
+    return frozenset(term for word in _CAPITALISED.findall(prompt)
+                     for term in tokenize_prose(word))
+
+
+def unsaid(text: str, asked: Collection[str], names: Collection[str]) -> frozenset[str]:
     """The terms of ``asked`` (a prompt's terms, as ``tokenize_prose`` makes them) that
     ``text`` holds only in the lines of speakers the prompt does not name, when it names one
-    who speaks in ``text`` and not every speaker there; else none."""
-    if ":" not in text:
+    (``names``: ``names_in`` the prompt) who speaks in ``text`` and not every speaker there;
+    else none."""
+    if ":" not in text or not names:
         return frozenset()
     said = turns(text)
-    names = {who: set(tokenize_prose(who)) for who, _ in said if who}
-    named = {who for who, terms in names.items() if terms & set(asked)}
-    if not named or len(named) == len(names):
+    labels = {who: set(tokenize_prose(who)) for who, _ in said if who}
+    named = {who for who, terms in labels.items() if terms & set(names)}
+    if not named or len(named) == len(labels):
         return frozenset()
     theirs: set[str] = set()
     others: set[str] = set()
@@ -75,4 +88,4 @@ def unsaid(text: str, asked: Collection[str]) -> frozenset[str]:
                     theirs.update(held)
             else:
                 others.update(held)
-    return frozenset(others - theirs - {t for who in named for t in names[who]})
+    return frozenset(others - theirs - {t for who in named for t in labels[who]})

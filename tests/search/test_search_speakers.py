@@ -4,13 +4,15 @@ transcript counts only that speaker's lines."""
 from __future__ import annotations
 
 from osk.search.expand import query_terms
-from osk.search.speakers import turns, unsaid
+from osk.search.speakers import names_in, turns
+from osk.search.speakers import unsaid as unsaid_in
 from osk.search.tokenize import tokenize_prose
 
 
-def asked(prompt: str) -> set[str]:
-    """The prompt's terms as the hook hands them over (stop words gone, a round's forms)."""
-    return set(query_terms(prompt, prose=True))
+def unsaid(text: str, prompt: str) -> frozenset[str]:
+    """``speakers.unsaid`` as the hook asks it: the prompt's terms (stop words gone, a round's
+    forms) and the names it writes."""
+    return unsaid_in(text, query_terms(prompt, prose=True), names_in(prompt))
 
 
 CALL = ("Standup notes. Alice: I fixed the flaky cache test. Bob: Did you fix the deploy "
@@ -24,24 +26,31 @@ def test_a_transcript_is_cut_at_its_speakers_labels():
 
 
 def test_the_words_another_speaker_said_do_not_count_for_the_one_named():
-    assert unsaid(CALL, asked("What did Alice rotate?")) == frozenset(tokenize_prose("rotate"))
-    assert unsaid(CALL, asked("What did Bob rotate?")) == frozenset()
+    assert unsaid(CALL, "What did Alice rotate?") == frozenset(tokenize_prose("rotate"))
+    assert unsaid(CALL, "What did Bob rotate?") == frozenset()
     # Bob only asked whether the deploy was fixed: asking is not saying; Alice said "fixed"
-    assert unsaid(CALL, asked("Did Bob fix the deploy?")) == frozenset(tokenize_prose("fix"))
-    assert unsaid(CALL, asked("Which cache test did Bob fix?")) >= frozenset(
+    assert unsaid(CALL, "Did Bob fix the deploy?") == frozenset(tokenize_prose("fix"))
+    assert unsaid(CALL, "Which cache test did Bob fix?") >= frozenset(
         tokenize_prose("cache test"))
 
 
 def test_a_round_is_left_as_it_is_unless_one_of_its_speakers_is_named_alone():
-    assert unsaid(CALL, asked("Who rotated the signing keys?")) == frozenset()
-    assert unsaid(CALL, asked("Did Alice and Bob rotate the keys?")) == frozenset()
-    assert unsaid("Alice: I rotated the keys.", asked("Did Alice rotate keys?")) == frozenset()
-    assert unsaid("the cache: rotated keys", asked("Did Carol rotate keys?")) == frozenset()
+    assert unsaid(CALL, "Who rotated the signing keys?") == frozenset()
+    assert unsaid(CALL, "Did Alice and Bob rotate the keys?") == frozenset()
+    assert unsaid("Alice: I rotated the keys.", "Did Alice rotate keys?") == frozenset()
+    assert unsaid("the cache: rotated keys", "Did Carol rotate keys?") == frozenset()
 
 
 def test_a_sentence_addressed_to_someone_speaks_of_them():
     thanks = "Alice: Thanks, you rotated the signing keys! Bob: No problem."
-    assert unsaid(thanks, asked("When did Bob rotate the signing keys?")) == frozenset()
+    assert unsaid(thanks, "When did Bob rotate the signing keys?") == frozenset()
     praise = "Bob: Your key rotation went well. Alice: I rotated the signing keys."
-    assert unsaid(praise, asked("Did Bob rotate the signing keys?")) >= frozenset(
+    assert unsaid(praise, "Did Bob rotate the signing keys?") >= frozenset(
         tokenize_prose("rotated"))
+
+
+def test_a_label_is_named_only_where_the_prompt_writes_it_as_a_name():
+    log = "Error: the build failed on the cache step. Note: the cache volume was full."
+    assert unsaid(log, "why did the error mention the cache volume?") == frozenset()
+    assert unsaid(log, "Did Error say the volume was full?") >= frozenset(
+        tokenize_prose("volume full"))

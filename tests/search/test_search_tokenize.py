@@ -50,6 +50,9 @@ def test_a_round_s_query_drops_the_words_a_note_s_does_then_takes_their_prose_te
     korean = query_terms("배포 절차", prose=True)  # expansions come along, renamed too
     assert korean["배포"] == 1.0 and "deploy" in korean and "deployment" not in korean
     assert "deployment" in query_terms("배포 절차")
+    # a typed word keeps its own prose form, though a glossary word's node term is the same
+    assert "tim" in query_terms("What books has Tim read?", prose=True)
+    assert "time" in query_terms("what time is it", prose=True)
 
 
 def test_words_with_digits_stay_whole():

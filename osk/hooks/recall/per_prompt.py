@@ -92,11 +92,11 @@ RESCUE_FLOOR = 5.0
 # speaker) much better than chance; with it, the shares of the first rounds do (area under
 # the curve 0.60 -> 0.76), so the floors on them are lower.
 ROUND_FLOOR = 1.25
-ROUND_ALONE = 0.7
+ROUND_ALONE = 0.5
 ROUND_AGREE = 3
-ROUND_AGREEMENT = 0.9
+ROUND_AGREEMENT = 0.85
 MAX_ROUNDS = 3
-ROUND_EXCERPT = 100  # characters of each round shown, around the prompt's words
+ROUND_EXCERPT = 80  # characters of each round shown, around the prompt's words
 RECENT_ROUNDS = 6
 
 
@@ -525,7 +525,7 @@ def round_candidates(vault: Vault, scope: str, prompt: str, current: tuple[str, 
     from osk.search.ranking import scope_visibility
     from osk.search.recall_hits import DEPTH, PROMPT_CHARS
     from osk.search.rounds import RoundIndex
-    from osk.search.speakers import unsaid
+    from osk.search.speakers import names_in, unsaid
 
     query = prompt[:PROMPT_CHARS]
     weights = query_terms(query)
@@ -547,8 +547,8 @@ def round_candidates(vault: Vault, scope: str, prompt: str, current: tuple[str, 
         return None
     if stats is None:
         return None
-    terms = frozenset(query_terms(query, prose=True))
-    stats = stats.without({item.slot: unsaid(item.excerpt, terms) for item in found})
+    terms, names = frozenset(query_terms(query, prose=True)), names_in(query)
+    stats = stats.without({item.slot: unsaid(item.excerpt, terms, names) for item in found})
     return Candidates(found, stats, weights, frozenset(query_terms(query, expansion_weight=0)),
                       terms)
 
