@@ -52,7 +52,16 @@ from typing import TYPE_CHECKING, Any
 
 from osk.search import index_files, recallfile
 from osk.search.corpus import Corpus, SearchDoc
-from osk.search.ranking import FUSION_DEPTH, Hit, Markers, Ranked, Ranking, Visible, fuse
+from osk.search.ranking import (
+    FUSION_DEPTH,
+    Hit,
+    Markers,
+    Ranked,
+    Ranking,
+    Visible,
+    fuse,
+    words_decide,
+)
 from osk.search.recall_mirror import RecallMirror
 from osk.search.regions import Regions
 from osk.search.semantic import NEAREST, Vectors
@@ -235,19 +244,23 @@ class SearchIndex:
         query, k = checked(query, k)
         with self._lock:
             ranked = self.channels(query, k=k, scope=scope, visible=visible, as_of=as_of,
-                                   postings=postings)
+                                   postings=postings, meaning_if_needed=True)
             return ranked.ranking.hits(ranked.order, markers)
 
     def channels(self, query: str, *, k: int, scope: str | None = None,
                  visible: Visible | None = None, as_of: str | datetime | None = None,
-                 fresh_within: float | None = None, postings: int | None = None) -> Channels:
+                 fresh_within: float | None = None, postings: int | None = None,
+                 meaning_if_needed: bool = False) -> Channels:
         """What ``search`` ranks by, before hits are made: the ranking (visibility, locality,
         validity), the lexical order, the semantic order when the channel is on and reads the
         query (None otherwise), and the best ``k`` of their fusion (``order``). Per-prompt
         recall asked of the MCP server (``osk.search.recall_server``) ranks from here, so it ranks
         exactly as ``search`` does. ``fresh_within``: walk for changes made elsewhere when the
         last walk is older than that many seconds (default: the index's refresh interval).
-        ``postings``: as in ``search``."""
+        ``postings``: as in ``search``. ``meaning_if_needed``: where the words decide the first
+        ``k`` whatever meaning says (``ranking.words_decide``), the query is not embedded nor
+        the vectors scanned (the semantic order is then empty; what is missing is still
+        embedded); per-prompt recall asks for the semantic order whatever the words say."""
         when = moment(as_of)
         interval = self.refresh_interval if fresh_within is None else fresh_within
         with self._lock:
@@ -261,24 +274,34 @@ class SearchIndex:
             if self.vectors is None or not self.vectors.model.reads(query):
                 lexical = ranking.rank(query, k, postings)
                 return Channels(ranking, lexical, None, lexical, approvals)
-            lexical = ranking.rank(query, max(k, FUSION_DEPTH), postings)
+            # the words' first k alone when they may decide (``rank``'s k best are the first
+            # k of its deeper order, and fusion orders by the same key)
+            depth = max(k, FUSION_DEPTH)
+            lexical = ranking.rank(query, k if meaning_if_needed else depth, postings)
+            coverage = ranking.coverage(query, lexical[0][0] if lexical else None)
+            asked = not (meaning_if_needed and words_decide(
+                coverage, (final for _, _, final, _ in lexical), k))
+            if asked and len(lexical) == k < depth:  # fusion looks deeper than the words' k
+                lexical = ranking.rank(query, depth, postings)
             try:
-                semantic = self._semantic(ranking, query)
+                semantic = self._semantic(ranking, query, asked)
             except Exception as exc:  # a damaged model must not take search down: lexical
                 log.exception("the semantic channel failed (%s); searching lexically from now "
                               "on; `osk doctor` says how to mend it", exc)
                 self.vectors = None
                 return Channels(ranking, lexical, None, lexical[:k], approvals)
-            coverage = ranking.coverage(query, lexical[0][0] if lexical else None)
             return Channels(ranking, lexical, semantic,
                             fuse(lexical, semantic, k, self._path_of, coverage), approvals)
 
-    def _semantic(self, ranking: Ranking, query: str) -> list[tuple[int, float]]:
+    def _semantic(self, ranking: Ranking, query: str, asked: bool) -> list[tuple[int, float]]:
+        """The semantic order (empty when not ``asked``), after embedding what is missing."""
         assert self.vectors is not None
         version = self._corpus.version
         if self._embedded_version != version:  # nothing changed since all had vectors: skip
             if self.embed_missing(budget=SEMANTIC_BUDGET) == 0:
                 self._embedded_version = version
+        if not asked:
+            return []
         slots = self._slots_by_content()
         # Locality and validity reorder these only within a factor of about 1.3 (see
         # SEMANTIC_LOCALITY), and hidden nodes drop out: look well past FUSION_DEPTH.

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterable, Mapping
+from itertools import islice
 from typing import Any
 
 from osk.search.corpus import Corpus, SearchDoc
@@ -385,6 +386,16 @@ def semantic_weight(coverage: float) -> float:
     the answer (module docstring, item 5)."""
     uncovered = 1.0 - min(max(coverage, 0.0), 1.0)
     return SEMANTIC_WEIGHT * float(uncovered ** COVERAGE_POWER)  # float ** float may be complex
+
+
+def words_decide(coverage: float, finals: Iterable[float], k: int) -> bool:
+    """Whether ``fuse`` gives the words' order whatever meaning says, so the query need not be
+    embedded nor the vectors scanned: meaning's weight is 0 (the best lexical hit holds every
+    query term: ``coverage`` 1) and at least ``k`` of the words' first ``FUSION_DEPTH`` hits
+    score above 0 (``finals``: the lexical order's final scores). A hit meaning alone adds
+    then scores 0 and comes after them, and meaning lifts none of the words' own."""
+    return semantic_weight(coverage) == 0 and sum(
+        1 for final in islice(finals, FUSION_DEPTH) if final > 0) >= k
 
 
 def fuse(lexical: list[Ranked], semantic: list[tuple[int, float]], k: int,

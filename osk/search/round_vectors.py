@@ -434,14 +434,13 @@ def fused_rounds(index: RoundIndex, vectors: RoundVectors, query: str, k: int,
     from dataclasses import replace  # here: a fresh lexical search imports no dataclasses
 
     from osk.search.expand import query_terms
-    from osk.search.ranking import FUSION_DEPTH, SEMANTIC_FLOOR, fuse, semantic_weight
+    from osk.search.ranking import FUSION_DEPTH, SEMANTIC_FLOOR, fuse, words_decide
 
     seen = functools.cache(visible)  # the routing ledger is read once a key, not a record
     words, stats = index.search_with_stats(query, k=max(k, FUSION_DEPTH), visible=seen,
                                            excerpt_chars=None)
     coverage = stats.coverage(query_terms(query), 0) if stats is not None else 0.0
-    decided = semantic_weight(coverage) == 0 and len(words) >= k and all(
-        hit.score > 0 for hit in words)
+    decided = words_decide(coverage, (hit.score for hit in words), k)
     near = _meaning(index, vectors, query, seen, asked=not decided)
     coordinates = [hit.coordinate for hit in words]
     lexical_only = set(coordinates)

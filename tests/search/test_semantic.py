@@ -553,3 +553,36 @@ def test_a_long_node_is_found_by_a_sentence_near_its_end(tmp_path: Path, tiny_mo
     reloaded.forget_except({"other"})
     assert [key for key, _ in tiny_store(tmp_path / "vectors", tiny_model).nearest(ending, 5)] \
         == ["other"]
+
+
+def test_a_query_the_best_node_covers_in_full_is_ranked_by_words_without_its_vector(
+        vault: Vault, tiny_model: Path, monkeypatch: pytest.MonkeyPatch):
+    """Meaning's weight is 0 there and the words fill the k places: ``fuse`` would give the
+    words' order whatever meaning said (``ranking.words_decide``), so a search does not embed
+    the query; per-prompt recall (``channels`` by default) still gets the semantic order."""
+    eng = engine(vault)
+    for number in range(6):
+        write(eng, f"Cache note {number}", f"The cache ttl of service {number} is {number} s.")
+    write(eng, "Release checklist", "Tag the commit and upload the artifacts.")
+    assert eng.embed_nodes() == 0
+    index = eng._search_index()
+    assert index.vectors is not None
+    encoder = index.vectors.encoder()
+    asked: list[str] = []
+    embed_query = encoder.embed_query
+    monkeypatch.setattr(encoder, "embed_query", lambda texts: asked.extend(texts) or
+                        embed_query(texts))
+    semantic.asked.cache_clear()
+    for k in (3, 5):
+        full = index.channels("cache ttl", k=k)  # meaning asked, whatever the words say
+        assert full.semantic and asked == ["cache ttl"]
+        semantic.asked.cache_clear()  # the query's vector forgotten: a search would embed it
+        hits = index.search("cache ttl", k=k)
+        assert [hit.path for hit in hits] == [
+            full.ranking.corpus.docs[slot].path for slot, *_ in full.order]
+        assert len(hits) == k and asked == ["cache ttl"]  # not asked again
+        asked.clear()
+    # more places than the words fill, or a term the best node lacks: meaning is asked
+    index.search("cache ttl", k=8)
+    index.search("cache artifacts", k=3)
+    assert asked == ["cache ttl", "cache artifacts"]
