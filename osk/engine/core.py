@@ -757,7 +757,7 @@ def _steers(node: Node) -> bool:
 
 def _listed(node: Node) -> Listed:
     """What the markers rule reads of a catalog node (its hash only when its scope is held)."""
-    return Listed(node.id, node.path, node.space, node.meta.trust_state,
+    return Listed(node.id, node.path, node.space, node.trust_state,
                   lambda: node_content_hash(node), lambda: _steers(node))
 
 
