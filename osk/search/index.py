@@ -75,7 +75,13 @@ from osk.search.versions import (
     searchable_path,
     title_of,
 )
-from osk.store.fsutil import RACE_WINDOW_NS, StatKey, collector_paused, sha256_text
+from osk.store.fsutil import (
+    RACE_WINDOW_NS,
+    StatKey,
+    collector_paused,
+    sha256_text,
+    stat_key,
+)
 from osk.store.vault import Vault
 
 if TYPE_CHECKING:
@@ -146,6 +152,8 @@ class SearchIndex:
         self._look_changes = 0  # the recall file's change count when it was recorded
         self._newest_ns = -1  # the newest mtime of an indexed file (-1: not counted yet)
         self._recall = RecallMirror(self.directory, self._recall_meta)
+        self._look_path = self.directory / recallfile.LOOK
+        self._file_look: tuple[StatKey, dict[str, Any] | None] | None = None  # by its stat
 
     # -- public API ---------------------------------------------------------------------------
     def sync(self, catalog: Catalog, changes: Changes) -> None:
@@ -185,7 +193,7 @@ class SearchIndex:
         with self._lock:
             self._ensure_loaded()
             self._commit()
-            held = self._look if self._look is not None else recallfile.read_look(self.directory)
+            held = self._look if self._look is not None else self._look_on_file()
             if (look is not None and isinstance(held, dict)
                     and self._recall.changes == self._look_changes
                     and _beside_seen(look) == _beside_seen(held)
@@ -196,6 +204,17 @@ class SearchIndex:
                 return
             self._recall.record_look(look)
             self._look, self._look_changes = look, self._recall.changes
+
+    def _look_on_file(self) -> dict[str, Any] | None:
+        """The look recorded beside the recall file (``recallfile.read_look``), read again
+        only when the file's stat moved (it is replaced whole, or removed): a server at an
+        agent's pace compares a look with it on nearly every call."""
+        key = stat_key(self._look_path)
+        if key is not None and self._file_look is not None and self._file_look[0] == key:
+            return self._file_look[1]
+        found = recallfile.read_look(self.directory)
+        self._file_look = None if key is None else (key, found)
+        return found
 
     def _newest(self) -> int:
         """The newest mtime among indexed files (counted once, then kept by each change)."""

@@ -12,6 +12,7 @@ import os
 import random
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,8 @@ from osk.engine.core import Engine
 from osk.errors import OskError
 from osk.provenance import pairs as pairs_mod
 from osk.provenance.rechecks import Rechecks
+from osk.search import index as index_mod
+from osk.search import recallfile
 from osk.store import catalog as catalog_mod
 from osk.store import freshness as freshness_mod
 from osk.store.catalog import Catalog, Changes
@@ -101,6 +104,38 @@ def test_a_search_at_an_agents_pace_passes_over_no_entry_while_an_invalid_node_w
     server.search("body")  # a changed entry: its stat taken again
     held = json.loads((vault.state("index") / "look.json").read_text(encoding="utf-8"))
     assert held["others"][broken] == list(server.catalog.entries[broken].stat)
+
+
+def test_a_server_at_an_agents_pace_reads_the_look_on_file_only_when_the_file_moved(
+        vault: Vault, eng: Engine, hub: str, repo, monkeypatch: pytest.MonkeyPatch):
+    """A server that finds the look it would record already on file (another process's)
+    compares with it on every call at an agent's pace: it reads the file again only once it
+    was replaced."""
+    monkeypatch.setattr(engine_mod, "REFRESH_SECONDS", 0.0)  # every read makes the look
+    monkeypatch.setattr(freshness_mod, "_racy_folder", lambda folder: False)  # looks vouch
+    monkeypatch.setattr(index_mod, "RACE_WINDOW_NS", 0)
+    for n in range(3):
+        eng.create_node(NewNode(f"note {n}", "s", f"body {n}\n", space="Scope", cluster=hub,
+                                drafter="m"))
+    hour_ago = time.time() - 3600  # files older than any look: a look may vouch for them
+    for rel in list(eng.catalog.entries):
+        os.utime(vault.abs(rel), (hour_ago, hour_ago))
+    Engine.open(vault, cwd=repo).search("body")  # another process records its look
+    look = vault.state("index") / "look.json"
+    recorded = look.read_bytes()
+    server = Engine.open(vault, cwd=repo, watch=True)  # as the MCP server opens it
+    server.search("body")
+    assert look.read_bytes() == recorded  # it saw the same: the look on file stands
+    reads: list[int] = []
+    real = recallfile.read_look
+    monkeypatch.setattr(recallfile, "read_look",
+                        lambda directory: reads.append(1) or real(directory))
+    for _ in range(3):
+        assert [hit.title for hit in server.search("body 1").hits][:1] == ["note 1"]
+    assert reads == [] and look.read_bytes() == recorded
+    atomic_write(look, recorded.decode("utf-8"))  # replaced by another process
+    server.search("body 1")
+    assert reads == [1]
 
 
 @pytest.mark.parametrize("keep", [catalog_mod.CHANGE_LOG_KEEP, 3])
