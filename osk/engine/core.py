@@ -164,6 +164,7 @@ class Engine:
 
         with synced_at_exit(), write.batch(self._ctx):
             yield
+        self._recount_candidates()  # what each write inside left to the batch's end
 
     @property
     def session(self) -> Session:
@@ -256,12 +257,17 @@ class Engine:
             self._sync_index()
         except (OskError, OSError):  # a full disk, say: the write itself has landed
             self._index = None
+        if not self._ctx.fresh.held:  # inside a batch: once, at its end (``batch``)
+            self._recount_candidates()
+        if self.embed_after_writes and self._index is not None:
+            self.embed_in_background()
+
+    def _recount_candidates(self) -> None:
+        """Bring the recheck candidates, and the hooks' summary of them, up to date."""
         try:  # the hooks' summary of candidates is a cache the disk may refuse now
             self.rechecks.candidates(self.catalog)
         except (OskError, OSError):
             pass
-        if self.embed_after_writes and self._index is not None:
-            self.embed_in_background()
 
     # -- writing -------------------------------------------------------------------------
     def create_node(self, new: NewNode) -> WriteResult:

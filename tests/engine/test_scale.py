@@ -292,6 +292,24 @@ def test_the_bulk_import_keeps_every_rule_and_audits_every_node_across_batches(
     assert Rechecks(vault).candidates() == []
 
 
+
+def test_a_bulk_import_recounts_recheck_candidates_once_a_batch_not_once_a_write(
+        vault: Vault, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(importer, "BATCH_LINES", 3)
+    monkeypatch.setattr(importer, "BATCH_SECONDS", 3600.0)  # batches by lines alone
+    counted: list[int] = []
+    real = Rechecks.candidates
+    monkeypatch.setattr(Rechecks, "candidates",
+                        lambda self, *a, **k: counted.append(1) or real(self, *a, **k))
+    work = make_repo(tmp_path / "work" / "proj")
+    lines, _, _ = read_lines(_lines(*(
+        _node(f"Note {n}", space="domain", **({"derived_from": [f"Note {n - 1}"]} if n else {}))
+        for n in range(6))))
+    report = Importer(vault, cwd=work).run(lines)
+    assert len(report.created) == 6 and len(counted) == 2  # two batches of three lines
+    assert Rechecks(vault).candidates() == []
+
+
 OTHER_WRITER = """
 import sys
 from pathlib import Path
