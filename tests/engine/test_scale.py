@@ -138,6 +138,33 @@ def test_a_server_at_an_agents_pace_reads_the_look_on_file_only_when_the_file_mo
     assert reads == [1]
 
 
+def test_a_look_is_built_again_only_once_a_folder_was_listed_anew(
+        vault: Vault, eng: Engine, hub: str, repo, monkeypatch: pytest.MonkeyPatch):
+    """At an agent's pace every call hands the engine's look to the index; while no folder
+    was listed anew (nor the generation moved) it is the look already built, and a hand
+    edit that lists a folder anew makes another."""
+    monkeypatch.setattr(engine_mod, "REFRESH_SECONDS", 0.0)  # every read makes the look
+    monkeypatch.setattr(freshness_mod, "_racy_folder", lambda folder: False)  # looks vouch
+    for n in range(3):
+        eng.create_node(NewNode(f"note {n}", "s", f"body {n}\n", space="Scope", cluster=hub,
+                                drafter="m"))
+    server = Engine.open(vault, cwd=repo, watch=True)  # as the MCP server opens it
+    server.search("body")
+    fresh = server._ctx.fresh
+    first = fresh.look()
+    assert first is not None
+    for _ in range(3):
+        assert [hit.title for hit in server.search("body 1").hits][:1] == ["note 1"]
+    again = fresh.look()
+    assert again == first and again is not None and again["folders"] is first["folders"]
+    note = vault.abs(server.catalog.get("note 0").path)
+    (note.parent / "hand.md").write_text(note.read_text(encoding="utf-8").replace(
+        "body 0", "hand body"), encoding="utf-8")
+    server.search("hand")
+    after = fresh.look()
+    assert after is not None and after != first and after["folders"] is not first["folders"]
+
+
 @pytest.mark.parametrize("keep", [catalog_mod.CHANGE_LOG_KEEP, 3])
 def test_incremental_candidates_equal_a_full_recomputation_after_random_catalog_changes(
         vault: Vault, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, keep: int):
