@@ -17,6 +17,7 @@ from osk.provenance.rechecks import Rechecks
 from osk.provenance.sessions import Routing, Session
 from osk.store.catalog import Catalog, Changes
 from osk.store.freshness import Freshness
+from osk.store.fsutil import StatKey, stat_key
 from osk.store.ledger import Ledger
 from osk.store.node import Node
 from osk.store.vault import MARKER, Vault
@@ -39,11 +40,13 @@ class WriteContext:
     routing: Routing
     seen: list[Changes] = field(default_factory=list)  # catalog changes, for the search index
     fresh: Freshness = field(init=False)
-    _settings_stat: tuple[int, int, int] | None = None
+    _settings_stat: StatKey | None = None
+    _settings_path: str = field(init=False)  # made once: a Path join costs what the stat does
     _ledgers: dict[str, Ledger] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.fresh = Freshness(self.vault, self.catalog)
+        self._settings_path = str(self.vault.root / MARKER)
 
     def ledger(self, name: str) -> Ledger:
         """One Ledger object per name, so its stat-keyed cache survives between writes."""
@@ -53,11 +56,7 @@ class WriteContext:
 
     def reload_settings(self) -> None:
         """Pick up a change to osk.toml (isolation, shared scopes) made while we run."""
-        try:
-            st = (self.vault.root / MARKER).stat()
-            stat = (st.st_size, st.st_mtime_ns, st.st_ino)
-        except OSError:
-            stat = None
+        stat = stat_key(self._settings_path)
         if stat == self._settings_stat:
             return
         settings = self.vault.settings()

@@ -165,6 +165,42 @@ def test_a_look_is_built_again_only_once_a_folder_was_listed_anew(
     assert after is not None and after != first and after["folders"] is not first["folders"]
 
 
+def test_a_server_at_an_agents_pace_compares_with_an_unchanged_look_on_file_once(
+        vault: Vault, eng: Engine, hub: str, repo, monkeypatch: pytest.MonkeyPatch):
+    """The comparison of the server's look with the one on file (every folder's stat) is made
+    once while neither moved, and again once another process replaced the file: a look on
+    file that saw something else is then replaced by the server's own."""
+    monkeypatch.setattr(engine_mod, "REFRESH_SECONDS", 0.0)  # every read makes the look
+    monkeypatch.setattr(freshness_mod, "_racy_folder", lambda folder: False)  # looks vouch
+    monkeypatch.setattr(index_mod, "RACE_WINDOW_NS", 0)
+    for n in range(3):
+        eng.create_node(NewNode(f"note {n}", "s", f"body {n}\n", space="Scope", cluster=hub,
+                                drafter="m"))
+    hour_ago = time.time() - 3600  # files older than any look: a look may vouch for them
+    for rel in list(eng.catalog.entries):
+        os.utime(vault.abs(rel), (hour_ago, hour_ago))
+    Engine.open(vault, cwd=repo).search("body")  # another process records its look
+    look = vault.state("index") / "look.json"
+    recorded = look.read_bytes()
+    server = Engine.open(vault, cwd=repo, watch=True)  # as the MCP server opens it
+    server.search("body")
+    file_seen = json.loads(recorded)["seen_ns"]  # the other process's moment, not the server's
+    compared: list[int] = []  # the moment of each look compared
+    real = index_mod._beside_seen
+    monkeypatch.setattr(index_mod, "_beside_seen",
+                        lambda seen: compared.append(seen["seen_ns"]) or real(seen))
+    for _ in range(3):
+        assert [hit.title for hit in server.search("body 1").hits][:1] == ["note 1"]
+    assert look.read_bytes() == recorded  # the look on file stands
+    assert compared and file_seen not in compared  # compared with the server's looks alone
+    other = json.loads(recorded)
+    other["sweep"] += 1  # another process's look that saw something else
+    atomic_write(look, json.dumps(other))
+    server.search("body 1")
+    assert file_seen in compared  # the replaced file is compared with again
+    assert json.loads(look.read_bytes()) != other  # and the server's own look replaces it
+
+
 @pytest.mark.parametrize("keep", [catalog_mod.CHANGE_LOG_KEEP, 3])
 def test_incremental_candidates_equal_a_full_recomputation_after_random_catalog_changes(
         vault: Vault, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, keep: int):
