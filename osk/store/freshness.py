@@ -48,6 +48,7 @@ class _Folder:
     seen_ns: int  # when that stat was taken
     files: set[str]  # node file names in it
     folders: set[str]  # sub-folder names
+    path: Path  # where it was listed: kept, as making a Path costs what its stat does
     file_stats: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # at listing
 
 
@@ -294,7 +295,7 @@ class Freshness:
         all of them (``deep``), or, for a watched look, only those of a folder re-listed (a
         folder removed and made again under its name is listed and watched anew)."""
         known = self._folders.get(rel)
-        path = self.vault.root / rel
+        path = known.path if known is not None else self.vault.root / rel
         stat = folder_stat(path, top="/" not in rel)
         if stat is None:
             if known is not None:
@@ -394,7 +395,7 @@ def _list_folder(path: Path, *, top: bool) -> _Folder | None:
                     files.add(name)
     except (FileNotFoundError, NotADirectoryError):
         return None
-    return _Folder(stat, seen, files, folders, file_stats)
+    return _Folder(stat, seen, files, folders, path, file_stats)
 
 
 def _file_stat(path: str | Path) -> tuple[int, int, int] | None:
