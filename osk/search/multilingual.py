@@ -88,8 +88,10 @@ def _recorded(name: str) -> metadata.PackagePath | None:
 
 def models_cache() -> Path:
     """The user's folder of osk's model files: the English model a person put there
-    (``semantic.find_english``), the multilingual model's unpacked piece table."""
-    return Path.home() / ".cache" / "osk" / "models"
+    (``semantic.find_english``), the multilingual model's unpacked piece table. Under
+    ``$XDG_CACHE_HOME`` where it is set (as the live hosts' cache is), else ``~/.cache``."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base).expanduser() / "osk" / "models"
 
 
 def pieces_cache(weights: Path) -> Path:

