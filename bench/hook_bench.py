@@ -143,8 +143,7 @@ def build(base: Path) -> dict[str, Path]:
 def recall_server(fixture: dict[str, Path]) -> Iterator[bool]:
     """``osk mcp`` for the served copy, its nodes embedded first; False when the semantic
     model is not installed (the server would not listen)."""
-    from osk.search import recall_wire, semantic
-    from osk.store.vault import Vault
+    from osk.search import semantic
 
     if not semantic.enabled() or semantic.find_model() is None:
         print("the semantic model is not installed: no figures for the server path",
@@ -156,21 +155,33 @@ def recall_server(fixture: dict[str, Path]) -> Iterator[bool]:
     subprocess.run([sys.executable, "-m", "osk", "--vault", str(root), "embed"], check=True,
                    capture_output=True)
     print(f"embedded the served copy in {time.perf_counter() - began:.0f} s", file=sys.stderr)
+    with listening_server(root, fixture["project"], wait=120):
+        yield True
+
+
+@contextmanager
+def listening_server(root: Path, cwd: Path, wait: float,
+                     env: dict[str, str] | None = None) -> Iterator[subprocess.Popen[bytes]]:
+    """``osk mcp`` for the vault at ``root``, once its recall socket listens (``wait`` seconds
+    at most); closed at the end as a host closes it."""
+    from osk.search import recall_wire
+    from osk.store.vault import Vault
+
     folder = recall_wire.socket_dir(Vault(root))
     server = subprocess.Popen([sys.executable, "-m", "osk", "mcp", "--vault", str(root)],
                               stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, cwd=fixture["project"])
+                              stderr=subprocess.DEVNULL, cwd=cwd, env=env)
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + wait
         while not (folder.exists() and any(folder.glob("*.sock"))):
             if time.monotonic() > deadline or server.poll() is not None:
                 raise SystemExit("the MCP server never listened for recall")
             time.sleep(0.1)
-        yield True
+        yield server
     finally:
         assert server.stdin is not None
         server.stdin.close()
-        server.wait(timeout=60)
+        server.wait(timeout=120)
 
 
 def write_nodes(root: Path, uuid7) -> None:

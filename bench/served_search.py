@@ -39,6 +39,7 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(BENCH.parent))
 
+from hook_bench import listening_server  # noqa: E402
 from scale_bench import FTS_CHILD, build_fts, child, medians, peak_mb, queries_for  # noqa: E402
 from search_bench import make_vault  # noqa: E402
 
@@ -72,24 +73,8 @@ def server_cpu(pid: int) -> float:
 
 @contextmanager
 def server(root: Path) -> Iterator[subprocess.Popen[bytes]]:
-    from osk.search import recall_wire
-    from osk.store.vault import Vault
-
-    folder = recall_wire.socket_dir(Vault(root))
-    process = subprocess.Popen([sys.executable, "-m", "osk", "mcp", "--vault", str(root)],
-                               stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, cwd=root, env=base_env())
-    try:
-        deadline = time.monotonic() + 300
-        while not (folder.exists() and any(folder.glob("*.sock"))):
-            if time.monotonic() > deadline or process.poll() is not None:
-                raise SystemExit("the MCP server never listened")
-            time.sleep(0.1)
+    with listening_server(root, root, wait=300, env=base_env()) as process:
         yield process
-    finally:
-        assert process.stdin is not None
-        process.stdin.close()
-        process.wait(timeout=120)
 
 
 def osk_row(samples: dict[str, list[Any]], label: str, root: Path, query: str,

@@ -106,11 +106,10 @@ def test_a_search_at_an_agents_pace_passes_over_no_entry_while_an_invalid_node_w
     assert held["others"][broken] == list(server.catalog.entries[broken].stat)
 
 
-def test_a_server_at_an_agents_pace_reads_the_look_on_file_only_when_the_file_moved(
-        vault: Vault, eng: Engine, hub: str, repo, monkeypatch: pytest.MonkeyPatch):
-    """A server that finds the look it would record already on file (another process's)
-    compares with it on every call at an agent's pace: it reads the file again only once it
-    was replaced."""
+def server_beside_a_look_on_file(vault: Vault, eng: Engine, hub: str, repo: Path,
+                                 monkeypatch: pytest.MonkeyPatch) -> tuple[Engine, Path, bytes]:
+    """A watched engine (as the MCP server opens it) at an agent's pace, over three notes
+    whose look another process recorded first: the server, the look's file and its bytes."""
     monkeypatch.setattr(engine_mod, "REFRESH_SECONDS", 0.0)  # every read makes the look
     monkeypatch.setattr(freshness_mod, "_racy_folder", lambda folder: False)  # looks vouch
     monkeypatch.setattr(index_mod, "RACE_WINDOW_NS", 0)
@@ -125,6 +124,15 @@ def test_a_server_at_an_agents_pace_reads_the_look_on_file_only_when_the_file_mo
     recorded = look.read_bytes()
     server = Engine.open(vault, cwd=repo, watch=True)  # as the MCP server opens it
     server.search("body")
+    return server, look, recorded
+
+
+def test_a_server_at_an_agents_pace_reads_the_look_on_file_only_when_the_file_moved(
+        vault: Vault, eng: Engine, hub: str, repo, monkeypatch: pytest.MonkeyPatch):
+    """A server that finds the look it would record already on file (another process's)
+    compares with it on every call at an agent's pace: it reads the file again only once it
+    was replaced."""
+    server, look, recorded = server_beside_a_look_on_file(vault, eng, hub, repo, monkeypatch)
     assert look.read_bytes() == recorded  # it saw the same: the look on file stands
     reads: list[int] = []
     real = recallfile.read_look
@@ -170,20 +178,7 @@ def test_a_server_at_an_agents_pace_compares_with_an_unchanged_look_on_file_once
     """The comparison of the server's look with the one on file (every folder's stat) is made
     once while neither moved, and again once another process replaced the file: a look on
     file that saw something else is then replaced by the server's own."""
-    monkeypatch.setattr(engine_mod, "REFRESH_SECONDS", 0.0)  # every read makes the look
-    monkeypatch.setattr(freshness_mod, "_racy_folder", lambda folder: False)  # looks vouch
-    monkeypatch.setattr(index_mod, "RACE_WINDOW_NS", 0)
-    for n in range(3):
-        eng.create_node(NewNode(f"note {n}", "s", f"body {n}\n", space="Scope", cluster=hub,
-                                drafter="m"))
-    hour_ago = time.time() - 3600  # files older than any look: a look may vouch for them
-    for rel in list(eng.catalog.entries):
-        os.utime(vault.abs(rel), (hour_ago, hour_ago))
-    Engine.open(vault, cwd=repo).search("body")  # another process records its look
-    look = vault.state("index") / "look.json"
-    recorded = look.read_bytes()
-    server = Engine.open(vault, cwd=repo, watch=True)  # as the MCP server opens it
-    server.search("body")
+    server, look, recorded = server_beside_a_look_on_file(vault, eng, hub, repo, monkeypatch)
     file_seen = json.loads(recorded)["seen_ns"]  # the other process's moment, not the server's
     compared: list[int] = []  # the moment of each look compared
     real = index_mod._beside_seen
