@@ -338,8 +338,8 @@ def _injection_figures(queries: list[dict[str, Any]], chosen: Callable[[str], li
     answered, silent, newer_first, chars, per_kind = [], [], [], [], defaultdict(list)
     for query in queries:
         shown = chosen(query["qid"])
-        block = per_prompt.render(shown, budget, per_prompt.DEFAULT_BUDGET)
-        injected = [by_id.get(hit.id, "") for hit in shown if f"(id {hit.id}" in block]
+        block, inside = per_prompt.rendered(shown, budget, per_prompt.DEFAULT_BUDGET)
+        injected = [by_id.get(hit.id, "") for hit in inside]
         chars.append(len(block))
         relevant: dict[str, int] = query["relevant"]
         if query["kind"] == "none":

@@ -61,6 +61,8 @@ CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop",
               5: "adversarial"}
 _DIA = re.compile(r"^D(\d+):(\d+)$")
 _WORD = re.compile(r"[a-z0-9]+")
+_GROUP = re.compile(r"- (?:\d{4}-\d\d-\d\d )?(_raw/[^\s#]+)")  # a recall block's conversation
+_ROUND = re.compile(r"  #Round (\d+)[:( ]")  # and a round of it
 
 
 # -- the data -----------------------------------------------------------------------------------
@@ -329,8 +331,11 @@ class Resolver:
         return unit
 
     def of_block(self, block: str) -> set[str]:
+        """The units a block names, read as an agent reads it: a raw round's coordinate is its
+        conversation's path (the line ``- DATE _raw/KEY/CONV`` above it) with its own
+        ``#Round N``."""
         found = set()
-        for coordinate in re.findall(r"_raw/[^\s#]+#Round \d+", block):
+        for coordinate in coordinates(block):
             if coordinate in self.units:
                 found.add(self.units[coordinate])
         for node_id in re.findall(r"\(id ([0-9a-f-]{36})", block):
@@ -338,6 +343,19 @@ class Resolver:
             if unit is not None:
                 found.add(unit)
         return found
+
+
+def coordinates(block: str) -> list[str]:
+    """The raw coordinates of a recall block, in its order (``per_prompt.rendered``'s lines)."""
+    out, path = [], None
+    for line in block.splitlines():
+        if (head := _GROUP.fullmatch(line)) is not None:
+            path = head.group(1)
+        elif (one := _ROUND.match(line)) is not None and path is not None:
+            out.append(f"{path}#Round {one.group(1)}")
+        else:
+            path = None
+    return out
 
 
 def ask_osk(vault: Any, base: Path, data: Data, resolver: Resolver,

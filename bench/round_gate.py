@@ -12,18 +12,21 @@ categories 1-4 are sorted by where the evidence was lost:
 - silent: the gate showed nothing, though the evidence was among the rounds it would show;
 - silent, not shown anyway: the gate showed nothing, and the evidence was not among them;
 - not among the shown: the gate opened, but the evidence was ranked below the rounds shown;
-- over budget: chosen by ``rounds_recalled`` but cut from the block by ``render``.
+- over budget: chosen by ``rounds_recalled`` but cut from the block by ``rendered`` (the
+  host's budget, or the rounds' own cap ``ROUND_CHARS``).
 
 Then each question's candidates (``per_prompt.round_candidates``, at each excerpt length of
 the grid) are read once, with the written ``none`` prompts of ``bench/none_prompts.jsonl``
 asked from the LoCoMo projects in turn, and every gate of a grid (``per_prompt.rounds_sure``'s
-floors) is replayed over them with each number of rounds shown and excerpt length: the share of
-questions of categories 1-4 whose evidence is injected, of adversarial questions (category 5)
-and written ``none`` prompts left silent, and the mean characters of the block (1-4, a silent
-prompt counting 0), on the calibration half and the check half (each category shuffled with
-a fixed seed and cut in two; 95 % Wilson intervals). Printed: the hook's constants replayed,
-the rule chosen on the calibration half (``SILENCE``, ``CHARS``) with its figures on both
-halves, and with ``--curve`` the best rule per rounds shown, excerpt and silence.
+floors) is replayed over them in each layout (rounds shown, excerpt length, the rounds' block
+cap; the block as ``per_prompt.rendered`` lays it out, a round counted only when it is in the
+block): the share of questions of categories 1-4 whose evidence is injected, of adversarial
+questions (category 5) and written ``none`` prompts left silent, and the mean characters of
+the block (1-4, a silent prompt counting 0), on the calibration half and the check half (each
+category shuffled with a fixed seed and cut in two; 95 % Wilson intervals). Printed: the
+hook's constants replayed, the gate and layout chosen on the calibration half (``SILENCE``,
+``CHARS``) with its figures on both halves, and with ``--curve`` the best gate per layout at
+adversarial silence 0.5 and 0.6.
 """
 
 from __future__ import annotations
@@ -152,9 +155,13 @@ FLOORS = (1.0, 1.25, 1.5)
 ALONE = (0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.01)  # 1.01: no round alone opens the gate
 AGREE = (2, 3, 4, 5)
 AGREEMENT = tuple(x / 20 for x in range(12, 51))
-SHOWN = (3, 4, 5)
+SHOWN = (3, 4, 5, 6)
 EXCERPTS = (80, 100, 120)
+# The rounds' block at most this many characters (1,200: the default recall budget, no cap).
+CAPS = (650, 700, 725, 750, 775, 800, 1200)
 Gate = tuple[float, float, int, float]  # per_prompt's ROUND_FLOOR, _ALONE, _AGREE, _AGREEMENT
+Layout = tuple[int, int, int]  # per_prompt's MAX_ROUNDS, ROUND_EXCERPT, ROUND_CHARS
+LAYOUTS = [(shown, each, cap) for shown in SHOWN for each in EXCERPTS for cap in CAPS]
 
 
 @dataclass
@@ -164,13 +171,14 @@ class Prompt:
     category: int
     sure: list[float]  # each candidate's confidence, in search's order
     share: list[float]  # each candidate's coverage
-    found: dict[tuple[int, int], tuple[bool, int]]  # (shown, excerpt) -> evidence in it, chars
+    found: dict[Layout, tuple[bool, int]]  # evidence in the block, its characters
 
 
 def prompts(vault: Any, data: locomo.Data, units: dict[str, str],
             nones: Sequence[str]) -> list[Prompt]:
     """Every question, and every written ``none`` prompt asked from the projects in turn, with
-    the rounds ``per_prompt.round_candidates`` gives it at each excerpt length."""
+    the rounds ``per_prompt.round_candidates`` gives it at each excerpt length, rendered in
+    each layout."""
     from osk.hooks.adapters import get
     from osk.hooks.recall import per_prompt
     from osk.search.recall_hits import confidence, coverage
@@ -198,11 +206,12 @@ def prompts(vault: Any, data: locomo.Data, units: dict[str, str],
                                   for r in found.found]
                 hits = gate_open(lambda found=found: per_prompt.rounds_shown(
                     found, {}), shown=max(SHOWN))
-                for shown in SHOWN:
-                    block = per_prompt.render(hits[:shown], budget, limit)
-                    item.found[(shown, chars)] = (
-                        bool(evidence & {units.get(h.id, "") for h in hits[:shown]
-                                         if f"(id {h.id}" in block}), len(block))
+                for shown, each, cap in LAYOUTS:
+                    if each != chars:
+                        continue
+                    block, inside = per_prompt.rendered(hits[:shown], budget, min(limit, cap))
+                    item.found[(shown, each, cap)] = (
+                        bool(evidence & {units.get(h.id, "") for h in inside}), len(block))
             out.append(item)
     finally:
         per_prompt.ROUND_EXCERPT = kept
@@ -218,21 +227,18 @@ def opens(item: Prompt, gate: Gate) -> bool:
     return max(item.share[:agree]) >= alone or sum(item.share[:agree]) >= agreement
 
 
-def row(items: Sequence[Prompt], gate: Gate, shown: int, chars: int,
-        opened: Sequence[bool] | None = None) -> dict[str, Any]:
-    """Evidence injected (1-4), adversarial and written ``none`` silent, mean characters (1-4)
-    (``opened``: each item's gate decision, when already known)."""
-    if opened is None:
-        opened = [opens(i, gate) for i in items]
+def row(items: Sequence[Prompt], gate: Gate, layout: Layout) -> dict[str, Any]:
+    """Evidence injected (1-4), adversarial and written ``none`` silent, mean characters (1-4)."""
     counts = {"evidence": [0, 0], "adversarial": [0, 0], "written": [0, 0]}
     spent = 0
-    for item, open_ in zip(items, opened, strict=True):
+    for item in items:
+        open_ = opens(item, gate)
         if item.category == 5 or item.category == NONE_CATEGORY:
             pair = counts["adversarial" if item.category == 5 else "written"]
             pair[0] += not open_
             pair[1] += 1
             continue
-        found, cost = item.found.get((shown, chars), (False, 0))
+        found, cost = item.found.get(layout, (False, 0))
         counts["evidence"][0] += open_ and found
         counts["evidence"][1] += 1
         spent += cost if open_ else 0
@@ -244,23 +250,46 @@ def gates() -> list[Gate]:
     return [(f, a, g, t) for f in FLOORS for a in ALONE for g in AGREE for t in AGREEMENT]
 
 
-def chosen(items: Sequence[Prompt], silence: float, chars: float
-           ) -> tuple[Gate, int, int] | None:
-    """The gate, rounds shown and excerpt with the most evidence injected whose adversarial
-    silence reaches ``silence``, written ``none`` silence stays whole and mean characters
-    stay within ``chars`` (of equal evidence, the longer excerpt)."""
-    best, key = None, (-1.0, 0)
-    for gate in gates():
-        opened = [opens(i, gate) for i in items]
-        for shown in SHOWN:
-            for each in EXCERPTS:
-                r = row(items, gate, shown, each, opened)
-                if (share(r["adversarial"]) < silence or share(r["written"]) < 1
-                        or r["chars"] > chars):
-                    continue
-                if (share(r["evidence"]), each) > key:
-                    best, key = (gate, shown, each), (share(r["evidence"]), each)
-    return best
+class Sweep:
+    """Every gate of the grid in every layout over ``items`` at once (``row``'s shares as
+    arrays: gate by layout)."""
+
+    def __init__(self, items: Sequence[Prompt]) -> None:
+        import numpy as np
+
+        self.gates = gates()
+        opened = np.array([[opens(i, g) for i in items] for g in self.gates], dtype=float)
+        kind = np.array([i.category for i in items])
+        answerable = (kind != 5) & (kind != NONE_CATEGORY)
+        found = np.array([[i.found.get(layout, (False, 0))[0] for layout in LAYOUTS]
+                          for i in items], dtype=float) * answerable[:, None]
+        cost = np.array([[i.found.get(layout, (False, 0))[1] for layout in LAYOUTS]
+                         for i in items], dtype=float) * answerable[:, None]
+        n = max(int(answerable.sum()), 1)
+        self.evidence = opened @ found / n
+        self.chars = opened @ cost / n
+        adversarial, written = (kind == 5).astype(float), (kind == NONE_CATEGORY).astype(float)
+        self.silent = 1 - opened @ adversarial / max(adversarial.sum(), 1)
+        self.written = 1 - opened @ written / max(written.sum(), 1)
+
+    def best(self, silence: float, chars: float, layouts: Sequence[int] | None = None
+             ) -> tuple[Gate, Layout] | None:
+        """The gate and layout with the most evidence whose adversarial silence reaches
+        ``silence``, written ``none`` silence stays whole and mean characters stay within
+        ``chars`` (of equal evidence, the longer excerpt, then the fewer characters)."""
+        import numpy as np
+
+        allowed = (self.silent >= silence)[:, None] & (self.written >= 1)[:, None] & (
+            self.chars <= chars)
+        if layouts is not None:
+            allowed &= np.isin(np.arange(len(LAYOUTS)), layouts)[None, :]
+        if not allowed.any():
+            return None
+        excerpt = np.array([layout[1] for layout in LAYOUTS], dtype=float)
+        key = np.where(allowed, self.evidence * 1e6 + excerpt[None, :] * 1e3 - self.chars,
+                       -np.inf)
+        gate, layout = np.unravel_index(int(np.argmax(key)), key.shape)
+        return self.gates[int(gate)], LAYOUTS[int(layout)]
 
 
 def fmt(pair: tuple[int, int]) -> str:
@@ -276,12 +305,13 @@ SILENCE = 0.52  # the issue's 0.50 for adversarial questions, with two points to
 CHARS = 580  # the issue's 600 mean characters, with a little to spare
 
 
-def now() -> tuple[Gate, int, int]:
-    """The hook's own gate, rounds shown and excerpt."""
+def now() -> tuple[Gate, Layout]:
+    """The hook's own gate and layout."""
     from osk.hooks.recall import per_prompt
 
     return ((per_prompt.ROUND_FLOOR, per_prompt.ROUND_ALONE, per_prompt.ROUND_AGREE,
-             per_prompt.ROUND_AGREEMENT), per_prompt.MAX_ROUNDS, per_prompt.ROUND_EXCERPT)
+             per_prompt.ROUND_AGREEMENT),
+            (per_prompt.MAX_ROUNDS, per_prompt.ROUND_EXCERPT, per_prompt.ROUND_CHARS))
 
 
 def fmt_row(r: dict[str, Any]) -> str:
@@ -290,29 +320,24 @@ def fmt_row(r: dict[str, Any]) -> str:
 
 
 def curve(calibration: Sequence[Prompt], check: Sequence[Prompt]) -> list[str]:
-    """Per rounds shown and excerpt: the most evidence a gate of the grid injects on the
-    calibration half at each adversarial silence (written ``none`` silence whole, any
-    characters), with the same gate's figures on the check half."""
-    lines = ["| rounds shown | excerpt | adversarial silence at least | gate (floor, alone, "
-             "agree, agreement) | calibration evidence / silence / chars | check evidence / "
-             "silence / chars |", "|---|---|---|---|---|---|"]
-    decided = {gate: [opens(i, gate) for i in calibration] for gate in gates()}
-    for shown in SHOWN:
-        for each in EXCERPTS:
-            for silence in (0.3, 0.4, 0.5, 0.6, 0.7):
-                best, key = None, -1.0
-                for gate, opened in decided.items():
-                    r = row(calibration, gate, shown, each, opened)
-                    if share(r["adversarial"]) >= silence and share(r["written"]) == 1 \
-                            and share(r["evidence"]) > key:
-                        best, key = gate, share(r["evidence"])
-                if best is None:
-                    continue
-                a, b = row(calibration, best, shown, each), row(check, best, shown, each)
-                lines.append(f"| {shown} | {each} | {silence} | {best} | "
-                             f"{share(a['evidence']):.3f} / {share(a['adversarial']):.3f} / "
-                             f"{a['chars']:.0f} | {share(b['evidence']):.3f} / "
-                             f"{share(b['adversarial']):.3f} / {b['chars']:.0f} |")
+    """Per layout (rounds shown, excerpt, the rounds' block cap): the most evidence a gate of
+    the grid injects on the calibration half at each adversarial silence (written ``none``
+    silence whole, any characters), with the same gate's figures on the check half."""
+    lines = ["| rounds shown | excerpt | cap | adversarial silence at least | gate (floor, "
+             "alone, agree, agreement) | calibration evidence / silence / chars | check "
+             "evidence / silence / chars |", "|---|---|---|---|---|---|---|"]
+    sweep = Sweep(calibration)
+    for number, layout in enumerate(LAYOUTS):
+        for silence in (0.5, 0.6):
+            found = sweep.best(silence, float("inf"), [number])
+            if found is None:
+                continue
+            a, b = row(calibration, found[0], layout), row(check, found[0], layout)
+            lines.append(f"| {layout[0]} | {layout[1]} | {layout[2]} | {silence} | "
+                         f"{found[0]} | {share(a['evidence']):.3f} / "
+                         f"{share(a['adversarial']):.3f} / {a['chars']:.0f} | "
+                         f"{share(b['evidence']):.3f} / {share(b['adversarial']):.3f} / "
+                         f"{b['chars']:.0f} |")
     return lines
 
 
@@ -352,7 +377,7 @@ def main() -> int:
     current = now()
     replayed = row(items, *current)
     print(f"\n## the hook's constants {current} replayed: {fmt_row(replayed)}")
-    best = chosen(calibration, SILENCE, CHARS)
+    best = Sweep(calibration).best(SILENCE, CHARS)
     print(f"## chosen on the calibration half (adversarial silent >= {SILENCE}, written none "
           f"all silent, chars <= {CHARS}): {best}")
     if best is not None:

@@ -1,10 +1,12 @@
 """What the recall tests of several wings share: a project with an engine whose index keeps the
 recall file, a fact to recall, a node written the way an agent writes one, and the hooks run
-as a host runs them (``prompt``, ``start``), with the recall log read back (``recall_log``)."""
+as a host runs them (``prompt``, ``start``), with the recall log read back (``recall_log``) and
+the raw rounds a block names read off it (``rounds_in``)."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -72,3 +74,15 @@ def recall_log(vault: Vault, cwd: Path, *extra: str) -> list[dict]:
                           cwd=cwd, capture_output=True, text=True, encoding="utf-8", timeout=60)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
+
+
+def rounds_in(block: str) -> list[str]:
+    """The raw coordinates a recall block names, read as an agent reads them: each round's
+    ``#Round N`` after the path on its conversation's line (``- DATE _raw/KEY/CONV``) above."""
+    found, path = [], ""
+    for line in block.splitlines():
+        if line.startswith("- "):
+            path = line.split(" ")[-1]
+        elif (named := re.match(r"  #Round (\d+)", line)) is not None:
+            found.append(f"{path}#Round {named.group(1)}")
+    return found

@@ -50,6 +50,7 @@ CONFUSABLE = str.maketrans({"\u0405": "S", "\u0455": "s", "\u0397": "H", "\u041d
                             "\ua789": ":", "\u2236": ":", "\u00ad": ""})
 LOOK_OPENERS = "<\u2039\u27e8\u02c2\u2329\u3008\u276e"
 TAG_START = re.compile(f"[{LOOK_OPENERS}]" + r"(?=\s*[/|!?]|[A-Za-z\uac00-\ud7a3<])")
+ROUND = re.compile(r"  #Round \d+: ")  # a raw round under its conversation's line
 ROLE = re.compile(r"(?<!\w)(system|human|assistant|user|developer|tool|시스템|사용자|어시스턴트)"
                   r"\s*:", re.IGNORECASE)
 
@@ -84,7 +85,8 @@ def assert_fenced(text: str, tag: str, inner: list[str]) -> None:
     assert all(HEADINGS.match(line) for line in headings), headings
     assert len({h.split(" (")[0] for h in headings}) == len(headings)
     for line in lines[2:-1]:
-        assert line.startswith(("## ", "> ", "- ")) or line == ">" or WRITER.fullmatch(line), line
+        assert (line.startswith(("## ", "> ", "- ")) or line == ">" or WRITER.fullmatch(line)
+                or ROUND.match(line)), line
         assert len(line) <= 600, len(line)  # a title (120), markers and a summary (300)
     inner.extend(lines[2:-1])
 
@@ -93,6 +95,14 @@ def assert_fenced(text: str, tag: str, inner: list[str]) -> None:
 def hit(title: str, summary: str, number: int) -> Recalled:
     return Recalled(title, f"0190{number:04d}-0000-7000-8000-000000000000", "Scope/s/c/x.md",
                     summary, ("recheck",), 9.0, "h", "Scope", (0, 0, 0))
+
+
+def raw_round(conversation: str, excerpt: str, number: int) -> Recalled:
+    """A recalled raw round as ``per_prompt.rounds_shown`` makes one (a record's conversation
+    id and date are osk's, cleaned, but fenced all the same)."""
+    coordinate = f"_raw/s/{conversation}#Round {number}"
+    return Recalled(f"raw round {conversation}", coordinate, coordinate, excerpt,
+                    ("raw round",), 2.0, coordinate, "round", (0, 0, 0))
 
 
 @pytest.mark.parametrize("attack", ATTACKS, ids=lambda a: f"{a.family}:{a.text[:20]!r}")
@@ -107,7 +117,11 @@ def test_every_attack_rendered_in_every_field_stays_inside_the_block(attack: Att
     recall = render([hit(attack.text, attack.text, 1), hit("t", attack.text.upper(), 2)],
                     budget, 50_000)
     assert_fenced(recall, "osk-recall", lines)
-    assert len([line for line in lines if line.startswith("- ")]) == 5  # no item split or lost
+    rounds = render([raw_round("c", attack.text, 1), raw_round(attack.text, attack.text, 2),
+                     raw_round("c", attack.text.upper(), 3)], budget, 50_000)
+    assert_fenced(rounds, "osk-recall", lines)
+    assert len([line for line in lines if line.startswith("- ")]) == 7  # no item split or lost
+    assert len([line for line in lines if ROUND.match(line)]) == 3
 
 
 def _memory(text: str) -> str:

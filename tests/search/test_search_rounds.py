@@ -4,9 +4,11 @@ only, gone once redacted, and ranked below a node that cites them."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from hookkit import CLAUDE_SESSION, copy_fixture, make_project, payload, run_hook
+from recallkit import rounds_in
 
 from osk.calls.request import NewNode
 from osk.engine.core import Engine
@@ -290,14 +292,15 @@ def test_recall_falls_back_to_a_captured_round_in_a_later_session_of_its_project
     captured(vault, shop, tmp_path)
     question = "why does the checkout test fail on CI but pass locally"
     later = recalled_for(shop, question, tmp_path, "a-later-session")
-    coordinate = f"_raw/shop/{CLAUDE_SESSION}#Round 1"
-    # the head says once what a raw round is; each line its date and its id
+    record = f"_raw/shop/{CLAUDE_SESSION}"
+    # the head says once what a raw round is and how to read one; the conversation's date and
+    # path once, then its round: path and round make the coordinate read_raw takes
     assert "raw rounds osk captured" in later and "person and agent" in later
-    assert f"\n- 2026-03-14 (id {coordinate}): " in later
-    assert "read_raw" in later
-    assert coordinate not in recalled_for(other, question, tmp_path, "elsewhere")
+    assert f"\n- 2026-03-14 {record}\n  #Round 1: " in later
+    assert "`read_raw` path#Round N" in later
+    assert record not in recalled_for(other, question, tmp_path, "elsewhere")
     # the conversation that holds the round has it in its context: never shown to it again
-    assert coordinate not in recalled_for(shop, question, tmp_path, CLAUDE_SESSION)
+    assert record not in recalled_for(shop, question, tmp_path, CLAUDE_SESSION)
 
 
 def test_a_round_is_found_by_the_words_of_its_date_and_of_dates_it_writes(vault, tmp_path,
@@ -354,6 +357,55 @@ def shown(vault: Vault, prompt: str) -> list[str]:
     from osk.hooks.recall import per_prompt
 
     return [hit.id for hit in per_prompt.rounds_recalled(vault, "shop", prompt, {}, None)]
+
+
+def recalled_rounds(vault: Vault, prompt: str) -> tuple[str, list[str], list[str]]:
+    """The rounds block ``decide`` gives ``prompt`` in the shop project, the coordinates an
+    agent reads off it (a round's ``#Round N`` after the path on the line above it), and the
+    ids of the rounds the outcome says it shows."""
+    from osk.hooks.adapters import get
+    from osk.hooks.recall import per_prompt
+
+    adapter = get("claude")
+    outcome = per_prompt.decide(vault, "shop", prompt, adapter.budget,
+                                per_prompt.limit_for(vault, adapter), {})
+    assert all(line.startswith(("- ", "  #Round ")) for line in outcome.block.splitlines()[2:-1])
+    return outcome.block, rounds_in(outcome.block), [hit.id for hit in outcome.shown]
+
+
+def test_recalled_rounds_come_under_their_conversation_and_each_reads_back(vault, tmp_path):
+    shop = make_project(tmp_path / "shop")
+    engine = Engine.open(vault, cwd=shop)
+    talk(engine, ("the zeppelin hangar lock jammed again", "Ok."),
+         ("a brass zeppelin hangar lock arrived", "Ok."))
+    engine.append_raw("notes", user="zeppelin hangar lock: the depot has spares",
+                      assistant="Ok.")
+    block, read, shown_ids = recalled_rounds(vault, "zeppelin hangar lock")
+    # each conversation named once, on its date, its rounds under it
+    assert block.count("\n- ") == 2 and block.count("_raw/shop/talk") == 1
+    assert re.search(r"\n- \d{4}-\d\d-\d\d _raw/shop/notes\n  #Round 1: zeppelin hangar", block)
+    assert {"_raw/shop/talk#Round 8", "_raw/shop/talk#Round 9", "_raw/shop/notes#Round 1"} \
+        <= set(read)
+    assert sorted(read) == sorted(shown_ids) and len(read) == len(set(read))
+    for coordinate in read:  # what read_raw takes, and the round the line quoted
+        got = Engine.open(vault, cwd=shop).read_raw(coordinate)
+        assert got.kind == "round" and got.coordinate == coordinate
+
+
+def test_the_rounds_block_stays_within_its_cap_and_names_only_the_rounds_it_shows(vault,
+                                                                                 tmp_path):
+    from osk.hooks.recall import per_prompt
+
+    shop = make_project(tmp_path / "shop")
+    engine = Engine.open(vault, cwd=shop)
+    talk(engine, *((f, "Ok.") for f in FILLER))
+    for n in range(per_prompt.MAX_ROUNDS + 1):  # each in a conversation of its own
+        engine.append_raw(f"talk-{n}", user=f"the zeppelin hangar lock, take {n}: " + "so " * 40,
+                          assistant="Ok.")
+    block, read, shown_ids = recalled_rounds(vault, "zeppelin hangar lock")
+    # a path line for every round: not all of them fit, the last one shown may be cut
+    assert 0 < len(read) < per_prompt.MAX_ROUNDS and len(block) <= per_prompt.ROUND_CHARS
+    assert sorted(read) == sorted(shown_ids)
 
 
 def test_recall_shows_a_round_by_the_share_of_the_prompt_it_holds(vault, tmp_path):

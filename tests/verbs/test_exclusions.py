@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from authority_support import FakeTerminal, osk
 from hookkit import make_project, payload, run_hook
+from recallkit import rounds_in
 
 from osk.capture import exclusions
 from osk.engine.core import Engine
@@ -73,7 +74,7 @@ def test_an_excluded_round_is_found_by_neither_search_nor_recall_until_included(
         vault: Vault, shop: Path, tmp_path: Path, person: None):
     assert searched(vault, shop, "zeppelin timetable")[0] == ZEPPELIN
     assert recalled(vault, QUESTION)[0] == ZEPPELIN
-    assert ZEPPELIN in prompt_hook(shop, QUESTION, tmp_path)
+    assert ZEPPELIN in rounds_in(prompt_hook(shop, QUESTION, tmp_path))
 
     done = exclusion.exclude(vault, f"[[{ZEPPELIN}]]", reason="a private trip")
     assert done.name == ZEPPELIN
