@@ -209,17 +209,19 @@ def _order(vault: Vault, db: Any, corpus: Any, ranking: Ranking, text: str,
     if vectors is None or not vectors.model.reads(text):
         return ranking.rank(text, k)
     keys = [key for (key,) in db.execute("SELECT content_hash FROM docs")]
+    lexical = ranking.rank(text, max(k, FUSION_DEPTH))
+    words = [slot for slot, *_ in lexical[:FUSION_DEPTH]]
     try:
         if vectors.count_missing(keys):
             return None
-        near = vectors.nearest(text, NEAREST)
+        near = vectors.nearest(text, NEAREST, [corpus.docs[slot].content_hash for slot in words])
     except Exception:  # a damaged model: the engine logs it and answers lexically
         return None
     rows = {key: row for row, key in db.execute(
         f"SELECT row, content_hash FROM docs WHERE content_hash IN "  # noqa: S608 - placeholders
         f"({','.join('?' * len(near))})", [key for key, _ in near])} if near else {}
-    lexical = ranking.rank(text, max(k, FUSION_DEPTH))
-    semantic = ranking.semantic_order({rows[key]: value for key, value in near if key in rows})
+    semantic = ranking.semantic_order({rows[key]: value for key, value in near if key in rows},
+                                      words)
     coverage = ranking.coverage(text, lexical[0][0] if lexical else None)
     return fuse(lexical, semantic, k, lambda slot: corpus.docs[slot].path, coverage)
 

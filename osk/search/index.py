@@ -317,7 +317,7 @@ class SearchIndex:
             if asked and len(lexical) == k < depth:  # fusion looks deeper than the words' k
                 lexical = ranking.rank(query, depth, postings)
             try:
-                semantic = self._semantic(ranking, query, asked)
+                semantic = self._semantic(ranking, query, asked, lexical)
             except Exception as exc:  # a damaged model must not take search down: lexical
                 log.exception("the semantic channel failed (%s); searching lexically from now "
                               "on; `osk doctor` says how to mend it", exc)
@@ -326,8 +326,10 @@ class SearchIndex:
             return Channels(ranking, lexical, semantic,
                             fuse(lexical, semantic, k, self._path_of, coverage), approvals)
 
-    def _semantic(self, ranking: Ranking, query: str, asked: bool) -> list[tuple[int, float]]:
-        """The semantic order (empty when not ``asked``), after embedding what is missing."""
+    def _semantic(self, ranking: Ranking, query: str, asked: bool,
+                  lexical: list[Ranked]) -> list[tuple[int, float]]:
+        """The semantic order (empty when not ``asked``), after embedding what is missing,
+        with the meaning of the words' candidates for fusion after it (``fuse``)."""
         assert self.vectors is not None
         version = self._corpus.version
         if self._embedded_version != version:  # nothing changed since all had vectors: skip
@@ -338,9 +340,11 @@ class SearchIndex:
         slots = self._slots_by_content()
         # Locality and validity reorder these only within a factor of about 1.3 (see
         # SEMANTIC_LOCALITY), and hidden nodes drop out: look well past FUSION_DEPTH.
-        near = self.vectors.nearest(query, NEAREST)
+        words = [slot for slot, *_ in lexical[:FUSION_DEPTH]]
+        docs = self._corpus.docs
+        near = self.vectors.nearest(query, NEAREST, [docs[slot].content_hash for slot in words])
         return ranking.semantic_order({slots[key]: value for key, value in near
-                                       if key in slots})
+                                       if key in slots}, words)
 
     def _path_of(self, slot: int) -> str:
         return self._corpus.docs[slot].path

@@ -20,7 +20,9 @@ The order (weights tuned on the dev set; the figures are in docs/performance.md)
 5. With the semantic channel on (``osk.search.semantic``) and a query the model can read
    (the multilingual model reads all; the English one skips a query with Hangul), the best
    ``FUSION_DEPTH`` of the lexical order and of the nodes by meaning are fused linearly
-   (``fuse``), each channel relative to its own best for this query. A node's meaning counts
+   (``fuse``), each channel relative to its own best for this query, and each of these
+   candidates counts its value in both: a node words found that meaning ranks past its own
+   first ``FUSION_DEPTH`` still counts its closeness, not none. A node's meaning counts
    by how far its cosine similarity rises above ``SEMANTIC_FLOOR``, × the factor above to the
    power ``SEMANTIC_LOCALITY`` (the floor comes first, so a project's own notes that are not
    about the question get nothing from being local); a node that supersedes a visible one is
@@ -250,11 +252,15 @@ class Ranking:
                 heapq.heapreplace(best, final)
         return False
 
-    def semantic_order(self, similarities: Mapping[int, float]) -> list[tuple[int, float]]:
+    def semantic_order(self, similarities: Mapping[int, float],
+                       words: Iterable[int] = ()) -> list[tuple[int, float]]:
         """Nodes that may be returned, by how far their similarity rises above
         ``SEMANTIC_FLOOR`` (0 below it) × factor ** SEMANTIC_LOCALITY, best first (at most
-        ``FUSION_DEPTH``). A node below the floor stays a candidate that meaning adds nothing
-        to, so the channel still answers from what the session may see.
+        ``FUSION_DEPTH``), then those of the ``words`` slots (the lexical order's candidates
+        for fusion) that are not among them, in that order: ``fuse`` weighs a node words
+        found by its own meaning, not as if it had none. A node below the floor stays a
+        candidate that meaning adds nothing to, so the channel still answers from what the
+        session may see.
 
         A node in force that supersedes a visible one is at least as close as its predecessor
         (it answers what the older one answered, as in ``rank``), so meaning ranks the newer
@@ -265,13 +271,16 @@ class Ranking:
             if successor is not None:
                 cosines[successor] = max(cosines.get(successor, -1.0), similarities[slot])
         self._cosines = cosines
-        scored = []
+        scored: dict[int, float] = {}
         for slot, cosine in cosines.items():
             value = self.factor(slot)
             if value > 0:
                 rise = max(0.0, cosine - SEMANTIC_FLOOR)
-                scored.append((slot, rise * value ** SEMANTIC_LOCALITY))
-        return heapq.nlargest(FUSION_DEPTH, scored, key=_second)
+                scored[slot] = rise * value ** SEMANTIC_LOCALITY
+        best = heapq.nlargest(FUSION_DEPTH, scored.items(), key=_second)
+        shown = {slot for slot, _ in best}
+        return best + [(slot, scored[slot]) for slot in dict.fromkeys(words)
+                       if slot in scored and slot not in shown]
 
     def similarity(self, slot: int) -> float:
         """The cosine similarity ``semantic_order`` ranked ``slot`` by (a successor's may be its
@@ -403,8 +412,13 @@ def fuse(lexical: list[Ranked], semantic: list[tuple[int, float]], k: int,
     """The best k of both channels: the lexical score over the query's best, plus
     ``semantic_weight(coverage)`` × the semantic value (``Ranking.semantic_order``) over the
     best one's (each 0 to 1); reported × the best lexical score (see the module's item 5).
-    ``name``: what orders equal scores (a node's path; a raw round's coordinate, for the
-    rounds' channel, ``osk.search.round_vectors``, fuses by this rule too)."""
+    The candidates are the first ``FUSION_DEPTH`` of each order, and each counts its value in
+    both: ``semantic`` is meaning's order, best first, and may go on with the values of the
+    lexical candidates past its first ``FUSION_DEPTH`` (a candidate it gives none for has
+    meaning 0; on LoCoMo that cliff let nodes words ranked 11th-30th push out evidence words
+    ranked 7th that meaning ranked 40th). ``name``: what orders equal scores (a node's path;
+    a raw round's coordinate, for the rounds' channel, ``osk.search.round_vectors``, fuses
+    by this rule too)."""
     fused: dict[int, float] = {}
     tiers: dict[int, int] = {}
     bm25: dict[int, float] = {}
@@ -412,11 +426,13 @@ def fuse(lexical: list[Ranked], semantic: list[tuple[int, float]], k: int,
     for slot, tier, final, lexical_bm25 in lexical[:FUSION_DEPTH]:
         fused[slot] = final / top
         tiers[slot], bm25[slot] = tier, lexical_bm25
+    for slot, _ in semantic[:FUSION_DEPTH]:
+        fused.setdefault(slot, 0.0)
     weight = semantic_weight(coverage)
     best = max((value for _, value in semantic), default=0.0)
-    for slot, value in semantic[:FUSION_DEPTH]:
-        lift = max(value, 0.0) / best if best > 0 else 0.0
-        fused[slot] = fused.get(slot, 0.0) + weight * lift
+    for slot, value in semantic:
+        if slot in fused and best > 0:
+            fused[slot] += weight * max(value, 0.0) / best
     def key(slot: int) -> tuple[int, float, str]:
         return (-tiers.get(slot, 0), -fused[slot], name(slot))
 

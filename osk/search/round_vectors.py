@@ -316,12 +316,13 @@ class RoundVectors:
 
     # -- reading ------------------------------------------------------------------------------
     def nearest(self, query: np.ndarray, built: str, records: Sequence[str], hidden: Excluded,
-                limit: int) -> list[tuple[str, float]]:
+                limit: int, also: Collection[str] = ()) -> list[tuple[str, float]]:
         """The ``limit`` rounds of ``records`` (rels) closest to the query's unit vector:
         (coordinate, cosine on the model's scale + ``NEIGHBOUR_WEIGHT`` × the closer
-        neighbour's), best first. Only files checked against the index ``built`` count; a
-        round without vectors gives none; one ``hidden`` excludes is neither a result nor a
-        neighbour."""
+        neighbour's), best first; then those of the coordinates ``also`` asks for (fusion's
+        lexical candidates) that are not among them. Only files checked against the index
+        ``built`` count; a round without vectors gives none; one ``hidden`` excludes is
+        neither a result nor a neighbour."""
         import numpy as np
 
         rels: list[str] = []
@@ -340,7 +341,16 @@ class RoundVectors:
         floor = np.partition(values, len(values) - count)[len(values) - count]
         best = sorted(((float(values[at]), _coordinate(rels[owners[at]], int(numbers[at])))
                        for at in np.flatnonzero(values >= floor)), reverse=True)[:limit]
-        return [(coordinate, value) for value, coordinate in best]
+        found = {coordinate: value for value, coordinate in best}
+        owner = {rel: at for at, rel in enumerate(rels)}
+        places = [(owner[rel], number) for rel, number in map(_place, also) if rel in owner]
+        if places:  # each round asked for, by its record's place and its number (one pass)
+            span = int(numbers.max()) + 1
+            wanted = [at * span + number for at, number in places]
+            for at in np.flatnonzero(np.isin(owners.astype(np.int64) * span + numbers, wanted)):
+                coordinate = _coordinate(rels[owners[at]], int(numbers[at]))
+                found.setdefault(coordinate, float(values[at]))
+        return list(found.items())
 
     def _stored(self, built: str, records: Sequence[str]) -> Iterator[list[Stored]]:
         """The vectors of ``records`` checked against the index ``built``, read a file at a
@@ -409,6 +419,12 @@ def _coordinate(rel: str, number: int) -> str:
     return RawTarget(key, name[:-3], number).coordinate
 
 
+def _place(coordinate: str) -> tuple[str, int]:
+    """The record (rel) and round number a coordinate names (``_coordinate`` undone)."""
+    record, _, number = coordinate.rpartition("#Round ")
+    return f"{record}.md", int(number)
+
+
 def _closer(own: np.ndarray, joined: np.ndarray) -> np.ndarray:
     """Per round, the closeness of its closer neighbour, the round before or after it where
     ``joined[i]`` says rounds i and i + 1 are neighbours (0 without one)."""
@@ -441,8 +457,9 @@ def fused_rounds(index: RoundIndex, vectors: RoundVectors, query: str, k: int,
                                            excerpt_chars=None)
     coverage = stats.coverage(query_terms(query), 0) if stats is not None else 0.0
     decided = words_decide(coverage, (hit.score for hit in words), k)
-    near = _meaning(index, vectors, query, seen, asked=not decided)
     coordinates = [hit.coordinate for hit in words]
+    near = _meaning(index, vectors, query, seen, asked=not decided,
+                    words=coordinates[:FUSION_DEPTH])
     lexical_only = set(coordinates)
     coordinates += [c for c, _ in near if c not in lexical_only]
     slot = {c: i for i, c in enumerate(coordinates)}
@@ -461,9 +478,11 @@ def fused_rounds(index: RoundIndex, vectors: RoundVectors, query: str, k: int,
 
 
 def _meaning(index: RoundIndex, vectors: RoundVectors, query: str,
-             seen: Callable[[str], bool], *, asked: bool) -> list[tuple[str, float]]:
+             seen: Callable[[str], bool], *, asked: bool,
+             words: Collection[str]) -> list[tuple[str, float]]:
     """The ``FUSION_DEPTH`` rounds of the keys ``seen`` allows closest to the query in
-    meaning (none when not ``asked``), after embedding what is missing within the search's
+    meaning, then the meaning of the ``words`` rounds (fusion's lexical candidates) past
+    them (none when not ``asked``), after embedding what is missing within the search's
     time budget (either way: later searches use them)."""
     from osk.search.index import SEMANTIC_BUDGET
     from osk.search.ranking import FUSION_DEPTH
@@ -475,4 +494,4 @@ def _meaning(index: RoundIndex, vectors: RoundVectors, query: str,
     if not asked:
         return []
     return vectors.nearest(vectors.query_vector(query), built, rels, excluded(index.vault),
-                           FUSION_DEPTH)
+                           FUSION_DEPTH, words)

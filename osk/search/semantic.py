@@ -355,9 +355,12 @@ class Vectors:
             self._load()
             return key in self._rows
 
-    def nearest(self, query: str, limit: int) -> list[tuple[str, float]]:
+    def nearest(self, query: str, limit: int,
+                also: Iterable[str] = ()) -> list[tuple[str, float]]:
         """The ``limit`` stored keys most similar to the query, each with the cosine similarity
-        of its closest passage, best first (one matrix-vector product over every passage)."""
+        of its closest passage, best first (one matrix-vector product over every passage);
+        then those of the keys ``also`` asks for (fusion's lexical candidates) that are not
+        among them, in that order, where they have vectors."""
         import numpy as np
 
         with self._lock:
@@ -367,15 +370,22 @@ class Vectors:
                 return []
             scores = matrix @ asked(self.encoder(), query)
             nodes = self._nodes()
-        slope, shift = self.model.scale
-        count = min(limit * 8, len(scores))  # enough passages for ``limit`` nodes, mostly
-        best = np.argpartition(-scores, count - 1)[:count]
-        best = best[np.argsort(-scores[best])]
-        found: dict[str, float] = {}
-        for row in best.tolist():
-            found.setdefault(nodes[row], slope * float(scores[row]) + shift)
-            if len(found) == limit:  # the rows after add only nodes past the limit
-                break
+            rows = self._rows
+            slope, shift = self.model.scale
+            count = min(limit * 8, len(scores))  # enough passages for ``limit`` nodes, mostly
+            best = np.argpartition(-scores, count - 1)[:count]
+            best = best[np.argsort(-scores[best])]
+            found: dict[str, float] = {}
+            for row in best.tolist():
+                found.setdefault(nodes[row], slope * float(scores[row]) + shift)
+                if len(found) == limit:  # the rows after add only nodes past the limit
+                    break
+            for key in also:
+                passages: list[int] = []  # its rows: passage 0, 1, ... while stored
+                while (row := rows.get(_row_key(key, len(passages)))) is not None:
+                    passages.append(row)
+                if key not in found and passages:
+                    found[key] = slope * float(scores[passages].max()) + shift
         return list(found.items())
 
     def _nodes(self) -> list[str]:

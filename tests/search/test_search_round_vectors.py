@@ -44,6 +44,20 @@ def talked(vault: Vault, project: Path, *users: str) -> Engine:
     return engine
 
 
+def embedded(vault: Vault, tmp_path: Path,
+             *users: str) -> tuple[RoundIndex, RoundVectors, str, list[str]]:
+    """One project's rounds (``talked``), indexed and embedded: the index, the vectors, the
+    index's build and the records' rels."""
+    talked(vault, make_project(tmp_path / "shop"), *users)
+    index = RoundIndex(vault)
+    index.refresh()
+    meaning = RoundVectors.for_vault(vault)
+    assert meaning is not None
+    meaning.catch_up(index, budget=None)
+    built, records = index.records()
+    return index, meaning, built, [rel for rel, *_ in records]
+
+
 def rounds_found(vault: Vault, project: Path, query: str) -> list[str]:
     return [hit.id for hit in Engine.open(vault, cwd=project).search(query, k=10).hits
             if MARKER in hit.markers]
@@ -111,14 +125,7 @@ def test_an_excluded_round_is_never_returned_by_meaning_and_its_vectors_go(
 def test_a_round_the_index_still_holds_is_left_out_once_excluded(vault, tmp_path, monkeypatch):
     """The vectors file may hold a round excluded after it was written (another device's
     exclusion, before any refresh): the query leaves it out by name, as a neighbour too."""
-    shop = make_project(tmp_path / "shop")
-    talked(vault, shop, *FILLER, TRIP)
-    index = RoundIndex(vault)
-    index.refresh()
-    meaning = RoundVectors.for_vault(vault)
-    meaning.catch_up(index, budget=None)
-    built, records = index.records()
-    rels = [rel for rel, *_ in records]
+    index, meaning, built, rels = embedded(vault, tmp_path, *FILLER, TRIP)
     query = meaning.query_vector("speed clock game")
     monkeypatch.setattr(round_vectors, "NEIGHBOUR_WEIGHT", 0.0)
     own = dict(meaning.nearest(query, built, rels, excluded(vault), 10))  # each round's own
@@ -128,6 +135,29 @@ def test_a_round_the_index_still_holds_is_left_out_once_excluded(vault, tmp_path
     assert set(own) - set(left) == {"_raw/shop/talk#Round 5"}
     r3, r4 = own["_raw/shop/talk#Round 3"], own["_raw/shop/talk#Round 4"]
     assert left["_raw/shop/talk#Round 4"] == pytest.approx(r4 + 0.5 * r3)  # 5 is no neighbour
+
+
+@pytest.mark.usefixtures("tiny_model")
+def test_meaning_gives_the_rounds_words_found_past_its_own_first_ones(vault, tmp_path):
+    """``nearest`` goes on past its ``limit`` with the rounds ``also`` names (fusion's
+    lexical candidates), each with the value it has in the full order, and ``fused_rounds``
+    asks it for the words' rounds."""
+    index, meaning, built, rels = embedded(vault, tmp_path, *FILLER, TRIP,
+                                           "the billing parser broke twice")
+    query = meaning.query_vector("billing parser")
+    every = meaning.nearest(query, built, rels, excluded(vault), 10)
+    last, middle = every[-1][0], every[len(every) // 2][0]
+    got = meaning.nearest(query, built, rels, excluded(vault), 2,
+                          also=[last, every[0][0], "_raw/shop/talk#Round 99", middle])
+    assert got[:2] == every[:2]  # its first two, then the two asked for past them, once each
+    assert sorted(got[2:]) == sorted(pair for pair in every if pair[0] in {last, middle})
+    asked: list[list[str]] = []
+    original = meaning.nearest
+    meaning.nearest = lambda *args: asked.append(list(args[-1])) or original(*args)
+    visible = lambda key: True  # noqa: E731
+    words = [hit.coordinate for hit in index.search("billing module", k=30, visible=visible)]
+    fused_rounds(index, meaning, "billing module", 10, visible)
+    assert asked == [words]
 
 
 @pytest.mark.usefixtures("tiny_model")

@@ -95,6 +95,26 @@ def test_rounds_beside_nodes_keep_the_nodes_order_and_a_title_asked_for_first(va
     assert [hit.id for hit in both if MARKER not in hit.markers] == [hit.id for hit in nodes]
 
 
+def test_nodes_and_rounds_merged_each_keep_the_order_search_gave_them():
+    """Fusion's order is not always by score (meaning keeps words' first hits in place), for
+    rounds as for nodes: merged, neither list is re-sorted, and a hit goes before one of the
+    other list only when it or a hit after it in its own list outscores that one."""
+    from types import SimpleNamespace
+
+    from osk.search.rounds import KIND, merged
+
+    def hits(space: str, *scores: float) -> list[SimpleNamespace]:
+        return [SimpleNamespace(id=f"{space}{n}", space=space, score=score)
+                for n, score in enumerate(scores)]
+
+    nodes = hits("node", 5.0, 9.0, 3.0)  # a title asked for first, below a higher score
+    rounds = hits(KIND, 4.0, 8.0, 1.0)  # a round fusion kept first, below a higher score
+    order = [hit.id for hit in merged(nodes, rounds, {}, 10)]
+    assert [n for n in order if n.startswith("node")] == ["node0", "node1", "node2"]
+    assert [n for n in order if not n.startswith("node")] == [f"{KIND}0", f"{KIND}1", f"{KIND}2"]
+    assert order == ["node0", "node1", f"{KIND}0", f"{KIND}1", "node2", f"{KIND}2"]
+
+
 def test_the_index_catches_up_with_a_record_changed_behind_it(vault, tmp_path):
     shop = make_project(tmp_path / "shop")
     engine = Engine.open(vault, cwd=shop)

@@ -311,8 +311,8 @@ def test_a_korean_query_skips_the_semantic_channel(
     asked: list[str] = []
     original = Vectors.nearest
     monkeypatch.setattr(Vectors, "nearest",
-                        lambda self, query, limit: asked.append(query) or original(self, query,
-                                                                                   limit))
+                        lambda self, query, limit, also=(): asked.append(query) or original(
+                            self, query, limit, also))
     assert [h.title for h in eng.search("배포 절차").hits][:1] == ["배포 절차"]
     eng.search("release steps")
     assert asked == ["release steps"]
@@ -377,6 +377,37 @@ def test_channels_hold_both_orders_and_search_returns_their_fusion(
     monkeypatch.setenv("OSK_SEMANTIC", "0")
     lexical = SearchIndex(vault).channels(query, k=5, scope="beta", visible=visible)
     assert lexical.semantic is None and lexical.order == lexical.lexical
+
+
+def test_the_semantic_order_carries_the_meaning_of_every_word_candidate(
+        vault: Vault, tiny_model: Path):
+    """``channels`` hands fusion meaning's first ``FUSION_DEPTH`` and then the closeness of
+    each of the words' candidates past them, as ``semantic_order`` scores any node."""
+    from test_search_index import write_node
+
+    from osk.search import SearchIndex
+
+    phrases = ["the cache ttl", "release build", "game clock speed hack", "weekly routine"]
+    for number in range(2 * ranking.FUSION_DEPTH):
+        write_node(vault, f"Domain/Note {number}.md",
+                   f"{phrases[number % 4]} {phrases[(number // 4) % 4]} entry {number}")
+    index = SearchIndex(vault)
+    assert index.embed_missing(budget=None) == 0
+    query = "cache ttl entry"  # words and meaning share 22 of their first 30 here
+    found = index.channels(query, k=10)
+    assert found.semantic is not None and index.vectors is not None
+    words = [slot for slot, *_ in found.lexical[:ranking.FUSION_DEPTH]]
+    first = [slot for slot, _ in found.semantic[:ranking.FUSION_DEPTH]]
+    past = dict(found.semantic[ranking.FUSION_DEPTH:])
+    assert past and set(past) == set(words) - set(first)  # each once, none for others
+    docs = found.ranking.corpus.docs
+    cosines = dict(index.vectors.nearest(query, 10 * ranking.FUSION_DEPTH))
+    for slot, value in past.items():  # as semantic_order scores any node
+        rise = max(0.0, cosines[docs[slot].content_hash] - ranking.SEMANTIC_FLOOR)
+        assert value == pytest.approx(rise * found.ranking.factor(slot)
+                                      ** ranking.SEMANTIC_LOCALITY)
+    assert min(value for _, value in found.semantic[:ranking.FUSION_DEPTH]) >= max(
+        past.values())
 
 
 def test_a_pending_edit_in_a_protected_region_is_not_embedded_until_approved(
@@ -528,6 +559,31 @@ def test_meaning_never_pushes_words_first_nodes_out_of_the_first_k():
     # where words hold the query in full, their order stands
     covered = ranking.fuse(lexical, semantic_order, k, _path_of(corpus), coverage=1.0)
     assert [slot for slot, *_ in covered] == list(range(1, k + 1))
+
+
+def test_a_node_words_found_counts_its_own_meaning_past_meanings_first_ones():
+    """Fusion's candidates are each channel's first ``FUSION_DEPTH``, and each counts its
+    value in both: a node words rank 7th that meaning ranks past its own first 30 is weighed
+    by its own closeness, not as if meaning gave it none (on LoCoMo such nodes, evidence of
+    "when did ..." questions, were pushed out by words' 11th-30th that meaning ranked 20th)."""
+    depth, k = ranking.FUSION_DEPTH, 10
+    corpus = _Docs({slot: f"n{slot:03d}" for slot in range(1, 3 * depth)})
+    lexical = [(slot, 0, 10.0 - slot * 0.2, 10.0 - slot * 0.2) for slot in range(1, depth + 1)]
+    # meaning's first 30: words' 11th-30th and ten nodes words did not find, all at 0.5;
+    # then its values for words' 1st-10th, which it ranks past them (0.49)
+    first = [(slot, 0.5) for slot in range(11, depth + 11)]
+    beyond = [(slot, 0.49) for slot in range(1, 11)]
+    fused = [slot for slot, *_ in ranking.fuse(lexical, first + beyond, k, _path_of(corpus),
+                                               coverage=0.5)]
+    assert fused == list(range(1, k + 1))  # words' first ten, close in meaning too, stay
+    # without those values words' 6th-10th would count no meaning and drop out
+    blind = [slot for slot, *_ in ranking.fuse(lexical, first, k, _path_of(corpus),
+                                               coverage=0.5)]
+    assert blind == [11, 1, 12, 2, 13, 3, 14, 4, 15, 5]
+    # a node past both channels' first 30 is no candidate, whatever meaning gives it
+    far = 2 * depth + 20
+    outside = ranking.fuse(lexical, first + [(far, 0.5)], k, _path_of(corpus), coverage=0.0)
+    assert far not in [slot for slot, *_ in outside]
 
 
 def test_a_long_node_is_found_by_a_sentence_near_its_end(tmp_path: Path, tiny_model: Path):
