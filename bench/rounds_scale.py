@@ -13,11 +13,12 @@ prints:
 - the round index catching up with the rounds added since the last count (in process);
 - fresh processes, CPU median over ``--runs``: ``osk search QUERY --kind rounds`` and
   ``osk search QUERY`` (nodes and rounds) from the project, ``python -c pass``, and a fresh
-  Python process that opens the round index's own FTS5 table read-only and answers the same
-  words (the floor any FTS5-backed query pays);
+  Python process that opens an SQLite FTS5 table of the same terms (each round's and its
+  neighbours', copied from the round index into ``fts5-floor-COUNT.sqlite`` beside the vault)
+  read-only and answers the same words (the floor any FTS5-backed query pays);
 - warm queries of the round index in one process (what the prompt-submit hook's fallback and
   the server ask), CPU median;
-- the round index's size on disk.
+- the round index's size on disk, and the FTS5 table's.
 
 Usage: ``nice -n 10 python bench/rounds_scale.py [--nodes 50000] [--rounds 20000,200000]
 [--runs 7] [--keep DIR]``. Run by hand, not in CI.
@@ -91,6 +92,26 @@ def grow(root: Path, corpus: Corpus, have: int, want: int, per_conversation: int
         os.fsync = real_fsync
 
 
+def fts5_floor(index: Path, floor: Path) -> Path:
+    """An FTS5 table of the round index's terms (built once a round count)."""
+    import sqlite3
+
+    if floor.exists():
+        return floor
+    building = floor.with_suffix(".part")
+    building.unlink(missing_ok=True)
+    with sqlite3.connect(building) as db:
+        db.execute("CREATE VIRTUAL TABLE terms USING fts5(body, context, "
+                   "tokenize = 'unicode61 remove_diacritics 0')")
+        db.execute("ATTACH DATABASE ? AS round_index", (f"file:{index}?mode=ro",))
+        db.execute("INSERT INTO terms (rowid, body, context) "
+                   "SELECT row, body, context FROM round_index.terms")
+    with sqlite3.connect(building) as db:
+        db.execute("VACUUM")
+    building.rename(floor)
+    return floor
+
+
 def measure(root: Path, cwd: Path, corpus: Corpus, runs: int) -> dict[str, float]:
     from osk.search.rounds import FILE, RoundIndex
     from osk.store.vault import Vault
@@ -107,7 +128,10 @@ def measure(root: Path, cwd: Path, corpus: Corpus, runs: int) -> dict[str, float
         warm.append((time.process_time() - began) * 1000)
     env = {k: v for k, v in os.environ.items() if k not in {"OSK_VAULT", "PYTHONDONTWRITEBYTECODE"}}
     env["OSK_SEMANTIC"] = "0"
-    py, db = sys.executable, str(root / ".osk" / "index" / FILE)
+    rounds = index.records()[1]
+    floor = fts5_floor(root / ".osk" / "index" / FILE,
+                       root.parent / f"fts5-floor-{sum(count for _, _, count in rounds)}.sqlite")
+    py, db = sys.executable, str(floor)
     rows: dict[str, list[float]] = {"rounds": [], "all": [], "fts": [], "python": []}
     cpu_of([py, "-c", OSK_CHILD, str(root), "warm up"], cwd, env)
     for query in queries[:runs]:
@@ -121,6 +145,7 @@ def measure(root: Path, cwd: Path, corpus: Corpus, runs: int) -> dict[str, float
     found["caught_up"] = caught_up
     found["size_mb"] = sum(p.stat().st_size for p in (root / ".osk" / "index").glob(
         FILE + "*")) / 1e6
+    found["fts_mb"] = floor.stat().st_size / 1e6
     return found
 
 
@@ -157,7 +182,8 @@ def main() -> int:
               f"(rounds / FTS5 {found['rounds'] / found['fts']:.1f}x)\n"
               f"python -c pass                        {found['python']:7.0f} ms CPU\n"
               f"warm round-index query                {found['warm']:7.1f} ms CPU\n"
-              f"round index on disk                   {found['size_mb']:7.0f} MB", flush=True)
+              f"round index on disk                   {found['size_mb']:7.0f} MB "
+              f"(FTS5 table of the same terms {found['fts_mb']:.0f} MB)", flush=True)
     return 0
 
 

@@ -4,10 +4,12 @@ A round's document is its person text, its final answer and its tool summary, wi
 written out in the words people ask with ("8 May 2023", "May 2023"), its host, its record's key
 (the project it belongs to, whose scope decides who may see it) and its coordinate.
 
-The index is an SQLite FTS5 table of our own terms (``tokenize_prose``: whole Snowball stems,
-so "rejected" finds "rejection"; each term a space-separated word, so FTS5 only splits at the
-spaces and ranks with its own BM25), in ``.osk/index/
-rounds.sqlite``: device state, rebuilt from the records whenever missing or of another schema.
+The index holds each round's terms (``tokenize_prose``: whole Snowball stems, so "rejected"
+finds "rejection") and its neighbours', and each term's postings in impact order
+(``osk.search.round_postings``: FTS5's BM25 over the same terms, read by a top-k that stops
+when the rest cannot beat the k-th round, so a query does not score every round holding a
+common word), in SQLite, ``.osk/index/rounds.sqlite``:
+device state, rebuilt from the records whenever missing or of another schema.
 It is a cache of the raw record files, kept by their stat keys: every query first stats the
 record files (one ``os.stat`` each) and reads any record whose stat changed or that is new (an
 append: only its last rounds, ``osk.capture.raw.read_tail``),
@@ -42,6 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from osk.capture.exclusions import Excluded, excluded
+from osk.search.round_postings import NAMES, TABLES, Accept, Pending, flush, top
 from osk.search.tokenize import tokenize, tokenize_prose
 from osk.store.fastclass import dataclass
 from osk.store.fsutil import StatKey, stat_key
@@ -51,11 +54,12 @@ from osk.store.vault import Vault
 if TYPE_CHECKING:
     from osk.capture.raw import Tail
 
-SCHEMA = 9  # 4: each round's neighbours as a second column; 5: the vocabulary by column;
+SCHEMA = 10  # 4: each round's neighbours as a second column; 5: the vocabulary by column;
 # 6: a round's first TEXT_CHARS kept, to cut excerpts from around the words asked; 7: the
 # rounds' count and total length kept by triggers (a query read them by scanning every round);
 # 8: where a record's next read resumes (``raw.Mark``), so an append reads its tail only;
-# 9: terms made by ``tokenize_prose`` (whole Snowball stems)
+# 9: terms made by ``tokenize_prose`` (whole Snowball stems); 10: our own postings in impact
+# order (``round_postings``) instead of FTS5, a round's row never reused
 FILE = "rounds.sqlite"
 LOCK = "rounds.lock"
 VECTORS = "round_vectors"  # the folder of the rounds' vectors, beside FILE
@@ -76,21 +80,23 @@ CREATE TABLE IF NOT EXISTS records (
     ino INTEGER NOT NULL, indexed INTEGER NOT NULL, resume_at INTEGER, resume_round INTEGER,
     resume_prefix TEXT, resumed_digest TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS rounds (
-    row INTEGER PRIMARY KEY, rel TEXT NOT NULL, key TEXT NOT NULL, coordinate TEXT NOT NULL,
-    number INTEGER NOT NULL, at TEXT NOT NULL, host TEXT NOT NULL, excerpt TEXT NOT NULL,
-    length INTEGER NOT NULL);
+    row INTEGER PRIMARY KEY AUTOINCREMENT, rel TEXT NOT NULL, key TEXT NOT NULL,
+    coordinate TEXT NOT NULL, number INTEGER NOT NULL, at TEXT NOT NULL, host TEXT NOT NULL,
+    excerpt TEXT NOT NULL, length INTEGER NOT NULL, size INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS rounds_rel ON rounds (rel, number);
 CREATE TABLE IF NOT EXISTS totals (
-    one INTEGER PRIMARY KEY CHECK (one = 0), rounds INTEGER NOT NULL, length INTEGER NOT NULL);
-INSERT OR IGNORE INTO totals VALUES (0, 0, 0);
+    one INTEGER PRIMARY KEY CHECK (one = 0), rounds INTEGER NOT NULL, length INTEGER NOT NULL,
+    size INTEGER NOT NULL);
+INSERT OR IGNORE INTO totals VALUES (0, 0, 0, 0);
 CREATE TRIGGER IF NOT EXISTS rounds_added AFTER INSERT ON rounds BEGIN
-    UPDATE totals SET rounds = rounds + 1, length = length + new.length; END;
+    UPDATE totals SET rounds = rounds + 1, length = length + new.length,
+    size = size + new.size; END;
 CREATE TRIGGER IF NOT EXISTS rounds_removed AFTER DELETE ON rounds BEGIN
-    UPDATE totals SET rounds = rounds - 1, length = length - old.length; END;
-CREATE VIRTUAL TABLE IF NOT EXISTS terms USING fts5(
-    body, context, tokenize = 'unicode61 remove_diacritics 0');
-CREATE VIRTUAL TABLE IF NOT EXISTS terms_vocab USING fts5vocab(terms, 'col');
-"""
+    UPDATE totals SET rounds = rounds - 1, length = length - old.length,
+    size = size - old.size; END;
+CREATE TABLE IF NOT EXISTS terms (row INTEGER PRIMARY KEY, body TEXT NOT NULL,
+    context TEXT NOT NULL);
+""" + TABLES
 
 
 @dataclass(frozen=True)
@@ -100,7 +106,7 @@ class RoundHit:
     at: str
     host: str
     excerpt: str  # where the most of the query's words meet (``excerpt``)
-    score: float  # FTS5's BM25, larger is better
+    score: float  # BM25 as FTS5's bm25() gives it, larger is better
     slot: int = 0  # its place in the result: the key of ``RoundStats``' tables
 
 
@@ -282,7 +288,8 @@ class RoundIndex:
         except sqlite3.OperationalError:
             row = None
         if row is None or row[0] != f"{SCHEMA}":
-            for table in ("meta", "records", "rounds", "totals", "terms_vocab", "terms"):
+            for table in ("meta", "records", "rounds", "totals", "terms_vocab", "terms",
+                          *NAMES):
                 db.execute(f"DROP TABLE IF EXISTS {table}")
             db.executescript(_TABLES)
             db.execute("INSERT INTO meta VALUES ('schema', ?)", (f"{SCHEMA}",))
@@ -325,12 +332,14 @@ class RoundIndex:
             if not changed and not gone and before == hidden:
                 return 0
             db.execute("BEGIN IMMEDIATE")
+            pending = Pending()
             try:
                 for rel in [*gone, *(r for r in changed if r in touched)]:
-                    self._forget(db, rel)
+                    self._forget(db, rel, pending)
                 for rel in changed:
                     key, stat = disk[rel]
-                    self._index_record(db, rel, key, stat, hidden)
+                    self._index_record(db, rel, key, stat, hidden, pending)
+                flush(db, pending, CONTEXT_WEIGHT)
                 _build_against(db, hidden)
             except BaseException:
                 db.execute("ROLLBACK")
@@ -338,16 +347,15 @@ class RoundIndex:
             db.execute("COMMIT")
             return len(changed)
 
-    def _forget(self, db: sqlite3.Connection, rel: str) -> None:
+    def _forget(self, db: sqlite3.Connection, rel: str, pending: Pending) -> None:
         if db.execute("SELECT 1 FROM records WHERE rel=?", (rel,)).fetchone() is not None:
             vectors_file(self.vault, rel).unlink(missing_ok=True)  # before its rows go
-        rows = [r for (r,) in db.execute("SELECT row FROM rounds WHERE rel=?", (rel,))]
-        db.executemany("DELETE FROM terms WHERE rowid=?", [(r,) for r in rows])
-        db.execute("DELETE FROM rounds WHERE rel=?", (rel,))
+        _drop(db, [r for (r,) in db.execute("SELECT row FROM rounds WHERE rel=?", (rel,))],
+              pending)
         db.execute("DELETE FROM records WHERE rel=?", (rel,))
 
     def _index_record(self, db: sqlite3.Connection, rel: str, key: str,
-                      stat: tuple[int, int, int], hidden: Excluded) -> None:
+                      stat: tuple[int, int, int], hidden: Excluded, pending: Pending) -> None:
         """(Re)index one record, leaving out the rounds ``hidden`` excludes (as documents and
         as their neighbours' context). After an append (the only change capture makes) only
         the record's last rounds are read (``read_tail``: the bytes before them unchanged, the
@@ -358,9 +366,9 @@ class RoundIndex:
 
         conversation = rel.rsplit("/", 1)[1][:-3]
         try:
-            tail, indexed = self._tail(db, rel, key, conversation)
+            tail, indexed = self._tail(db, rel, key, conversation, pending)
         except (OskError, OSError, UnicodeDecodeError):
-            self._forget(db, rel)  # unreadable now: its stat is not stored, so it is tried again
+            self._forget(db, rel, pending)  # unreadable now: no stat stored, so tried again
             return
         rounds = tail.rounds
         base = rounds[0].number - 1 if rounds else indexed  # rounds[0]'s place in the record
@@ -372,10 +380,8 @@ class RoundIndex:
                     mark and mark.prefix, window))
         if indexed:  # the last round indexed gains the new ones' words as its context
             indexed -= 1
-            rows = [(r,) for (r,) in db.execute(
-                "SELECT row FROM rounds WHERE rel=? AND number>?", (rel, indexed))]
-            db.executemany("DELETE FROM terms WHERE rowid=?", rows)
-            db.executemany("DELETE FROM rounds WHERE row=?", rows)
+            _drop(db, [r for (r,) in db.execute(
+                "SELECT row FROM rounds WHERE rel=? AND number>?", (rel, indexed))], pending)
         kept = {i: not hidden.covers(rel, rounds[i - base].coordinate)
                 for i in range(base, total)}
         texts = {i: _text(rounds[i - base]) if kept[i] else "" for i in range(base, total)}
@@ -387,15 +393,17 @@ class RoundIndex:
             terms = tokenize_prose(f"{date_words(found.at)}\n{dates_in(text)}") + words[i]
             around = [*words.get(i - 1, ()), *words.get(i + 1, ())]
             cursor = db.execute(
-                "INSERT INTO rounds (rel, key, coordinate, number, at, host, excerpt, length) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO rounds (rel, key, coordinate, number, at, host, excerpt, length, "
+                "size) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (rel, key, found.coordinate, found.number, found.at, found.host,
-                 " ".join(text.split())[:TEXT_CHARS], len(terms)))
-            db.execute("INSERT INTO terms (rowid, body, context) VALUES (?, ?, ?)",
-                       (cursor.lastrowid, " ".join(terms), " ".join(around)))
+                 " ".join(text.split())[:TEXT_CHARS], len(terms), len(terms) + len(around)))
+            row = int(cursor.lastrowid or 0)
+            pending.add(row, terms, around)
+            db.execute("INSERT INTO terms (row, body, context) VALUES (?, ?, ?)",
+                       (row, " ".join(terms), " ".join(around)))
 
-    def _tail(self, db: sqlite3.Connection, rel: str, key: str,
-              conversation: str) -> tuple[Tail, int]:
+    def _tail(self, db: sqlite3.Connection, rel: str, key: str, conversation: str,
+              pending: Pending) -> tuple[Tail, int]:
         """The rounds to read of a record, and how many of its rounds stay indexed: its tail
         from where the last refresh left a mark, when the bytes before the mark and the
         indexed rounds after it are as they were; otherwise every round, and none kept."""
@@ -411,7 +419,7 @@ class RoundIndex:
                 seen = [r for r in tail.rounds if r.number <= indexed]
                 if len(seen) == indexed - number + 1 and _digest(seen) == window:
                     return tail, indexed
-        self._forget(db, rel)
+        self._forget(db, rel, pending)
         whole = read_tail(self.vault, key, conversation, since=None)
         assert whole is not None  # a whole read is never refused, only raised
         return whole, 0
@@ -455,14 +463,13 @@ class RoundIndex:
                 return [], None
             hidden = excluded(self.vault)
             if _built_against(db) != hidden:  # not refreshed since the exclusions changed
-                rows = _matching(db, terms, keys, k, skip, 0.0, hidden)
+                context = 0.0
             else:
-                ranked = _ranked(db, terms, k, context, skip,
-                                 None if len(keys) == len(known) else frozenset(keys))
-                rows = ranked if ranked is not None else _matching(db, terms, keys, k, skip,
-                                                                   context)
+                hidden = Excluded()
+            rows = _best(db, terms, k, context, _accepting(
+                None if len(keys) == len(known) else frozenset(keys), skip, hidden))
             hits = [RoundHit(coordinate, key, at, host, text if excerpt_chars is None else
-                             excerpt(text, excerpt_chars, terms), -float(score), slot)
+                             excerpt(text, excerpt_chars, terms), score, slot)
                     for slot, (_, coordinate, key, at, host, text, score, _, _) in
                     enumerate(rows)]
             return hits, _stats(db, rows, terms, query) if hits else None
@@ -523,6 +530,19 @@ def _built(db: sqlite3.Connection) -> str:
     return str(row[0]) if row is not None else ""
 
 
+def _drop(db: sqlite3.Connection, rows: list[int], pending: Pending) -> None:
+    """Remove rounds: their terms' counts fall at once (``Pending.drop``); their postings
+    stay behind, dead, their rows never reused."""
+    for at in range(0, len(rows), 500):
+        chunk = rows[at:at + 500]
+        marks = ",".join("?" * len(chunk))
+        for own, around in db.execute(
+                f"SELECT body, context FROM terms WHERE row IN ({marks})", chunk):
+            pending.drop(own, around)
+        db.execute(f"DELETE FROM terms WHERE row IN ({marks})", chunk)
+        db.execute(f"DELETE FROM rounds WHERE row IN ({marks})", chunk)
+
+
 def _text(found: Any) -> str:
     """What is indexed of a round: its person text, final answer and tool summary."""
     return "\n".join((found.user, found.assistant, *found.tools))
@@ -564,93 +584,33 @@ def _touched(before: Excluded, now: Excluded) -> frozenset[str]:
                      if state(before, rel) != state(now, rel))
 
 
-def _match(terms: list[str], context: float) -> str:
-    """The FTS5 query of any of ``terms`` (in a round's own words only when ``context`` is 0)."""
-    match = " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
-    return match if context else f"body : ({match})"
-
-
 _ROW = "r.row, r.coordinate, r.key, r.at, r.host, r.excerpt"  # a result's columns before s
 
 
-RANKED_AT_MOST = 2000  # matches FTS5 orders alone for one query before the join is cheaper
+def _accepting(keys: Collection[str] | None, skip: tuple[str, int] | None,
+               hidden: Excluded) -> Accept:
+    """Which rounds a query keeps: of ``keys`` (None: any), not ``skip``'s record from its
+    round number on, not excluded by ``hidden`` (by name: the index was built before it)."""
+    def accept(key: str, rel: str, number: int, coordinate: str) -> bool:
+        if keys is not None and key not in keys:
+            return False
+        if skip is not None and rel == skip[0] and number >= skip[1]:
+            return False
+        return not hidden.covers(rel, coordinate)
+
+    return accept
 
 
-def _ranked(db: sqlite3.Connection, terms: list[str], k: int, context: float,
-            skip: tuple[str, int] | None, keys: Collection[str] | None = None
-            ) -> list[tuple[Any, ...]] | None:
-    """``_matching``'s rows, ordered by FTS5 alone: FTS5 keeps its best matches, enough for
-    ``k`` of them to be of ``keys`` (None: every key) and not ``skip``'s were the visible
-    rounds spread evenly (twice that), and only those are looked up; None when more matches
-    than that might be needed (the caller then joins). Joining every match to its row (which
-    carries the round's first TEXT_CHARS) and filtering it before ordering doubled the cost
-    at 200,000 rounds (docs/performance.md); the order is FTS5's either way."""
-    limit = k if skip is None else k + db.execute(
-        "SELECT count(*) FROM rounds WHERE rel = ? AND number >= ?", skip).fetchone()[0]
-    if keys is not None:
-        counts = dict(db.execute("SELECT key, sum(indexed) FROM records GROUP BY key"))
-        seen = sum(counts.get(key, 0) for key in keys)
-        limit *= -(-2 * sum(counts.values()) // max(seen, 1))
-    if limit > RANKED_AT_MOST:
-        return None
-    def best_of(words: list[str]) -> list[tuple[int, float]]:
-        return db.execute("SELECT rowid, bm25(terms, 1.0, ?) AS s FROM terms "
-                          "WHERE terms MATCH ? ORDER BY s LIMIT ?",
-                          (float(context), _match(words, context), limit)).fetchall()
-
-    asked = _telling(db, terms, context)
-    best = best_of(asked)
-    if len(best) < limit and asked != terms:  # too few rounds hold the telling words
-        best = best_of(terms)
+def _best(db: sqlite3.Connection, terms: list[str], k: int, context: float,
+          accept: Accept) -> list[tuple[Any, ...]]:
+    """The ``k`` best rounds ``accept`` keeps (``round_postings.top``), joined to their rows:
+    (row, coordinate, key, at, host, kept text, score, length, terms)."""
+    best = top(db, terms, k, context, accept)
     marks = ",".join("?" * len(best))
-    passes = {row for row, key, rel, number in db.execute(
-        f"SELECT row, key, rel, number FROM rounds WHERE row IN ({marks})",
-        [rowid for rowid, _ in best])
-        if (keys is None or key in keys) and (skip is None or rel != skip[0] or number < skip[1])}
-    kept = [(rowid, score) for rowid, score in best if rowid in passes][:k]
-    if len(kept) < k and len(best) == limit:  # the next match might pass
-        return None
-    marks = ",".join("?" * len(kept))
     rows = {row[0]: row for row in db.execute(
-        f"SELECT {_ROW}, r.length, t.body FROM rounds r JOIN terms t ON t.rowid = r.row "
-        f"WHERE r.row IN ({marks})", [rowid for rowid, _ in kept])}
-    return [(*rows[rowid][:6], score, *rows[rowid][6:]) for rowid, score in kept]
-
-
-def _telling(db: sqlite3.Connection, terms: list[str], context: float) -> list[str]:
-    """``terms`` less those in over half the rounds, when any other is left. FTS5's BM25 gives
-    such a term an idf of 1e-6 (a score of at most 2.2e-6), so it moves a round's place only
-    among rounds whose scores differ by less; yet FTS5 orders every round holding it (at
-    200,000 rounds, the most of a query's cost). A round holding none of the others is found
-    only when the telling words fill fewer places than asked (``_ranked`` then asks again)."""
-    size = db.execute("SELECT rounds FROM totals").fetchone()[0]
-    columns = "col = 'body'" if not context else "1"
-    marks = ",".join("?" * len(terms))
-    common = {term for (term,) in db.execute(
-        f"SELECT term FROM terms_vocab WHERE {columns} AND term IN ({marks}) "
-        "GROUP BY term HAVING max(doc) * 2 > ?", (*terms, size))}
-    telling = [term for term in terms if term not in common]
-    return telling or terms
-
-
-def _matching(db: sqlite3.Connection, terms: list[str], keys: list[str], k: int,
-              skip: tuple[str, int] | None, context: float,
-              hidden: Excluded | None = None) -> list[tuple[Any, ...]]:
-    match = _match(terms, context)
-    marks = ",".join("?" * len(keys))
-    skipped, facts = "", []
-    if skip is not None:
-        skipped, facts = "AND NOT (r.rel = ? AND r.number >= ?) ", [skip[0], skip[1]]
-    left_out = (hidden.records, hidden.rounds) if hidden is not None else ((), ())
-    for column, names in zip(("rel", "coordinate"), left_out, strict=True):
-        if names:
-            skipped += f"AND r.{column} NOT IN ({','.join('?' * len(names))}) "
-            facts += sorted(names)
-    return list(db.execute(
-        f"SELECT {_ROW}, bm25(terms, 1.0, ?) AS s, r.length, terms.body "
-        "FROM terms JOIN rounds r ON r.row = terms.rowid "
-        f"WHERE terms MATCH ? AND r.key IN ({marks}) {skipped}ORDER BY s LIMIT ?",
-        (float(context), match, *keys, *facts, k)))
+        f"SELECT {_ROW}, r.length, t.body FROM rounds r JOIN terms t ON t.row = r.row "
+        f"WHERE r.row IN ({marks})", [row for row, _ in best])}
+    return [(*rows[row][:6], score, *rows[row][6:]) for row, score in best]
 
 
 def _stats(db: sqlite3.Connection, rows: list[tuple[Any, ...]], terms: list[str],
@@ -670,7 +630,7 @@ def _stats(db: sqlite3.Connection, rows: list[tuple[Any, ...]], terms: list[str]
                 counts[slot] = counts.get(slot, 0) + 1
     marks = ",".join("?" * len(terms))
     dfs = dict(db.execute(  # in the rounds' own words: a neighbour's do not make a term common
-        f"SELECT term, doc FROM terms_vocab WHERE col = 'body' AND term IN ({marks})", terms))
+        f"SELECT term, body FROM vocab WHERE term IN ({marks})", terms))
     return RoundStats(int(size), K1, norms, tfs, {str(t): int(d) for t, d in dfs.items()},
                       prose_names(query))
 

@@ -1,0 +1,502 @@
+"""The round index's postings: each term's rounds in impact order, read by a top-k that stops
+as soon as what it has not read cannot beat the k-th round it has.
+
+FTS5 scored every round holding any of a query's words (a common word is in most rounds), so a
+query's cost grew with the rounds. Here a term's postings are kept in blocks: a posting is a
+round's row and a descriptor (its count of the term in its own words, in its neighbours' words,
+and its length), and a block carries the largest counts and the shortest length of its
+postings, so what any of its rounds can add to a score is bounded whatever the query weighs
+the neighbours' words at and whatever the rounds' average length has become. A term's blocks
+are kept in impact order (its best rounds first, the blocks' sizes growing along the order);
+rounds added since are appended in blocks of their own ("fresh") until they are a share of the
+term's postings, when the term is put in order again. A round removed leaves its postings
+behind ("dead": a round's row is never reused) until its terms are next put in order; its
+document counts are taken off at once, so the scores are those of the rounds that are there.
+
+Scores are FTS5's ``bm25(terms, 1.0, context)`` over the same terms (k1 = 1.2, b = 0.75, an
+idf of 1e-6 for a term in over half the rounds, a neighbour's word counted at the ``context``
+weight, a round's length counting both its words and its neighbours'), computed in the order
+FTS5 sums them. The top-k (``top``) reads the blocks of the term with the most left to give,
+scores a round whole (from its stored terms) only when what it could reach is not below the
+k-th score, and stops when the sum of what every term could still give is below it: the same
+rounds, scores and order (ties by row) as scoring every round holding a query term.
+
+Standard library only: the prompt-submit hook queries it.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import sqlite3
+import sys
+from array import array
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+K1 = 1.2  # FTS5's bm25()
+B = 0.75
+IDF_FLOOR = 1e-6  # FTS5's idf for a term in over half the rounds
+# Bounds are raised by this share: a round's score summed in another order may differ in its
+# last bits from the bound's sum, and a bound must never fall below a score.
+MARGIN = 1e-9
+BLOCK = 128  # postings in a term's first blocks of impact order, and in a fresh block
+DOUBLING = 4  # later blocks of the impact order double in size every this many blocks
+FRESH_SHARE = 8  # a term is put in order again when over 1/FRESH_SHARE of it is fresh
+# Rounds scored whole from their stored terms cost about 10 us each, a posting read 0.3 us
+# (POSTINGS_A_ROUND of them a round): a query scores the rounds that could still reach the
+# k-th once they are at most FEW; while more, it reads on for as many postings as scoring
+# them would cost, counting them again after the unread fell WIDER times further below it.
+FEW = 512
+WIDER = 1.25
+POSTINGS_A_ROUND = 32
+CAPPED = 255  # a count stored as this is at least this (its bound is BM25's supremum)
+LONGEST = 0xFFFF  # a length stored as this is at least this (a bound takes it as this)
+MARKS = 500  # host parameters in one IN (...)
+
+TABLES = """
+CREATE TABLE IF NOT EXISTS vocab (
+    id INTEGER PRIMARY KEY, term TEXT NOT NULL UNIQUE, body INTEGER NOT NULL,
+    any INTEGER NOT NULL, postings INTEGER NOT NULL, fresh INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS heads (
+    term INTEGER NOT NULL, block INTEGER NOT NULL, fresh INTEGER NOT NULL,
+    size INTEGER NOT NULL, fb INTEGER NOT NULL, fc INTEGER NOT NULL, least INTEGER NOT NULL,
+    PRIMARY KEY (term, block)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS postings (place INTEGER PRIMARY KEY, data BLOB NOT NULL);
+"""
+# A block's postings are kept at ``place(term, block)`` in a table of their own: a WITHOUT
+# ROWID table of kilobyte rows took twice their size on disk, and reading the blocks' heads
+# would have read their postings too.
+PLACES = 1 << 24  # blocks a term may have
+
+
+def place(term: int, block: int) -> int:
+    if block >= PLACES:
+        raise ValueError(f"term {term} has more than {PLACES} blocks")
+    return term * PLACES + block
+
+
+def _places(term: int) -> tuple[int, int]:
+    """The range of a term's places, for a BETWEEN."""
+    return term * PLACES, term * PLACES + PLACES - 1
+NAMES = ("vocab", "heads", "postings")
+
+
+def gain(f: float, length: float, avgdl: float) -> float:
+    """BM25's saturation of a weighted count ``f`` in a round of ``length``, as FTS5 writes it."""
+    return (f * (K1 + 1.0)) / (f + K1 * (1 - B + B * length / avgdl))
+
+
+def reach(desc: int, context: float, avgdl: float) -> float:
+    """The most a posting (or a block, by its largest counts and shortest length) can give
+    before the idf: exact counts give the gain itself, a capped count BM25's supremum."""
+    own, around = desc >> 24, (desc >> 16) & 0xFF
+    if own >= CAPPED or (context and around >= CAPPED):
+        return K1 + 1.0
+    f = own + context * around
+    return gain(f, desc & 0xFFFF, avgdl) if f else 0.0
+
+
+def idf(size: int, df: int) -> float:
+    value = math.log((size - df + 0.5) / (df + 0.5))
+    return value if value > 0.0 else IDF_FLOOR
+
+
+def length_of(terms: str) -> int:
+    """How many space-separated terms ``terms`` holds."""
+    return terms.count(" ") + 1 if terms else 0
+
+
+def occurrences(padded: str, term: str) -> int:
+    """How often ``term`` is one of the space-separated terms of ``padded`` (the terms with
+    a space either side). One scan when it is not there; " term " found twice in a row
+    shares a space, so only then are the terms split and counted."""
+    word = f" {term} "
+    found = padded.count(word)
+    if found and f" {term}{word}" in padded:
+        return padded.split().count(term)
+    return found
+
+
+def score(terms: Sequence[tuple[str, float]], counts: Sequence[tuple[int, int] | None],
+          own: str, around: str, context: float, avgdl: float) -> float:
+    """A round's score, summed as FTS5 sums it: per query term in order, its count in the
+    round's own terms (1.0 an occurrence), then ``context`` for each occurrence among its
+    neighbours'; the round's length counts both. ``counts``: a term's (own, neighbours')
+    counts where they are known, else None (counted in ``own`` and ``around``)."""
+    length = length_of(own) + length_of(around)
+    mine = theirs = ""
+    total = 0.0
+    for (term, weight), known in zip(terms, counts, strict=True):
+        if known is None:
+            if not mine:
+                mine, theirs = f" {own} ", f" {around} "
+            known = (occurrences(mine, term), occurrences(theirs, term) if context else 0)
+        f = float(known[0])
+        if context:
+            for _ in range(known[1]):
+                f += context
+        if f:
+            total += weight * gain(f, length, avgdl)
+    return total
+
+
+# -- writing -------------------------------------------------------------------------------------
+class Pending:
+    """What one refresh changes in the postings, written together by ``flush``: each term's
+    document counts (in rounds' own words, in any of their words) and its new postings."""
+
+    def __init__(self) -> None:
+        # term -> [rounds gained holding it in their own words, in any, its new postings
+        # as (row << 32 | descriptor)]
+        self.terms: dict[str, list[Any]] = {}
+
+    def _of(self, term: str) -> list[Any]:
+        entry = self.terms.get(term)
+        if entry is None:
+            entry = self.terms[term] = [0, 0, array("Q")]
+        return entry
+
+    def add(self, row: int, own: Sequence[str], around: Sequence[str]) -> None:
+        """A round's postings. A descriptor is the term's count in the round's own words
+        (bits 24-31), in its neighbours' (16-23), each at most ``CAPPED``, and the round's
+        length (its words and its neighbours', 0-15), at most ``LONGEST``."""
+        base = (row << 32) | min(len(own) + len(around), LONGEST)
+        mine, theirs = Counter(own), Counter(around)
+        terms = self.terms
+        for term, count in mine.items():  # the hot loop of a rebuild: no calls in it
+            more = theirs.get(term, 0)
+            entry = terms.get(term)
+            if entry is None:
+                entry = terms[term] = [0, 0, array("Q")]
+            entry[0] += 1
+            entry[1] += 1
+            entry[2].append(base | (count if count < CAPPED else CAPPED) << 24
+                            | (more if more < CAPPED else CAPPED) << 16)
+        for term, more in theirs.items():
+            if term not in mine:
+                entry = terms.get(term)
+                if entry is None:
+                    entry = terms[term] = [0, 0, array("Q")]
+                entry[1] += 1
+                entry[2].append(base | (more if more < CAPPED else CAPPED) << 16)
+
+    def drop(self, own: str, around: str) -> None:
+        """A round removed: its terms' document counts fall (its postings stay, dead)."""
+        mine = set(own.split())
+        for term in mine | set(around.split()):
+            entry = self._of(term)
+            entry[0] -= term in mine
+            entry[1] -= 1
+
+    def postings(self, term: str) -> tuple[array[int], array[int]]:
+        """A term's new postings as (rows, descriptors)."""
+        both = array("I")
+        both.frombytes(self.terms[term][2].tobytes())
+        low, high = both[0::2], both[1::2]
+        return (high, low) if sys.byteorder == "little" else (low, high)
+
+
+def flush(db: sqlite3.Connection, pending: Pending, context: float) -> None:
+    """Write ``pending`` (inside the caller's transaction, after its rounds' rows): a term's
+    postings are put in order by what they give at the weight ``context`` (the one queries
+    ask with) and the rounds' average length now."""
+    if not pending.terms:
+        return
+    size, total = db.execute("SELECT rounds, size FROM totals").fetchone()
+    avgdl = total / size if size else 1.0
+    live: set[int] | None = None
+    terms = sorted(pending.terms)
+    known: dict[str, tuple[int, int, int, int, int]] = {}
+    for at in range(0, len(terms), MARKS):
+        chunk = terms[at:at + MARKS]
+        known.update((row[0], row[1:]) for row in db.execute(
+            "SELECT term, id, body, any, postings, fresh FROM vocab WHERE term IN "
+            f"({','.join('?' * len(chunk))})", chunk))
+    for term in terms:
+        body, any_ = pending.terms[term][:2]
+        rows, descs = pending.postings(term)
+        if term not in known:
+            cursor = db.execute("INSERT INTO vocab (term, body, any, postings, fresh) "
+                                "VALUES (?, 0, 0, 0, 0)", (term,))
+            known[term] = (int(cursor.lastrowid or 0), 0, 0, 0, 0)
+        ident, had_body, had_any, postings, fresh = known[term]
+        if had_any + any_ <= 0:  # no round holds it any more: its postings are all dead
+            db.execute("DELETE FROM vocab WHERE id=?", (ident,))
+            db.execute("DELETE FROM heads WHERE term=?", (ident,))
+            db.execute("DELETE FROM postings WHERE place BETWEEN ? AND ?", _places(ident))
+            continue
+        postings, fresh = postings + len(rows), fresh + len(rows)
+        if rows and (fresh * FRESH_SHARE > postings or postings <= BLOCK * DOUBLING):
+            if live is None:
+                live = {row for (row,) in db.execute("SELECT row FROM rounds")}
+            postings, fresh = _reorder(db, ident, rows, descs, live, context, avgdl), 0
+        elif rows:
+            _append(db, ident, rows, descs)
+        db.execute("UPDATE vocab SET body=?, any=?, postings=?, fresh=? WHERE id=?",
+                   (had_body + body, had_any + any_, postings, fresh, ident))
+
+
+def _write(db: sqlite3.Connection, term: int, block: int, fresh: bool, rows: array[int],
+           descs: array[int]) -> None:
+    fb = max(desc >> 24 for desc in descs)
+    fc = max((desc >> 16) & 0xFF for desc in descs)
+    least = min(desc & 0xFFFF for desc in descs)
+    db.execute("INSERT OR REPLACE INTO heads VALUES (?, ?, ?, ?, ?, ?, ?)",
+               (term, block, int(fresh), len(rows), fb, fc, least))
+    db.execute("INSERT OR REPLACE INTO postings VALUES (?, ?)",
+               (place(term, block), rows.tobytes() + descs.tobytes()))
+
+
+def _decode(data: bytes) -> tuple[array[int], array[int]]:
+    both = array("I")
+    both.frombytes(data)
+    half = len(both) // 2
+    return both[:half], both[half:]
+
+
+def _reorder(db: sqlite3.Connection, term: int, rows: array[int], descs: array[int],
+             live: set[int], context: float, avgdl: float) -> int:
+    """Put a term's live postings (its blocks' and the new ``rows``) in impact order, in
+    blocks growing along it; returns how many there are."""
+    every, marks = array("I"), array("I")
+    for (data,) in db.execute("SELECT data FROM postings WHERE place BETWEEN ? AND ?",
+                              _places(term)):
+        held, described = _decode(data)
+        every.extend(held)
+        marks.extend(described)
+    every.extend(rows)
+    marks.extend(descs)
+    worth = {desc: reach(desc, context, avgdl) for desc in set(marks)}
+    keys = [worth[desc] for desc in marks]
+    order = [i for i in sorted(range(len(every)), key=keys.__getitem__, reverse=True)
+             if every[i] in live]
+    db.execute("DELETE FROM heads WHERE term=?", (term,))
+    db.execute("DELETE FROM postings WHERE place BETWEEN ? AND ?", _places(term))
+    at, block = 0, 0
+    while at < len(order):
+        size = BLOCK << (block // DOUBLING)
+        chunk = order[at:at + size]
+        _write(db, term, block, False, array("I", [every[i] for i in chunk]),
+               array("I", [marks[i] for i in chunk]))
+        at, block = at + size, block + 1
+    return len(order)
+
+
+def _append(db: sqlite3.Connection, term: int, rows: array[int], descs: array[int]) -> None:
+    """Add postings to the term's open fresh block, then to new ones."""
+    last = db.execute("SELECT block, fresh, size FROM heads WHERE term=? ORDER BY block DESC "
+                      "LIMIT 1", (term,)).fetchone()
+    block = 0 if last is None else last[0] + 1
+    if last is not None and last[1] and last[2] < BLOCK:
+        (data,) = db.execute("SELECT data FROM postings WHERE place=?",
+                             (place(term, last[0]),)).fetchone()
+        held, described = _decode(data)
+        rows, descs = held + rows, described + descs
+        block = last[0]
+    for at in range(0, len(rows), BLOCK):
+        _write(db, term, block, True, rows[at:at + BLOCK], descs[at:at + BLOCK])
+        block += 1
+
+
+# -- querying ------------------------------------------------------------------------------------
+Accept = Callable[[str, str, int, str], bool]  # (key, rel, number, coordinate) -> kept
+
+
+class _List:
+    """One query term's blocks, best bound first."""
+
+    def __init__(self, term: int, weight: float, bounds: list[tuple[float, int, int]]
+                 ) -> None:
+        self.term, self.weight = term, weight
+        self.bounds = sorted(bounds, reverse=True)
+        self.at = 0
+
+    @property
+    def next_size(self) -> int:
+        return self.bounds[self.at][2] if self.at < len(self.bounds) else 0
+
+    @property
+    def left(self) -> float:
+        """The most an unread posting of this term can give."""
+        return self.bounds[self.at][0] if self.at < len(self.bounds) else 0.0
+
+
+def top(db: sqlite3.Connection, terms: Sequence[str], k: int, context: float,
+        accept: Accept) -> list[tuple[int, float]]:
+    """The ``k`` best (row, score) of the rounds ``accept`` keeps, best first (ties by row):
+    those ``bm25(terms, 1.0, context)`` ranks first over every round holding a term (in its
+    own words only when ``context`` is 0)."""
+    size, total = db.execute("SELECT rounds, size FROM totals").fetchone()
+    if not size or k <= 0:
+        return []
+    avgdl = total / size
+    column = "any" if context else "body"
+    found = {term: (ident, df) for term, ident, df in db.execute(
+        f"SELECT term, id, {column} FROM vocab WHERE term IN ({','.join('?' * len(terms))})",
+        list(terms))}
+    weights = [(term, idf(size, found[term][1])) for term in terms
+               if term in found and found[term][1] > 0]
+    lists = []
+    for term, weight in weights:
+        ident = found[term][0]
+        bounds = [(weight * reach((fb << 24) | (fc << 16) | least, context, avgdl)
+                   * (1 + MARGIN), block, many) for block, many, fb, fc, least in db.execute(
+            "SELECT block, size, fb, fc, least FROM heads WHERE term=?", (ident,))]
+        lists.append(_List(ident, weight, bounds))
+    return _Search(db, weights, lists, k, context, avgdl, accept).run()
+
+
+class _Search:
+    """One query's top-k. Postings are read a block at a time, from the term with the most
+    left to give; each adds what its term gives a round (exact from its descriptor, but
+    summed in another order: a lower bound within ``MARGIN``) to the round's sum. A round
+    can reach at most its sum plus what the terms not yet read for it could still give.
+    Once what no round read could reach is below the k-th sum of rounds ``accept`` keeps,
+    only the rounds that could reach it (few) are scored whole from their stored terms."""
+
+    def __init__(self, db: sqlite3.Connection, weights: list[tuple[str, float]],
+                 lists: list[_List], k: int, context: float, avgdl: float,
+                 accept: Accept) -> None:
+        self.db, self.weights, self.lists, self.k = db, weights, lists, k
+        self.context, self.avgdl, self.accept = context, avgdl, accept
+        self.sums: dict[int, float] = {}  # row -> what the terms read for it give
+        self.read: dict[int, int] = {}  # row -> the terms read for it (a bit each)
+        self.unsure: dict[int, float] = {}  # row -> the most its capped postings give
+        self.kept: dict[int, bool] = {}  # row -> whether ``accept`` keeps it
+        self.taken: list[tuple[int, array[int], array[int]]] = []  # (term, rows, descs)
+        self.most = 0.0  # the largest sum
+        self.kth = -math.inf  # the k-th largest sum of rounds kept, when last found
+
+    def run(self) -> list[tuple[int, float]]:
+        lists = self.lists
+        threshold = -math.inf  # the k-th sum when last looked at: it only rises
+        gap = 0.0  # how far the unread fell below it when the rounds were counted
+        budget: int | None = None  # postings still worth reading instead of scoring
+        while True:
+            left = [lst.left for lst in lists]
+            unread = sum(left)
+            if not unread:
+                return self._finish(self._reaching(left, self._threshold()))
+            if threshold <= unread < self.most:  # only then can a sum be above all unread
+                threshold = self._threshold()
+            i = max(range(len(lists)), key=left.__getitem__)
+            spent = budget is not None and lists[i].next_size > budget
+            if unread < threshold and (threshold - unread > gap * WIDER or spent):
+                # the rounds that could reach it are counted again once the gap widened
+                gap = threshold - unread
+                threshold = self._threshold()
+                reaching = self._reaching(left, threshold)
+                if len(reaching) <= max(self.k, FEW) or spent:
+                    return self._finish(reaching)
+                if budget is None:  # read on while it costs less than scoring them
+                    budget = len(reaching) * POSTINGS_A_ROUND
+            if budget is not None:
+                budget -= lists[i].next_size
+            self._take(i)
+
+    def _take(self, i: int) -> None:
+        """Read the next block of term ``i``."""
+        lst = self.lists[i]
+        _, block, _ = lst.bounds[lst.at]
+        lst.at += 1
+        (data,) = self.db.execute("SELECT data FROM postings WHERE place=?",
+                                  (place(lst.term, block),)).fetchone()
+        rows, descs = _decode(data)
+        self.taken.append((i, rows, descs))
+        gives: dict[int, float | None] = {}
+        context, avgdl, weight, bit = self.context, self.avgdl, lst.weight, 1 << i
+        sums, read, unsure = self.sums, self.read, self.unsure
+        for row, desc in zip(rows, descs, strict=True):
+            value = gives.get(desc, -1.0)
+            if value == -1.0:
+                value = gives[desc] = _gives(desc, context, avgdl, weight)
+            if value is None:  # a capped count or length: at most the supremum
+                unsure[row] = unsure.get(row, 0.0) + weight * (K1 + 1.0) * (1 + MARGIN)
+                value = 0.0
+            elif not value:
+                continue  # only in its neighbours' words, asked in a round's own
+            total = sums.get(row, 0.0) + value
+            sums[row] = total
+            read[row] = read.get(row, 0) | bit
+            if total > self.most:
+                self.most = total
+
+    def _keeps(self, row: int) -> bool:
+        kept = self.kept.get(row)
+        if kept is None:
+            found = self.db.execute("SELECT key, rel, number, coordinate FROM rounds "
+                                    "WHERE row=?", (row,)).fetchone()
+            kept = self.kept[row] = found is not None and self.accept(*found)
+        return kept
+
+    def _threshold(self) -> float:
+        """The k-th largest sum of rounds kept (lowered by ``MARGIN``), -inf if fewer. Sums
+        only grow, so only those not below the last k-th are looked at."""
+        sums, want, last = self.sums, self.k, self.kth
+        pool = sums if last == -math.inf else {
+            row: total for row, total in sums.items() if total >= last}
+        for many in (4 * want, len(pool)):
+            best = heapq.nlargest(many, pool, key=pool.__getitem__)
+            kept = [row for row in best if self._keeps(row)]
+            if len(kept) >= want:
+                self.kth = sums[kept[want - 1]]
+                return self.kth * (1 - MARGIN)
+            if many >= len(pool):
+                break
+        return -math.inf
+
+    def _reaching(self, left: list[float], threshold: float) -> list[int]:
+        """The rounds read whose sum and what their unread terms could give is not below
+        ``threshold``: first those whose sum and all that is unread reach it."""
+        rest: dict[int, float] = {}
+        unsure = self.unsure
+        least = threshold / (1 + MARGIN) - sum(left)
+        near = [row for row, total in self.sums.items() if total >= least]
+        near.extend(row for row in unsure if self.sums.get(row, 0.0) < least)
+        reaching = []
+        for row in near:
+            total, mask = self.sums.get(row, 0.0), self.read.get(row, 0)
+            more = rest.get(mask)
+            if more is None:
+                more = rest[mask] = sum(v for j, v in enumerate(left) if not mask >> j & 1)
+            if (total + more + unsure.get(row, 0.0)) * (1 + MARGIN) >= threshold:
+                reaching.append(row)
+        return reaching
+
+    def _finish(self, rows: list[int]) -> list[tuple[int, float]]:
+        """Score ``rows`` whole; the best k that ``accept`` keeps. A term's counts read in
+        its postings are taken from there, the others counted in the round's stored terms.
+        A row gone (a dead posting's) gives nothing."""
+        wanted = set(rows)
+        known: dict[int, list[tuple[int, int] | None]] = {
+            row: [None] * len(self.weights) for row in rows}
+        for i, held, descs in self.taken:
+            for row, desc in zip(held, descs, strict=True):
+                if row in wanted and desc >> 24 < CAPPED and (desc >> 16) & 0xFF < CAPPED:
+                    known[row][i] = (desc >> 24, (desc >> 16) & 0xFF)
+        best: list[tuple[float, int]] = []  # a heap of (score, -row): the k-th first
+        for at in range(0, len(rows), MARKS):
+            chunk = rows[at:at + MARKS]
+            for row, own, around in self.db.execute(
+                    f"SELECT row, body, context FROM terms WHERE row IN "
+                    f"({','.join('?' * len(chunk))})", chunk):
+                entry = (score(self.weights, known[row], own, around, self.context,
+                               self.avgdl), -row)
+                if len(best) >= self.k and entry <= best[0] or not self._keeps(row):
+                    continue
+                if len(best) < self.k:
+                    heapq.heappush(best, entry)
+                else:
+                    heapq.heapreplace(best, entry)
+        return [(-row, value) for value, row in sorted(best, reverse=True)]
+
+
+def _gives(desc: int, context: float, avgdl: float, weight: float) -> float | None:
+    """What a posting gives its round (None: a capped count or length, unknown)."""
+    own, around, length = desc >> 24, (desc >> 16) & 0xFF, desc & 0xFFFF
+    if own >= CAPPED or (context and around >= CAPPED) or length >= LONGEST:
+        return None
+    f = own + context * around
+    return weight * gain(f, length, avgdl) if f else 0.0

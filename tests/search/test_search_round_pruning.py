@@ -1,0 +1,151 @@
+"""The round index's top-k (``round_postings.top``) returns exactly what FTS5's ``bm25(terms,
+1.0, context)`` returns when it scores every round holding a query term: the same rounds, the
+same scores to the bit and the same order (ties by row), with a key filter, a conversation's
+last rounds skipped, the rounds' own words only (context 0), and through appends (fresh blocks,
+a re-indexed round's dead postings), a record rewritten and a record removed. Blocks are made
+tiny here so that every query crosses many of them and the bounds decide; a run with the
+bounds cut must find a difference (the comparison has teeth)."""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from collections.abc import Callable
+
+import pytest
+
+from osk.capture import raw
+from osk.search import round_postings
+from osk.search.round_postings import top
+from osk.search.rounds import CONTEXT_WEIGHT, RoundIndex
+from osk.search.tokenize import tokenize_prose
+from osk.store.vault import Vault
+
+SEED = 27
+KEYS = ("atlas", "harbor", "delta")
+QUERIES = 30
+
+Accept = Callable[[str, str, int, str], bool]
+
+
+def vocabulary(rng: random.Random, size: int) -> list[str]:
+    """Made-up words that the round index keeps as they are."""
+    words: list[str] = []
+    while len(words) < size:
+        word = "".join(rng.choice("bdfgklmnprstvz") + rng.choice("aeiou")
+                       for _ in range(rng.randint(2, 4)))
+        if word not in words and tokenize_prose(word) == [word]:
+            words.append(word)
+    return words
+
+
+class Rounds:
+    def __init__(self, vault: Vault, rng: random.Random) -> None:
+        self.vault, self.rng = vault, rng
+        self.words = vocabulary(rng, 150)
+        self.zipf = [1 / (i + 1) for i in range(len(self.words))]
+        self.serial = 0
+
+    def text(self, low: int, high: int) -> str:
+        rng = self.rng
+        if rng.random() < 0.2:  # one word many times: a high count
+            return " ".join([rng.choice(self.words)] * rng.randint(2, 9))
+        return " ".join(rng.choices(self.words, self.zipf, k=rng.randint(low, high)))
+
+    def append(self, key: str, conversation: str) -> None:
+        self.serial += 1
+        same = self.rng.random() < 0.15  # a round like another: equal scores
+        user = "kosa bani" if same else self.text(1, 12)
+        answer = "ok" if same else self.text(0, 30)
+        raw.append_round(self.vault, key, conversation, raw.RoundInput(
+            user=user, assistant=answer, completion=f"c-{self.serial}",
+            at=f"2026-0{1 + self.serial % 9}-1{self.serial % 10}T10:00+00:00"))
+
+    def query(self) -> list[str]:
+        rng = self.rng
+        rare = rng.choices(self.words[40:], k=rng.randint(0, 2))
+        common = rng.choices(self.words[:30], self.zipf[:30], k=rng.randint(1, 4))
+        return sorted(set(rare + common))
+
+
+def by_fts5(db: sqlite3.Connection, terms: list[str], k: int, context: float,
+            accept: Accept) -> list[tuple[int, float]]:
+    """FTS5 over the index's stored terms, every match scored and ordered, then filtered."""
+    fts = sqlite3.connect(":memory:")
+    fts.execute("CREATE VIRTUAL TABLE t USING fts5(body, context)")
+    fts.executemany("INSERT INTO t (rowid, body, context) VALUES (?, ?, ?)",
+                    db.execute("SELECT row, body, context FROM terms"))
+    match = " OR ".join(f'"{term}"' for term in terms)
+    rows = {row: found for row, *found in db.execute(
+        "SELECT row, key, rel, number, coordinate FROM rounds")}
+    ranked = fts.execute(
+        "SELECT rowid, -bm25(t, 1.0, ?) AS s FROM t WHERE t MATCH ? ORDER BY s DESC, rowid",
+        (context, match if context else f"body : ({match})")).fetchall()
+    return [(row, value) for row, value in ranked if accept(*rows[row])][:k]
+
+
+def compared(vault: Vault, rounds: Rounds) -> int:
+    """Every query, each way asked, by ``top`` and by FTS5; how many differ."""
+    index = RoundIndex(vault)
+    index.refresh()
+    talk = next(str(p.relative_to(vault.root)) for p in vault.raw_dir.rglob("talk-0.md"))
+    ways: list[Accept] = [
+        lambda key, rel, number, coordinate: True,
+        lambda key, rel, number, coordinate: key == "harbor",
+        lambda key, rel, number, coordinate: not (rel == talk and number >= 3),
+    ]
+    differ = 0
+    with sqlite3.connect(index.path) as db:
+        for _ in range(QUERIES):
+            terms = rounds.query()
+            for context in (CONTEXT_WEIGHT, 0.0):
+                for k in (1, 5, 20):
+                    for accept in ways:
+                        found = top(db, terms, k, context, accept)
+                        assert len(found) == len({row for row, _ in found})
+                        differ += found != by_fts5(db, terms, k, context, accept)
+    return differ
+
+
+@pytest.fixture
+def tiny_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Blocks of 4 postings, few left to score whole, a term put in order once half fresh:
+    a query crosses many blocks and ends on its bounds."""
+    monkeypatch.setattr(round_postings, "BLOCK", 4)
+    monkeypatch.setattr(round_postings, "DOUBLING", 2)
+    monkeypatch.setattr(round_postings, "FEW", 2)
+    monkeypatch.setattr(round_postings, "FRESH_SHARE", 2)
+
+
+def grown(vault: Vault, rng: random.Random) -> Rounds:
+    rounds = Rounds(vault, rng)
+    for key in KEYS:
+        for conversation in ("talk-0", "talk-1"):
+            for _ in range(40):
+                rounds.append(key, conversation)
+    return rounds
+
+
+def test_pruned_rounds_equal_fts5_scoring_every_round(vault: Vault, tiny_blocks: None) -> None:
+    rng = random.Random(SEED)
+    rounds = grown(vault, rng)
+    assert compared(vault, rounds) == 0
+    for _ in range(60):  # appends: fresh blocks, and each record's last round re-indexed
+        rounds.append(rng.choice(KEYS), rng.choice(("talk-0", "talk-1", "talk-2")))
+    assert compared(vault, rounds) == 0
+    with sqlite3.connect(RoundIndex(vault).path) as db:
+        assert db.execute("SELECT count(*) FROM heads WHERE fresh").fetchone()[0] > 0
+    changed = vault.raw_dir / "harbor" / "talk-1.md"
+    text = changed.read_text(encoding="utf-8")
+    word = rounds.words[0]
+    changed.write_text(text.replace(f" {word} ", " "), encoding="utf-8")  # read anew
+    (vault.raw_dir / "delta" / "talk-0.md").unlink()
+    assert compared(vault, rounds) == 0
+
+
+def test_the_comparison_finds_bounds_cut_short(vault: Vault, tiny_blocks: None,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    rounds = grown(vault, random.Random(SEED))
+    reach = round_postings.reach
+    monkeypatch.setattr(round_postings, "reach", lambda *args: reach(*args) * 0.5)
+    assert compared(vault, rounds) > 0
