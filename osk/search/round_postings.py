@@ -48,7 +48,7 @@ FRESH_SHARE = 8  # a term is put in order again when over 1/FRESH_SHARE of it is
 # (POSTINGS_A_ROUND of them a round): a query scores the rounds that could still reach the
 # k-th once they are at most FEW; while more, it reads on for as many postings as scoring
 # them would cost, counting them again after the unread fell WIDER times further below it.
-FEW = 512
+FEW = 256
 WIDER = 1.25
 POSTINGS_A_ROUND = 32
 CAPPED = 255  # a count stored as this is at least this (its bound is BM25's supremum)
@@ -206,7 +206,6 @@ def flush(db: sqlite3.Connection, pending: Pending, context: float) -> None:
         return
     size, total = db.execute("SELECT rounds, size FROM totals").fetchone()
     avgdl = total / size if size else 1.0
-    live: set[int] | None = None
     terms = sorted(pending.terms)
     known: dict[str, tuple[int, int, int, int, int]] = {}
     for at in range(0, len(terms), MARKS):
@@ -229,9 +228,7 @@ def flush(db: sqlite3.Connection, pending: Pending, context: float) -> None:
             continue
         postings, fresh = postings + len(rows), fresh + len(rows)
         if rows and (fresh * FRESH_SHARE > postings or postings <= BLOCK * DOUBLING):
-            if live is None:
-                live = {row for (row,) in db.execute("SELECT row FROM rounds")}
-            postings, fresh = _reorder(db, ident, rows, descs, live, context, avgdl), 0
+            postings, fresh = _reorder(db, ident, rows, descs, context, avgdl), 0
         elif rows:
             _append(db, ident, rows, descs)
         db.execute("UPDATE vocab SET body=?, any=?, postings=?, fresh=? WHERE id=?",
@@ -257,7 +254,7 @@ def _decode(data: bytes) -> tuple[array[int], array[int]]:
 
 
 def _reorder(db: sqlite3.Connection, term: int, rows: array[int], descs: array[int],
-             live: set[int], context: float, avgdl: float) -> int:
+             context: float, avgdl: float) -> int:
     """Put a term's live postings (its blocks' and the new ``rows``) in impact order, in
     blocks growing along it; returns how many there are."""
     every, marks = array("I"), array("I")
@@ -268,6 +265,7 @@ def _reorder(db: sqlite3.Connection, term: int, rows: array[int], descs: array[i
         marks.extend(described)
     every.extend(rows)
     marks.extend(descs)
+    live = _alive(db, every)
     worth = {desc: reach(desc, context, avgdl) for desc in set(marks)}
     keys = [worth[desc] for desc in marks]
     order = [i for i in sorted(range(len(every)), key=keys.__getitem__, reverse=True)
@@ -282,6 +280,16 @@ def _reorder(db: sqlite3.Connection, term: int, rows: array[int], descs: array[i
                array("I", [marks[i] for i in chunk]))
         at, block = at + size, block + 1
     return len(order)
+
+
+def _alive(db: sqlite3.Connection, rows: Sequence[int]) -> set[int]:
+    """Which of ``rows`` are rounds still held (the others are dead postings')."""
+    wanted, alive = sorted(set(rows)), set()
+    for at in range(0, len(wanted), MARKS):
+        chunk = wanted[at:at + MARKS]
+        alive.update(row for (row,) in db.execute(
+            f"SELECT row FROM rounds WHERE row IN ({','.join('?' * len(chunk))})", chunk))
+    return alive
 
 
 def _append(db: sqlite3.Connection, term: int, rows: array[int], descs: array[int]) -> None:
@@ -329,7 +337,7 @@ def top(db: sqlite3.Connection, terms: Sequence[str], k: int, context: float,
     those ``bm25(terms, 1.0, context)`` ranks first over every round holding a term (in its
     own words only when ``context`` is 0)."""
     size, total = db.execute("SELECT rounds, size FROM totals").fetchone()
-    if not size or k <= 0:
+    if not size or k <= 0 or not terms:
         return []
     avgdl = total / size
     column = "any" if context else "body"
