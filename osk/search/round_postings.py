@@ -284,7 +284,7 @@ def _reorder(db: sqlite3.Connection, term: int, rows: array[int], descs: array[i
 
 def _alive(db: sqlite3.Connection, rows: Sequence[int]) -> set[int]:
     """Which of ``rows`` are rounds still held (the others are dead postings')."""
-    wanted, alive = sorted(set(rows)), set()
+    wanted, alive = sorted(set(rows)), set[int]()
     for at in range(0, len(wanted), MARKS):
         chunk = wanted[at:at + MARKS]
         alive.update(row for (row,) in db.execute(
