@@ -2,7 +2,8 @@
 1.0, context)`` returns when it scores every round holding a query term: the same rounds, the
 same scores to the bit and the same order (ties by row), with a key filter, a conversation's
 last rounds skipped, the rounds' own words only (context 0), and through appends (fresh blocks,
-a re-indexed round's dead postings), a record rewritten and a record removed. Blocks are made
+a re-indexed round's dead postings), a record rewritten and a record removed, and a word said
+more times than a posting counts (bounded by BM25's supremum). Blocks are made
 tiny here so that every query crosses many of them and the bounds decide; a run with the
 bounds cut must find a difference (the comparison has teeth)."""
 
@@ -16,7 +17,7 @@ import pytest
 
 from osk.capture import raw
 from osk.search import round_postings
-from osk.search.round_postings import top
+from osk.search.round_postings import CAPPED, top
 from osk.search.rounds import CONTEXT_WEIGHT, RoundIndex
 from osk.search.tokenize import tokenize_prose
 from osk.store.vault import Vault
@@ -52,18 +53,18 @@ class Rounds:
             return " ".join([rng.choice(self.words)] * rng.randint(2, 9))
         return " ".join(rng.choices(self.words, self.zipf, k=rng.randint(low, high)))
 
-    def append(self, key: str, conversation: str) -> None:
+    def append(self, key: str, conversation: str, user: str | None = None) -> None:
         self.serial += 1
         same = self.rng.random() < 0.15  # a round like another: equal scores
-        user = "kosa bani" if same else self.text(1, 12)
-        answer = "ok" if same else self.text(0, 30)
+        answer = "ok" if same or user else self.text(0, 30)
+        user = user or ("kosa bani" if same else self.text(1, 12))
         raw.append_round(self.vault, key, conversation, raw.RoundInput(
             user=user, assistant=answer, completion=f"c-{self.serial}",
             at=f"2026-0{1 + self.serial % 9}-1{self.serial % 10}T10:00+00:00"))
 
     def query(self) -> list[str]:
         rng = self.rng
-        rare = rng.choices(self.words[40:], k=rng.randint(0, 2))
+        rare = rng.choices(self.words[40:50], k=rng.randint(0, 2))
         common = rng.choices(self.words[:30], self.zipf[:30], k=rng.randint(1, 4))
         return sorted(set(rare + common))
 
@@ -123,6 +124,10 @@ def grown(vault: Vault, rng: random.Random) -> Rounds:
         for conversation in ("talk-0", "talk-1"):
             for _ in range(40):
                 rounds.append(key, conversation)
+    # a word more times than a posting counts (its bound is BM25's supremum), in a round and
+    # so in its neighbours' words
+    rounds.append("atlas", "talk-1", " ".join([rounds.words[45]] * (CAPPED + 20)))
+    rounds.append("atlas", "talk-1")
     return rounds
 
 
@@ -130,6 +135,10 @@ def test_pruned_rounds_equal_fts5_scoring_every_round(vault: Vault, tiny_blocks:
     rng = random.Random(SEED)
     rounds = grown(vault, rng)
     assert compared(vault, rounds) == 0
+    with sqlite3.connect(RoundIndex(vault).path) as db:
+        capped = [data for (data,) in db.execute("SELECT data FROM postings")
+                  if any(desc >> 24 == CAPPED for desc in round_postings._decode(data)[1])]
+    assert capped  # the capped count is among the postings the queries read
     for _ in range(60):  # appends: fresh blocks, and each record's last round re-indexed
         rounds.append(rng.choice(KEYS), rng.choice(("talk-0", "talk-1", "talk-2")))
     assert compared(vault, rounds) == 0
