@@ -64,6 +64,7 @@ FILE = "rounds.sqlite"
 LOCK = "rounds.lock"
 VECTORS = "round_vectors"  # the folder of the rounds' vectors, beside FILE
 EXCERPT_CHARS = 200
+PAGE = 8192  # bytes of a page of a new index file (an existing one keeps its own)
 TEXT_CHARS = 1000  # of a round's text kept in the index (the excerpt is cut from these)
 # A round's neighbours (the rounds before and after it in its conversation) count at this
 # weight beside its own words: a question is often asked in one round and answered in the
@@ -277,7 +278,10 @@ class RoundIndex:
     @contextmanager
     def _open(self) -> Iterator[sqlite3.Connection]:
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        new = not self.path.exists()
         with closing(sqlite3.connect(self.path, timeout=2.0, isolation_level=None)) as db:
+            if new:  # a round's terms and its neighbours' (about 2 KB) filled a 4 KB page alone
+                db.execute(f"PRAGMA page_size={PAGE}")
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")  # a cache: a lost commit is re-read
             yield db
