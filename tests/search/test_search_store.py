@@ -22,12 +22,14 @@ def snapshot(tf: int) -> index_files.Snapshot:
     )
 
 
-@pytest.mark.parametrize("tf", [7, 70_000])  # fits in 16 bits / needs 32
-def test_a_snapshot_reads_back_exactly_what_was_written(tmp_path: Path, tf: int):
+@pytest.mark.parametrize(("tf", "code"), [(7, "B"), (300, "H"), (70_000, "I")])
+def test_a_snapshot_reads_back_exactly_what_was_written(tmp_path: Path, tf: int, code: str):
     written = snapshot(tf)
     index_files.write_snapshot(tmp_path, written)
     read = index_files.read_snapshot(tmp_path, PARAMS)
-    assert read.tfs.typecode == ("H" if tf < 65_536 else "I")
+    assert read.tfs.typecode == code  # counts in the narrowest type that holds them
+    assert read.slots.typecode == read.doc_terms.typecode == "B"  # so slots and term numbers
+    assert read.offsets.typecode == "I"
     assert list(read.tfs) == list(written.tfs)
     for name in ("generation", "terms", "docs", "offsets", "slots", "lengths",
                  "doc_term_offsets", "doc_terms"):
