@@ -57,7 +57,7 @@ class RecallMirror:
         try:
             recallfile.RecallWriter(self.directory).mirror([*backlog, *ops], meta)
             self.written = meta
-        except (sqlite3.Error, OSError) as exc:
+        except (sqlite3.Error, OSError, recallfile.Unusable) as exc:
             if recallfile.busy(exc):  # another writer held it: these go with the next commit
                 self.backlog = [*backlog, *ops]
             else:
@@ -71,7 +71,7 @@ class RecallMirror:
             recallfile.RecallWriter(self.directory).rebuild(corpus.docs, corpus.bm25, meta,
                                                              corpus.terms_of)
             self.written = meta
-        except (sqlite3.Error, OSError) as exc:
+        except (sqlite3.Error, OSError, recallfile.Unusable) as exc:
             if not recallfile.busy(exc):  # busy: the file stays; the next load compares it
                 self.failed()
 
@@ -98,7 +98,7 @@ class RecallMirror:
                                for term in corpus.terms_of(slot)}
                 ops.append(["put", doc.record(), frequencies])
             self.mirror(ops)
-        except (sqlite3.Error, OSError):
+        except (sqlite3.Error, OSError, recallfile.Unusable):
             self.failed()
 
     def failed(self) -> None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import zlib
 from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -36,10 +37,13 @@ from typing import Any
 
 from osk.search.bm25 import Bm25
 from osk.search.corpus import SearchDoc
+from osk.search.index_files import CODES, narrowest
 from osk.store.locks import file_lock
 
-SCHEMA = 3  # 2: supersedes holds a loose title key (key or text, osk.store.edges); 3: blocks
-BLOCK = 1024  # rows a postings block holds: a write rewrites one block of each term it touches
+SCHEMA = 4  # 2: supersedes holds a loose title key (key or text, osk.store.edges); 3: blocks;
+# 4: blocks by count, packed (offsets and counts in the fewest bytes); a record holds no
+# column again; a document's terms compressed
+BLOCK = 180  # postings a block holds when built (``_blocks``); a write splits one past 2 x BLOCK
 FILE = "recall.sqlite"
 LOCK = "recall.lock"  # writers only: a mirror and a rebuild never overlap; readers never wait
 BUSY_MS = 2000  # how long a writer waits for another writer's transaction
@@ -51,7 +55,7 @@ CREATE TABLE IF NOT EXISTS docs (
     row INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, file_hash TEXT NOT NULL,
     content_hash TEXT NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
     ino INTEGER NOT NULL, length INTEGER NOT NULL, title_key TEXT NOT NULL,
-    loose_key TEXT NOT NULL, supersedes TEXT, terms TEXT NOT NULL, record TEXT NOT NULL,
+    loose_key TEXT NOT NULL, supersedes TEXT, terms BLOB NOT NULL, record TEXT NOT NULL,
     id TEXT NOT NULL, updated TEXT NOT NULL, space TEXT NOT NULL, scope TEXT);
 CREATE INDEX IF NOT EXISTS docs_id ON docs (id);
 CREATE INDEX IF NOT EXISTS docs_updated ON docs (space, scope, updated);
@@ -59,14 +63,22 @@ CREATE INDEX IF NOT EXISTS docs_title ON docs (title_key);
 CREATE INDEX IF NOT EXISTS docs_loose ON docs (loose_key);
 CREATE INDEX IF NOT EXISTS docs_supersedes ON docs (supersedes) WHERE supersedes IS NOT NULL;
 CREATE TABLE IF NOT EXISTS postings (
-    term TEXT NOT NULL, block INTEGER NOT NULL, rows BLOB NOT NULL, tfs BLOB NOT NULL,
-    PRIMARY KEY (term, block)) WITHOUT ROWID
+    term TEXT NOT NULL, first INTEGER NOT NULL, rows BLOB NOT NULL, tfs BLOB NOT NULL,
+    PRIMARY KEY (term, first)) WITHOUT ROWID
 """
-# Postings are two arrays per term (rows ascending, and their counts): a hook reads a term in
-# one query and one memory copy, where a row per posting cost it a Python loop over thousands.
-# They are cut in blocks of BLOCK rows (block = row // BLOCK), so a write rewrites the block
-# that holds its row, not a common word's whole arrays (a row for most documents).
+# Postings are two arrays per block (``_pack``): a hook reads a term in one query and unpacks
+# it in C, where a row per posting cost it a Python loop over thousands. A block holds a run of
+# a term's postings (rows ascending; ``_origin`` says how they are stored), keyed by its base
+# (at most its first row), so a write rewrites the one block that holds its row, not a common
+# word's whole list (a row for most documents), and a rare word is one block wherever its rows
+# lie. Schema 3 cut blocks by row range (row // 1024), which left a rare word's few postings
+# one to a block, every row and count an unsigned int: at 10,000 nodes 189,566 blocks of 5
+# postings on average, 14.9 MB; by count, in 16 and 8 bits, 38,823 blocks in 4.1 MB
+# (docs/performance.md, "The recall file packed"). BLOCK keeps a block of 32-bit rows within
+# what a 4 KB page holds of a row (about 1,000 bytes): a larger one spills into overflow pages
+# and leaves them part empty (at 100,000 nodes 256 a block made 59.5 MB, 180 makes 42.7).
 # Document lengths are one array by row (``blobs``), for BM25's length normalisation.
+# A document's record (``_RECORD``) holds only what no column holds.
 
 
 Error = sqlite3.Error  # what a reader catches without importing sqlite3 itself
@@ -183,14 +195,23 @@ class RecallWriter:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         built = self.path.with_name(f".{os.getpid()}.{FILE}.tmp")  # what fsutil sweeps
         built.unlink(missing_ok=True)
+        # Rows in key order and the indexes made after them: B-trees filled in order leave
+        # their pages full, where inserts in hash order left 40 % of the postings' pages empty
+        # (26 of 67 MB at 100,000 nodes).
+        postings.sort(key=lambda block: (block[0], block[1]))
+        statements = _TABLES.strip().split(";")
+        indexes = [statement for statement in statements if "CREATE INDEX" in statement]
         with closing(sqlite3.connect(built, isolation_level=None)) as db:
             db.execute("BEGIN")
-            for statement in _TABLES.strip().split(";"):
-                db.execute(statement)
+            for statement in statements:
+                if statement not in indexes:
+                    db.execute(statement)
             db.executemany(_INSERT_DOC, ((slot, *_columns(doc, terms_of(slot)))
-                                         for slot, doc in docs.items()))
+                                         for slot, doc in sorted(docs.items())))
             db.executemany("INSERT INTO postings VALUES (?, ?, ?, ?)", postings)
             db.execute("INSERT INTO blobs VALUES ('lengths', ?)", (lengths.tobytes(),))
+            for statement in indexes:
+                db.execute(statement)
             _set_meta(db, {"schema": SCHEMA, **meta})
             db.execute("COMMIT")
         with file_lock(self.path.with_name(LOCK), timeout=BUSY_MS / 1000):
@@ -235,10 +256,28 @@ _INSERT_DOC = "INSERT INTO docs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
 
 def _columns(doc: SearchDoc, terms: Iterable[str]) -> tuple[Any, ...]:
     size, mtime_ns, ino = doc.stat
+    record = [doc.title, doc.summary, doc.trust, doc.created, doc.valid_from, doc.valid_to,
+              doc.read_ns]  # _RECORD: what no column holds (schema 3 held all of it again)
     return (doc.path, doc.file_hash, doc.content_hash, size, mtime_ns, ino, doc.length,
-            doc.title_key, doc.loose_key, doc.supersedes, " ".join(terms),
-            json.dumps(doc.record(), ensure_ascii=False, separators=(",", ":")), doc.id,
+            doc.title_key, doc.loose_key, doc.supersedes, _terms_column(terms),
+            json.dumps(record, ensure_ascii=False, separators=(",", ":")), doc.id,
             doc.updated, doc.space, doc.scope)
+
+
+def _terms_column(terms: Iterable[str]) -> bytes:
+    """A document's distinct terms as stored: read only when it changes (``_put``), so kept
+    compressed (7.0 MB of text at 10,000 nodes, 4.4 compressed)."""
+    return zlib.compress(" ".join(terms).encode("utf-8"))
+
+
+def _terms_of(stored: bytes) -> list[str]:
+    text = zlib.decompress(stored).decode("utf-8")
+    return text.split(" ") if text else []
+
+
+# A document's columns, as ``documents`` reads them back into a SearchDoc
+_RECORD = ("record, path, id, updated, space, scope, supersedes, size, mtime_ns, ino, "
+           "file_hash, length, title_key, loose_key, content_hash")
 
 
 def _lengths(db: sqlite3.Connection) -> array[int]:
@@ -283,13 +322,49 @@ class _Lengths:
 
 def _blocks(term: str, slots: array[int], tfs: array[int]
             ) -> Iterator[tuple[str, int, bytes, bytes]]:
-    """A term's postings (rows ascending) as its ``BLOCK``-row blocks' stored arrays."""
-    start = 0
-    while start < len(slots):
-        block = slots[start] // BLOCK
-        end = bisect_left(slots, (block + 1) * BLOCK, start)
-        yield term, block, slots[start:end].tobytes(), tfs[start:end].tobytes()
-        start = end
+    """A term's postings (rows ascending) as stored blocks of ``BLOCK`` postings each."""
+    for start in range(0, len(slots), BLOCK):
+        rows = slots[start:start + BLOCK]
+        origin = _origin(rows[0])
+        yield (term, rows[0], *_pack(_counted_from(rows, 0, origin),
+                                     narrowest(tfs[start:start + BLOCK])))
+
+
+def _origin(base: int) -> int:
+    """Where the stored rows of a block with this base count from: the start of the 65,536
+    rows its base lies in. Below 65,536 rows (most vaults) they are the rows themselves, which
+    a reader takes as stored (counted from the base, they cost it an addition a posting: 8,000
+    postings read 1.0 -> 2.0 ms); and a block whose rows share their span is in 16 bits."""
+    return base & ~0xFFFF
+
+
+def _counted_from(values: array[int], origin: int, to: int) -> array[int]:
+    """Rows counted from ``origin`` counted from ``to`` instead, in the narrowest type."""
+    if origin == to:
+        return narrowest(values)
+    return narrowest(array("I", [value + origin - to for value in values]))
+
+
+def _pack(rows: array[int], tfs: array[int]) -> tuple[bytes, bytes]:
+    """A block's stored arrays: each behind one byte naming its array type (``_block``)."""
+    return rows.typecode.encode() + rows.tobytes(), tfs.typecode.encode() + tfs.tobytes()
+
+
+def _block(stored: bytes) -> array[int]:
+    """One of a block's arrays as ``_pack`` stored it; Unusable when it is not one."""
+    try:
+        if chr(stored[0]) not in CODES:
+            raise ValueError(stored[:1])
+        return array(chr(stored[0]), stored[1:])
+    except (ValueError, IndexError, TypeError):  # another type, a partial item, no type byte
+        raise Unusable("a postings block of the recall file is damaged") from None
+
+
+def unpack(base: int, rows: bytes, tfs: bytes) -> tuple[Iterable[int], array[int]]:
+    """A stored block's (rows ascending, their counts) from its base (its key) and arrays."""
+    origin = _origin(base)
+    found = _block(rows)
+    return (map(origin.__add__, found) if origin else found), _block(tfs)
 
 
 def _put(db: sqlite3.Connection, lengths: _Lengths, doc: SearchDoc | None,
@@ -300,7 +375,7 @@ def _put(db: sqlite3.Connection, lengths: _Lengths, doc: SearchDoc | None,
     if old is None and doc is None:
         return
     if old is not None:
-        row, before = old[0], old[1].split(" ") if old[1] else []
+        row, before = old[0], _terms_of(old[1])
     else:
         row = db.execute("SELECT coalesce(max(row) + 1, 0) FROM docs").fetchone()[0]
         before = []
@@ -316,33 +391,62 @@ def _put(db: sqlite3.Connection, lengths: _Lengths, doc: SearchDoc | None,
 
 
 def _post(db: sqlite3.Connection, term: str, row: int, tf: int) -> None:
-    """Set ``row``'s count in ``term``'s postings (0 removes it): one block's arrays."""
-    block = row // BLOCK
-    found = db.execute("SELECT rows, tfs FROM postings WHERE term = ? AND block = ?",
-                       (term, block)).fetchone()
-    rows, tfs = array("I"), array("I")
-    if found is not None:
-        rows.frombytes(found[0])
-        tfs.frombytes(found[1])
-    at = bisect_left(rows, row)
-    present = at < len(rows) and rows[at] == row
+    """Set ``row``'s count in ``term``'s postings (0 removes it): one block's arrays, the last
+    whose base is at or before ``row``. Blocks split a term's rows by their bases, so a block
+    keeps its base when its first row goes; a row before every block becomes the first
+    block's base. The arrays are edited as stored (in 8 or 16 bits), widened only
+    for a value they cannot hold: a write costs a copy of the block, not a pass over it."""
+    found = (db.execute("SELECT first, rows, tfs FROM postings WHERE term = ? AND first <= ? "
+                        "ORDER BY first DESC LIMIT 1", (term, row)).fetchone()
+             or db.execute("SELECT first, rows, tfs FROM postings WHERE term = ? "
+                           "ORDER BY first LIMIT 1", (term,)).fetchone())
+    if found is None:
+        base, stored, tfs = row, array("B"), array("B")
+    else:
+        base, stored, tfs = found[0], _block(found[1]), _block(found[2])
+    origin = _origin(base)
+    if row < base:  # before every block of the term: the first block starts at it
+        if not tf:
+            return
+        base = row
+        stored, origin = _counted_from(stored, origin, _origin(row)), _origin(row)
+    at = bisect_left(stored, row - origin)
+    present = at < len(stored) and stored[at] == row - origin
     if present and tfs[at] == tf:
         return  # unchanged: an edit rewrites only the terms it changed (a common term's
         # arrays hold a row for most documents)
     if present and tf:
+        tfs = _fitting(tfs, tf)
         tfs[at] = tf
     elif present:
-        del rows[at], tfs[at]
+        del stored[at], tfs[at]
     elif tf:
-        rows.insert(at, row)
+        stored = _fitting(stored, row - origin)
+        stored.insert(at, row - origin)
+        tfs = _fitting(tfs, tf)
         tfs.insert(at, tf)
     else:
         return
-    if rows:
+    if found is not None and (not stored or base != found[0]):  # its key moves, or it goes
+        db.execute("DELETE FROM postings WHERE term = ? AND first = ?", (term, found[0]))
+    if len(stored) > 2 * BLOCK:  # cut in two: a write's cost stays that of one block
+        half = len(stored) // 2
+        split = origin + stored[half]
         db.execute("INSERT OR REPLACE INTO postings VALUES (?, ?, ?, ?)",
-                   (term, block, rows.tobytes(), tfs.tobytes()))
-    else:
-        db.execute("DELETE FROM postings WHERE term = ? AND block = ?", (term, block))
+                   (term, split, *_pack(_counted_from(stored[half:], origin, _origin(split)),
+                                        tfs[half:])))
+        stored, tfs = stored[:half], tfs[:half]
+    if stored:
+        db.execute("INSERT OR REPLACE INTO postings VALUES (?, ?, ?, ?)",
+                   (term, base, *_pack(stored, tfs)))
+
+
+def _fitting(values: array[int], value: int) -> array[int]:
+    """``values`` as they are if their type holds ``value``, else in the next that does."""
+    if value < 1 << 8 * values.itemsize:
+        return values
+    code = next(code for code in CODES if value < 1 << 8 * array(code).itemsize)
+    return array(code, values)
 
 
 def _set_meta(db: sqlite3.Connection, meta: Mapping[str, Any]) -> None:
@@ -382,12 +486,11 @@ class RecallCorpus:
         every = _lengths(db)
         postings: dict[str, dict[int, int]] = {}
         for term in dict.fromkeys(terms):
-            rows, tfs = array("I"), array("I")
-            for block_rows, block_tfs in db.execute(
-                    "SELECT rows, tfs FROM postings WHERE term = ? ORDER BY block", (term,)):
-                rows.frombytes(block_rows)
-                tfs.frombytes(block_tfs)
-            postings[term] = dict(zip(rows, tfs, strict=True))
+            held: dict[int, int] = {}
+            for block in db.execute("SELECT first, rows, tfs FROM postings WHERE term = ? "
+                                    "ORDER BY first", (term,)):
+                held.update(zip(*unpack(*block), strict=True))
+            postings[term] = held
         wanted = set().union(*postings.values()) if postings else set()
         # (superseded, superseding) rows, in one indexed join: what Corpus.supersession gives
         self._pairs = list(db.execute(
@@ -463,14 +566,16 @@ class _PartialBm25(Bm25):
 def documents(db: sqlite3.Connection, where: str = "", args: Iterable[object] = (),
               order: str = "", limit: int = 0) -> Iterator[SearchDoc]:
     """Document records (current stat keys) matching an SQL condition, lazily."""
-    query = "SELECT record, size, mtime_ns, ino FROM docs"
+    query = f"SELECT {_RECORD} FROM docs"  # noqa: S608 - fixed column names
     query += f" WHERE {where}" if where else ""
     query += f" ORDER BY {order}" if order else ""
     query += f" LIMIT {int(limit)}" if limit else ""
-    for record, size, mtime_ns, ino in db.execute(query, tuple(args)):
-        doc = SearchDoc.from_record(json.loads(record))
-        doc.stat = (size, mtime_ns, ino)
-        yield doc
+    for (record, path, node_id, updated, space, scope, supersedes, size, mtime_ns, ino,
+         file_hash, length, title_key, loose_key, content_hash) in db.execute(query, tuple(args)):
+        title, summary, trust, created, valid_from, valid_to, read_ns = json.loads(record)
+        yield SearchDoc(path, node_id, title, summary, updated, space, scope, trust, created,
+                        valid_from, valid_to, supersedes, (size, mtime_ns, ino), file_hash,
+                        read_ns, length, title_key, loose_key, content_hash)
 
 
 def open_reader(directory: Path) -> sqlite3.Connection:

@@ -258,7 +258,7 @@ def test_osk_reindex_rebuilds_the_store_from_the_files_with_progress(
     row, record = db.execute("SELECT row, record FROM docs WHERE path LIKE '%Walrus diet%'"
                              ).fetchone()
     damaged = json.loads(record)
-    damaged[2] = "Not what the file says"  # the title: a store that no longer matches its files
+    damaged[0] = "Not what the file says"  # the title: a store that no longer matches its files
     db.execute("UPDATE docs SET record = ? WHERE row = ?", (json.dumps(damaged), row))
     db.commit()
     db.close()

@@ -5,7 +5,10 @@ from __future__ import annotations
 import itertools
 import os
 import time
+from array import array
+from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rank_bm25 import BM25Okapi
@@ -506,12 +509,23 @@ def test_the_top_k_is_always_a_prefix_of_a_longer_ranking(vault: Vault):
             assert index.search(query, k=k, scope=scope, visible=visible) == longest[:k]
 
 
-def test_the_recall_file_leaves_a_terms_postings_alone_when_its_count_is_unchanged(tmp_path):
+def postings_table(tmp_path: Path) -> Any:
     import sqlite3
 
     db = sqlite3.connect(tmp_path / "recall.sqlite", isolation_level=None)
-    db.execute("CREATE TABLE postings (term TEXT NOT NULL, block INTEGER NOT NULL, "
-               "rows BLOB NOT NULL, tfs BLOB NOT NULL, PRIMARY KEY (term, block)) WITHOUT ROWID")
+    db.execute(recallfile._TABLES.strip().split(";")[-1])  # the postings table
+    return db
+
+
+def held_postings(db: Any, term: str = "heron") -> list[tuple[int, int]]:
+    """(row, count) of a term, block after block as a reader unpacks them."""
+    return [pair for block in db.execute("SELECT first, rows, tfs FROM postings WHERE term = ? "
+                                         "ORDER BY first", (term,))
+            for pair in zip(*recallfile.unpack(*block), strict=True)]
+
+
+def test_the_recall_file_leaves_a_terms_postings_alone_when_its_count_is_unchanged(tmp_path):
+    db = postings_table(tmp_path)
     for row in (3, 1, 2):
         recallfile._post(db, "heron", row, 2)
     writes: list[str] = []
@@ -520,46 +534,74 @@ def test_the_recall_file_leaves_a_terms_postings_alone_when_its_count_is_unchang
     assert writes == []
     recallfile._post(db, "heron", 2, 5)
     recallfile._post(db, "heron", 1, 0)
-    assert len(writes) == 2 and db.execute(
-        "SELECT length(rows), length(tfs) FROM postings").fetchone() == (8, 8)
+    assert len(writes) == 2 and held_postings(db) == [(2, 5), (3, 2)]
+    # two offsets from the block's base, row 1, and two counts, each array in 8 bits behind
+    # the byte naming its type
+    assert db.execute("SELECT first, length(rows), length(tfs) FROM postings").fetchone() == (
+        1, 3, 3)
 
 
 def test_the_recall_file_keeps_a_terms_postings_in_blocks_a_write_rewrites_one_of(tmp_path):
-    import sqlite3
-    from array import array
-
-    db = sqlite3.connect(tmp_path / "recall.sqlite", isolation_level=None)
-    db.execute("CREATE TABLE postings (term TEXT NOT NULL, block INTEGER NOT NULL, "
-               "rows BLOB NOT NULL, tfs BLOB NOT NULL, PRIMARY KEY (term, block)) WITHOUT ROWID")
-    rows = [5, recallfile.BLOCK - 1, recallfile.BLOCK, 3 * recallfile.BLOCK + 7]
-    for row in rows:
-        recallfile._post(db, "heron", row, row % 5 + 1)
+    db = postings_table(tmp_path)
+    rows = list(range(0, 6 * recallfile.BLOCK, 2))  # three blocks' worth, written whole
+    counts = array("I", [row % 5 + 1 for row in rows])
+    db.executemany("INSERT INTO postings VALUES (?, ?, ?, ?)",
+                   recallfile._blocks("heron", array("I", rows), counts))
     written: list[int] = []
     db.set_trace_callback(lambda sql: written.append(len(sql)) if "VALUES" in sql else None)
-    recallfile._post(db, "heron", 3 * recallfile.BLOCK + 9, 2)  # a new last row
-    assert len(written) == 1 and max(written) < 200  # that block alone: two rows' bytes
-    held = db.execute("SELECT block, rows FROM postings ORDER BY block").fetchall()
-    assert [block for block, _ in held] == [0, 1, 3]
-    every = [row for _, data in held for row in array("I", data)]
-    assert every == [*rows, 3 * recallfile.BLOCK + 9]
+    recallfile._post(db, "heron", 6 * recallfile.BLOCK + 9, 2)  # a new last row
+    assert len(written) == 1 and max(written) < 8 * recallfile.BLOCK  # the last block alone
+    firsts = [first for (first,) in db.execute("SELECT first FROM postings ORDER BY first")]
+    assert firsts == [0, 2 * recallfile.BLOCK, 4 * recallfile.BLOCK]
+    assert held_postings(db) == [*zip(rows, counts, strict=True), (6 * recallfile.BLOCK + 9, 2)]
+    recallfile._post(db, "heron", 0, 0)  # the first row goes: its block keeps its base
+    assert held_postings(db)[0] == (2, 3)
+    assert db.execute("SELECT min(first) FROM postings").fetchone() == (0,)
 
 
-def test_a_rebuilds_blocks_are_those_the_writes_one_posting_at_a_time_leave(tmp_path):
-    """``RecallWriter.rebuild`` cuts a term's sorted postings into blocks whole; the rows and
-    counts of each block are what ``_post`` leaves after the same postings one by one."""
-    import random
+def test_a_damaged_postings_block_is_refused_by_readers_and_mended_by_the_next_write(
+        vault: Vault):
     import sqlite3
-    from array import array
+
+    from osk.search.expand import query_terms
+
+    write_node(vault, "Domain/Crane.md", "the crane dances")
+    index = SearchIndex(vault, refresh_interval=3600)
+    assert titles(index.search("crane")) == ["Crane"]
+    path = recallfile.path_in(index.directory)
+    with closing(sqlite3.connect(path)) as db, db:
+        db.execute("UPDATE postings SET rows = CAST(x'51' || rows AS BLOB)")  # no such type
+    reader = recallfile.open_reader(index.directory)
+    with pytest.raises(recallfile.Unusable, match="postings block"):
+        recallfile.RecallCorpus(reader, query_terms("crane"))
+    reader.close()
+    write_node(vault, "Domain/Crane.md", "the crane dances again")
+    catalog = Catalog(vault)
+    index.sync(catalog, catalog.refresh())  # the write reaches the index and its mirror
+    assert titles(index.search("again")) == ["Crane"]  # search goes on from memory
+    assert not path.exists()  # the writer removed what it could not read; the next load builds
+    later = SearchIndex(vault)
+    assert len(later) == 1 and later.load_report == "loaded" and path.exists()
+
+
+def test_a_terms_postings_written_one_at_a_time_read_as_written_whole(tmp_path):
+    """``RecallWriter.rebuild`` cuts a term's sorted postings into blocks whole; the same
+    postings set one at a time, in any order, read back the same, and a block that passes
+    twice ``BLOCK`` postings is cut in two (a write rewrites one block of bounded size)."""
+    import random
 
     rng = random.Random(26)
-    db = sqlite3.connect(tmp_path / "recall.sqlite", isolation_level=None)
-    db.execute("CREATE TABLE postings (term TEXT NOT NULL, block INTEGER NOT NULL, "
-               "rows BLOB NOT NULL, tfs BLOB NOT NULL, PRIMARY KEY (term, block)) WITHOUT ROWID")
-    edges = [0, recallfile.BLOCK - 1, recallfile.BLOCK, 2 * recallfile.BLOCK, 5 * recallfile.BLOCK]
-    rows = sorted({*edges, *rng.sample(range(6 * recallfile.BLOCK), 300)})
-    counts = {row: rng.randint(1, 9) for row in rows}
+    db = postings_table(tmp_path)
+    rows = sorted({0, 70_000, *rng.sample(range(24 * recallfile.BLOCK), 12 * recallfile.BLOCK)})
+    counts = {row: rng.choice([1, 2, 9, 300, 70_000]) for row in rows}
     for row in rng.sample(rows, len(rows)):
         recallfile._post(db, "heron", row, counts[row])
-    one_by_one = db.execute("SELECT term, block, rows, tfs FROM postings ORDER BY block").fetchall()
-    whole = list(recallfile._blocks("heron", array("I", rows), array("I", counts.values())))
-    assert whole == [tuple(row) for row in one_by_one] and len(whole) == 6
+    assert held_postings(db) == sorted(counts.items())
+    sizes = [len(recallfile.unpack(*block)[1])
+             for block in db.execute("SELECT first, rows, tfs FROM postings")]
+    assert len(sizes) > 1 and max(sizes) <= 2 * recallfile.BLOCK
+    (tmp_path / "whole").mkdir()
+    whole = postings_table(tmp_path / "whole")
+    whole.executemany("INSERT INTO postings VALUES (?, ?, ?, ?)", recallfile._blocks(
+        "heron", array("I", rows), array("I", [counts[row] for row in rows])))
+    assert held_postings(whole) == held_postings(db)
