@@ -19,6 +19,7 @@ from pathlib import Path
 from types import TracebackType
 
 from osk.errors import LockTimeout
+from osk.store.fsutil import open_making_folder
 
 __all__ = ["FileLock", "LockTimeout", "file_lock"]
 
@@ -66,7 +67,7 @@ class FileLock:
             self._depth += 1
             return self
         limit = self.timeout if timeout is None else timeout
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = open_making_folder(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         deadline = time.monotonic() + max(limit, 0.0)
         pause = 0.001
         while not _try_lock(fd):
@@ -99,5 +100,4 @@ class FileLock:
 
 
 def file_lock(lock_path: Path, timeout: float = DEFAULT_TIMEOUT) -> FileLock:
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    return FileLock(lock_path, timeout=timeout)
+    return FileLock(lock_path, timeout=timeout)  # its folder is made when first missing
