@@ -24,7 +24,9 @@ from writekit import make_repo
 
 from osk.authority import audit
 from osk.engine.core import Engine
+from osk.store import objects
 from osk.store.catalog import Catalog
+from osk.store.ledger import Ledger
 from osk.store.vault import Vault
 from osk.surfaces.cli import main
 from osk.verbs import validate
@@ -65,13 +67,20 @@ ledger.append_durably = append
 eng = Engine.open(vault, cwd=Path(project))
 eng.create_node(NewNode("auth", "How auth works", "The auth cluster.\n", space="Scope",
                         cluster="auth", drafter="test-model"))
-if action != "create":
+if action not in ("create", "batch-create"):
     eng.create_node(NewNode("Tokens", "Token rules", "Tokens expire.\n", space="Scope",
                             cluster="auth", drafter="test-model"))
-armed = True
+armed = action != "batch-create"
 if action == "create":
     eng.create_node(NewNode("Tokens", "Token rules", "Tokens expire.\n", space="Scope",
                             cluster="auth", drafter="test-model"))
+elif action == "batch-create":  # as osk import writes: under one hold of the lock
+    with eng.batch():
+        eng.create_node(NewNode("Keys", "Key rules", "Keys rotate.\n", space="Scope",
+                                cluster="auth", drafter="test-model"))
+        armed = True
+        eng.create_node(NewNode("Tokens", "Token rules", "Tokens expire.\n", space="Scope",
+                                cluster="auth", drafter="test-model"))
 elif action == "update":
     eng.update_node("Tokens", NodeEdit(old_text="expire", new_text="expire hourly"))
 elif action in ("confirm", "reject"):
@@ -178,6 +187,81 @@ def test_a_kill_before_the_node_file_is_replaced_records_nothing(vault: Vault, t
     assert [e.action for e in audit.history(vault, node.id)] == ["create"]
     assert eng.read_node("Tokens").text == "Tokens expire.\n"
     assert _unaudited(vault) == []
+
+
+@pytest.mark.parametrize("point", ["audit", "node-temp"])
+def test_a_batch_killed_around_a_node_file_leaves_its_journal_finished_or_dropped(
+        vault: Vault, tmp_path: Path, point: str):
+    """Inside a batch (``osk import``), as outside: a kill after a node file (``audit``) is
+    finished as a recovered record, one before it (``node-temp``) leaves the node unwritten and
+    nothing recorded, and the write before it in the batch stays whole."""
+    project = make_repo(tmp_path / "work" / "proj")
+    _run_child(vault, project, "batch-create", point)
+    journal = json.loads(vault.audit_intent_path().read_text(encoding="utf-8"))
+    assert journal["records"][0]["path"].endswith("Tokens.md")  # the second write's, whole
+    eng = Engine.open(vault, cwd=project)  # the next open takes the lock: finished
+    assert not vault.audit_intent_path().exists()
+    assert eng.read_node("Keys").text.endswith("Keys rotate.\n")
+    if point == "audit":
+        last = audit.history(vault, eng.read_node("Tokens").id)[-1]
+        assert (last.action, last.detail.get("recovered")) == ("create", True)
+    else:
+        assert "Tokens" not in {node.title for node in eng.catalog.nodes()}
+    assert _unaudited(vault) == []
+
+
+def _ledger_problems(vault: Vault) -> list[str]:
+    """What a killed import may not leave in the ledgers: a line cut short, an audit record
+    whose version is not a stored object, a recheck line about a node no file holds."""
+    problems = []
+    catalog = Catalog(vault)
+    catalog.refresh()
+    ids = {node.id for node in catalog.nodes()}
+    for name in ("audit", "rechecks"):
+        path = vault.ledger_path(name)
+        data = path.read_bytes() if path.exists() else b""
+        if data and not data.endswith(b"\n"):
+            problems.append(f"{name}: its last line is cut short")
+    for entry in audit.entries(vault):
+        if entry.after is not None and not objects.has(vault, entry.after):
+            problems.append(f"audit {entry.id}: version {entry.after} is not stored")
+    problems += [f"rechecks {record.id}: about {record.subject}, which no file holds"
+                 for record in Ledger(vault, "rechecks").read().records
+                 if record.subject.removeprefix("citing:") not in ids]
+    return problems
+
+
+def test_osk_import_killed_at_random_moments_leaves_ledgers_whole_and_files_audited(
+        vault: Vault, tmp_path: Path):
+    """Every node cites the one before it, so each write appends to the audit and the
+    rechecks ledger; a kill anywhere in a batch leaves whole lines only, each about a file that
+    exists with the version it names, and the next open finishes what a landed file owes."""
+    rng = random.Random(20261204)
+    trials = int(os.environ.get("OSK_CRASH_TRIALS", "3"))
+    lines = tmp_path / "nodes.jsonl"
+    lines.write_text("\n".join(json.dumps({
+        "title": f"Linked {i:04d}", "summary": f"Linked node {i}", "body": f"Body {i}.\n" * 8,
+        "space": "domain", "cluster": "chain",
+        "derived_from": [f"Linked {i - 1:04d}"] if i else []}) for i in range(300)) + "\n",
+        encoding="utf-8")
+    command = [sys.executable, "-m", "osk", "--vault", str(vault.root), "import", str(lines)]
+    for _ in range(trials):
+        child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                 env={**os.environ, "OSK_SEMANTIC": "0"})
+        assert child.stderr is not None
+        child.stderr.readline()  # the first progress line: the import is under way
+        time.sleep(rng.uniform(0.0, 1.0))
+        child.send_signal(signal.SIGKILL)
+        child.communicate(timeout=60)
+        Engine.open(vault, cwd=tmp_path)  # the next open finishes a journal left
+        assert not vault.audit_intent_path().exists()
+        assert _ledger_problems(vault) == []
+        assert _unaudited(vault) == []
+    subprocess.run(command, capture_output=True, timeout=300)  # the rest (the others: taken)
+    titles = {node.title for node in Engine.open(vault, cwd=tmp_path).catalog.nodes()}
+    assert {f"Linked {i:04d}" for i in range(300)} <= titles
+    assert _ledger_problems(vault) == [] and _unaudited(vault) == []
+    assert not vault.audit_intent_path().exists()
 
 
 def _import_lines(path: Path, count: int) -> None:
