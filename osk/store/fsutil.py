@@ -273,10 +273,10 @@ def _alive(pid: int) -> bool:
 def replace_unsynced(path: Path, text: str | bytes | memoryview) -> None:
     """Replace ``path`` with ``text`` atomically but without fsync: for device-state caches
     whose loss or staleness after a crash costs only a recomputation."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{os.getpid()}.{path.name[:80]}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0)
     try:
-        with open(temporary, "wb") as handle:
+        with os.fdopen(open_making_folder(temporary, flags), "wb") as handle:
             handle.write(text.encode("utf-8") if isinstance(text, str) else text)
         os.replace(temporary, path)
     except BaseException:
