@@ -117,8 +117,11 @@ def record(
     before: str | None,
     after: str | None,
     detail: Mapping[str, object] | None = None,
+    stored: bool = False,
 ) -> Entry:
-    """Append one audit record. ``before``/``after`` must already be stored objects.
+    """Append one audit record. ``before``/``after`` must already be stored objects
+    (``stored``: the caller stored them itself in this hold of the lock, as a write's journal
+    does, so they are not looked for again).
 
     The write path calls this after the node file is written, under the mutation lock (through
     ``intend`` / ``Intent.record``, so a kill between the two is finished later).
@@ -130,7 +133,7 @@ def record(
     if not node_id:
         raise ValueError("an audit record needs the node's id")
     for name, sha in (("before", before), ("after", after)):
-        if sha is not None and not objects.has(vault, sha):
+        if sha is not None and not stored and not objects.has(vault, sha):
             raise ObjectMissing(
                 f"audit {name}={sha} is not a stored object; call objects.put(vault, text) "
                 f"before audit.record",
@@ -185,7 +188,7 @@ class Intent:
     stored: tuple[str, ...] = ()  # objects this journal stored that were not there before
 
     def record(self) -> list[Entry]:
-        done = [_append(self.vault, item) for item in self.records]
+        done = [_append(self.vault, item, stored=True) for item in self.records]
         _intent_path(self.vault).unlink(missing_ok=True)
         return done
 
@@ -238,9 +241,7 @@ def _put(vault: Vault, text: str | None, stored: list[str]) -> str | None:
     """Store ``text`` as an object; note it in ``stored`` when it was not there before."""
     if text is None:
         return None
-    sha = sha256_bytes(text.encode("utf-8"))
-    fresh = not objects.has(vault, sha)
-    objects.put(vault, text)
+    sha, fresh = objects.store(vault, text)
     if fresh:
         stored.append(sha)
     return sha
@@ -293,7 +294,7 @@ def _finish_unit(vault: Vault, follow: Sequence[Mapping[str, Any]],
             vault.write_file(vault.abs(str(item["path"])), objects.get(vault, after))
 
 
-def _append(vault: Vault, item: Mapping[str, object]) -> Entry:
+def _append(vault: Vault, item: Mapping[str, object], *, stored: bool = False) -> Entry:
     def text(key: str) -> str | None:
         value = item.get(key)
         return value if isinstance(value, str) else None
@@ -301,7 +302,8 @@ def _append(vault: Vault, item: Mapping[str, object]) -> Entry:
     detail = item.get("detail")
     return record(vault, actor=str(item["actor"]), action=str(item["action"]),
                   node_id=str(item["node_id"]), path=str(item["path"]), before=text("before"),
-                  after=text("after"), detail=detail if isinstance(detail, Mapping) else None)
+                  after=text("after"), detail=detail if isinstance(detail, Mapping) else None,
+                  stored=stored)
 
 
 def _file_sha(vault: Vault, rel: str) -> str | None:

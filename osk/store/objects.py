@@ -34,16 +34,23 @@ def path_of(vault: Vault, sha: str) -> Path:
 
 def put(vault: Vault, text: str) -> str:
     """Store ``text`` (if not already stored) and return its sha256."""
+    return store(vault, text)[0]
+
+
+def store(vault: Vault, text: str) -> tuple[str, bool]:
+    """``put``, and whether the object is new (False: a file of its name was there, even one
+    this call rewrote because its size was wrong)."""
     data = text.encode("utf-8")
     sha = sha256_bytes(data)
     path = path_of(vault, sha)
     try:
         if path.stat().st_size == len(data):
-            return sha  # already stored; the name is the content, so equal size means done
+            return sha, False  # already stored; the name is the content: equal size is done
+        new = False
     except FileNotFoundError:
-        pass
+        new = True
     vault.write_file(path, data)
-    return sha
+    return sha, new
 
 
 def has(vault: Vault, sha: str) -> bool:
