@@ -230,7 +230,8 @@ def intend(vault: Vault, changes: Sequence[Change], follow: Sequence[Follow] = (
         # a power cut in the window can still lose it (as before), and two fsyncs per write
         # (the file and its folder) cost more than the rest of a small write's bookkeeping.
         replace_unsynced(_intent_path(vault), json.dumps(
-            {"since": since, "records": items, "follow": lines}) + "\n")
+            {"since": since, "records": items, "follow": lines}) + "\n",
+            temp_dir=vault.temp_dir)  # swept by every open, should a kill leave it
     except BaseException:
         Intent(vault, items, tuple(stored)).abandon()
         raise

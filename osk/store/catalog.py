@@ -150,7 +150,9 @@ class Catalog:
         payload = (f'{{"version":{_dumps(_SNAPSHOT_VERSION)},"entries":{{'
                    f'{",".join(text for _, text in encoded.values())}}}}}')
         try:
-            atomic_write(_snapshot_path(self.vault), payload)
+            # Its temp file in the write path's temp folder, which every open sweeps: a save
+            # killed midway (the end of `osk import`) leaves no debris until the hourly sweep.
+            atomic_write(_snapshot_path(self.vault), payload, temp_dir=self.vault.temp_dir)
         except OSError:
             return  # a cache: failing to save it costs the next process a full read
         self._dirty = False

@@ -270,10 +270,12 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def replace_unsynced(path: Path, text: str | bytes | memoryview) -> None:
+def replace_unsynced(path: Path, text: str | bytes | memoryview, *,
+                     temp_dir: Path | None = None) -> None:
     """Replace ``path`` with ``text`` atomically but without fsync: for device-state caches
-    whose loss or staleness after a crash costs only a recomputation."""
-    temporary = path.with_name(f".{os.getpid()}.{path.name[:80]}.tmp")
+    whose loss or staleness after a crash costs only a recomputation. The temp file goes in
+    ``temp_dir`` when one is given (as ``atomic_write``'s), else beside ``path``."""
+    temporary = (temp_dir or path.parent) / f".{os.getpid()}.{path.name[:80]}.tmp"
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0)
     try:
         with os.fdopen(open_making_folder(temporary, flags), "wb") as handle:
