@@ -477,7 +477,7 @@ class Engine:
         if count > SETTLE_FILES:
             time.sleep(max(0.0, (newest + RACE_WINDOW_NS - time.time_ns()) / 1e9))
             self.refresh()
-        self.catalog.save_snapshot()
+        self.catalog.save_snapshot(last=True)  # a bulk load's end: nothing saves it again
         index = self._search_index()
         self._note_look()
         index.flush()

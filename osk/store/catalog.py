@@ -135,8 +135,10 @@ class Catalog:
         restored = Node(rel, None, loader=lambda: _read_text(path), fields=fields, **hashes)
         return Entry(rel, stat, restored, None, read_at)
 
-    def save_snapshot(self) -> None:
-        """Write the snapshot of every valid node (device state; atomic)."""
+    def save_snapshot(self, *, last: bool = False) -> None:
+        """Write the snapshot of every valid node (device state; atomic). ``last``: no later
+        save will reuse each entry's encoded text, so it is not kept (``osk import``'s end:
+        0.65 KB a node less while the index is built after it)."""
         if not self._dirty:
             return
         held, encoded = self._encoded, {}
@@ -146,7 +148,7 @@ class Catalog:
             known = held.get(rel)
             encoded[rel] = known if known is not None and known[0] is entry else \
                 (entry, _encode(rel, entry))
-        self._encoded = encoded
+        self._encoded = {} if last else encoded
         payload = (f'{{"version":{_dumps(_SNAPSHOT_VERSION)},"entries":{{'
                    f'{",".join(text for _, text in encoded.values())}}}}}')
         try:
