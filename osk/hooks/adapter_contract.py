@@ -32,6 +32,11 @@ EVENTS: tuple[Event, ...] = ("session-start", "prompt-submit", "stop")
 # Seconds a hook waits for another process indexing the raw rounds (recall's query, the Stop
 # hook's update): it then ranks what is indexed, or leaves the new rounds to the next one.
 REFRESH_WAIT = 0.2
+# Seconds of indexing a hook spends at most catching the round index up (a first index of a
+# large vault, a new schema, many rounds landed by sync: a minute or more at 100,000 rounds),
+# each part committed: the host stops a hook at its timeout (10 s for a prompt), which would
+# undo an indexing done whole, every time.
+REFRESH_BUDGET = 1.0
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from osk.hooks import hooklog
-from osk.hooks.adapter_contract import EVENTS, REFRESH_WAIT, Adapter, Event, HookPayload
+from osk.hooks.adapter_contract import (
+    EVENTS,
+    REFRESH_BUDGET,
+    REFRESH_WAIT,
+    Adapter,
+    Event,
+    HookPayload,
+)
 from osk.hooks.forks import in_growth_fork
 from osk.store.fastclass import dataclass
 from osk.store.vault import Vault
@@ -195,7 +202,7 @@ def index_rounds(vault: Vault, adapter: Adapter) -> None:
     from osk.search.rounds import RoundIndex
 
     try:
-        RoundIndex(vault).refresh(timeout=REFRESH_WAIT)
+        RoundIndex(vault).refresh(timeout=REFRESH_WAIT, budget=REFRESH_BUDGET)
     except Exception as exc:  # the next search or prompt indexes them instead
         hooklog.write(vault, adapter.name, "stop", f"round index not updated: {exc}")
 

@@ -37,6 +37,7 @@ import hashlib
 import os
 import re
 import sqlite3
+import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager
 from datetime import datetime
@@ -301,16 +302,20 @@ class RoundIndex:
             # another, whose rounds' vectors are checked against it before they are used
             db.execute("INSERT INTO meta VALUES ('built', ?)", (os.urandom(8).hex(),))
 
-    def refresh(self, *, timeout: float = 5.0) -> int:
+    def refresh(self, *, timeout: float = 5.0, budget: float | None = None) -> int:
         """Re-read every record whose file changed since it was indexed; drop gone ones.
         Returns how many records were (re)indexed. LockTimeout after ``timeout`` seconds
-        when another process is indexing."""
+        when another process is indexing. ``budget``: seconds of indexing after which the
+        records not yet read are left to the next refresh (what was indexed is committed, so
+        a hook the host stops at its timeout still moves a large catch-up forward); None:
+        all of them."""
         disk = self._records_on_disk()
         hidden = excluded(self.vault)
         if self._agreed == (disk, hidden, self._file_stats()):
             return 0  # nothing moved since this process saw the file agree with both
-        count = self._refresh(disk, hidden, timeout)
-        self._agreed = (disk, hidden, self._file_stats())
+        count, whole = self._refresh(disk, hidden, timeout, budget)
+        if whole:
+            self._agreed = (disk, hidden, self._file_stats())
         return count
 
     def _file_stats(self) -> tuple[StatKey | None, StatKey | None]:
@@ -323,7 +328,13 @@ class RoundIndex:
         return self._agreed is not None and not self._agreed[0]
 
     def _refresh(self, disk: dict[str, tuple[str, tuple[int, int, int]]], hidden: Excluded,
-                 timeout: float) -> int:
+                 timeout: float, budget: float | None) -> tuple[int, bool]:
+        """(records indexed, whether every changed record was). The records an exclusion or
+        inclusion touched are indexed anew in the first transaction, which also records the
+        exclusions the index is now built against: from its commit on, every round the index
+        holds agrees with ``hidden``, so the other changed records (appends, new records, a
+        whole rebuild) may be committed a part at a time, within ``budget``."""
+        started = time.monotonic()
         with file_lock(self.path.with_name(LOCK), timeout=timeout), self._open() as db:
             self._schema(db)
             known = {rel: (size, mtime, ino) for rel, size, mtime, ino in
@@ -334,22 +345,23 @@ class RoundIndex:
                        if known.get(rel) != stat or rel in touched]
             gone = [rel for rel in known if rel not in disk]
             if not changed and not gone and before == hidden:
-                return 0
-            db.execute("BEGIN IMMEDIATE")
-            pending = Pending()
-            try:
-                for rel in [*gone, *(r for r in changed if r in touched)]:
+                return 0, True
+            first = [rel for rel in changed if rel in touched]
+            rest = [rel for rel in changed if rel not in touched]
+            with _transaction(db) as pending:
+                for rel in [*gone, *first]:
                     self._forget(db, rel, pending)
-                for rel in changed:
-                    key, stat = disk[rel]
-                    self._index_record(db, rel, key, stat, hidden, pending)
-                flush(db, pending, CONTEXT_WEIGHT)
+                for rel in first:
+                    self._index_record(db, rel, *disk[rel], hidden, pending)
                 _build_against(db, hidden)
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
-            return len(changed)
+            done = 0
+            with _transaction(db) as pending:
+                for rel in rest:
+                    if budget is not None and done and time.monotonic() - started > budget:
+                        break  # at least one record a refresh, so a catch-up always moves
+                    self._index_record(db, rel, *disk[rel], hidden, pending)
+                    done += 1
+            return len(first) + done, done == len(rest)
 
     def _forget(self, db: sqlite3.Connection, rel: str, pending: Pending) -> None:
         if db.execute("SELECT 1 FROM records WHERE rel=?", (rel,)).fetchone() is not None:
@@ -555,6 +567,21 @@ def _text(found: Any) -> str:
 def _digest(rounds: Sequence[Any]) -> str:
     """What a record's indexed rounds were: their hashes, in order, as one digest."""
     return hashlib.sha256(" ".join(r.hash for r in rounds).encode()).hexdigest()
+
+
+@contextmanager
+def _transaction(db: sqlite3.Connection) -> Iterator[Pending]:
+    """One write transaction over the index: its postings flushed, then committed; rolled
+    back whole on any error."""
+    db.execute("BEGIN IMMEDIATE")
+    pending = Pending()
+    try:
+        yield pending
+        flush(db, pending, CONTEXT_WEIGHT)
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
 
 
 def _built_against(db: sqlite3.Connection) -> Excluded:

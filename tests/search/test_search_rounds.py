@@ -178,6 +178,44 @@ def test_an_append_reads_only_the_record_s_last_rounds_and_indexes_what_a_rebuil
     assert appended == _index_rows(rebuilt) and len(appended) == 15
 
 
+def test_a_catch_up_within_a_budget_commits_part_by_part_and_ends_as_a_whole_refresh(
+        vault, tmp_path, monkeypatch):
+    """A hook's refresh stops after its budget (here none: one record a refresh) with what it
+    indexed committed; an exclusion or inclusion is applied whole in the first part, so no
+    part ever holds an excluded round; the parts end exactly as one refresh from nothing."""
+    from osk.capture.exclusions import Excluded
+    from osk.search import rounds
+
+    shop = make_project(tmp_path / "shop")
+    engine = Engine.open(vault, cwd=shop)
+    for talk in ("talk1", "talk2", "talk3", "talk4"):
+        engine.append_raw(talk, user=f"zeppelin hangar in {talk}", assistant="noted")
+    index = RoundIndex(vault)
+    assert index.refresh() == 4
+    secret = "_raw/shop/talk1#Round 1"
+    hidden = Excluded(rounds=frozenset({secret}))
+    monkeypatch.setattr(rounds, "excluded", lambda vault: hidden)
+    for talk in ("talk2", "talk3", "talk4"):
+        engine.append_raw(talk, user=f"kite festival in {talk}", assistant="noted")
+
+    def found(query: str) -> list[str]:
+        return [hit.coordinate for hit in RoundIndex(vault).search(
+            query, k=10, visible=lambda key: True, refresh=False, context=0.0)]
+
+    assert index.refresh(budget=0.0) == 2  # talk1 again without its round, then one append
+    assert secret not in found("zeppelin hangar") and len(found("kite festival")) == 1
+    assert index.refresh(budget=0.0) == 1 and secret not in found("zeppelin hangar")
+    monkeypatch.setattr(rounds, "excluded", lambda vault: Excluded())  # included again
+    assert index.refresh(budget=0.0) == 2 and secret in found("zeppelin hangar")
+    assert index.refresh(budget=0.0) == 0 and len(found("kite festival")) == 3
+    parts = _index_rows(index)
+    index.path.unlink()
+    for stale in index.path.parent.glob(index.path.name + "-*"):
+        stale.unlink()
+    rebuilt = RoundIndex(vault)
+    assert rebuilt.refresh() == 4 and parts == _index_rows(rebuilt) and len(parts) == 7
+
+
 def test_a_record_rewritten_before_its_mark_is_read_whole_again(vault, tmp_path):
     """A change to a round the tail read skips (a redaction re-frames it) is not missed: the
     bytes before the mark no longer match, so the record is indexed anew."""

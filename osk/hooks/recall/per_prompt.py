@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from osk.errors import OskError
 from osk.hooks import receipts
-from osk.hooks.adapter_contract import REFRESH_WAIT, Adapter, Budget, HookPayload
+from osk.hooks.adapter_contract import REFRESH_BUDGET, REFRESH_WAIT, Adapter, Budget, HookPayload
 from osk.hooks.scope import scope_entry, session_scope
 from osk.provenance.markers import Listed, OpenItems
 from osk.store.fastclass import dataclass
@@ -585,7 +585,7 @@ def round_candidates(vault: Vault, scope: str, prompt: str, current: tuple[str, 
         skip = (f"{current[0]}.md", max(1, current[1] - RECENT_ROUNDS + 1))
     index = RoundIndex(vault)
     try:
-        index.refresh(timeout=REFRESH_WAIT)
+        index.refresh(timeout=REFRESH_WAIT, budget=REFRESH_BUDGET)
     except (LockTimeout, OSError, index.Error):
         pass  # another process is indexing: rank what is there
     try:
