@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from osk.store.vault import Vault
@@ -126,6 +127,20 @@ WRITE_PATH = frozenset({
 })
 
 
+def _settled(*spaces: Path) -> None:
+    """Wait until a look may vouch for every folder under ``spaces``: one that lists a folder
+    within its race window of the folder's last change (100 ms where timestamps are fine, its
+    ctime included) records no look (``osk.store.freshness``), so the next fresh search would
+    open the engine, and a first search can start that soon after the import made them."""
+    from osk.store.freshness import FINE_RACE_NS, RACE_NS
+
+    folders = [folder for space in spaces for folder in (space, *space.glob("**/"))]
+    changed = max(max(folder.stat().st_mtime_ns, folder.stat().st_ctime_ns)
+                  for folder in folders)
+    window = FINE_RACE_NS if changed % 10_000_000 else RACE_NS
+    time.sleep(max(0.0, (changed + window - time.time_ns()) / 1e9) + 0.01)
+
+
 def test_a_fresh_osk_search_imports_no_write_path(vault: Vault, tmp_path: Path):
     source = tmp_path / "nodes.jsonl"
     source.write_text("\n".join([
@@ -137,6 +152,7 @@ def test_a_fresh_osk_search_imports_no_write_path(vault: Vault, tmp_path: Path):
     assert osk(vault, "import", str(source), cwd=tmp_path).returncode == 0
     for path in (*vault.root.glob("Domain/**/*.md"), *vault.root.glob("Person/**/*.md")):
         os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns - 3600 * 10**9))
+    _settled(vault.root / "Domain", vault.root / "Person")
     script = (
         "import json, sys\n"
         "from osk.surfaces.cli import main\n"
