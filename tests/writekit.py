@@ -5,7 +5,13 @@ Imported by those test modules; fixtures defined here are re-exported by importi
 
 from __future__ import annotations
 
+import os
+import random
+import signal
 import subprocess
+import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -75,3 +81,25 @@ def create(eng: Engine, title: str, *, cluster: str = "auth", space: str = "Scop
     return eng.create_node(NewNode(title, summary or f"About {title}", body or f"{title} body.\n",
                                    space=space, cluster=cluster, drafter="test-model",
                                    derived_from=derived_from))
+
+
+
+def import_command(vault: Vault, lines: Path) -> list[str]:
+    """``osk import LINES`` into ``vault`` as a person runs it."""
+    return [sys.executable, "-m", "osk", "--vault", str(vault.root), "import", str(lines)]
+
+
+def killed_imports(command: list[str], seed: int, latest: float) -> Iterator[int]:
+    """Run ``command`` (an ``osk import``) and kill it (SIGKILL) at a seeded random moment up
+    to ``latest`` seconds after its first progress line, ``OSK_CRASH_TRIALS`` times (3 in CI);
+    yields each trial's number after its kill, for the caller's checks."""
+    rng = random.Random(seed)
+    for trial in range(int(os.environ.get("OSK_CRASH_TRIALS", "3"))):
+        child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                 env={**os.environ, "OSK_SEMANTIC": "0"})
+        assert child.stderr is not None
+        child.stderr.readline()  # the first progress line: the import is under way
+        time.sleep(rng.uniform(0.0, latest))
+        child.send_signal(signal.SIGKILL)
+        child.communicate(timeout=60)
+        yield trial

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from writekit import import_command, killed_imports
 
 from osk.engine.core import Engine
 from osk.search import SearchIndex, recallfile
@@ -110,22 +109,13 @@ def test_a_writer_killed_inside_the_index_write_is_mended_by_the_next_open(
 
 def test_osk_import_killed_at_random_moments_leaves_index_and_files_agreeing(
         vault: Vault, tmp_path: Path):
-    rng = random.Random(20261203)
-    trials = int(os.environ.get("OSK_CRASH_TRIALS", "3"))
     lines = tmp_path / "nodes.jsonl"
     lines.write_text("\n".join(json.dumps({
         "title": f"Imported {i:04d}", "summary": "Loaded in bulk.",
         "body": f"walrus number w{i:04d} rests on the ice", "space": "domain",
         "cluster": "imports"}) for i in range(120)) + "\n", encoding="utf-8")
-    command = [sys.executable, "-m", "osk", "--vault", str(vault.root), "import", str(lines)]
-    for _ in range(trials):
-        child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                 env={**os.environ, "OSK_SEMANTIC": "0"})
-        assert child.stderr is not None
-        child.stderr.readline()  # the first progress line: the import is under way
-        time.sleep(rng.uniform(0.0, 1.5))
-        child.send_signal(signal.SIGKILL)
-        child.communicate(timeout=60)
+    command = import_command(vault, lines)
+    for _ in killed_imports(command, seed=20261203, latest=1.5):
         Engine.open(vault, cwd=tmp_path, actor="user").search("walrus")  # the next open
         files, held, mirrored = agreement(vault)
         assert held == files and mirrored == files

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
-from writekit import make_repo
+from writekit import import_command, killed_imports, make_repo
 
 from osk.authority import audit
 from osk.engine.core import Engine
@@ -257,23 +257,14 @@ def test_osk_import_killed_at_random_moments_leaves_ledgers_whole_and_files_audi
     """Every node cites the one before it, so each write appends to the audit and the
     rechecks ledger; a kill anywhere in a batch leaves whole lines only, each about a file that
     exists with the version it names, and the next open finishes what a landed file owes."""
-    rng = random.Random(20261204)
-    trials = int(os.environ.get("OSK_CRASH_TRIALS", "3"))
     lines = tmp_path / "nodes.jsonl"
     lines.write_text("\n".join(json.dumps({
         "title": f"Linked {i:04d}", "summary": f"Linked node {i}", "body": f"Body {i}.\n" * 8,
         "space": "domain", "cluster": "chain",
         "derived_from": [f"Linked {i - 1:04d}"] if i else []}) for i in range(300)) + "\n",
         encoding="utf-8")
-    command = [sys.executable, "-m", "osk", "--vault", str(vault.root), "import", str(lines)]
-    for _ in range(trials):
-        child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                 env={**os.environ, "OSK_SEMANTIC": "0"})
-        assert child.stderr is not None
-        child.stderr.readline()  # the first progress line: the import is under way
-        time.sleep(rng.uniform(0.0, 1.0))
-        child.send_signal(signal.SIGKILL)
-        child.communicate(timeout=60)
+    command = import_command(vault, lines)
+    for _ in killed_imports(command, seed=20261204, latest=1.0):
         Engine.open(vault, cwd=tmp_path)  # the next open finishes a journal left
         assert not vault.audit_intent_path().exists()
         assert _ledger_problems(vault) == []
