@@ -348,12 +348,13 @@ class RoundIndex:
                 return 0, True
             first = [rel for rel in changed if rel in touched]
             rest = [rel for rel in changed if rel not in touched]
-            with _transaction(db) as pending:
-                for rel in [*gone, *first]:
-                    self._forget(db, rel, pending)
-                for rel in first:
-                    self._index_record(db, rel, *disk[rel], hidden, pending)
-                _build_against(db, hidden)
+            if gone or first or before != hidden:  # else (an append) nothing to commit here
+                with _transaction(db) as pending:
+                    for rel in [*gone, *first]:
+                        self._forget(db, rel, pending)
+                    for rel in first:
+                        self._index_record(db, rel, *disk[rel], hidden, pending)
+                    _build_against(db, hidden)
             done = 0
             with _transaction(db) as pending:
                 for rel in rest:

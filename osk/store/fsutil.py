@@ -280,7 +280,7 @@ def replace_unsynced(path: Path, text: str | bytes | memoryview, *,
     try:
         with os.fdopen(open_making_folder(temporary, flags), "wb") as handle:
             handle.write(text.encode("utf-8") if isinstance(text, str) else text)
-        os.replace(temporary, path)
+        _replace(str(temporary), path)  # its folder made, another file system copied
     except BaseException:
         temporary.unlink(missing_ok=True)  # a full disk leaves no half-written temp behind
         raise
