@@ -362,11 +362,20 @@ def _log_use(engine: Engine, tool: str, args: Args, result: Out) -> None:
     (``Engine.log_use``); never raises."""
     if tool not in USES:
         return
-    cites = getattr(args, "derived_from", None) or ()
-    # a raw round recall showed is named by its coordinate, as the receipt names it
-    used = args.coordinate.removeprefix("[[").removesuffix("]]") if isinstance(
-        args, ReadRawArgs) else str(getattr(result, "id", ""))
-    engine.log_use(tool, node=used, cites=[str(c) for c in cites])
+    cites = [str(c) for c in getattr(args, "derived_from", None) or ()]
+    for used in _used(result):
+        engine.log_use(tool, node=used, cites=cites)
+
+
+def _used(result: Out) -> list[str]:
+    """What a call read or wrote, as a receipt names it: a node by its id, a raw round by its
+    coordinate; a record view names each round it showed (``rounds=[...]`` reads the rounds
+    recall pointed at as much as a round's own coordinate does)."""
+    if not isinstance(result, RawOut):
+        return [str(getattr(result, "id", ""))]
+    if result.kind == "record":  # the record's canonical coordinate, however it was asked
+        return [f"{result.coordinate}#Round {number}" for number in result.rounds]
+    return [result.coordinate]
 
 
 def _message(exc: OskError) -> str:

@@ -204,23 +204,41 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-@pytest.mark.anyio
-async def test_a_raw_round_recall_showed_counts_as_opened_when_the_model_reads_it(
-        eng, vault, project):
-    import mcp
-
+def _recall_showed_the_second_round(eng, vault) -> str:
+    """Two rounds captured, and the receipt rounds recall writes for the second (per_prompt
+    names a round by its bare coordinate): that coordinate."""
     from osk.search.recall_hits import Recalled
-    from osk.surfaces.server import build_server
 
+    eng.append_raw("earlier", user="which branch ships?", assistant="The release branch.")
     shown = eng.append_raw("earlier", user="how do we sign?", assistant="With minisign.")
     coordinate = shown.coordinate.removeprefix("[[").removesuffix("]]")
-    # the receipt rounds recall writes (per_prompt.rounds_recalled names a round so)
     hit = Recalled("raw round", coordinate, coordinate, "", (), 5.0, coordinate, "round",
                    (0, 0, 0))
     receipts.write(vault, receipts.receipt("prompt-submit", "claude", "now", eng.scope, 200,
                                            [receipts.item(hit, "rounds", 4.0)], []))
+    return coordinate
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("read", "opened"), [
+    ("{round}", 1),                             # the round's own coordinate, as shown
+    ("[[{round}]]", 1),                         # ... as a link
+    ("{record}|2", 1),                          # its record, asking for that round
+    ("[[{record}]]", 1),                        # its record as a link: a view of every round
+    ("{record}|1", 0),                          # its record, another round only
+], ids=["round", "round-link", "record-rounds", "record-link", "record-other-round"])
+async def test_a_raw_round_recall_showed_counts_as_opened_when_the_model_reads_it(
+        eng, vault, project, read, opened):
+    import mcp
+
+    from osk.surfaces.server import build_server
+
+    coordinate = _recall_showed_the_second_round(eng, vault)
+    asked, _, rounds = read.format(round=coordinate,
+                                   record=coordinate.partition("#")[0]).partition("|")
+    arguments = {"coordinate": asked, **({"rounds": [int(rounds)]} if rounds else {})}
     server = build_server(lambda: Engine.open(vault, cwd=project))
     async with mcp.Client(server) as client:
-        assert not (await client.call_tool("read_raw", {"coordinate": shown.coordinate})).is_error
+        assert not (await client.call_tool("read_raw", arguments)).is_error
     (row,) = json.loads(osk(vault, "stats", "--json", cwd=project))
-    assert (row["injected"], row["opened"]) == (1, 1)
+    assert (row["injected"], row["opened"]) == (1, opened)
