@@ -10,9 +10,12 @@ median of ``--runs``:
 
 - the disk the files take;
 - a query's scan (``RoundVectors.nearest``: every visible record's file read, its cosines,
-  each round's best passage and neighbour) with every record visible, and with a tenth of them;
+  each round's best passage and neighbour, and the meaning of the ``FUSION_DEPTH`` rounds the
+  words ranked first, asked by coordinate as a search asks them: ``also``) with every record
+  visible, and with a tenth of them;
 - the same scan in a fresh object (each file's header read and parsed: a fresh ``osk search``);
-- the up-to-date check a search makes before it (``RoundVectors.stale``: a stat per record);
+- the up-to-date check a search makes before it (``RoundVectors.stale``: a stat per record),
+  and a search's catch-up while the index lists what it listed before (no file looked at);
 - the query's own embedding (``query_vector``);
 - the peak of memory NumPy allocates during one full scan (``tracemalloc``).
 
@@ -66,7 +69,8 @@ def main() -> int:
 
     from osk.capture.exclusions import Excluded
     from osk.search import semantic
-    from osk.search.round_vectors import RoundVectors
+    from osk.search.ranking import FUSION_DEPTH
+    from osk.search.round_vectors import RoundVectors, _coordinate
     from osk.search.rounds import vectors_file
     from osk.store.vault import init
 
@@ -100,23 +104,36 @@ def main() -> int:
         tenth = everything[::10]
         query = vectors.query_vector("when did they move to the new office")
         hidden = Excluded()
+
+        def words(visible: list[str]) -> list[str]:
+            """What the words' first ``FUSION_DEPTH`` would be: rounds of visible records."""
+            counts = dict((rel, count) for rel, _, count in rows)
+            chosen = [visible[at] for at in rng.choice(len(visible), FUSION_DEPTH)]
+            return [_coordinate(rel, int(rng.integers(1, counts[rel] + 1))) for rel in chosen]
+
+        also, also_tenth = words(everything), words(tenth)
         print(f"{args.rounds:,} rounds in {len(rows)} records, {width} dimensions, written in "
               f"{built:.1f} s; on disk {size / 1e6:.1f} MB ({size / args.rounds:.0f} B a round)")
-        vectors.nearest(query, BUILT, everything, hidden, 30)  # the page cache warm, headers cached
+        # the page cache warm, headers cached
+        vectors.nearest(query, BUILT, everything, hidden, FUSION_DEPTH, also)
         scans = {
-            "scan, every record visible": lambda: vectors.nearest(query, BUILT, everything,
-                                                                  hidden, 30),
-            "scan, a tenth of the records visible": lambda: vectors.nearest(query, BUILT, tenth,
-                                                                            hidden, 30),
+            "scan, every record visible": lambda: vectors.nearest(
+                query, BUILT, everything, hidden, FUSION_DEPTH, also),
+            "scan, a tenth of the records visible": lambda: vectors.nearest(
+                query, BUILT, tenth, hidden, FUSION_DEPTH, also_tenth),
             "scan by a fresh object (headers read)": lambda: RoundVectors(vault, model).nearest(
-                query, BUILT, everything, hidden, 30),
+                query, BUILT, everything, hidden, FUSION_DEPTH, also),
             "up-to-date check (stale), warm": lambda: vectors.stale(index),
-            "query embedding": lambda: vectors.query_vector("when did they move offices"),
+            "a search's catch-up, the index as it was": lambda: vectors.catch_up(
+                index, budget=2.0, only=frozenset(everything), listed=index.records()),
+            # not the query remembered from the run before (``semantic.asked`` caches it)
+            "query embedding": lambda: (semantic.asked.cache_clear(),
+                                        vectors.query_vector("when did they move offices")),
         }
         for label, work in scans.items():
             print(f"{label}: {cpu_median(work, args.runs):.1f} ms CPU (median of {args.runs})")
         tracemalloc.start()
-        vectors.nearest(query, BUILT, everything, hidden, 30)
+        vectors.nearest(query, BUILT, everything, hidden, FUSION_DEPTH, also)
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
         whole = args.rounds * args.passages * width * 4 / 1e6

@@ -45,6 +45,7 @@ from osk.capture.exclusions import Excluded, excluded
 from osk.search.rounds import (
     EXCERPT_CHARS,
     VECTORS,
+    Listed,
     RoundHit,
     RoundIndex,
     excerpt,
@@ -73,7 +74,6 @@ NEIGHBOUR_WEIGHT = 0.5
 BATCH = 32  # passages per call of the encoder (sorted by length, so a batch pads little)
 FORMAT = 1
 HASH_CHARS = 16  # of a round's text hash kept in its file (64 bits: which vectors to reuse)
-Listed = tuple[str, list[tuple[str, str, int]]]  # ``RoundIndex.records()``: built, records
 CHUNK_ROWS = 1024  # passages scored in one product by a query (2 MB as float32 at 512 wide)
 
 
@@ -111,6 +111,9 @@ class RoundVectors:
         self._folder: Path | None = None
         self._tag = model.tag()  # a stat of the weights: once, not once a file
         self._lock = threading.Lock()
+        # The index's listing at which these records' vectors were all found up to date: a
+        # search's catch-up then stats no file while the index stays as it was.
+        self._current: tuple[Listed, frozenset[str]] | None = None
 
     @classmethod
     def for_vault(cls, vault: Vault) -> RoundVectors | None:
@@ -207,7 +210,13 @@ class RoundVectors:
         may see) within ``budget`` seconds (None: all), reusing each round's vectors whose text
         is unchanged; after a whole catch-up drop files of records the index no longer holds.
         Returns how many rounds are still in stale records. ``pace`` and the one catch-up at a
-        time as in ``semantic.Vectors.catch_up``; ``listed`` as in ``stale``."""
+        time as in ``semantic.Vectors.catch_up``; ``listed`` as in ``stale``. Records found
+        up to date against a listing stay so while the index lists the same (the index
+        deletes a record's file when it forgets or changes it, and the listing moves then)."""
+        current = self._current
+        if listed is not None and only is not None and current is not None and \
+                current[0] == listed and current[1].issuperset(only):
+            return 0
         if not self._catching_up.acquire(blocking=budget is None):
             return self.missing(index, only, listed)
         try:
@@ -219,6 +228,8 @@ class RoundVectors:
                   pace: float, only: Collection[str] | None, listed: Listed | None) -> int:
         deadline = None if budget is None else time.monotonic() + budget
         stale = self.stale(index, only, listed)
+        if not stale and listed is not None and only is not None:
+            self._current = listed, frozenset(only)
         total, done, left = sum(n for _, n in stale), 0, 0
         for rel, indexed in stale:
             if deadline is not None and time.monotonic() >= deadline:
@@ -343,13 +354,16 @@ class RoundVectors:
                        for at in np.flatnonzero(values >= floor)), reverse=True)[:limit]
         found = {coordinate: value for value, coordinate in best}
         owner = {rel: at for at, rel in enumerate(rels)}
-        places = [(owner[rel], number) for rel, number in map(_place, also) if rel in owner]
-        if places:  # each round asked for, by its record's place and its number (one pass)
-            span = int(numbers.max()) + 1
-            wanted = [at * span + number for at, number in places]
-            for at in np.flatnonzero(np.isin(owners.astype(np.int64) * span + numbers, wanted)):
-                coordinate = _coordinate(rels[owners[at]], int(numbers[at]))
-                found.setdefault(coordinate, float(values[at]))
+        span = int(numbers.max()) + 1
+        wanted: dict[int, str] = {}  # each round asked for, by its record's place and number
+        for coordinate in also:
+            rel, number = _place(coordinate)
+            if rel in owner and number < span:
+                wanted[owner[rel] * span + number] = coordinate
+        if wanted:  # found in one pass over every round
+            keys = owners.astype(np.int64) * span + numbers
+            for at in np.flatnonzero(np.isin(keys, list(wanted))):
+                found.setdefault(wanted[int(keys[at])], float(values[at]))
         return list(found.items())
 
     def _stored(self, built: str, records: Sequence[str]) -> Iterator[list[Stored]]:

@@ -73,6 +73,8 @@ TEXT_CHARS = 1000  # of a round's text kept in the index (the excerpt is cut fro
 CONTEXT_WEIGHT = 0.4
 KIND = "round"  # what a round is called beside nodes (``Hit.space``)
 MARKER = "raw round"  # its marker on a search hit
+# ``RoundIndex.records()``: which index this is, and (rel, key, rounds indexed) per record
+Listed = tuple[str, tuple[tuple[str, str, int], ...]]
 SEARCH_KINDS = ("all", "nodes", "rounds")  # what a search may ask for
 
 _TABLES = """
@@ -256,6 +258,9 @@ class RoundIndex:
         # exclusions, and the file's own stat (and its write-ahead log's). While all three
         # are so, a refresh has nothing to do and opens nothing (``refresh``).
         self._agreed: tuple[Any, ...] | None = None
+        # ``records()`` as last read, and the file's stats then: a search with the semantic
+        # channel asks for it every time, and a connection cost more than the vector scan.
+        self._listed: tuple[tuple[StatKey | None, StatKey | None], Listed] | None = None
 
     # -- freshness ----------------------------------------------------------------------------
     def _records_on_disk(self) -> dict[str, tuple[str, tuple[int, int, int]]]:
@@ -493,14 +498,22 @@ class RoundIndex:
 
 
     # -- for the semantic channel (osk.search.round_vectors) ---------------------------------
-    def records(self) -> tuple[str, list[tuple[str, str, int]]]:
+    def records(self) -> Listed:
         """Which index this is (``built``) and (rel, key, rounds) of every indexed record
-        ("" and none before the first refresh)."""
-        if not self.path.exists():
-            return "", []
+        ("" and none before the first refresh). Read again only when the file or its
+        write-ahead log moved since the last read (any write by any process moves one, as
+        ``refresh`` relies on); the stats are taken before the read, so a write meanwhile
+        makes the next call read again."""
+        stats = self._file_stats()
+        if stats[0] is None:
+            return "", ()
+        if self._listed is not None and self._listed[0] == stats:
+            return self._listed[1]
         with self._open() as db:
             self._schema(db)
-            return _built(db), list(db.execute("SELECT rel, key, indexed FROM records"))
+            listed = _built(db), tuple(db.execute("SELECT rel, key, indexed FROM records"))
+        self._listed = stats, listed
+        return listed
 
     def kept_rounds(self, rel: str) -> tuple[str, int, list[tuple[int, str]]]:
         """Which index this is, the record's round count and its indexed rounds' (number,

@@ -161,6 +161,36 @@ def test_meaning_gives_the_rounds_words_found_past_its_own_first_ones(vault, tmp
 
 
 @pytest.mark.usefixtures("tiny_model")
+def test_a_search_lists_the_index_and_checks_the_vector_files_again_only_once_the_index_moved(
+        vault, tmp_path, monkeypatch):
+    """The listing is read again (a connection) only when the index file moved, and the
+    catch-up looks at the records' files only when the listing moved; a round appended
+    moves both, so it is still embedded by the next search's catch-up."""
+    _, meaning, _, rels = embedded(vault, tmp_path, *FILLER)
+    index = RoundIndex(vault)  # as a process that has not listed it yet
+    opened: list[int] = []
+    connect = index._open
+    monkeypatch.setattr(index, "_open", lambda: opened.append(1) or connect())
+    looked: list[Path] = []
+    header = meaning.header
+    monkeypatch.setattr(meaning, "header", lambda path: looked.append(path) or header(path))
+    listed = index.records()
+    assert index.records() is listed and len(opened) == 1
+    assert meaning.catch_up(index, budget=2.0, only=frozenset(rels), listed=listed) == 0
+    assert looked  # the first check against this listing reads the files' headers
+    looked.clear()
+    assert meaning.catch_up(index, budget=2.0, only=frozenset(rels), listed=index.records()) == 0
+    assert not looked and len(opened) == 1
+    talked(vault, tmp_path / "shop", "the deploy waits for the cache warmup")
+    index.refresh()
+    moved = index.records()
+    assert len(opened) > 1 and moved != listed
+    assert sum(count for *_, count in moved[1]) == len(FILLER) + 1
+    assert meaning.catch_up(index, budget=None, only=frozenset(rels), listed=moved) == 0
+    assert looked and meaning.missing(index) == 0
+
+
+@pytest.mark.usefixtures("tiny_model")
 def test_a_redacted_round_is_ranked_by_its_redacted_text_only(vault, tmp_path, monkeypatch):
     shop = make_project(tmp_path / "shop")
     engine = talked(vault, shop, "the cache ttl is 60 seconds", "a speed hack in the game")
