@@ -33,6 +33,12 @@ injected nothing, and the same for the written ``none`` prompts of ``bench/none_
 (coding-session prompts no memory answers) asked from the conversations' projects in turn.
 rank-bm25 (lowercase words) and, when installed, bm25s with PyStemmer's English stemmer rank
 the same units (round text with its date), one index per conversation, in the same run.
+
+With ``--semantic both``, each holding's channel is also compared with its words alone question
+by question: per category and measure, the mean difference, its 95 % bootstrap interval (the
+questions resampled 2,000 times, seed 28) and how many questions it raised and lowered. A
+category a handful of questions move either way is within noise of its words' figure; one
+whose interval lies below 0 is below it.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ import argparse
 import json
 import math
 import os
+import random
 import re
 import subprocess
 import sys
@@ -57,6 +64,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = Path("../shared/eval/locomo-dev")  # from the repository, as the README says
 K = 10
+MEASURES = ("R@5", "R@10", "nDCG@10", "MRR")  # compared question by question (``paired``)
+BOOTSTRAP = 2000  # resamples of the questions for a difference's interval
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop",
               5: "adversarial"}
 _DIA = re.compile(r"^D(\d+):(\d+)$")
@@ -543,6 +552,36 @@ def table(data: Data, answers: list[Answered]) -> dict[str, dict[str, float]]:
     return out
 
 
+def paired(data: Data, channel: list[Answered], words: list[Answered]) -> str:
+    """Per category and measure, the channel's answers against the words' alone, question by
+    question: the mean difference, its 95 % bootstrap interval, and questions up / down."""
+    rows: dict[str, list[dict[str, float]]] = defaultdict(list)
+    for question, one, other in zip(data.questions, channel, words, strict=True):
+        if question.category == 5:
+            continue
+        mine, theirs = scores(question, one), scores(question, other)
+        moved = {metric: mine[metric] - theirs[metric] for metric in MEASURES}
+        rows[CATEGORIES[question.category]].append(moved)
+        rows["1-4"].append(moved)
+    draw = random.Random(28)
+    lines = ["| category | " + " | ".join(MEASURES) + " |", "|---|" + "---|" * len(MEASURES)]
+    for row in ["1-4", "multi-hop", "temporal", "open-domain", "single-hop"]:
+        cells = []
+        for metric in MEASURES:
+            moved = [item[metric] for item in rows.get(row, [])]
+            if not moved:
+                continue
+            means = sorted(sum(draw.choices(moved, k=len(moved))) / len(moved)
+                           for _ in range(BOOTSTRAP))
+            low, high = means[int(BOOTSTRAP * 0.025)], means[int(BOOTSTRAP * 0.975) - 1]
+            up, down = sum(x > 0 for x in moved), sum(x < 0 for x in moved)
+            cells.append(f"{sum(moved) / len(moved):+.4f} [{low:+.3f}, {high:+.3f}] "
+                         f"{up}/{down}")
+        if cells:
+            lines.append(f"| {row} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def render(name: str, result: dict[str, dict[str, float]]) -> str:
     order = ["1-4", "multi-hop", "temporal", "open-domain", "single-hop"]
     lines = [f"## {name}", "| category | n | R@5 | R@10 | nDCG@10 | MRR | hook evidence | "
@@ -589,6 +628,7 @@ def main(argv: Iterable[str] | None = None) -> None:
           f"categories 1-4); evidence ids dropped (name no turn): {data.dropped_ids}; "
           f"questions left without evidence: {data.unscored}", file=sys.stderr)
     results: dict[str, dict[str, dict[str, float]]] = {}
+    comparisons: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="osk-locomo-") as scratch:
         base = args.keep or Path(scratch)
         holdings = [h.strip() for h in args.holdings.split(",") if h.strip()]
@@ -597,11 +637,15 @@ def main(argv: Iterable[str] | None = None) -> None:
             build = capture_rounds if holding == "rounds" else import_nodes
             vault, units = build(base, data)
             built = time.perf_counter() - started
+            asked: dict[str, list[Answered]] = {}
             for channel in channels(args.semantic, holding, vault, base):
-                answers = ask_osk(vault, base, data, Resolver(units), with_hook=True)
+                answers = asked[channel] = ask_osk(vault, base, data, Resolver(units),
+                                                   with_hook=True)
                 results[f"osk, {holding}{channel}"] = table(data, answers)
                 results[f"osk, {holding}{channel}"]["written none"] = written_none(vault, base,
                                                                                     data)
+            if len(asked) == 2:  # --semantic both: the channel against its words alone
+                comparisons[holding] = paired(data, *asked.values())
             if holding == "rounds" and args.floors:
                 print(round_floor_table(vault, data, units), file=sys.stderr)
             print(f"osk {holding}: built in {built:.1f} s, asked in "
@@ -614,6 +658,9 @@ def main(argv: Iterable[str] | None = None) -> None:
         return
     for name, result in results.items():
         print(render(name, result) + "\n")
+    for holding, compared in comparisons.items():
+        print(f"## osk, {holding}: semantic channel minus words only, per question (mean "
+              f"[95 % bootstrap interval] questions up/down)\n{compared}\n")
 
 
 if __name__ == "__main__":
