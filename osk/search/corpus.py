@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from osk.search import index_files
@@ -17,6 +17,10 @@ from osk.store.fsutil import RACE_WINDOW_NS, StatKey, sha256_text
 
 if TYPE_CHECKING:
     from osk.store.node import Node
+
+# A document version's distinct terms with what names that version: (its content hash, its
+# length, its terms). Terms follow from the indexed text alone (``versions.document``).
+KnownTerms = tuple[str, int, list[str]]
 
 
 @dataclass(slots=True)
@@ -94,8 +98,9 @@ class Corpus:
         self._free: list[int] = []
         self._next_slot = 0
         self._doc_terms: dict[int, str] = {}  # distinct terms of documents stored here
-        self._base_terms: tuple[array[int], array[int], list[str]] = (
-            array("I", [0]), array("I"), [])
+        # Where a loaded document's terms are kept when not here (the recall file: the
+        # snapshot holds none), None when it holds no such version (``terms_of``).
+        self.stored_terms: Callable[[SearchDoc], list[str] | None] | None = None
         self._supersession: tuple[int, list[tuple[int, int]], set[int]] | None = None
         # Each document's kind, its (space, scope): all that its locality depends on, so a
         # query bounds the factor of a whole kind at once (``Bm25.top``'s ceilings).
@@ -118,8 +123,7 @@ class Corpus:
             corpus.docs[slot] = doc
             lengths[slot] = doc.length
         corpus.bm25 = Bm25.from_base(snapshot.terms, snapshot.offsets, snapshot.slots,
-                                     snapshot.tfs, lengths)
-        corpus._base_terms = (snapshot.doc_term_offsets, snapshot.doc_terms, snapshot.terms)
+                                     snapshot.tfs, lengths, snapshot.sorted_slots)
         corpus._next_slot = len(snapshot.docs)
         corpus._free.reverse()  # reuse low slots first
         for slot, doc in corpus.docs.items():
@@ -132,17 +136,11 @@ class Corpus:
         terms, offsets, slots, tfs = self.bm25.to_base()
         lengths = array("I", [0] * self._next_slot)
         records: list[list[Any] | None] = [None] * self._next_slot
-        number = {term: i for i, term in enumerate(terms)}
-        term_offsets, term_ids = array("I", [0]), array("I")
-        for slot in range(self._next_slot):
-            doc = self.docs.get(slot)
-            if doc is not None:
-                lengths[slot] = doc.length
-                records[slot] = doc.record()
-                term_ids.extend([number[term] for term in self.terms_of(slot)])
-            term_offsets.append(len(term_ids))
+        for slot, doc in self.docs.items():
+            lengths[slot] = doc.length
+            records[slot] = doc.record()
         return index_files.Snapshot(generation, params, terms, records, offsets, slots, tfs,
-                              lengths, term_offsets, term_ids)
+                                    lengths)
 
     # -- reading ------------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -153,28 +151,48 @@ class Corpus:
         return None if slot is None else self.docs[slot]
 
     def terms_of(self, slot: int) -> list[str]:
-        """A document's distinct terms: kept when it was stored in this process, else read
-        from the snapshot's per-document section (needed only to remove it)."""
+        """A document's distinct terms (needed to remove it): kept when it was stored in this
+        process; else as ``stored_terms`` holds them for this version of it; else searched
+        for in the postings (``Bm25.terms_holding``: a pass over them)."""
+        return self._terms_of(slot)[0]
+
+    def _terms_of(self, slot: int, known: KnownTerms | None = None
+                  ) -> tuple[list[str], KnownTerms | None]:
+        """(``terms_of``, and the version's ``KnownTerms`` when they came from outside this
+        process: the journal records them with the change, so a replay does not look them up
+        again, where the recall file by then holds a later version). ``known``: what the
+        journal recorded, taken when it names this version."""
         terms = self._doc_terms.get(slot)
-        if terms is None:
-            offsets, ids, vocabulary = self._base_terms
-            return [vocabulary[i] for i in ids[offsets[slot]:offsets[slot + 1]]]
-        return terms.split(" ") if terms else []
+        if terms is not None:
+            return (terms.split(" ") if terms else []), None
+        doc = self.docs[slot]
+        if known is not None and known[:2] == (doc.content_hash, doc.length):
+            return known[2], None
+        found = self.stored_terms(doc) if self.stored_terms is not None else None
+        if found is None:
+            found = self.bm25.terms_holding(slot)
+        return found, (doc.content_hash, doc.length, found)
+
+    def every_terms(self) -> Callable[[int], list[str]]:
+        """``terms_of`` for every document at once (a rebuild of the recall file): those not
+        held here from one inversion of the postings, made only when there are such."""
+        if all(slot in self._doc_terms for slot in self.docs):
+            return self.terms_of
+        inverted = self.bm25.inverted()
+        return lambda slot: (self.terms_of(slot) if slot in self._doc_terms
+                             else inverted.get(slot, []))
 
     def holding(self, slots: Iterable[int], terms: Iterable[str]) -> dict[int, set[str]]:
-        """Which of ``terms`` each document holds (the per-document terms, no postings read)."""
+        """Which of ``terms`` each document holds: from its terms when stored in this process,
+        else from the terms' postings (``Bm25.holds``: a binary search each)."""
         wanted = set(terms)
-        offsets, ids, _ = self._base_terms
-        numbered = {number: term for term in wanted
-                    if (number := self.bm25.base_id(term)) is not None}
         held: dict[int, set[str]] = {}
         for slot in slots:
             own = self._doc_terms.get(slot)
             if own is not None:
                 held[slot] = wanted.intersection(own.split(" "))
             else:
-                found = numbered.keys() & ids[offsets[slot]:offsets[slot + 1]]
-                held[slot] = {numbered[number] for number in found}
+                held[slot] = {term for term in wanted if self.bm25.holds(term, slot)}
         return held
 
     def supersession(self) -> tuple[list[tuple[int, int]], set[int]]:
@@ -188,12 +206,17 @@ class Corpus:
         return cached[1], cached[2]
 
     # -- changing -----------------------------------------------------------------------------
-    def store(self, doc: SearchDoc, frequencies: Mapping[str, int]) -> None:
-        """Add a document, or replace the one at the same path (only its postings change)."""
+    def store(self, doc: SearchDoc, frequencies: Mapping[str, int],
+              known: KnownTerms | None = None) -> KnownTerms | None:
+        """Add a document, or replace the one at the same path (only its postings change).
+        Returns the replaced version's ``KnownTerms`` when its terms came from outside this
+        process (``_terms_of``; ``known`` as there)."""
         slot = self.slot_of.get(doc.path)
+        looked_up = None
         if slot is not None:
+            terms, looked_up = self._terms_of(slot, known)
             self._unlink(slot, self.docs[slot])
-            self.bm25.remove(slot, self.terms_of(slot))
+            self.bm25.remove(slot, terms)
         else:
             slot = self._free.pop() if self._free else self._next_slot
             self._next_slot = max(self._next_slot, slot + 1)
@@ -203,17 +226,22 @@ class Corpus:
         self.bm25.add(slot, frequencies, doc.length)
         self._link(slot, doc)
         self._kind(slot, doc)
+        return looked_up
 
-    def remove(self, path: str) -> bool:
-        slot = self.slot_of.pop(path, None)
+    def remove(self, path: str, known: KnownTerms | None = None) -> KnownTerms | bool:
+        """Drop the document at ``path``: False when there is none; else its ``KnownTerms``
+        when its terms came from outside this process (as ``store``), else True."""
+        slot = self.slot_of.get(path)
         if slot is None:
             return False
+        terms, looked_up = self._terms_of(slot, known)
+        del self.slot_of[path]
         doc = self.docs.pop(slot)
         self._unlink(slot, doc)
-        self.bm25.remove(slot, self.terms_of(slot))
+        self.bm25.remove(slot, terms)
         self._doc_terms.pop(slot, None)
         self._free.append(slot)
-        return True
+        return looked_up if looked_up is not None else True
 
     def _kind(self, slot: int, doc: SearchDoc) -> None:
         key = (doc.space, doc.scope)

@@ -23,6 +23,9 @@ the approvals ledger changes, the files in the old and new regions are read agai
 
 Persistence (``store``): a snapshot plus a journal of per-document changes under
 ``vault.state("index")``. A missing, damaged or outdated snapshot is rebuilt from the files.
+The snapshot holds no document's terms (the recall file does): a loaded document's, needed
+only to remove its postings, are read from the recall file for that version, else found in
+the postings (``Corpus.terms_of``), and the journal records them with the change.
 Each change appends one journal line; the snapshot is rewritten once the journal holds a
 quarter of the corpus (or on ``flush``), so no single change rewrites the corpus. The recall
 file the hooks query is kept in step with the journal (``recall_mirror``).
@@ -51,7 +54,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from osk.search import index_files, recallfile
-from osk.search.corpus import Corpus, SearchDoc
+from osk.search.corpus import Corpus, KnownTerms, SearchDoc
 from osk.search.ranking import (
     FUSION_DEPTH,
     Hit,
@@ -139,7 +142,7 @@ class SearchIndex:
 
     def _reset_memory(self) -> None:
         self._memories += 1
-        self._corpus = Corpus()
+        self._corpus = self._with_stored_terms(Corpus())
         self._rejects: dict[str, tuple[StatKey, int]] = {}  # unusable files: stat, read time
         self._regions = Regions(self.vault)
         self._last_walk = -math.inf
@@ -445,7 +448,7 @@ class SearchIndex:
         try:
             with collector_paused():
                 snapshot = index_files.read_snapshot(self.directory, PARAMS)
-                self._corpus = Corpus.from_snapshot(snapshot)
+                self._corpus = self._with_stored_terms(Corpus.from_snapshot(snapshot))
             self._generation = snapshot.generation
         except index_files.Missing:
             self._reset_memory()
@@ -483,17 +486,24 @@ class SearchIndex:
         self._recall.rebuild(self._corpus)
         self.load_report = report
 
+    def _with_stored_terms(self, corpus: Corpus) -> Corpus:
+        """``corpus`` finding a loaded document's terms in the recall file (the snapshot holds
+        none), for this version of it only (``recallfile.stored_terms``)."""
+        corpus.stored_terms = lambda doc: recallfile.stored_terms(self.directory, doc, PARAMS)
+        return corpus
+
     def _replay(self, op: list[Any]) -> None:
         kind = op[0]
         if kind == "put":
             doc = SearchDoc.from_record(op[1])
-            self._corpus.store(doc, {str(term): int(tf) for term, tf in op[2].items()})
+            self._corpus.store(doc, {str(term): int(tf) for term, tf in op[2].items()},
+                               _known(op, 3))
         elif kind == "stat":
             known = self._corpus.get(op[1])
             if known is not None:
                 known.stat, known.read_ns = (op[2], op[3], op[4]), op[5]
         elif kind == "del":
-            self._corpus.remove(op[1])
+            self._corpus.remove(op[1], _known(op, 2))
         else:
             raise ValueError(f"unknown journal record {kind!r}")
 
@@ -644,13 +654,14 @@ class SearchIndex:
             return
         self._rejects.pop(rel, None)
         doc, frequencies = document(rel, served, stat, file_hash, read_ns)
-        self._corpus.store(doc, frequencies)
+        replaced = self._corpus.store(doc, frequencies)
         self._newest_ns = max(self._newest_ns, stat[1]) if self._newest_ns >= 0 else -1
-        self._pending.append(["put", doc.record(), dict(frequencies)])
+        self._pending.append(["put", doc.record(), dict(frequencies), *_recorded(replaced)])
 
     def _drop(self, rel: str) -> None:
-        if self._corpus.remove(rel):
-            self._pending.append(["del", rel])
+        removed = self._corpus.remove(rel)
+        if removed:
+            self._pending.append(["del", rel, *_recorded(removed)])
 
 
 # -- helpers ------------------------------------------------------------------------------------
@@ -660,6 +671,24 @@ def _walk(vault: Vault) -> Iterator[tuple[str, StatKey]]:
     from osk.store.catalog import walk_nodes
 
     return walk_nodes(vault)
+
+
+def _recorded(found: KnownTerms | bool | None) -> list[Any]:
+    """What a journal record carries of the version a change replaced or removed: its terms
+    when they were looked up outside this process (``Corpus.store``), so that a replay, which
+    replaces the same version, does not look them up again (by then the recall file holds
+    the change, not that version)."""
+    return [list(found)] if isinstance(found, tuple) else []
+
+
+def _known(op: list[Any], at: int) -> KnownTerms | None:
+    """The replaced version's terms a journal record carries at ``at`` (``_recorded``)."""
+    if len(op) <= at:
+        return None
+    content_hash, length, terms = op[at]
+    if not isinstance(terms, list) or not all(isinstance(term, str) for term in terms):
+        raise ValueError("a journal record's replaced terms are not a list of terms")
+    return str(content_hash), int(length), terms
 
 
 def _beside_seen(look: dict[str, Any]) -> dict[str, Any]:

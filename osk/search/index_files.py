@@ -9,19 +9,25 @@ answer, and the files need no lock.
 Snapshot (``snapshot.bin``)::
 
     OSK-SEARCH-INDEX\\n
-    {"version": 1, "params": {...}, "generation": "...", "sections": [...], "crc32": N}\\n
-    <meta JSON><offsets><slots><tfs><lengths><doc term offsets><doc terms>
+    {"version": 3, "params": {...}, "generation": "...", "sections": [...], "crc32": N}\\n
+    <meta JSON><offsets><slots><tfs><lengths>
 
-``meta`` is UTF-8 JSON (the vocabulary and per-document records); the other sections are raw
+``meta`` is UTF-8 JSON (the vocabulary and per-document records); each term's slots are in
+ascending order (version 3: a membership test is a binary search); the other sections are raw
 ``array`` bytes in the machine's byte order (the header names each one's type and size), so
-loading them is a copy, not a parse. ``doc terms`` lists each document's distinct terms as
-vocabulary numbers; it is read only to remove a document.
+loading them is a copy, not a parse. A document's distinct terms (needed only to remove it)
+are not here: the recall file holds them (``recallfile.stored_terms``), and the journal
+carries those a change looked up (``Corpus.store``). Version 2 also held them as vocabulary
+numbers (40 MB of 147 at 100,000 nodes); such a snapshot is read without them.
 The CRC covers every byte after the header line, so truncation and bit damage are both
 caught. No pickle or marshal: nothing in these files is ever executed or trusted blindly.
 
 Journal (``journal.jsonl``): a header line naming the snapshot generation it extends, then
-one ``CRC32HEX JSON`` line per change. A journal for another generation is ignored; replay
-stops at the first damaged line (a torn append), and the index then rewrites both files.
+one ``CRC32HEX JSON`` line per change: ``["put", record, {term: count}]``, ``["stat", path,
+size, mtime_ns, inode, read_ns]``, ``["del", path]``; a put or del that replaced a version
+whose terms were looked up outside the process ends with ``[content hash, length, terms]``.
+A journal for another generation is ignored; replay stops at the first damaged line (a torn
+append), and the index then rewrites both files.
 """
 
 from __future__ import annotations
@@ -37,15 +43,17 @@ from typing import Any
 from osk.store.fastclass import dataclass
 from osk.store.fsutil import atomic_write
 
-FORMAT_VERSION = 2  # 2: SearchDoc.supersedes holds a loose title key
+FORMAT_VERSION = 3  # 2: SearchDoc.supersedes holds a loose title key; 3: no per-document terms
+READABLE = (2, 3)  # a version 2 snapshot is read without its per-document terms
 MAGIC = b"OSK-SEARCH-INDEX\n"
 SNAPSHOT = "snapshot.bin"
 JOURNAL = "journal.jsonl"
-# The array sections, in file order. The postings' slots and counts and the documents' term
-# numbers are written in 8 or 16 bits when every value fits (``narrowest``): at 10,000 nodes
-# 16.2 MB of snapshot became 11.2 (docs/performance.md, "The recall file packed").
-_ARRAYS = ("offsets", "slots", "tfs", "lengths", "doc_term_offsets", "doc_terms")
-_NARROWED = ("slots", "tfs", "doc_terms")
+# The array sections, in file order. The postings' slots and counts are written in 8 or 16
+# bits when every value fits (``narrowest``): at 10,000 nodes 16.2 MB of snapshot became 11.2
+# (docs/performance.md, "The recall file packed").
+_ARRAYS = ("offsets", "slots", "tfs", "lengths")
+_NARROWED = ("slots", "tfs")
+_DROPPED = ("doc_term_offsets", "doc_terms")  # version 2's per-document terms, not read
 CODES = "BHI"  # the array types a section may have, narrowest first
 
 
@@ -67,10 +75,7 @@ class Snapshot:
     slots: array[int]
     tfs: array[int]
     lengths: array[int]  # by slot
-    # doc_term_offsets by slot plus one: document i's distinct terms are
-    # terms[j] for j in doc_terms[doc_term_offsets[i]:doc_term_offsets[i + 1]]
-    doc_term_offsets: array[int]
-    doc_terms: array[int]
+    sorted_slots: bool = True  # each term's slots ascending (version 3; 2 did not promise it)
 
 
 def new_generation() -> str:
@@ -133,7 +138,7 @@ def read_snapshot(directory: Path, params: dict[str, Any]) -> Snapshot:
         raise Damaged("header is not JSON") from None
     if not isinstance(header, dict):
         raise Damaged("header is not an object")
-    if header.get("version") != FORMAT_VERSION:
+    if header.get("version") not in READABLE:
         raise Damaged(f"format version {header.get('version')!r}, expected {FORMAT_VERSION}")
     if header.get("params") != params:
         raise Damaged("built with other tokenizer or ranking parameters")
@@ -142,7 +147,7 @@ def read_snapshot(directory: Path, params: dict[str, Any]) -> Snapshot:
         raise Damaged("written on a machine with another byte order or integer size")
     body = memoryview(data)[end + 1:]
     sections: Any = header.get("sections")  # any JSON: a wrong shape is Damaged below
-    expected = ["meta", *_ARRAYS]
+    expected = ["meta", *_ARRAYS] + (list(_DROPPED) if header["version"] == 2 else [])
     try:
         names = [section[0] for section in sections]
         sizes = [int(section[2]) for section in sections]
@@ -165,7 +170,7 @@ def _decode(header: dict[str, Any], body: memoryview, codes: list[str],
     except (ValueError, KeyError, TypeError):
         raise Damaged("metadata is not the expected JSON") from None
     arrays = []
-    for code, size in zip(codes[1:], sizes[1:], strict=True):
+    for code, size in zip(codes[1:1 + len(_ARRAYS)], sizes[1:1 + len(_ARRAYS)], strict=True):
         if code not in CODES:
             raise Damaged(f"unknown array type {code!r}")
         values = array(code)
@@ -174,13 +179,11 @@ def _decode(header: dict[str, Any], body: memoryview, codes: list[str],
         values.frombytes(body[position:position + size])
         arrays.append(values)
         position += size
-    offsets, slots, tfs, lengths, doc_term_offsets, doc_terms = arrays
-    if (not isinstance(terms, list) or not isinstance(docs, list) or len(lengths) != len(docs)
-            or len(doc_term_offsets) != len(docs) + 1
-            or doc_term_offsets[-1] != len(doc_terms)):
+    offsets, slots, tfs, lengths = arrays
+    if not isinstance(terms, list) or not isinstance(docs, list) or len(lengths) != len(docs):
         raise Damaged("metadata does not match the arrays")
     return Snapshot(str(header.get("generation")), header["params"], terms, docs,
-                    offsets, slots, tfs, lengths, doc_term_offsets, doc_terms)
+                    offsets, slots, tfs, lengths, header["version"] >= 3)
 
 
 # -- journal --------------------------------------------------------------------------------

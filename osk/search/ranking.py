@@ -295,7 +295,7 @@ class Ranking:
         total = sum(weight for _, weight in weights)
         if slot is None or total <= 0:
             return 0.0
-        held = set(self.corpus.terms_of(slot))
+        held = self.corpus.holding([slot], (term for term, _ in weights))[slot]
         return sum(weight for term, weight in weights if term in held) / total
 
     # -- factors ------------------------------------------------------------------------------

@@ -275,6 +275,27 @@ def _terms_of(stored: bytes) -> list[str]:
     return text.split(" ") if text else []
 
 
+def stored_terms(directory: Path, doc: SearchDoc, params: Mapping[str, Any]) -> list[str] | None:
+    """The distinct terms the recall file holds for this version of ``doc`` (the same content
+    hash and length, indexed with ``params``): what the index removes when the version
+    changes, the snapshot holding none. None when the file holds another version (a later
+    write mirrored there, another process's), none, or cannot be read: the caller then
+    finds them in its postings."""
+    try:
+        with closing(sqlite3.connect(f"file:{path_in(directory)}?mode=ro", uri=True)) as db:
+            meta = dict(db.execute("SELECT key, value FROM meta "
+                                   "WHERE key IN ('schema', 'params')"))
+            if meta.get("schema") != str(SCHEMA) or json.loads(meta.get("params", "0")) != params:
+                return None
+            row = db.execute("SELECT content_hash, length, terms FROM docs WHERE path = ?",
+                             (doc.path,)).fetchone()
+        if row is None or (row[0], row[1]) != (doc.content_hash, doc.length):
+            return None
+        return _terms_of(row[2])
+    except (sqlite3.Error, ValueError, zlib.error):  # UnicodeDecodeError is a ValueError
+        return None
+
+
 # A document's columns, as ``documents`` reads them back into a SearchDoc
 _RECORD = ("record, path, id, updated, space, scope, supersedes, size, mtime_ns, ino, "
            "file_hash, length, title_key, loose_key, content_hash")
@@ -506,8 +527,13 @@ class RecallCorpus:
         return self._pairs, {old for old, _ in self._pairs}
 
     def terms_of(self, row: int) -> list[str]:
-        """The document's terms among the query's (all ``Ranking.coverage`` asks of it)."""
+        """The document's terms among the query's (all ranking asks of it)."""
         return [term for term, rows in self.bm25.postings_by_term.items() if row in rows]
+
+    def holding(self, rows: Iterable[int], terms: Iterable[str]) -> dict[int, set[str]]:
+        """Which of ``terms`` each row holds, among the query's (``Corpus.holding``)."""
+        wanted = set(terms)
+        return {row: wanted.intersection(self.terms_of(row)) for row in rows}
 
 
 class _LazyDocs(dict):  # type: ignore[type-arg]

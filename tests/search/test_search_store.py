@@ -17,8 +17,7 @@ def snapshot(tf: int) -> index_files.Snapshot:
         generation="g1", params=PARAMS, terms=["alpha", "beta"],
         docs=[["record-0"], None, ["record-2"]],
         offsets=array("I", [0, 2, 3]), slots=array("I", [0, 2, 2]), tfs=array("I", [1, tf, 3]),
-        lengths=array("I", [1, 0, tf + 3]), doc_term_offsets=array("I", [0, 1, 1, 3]),
-        doc_terms=array("I", [0, 0, 1]),
+        lengths=array("I", [1, 0, tf + 3]),
     )
 
 
@@ -28,11 +27,10 @@ def test_a_snapshot_reads_back_exactly_what_was_written(tmp_path: Path, tf: int,
     index_files.write_snapshot(tmp_path, written)
     read = index_files.read_snapshot(tmp_path, PARAMS)
     assert read.tfs.typecode == code  # counts in the narrowest type that holds them
-    assert read.slots.typecode == read.doc_terms.typecode == "B"  # so slots and term numbers
+    assert read.slots.typecode == "B"  # and so slots
     assert read.offsets.typecode == "I"
     assert list(read.tfs) == list(written.tfs)
-    for name in ("generation", "terms", "docs", "offsets", "slots", "lengths",
-                 "doc_term_offsets", "doc_terms"):
+    for name in ("generation", "terms", "docs", "offsets", "slots", "lengths"):
         assert getattr(read, name) == getattr(written, name), name
 
 

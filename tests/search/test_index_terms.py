@@ -1,0 +1,215 @@
+"""A loaded document's terms, which the snapshot no longer holds (issue 26 item 1).
+
+The snapshot keeps the postings and the records; a document's distinct terms, needed only to
+remove its postings when it changes or goes, come from the recall file when it holds that very
+version, from the journal when a replay replaces a version a change looked up, and else from
+the postings themselves. Whichever way, what is left must be exactly the postings of an index
+built afresh from the files.
+"""
+
+from __future__ import annotations
+
+import json
+from array import array
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_search_index import write_node
+
+from osk.search import SearchIndex, index_files, recallfile
+from osk.search.bm25 import Bm25
+from osk.store.catalog import Catalog
+from osk.store.vault import Vault
+
+PARAMS = {"tokenizer": 1}
+
+
+def postings_by_path(index: SearchIndex) -> dict[str, dict[str, int]]:
+    """Every term's postings, by path (slots differ between indexes)."""
+    corpus = index._corpus
+    corpus_len = len(index)  # loads it
+    assert corpus_len == len(corpus.docs)
+    paths = {slot: doc.path for slot, doc in corpus.docs.items()}
+    held: dict[str, dict[str, int]] = {}
+    for term in corpus.bm25.all_terms():
+        found = {paths[slot]: tf for slot, tf in corpus.bm25.pairs(term)}
+        if found:
+            held[term] = found
+    return held
+
+
+def rebuilt(vault: Vault, tmp_path: Path) -> dict[str, dict[str, int]]:
+    """The postings of an index built afresh from the same files."""
+    index = SearchIndex(vault, refresh_interval=3600)
+    index.rebuild()
+    return postings_by_path(index)
+
+
+def loaded(vault: Vault) -> SearchIndex:
+    """A new process's index, loaded from the snapshot and journal, holding no terms."""
+    index = SearchIndex(vault, refresh_interval=0.0)
+    assert len(index) and index.load_report == "loaded"
+    assert not index._corpus._doc_terms  # every document is the snapshot's
+    return index
+
+
+@pytest.fixture
+def written(vault: Vault) -> Vault:
+    write_node(vault, "Domain/Crane.md", "the crane dances by the reeds at dawn")
+    write_node(vault, "Domain/Heron.md", "the heron fishes in the reeds")
+    write_node(vault, "Scope/app/Ibis.md", "the ibis wades where the crane dances")
+    first = SearchIndex(vault, refresh_interval=3600)
+    first.search("crane")
+    first.flush()
+    return vault
+
+
+def edit(vault: Vault) -> None:
+    write_node(vault, "Domain/Crane.md", "a crane now sleeps on one leg")
+    vault.abs("Domain/Heron.md").unlink()
+
+
+def test_a_loaded_document_changed_and_removed_leaves_the_postings_of_a_fresh_build(
+        written: Vault, tmp_path: Path, monkeypatch):
+    index = loaded(written)
+
+    def no_scan(self: Bm25, slot: int) -> list[str]:
+        raise AssertionError("the recall file holds this version: no pass over the postings")
+
+    monkeypatch.setattr(Bm25, "terms_holding", no_scan)
+    edit(written)
+    assert index.refresh()
+    monkeypatch.undo()
+    assert postings_by_path(index) == rebuilt(written, tmp_path)
+    assert [hit.title for hit in index.search("reeds")] == []
+    assert [hit.title for hit in index.search("dawn")] == []
+
+
+@pytest.mark.parametrize("recall", ["removed", "another version"])
+def test_without_this_version_in_the_recall_file_the_terms_come_from_the_postings(
+        written: Vault, tmp_path: Path, recall: str):
+    index = loaded(written)
+    directory = written.state("index")
+    if recall == "removed":
+        recallfile.remove(directory)
+    else:  # another process took a change the loaded index has not seen yet
+        write_node(written, "Domain/Crane.md", "a crane with other words: marsh egret")
+        other = SearchIndex(written, refresh_interval=0.0)
+        other.refresh()
+        assert recallfile.stored_terms(directory, index.doc("Domain/Crane.md"),
+                                       _params()) is None
+    edit(written)
+    index.refresh()
+    assert postings_by_path(index) == rebuilt(written, tmp_path)
+
+
+def test_a_replay_takes_the_terms_its_journal_recorded_not_the_recall_files_later_ones(
+        written: Vault, tmp_path: Path, monkeypatch):
+    index = loaded(written)
+    edit(written)
+    index.refresh()  # journaled; the recall file holds the change, no longer the loaded version
+    journal = (written.state("index") / index_files.JOURNAL).read_text("utf-8").splitlines()
+    records = [json.loads(line.split(" ", 1)[1]) for line in journal[1:]]
+    recorded = {record[1] if record[0] == "del" else record[1][0]: record[-1]
+                for record in records if record[0] in ("put", "del")}
+    assert sorted(recorded) == ["Domain/Crane.md", "Domain/Heron.md"]
+    assert "dawn" in recorded["Domain/Crane.md"][2]  # the replaced version's own terms
+
+    def no_scan(self: Bm25, slot: int) -> list[str]:
+        raise AssertionError("the journal holds the replaced version's terms")
+
+    monkeypatch.setattr(Bm25, "terms_holding", no_scan)
+    again = SearchIndex(written, refresh_interval=3600)
+    assert len(again) == 2 and again.load_report == "loaded"
+    monkeypatch.undo()
+    assert postings_by_path(again) == rebuilt(written, tmp_path)
+
+
+def test_a_journal_record_of_a_version_stored_in_process_carries_no_terms(written: Vault):
+    index = loaded(written)
+    write_node(written, "Domain/Egret.md", "an egret")
+    catalog = Catalog(written)
+    index.sync(catalog, catalog.refresh())
+    write_node(written, "Domain/Egret.md", "an egret again")
+    index.sync(catalog, catalog.refresh())
+    journal = (written.state("index") / index_files.JOURNAL).read_text("utf-8").splitlines()
+    puts = [json.loads(line.split(" ", 1)[1]) for line in journal[1:]]
+    assert [len(record) for record in puts if record[0] == "put"] == [3, 3]
+
+
+def _params() -> dict[str, Any]:
+    from osk.search.versions import PARAMS as params
+
+    return params
+
+
+@pytest.mark.parametrize("code", ["B", "H", "I"])
+def test_a_documents_terms_found_in_the_postings_are_exactly_those_holding_it(code: str):
+    # In 16 bits, 0x0102 then 0x0301 are the bytes 02 01 01 03: slot 0x0101 lies across the
+    # two, a match that names no posting (alpha does not hold it).
+    a, b, c = (2, 3, 1) if code == "B" else (0x0102, 0x0301, 0x0101)
+    terms = ["alpha", "beta", "gamma", "delta"]
+    lists = [[a, b], [c], [c, a], [c]]
+    slots = array(code, [slot for found in lists for slot in found])
+    offsets = array("I", [0, 2, 3, 5, 6])
+    bm25 = Bm25.from_base(terms, offsets, slots, array("I", [1] * 6), {a: 1, b: 1, c: 1})
+    assert sorted(bm25.terms_holding(c)) == ["beta", "delta", "gamma"]
+    assert sorted(bm25.terms_holding(a)) == ["alpha", "gamma"]
+    assert bm25.terms_holding(b) == ["alpha"]
+    assert bm25.terms_holding(7) == []
+    assert {slot: sorted(found) for slot, found in bm25.inverted().items()} == {
+        a: ["alpha", "gamma"], b: ["alpha"], c: ["beta", "delta", "gamma"]}
+    bm25.remove(c, ["gamma"])  # a materialised term decides for itself
+    assert sorted(bm25.terms_holding(c)) == ["beta", "delta"]
+    assert sorted(bm25.inverted()[c]) == ["beta", "delta"]
+
+
+def test_a_version_2_snapshot_is_read_without_its_per_document_terms(tmp_path: Path):
+    snapshot = index_files.Snapshot(
+        generation="g1", params=PARAMS, terms=["alpha", "beta"],
+        docs=[["record-0"], None, ["record-2"]], offsets=array("I", [0, 2, 3]),
+        slots=array("I", [0, 2, 2]), tfs=array("I", [1, 4, 3]), lengths=array("I", [1, 0, 7]))
+    index_files.write_snapshot(tmp_path, snapshot)
+    path = tmp_path / index_files.SNAPSHOT
+    data = path.read_bytes()
+    head_end = data.index(b"\n", len(index_files.MAGIC))
+    header = json.loads(data[len(index_files.MAGIC):head_end])
+    extra = array("I", [0, 1, 1, 3]).tobytes() + array("B", [0, 0, 1]).tobytes()
+    body = data[head_end + 1:] + extra
+    header["version"] = 2
+    header["sections"] += [["doc_term_offsets", "I", 16], ["doc_terms", "B", 3]]
+    import zlib
+
+    header["crc32"] = zlib.crc32(body)
+    path.write_bytes(index_files.MAGIC + json.dumps(header).encode() + b"\n" + body)
+    read = index_files.read_snapshot(tmp_path, PARAMS)
+    for name in ("generation", "terms", "docs", "offsets", "slots", "lengths"):
+        assert getattr(read, name) == getattr(snapshot, name), name
+    header["version"] = 3  # the same sections under version 3 are not a version 3 snapshot
+    path.write_bytes(index_files.MAGIC + json.dumps(header).encode() + b"\n" + body)
+    with pytest.raises(index_files.Damaged, match="sections"):
+        index_files.read_snapshot(tmp_path, PARAMS)
+
+
+@pytest.mark.parametrize("in_order", [True, False])
+def test_membership_is_answered_from_the_postings_and_a_snapshot_writes_them_in_order(
+        in_order: bool):
+    # An older snapshot's slots may be in any order (a reused slot was appended): it is asked
+    # through a dict, and written back in order.
+    terms = ["alpha", "beta"]
+    slots = array("I", [1, 4, 9] if in_order else [9, 1, 4]) + array("I", [4])
+    tfs = array("I", [1, 2, 3, 5])
+    bm25 = Bm25.from_base(terms, array("I", [0, 3, 4]), slots, tfs, {1: 3, 4: 9, 9: 3},
+                          sorted_slots=in_order)
+    for term in terms:
+        for slot in range(12):
+            assert bm25.holds(term, slot) == (slot in dict(bm25.pairs(term))), (term, slot)
+    bm25.add(0, {"beta": 7}, 7)  # a reused low slot lands after the others in the dict
+    assert bm25.holds("beta", 0) and not bm25.holds("alpha", 0)
+    written, offsets, out_slots, out_tfs = bm25.to_base()
+    for i, term in enumerate(written):
+        run = list(out_slots[offsets[i]:offsets[i + 1]])
+        assert run == sorted(run), term
+        assert dict(zip(run, out_tfs[offsets[i]:offsets[i + 1]], strict=True)) == dict(
+            bm25.pairs(term))
