@@ -459,8 +459,9 @@ class SearchIndex:
         else:
             ops, unusable = index_files.read_journal(self.directory, self._generation)
             try:
+                looked_up = self._corpus.known_for(_unnamed(ops))
                 for op in ops:
-                    self._replay(op)
+                    self._replay(op, looked_up)
             except (ValueError, TypeError, KeyError, IndexError) as exc:
                 self._reset_memory()
                 self._build(f"rebuilt: damaged journal ({exc})", known=known)
@@ -492,18 +493,20 @@ class SearchIndex:
         corpus.stored_terms = lambda doc: recallfile.stored_terms(self.directory, doc, PARAMS)
         return corpus
 
-    def _replay(self, op: list[Any]) -> None:
+    def _replay(self, op: list[Any], known: dict[str, KnownTerms]) -> None:
+        """Apply one journal record; ``known``: loaded versions' terms found beforehand for
+        records that carry none (``_unnamed``)."""
         kind = op[0]
         if kind == "put":
             doc = SearchDoc.from_record(op[1])
             self._corpus.store(doc, {str(term): int(tf) for term, tf in op[2].items()},
-                               _known(op, 3))
+                               _known(op, 3) or known.get(doc.path))
         elif kind == "stat":
-            known = self._corpus.get(op[1])
-            if known is not None:
-                known.stat, known.read_ns = (op[2], op[3], op[4]), op[5]
+            held = self._corpus.get(op[1])
+            if held is not None:
+                held.stat, held.read_ns = (op[2], op[3], op[4]), op[5]
         elif kind == "del":
-            self._corpus.remove(op[1], _known(op, 2))
+            self._corpus.remove(op[1], _known(op, 2) or known.get(op[1]))
         else:
             raise ValueError(f"unknown journal record {kind!r}")
 
@@ -689,6 +692,23 @@ def _known(op: list[Any], at: int) -> KnownTerms | None:
     if not isinstance(terms, list) or not all(isinstance(term, str) for term in terms):
         raise ValueError("a journal record's replaced terms are not a list of terms")
     return str(content_hash), int(length), terms
+
+
+def _unnamed(ops: list[list[Any]]) -> set[str]:
+    """The paths whose first journal record replaces or removes a version without its terms
+    (an older osk's, or another process's that held them; a later record replaces what the
+    replay stored): a replay finds those of the loaded versions at once
+    (``Corpus.known_for``), in one pass when they are many."""
+    paths: set[str] = set()
+    seen: set[str] = set()
+    for op in ops:
+        if op[0] not in ("put", "del"):
+            continue
+        path = str(op[1][0] if op[0] == "put" else op[1])
+        if path not in seen and len(op) == (3 if op[0] == "put" else 2):
+            paths.add(path)
+        seen.add(path)
+    return paths
 
 
 def _beside_seen(look: dict[str, Any]) -> dict[str, Any]:

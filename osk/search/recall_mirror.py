@@ -26,8 +26,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("osk.search")
 
-STALE_ALONE = 16  # documents a catch-up finds the terms of one at a time (``catch_up``)
-
 
 class RecallMirror:
     """The recall file of one index directory, as this index last wrote it.
@@ -71,7 +69,7 @@ class RecallMirror:
         recallfile.forget_look(self.directory)
         try:
             recallfile.RecallWriter(self.directory).rebuild(corpus.docs, corpus.bm25, meta,
-                                                             corpus.every_terms())
+                                                             corpus.terms_for(corpus.docs))
             self.written = meta
         except (sqlite3.Error, OSError, recallfile.Unusable) as exc:
             if not recallfile.busy(exc):  # busy: the file stays; the next load compares it
@@ -94,9 +92,9 @@ class RecallMirror:
                     corpus.bm25.adopt_average_idf(meta["n"], meta["average_idf"])
                 return
             ops: list[list[Any]] = [["del", rel] for rel in gone]
-            # each document's terms found alone costs a pass over the postings when the file
-            # holds another version of it (as here): many at once, one pass for all
-            terms_of = corpus.every_terms() if len(stale) > STALE_ALONE else corpus.terms_of
+            # each document's terms found alone cost a pass over the postings when the file
+            # holds another version of it (as here): many at once, one inversion for all
+            terms_of = corpus.terms_for([corpus.slot_of[doc.path] for doc in stale])
             for doc in stale:
                 slot = corpus.slot_of[doc.path]
                 frequencies = {term: corpus.bm25.postings(term)[slot]

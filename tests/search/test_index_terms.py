@@ -54,6 +54,14 @@ def loaded(vault: Vault) -> SearchIndex:
     return index
 
 
+def forbid_scan(monkeypatch: pytest.MonkeyPatch, why: str) -> None:
+    """Fail the test if a document's terms are searched for in the postings."""
+    def no_scan(self: Bm25, slot: int) -> list[str]:
+        raise AssertionError(why)
+
+    monkeypatch.setattr(Bm25, "terms_holding", no_scan)
+
+
 @pytest.fixture
 def written(vault: Vault) -> Vault:
     write_node(vault, "Domain/Crane.md", "the crane dances by the reeds at dawn")
@@ -74,10 +82,7 @@ def test_a_loaded_document_changed_and_removed_leaves_the_postings_of_a_fresh_bu
         written: Vault, tmp_path: Path, monkeypatch):
     index = loaded(written)
 
-    def no_scan(self: Bm25, slot: int) -> list[str]:
-        raise AssertionError("the recall file holds this version: no pass over the postings")
-
-    monkeypatch.setattr(Bm25, "terms_holding", no_scan)
+    forbid_scan(monkeypatch, "the recall file holds this version: no pass over the postings")
     edit(written)
     assert index.refresh()
     monkeypatch.undo()
@@ -116,10 +121,7 @@ def test_a_replay_takes_the_terms_its_journal_recorded_not_the_recall_files_late
     assert sorted(recorded) == ["Domain/Crane.md", "Domain/Heron.md"]
     assert "dawn" in recorded["Domain/Crane.md"][2]  # the replaced version's own terms
 
-    def no_scan(self: Bm25, slot: int) -> list[str]:
-        raise AssertionError("the journal holds the replaced version's terms")
-
-    monkeypatch.setattr(Bm25, "terms_holding", no_scan)
+    forbid_scan(monkeypatch, "the journal holds the replaced version's terms")
     again = SearchIndex(written, refresh_interval=3600)
     assert len(again) == 2 and again.load_report == "loaded"
     monkeypatch.undo()
@@ -213,3 +215,28 @@ def test_membership_is_answered_from_the_postings_and_a_snapshot_writes_them_in_
         assert run == sorted(run), term
         assert dict(zip(run, out_tfs[offsets[i]:offsets[i + 1]], strict=True)) == dict(
             bm25.pairs(term))
+
+
+@pytest.mark.parametrize("alone", [1000, 1])
+def test_a_journal_whose_records_name_no_terms_replays_exactly_one_at_a_time_or_at_once(
+        written: Vault, tmp_path: Path, monkeypatch, alone: int):
+    from osk.search import corpus as corpus_mod
+
+    index = loaded(written)
+    edit(written)
+    index.refresh()
+    directory = written.state("index")
+    lines = (directory / index_files.JOURNAL).read_text("utf-8").splitlines()
+    records = [json.loads(line.split(" ", 1)[1]) for line in lines[1:]]
+    stripped = [record[:3] if record[0] == "put" else record[:2] if record[0] == "del"
+                else record for record in records]  # as an older osk wrote them
+    assert stripped != records
+    index_files.reset_journal(directory, json.loads(lines[0])["generation"])
+    index_files.append_journal(directory, stripped)
+    monkeypatch.setattr(corpus_mod, "ALONE", alone)
+    if alone == 1:  # two loaded versions to find: one inversion, no search for each
+        forbid_scan(monkeypatch, "more than ALONE: one inversion for all")
+    again = SearchIndex(written, refresh_interval=3600)
+    assert len(again) == 2 and again.load_report == "loaded"
+    monkeypatch.undo()
+    assert postings_by_path(again) == rebuilt(written, tmp_path)
