@@ -1,11 +1,14 @@
 """Writers killed with SIGKILL inside the search index's own writes (issue 26).
 
-A node write's last step hands the change to the index, which appends its journal and then
-mirrors the change into the recall file in one SQLite transaction. A real child process kills
-itself between those two, and inside the recall file's transaction before it commits; and a
-real `osk import` is killed at seeded random moments (``OSK_CRASH_TRIALS`` trials, 3 in CI).
-Afterwards the next open must mend what was cut short: the index, the recall file a fresh
-`osk search` ranks from, and the files agree, and a fresh search finds the node written.
+A node write's last step hands the change to the index, which mirrors the change into the
+recall file in one SQLite transaction and then appends its journal. A real child process kills
+itself inside the recall file's transaction before it commits, between the two, and after
+both; and a real `osk import` is killed at seeded random moments (``OSK_CRASH_TRIALS``
+trials, 3 in CI). Afterwards the next open must mend what was cut short: the index, the
+recall file a fresh `osk search` ranks from, and the files agree, and a fresh search finds the
+node written. A write that replaces a version the index loaded removes that version's
+postings by the terms the recall file holds for it, the file the same commit changes: there
+the next open must also leave exactly the postings of an index built afresh.
 """
 
 from __future__ import annotations
@@ -124,3 +127,76 @@ def test_osk_import_killed_at_random_moments_leaves_index_and_files_agreeing(
     assert held == files and mirrored == files
     assert len(files) == 121  # every line and the cluster's hub
     assert fresh_search(vault, "w0119") == ["Imported 0119"]
+
+
+CHILD_UPDATE = r'''
+import os, signal, sys
+from pathlib import Path
+from osk.engine.core import Engine
+from osk.calls.request import NodeEdit
+from osk.search import index_files, recallfile
+
+vault, point = sys.argv[1:3]
+armed = False
+
+def die():
+    os.kill(os.getpid(), signal.SIGKILL)
+
+real_mirror = recallfile.RecallWriter.mirror
+def mirror(self, ops, meta):
+    real_mirror(self, ops, meta)
+    if armed and point == "after-recall":
+        die()  # the recall file holds the change, the journal never gets it
+recallfile.RecallWriter.mirror = mirror
+
+real_put = recallfile._put
+def put(db, lengths, doc, frequencies, *, path=""):
+    real_put(db, lengths, doc, frequencies, path=path)
+    if armed and point == "inside-recall":
+        die()
+recallfile._put = put
+
+real_append = index_files.append_journal
+def append_journal(directory, ops):
+    real_append(directory, ops)
+    if armed and point == "after-journal":
+        die()
+index_files.append_journal = append_journal
+
+eng = Engine.open(vault, cwd=Path(vault), actor="user")
+eng.search("narwhal")  # the node is a version the index loaded: its terms are not held here
+armed = True
+eng.update_node("Narwhal tusks", NodeEdit(old_text="is a tooth", new_text="is ivory"))
+print("NOT KILLED", flush=True)
+'''
+
+
+@pytest.mark.parametrize("point", ["inside-recall", "after-recall", "after-journal"])
+def test_a_writer_killed_while_it_replaces_a_loaded_version_leaves_exact_postings(
+        vault: Vault, point: str):
+    # The replaced version's terms come from the recall file, which the same commit then
+    # changes: whichever side of it the writer dies on, the next open removes exactly them.
+    from test_index_terms import postings_by_path
+
+    from osk.calls.request import NewNode
+
+    engine = Engine.open(vault, cwd=vault.root, actor="user")
+    engine.create_node(NewNode("animals", "What animals do", "The animals cluster.\n",
+                               space="Domain", cluster="animals", drafter="test"))
+    engine.create_node(NewNode("Narwhal tusks", "Tusks", "The narwhal tusk is a tooth.\n",
+                               space="Domain", cluster="animals", drafter="test"))
+    engine.search("narwhal")
+    SearchIndex(vault).flush()  # the journal folded: both nodes are the snapshot's
+    done = subprocess.run([sys.executable, "-c", CHILD_UPDATE, str(vault.root), point],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == -signal.SIGKILL, (done.stdout, done.stderr)
+    after = SearchIndex(vault, refresh_interval=0.0)  # the next open
+    assert [hit.title for hit in after.search("tooth")] == []
+    assert [hit.title for hit in after.search("ivory")] == ["Narwhal tusks"]
+    files, held, mirrored = agreement(vault)
+    assert held == files and mirrored == files
+    assert fresh_search(vault, "ivory") == ["Narwhal tusks"]
+    assert fresh_search(vault, "tooth") == []
+    rebuilt = SearchIndex(vault)  # last: it writes the index anew
+    rebuilt.rebuild()
+    assert postings_by_path(after) == postings_by_path(rebuilt)
