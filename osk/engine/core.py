@@ -111,6 +111,7 @@ class Engine:
     _index: SearchIndex | None = None
     _rounds: RoundIndex | None = None
     _round_vectors: Any = None  # the rounds' RoundVectors (None: the semantic channel is off)
+    _watch_rounds: bool = False  # a long-running process's choice (``open``'s ``watch``)
     embed_after_writes: bool = False  # the MCP server's choice: see embed_in_background
     _embedder: threading.Thread | None = None
     _scope_answers: tuple[Session | None, dict[str | None, bool]] = field(
@@ -139,6 +140,7 @@ class Engine:
         engine = cls(found, catalog, rechecks, routing, reads, actor, ctx)
         if watch:
             ctx.fresh.watch()
+            engine._watch_rounds = True  # the raw folders too (``RoundIndex``'s ``watch``)
         engine.refresh()
         return engine
 
@@ -599,7 +601,7 @@ class Engine:
         if self._rounds is None:
             from osk.search.round_vectors import RoundVectors
 
-            self._rounds = RoundIndex(self.vault)
+            self._rounds = RoundIndex(self.vault, watch=self._watch_rounds)
             self._round_vectors = RoundVectors.for_vault(self.vault)
         return self._rounds, self._round_vectors
 

@@ -17,9 +17,11 @@ Scores are FTS5's ``bm25(terms, 1.0, context)`` over the same terms (k1 = 1.2, b
 idf of 1e-6 for a term in over half the rounds, a neighbour's word counted at the ``context``
 weight, a round's length counting both its words and its neighbours'), computed in the order
 FTS5 sums them. The top-k (``top``) reads the blocks of the term with the most left to give,
-scores a round whole (from its stored terms) only when what it could reach is not below the
+scores a round whole (from its forward list) only when what it could reach is not below the
 k-th score, and stops when the sum of what every term could still give is below it: the same
-rounds, scores and order (ties by row) as scoring every round holding a query term.
+rounds, scores and order (ties by row) as scoring every round holding a query term. A round is
+scored whole from its forward list (``forward``: its terms' ids, each with its count in the
+round's own words and in its neighbours'), a few binary searches, not a count in its text.
 
 Standard library only: the prompt-submit hook queries it.
 """
@@ -31,6 +33,7 @@ import math
 import sqlite3
 import sys
 from array import array
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -44,13 +47,15 @@ MARGIN = 1e-9
 BLOCK = 128  # postings in a term's first blocks of impact order, and in a fresh block
 DOUBLING = 4  # later blocks of the impact order double in size every this many blocks
 FRESH_SHARE = 8  # a term is put in order again when over 1/FRESH_SHARE of it is fresh
-# Rounds scored whole from their stored terms cost about 10 us each, a posting read 0.3 us
+# Rounds scored whole from their forward lists cost about 4 us each, a posting read 0.3 us
 # (POSTINGS_A_ROUND of them a round): a query scores the rounds that could still reach the
 # k-th once they are at most FEW; while more, it reads on for as many postings as scoring
 # them would cost, counting them again after the unread fell WIDER times further below it.
+# (Counted in their text, rounds cost 10 us and this was 32; at 200,000 rounds 12 against
+# 32 cut the top-k's mean 4.2 -> 3.6 ms, a FEW of 128 or 384 cost more: docs/performance.md.)
 FEW = 256
 WIDER = 1.25
-POSTINGS_A_ROUND = 32
+POSTINGS_A_ROUND = 12
 CAPPED = 255  # a count stored as this is at least this (its bound is BM25's supremum)
 LONGEST = 0xFFFF  # a length stored as this is at least this (a bound takes it as this)
 MARKS = 500  # host parameters in one IN (...)
@@ -64,6 +69,7 @@ CREATE TABLE IF NOT EXISTS heads (
     size INTEGER NOT NULL, fb INTEGER NOT NULL, fc INTEGER NOT NULL, least INTEGER NOT NULL,
     PRIMARY KEY (term, block)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS postings (place INTEGER PRIMARY KEY, data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS forward (row INTEGER PRIMARY KEY, data BLOB NOT NULL);
 """
 # A block's postings are kept at ``place(term, block)`` in a table of their own: a WITHOUT
 # ROWID table of kilobyte rows took twice their size on disk, and reading the blocks' heads
@@ -80,7 +86,7 @@ def place(term: int, block: int) -> int:
 def _places(term: int) -> tuple[int, int]:
     """The range of a term's places, for a BETWEEN."""
     return term * PLACES, term * PLACES + PLACES - 1
-NAMES = ("vocab", "heads", "postings")
+NAMES = ("vocab", "heads", "postings", "forward")
 
 
 def gain(f: float, length: float, avgdl: float) -> float:
@@ -103,43 +109,57 @@ def idf(size: int, df: int) -> float:
     return value if value > 0.0 else IDF_FLOOR
 
 
-def length_of(terms: str) -> int:
-    """How many space-separated terms ``terms`` holds."""
-    return terms.count(" ") + 1 if terms else 0
-
-
-def occurrences(padded: str, term: str) -> int:
-    """How often ``term`` is one of the space-separated terms of ``padded`` (the terms with
-    a space either side). One scan when it is not there; " term " found twice in a row
-    shares a space, so only then are the terms split and counted."""
-    word = f" {term} "
-    found = padded.count(word)
-    if found and f" {term}{word}" in padded:
-        return padded.split().count(term)
-    return found
-
-
-def score(terms: Sequence[tuple[str, float]], counts: Sequence[tuple[int, int] | None],
-          own: str, around: str, context: float, avgdl: float) -> float:
-    """A round's score, summed as FTS5 sums it: per query term in order, its count in the
-    round's own terms (1.0 an occurrence), then ``context`` for each occurrence among its
-    neighbours'; the round's length counts both. ``counts``: a term's (own, neighbours')
-    counts where they are known, else None (counted in ``own`` and ``around``)."""
-    length = length_of(own) + length_of(around)
-    mine = theirs = ""
+def score(weights: Sequence[float], counts: Sequence[tuple[int, int]], length: int,
+          context: float, avgdl: float) -> float:
+    """A round's score, summed as FTS5 sums it: per query term in order (its idf, its counts
+    in the round's own words and its neighbours'), 1.0 an occurrence in its own words, then
+    ``context`` for each among its neighbours'; ``length`` counts both."""
     total = 0.0
-    for (term, weight), known in zip(terms, counts, strict=True):
-        if known is None:
-            if not mine:
-                mine, theirs = f" {own} ", f" {around} "
-            known = (occurrences(mine, term), occurrences(theirs, term) if context else 0)
-        f = float(known[0])
+    for weight, (own, around) in zip(weights, counts, strict=True):
+        f = float(own)
         if context:
-            for _ in range(known[1]):
+            for _ in range(around):
                 f += context
         if f:
             total += weight * gain(f, length, avgdl)
     return total
+
+
+# -- a round's forward list ----------------------------------------------------------------------
+# A round's row in ``forward``: its length (its words and its neighbours') and how many terms it
+# holds (two native 32-bit words), its terms' vocabulary ids in ascending order (32 bits each),
+# then each term's count in the round's own words, then in its neighbours', every count in the
+# narrowest of 1, 2 or 4 bytes that holds the round's largest (exact: a query scores from them).
+WIDTHS = ((0xFF, "B"), (0xFFFF, "H"), (0xFFFFFFFF, "I"))
+
+
+def forward(length: int, counts: dict[int, tuple[int, int]]) -> bytes:
+    """A round's forward list from its length and each term id's (own, neighbours') counts."""
+    idents = sorted(counts)
+    largest = max((max(pair) for pair in counts.values()), default=0)
+    code = next(code for top, code in WIDTHS if largest <= top)
+    return b"".join((array("I", (length, len(idents))).tobytes(), array("I", idents).tobytes(),
+                     array(code, [counts[i][0] for i in idents]).tobytes(),
+                     array(code, [counts[i][1] for i in idents]).tobytes()))
+
+
+def counts_in(data: bytes, idents: Sequence[int]) -> tuple[int, list[tuple[int, int]]]:
+    """A round's length, and the (own, neighbours') counts of each of ``idents`` (0, 0 for a
+    term it does not hold), read from its forward list by binary search."""
+    view = memoryview(data)
+    length, many = view[:8].cast("I")
+    if not many:
+        return length, [(0, 0)] * len(idents)
+    held = view[8:8 + 4 * many].cast("I")
+    rest = view[8 + 4 * many:]
+    width = len(rest) // (2 * many)
+    counts = rest.cast("B") if width == 1 else rest.cast("H") if width == 2 else rest.cast("I")
+    found = []
+    for ident in idents:
+        at = bisect_left(held, ident)
+        found.append((counts[at], counts[many + at]) if at < many and held[at] == ident
+                     else (0, 0))
+    return length, found
 
 
 # -- writing -------------------------------------------------------------------------------------
@@ -147,10 +167,23 @@ class Pending:
     """What one refresh changes in the postings, written together by ``flush``: each term's
     document counts (in rounds' own words, in any of their words) and its new postings."""
 
-    def __init__(self) -> None:
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
         # term -> [rounds gained holding it in their own words, in any, its new postings
         # as (row << 32 | descriptor)]
         self.terms: dict[str, list[Any]] = {}
+        self.ids: dict[str, int] = {}  # term -> its vocabulary id (a new term's row made)
+
+    def ident(self, term: str) -> int:
+        """``term``'s vocabulary id; a term new to the index gets its row now (its counts are
+        written by ``flush``), so a round's forward list can name it."""
+        found = self.ids.get(term)
+        if found is None:
+            row = self.db.execute("SELECT id FROM vocab WHERE term=?", (term,)).fetchone()
+            found = self.ids[term] = int(row[0]) if row is not None else int(self.db.execute(
+                "INSERT INTO vocab (term, body, any, postings, fresh) VALUES (?, 0, 0, 0, 0)",
+                (term,)).lastrowid or 0)
+        return found
 
     def _of(self, term: str) -> list[Any]:
         entry = self.terms.get(term)
@@ -159,11 +192,15 @@ class Pending:
         return entry
 
     def add(self, row: int, own: Sequence[str], around: Sequence[str]) -> None:
-        """A round's postings. A descriptor is the term's count in the round's own words
-        (bits 24-31), in its neighbours' (16-23), each at most ``CAPPED``, and the round's
-        length (its words and its neighbours', 0-15), at most ``LONGEST``."""
+        """A round's postings and its forward list. A descriptor is the term's count in the
+        round's own words (bits 24-31), in its neighbours' (16-23), each at most ``CAPPED``,
+        and the round's length (its words and its neighbours', 0-15), at most ``LONGEST``."""
         base = (row << 32) | min(len(own) + len(around), LONGEST)
         mine, theirs = Counter(own), Counter(around)
+        ident = self.ident
+        self.db.execute("INSERT INTO forward VALUES (?, ?)", (row, forward(
+            len(own) + len(around), {ident(term): (mine.get(term, 0), theirs.get(term, 0))
+                                     for term in mine.keys() | theirs.keys()})))
         terms = self.terms
         for term, count in mine.items():  # the hot loop of a rebuild: no calls in it
             more = theirs.get(term, 0)
@@ -353,7 +390,8 @@ def top(db: sqlite3.Connection, terms: Sequence[str], k: int, context: float,
                    * (1 + MARGIN), block, many) for block, many, fb, fc, least in db.execute(
             "SELECT block, size, fb, fc, least FROM heads WHERE term=?", (ident,))]
         lists.append(_List(ident, weight, bounds))
-    return _Search(db, weights, lists, k, context, avgdl, accept).run()
+    return _Search(db, weights, [found[term][0] for term, _ in weights], lists, k, context,
+                   avgdl, accept).run()
 
 
 class _Search:
@@ -362,18 +400,18 @@ class _Search:
     summed in another order: a lower bound within ``MARGIN``) to the round's sum. A round
     can reach at most its sum plus what the terms not yet read for it could still give.
     Once what no round read could reach is below the k-th sum of rounds ``accept`` keeps,
-    only the rounds that could reach it (few) are scored whole from their stored terms."""
+    only the rounds that could reach it (few) are scored whole from their forward lists."""
 
     def __init__(self, db: sqlite3.Connection, weights: list[tuple[str, float]],
-                 lists: list[_List], k: int, context: float, avgdl: float,
+                 idents: list[int], lists: list[_List], k: int, context: float, avgdl: float,
                  accept: Accept) -> None:
         self.db, self.weights, self.lists, self.k = db, weights, lists, k
+        self.idents = idents  # each weighted term's vocabulary id
         self.context, self.avgdl, self.accept = context, avgdl, accept
         self.sums: dict[int, float] = {}  # row -> what the terms read for it give
         self.read: dict[int, int] = {}  # row -> the terms read for it (a bit each)
         self.unsure: dict[int, float] = {}  # row -> the most its capped postings give
         self.kept: dict[int, bool] = {}  # row -> whether ``accept`` keeps it
-        self.taken: list[tuple[int, array[int], array[int]]] = []  # (term, rows, descs)
         self.most = 0.0  # the largest sum
         self.kth = -math.inf  # the k-th largest sum of rounds kept, when last found
 
@@ -412,7 +450,6 @@ class _Search:
         (data,) = self.db.execute("SELECT data FROM postings WHERE place=?",
                                   (place(lst.term, block),)).fetchone()
         rows, descs = _decode(data)
-        self.taken.append((i, rows, descs))
         gives: dict[int, float | None] = {}
         context, avgdl, weight, bit = self.context, self.avgdl, lst.weight, 1 << i
         sums, read, unsure = self.sums, self.read, self.unsure
@@ -474,24 +511,17 @@ class _Search:
         return reaching
 
     def _finish(self, rows: list[int]) -> list[tuple[int, float]]:
-        """Score ``rows`` whole; the best k that ``accept`` keeps. A term's counts read in
-        its postings are taken from there, the others counted in the round's stored terms.
+        """Score ``rows`` whole from their forward lists; the best k that ``accept`` keeps.
         A row gone (a dead posting's) gives nothing."""
-        wanted = set(rows)
-        known: dict[int, list[tuple[int, int] | None]] = {
-            row: [None] * len(self.weights) for row in rows}
-        for i, held, descs in self.taken:
-            for row, desc in zip(held, descs, strict=True):
-                if row in wanted and desc >> 24 < CAPPED and (desc >> 16) & 0xFF < CAPPED:
-                    known[row][i] = (desc >> 24, (desc >> 16) & 0xFF)
         best: list[tuple[float, int]] = []  # a heap of (score, -row): the k-th first
+        weights = [weight for _, weight in self.weights]
         for at in range(0, len(rows), MARKS):
             chunk = rows[at:at + MARKS]
-            for row, own, around in self.db.execute(
-                    f"SELECT row, body, context FROM terms WHERE row IN "
+            for row, data in self.db.execute(
+                    f"SELECT row, data FROM forward WHERE row IN "
                     f"({','.join('?' * len(chunk))})", chunk):
-                entry = (score(self.weights, known[row], own, around, self.context,
-                               self.avgdl), -row)
+                length, counts = counts_in(data, self.idents)
+                entry = (score(weights, counts, length, self.context, self.avgdl), -row)
                 if len(best) >= self.k and entry <= best[0] or not self._keeps(row):
                     continue
                 if len(best) < self.k:

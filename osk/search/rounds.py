@@ -14,8 +14,11 @@ It is a cache of the raw record files, kept by their stat keys: every query firs
 record files (one ``os.stat`` each) and reads any record whose stat changed or that is new (an
 append: only its last rounds, ``osk.capture.raw.read_tail``),
 so a round captured by a hook, by ``append_raw`` or landed by sync is found by the next query,
-and a redaction (which rewrites the record) removes the round's old terms at once. Standard
-library only: the prompt-submit hook queries it too.
+and a redaction (which rewrites the record) removes the round's old terms at once. A
+long-running process (the MCP server) has the kernel report changes to the raw folders instead
+(``watch``, ``osk.store.watch``): while nothing was reported since it last saw the index agree
+with them (and the index file and the exclusions are unmoved), a query stats no record file.
+Standard library only: the prompt-submit hook queries it too.
 
 A round the person excluded (``osk exclude``, ``osk.capture.exclusions``), alone or with its
 conversation, is never indexed: its terms are neither a document nor its neighbours' context,
@@ -45,7 +48,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from osk.capture.exclusions import Excluded, excluded
-from osk.search.round_postings import NAMES, TABLES, Accept, Pending, flush, top
+from osk.search.round_postings import NAMES, TABLES, Accept, Pending, counts_in, flush, top
 from osk.search.tokenize import tokenize, tokenize_prose
 from osk.store.fastclass import dataclass
 from osk.store.fsutil import StatKey, stat_key
@@ -54,13 +57,15 @@ from osk.store.vault import Vault
 
 if TYPE_CHECKING:
     from osk.capture.raw import Tail
+    from osk.store.watch import Watch
 
-SCHEMA = 10  # 4: each round's neighbours as a second column; 5: the vocabulary by column;
+SCHEMA = 11  # 4: each round's neighbours as a second column; 5: the vocabulary by column;
 # 6: a round's first TEXT_CHARS kept, to cut excerpts from around the words asked; 7: the
 # rounds' count and total length kept by triggers (a query read them by scanning every round);
 # 8: where a record's next read resumes (``raw.Mark``), so an append reads its tail only;
 # 9: terms made by ``tokenize_prose`` (whole Snowball stems); 10: our own postings in impact
-# order (``round_postings``) instead of FTS5, a round's row never reused
+# order (``round_postings``) instead of FTS5, a round's row never reused; 11: each round's
+# forward list (its terms' ids and counts), scored whole from it instead of from its text
 FILE = "rounds.sqlite"
 LOCK = "rounds.lock"
 VECTORS = "round_vectors"  # the folder of the rounds' vectors, beside FILE
@@ -250,7 +255,10 @@ class RoundIndex:
 
     Error = sqlite3.Error  # what a reader catches without importing sqlite3 itself
 
-    def __init__(self, vault: Vault) -> None:
+    def __init__(self, vault: Vault, *, watch: bool = False) -> None:
+        """``watch``: a long-running process's choice: have the kernel report changes to the
+        raw folders, so a query that finds none stats no record file (where no complete report
+        can be had, every query stats them as before)."""
         self.vault = vault
         self.path = vault.state("index") / FILE
         self._log = self.path.with_name(f"{FILE}-wal")
@@ -261,12 +269,37 @@ class RoundIndex:
         # ``records()`` as last read, and the file's stats then: a search with the semantic
         # channel asks for it every time, and a connection cost more than the vector scan.
         self._listed: tuple[tuple[StatKey | None, StatKey | None], Listed] | None = None
+        self._watching = watch
+        self._watch: Watch | None = self._start_watch()
+        self._blind = True  # a raw folder went unwatched at the last look: the report may miss
+
+    def _start_watch(self) -> Watch | None:
+        if not self._watching:
+            return None
+        from osk.store.watch import Watch
+
+        return Watch.start(self.vault.root)
+
+    def _unmoved(self, hidden: Excluded) -> bool:
+        """With a watch: nothing reported in the raw folders since this process last saw the
+        file agree with them, with the same exclusions, the file and its log unmoved. A report
+        that may have lost a change starts a new watch (the look that follows stats all)."""
+        if self._watch is None or self._agreed is None or self._blind:
+            return False
+        touched = self._watch.drain()
+        if touched is None:
+            self._watch.close()
+            self._watch = self._start_watch()
+            return False
+        return not touched and self._agreed[1:] == (hidden, self._file_stats())
 
     # -- freshness ----------------------------------------------------------------------------
     def _records_on_disk(self) -> dict[str, tuple[str, tuple[int, int, int]]]:
         """rel -> (key, stat key) of every raw record file."""
         found: dict[str, tuple[str, tuple[int, int, int]]] = {}
         root = self.vault.raw_dir
+        watch = self._watch  # each folder watched before it is listed: nothing falls between
+        self._blind = watch is None or not watch.add("_raw")
         try:
             keys = list(os.scandir(root))
         except FileNotFoundError:
@@ -274,6 +307,8 @@ class RoundIndex:
         for key in keys:
             if not key.is_dir(follow_symlinks=False):
                 continue
+            if watch is not None and not watch.add(f"_raw/{key.name}"):
+                self._blind = True
             for entry in os.scandir(key.path):
                 if entry.name.endswith(".md") and entry.is_file(follow_symlinks=False):
                     st = entry.stat(follow_symlinks=False)
@@ -314,10 +349,13 @@ class RoundIndex:
         records not yet read are left to the next refresh (what was indexed is committed, so
         a hook the host stops at its timeout still moves a large catch-up forward); None:
         all of them."""
+        if self._unmoved(excluded(self.vault)):
+            return 0  # the kernel reported no change to a record since
         disk = self._records_on_disk()
         hidden = excluded(self.vault)
         if self._agreed == (disk, hidden, self._file_stats()):
             return 0  # nothing moved since this process saw the file agree with both
+        self._agreed = None  # until it agrees again: the report read above is spent
         count, whole = self._refresh(disk, hidden, timeout, budget)
         if whole:
             self._agreed = (disk, hidden, self._file_stats())
@@ -570,6 +608,7 @@ def _drop(db: sqlite3.Connection, rows: list[int], pending: Pending) -> None:
                 f"SELECT body, context FROM terms WHERE row IN ({marks})", chunk):
             pending.drop(own, around)
         db.execute(f"DELETE FROM terms WHERE row IN ({marks})", chunk)
+        db.execute(f"DELETE FROM forward WHERE row IN ({marks})", chunk)
         db.execute(f"DELETE FROM rounds WHERE row IN ({marks})", chunk)
 
 
@@ -588,7 +627,7 @@ def _transaction(db: sqlite3.Connection) -> Iterator[Pending]:
     """One write transaction over the index: its postings flushed, then committed; rolled
     back whole on any error."""
     db.execute("BEGIN IMMEDIATE")
-    pending = Pending()
+    pending = Pending(db)
     try:
         yield pending
         flush(db, pending, CONTEXT_WEIGHT)
@@ -649,11 +688,11 @@ def _accepting(keys: Collection[str] | None, skip: tuple[str, int] | None,
 def _best(db: sqlite3.Connection, terms: list[str], k: int, context: float,
           accept: Accept) -> list[tuple[Any, ...]]:
     """The ``k`` best rounds ``accept`` keeps (``round_postings.top``), joined to their rows:
-    (row, coordinate, key, at, host, kept text, score, length, terms)."""
+    (row, coordinate, key, at, host, kept text, score, length, forward list)."""
     best = top(db, terms, k, context, accept)
     marks = ",".join("?" * len(best))
     rows = {row[0]: row for row in db.execute(
-        f"SELECT {_ROW}, r.length, t.body FROM rounds r JOIN terms t ON t.row = r.row "
+        f"SELECT {_ROW}, r.length, f.data FROM rounds r JOIN forward f ON f.row = r.row "
         f"WHERE r.row IN ({marks})", [row for row, _ in best])}
     return [(*rows[row][:6], score, *rows[row][6:]) for row, score in best]
 
@@ -666,18 +705,18 @@ def _stats(db: sqlite3.Connection, rows: list[tuple[Any, ...]], terms: list[str]
     size, total = db.execute("SELECT rounds, length FROM totals").fetchone()
     avgdl = total / size if size else 1.0
     norms = {slot: K1 * (1 - B + B * row[7] / avgdl) for slot, row in enumerate(rows)}
-    wanted = set(terms)
+    marks = ",".join("?" * len(terms))
+    known = [(str(term), int(ident), int(df)) for term, ident, df in db.execute(
+        f"SELECT term, id, body FROM vocab WHERE term IN ({marks})", terms)]
+    # in the rounds' own words: a neighbour's do not make a term common, nor count in a hit
+    dfs = {term: df for term, _, df in known}
     tfs: dict[str, dict[int, int]] = {}
     for slot, row in enumerate(rows):
-        for term in str(row[8]).split():
-            if term in wanted:
-                counts = tfs.setdefault(term, {})
-                counts[slot] = counts.get(slot, 0) + 1
-    marks = ",".join("?" * len(terms))
-    dfs = dict(db.execute(  # in the rounds' own words: a neighbour's do not make a term common
-        f"SELECT term, body FROM vocab WHERE term IN ({marks})", terms))
-    return RoundStats(int(size), K1, norms, tfs, {str(t): int(d) for t, d in dfs.items()},
-                      prose_names(query))
+        for (term, _, _), (own, _) in zip(known, counts_in(row[8], [i for _, i, _ in known])[1],
+                                          strict=True):
+            if own:
+                tfs.setdefault(term, {})[slot] = own
+    return RoundStats(int(size), K1, norms, tfs, dfs, prose_names(query))
 
 
 # -- beside nodes -------------------------------------------------------------------------------

@@ -72,15 +72,17 @@ class Watch:
             return None
         return cls(fd, libc, str(root))
 
-    def add(self, rel: str) -> None:
-        """Watch one folder (call it before listing the folder, so nothing falls between)."""
+    def add(self, rel: str) -> bool:
+        """Watch one folder (call it before listing the folder, so nothing falls between);
+        False when it is not watched (gone, or the watch lost)."""
         path = os.fsencode(os.path.join(self._root, rel))
         wd = self._libc.inotify_add_watch(self._fd, path, MASK)
         if wd < 0:
             if ctypes.get_errno() != errno.ENOENT:  # gone: the folder check sees that
                 self.lost = True  # the watch limit, say: the queue is no longer complete
-            return
+            return False
         self._folders[wd] = rel
+        return True
 
     def drain(self) -> set[str] | None:
         """The vault-relative paths changed since the last drain; None when the queue may

@@ -158,3 +158,17 @@ def test_the_comparison_finds_bounds_cut_short(vault: Vault, tiny_blocks: None,
     reach = round_postings.reach
     monkeypatch.setattr(round_postings, "reach", lambda *args: reach(*args) * 0.5)
     assert compared(vault, rounds) > 0
+
+
+@pytest.mark.parametrize(("largest", "width"), [(255, 1), (256, 2), (65535, 2), (65536, 4)])
+def test_a_forward_list_gives_back_every_count_at_the_narrowest_width(largest: int,
+                                                                      width: int) -> None:
+    """A round is scored whole from its forward list, so its counts must come back exact
+    whatever their size (each list in the narrowest width holding its largest count), a term
+    it does not hold as (0, 0)."""
+    counts = {9: (0, 2), 2: (1, 1), 70_000: (largest, 3)}
+    data = round_postings.forward(1234, counts)
+    assert len(data) == 8 + 3 * 4 + 2 * 3 * width
+    assert round_postings.counts_in(data, [70_000, 9, 5, 2, 80_000]) == (
+        1234, [(largest, 3), (0, 2), (0, 0), (1, 1), (0, 0)])
+    assert round_postings.counts_in(round_postings.forward(0, {}), [1]) == (0, [(0, 0)])

@@ -7,6 +7,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from hookkit import CLAUDE_SESSION, copy_fixture, make_project, payload, run_hook
 from recallkit import rounds_in
 
@@ -531,6 +532,55 @@ def test_a_search_opens_the_rounds_index_only_when_something_moved(vault, tmp_pa
     other.append_raw("more", user="the zeppelin leaves", assistant="ok")
     assert sorted(rounds_of(engine, "zeppelin")) == ["_raw/shop/more#Round 1",
                                                      "_raw/shop/talk#Round 1"]
+
+
+def test_a_watched_index_stats_no_record_until_the_kernel_reports_a_change(vault, tmp_path,
+                                                                           monkeypatch):
+    """With a watch (a long-running process's), a query that finds no change reported in the
+    raw folders since the index last agreed with them stats no record file; an append, an
+    edit in place, a record removed, a new project's folder and the index file rewritten by
+    another process are each found by the next query all the same."""
+    from osk.store.watch import Watch
+
+    if Watch.start(vault.root) is None:
+        pytest.skip("no complete kernel report of changes on this system")
+    looks: list[int] = []
+    real = RoundIndex._records_on_disk
+
+    def counted(self):
+        looks.append(1)
+        return real(self)
+
+    monkeypatch.setattr(RoundIndex, "_records_on_disk", counted)
+    shop = make_project(tmp_path / "shop")
+    engine = Engine.open(vault, cwd=shop)
+    engine.append_raw("talk", user="the zeppelin arrives", assistant="ok")
+    index = RoundIndex(vault, watch=True)
+    everyone = {"k": 5, "visible": lambda key: True}
+
+    def found(query: str) -> list[str]:
+        return [hit.coordinate for hit in index.search(query, **everyone)]
+
+    assert found("zeppelin") == ["_raw/shop/talk#Round 1"]
+    looks.clear()
+    assert found("zeppelin") == ["_raw/shop/talk#Round 1"] and looks == []
+    engine.append_raw("talk", user="a kestrel hovers", assistant="ok")
+    assert found("kestrel") == ["_raw/shop/talk#Round 2", "_raw/shop/talk#Round 1"]
+    assert looks == [1]
+    record = vault.root / "_raw" / "shop" / "talk.md"
+    record.write_bytes(record.read_bytes().replace(b"kestrel", b"merlins"))  # in place
+    assert found("kestrel") == [] and found("merlins")[0] == "_raw/shop/talk#Round 2"
+    Engine.open(vault, cwd=make_project(tmp_path / "yard")).append_raw(
+        "chat", user="a heron waits", assistant="ok")  # a new project's folder
+    assert found("heron") == ["_raw/yard/chat#Round 1"]
+    record.unlink()
+    assert found("zeppelin") == []
+    looks.clear()
+    RoundIndex(vault).refresh()  # another index (process) finds nothing to do
+    other = Engine.open(vault, cwd=shop)
+    other.append_raw("more", user="the zeppelin leaves", assistant="ok")
+    RoundIndex(vault).refresh()  # ... and then indexes a round: the file moved
+    assert found("zeppelin") == ["_raw/shop/more#Round 1"]
 
 
 def test_a_round_is_recalled_for_the_speaker_who_said_the_words(vault, tmp_path):
