@@ -272,6 +272,14 @@ class RoundIndex:
         self._watching = watch
         self._watch: Watch | None = self._start_watch()
         self._blind = True  # a raw folder went unwatched at the last look: the report may miss
+        # A watched (long-running) process keeps one connection a thread between queries:
+        # opening and closing cost a query about 0.3 ms, and each opening began with an empty
+        # page cache (0.8-0.9 ms of a warm query at 200,000 rounds together).
+        self._kept: Any = None
+        if self._watch is not None:
+            import threading
+
+            self._kept = threading.local()
 
     def _start_watch(self) -> Watch | None:
         if not self._watching:
@@ -318,14 +326,45 @@ class RoundIndex:
 
     @contextmanager
     def _open(self) -> Iterator[sqlite3.Connection]:
+        if self._kept is not None:
+            yield self._kept_connection(self._kept)
+            return
+        with closing(self._connect()) as db:
+            yield db
+
+    def _connect(self) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         new = not self.path.exists()
-        with closing(sqlite3.connect(self.path, timeout=2.0, isolation_level=None)) as db:
+        db = sqlite3.connect(self.path, timeout=2.0, isolation_level=None)
+        try:
             if new:  # a round's terms and its neighbours' (about 2 KB) filled a 4 KB page alone
                 db.execute(f"PRAGMA page_size={PAGE}")
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")  # a cache: a lost commit is re-read
-            yield db
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    def _kept_connection(self, kept: Any) -> sqlite3.Connection:
+        """This thread's connection, kept between queries (its page cache with it) while the
+        file is the one it opened: a file deleted (``osk redact`` drops it) or replaced is
+        another, opened anew. (The kept connection holds the old file open, so a new one
+        cannot take its inode.)"""
+        held: tuple[tuple[int, int], sqlite3.Connection] | None = getattr(kept, "db", None)
+        try:
+            st = os.stat(self.path)
+            if held is not None and held[0] == (st.st_dev, st.st_ino):
+                return held[1]
+        except FileNotFoundError:
+            pass
+        if held is not None:
+            kept.db = None
+            held[1].close()
+        db = self._connect()
+        st = os.stat(self.path)
+        kept.db = ((st.st_dev, st.st_ino), db)
+        return db
 
     def _schema(self, db: sqlite3.Connection) -> None:
         try:
