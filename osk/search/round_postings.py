@@ -35,7 +35,7 @@ import sys
 from array import array
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 K1 = 1.2  # FTS5's bm25()
@@ -480,10 +480,10 @@ class _Search:
         """The k-th largest sum of rounds kept (lowered by ``MARGIN``), -inf if fewer. Sums
         only grow, so only those not below the last k-th are looked at."""
         sums, want, last = self.sums, self.k, self.kth
-        pool = sums if last == -math.inf else {
-            row: total for row, total in sums.items() if total >= last}
+        pool: Collection[int] = sums if last == -math.inf else [
+            row for row, total in sums.items() if total >= last]
         for many in (4 * want, len(pool)):
-            best = heapq.nlargest(many, pool, key=pool.__getitem__)
+            best = heapq.nlargest(many, pool, key=sums.__getitem__)
             kept = [row for row in best if self._keeps(row)]
             if len(kept) >= want:
                 self.kth = sums[kept[want - 1]]
@@ -494,20 +494,24 @@ class _Search:
 
     def _reaching(self, left: list[float], threshold: float) -> list[int]:
         """The rounds read whose sum and what their unread terms could give is not below
-        ``threshold``: first those whose sum and all that is unread reach it."""
-        rest: dict[int, float] = {}
-        unsure = self.unsure
+        ``threshold``: among those whose sum and all that is unread reach it, what the terms
+        not read for a round could give is worked out once per set of terms read (a mask),
+        so the rounds are filtered in comprehensions, not a loop of calls."""
+        sums, read, unsure = self.sums, self.read, self.unsure
         least = threshold / (1 + MARGIN) - sum(left)
-        near = [row for row, total in self.sums.items() if total >= least]
-        near.extend(row for row in unsure if self.sums.get(row, 0.0) < least)
-        reaching = []
-        for row in near:
-            total, mask = self.sums.get(row, 0.0), self.read.get(row, 0)
-            more = rest.get(mask)
-            if more is None:
-                more = rest[mask] = sum(v for j, v in enumerate(left) if not mask >> j & 1)
-            if (total + more + unsure.get(row, 0.0)) * (1 + MARGIN) >= threshold:
-                reaching.append(row)
+        near = [row for row, total in sums.items() if total >= least]
+        rest = {mask: sum(v for j, v in enumerate(left) if not mask >> j & 1)
+                for mask in {read[row] for row in near}}
+        reaching = [row for row in near
+                    if (sums[row] + rest[read[row]]) * (1 + MARGIN) >= threshold]
+        if unsure:  # few: a capped count or length, at most the supremum more
+            chosen = set(reaching)
+            for row, most in unsure.items():
+                mask = read.get(row, 0)
+                more = sum(v for j, v in enumerate(left) if not mask >> j & 1)
+                if row not in chosen and (
+                        sums.get(row, 0.0) + more + most) * (1 + MARGIN) >= threshold:
+                    reaching.append(row)
         return reaching
 
     def _finish(self, rows: list[int]) -> list[tuple[int, float]]:
