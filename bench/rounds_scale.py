@@ -29,6 +29,7 @@ Usage: ``nice -n 10 python bench/rounds_scale.py [--nodes 50000] [--rounds 20000
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import statistics
@@ -46,24 +47,45 @@ from search_bench import Corpus, make_vault  # noqa: E402
 
 KEY = "tidepool"  # the project whose rounds are captured
 SEED = 2027
-OSK_CHILD = ("import sys; from osk.surfaces.cli import main; "
-             "sys.exit(main(['--vault', sys.argv[1], 'search', sys.argv[2], '--json', "
-             "*sys.argv[3:]]))")
+OSK_CHILD = """
+import resource, sys
+from osk.surfaces.cli import main
+code = main(['--vault', sys.argv[1], 'search', sys.argv[2], '--json', *sys.argv[3:]])
+sys.stdout.flush()
+print('PEAK', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
+sys.exit(code)
+"""
 FTS_CHILD = """
 import sqlite3, sys
 db = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True)
 match = " OR ".join('"' + w + '"' for w in sys.argv[2].split())
 db.execute("SELECT rowid FROM terms WHERE terms MATCH ? ORDER BY rank LIMIT 10",
            (match,)).fetchall()
+if len(sys.argv) > 3:  # and the nodes' table (scale_bench.build_fts), as osk search asks both
+    notes = sqlite3.connect(f"file:{sys.argv[3]}?mode=ro", uri=True)
+    notes.execute("SELECT path, bm25(notes) FROM notes WHERE notes MATCH ? "
+                  "ORDER BY bm25(notes) LIMIT 10", (match,)).fetchall()
 """
 
 
 def cpu_of(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
     """CPU ms of one child process."""
+    return run_child(argv, cwd, env)[0]
+
+
+def run_child(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float, float]:
+    """(CPU ms, peak MB or NaN when the child does not print it, wall ms) of one child."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, check=True)
+    began = time.perf_counter()
+    done = subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True, check=False)
+    wall = (time.perf_counter() - began) * 1000
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000
+    if done.returncode != 0:
+        raise SystemExit(f"{argv[:4]} failed: {done.stderr[-2000:]}")
+    peak = next((int(line.split()[1]) / 1024 for line in done.stderr.splitlines()
+                 if line.startswith("PEAK ")), float("nan"))
+    return (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000, peak, wall
 
 
 def project(base: Path) -> Path:
@@ -114,13 +136,24 @@ def fts5_floor(index: Path, floor: Path) -> Path:
     return floor
 
 
-def measure(root: Path, cwd: Path, corpus: Corpus, runs: int) -> dict[str, float]:
+def catch_up(root: Path) -> float:
+    """CPU seconds of the round index catching up, in this process (the builder's)."""
+    from osk.search.rounds import RoundIndex
+    from osk.store.vault import Vault
+
+    started = time.process_time()
+    RoundIndex(Vault(root)).refresh(timeout=3600)
+    return time.process_time() - started
+
+
+def measure(root: Path, cwd: Path, corpus: Corpus, runs: int, notes: Path | None = None
+            ) -> dict[str, float]:
     from osk.search.rounds import FILE, RoundIndex
     from osk.store.vault import Vault
 
     index = RoundIndex(Vault(root))
     started = time.process_time()
-    index.refresh(timeout=600)
+    index.refresh(timeout=3600)
     caught_up = time.process_time() - started
     queries = [corpus.query() for _ in range(runs * 3)]
     watched = RoundIndex(Vault(root), watch=True)
@@ -139,22 +172,89 @@ def measure(root: Path, cwd: Path, corpus: Corpus, runs: int) -> dict[str, float
     floor = fts5_floor(root / ".osk" / "index" / FILE,
                        root.parent / f"fts5-floor-{sum(count for _, _, count in rounds)}.sqlite")
     py, db = sys.executable, str(floor)
-    rows: dict[str, list[float]] = {"rounds": [], "all": [], "fts": [], "python": []}
+    both = [db, str(notes)] if notes else [db]
+    rows: dict[str, list[float]] = {"rounds": [], "all": [], "fts": [], "fts_all": [],
+                                    "python": [], "all_wall": []}
+    peaks = []
     cpu_of([py, "-c", OSK_CHILD, str(root), "warm up"], cwd, env)
     for query in queries[:runs]:
         rows["rounds"].append(cpu_of([py, "-c", OSK_CHILD, str(root), query, "--kind",
                                       "rounds"], cwd, env))
-        rows["all"].append(cpu_of([py, "-c", OSK_CHILD, str(root), query], cwd, env))
+        cpu, peak, wall = run_child([py, "-c", OSK_CHILD, str(root), query], cwd, env)
+        rows["all"].append(cpu)
+        rows["all_wall"].append(wall)
+        peaks.append(peak)
         rows["fts"].append(cpu_of([py, "-c", FTS_CHILD, db, query], cwd, env))
+        rows["fts_all"].append(cpu_of([py, "-c", FTS_CHILD, db, query, *both[1:]], cwd, env))
         rows["python"].append(cpu_of([py, "-c", "pass"], cwd, env))
     found = {name: statistics.median(values) for name, values in rows.items()}
+    found["peak_mb"] = max(peaks)
     found["warm"] = statistics.median(warm)
     found["warm_watched"] = statistics.median(warm_watched)
     found["caught_up"] = caught_up
-    found["size_mb"] = sum(p.stat().st_size for p in (root / ".osk" / "index").glob(
-        FILE + "*")) / 1e6
+    index_dir = root / ".osk" / "index"
+    found["size_mb"] = sum(p.stat().st_size for p in index_dir.glob(FILE + "*")) / 1e6
+    found["index_mb"] = sum(p.stat().st_size for p in index_dir.iterdir() if p.is_file()) / 1e6
     found["fts_mb"] = floor.stat().st_size / 1e6
+    found["fts_all_mb"] = found["fts_mb"] + (notes.stat().st_size / 1e6 if notes else 0.0)
     return found
+
+
+def server(root: Path, cwd: Path, queries: list[str], gap: float, writes: int
+           ) -> dict[str, float]:
+    """Warm searches (nodes and rounds) and a write round through one watched Engine, as
+    ``osk mcp`` answers them, in a child process of its own so its peak memory is the
+    server's: its JSON."""
+    argv = [sys.executable, str(Path(__file__)), "--server", str(root), str(cwd),
+            "--gap", str(gap), "--writes", str(writes), "--queries", "\t".join(queries)]
+    env = {k: v for k, v in os.environ.items() if k != "OSK_VAULT"}
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"the server child failed: {done.stderr[-3000:]}")
+    found: dict[str, float] = json.loads(done.stdout.splitlines()[-1])
+    return found
+
+
+def serve(root: Path, cwd: Path, queries: list[str], gap: float, writes: int) -> None:
+    """The ``--server`` child: prints one JSON line."""
+    from scale_bench import warm_and_writes, warm_searches
+
+    os.environ["OSK_SEMANTIC"] = "0"
+    from osk.engine.core import Engine
+
+    engine = Engine.open(root, cwd=cwd, watch=True)
+    warm_searches(engine, ["warm up", *queries])  # each query's postings once, as a server has
+    back = [cpu * 1000 for _, cpu in warm_searches(engine, queries * 3)]
+    apart = [cpu * 1000 for _, cpu in warm_searches(engine, queries, gap)]
+    del engine
+    found = warm_and_writes(root, queries, writes, gap=gap, cwd=cwd, scope=None)
+    found.update(back=statistics.median(back), back_mean=statistics.mean(back),
+                 back_max=max(back), apart=statistics.median(apart),
+                 apart_mean=statistics.mean(apart), apart_max=max(apart),
+                 peak_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    print(json.dumps(found))
+
+
+def import_into(root: Path, base: Path, count: int) -> dict[str, float]:
+    """``osk import`` of ``count`` new nodes into this vault: CPU a node, wall, peak."""
+    from write_bench import import_lines, make_repo
+
+    folder = base / f"import-{time.time_ns()}"
+    folder.mkdir(parents=True)
+    source = folder / "nodes.jsonl"
+    source.write_text("\n".join(import_lines(count)) + "\n", encoding="utf-8")
+    work = make_repo(folder / "work")
+    env = {k: v for k, v in os.environ.items() if k not in {"OSK_VAULT", "PYTHONDONTWRITEBYTECODE"}}
+    env["OSK_SEMANTIC"] = "0"
+    child = ("import resource, sys\nfrom osk.surfaces.cli import main\n"
+             "code = main(sys.argv[1:])\nsys.stdout.flush()\n"
+             "print('PEAK', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
+             "sys.exit(code)")
+    began = time.perf_counter()
+    cpu, peak, _ = run_child([sys.executable, "-c", child, "--vault", str(root), "import",
+                           str(source), "--json"], work, env)
+    return {"count": count, "cpu_ms_per_node": cpu / count, "peak_mb": peak,
+            "wall_s": time.perf_counter() - began}
 
 
 def main() -> int:
@@ -162,9 +262,22 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=50000)
     parser.add_argument("--rounds", default="20000,200000", help="cumulative round counts")
     parser.add_argument("--per-conversation", type=int, default=400)
+    parser.add_argument("--step", type=int, default=50000,
+                        help="rounds appended between two catch-ups of the round index")
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--gap", type=float, default=1.1,
+                        help="seconds between the server's calls at an agent's pace")
+    parser.add_argument("--writes", type=int, default=6, help="write rounds through the server")
+    parser.add_argument("--no-server", action="store_true", help="no warm engine, no writes")
+    parser.add_argument("--import-size", type=int, default=0,
+                        help="after the last count, `osk import` this many nodes into the vault")
     parser.add_argument("--keep", type=Path, help="build (or reuse) the vault here")
+    parser.add_argument("--server", nargs=2, type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--queries", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.server:
+        serve(*args.server, args.queries.split("\t"), args.gap, args.writes)
+        return 0
     base = args.keep or Path(tempfile.mkdtemp(prefix="osk-rounds-"))
     base.mkdir(parents=True, exist_ok=True)
     root, _, _ = make_vault(base, args.nodes)
@@ -175,24 +288,54 @@ def main() -> int:
                    cwd=cwd, env=env, stdout=subprocess.DEVNULL, check=True)
     print(f"{args.nodes:,} nodes; node index built in {time.perf_counter() - began:.1f} s",
           flush=True)
-    corpus, have = Corpus(SEED), _rounds_on_disk(root)
-    for want in (int(count) for count in args.rounds.split(",")):
-        began = time.perf_counter()
-        grow(root, corpus, have, want, args.per_conversation)
-        print(f"\n== {want:,} rounds beside {args.nodes:,} nodes (appended {want - have:,} in "
-              f"{time.perf_counter() - began:.0f} s) ==", flush=True)
-        have = want
-        found = measure(root, cwd, corpus, args.runs)
-        print(f"round index catching up (in process) {found['caught_up']:8.1f} s CPU\n"
-              f"fresh `osk search --kind rounds`     {found['rounds']:8.0f} ms CPU\n"
-              f"fresh `osk search` (nodes and rounds) {found['all']:7.0f} ms CPU\n"
+    from scale_bench import build_fts
+
+    notes = base / f"fts-{args.nodes}.sqlite"
+    if not notes.exists():
+        build_fts(root, notes)
+    have = _rounds_on_disk(root)
+    corpus = Corpus(SEED + have)  # a kept vault grows on with words its rounds have not had
+    counts = [int(count) for count in args.rounds.split(",")]
+    for want in counts:
+        began, cpu = time.perf_counter(), 0.0
+        while have < want:  # in steps, each caught up as capture's refreshes would
+            step = min(want, have + args.step)
+            grow(root, corpus, have, step, args.per_conversation)
+            cpu += catch_up(root)
+            have = step
+        builder = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(f"\n== {want:,} rounds beside {args.nodes:,} nodes ({want + args.nodes:,} records; "
+              f"grown in {time.perf_counter() - began:.0f} s wall, the round index catching up "
+              f"{cpu:.0f} s CPU, builder peak {builder:.0f} MB) ==", flush=True)
+        found = measure(root, cwd, corpus, args.runs, notes)
+        print(f"fresh `osk search --kind rounds`     {found['rounds']:8.0f} ms CPU\n"
+              f"fresh `osk search` (nodes and rounds) {found['all']:7.0f} ms CPU, "
+              f"{found['all_wall']:.0f} ms wall, peak {found['peak_mb']:.0f} MB\n"
               f"fresh FTS5 query of the round index   {found['fts']:7.0f} ms CPU "
               f"(rounds / FTS5 {found['rounds'] / found['fts']:.1f}x)\n"
+              f"fresh FTS5 query, rounds and nodes    {found['fts_all']:7.0f} ms CPU "
+              f"(all / FTS5 {found['all'] / found['fts_all']:.1f}x)\n"
               f"python -c pass                        {found['python']:7.0f} ms CPU\n"
               f"warm round-index query                {found['warm']:7.1f} ms CPU\n"
               f"warm round-index query, watched       {found['warm_watched']:7.1f} ms CPU\n"
               f"round index on disk                   {found['size_mb']:7.0f} MB "
-              f"(FTS5 table of the same terms {found['fts_mb']:.0f} MB)", flush=True)
+              f"(FTS5 table of the same terms {found['fts_mb']:.0f} MB)\n"
+              f".osk/index on disk                    {found['index_mb']:7.0f} MB "
+              f"(FTS5 of rounds and nodes {found['fts_all_mb']:.0f} MB)", flush=True)
+        if not args.no_server:
+            queries = [corpus.query() for _ in range(args.runs)]
+            got = server(root, cwd, queries, args.gap, args.writes)
+            print(f"warm Engine.search (nodes and rounds), CPU median / mean / max: back to "
+                  f"back {got['back']:.1f} / {got['back_mean']:.1f} / {got['back_max']:.1f} ms; "
+                  f"{args.gap:g} s apart {got['apart']:.1f} / {got['apart_mean']:.1f} / "
+                  f"{got['apart_max']:.1f} ms\n"
+                  f"write round ({args.gap:g} s apart) CPU: create {got['create_cpu_ms']:.1f}, "
+                  f"update {got['update_cpu_ms']:.1f}, read_node {got['read_cpu_ms']:.1f} ms; "
+                  f"server peak {got['peak_mb']:.0f} MB", flush=True)
+    if args.import_size:
+        got = import_into(root, base, args.import_size)
+        print(f"`osk import` of {got['count']:,} nodes into it: {got['cpu_ms_per_node']:.2f} ms "
+              f"CPU a node, {got['wall_s']:.0f} s wall, peak {got['peak_mb']:.0f} MB", flush=True)
     return 0
 
 

@@ -178,29 +178,33 @@ def fresh_searches(root: Path, fts: Path, queries: list[str], cwd: Path,
 
 
 def warm_and_writes(root: Path, queries: list[str], rounds: int, *, gap: float = 0.0,
-                    watch: bool = True, words: Any = None) -> dict[str, float]:
+                    watch: bool = True, words: Any = None, cwd: Path | None = None,
+                    scope: str | None = "atlas") -> dict[str, float]:
     """Warm searches and write rounds through one Engine in this process (lexical).
     ``words``: a ``search_bench.Corpus`` whose words the written notes carry (40-80 of them,
-    as the vault's own notes do); without it, words no synthetic note holds."""
+    as the vault's own notes do); without it, words no synthetic note holds. ``cwd`` and
+    ``scope``: the session's (default the vault root, scope atlas; ``rounds_scale`` opens it
+    in the project whose rounds it captured, so searches rank those rounds too)."""
     os.environ["OSK_SEMANTIC"] = "0"
     from osk.calls.request import NewNode, NodeEdit
     from osk.engine.core import Engine
 
-    engine = Engine.open(root, cwd=root, scope="atlas", watch=watch)
+    engine = Engine.open(root, cwd=cwd or root, scope=scope, watch=watch)
+    scope = engine.scope
     engine.search("warm up")
     searches = warm_searches(engine, queries * 3)
     calls: dict[str, list[tuple[float, float]]] = {"create": [], "update": [], "read": []}
     tag = f"{time.time_ns() % 10**9}"
     cluster = f"bench{tag}"
     engine.create_node(NewNode(cluster, "What the scale bench writes", "Its write rounds.\n",
-                               space="scope", cluster=cluster, drafter="bench", scope="atlas"))
+                               space="scope", cluster=cluster, drafter="bench", scope=scope))
     for number in range(rounds):
         title = f"scale bench {tag} note {number}"
         text = words.text(40, 80) + " " if words is not None else ""
         steps = (
             ("create", lambda t=title, n=number, w=text: engine.create_node(NewNode(
                 t, "A node the scale bench writes", f"{w}Written by round {n}. Marker x{n}.\n",
-                space="scope", cluster=cluster, drafter="bench", scope="atlas"))),
+                space="scope", cluster=cluster, drafter="bench", scope=scope))),
             ("update", lambda t=title, n=number: engine.update_node(t, NodeEdit(
                 old_text=f"Marker x{n}.", new_text=f"Marker x{n} edited."))),
             ("read", lambda t=title: engine.read_node(t)),
