@@ -43,16 +43,17 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(BENCH.parent))
 
+from scale_bench import PEAK_PRINT, own_peak_kb  # noqa: E402
 from search_bench import Corpus, make_vault  # noqa: E402
 
 KEY = "tidepool"  # the project whose rounds are captured
 SEED = 2027
 OSK_CHILD = """
-import resource, sys
+import sys
 from osk.surfaces.cli import main
 code = main(['--vault', sys.argv[1], 'search', sys.argv[2], '--json', *sys.argv[3:]])
 sys.stdout.flush()
-print('PEAK', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
+""" + PEAK_PRINT + """
 sys.exit(code)
 """
 FTS_CHILD = """
@@ -231,7 +232,7 @@ def serve(root: Path, cwd: Path, queries: list[str], gap: float, writes: int) ->
     found.update(back=statistics.median(back), back_mean=statistics.mean(back),
                  back_max=max(back), apart=statistics.median(apart),
                  apart_mean=statistics.mean(apart), apart_max=max(apart),
-                 peak_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+                 peak_mb=own_peak_kb() / 1024)
     print(json.dumps(found))
 
 
@@ -246,10 +247,8 @@ def import_into(root: Path, base: Path, count: int) -> dict[str, float]:
     work = make_repo(folder / "work")
     env = {k: v for k, v in os.environ.items() if k not in {"OSK_VAULT", "PYTHONDONTWRITEBYTECODE"}}
     env["OSK_SEMANTIC"] = "0"
-    child = ("import resource, sys\nfrom osk.surfaces.cli import main\n"
-             "code = main(sys.argv[1:])\nsys.stdout.flush()\n"
-             "print('PEAK', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
-             "sys.exit(code)")
+    child = ("import sys\nfrom osk.surfaces.cli import main\n"
+             "code = main(sys.argv[1:])\nsys.stdout.flush()\n" + PEAK_PRINT + "sys.exit(code)")
     began = time.perf_counter()
     cpu, peak, _ = run_child([sys.executable, "-c", child, "--vault", str(root), "import",
                            str(source), "--json"], work, env)
@@ -303,7 +302,7 @@ def main() -> int:
             grow(root, corpus, have, step, args.per_conversation)
             cpu += catch_up(root)
             have = step
-        builder = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        builder = own_peak_kb() / 1024
         print(f"\n== {want:,} rounds beside {args.nodes:,} nodes ({want + args.nodes:,} records; "
               f"grown in {time.perf_counter() - began:.0f} s wall, the round index catching up "
               f"{cpu:.0f} s CPU, builder peak {builder:.0f} MB) ==", flush=True)

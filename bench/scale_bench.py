@@ -35,6 +35,7 @@ source in DIR (say a worktree of main): before and after a change in one run;
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import random
@@ -67,12 +68,33 @@ rows = db.execute("SELECT path, bm25(notes) FROM notes WHERE notes MATCH ? "
 print(len(rows))
 """
 
+def own_peak_kb() -> int:
+    """This process's peak resident memory in KB. Not ru_maxrss: a child that subprocess
+    starts by vfork reports there its parent's peak when that is larger (Linux carries the
+    old memory map's high-water mark across exec), so a bench that holds a large vault in
+    process would see its own size in every child. VmHWM is the process's own."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    import resource
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+
+
+# What a child runs last: its own peak as "PEAK <KB>" on stderr (``peak_mb`` reads it).
+PEAK_PRINT = ("\n" + inspect.getsource(own_peak_kb)
+              + "\nprint('PEAK', own_peak_kb(), file=sys.stderr)\n")
+
+
 OSK_CHILD = """
-import resource, sys
+import sys
 from osk.surfaces.cli import main
 code = main(["--vault", sys.argv[1], "search", sys.argv[2], "--json"])
 sys.stdout.flush()
-print("PEAK", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
+""" + PEAK_PRINT + """
 print("PATH", "engine" if "osk.engine.core" in sys.modules else "store", file=sys.stderr)
 sys.exit(code)
 """
@@ -286,10 +308,8 @@ def bench_import(base: Path, size: int) -> dict[str, float]:
     source.write_text("\n".join(import_lines(size)) + "\n", encoding="utf-8")
     work = make_repo(folder / "work")
     argv = [sys.executable, "-c",
-            "import resource, sys\nfrom osk.surfaces.cli import main\n"
-            "code = main(sys.argv[1:])\nsys.stdout.flush()\n"
-            "print('PEAK', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
-            "sys.exit(code)",
+            "import sys\nfrom osk.surfaces.cli import main\n"
+            "code = main(sys.argv[1:])\nsys.stdout.flush()\n" + PEAK_PRINT + "sys.exit(code)",
             "--vault", str(vault.root), "import", str(source), "--json"]
     wall, cpu, done = child(argv, work, env_for_osk())
     report = json.loads(done.stdout)

@@ -40,15 +40,23 @@ sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(BENCH.parent))
 
 from hook_bench import listening_server  # noqa: E402
-from scale_bench import FTS_CHILD, build_fts, child, medians, peak_mb, queries_for  # noqa: E402
+from scale_bench import (  # noqa: E402
+    FTS_CHILD,
+    PEAK_PRINT,
+    build_fts,
+    child,
+    medians,
+    peak_mb,
+    queries_for,
+)
 from search_bench import make_vault  # noqa: E402
 
 OSK_CHILD = """
-import resource, sys
+import sys
 from osk.surfaces.cli import main
 code = main(["--vault", sys.argv[1], "search", sys.argv[2], "--json", *sys.argv[3:]])
 sys.stdout.flush()
-print("PEAK", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
+""" + PEAK_PRINT + """
 path = ("engine" if "osk.engine.core" in sys.modules else
         "store" if "osk.search.recallfile" in sys.modules else "server")
 print("PATH", path, "numpy" if "numpy" in sys.modules else "-", file=sys.stderr)
