@@ -243,7 +243,15 @@ def import_into(root: Path, base: Path, count: int) -> dict[str, float]:
     folder = base / f"import-{time.time_ns()}"
     folder.mkdir(parents=True)
     source = folder / "nodes.jsonl"
-    source.write_text("\n".join(import_lines(count)) + "\n", encoding="utf-8")
+    tag = folder.name.removeprefix("import-")  # titles no earlier import into it took
+    lines = []
+    for line in import_lines(count):
+        node = json.loads(line)
+        node["title"] = f"{tag} {node['title']}"
+        if "derived_from" in node:
+            node["derived_from"] = [f"{tag} {title}" for title in node["derived_from"]]
+        lines.append(json.dumps(node))
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
     work = make_repo(folder / "work")
     env = {k: v for k, v in os.environ.items() if k not in {"OSK_VAULT", "PYTHONDONTWRITEBYTECODE"}}
     env["OSK_SEMANTIC"] = "0"
