@@ -136,11 +136,16 @@ WIDTHS = ((0xFF, "B"), (0xFFFF, "H"), (0xFFFFFFFF, "I"))
 def forward(length: int, counts: dict[int, tuple[int, int]]) -> bytes:
     """A round's forward list from its length and each term id's (own, neighbours') counts."""
     idents = sorted(counts)
-    largest = max((max(pair) for pair in counts.values()), default=0)
+    return _forward(length, idents, [counts[i][0] for i in idents],
+                    [counts[i][1] for i in idents])
+
+
+def _forward(length: int, idents: list[int], own: list[int], around: list[int]) -> bytes:
+    """``forward`` from the ids in order and their counts, as a rebuild has them."""
+    largest = max(max(own, default=0), max(around, default=0))
     code = next(code for top, code in WIDTHS if largest <= top)
     return b"".join((array("I", (length, len(idents))).tobytes(), array("I", idents).tobytes(),
-                     array(code, [counts[i][0] for i in idents]).tobytes(),
-                     array(code, [counts[i][1] for i in idents]).tobytes()))
+                     array(code, own).tobytes(), array(code, around).tobytes()))
 
 
 def counts_in(data: bytes, idents: Sequence[int]) -> tuple[int, list[tuple[int, int]]]:
@@ -197,10 +202,12 @@ class Pending:
         and the round's length (its words and its neighbours', 0-15), at most ``LONGEST``."""
         base = (row << 32) | min(len(own) + len(around), LONGEST)
         mine, theirs = Counter(own), Counter(around)
-        ident = self.ident
-        self.db.execute("INSERT INTO forward VALUES (?, ?)", (row, forward(
-            len(own) + len(around), {ident(term): (mine.get(term, 0), theirs.get(term, 0))
-                                     for term in mine.keys() | theirs.keys()})))
+        ids, ident = self.ids, self.ident
+        held = sorted([(ids.get(term) or ident(term), term)  # ids start at 1
+                       for term in mine.keys() | theirs.keys()])
+        self.db.execute("INSERT INTO forward VALUES (?, ?)", (row, _forward(
+            len(own) + len(around), [i for i, _ in held], [mine.get(t, 0) for _, t in held],
+            [theirs.get(t, 0) for _, t in held])))
         terms = self.terms
         for term, count in mine.items():  # the hot loop of a rebuild: no calls in it
             more = theirs.get(term, 0)
@@ -265,7 +272,10 @@ def flush(db: sqlite3.Connection, pending: Pending, context: float) -> None:
             continue
         postings, fresh = postings + len(rows), fresh + len(rows)
         if rows and (fresh * FRESH_SHARE > postings or postings <= BLOCK * DOUBLING):
-            postings, fresh = _reorder(db, ident, rows, descs, context, avgdl), 0
+            # a live round holds one posting of each term it holds (``any`` counts them), so
+            # a term has dead postings only while it holds more postings than that
+            dead = postings > had_any + any_
+            postings, fresh = _reorder(db, ident, rows, descs, context, avgdl, dead), 0
         elif rows:
             _append(db, ident, rows, descs)
         db.execute("UPDATE vocab SET body=?, any=?, postings=?, fresh=? WHERE id=?",
@@ -274,9 +284,9 @@ def flush(db: sqlite3.Connection, pending: Pending, context: float) -> None:
 
 def _write(db: sqlite3.Connection, term: int, block: int, fresh: bool, rows: array[int],
            descs: array[int]) -> None:
-    fb = max(desc >> 24 for desc in descs)
-    fc = max((desc >> 16) & 0xFF for desc in descs)
-    least = min(desc & 0xFFFF for desc in descs)
+    fb = max(descs) >> 24  # the own count is a descriptor's top byte
+    fc = max(map((0xFF << 16).__and__, descs)) >> 16
+    least = min(map(0xFFFF.__and__, descs))
     db.execute("INSERT OR REPLACE INTO heads VALUES (?, ?, ?, ?, ?, ?, ?)",
                (term, block, int(fresh), len(rows), fb, fc, least))
     db.execute("INSERT OR REPLACE INTO postings VALUES (?, ?)",
@@ -291,9 +301,10 @@ def _decode(data: bytes) -> tuple[array[int], array[int]]:
 
 
 def _reorder(db: sqlite3.Connection, term: int, rows: array[int], descs: array[int],
-             context: float, avgdl: float) -> int:
+             context: float, avgdl: float, dead: bool) -> int:
     """Put a term's live postings (its blocks' and the new ``rows``) in impact order, in
-    blocks growing along it; returns how many there are."""
+    blocks growing along it; returns how many there are. ``dead``: whether some of its
+    postings are a removed round's (only then are the rounds looked up)."""
     every, marks = array("I"), array("I")
     for (data,) in db.execute("SELECT data FROM postings WHERE place BETWEEN ? AND ?",
                               _places(term)):
@@ -302,11 +313,12 @@ def _reorder(db: sqlite3.Connection, term: int, rows: array[int], descs: array[i
         marks.extend(described)
     every.extend(rows)
     marks.extend(descs)
-    live = _alive(db, every)
     worth = {desc: reach(desc, context, avgdl) for desc in set(marks)}
     keys = [worth[desc] for desc in marks]
-    order = [i for i in sorted(range(len(every)), key=keys.__getitem__, reverse=True)
-             if every[i] in live]
+    order = sorted(range(len(every)), key=keys.__getitem__, reverse=True)
+    if dead:
+        live = _alive(db, every)
+        order = [i for i in order if every[i] in live]
     db.execute("DELETE FROM heads WHERE term=?", (term,))
     db.execute("DELETE FROM postings WHERE place BETWEEN ? AND ?", _places(term))
     at, block = 0, 0

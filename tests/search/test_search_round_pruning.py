@@ -172,3 +172,25 @@ def test_a_forward_list_gives_back_every_count_at_the_narrowest_width(largest: i
     assert round_postings.counts_in(data, [70_000, 9, 5, 2, 80_000]) == (
         1234, [(largest, 3), (0, 2), (0, 0), (1, 1), (0, 0)])
     assert round_postings.counts_in(round_postings.forward(0, {}), [1]) == (0, [(0, 0)])
+
+
+def test_a_term_put_in_order_again_keeps_only_live_rounds_postings(vault: Vault) -> None:
+    """An append re-indexes the record's last round (its neighbours' words change), leaving
+    its old postings dead; a term put in order again drops them, and one with none dead skips
+    the look-up of its rounds: every small term (always put in order) then holds exactly one
+    posting for each live round holding it."""
+    for number in range(6):
+        raw.append_round(vault, "atlas", "talk", raw.RoundInput(
+            user=f"kestrel number {number} hovers", assistant="seen over the ridge",
+            host="claude", completion=f"c-{number}", at="2026-03-14T10:00+00:00"))
+        RoundIndex(vault).refresh()
+    with sqlite3.connect(RoundIndex(vault).path) as db:
+        live = {row for (row,) in db.execute("SELECT row FROM rounds")}
+        held: dict[int, list[int]] = {}
+        for place, data in db.execute("SELECT place, data FROM postings"):
+            held.setdefault(place // round_postings.PLACES, []).extend(
+                round_postings._decode(data)[0])
+        vocab = list(db.execute("SELECT id, any, postings FROM vocab"))
+    assert vocab and len(live) == 6
+    for ident, any_, postings in vocab:
+        assert sorted(held[ident]) == sorted(set(held[ident]) & live) and postings == any_
