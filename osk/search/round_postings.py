@@ -133,15 +133,9 @@ def score(weights: Sequence[float], counts: Sequence[tuple[int, int]], length: i
 WIDTHS = ((0xFF, "B"), (0xFFFF, "H"), (0xFFFFFFFF, "I"))
 
 
-def forward(length: int, counts: dict[int, tuple[int, int]]) -> bytes:
-    """A round's forward list from its length and each term id's (own, neighbours') counts."""
-    idents = sorted(counts)
-    return _forward(length, idents, [counts[i][0] for i in idents],
-                    [counts[i][1] for i in idents])
-
-
-def _forward(length: int, idents: list[int], own: list[int], around: list[int]) -> bytes:
-    """``forward`` from the ids in order and their counts, as a rebuild has them."""
+def forward(length: int, idents: list[int], own: list[int], around: list[int]) -> bytes:
+    """A round's forward list from its length, its terms' ids in ascending order and each
+    one's counts in the round's own words (``own``) and its neighbours' (``around``)."""
     largest = max(max(own, default=0), max(around, default=0))
     code = next(code for top, code in WIDTHS if largest <= top)
     return b"".join((array("I", (length, len(idents))).tobytes(), array("I", idents).tobytes(),
@@ -205,7 +199,7 @@ class Pending:
         ids, ident = self.ids, self.ident
         held = sorted([(ids.get(term) or ident(term), term)  # ids start at 1
                        for term in mine.keys() | theirs.keys()])
-        self.db.execute("INSERT INTO forward VALUES (?, ?)", (row, _forward(
+        self.db.execute("INSERT INTO forward VALUES (?, ?)", (row, forward(
             len(own) + len(around), [i for i, _ in held], [mine.get(t, 0) for _, t in held],
             [theirs.get(t, 0) for _, t in held])))
         terms = self.terms

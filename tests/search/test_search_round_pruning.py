@@ -166,12 +166,12 @@ def test_a_forward_list_gives_back_every_count_at_the_narrowest_width(largest: i
     """A round is scored whole from its forward list, so its counts must come back exact
     whatever their size (each list in the narrowest width holding its largest count), a term
     it does not hold as (0, 0)."""
-    counts = {9: (0, 2), 2: (1, 1), 70_000: (largest, 3)}
-    data = round_postings.forward(1234, counts)
+    data = round_postings.forward(1234, [2, 9, 70_000], [1, 0, largest], [1, 2, 3])
     assert len(data) == 8 + 3 * 4 + 2 * 3 * width
     assert round_postings.counts_in(data, [70_000, 9, 5, 2, 80_000]) == (
         1234, [(largest, 3), (0, 2), (0, 0), (1, 1), (0, 0)])
-    assert round_postings.counts_in(round_postings.forward(0, {}), [1]) == (0, [(0, 0)])
+    assert round_postings.counts_in(round_postings.forward(0, [], [], []), [1]) == (
+        0, [(0, 0)])
 
 
 def test_a_term_put_in_order_again_keeps_only_live_rounds_postings(vault: Vault) -> None:
