@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sized
 from contextlib import ExitStack
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -89,22 +89,30 @@ def read_lines(texts: Iterable[str]) -> tuple[list[Line], list[Rejected], set[st
     lines: list[Line] = []
     rejected: list[Rejected] = []
     unknown: set[str] = set()
+    for item, extra in parse_lines(texts):
+        if isinstance(item, Rejected):
+            rejected.append(item)
+        else:
+            unknown |= extra
+            lines.append(item)
+    return lines, rejected, unknown
+
+
+def parse_lines(texts: Iterable[str]) -> Iterator[tuple[Line | Rejected, set[str]]]:
+    """Each non-blank line parsed, one at a time (``osk import`` streams a file through this
+    twice rather than hold it): the line, or why it is refused, and its unknown keys."""
     for number, raw in enumerate(texts, start=1):
         if not raw.strip():
             continue
         try:
             data = json.loads(raw)
         except ValueError as exc:
-            rejected.append(Rejected(number, f"not valid JSON ({exc})"))
+            yield Rejected(number, f"not valid JSON ({exc})"), set()
             continue
         try:
-            line, extra = _line(number, data)
+            yield _line(number, data)
         except ValueError as exc:
-            rejected.append(Rejected(number, str(exc)))
-            continue
-        unknown |= extra
-        lines.append(line)
-    return lines, rejected, unknown
+            yield Rejected(number, str(exc)), set()
 
 
 def _line(number: int, data: Any) -> tuple[Line, set[str]]:
@@ -154,20 +162,27 @@ class Importer:
         self._batch_lines = 0
         self._batch_since = 0.0
 
-    def run(self, lines: list[Line], progress: Callable[[int, int], None] | None = None,
-            report: Report | None = None) -> Report:
+    def run(self, lines: Iterable[Line], progress: Callable[[int, int], None] | None = None,
+            report: Report | None = None, *, total: int | None = None) -> Report:
+        """Write ``lines``, read once, in order (a file streams through: only the lines that
+        wait for a later one are held); ``progress(done, total)`` after each, ``total``
+        defaulting to ``len(lines)``."""
+        if total is None:
+            total = len(lines) if isinstance(lines, Sized) else 0
         try:
-            return self._run(lines, progress, report or Report())
+            return self._run(lines, progress, report or Report(), total)
         finally:
             self._end_batch()
 
-    def _run(self, lines: list[Line], progress: Callable[[int, int], None] | None,
-             report: Report) -> Report:
-        waiting = list(lines)
+    def _run(self, lines: Iterable[Line], progress: Callable[[int, int], None] | None,
+             report: Report, total: int) -> Report:
+        waiting: Iterable[Line] = lines
         done = 0
-        while waiting:
+        while True:
             deferred: list[tuple[Line, OskError]] = []
+            tried = 0
             for line in waiting:
+                tried += 1
                 self._in_batch()
                 try:
                     report.created.append((line.number, *self._write(line, report)))
@@ -178,13 +193,15 @@ class Importer:
                     report.rejected.append(Rejected(line.number, str(exc)))
                 done += 1
                 if progress:
-                    progress(done, len(lines))
-            if len(deferred) == len(waiting):  # no progress: what is left really fails
+                    progress(done, total)
+            if not deferred:
+                break
+            if len(deferred) == tried:  # no progress: what is left really fails
                 for line, error in deferred:
                     report.rejected.append(Rejected(line.number, str(error)))
                     done += 1
                     if progress:
-                        progress(done, len(lines))
+                        progress(done, total)
                 break
             waiting = [line for line, _ in deferred]
         report.rejected.sort(key=lambda r: r.number)

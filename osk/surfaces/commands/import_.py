@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from osk.surfaces.commands.common import Progress, add_json_flag, add_scope_flag, json_text
 
@@ -34,21 +36,51 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     load.set_defaults(handler=run_import)
 
 
-def _read_import_file(name: str) -> list[str]:
+def _open_import_file(name: str) -> BinaryIO:
+    """The JSONL file (or standard input, spooled to a temporary file: it is read twice),
+    checked to be UTF-8 text throughout before anything is written."""
+    import codecs
+    import shutil
+    import tempfile
+
     from osk.errors import OskError
 
     try:
-        return Path(name).read_text(encoding="utf-8").splitlines()
+        if name == "-":
+            handle: BinaryIO = tempfile.TemporaryFile()  # noqa: SIM115 - the caller closes it
+            shutil.copyfileobj(sys.stdin.buffer, handle)
+        else:
+            handle = open(name, "rb")  # noqa: SIM115 - the caller closes it
+        decoder = codecs.getincrementaldecoder("utf-8")()
+        handle.seek(0)
+        while chunk := handle.read(1 << 20):
+            decoder.decode(chunk)
+        decoder.decode(b"", final=True)
+        handle.seek(0)
+        return handle
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise OskError(f"cannot read {name}: {reason}; give a JSONL file in UTF-8 (one node "
                        f"per line) or - for standard input; nothing was imported") from None
 
 
+def _texts(handle: BinaryIO) -> Iterator[str]:
+    """The file's lines from its start, one at a time (``\n``, ``\r\n`` or ``\r`` ends one)."""
+    import io
+
+    handle.seek(0)
+    text = io.TextIOWrapper(handle, encoding="utf-8", newline=None)
+    try:
+        for raw in text:
+            yield raw.rstrip("\n")
+    finally:
+        text.detach()  # the handle stays open for the next pass
+
+
 def run_import(args: argparse.Namespace) -> int:
     from osk.engine.vaults import open_vault
     from osk.errors import OskError
-    from osk.verbs.importer import Importer, Report, read_lines
+    from osk.verbs.importer import Importer, Line, Rejected, Report, parse_lines
 
     if args.from_host:
         if args.file:
@@ -59,22 +91,36 @@ def run_import(args: argparse.Namespace) -> int:
     if args.source or args.instructions or args.dry_run or args.scope:
         raise OskError("--source, --instructions, --dry-run and --scope go with --from; a JSONL "
                        "file names each line's scope itself")
-    if args.file == "-":
-        texts = sys.stdin.read().splitlines()
-    else:
-        texts = _read_import_file(args.file)
-    lines, rejected, unknown = read_lines(texts)
-    report = Report(rejected=list(rejected), ignored_keys=unknown)
-    for item in rejected:
-        print(f"line {item.number}: rejected: {item.reason}", file=sys.stderr)
-    if unknown:
-        print(f"ignored unknown keys: {', '.join(sorted(unknown))}", file=sys.stderr)
-    vault = open_vault(args.vault)
-    importer = Importer(vault, cwd=Path.cwd(), drafter=args.drafter)
-    bar = Progress(sys.stderr)
-    importer.run(lines, progress=bar.update, report=report)
+    with _open_import_file(args.file) as handle:
+        # Two passes over the file, so neither its text nor its lines are held: the first
+        # reports every unreadable line before anything is written, the second writes.
+        report = Report()
+        total = 0
+        for item, extra in parse_lines(_texts(handle)):
+            if isinstance(item, Rejected):
+                report.rejected.append(item)
+            else:
+                report.ignored_keys |= extra
+                total += 1
+        unreadable = set(report.rejected)
+        for item in report.rejected:
+            print(f"line {item.number}: rejected: {item.reason}", file=sys.stderr)
+        if report.ignored_keys:
+            print(f"ignored unknown keys: {', '.join(sorted(report.ignored_keys))}",
+                  file=sys.stderr)
+
+        def lines() -> Iterator[Line]:
+            for item, _ in parse_lines(_texts(handle)):
+                if isinstance(item, Line):
+                    yield item
+                elif item not in unreadable:  # the file changed between the passes
+                    report.rejected.append(item)
+
+        vault = open_vault(args.vault)
+        importer = Importer(vault, cwd=Path.cwd(), drafter=args.drafter)
+        bar = Progress(sys.stderr)
+        importer.run(lines(), progress=bar.update, report=report, total=total)
     bar.close()
-    unreadable = set(rejected)
     for item in report.rejected:
         if item not in unreadable:
             print(f"line {item.number}: rejected: {item.reason}", file=sys.stderr)
