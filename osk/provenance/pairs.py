@@ -110,18 +110,13 @@ class TargetHasher:
         self._pass: dict[str, StatKey | None] | None = None  # stats of one candidates() pass
         self._raw: dict[str, tuple[StatKey, dict[int, str]]] = {}
         self._files: dict[str, tuple[StatKey, str | None]] = {}
-        self._bodies: dict[int, tuple[object, str]] = {}
         self._roots: dict[str, str] | None = None
 
     def body_hash(self, node: Node) -> str:
-        cached = self._bodies.get(id(node))
-        if cached is not None and cached[0] is node:
-            return cached[1]
-        value = node.body_hash  # a node restored from the catalog snapshot carries it: no read
-        if len(self._bodies) > 50_000:
-            self._bodies.clear()
-        self._bodies[id(node)] = (node, value)
-        return value
+        """The node's own cached hash (one restored from the catalog snapshot carries it: no
+        read). Not kept here as well: a table of the nodes asked about would hold each one,
+        and its text, after the catalog let it go (``osk import`` cites every node it writes)."""
+        return node.body_hash
 
     def current(self, target: TargetRef, catalog: Catalog) -> str | None:
         if target.kind == "node":

@@ -607,7 +607,8 @@ class SearchIndex:
         """(Re)index one file; False when it is gone or not a valid node (then unindexed).
         ``known``: a catalog's entries; one that read this file at this stat, past the race
         window, with its text still held, is indexed as read there (``osk import`` ends by
-        indexing what it wrote: no file is read or parsed a second time)."""
+        indexing what it wrote: no file is read or parsed a second time); one whose text it
+        let go (``Node.let_text_go``) is read, and not parsed when the bytes have its hash."""
         entry = None if known is None else known.get(rel)
         if (entry is not None and entry.node is not None and entry.node.text_held
                 and entry.stat == stat and not _racy(stat, entry.read_at_ns)):
@@ -628,7 +629,10 @@ class SearchIndex:
             self._newest_ns = max(self._newest_ns, stat[1]) if self._newest_ns >= 0 else -1
             self._pending.append(["stat", rel, *stat, now])
             return True
-        node = parse_node(rel, text)
+        held = None if entry is None else entry.node
+        # A node whose text the catalog let go: the same bytes need no parse.
+        node = held.with_text(text) if held is not None and held.file_hash == file_hash \
+            else parse_node(rel, text)
         if node is None:
             self._reject(rel, stat, now)
             return False

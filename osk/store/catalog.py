@@ -52,6 +52,10 @@ class Changes:
 
 
 SNAPSHOT_SAVE_SECONDS = 30.0
+# The nodes put last keep their text and front matter model; older ones keep their fields and
+# hashes and read their text again on use, as nodes restored from the snapshot do: a catalog
+# that reads or writes every node (``osk import``, a first load) holds a bounded share of them.
+HELD_TEXTS = 256
 CHANGE_LOG_KEEP = 100_000  # changed paths the catalog remembers for changed_since
 
 
@@ -68,6 +72,7 @@ class Catalog:
     _log_base: int = 0  # log items dropped from the front (see changed_since)
     # path -> (the entry, its snapshot text): a save re-encodes only entries put since the last
     _encoded: dict[str, tuple[Entry, str]] = field(default_factory=dict)
+    _held: dict[str, None] = field(default_factory=dict)  # paths put with text, oldest first
 
     # -- refreshing ---------------------------------------------------------------------
     def refresh(self, files: Mapping[str, StatKey] | None = None) -> Changes:
@@ -215,6 +220,26 @@ class Catalog:
             entry.path)
         if entry.node is not None:
             self._by_id.setdefault(entry.node.id, []).append(entry.path)
+            if entry.node.text_held:
+                self._hold(entry.path)
+
+    def _hold(self, rel: str) -> None:
+        """``rel``'s entry is the newest holding its text; the oldest beyond ``HELD_TEXTS``
+        lets its text go."""
+        held = self._held
+        held.pop(rel, None)
+        held[rel] = None
+        while len(held) > HELD_TEXTS:
+            oldest = next(iter(held))
+            del held[oldest]
+            self._let_go(oldest)
+
+    def _let_go(self, rel: str) -> None:
+        entry = self.entries.get(rel)
+        if entry is None or entry.node is None or not entry.node.text_held:
+            return
+        path = f"{self.vault.root}{os.sep}{rel}"
+        entry.node.let_text_go(lambda: _read_text(path))
 
     def _drop(self, rel: str) -> None:
         old = self.entries.pop(rel, None)
@@ -406,6 +431,8 @@ def _unlink_index(index: dict[str, list[str]], key: str, rel: str) -> None:
 
 
 def _content_differs(old: Entry, new: Entry) -> bool:
-    old_text = old.node.text if old.node else None
-    new_text = new.node.text if new.node else None
-    return old_text != new_text or (old.error is None) != (new.error is None)
+    if old.node is None or new.node is None:
+        return old.node is not new.node or (old.error is None) != (new.error is None)
+    if old.node.text_held:
+        return old.node.text != new.node.text
+    return old.node.file_hash != new.node.file_hash  # its text let go: read now, it would be new's

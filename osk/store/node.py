@@ -80,13 +80,14 @@ class Node:
 
     @property
     def meta(self) -> Frontmatter:
-        if self._meta is None:
+        meta = self._meta  # read once: ``let_text_go`` may clear it meanwhile
+        if meta is None:
             assert self._fields is not None
             from osk.store.contract import Frontmatter
 
-            self._meta = Frontmatter.model_construct(**self._fields)
+            meta = self._meta = Frontmatter.model_construct(**self._fields)
             self._fields = None
-        return self._meta
+        return meta
 
     def meta_fields(self) -> dict[str, Any]:
         """The front matter as plain fields (what the catalog snapshot stores)."""
@@ -106,10 +107,11 @@ class Node:
 
     @property
     def text(self) -> str:
-        if self._text is None:
+        text = self._text  # read once: ``let_text_go`` may clear it meanwhile
+        if text is None:
             assert self._loader is not None
-            self._text = self._loader()
-        return self._text
+            text = self._text = self._loader()
+        return text
 
     @property
     def text_held(self) -> bool:
@@ -122,6 +124,25 @@ class Node:
         if self._text is not None:
             return self._text == text
         return self._file_hash is not None and self._file_hash == sha256_text(text)
+
+    def let_text_go(self, loader: Callable[[], str]) -> None:
+        """Drop the text and the front matter model held, keeping the plain fields and the
+        hashes (``loader`` reads the text again on use): the form of a node restored from the
+        catalog snapshot, for a node the catalog no longer expects to use soon. In place, so
+        whoever holds this node (the catalog entry, the rechecks' view of it) lets go too.
+        The catalog calls it under the engine's hold, as it changes its entries."""
+        self.file_hash, self.body_hash  # noqa: B018 - computed while the text is here
+        if self._meta is not None:
+            self._fields = self._meta.model_dump(exclude_none=True)
+        self._loader = loader
+        self._text = None
+        self._meta = None
+
+    def with_text(self, text: str) -> Node:
+        """This node holding ``text``, which the caller read from its file and found to have
+        this node's file hash: the same node, with no parse or validation again."""
+        return Node(self.path, self._meta, text=text, fields=self._fields,
+                    file_hash=self._file_hash, body_hash=self._body_hash)
 
     @property
     def body(self) -> str:
