@@ -271,3 +271,78 @@ def test_a_written_node_is_taken_only_while_the_file_holds_its_text(vault: Vault
     write_node(vault, rel, "id-mine", body="Changed by hand since.\n")
     catalog.note_written(rel, written)
     assert parsed == [rel] and catalog.get("Mine").body == "Changed by hand since.\n"
+
+
+def _let_go_and_held(catalog: Catalog) -> tuple[list[str], list[str]]:
+    entries = sorted(catalog.entries.items())
+    return ([rel for rel, e in entries if e.node is not None and not e.node.text_held],
+            [rel for rel, e in entries if e.node is not None and e.node.text_held])
+
+
+def test_only_the_nodes_put_last_keep_their_text_the_others_read_it_again_as_it_was(
+        vault: Vault, monkeypatch):
+    """A catalog that reads or writes every node (``osk import``) holds a bounded share of
+    their texts and models; a node that let them go answers as before, from its file."""
+    import osk.store.catalog as catalog_mod
+
+    monkeypatch.setattr(catalog_mod, "HELD_TEXTS", 2)
+    for i in range(5):
+        write_node(vault, f"Domain/N{i}.md", f"id-{i}", body=f"Body {i}.\n")
+    catalog = Catalog(vault)
+    catalog.refresh()
+    let_go, held = _let_go_and_held(catalog)
+    assert len(held) == 2 and len(let_go) == 3
+    for i in range(5):
+        found = catalog.get(f"N{i}")
+        assert found.id == f"id-{i}" and found.meta.summary == f"About Domain/N{i}.md."
+        assert found.body == f"Body {i}.\n" and found.body_hash == node.body_hash(found.body)
+        assert found.file_hash == node.parse(found.path, found.text).file_hash
+
+
+def test_a_node_that_let_its_text_go_is_still_seen_changed_at_the_same_stat(
+        vault: Vault, monkeypatch):
+    """A file read within the race window is read again on the next refresh; rewritten in that
+    window to the same size and mtime, it is reported changed even though the text the catalog
+    held is gone (compared by hash: reading it now would give the new text)."""
+    import osk.store.catalog as catalog_mod
+
+    monkeypatch.setattr(catalog_mod, "HELD_TEXTS", 1)
+    for name in ("A", "B", "C"):
+        write_node(vault, f"Domain/{name}.md", f"id-{name}", body=f"Body {name}.\n")
+    catalog = Catalog(vault)
+    catalog.refresh()
+    rel = _let_go_and_held(catalog)[0][0]
+    path = vault.abs(rel)
+    before = path.stat()
+    text = path.read_text(encoding="utf-8")
+    with open(path, "r+", encoding="utf-8", newline="") as handle:  # same inode and size
+        handle.write(text.replace("Body ", "Edit "))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert (path.stat().st_size, path.stat().st_ino) == (before.st_size, before.st_ino)
+    changes = catalog.refresh()
+    assert rel in changes.changed
+    assert catalog.by_path(rel) is not None and "Edit " in catalog.by_path(rel).body
+
+
+def test_an_index_built_from_nodes_that_let_their_text_go_parses_no_file(
+        vault: Vault, monkeypatch):
+    import osk.search.index as index_mod
+    import osk.store.catalog as catalog_mod
+    from osk.search import SearchIndex
+
+    monkeypatch.setattr(catalog_mod, "HELD_TEXTS", 1)
+    for name in ("A", "B", "C"):
+        write_node(vault, f"Domain/{name}.md", f"id-{name}", body=f"Walrus {name} facts.\n")
+        _age(vault, f"Domain/{name}.md")
+    catalog = Catalog(vault)
+    catalog.refresh()
+    assert len(_let_go_and_held(catalog)[0]) == 2
+    parsed: list[str] = []
+    real = index_mod.parse_node
+    monkeypatch.setattr(index_mod, "parse_node",
+                        lambda rel, text: parsed.append(rel) or real(rel, text))
+    index = SearchIndex(vault)
+    index.reconcile(catalog)
+    assert parsed == [] and len(index) == 3
+    assert sorted(h.path for h in index.search("walrus")) == [
+        "Domain/A.md", "Domain/B.md", "Domain/C.md"]

@@ -89,6 +89,36 @@ def test_an_unreadable_import_file_is_a_clear_error_and_imports_nothing(
     assert json.loads(found.stdout)["hits"] == []
 
 
+def test_import_from_standard_input_reads_it_as_a_file_crlf_and_a_late_cited_line_too(
+        vault: Vault, tmp_path: Path):
+    """`osk import -` reads the lines from standard input (spooled: the import reads them
+    twice), with CRLF line ends, and a line citing a later one waits for it; a line that is
+    not UTF-8 there refuses the whole input before anything is written."""
+    text = "\r\n".join([
+        line(title="Uses the otter", summary="x", body="See the otter.", space="domain",
+             derived_from=["Otter facts"]),
+        "",
+        line(title="Otter facts", summary="Otters.", body="An otter holds hands.",
+             space="domain"),
+        "[1, 2]",
+    ]) + "\r\n"
+    done = osk(vault, "import", "-", "--json", cwd=tmp_path, stdin=text)
+    assert done.returncode == 1, done.stderr
+    report = json.loads(done.stdout)
+    assert sorted((c["line"], c["title"]) for c in report["created"]) == [
+        (1, "Uses the otter"), (3, "Otter facts")]
+    assert [r["line"] for r in report["rejected"]] == [4]
+    undecodable = subprocess.run(
+        [sys.executable, "-m", "osk", "--vault", str(vault.root), "import", "-"], cwd=tmp_path,
+        input=line(title="Caf\u00e9 notes", summary="x", body="y", space="domain")
+        .encode("latin-1"), capture_output=True)
+    assert undecodable.returncode == 1 and undecodable.stdout == b""
+    assert b"cannot read -: 'utf-8' codec can't decode" in undecodable.stderr
+    assert b"nothing was imported" in undecodable.stderr
+    found = osk(vault, "search", "Caf\u00e9", "--json", cwd=tmp_path)
+    assert json.loads(found.stdout)["hits"] == []
+
+
 def test_search_k_defaults_to_8_is_capped_at_50_and_below_1_is_refused(
         vault: Vault, tmp_path: Path):
     source = tmp_path / "many.jsonl"
