@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 from search_bench import make_vault  # noqa: E402  (the synthetic vault the search bench uses)
 
 from osk.hosts.connect import ReplyLines, close_server, send_message  # noqa: E402  (doctor's pipe)
+from osk.store.vault import init  # noqa: E402
 
 DEADLINE = 600.0  # the first spawn builds the index: minutes on a loaded machine
 IMPORTS = {
@@ -107,6 +108,9 @@ def main() -> int:
     parser.add_argument("--size", type=int, default=5000)
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--load", type=int, default=0, help="busy-loop processes meanwhile")
+    parser.add_argument("--first", type=int, default=0, metavar="N",
+                        help="also N new empty vaults, each served for the first time (no "
+                             "handshake of its own), under the same load")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         vault, paths, _ = make_vault(Path(tmp), args.size)
@@ -117,10 +121,13 @@ def main() -> int:
         loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
                  for _ in range(args.load)]
         try:
-            runs, python = [], []
+            runs, python, firsts = [], [], []
             for _ in range(args.runs):  # interleaved, so both see the same load
                 runs.append(spawn(vault, cwd, query))
                 python.append(import_ms("pass"))
+            for number in range(args.first):
+                new = init(Path(tmp) / f"new-{number}", git=False).root
+                firsts.append(spawn(new, cwd, query))
         finally:
             for loop in loops:
                 os.kill(loop.pid, signal.SIGKILL)
@@ -138,6 +145,9 @@ def main() -> int:
           f"{statistics.median(above):.1f}x (min {min(above):.1f}, max {max(above):.1f})")
     print(f"  the very first spawn (no handshake kept yet): tools/list {first[1] * 1000:.0f} ms, "
           f"search {first[2] * 1000:.0f} ms")
+    if firsts:
+        print(f"  a new vault's first spawn, median of {args.first}: initialize "
+              f"{ms([r[0] for r in firsts])}, tools/list {ms([r[1] for r in firsts])}")
     print("fresh interpreters, median of 5")
     for label, values in imports.items():
         print(f"  {label:52} {ms(values)}")

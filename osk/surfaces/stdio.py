@@ -6,7 +6,8 @@ only, so it runs before the SDK is imported) stands in front of it:
 * **Ready at once.** Importing the SDK and pydantic takes about a second, opening and warming
   the engine more on a large vault; a host whose model looks for osk's tools before the server
   is up is told there are none. So the front answers the handshake and ``tools/list`` from what
-  the SDK gave on earlier runs (kept in the vault's state folder); then a thread
+  the SDK gave on earlier runs (kept in the vault's state folder; a vault's first run answers
+  from the handshake shipped with osk, ``SHIPPED_HANDSHAKE``); then a thread
   imports the SDK and builds the server, and another opens and warms the engine (they start
   once the host has the tool list, so they do not slow the handshake down). Everything else
   waits for the SDK, and a tool call waits for the engine. Each run asks the SDK for its
@@ -65,6 +66,11 @@ ENGINE_FIRST = 5.0  # seconds the SDK's import waits at most for the engine to o
 STORE_FIRST = 2.0  # seconds the loading waits at most for searches answered from the store
 MAX_DEPTH = 32  # nesting levels in one message (osk's deepest argument is 5 levels down)
 HANDSHAKE_FILE = ("mcp", "handshake.json")
+# What this osk's SDK answers a classic host's handshake (``scripts/gen_handshake.py`` writes
+# it; a test checks it against the SDK): a vault's first server answers from it at once, where
+# importing the SDK first took 1 s of CPU, 10 s on a loaded box, past the 10 s Claude Code
+# waits for a server before its first request.
+SHIPPED_HANDSHAKE = Path(__file__).with_name("handshake.json")
 PRIVATE_ID = "osk-handshake-tools"  # the id of the tools/list the front asks the SDK itself
 
 
@@ -384,6 +390,7 @@ class Front:
     wire: Wire
     handshake_path: Path
     cached: Handshake | None = None
+    own: bool = True  # ``cached`` is this vault's own (else the shipped one: always saved)
     inbox: queue.Queue[dict[str, Any] | None] = field(default_factory=queue.Queue)
     ready: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -606,11 +613,11 @@ class Front:
     def _save(self, learned: Handshake) -> None:
         from osk.store.fsutil import atomic_write
 
-        if self.cached is not None and learned.to_json() == self.cached.to_json():
+        if self.own and self.cached is not None and learned.to_json() == self.cached.to_json():
             return
         self.handshake_path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(self.handshake_path, learned.to_json())
-        self.cached = learned
+        self.cached, self.own = learned, True
 
     def fail(self, reason: str) -> None:
         """The SDK side could not start or has stopped: every waiting request gets the reason."""
@@ -667,7 +674,9 @@ def run(handshake: Path, backend: Callable[[Front], None],
     the file the SDK's handshake is kept in between runs; ``early`` takes a tool call while the
     SDK loads (``Front.early``)."""
     wire_in, wire_out = _claim_stdio()
-    front = Front(Wire(wire_out), handshake, Handshake.load(handshake), early=early)
+    own = Handshake.load(handshake)
+    front = Front(Wire(wire_out), handshake, own or Handshake.load(SHIPPED_HANDSHAKE),
+                  own=own is not None, early=early)
     thread = threading.Thread(target=_guarded, args=(backend, front), name="osk-mcp", daemon=True)
     start = _once(thread.start)
     # The loading threads take the CPU (and the GIL) from the front: they start once the host

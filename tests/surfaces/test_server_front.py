@@ -21,10 +21,10 @@ INIT_RESULT = {"capabilities": {"tools": {"listChanged": True}},
 class Pipe:
     """A front whose wire is a pipe this test reads."""
 
-    def __init__(self, tmp_path: Path, cached: Handshake | None) -> None:
+    def __init__(self, tmp_path: Path, cached: Handshake | None, *, own: bool = True) -> None:
         self.read_fd, write_fd = os.pipe()
         self.path = tmp_path / "handshake.json"
-        self.front = Front(Wire(write_fd), self.path, cached)
+        self.front = Front(Wire(write_fd), self.path, cached, own=own)
 
     def send(self, message: dict[str, Any]) -> None:
         self.front.handle(json.dumps(message).encode("utf-8") + b"\n")
@@ -124,6 +124,29 @@ def test_without_a_kept_handshake_the_sdk_answers_and_the_front_learns_it(
     assert pipe.queued() == [1, "notifications/initialized", stdio.PRIVATE_ID, 2]
     saved = Handshake.load(pipe.path)
     assert saved is not None and saved.tools == TOOLS and "protocolVersion" not in saved.initialize
+
+
+def test_a_vault_without_its_own_handshake_is_answered_from_the_shipped_one_and_keeps_its_own(
+        tmp_path: Path) -> None:
+    shipped = Handshake.load(stdio.SHIPPED_HANDSHAKE)
+    assert shipped is not None and shipped.classic
+    pipe = Pipe(tmp_path, shipped, own=False)
+    pipe.send(initialize(1, "2025-06-18"))
+    pipe.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    pipe.send({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})  # before the SDK is there
+
+    pipe.front.deliver(1, json.dumps({"jsonrpc": "2.0", "id": 1, "result": {
+        **shipped.initialize, "protocolVersion": "2025-06-18"}}))
+    pipe.front.deliver(stdio.PRIVATE_ID, json.dumps({"jsonrpc": "2.0", "id": stdio.PRIVATE_ID,
+                                                     "result": shipped.tools}))
+
+    assert pipe.answers() == [  # the SDK agreed with what shipped: no list_changed
+        {"jsonrpc": "2.0", "id": 1, "result": {**shipped.initialize,
+                                               "protocolVersion": "2025-06-18"}},
+        {"jsonrpc": "2.0", "id": 2, "result": shipped.tools},
+    ]
+    saved = Handshake.load(pipe.path)  # the vault's own from now on, though the same
+    assert saved is not None and saved.to_json() == shipped.to_json()
 
 
 def test_a_server_side_that_failed_answers_every_waiting_and_later_request(

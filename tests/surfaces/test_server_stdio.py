@@ -252,6 +252,26 @@ def test_a_later_server_answers_the_handshake_the_sdk_gave_the_first_one(vault: 
     assert [t["name"] for t in again[1]["result"]["tools"]] == list(TOOL_NAMES)
 
 
+def test_the_shipped_handshake_is_what_the_sdk_answers_now(tmp_path: Path):
+    """A vault's first server answers from osk/surfaces/handshake.json before the SDK is
+    imported: it must be what the SDK would say (else hosts get a stale list first)."""
+    import importlib.util
+
+    from osk.surfaces.stdio import SHIPPED_HANDSHAKE
+
+    generator = Path(__file__).resolve().parents[2] / "scripts" / "gen_handshake.py"
+    spec = importlib.util.spec_from_file_location("gen_handshake", generator)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    learned = module.learn(tmp_path)
+
+    assert learned == json.loads(SHIPPED_HANDSHAKE.read_text(encoding="utf-8")), (
+        "osk/surfaces/handshake.json is out of date: run `.venv/bin/python "
+        "scripts/gen_handshake.py`")
+
+
 MALFORMED: list[tuple[bytes, object, str]] = [  # a line, the id its answer carries, a phrase
     (b'{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"create_node",'
      b'"arguments":{"title":"a\\ud800b"}}}', 10,
@@ -292,7 +312,9 @@ def test_every_malformed_line_gets_an_answer_that_says_what_is_wrong(vault: Vaul
         send_message(proc, {"jsonrpc": "2.0", "id": 99, "method": "ping"})
         answers: dict[object, str] = {}
         unnamed: list[str] = []
-        while 99 not in answers or len(unnamed) < 2:
+        # every line answered (the ping may be the front's, before the SDK answers the rest)
+        named = {id_ for _, id_, _ in MALFORMED if id_ is not None} | {99}
+        while not named <= answers.keys() or len(unnamed) < 2:
             while b"\n" not in lines.buffer:
                 assert lines.selector.select(deadline - __import__("time").monotonic())
                 lines.buffer += os.read(lines.fd, 65536)
