@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -26,6 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
+from scale_bench import child  # noqa: E402  (one child process's wall and CPU)
 from search_bench import make_vault  # noqa: E402
 
 SETTLE = 1.2  # seconds: past the race window the fast path waits out after a write
@@ -33,14 +32,8 @@ SETTLE = 1.2  # seconds: past the race window the fast path waits out after a wr
 
 def fresh_cpu_ms(vault: Path, query: str, runs: int) -> float:
     env = {**os.environ, "OSK_SEMANTIC": "0"}
-    times = []
-    for _ in range(runs):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        subprocess.run([sys.executable, "-m", "osk", "--vault", str(vault), "search", query],
-                       env=env, capture_output=True, check=True, cwd=vault)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        times.append((after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1e3)
-    return statistics.median(times)
+    argv = [sys.executable, "-m", "osk", "--vault", str(vault), "search", query]
+    return statistics.median(child(argv, vault, env)[1] for _ in range(runs)) * 1e3
 
 
 def cite(vault: Path, title: str) -> None:
@@ -69,16 +62,12 @@ def main() -> int:
         fresh_cpu_ms(vault, query, 2)
         time.sleep(SETTLE)
         after = fresh_cpu_ms(vault, query, args.runs)
-        python = []
-        for _ in range(args.runs):
-            start = resource.getrusage(resource.RUSAGE_CHILDREN)
-            subprocess.run([sys.executable, "-c", "pass"], check=True)
-            end = resource.getrusage(resource.RUSAGE_CHILDREN)
-            python.append((end.ru_utime - start.ru_utime + end.ru_stime - start.ru_stime) * 1e3)
+        python = statistics.median(
+            child([sys.executable, "-c", "pass"], vault)[1] for _ in range(args.runs)) * 1e3
     print(f"{args.size} nodes, fresh `osk search` CPU, median of {args.runs}:")
     print(f"  no node cites anything      {before:7.1f} ms")
     print(f"  after one citation          {after:7.1f} ms  ({after / before:.1f}x)")
-    print(f"  python -c pass              {statistics.median(python):7.1f} ms")
+    print(f"  python -c pass              {python:7.1f} ms")
     return 0
 
 
