@@ -502,20 +502,26 @@ def test_a_round_is_excerpted_where_the_prompt_s_words_are(vault, tmp_path):
     assert "flamingo cache" in hit.summary
 
 
+def _calls_of(monkeypatch, name: str) -> list[int]:
+    """A list that grows by one at each call of ``RoundIndex.<name>`` (which still runs)."""
+    calls: list[int] = []
+    real = getattr(RoundIndex, name)
+
+    def counted(self):
+        calls.append(1)
+        return real(self)
+
+    monkeypatch.setattr(RoundIndex, name, counted)
+    return calls
+
+
 def test_a_search_opens_the_rounds_index_only_when_something_moved(vault, tmp_path,
                                                                    monkeypatch):
     """The rounds' index is a cache of the raw records: while no record, no exclusion and not
     the file itself changed since this process last refreshed it, a search does not open it
     to refresh (and a vault that never captured a round does not open it at all); whatever
     moves is still found by the next search."""
-    opened: list[int] = []
-    real = RoundIndex._open
-
-    def counted(self):
-        opened.append(1)
-        return real(self)
-
-    monkeypatch.setattr(RoundIndex, "_open", counted)
+    opened = _calls_of(monkeypatch, "_open")
     shop = make_project(tmp_path / "shop")
     engine = Engine.open(vault, cwd=shop)
     assert rounds_of(engine, "zeppelin") == []
@@ -542,16 +548,11 @@ def test_a_watched_index_stats_no_record_until_the_kernel_reports_a_change(vault
     another process are each found by the next query all the same."""
     from osk.store.watch import Watch
 
-    if Watch.start(vault.root) is None:
+    probe = Watch.start(vault.root)
+    if probe is None:  # not Linux, or no inotify watch to be had: every query stats, as tested
         pytest.skip("no complete kernel report of changes on this system")
-    looks: list[int] = []
-    real = RoundIndex._records_on_disk
-
-    def counted(self):
-        looks.append(1)
-        return real(self)
-
-    monkeypatch.setattr(RoundIndex, "_records_on_disk", counted)
+    probe.close()
+    looks = _calls_of(monkeypatch, "_records_on_disk")
     shop = make_project(tmp_path / "shop")
     engine = Engine.open(vault, cwd=shop)
     engine.append_raw("talk", user="the zeppelin arrives", assistant="ok")
