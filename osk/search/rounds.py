@@ -388,10 +388,10 @@ class RoundIndex:
         records not yet read are left to the next refresh (what was indexed is committed, so
         a hook the host stops at its timeout still moves a large catch-up forward); None:
         all of them."""
-        if self._unmoved(excluded(self.vault)):
+        hidden = excluded(self.vault)
+        if self._unmoved(hidden):
             return 0  # the kernel reported no change to a record since
         disk = self._records_on_disk()
-        hidden = excluded(self.vault)
         if self._agreed == (disk, hidden, self._file_stats()):
             return 0  # nothing moved since this process saw the file agree with both
         self._agreed = None  # until it agrees again: the report read above is spent
