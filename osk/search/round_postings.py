@@ -35,7 +35,9 @@ import sys
 from array import array
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
+from itertools import compress
+from operator import add
 from typing import Any
 
 K1 = 1.2  # FTS5's bm25()
@@ -52,9 +54,11 @@ FRESH_SHARE = 8  # a term is put in order again when over 1/FRESH_SHARE of it is
 # k-th once they are at most FEW; while more, it reads on for as many postings as scoring
 # them would cost, counting them again after the unread fell WIDER times further below it.
 # (Counted in their text, rounds cost 10 us and this was 32; at 200,000 rounds 12 against
-# 32 cut the top-k's mean 4.2 -> 3.6 ms, a FEW of 128 or 384 cost more: docs/performance.md.)
+# 32 cut the top-k's mean 4.2 -> 3.6 ms, a FEW of 128 or 384 cost more; once a block read
+# adds to the rounds that could still reach the k-th only, WIDER 1.5 against 1.25 cut it
+# 2.0 -> 1.9 ms, 2.0 cost more: docs/performance.md.)
 FEW = 256
-WIDER = 1.25
+WIDER = 1.5
 POSTINGS_A_ROUND = 12
 CAPPED = 255  # a count stored as this is at least this (its bound is BM25's supremum)
 LONGEST = 0xFFFF  # a length stored as this is at least this (a bound takes it as this)
@@ -375,29 +379,38 @@ class _List:
 
 
 def top(db: sqlite3.Connection, terms: Sequence[str], k: int, context: float,
-        accept: Accept) -> list[tuple[int, float]]:
-    """The ``k`` best (row, score) of the rounds ``accept`` keeps, best first (ties by row):
-    those ``bm25(terms, 1.0, context)`` ranks first over every round holding a term (in its
-    own words only when ``context`` is 0)."""
+        accept: Accept | None) -> list[tuple[int, float]]:
+    """The ``k`` best (row, score) of the rounds ``accept`` keeps (None: every round held),
+    best first (ties by row): those ``bm25(terms, 1.0, context)`` ranks first over every
+    round holding a term (in its own words only when ``context`` is 0)."""
     size, total = db.execute("SELECT rounds, size FROM totals").fetchone()
     if not size or k <= 0 or not terms:
         return []
     avgdl = total / size
     column = "any" if context else "body"
-    found = {term: (ident, df) for term, ident, df in db.execute(
-        f"SELECT term, id, {column} FROM vocab WHERE term IN ({','.join('?' * len(terms))})",
-        list(terms))}
+    found: dict[str, tuple[int, int]] = {}
+    dead = False  # whether a query term holds a removed round's postings
+    for term, ident, df, held, live in db.execute(
+            f"SELECT term, id, {column}, postings, any FROM vocab WHERE term IN "
+            f"({','.join('?' * len(terms))})", list(terms)):
+        found[term] = ident, df
+        dead = dead or held > live  # a live round holds one posting of each term it holds
     weights = [(term, idf(size, found[term][1])) for term in terms
                if term in found and found[term][1] > 0]
-    lists = []
-    for term, weight in weights:
-        ident = found[term][0]
-        bounds = [(weight * reach((fb << 24) | (fc << 16) | least, context, avgdl)
-                   * (1 + MARGIN), block, many) for block, many, fb, fc, least in db.execute(
-            "SELECT block, size, fb, fc, least FROM heads WHERE term=?", (ident,))]
-        lists.append(_List(ident, weight, bounds))
-    return _Search(db, weights, [found[term][0] for term, _ in weights], lists, k, context,
-                   avgdl, accept).run()
+    if not weights:
+        return []
+    weight_of = {found[term][0]: weight for term, weight in weights}
+    bounds: dict[int, list[tuple[float, int, int]]] = {ident: [] for ident in weight_of}
+    for ident, block, many, fb, fc, least in db.execute(  # every term's heads at once
+            "SELECT term, block, size, fb, fc, least FROM heads WHERE term IN "
+            f"({','.join('?' * len(weight_of))})", list(weight_of)):
+        bounds[ident].append((weight_of[ident] * reach((fb << 24) | (fc << 16) | least,
+                                                       context, avgdl) * (1 + MARGIN),
+                              block, many))
+    idents = [found[term][0] for term, _ in weights]
+    lists = [_List(ident, weight_of[ident], bounds[ident]) for ident in idents]
+    return _Search(db, weights, idents, lists, k, context, avgdl, accept,
+                   accept is not None or dead).run()
 
 
 class _Search:
@@ -406,20 +419,33 @@ class _Search:
     summed in another order: a lower bound within ``MARGIN``) to the round's sum. A round
     can reach at most its sum plus what the terms not yet read for it could still give.
     Once what no round read could reach is below the k-th sum of rounds ``accept`` keeps,
-    only the rounds that could reach it (few) are scored whole from their forward lists."""
+    only the rounds that could reach it (few) are scored whole from their forward lists.
+
+    From then on no round not read can reach it, and a round that could not stays so (its
+    bound only falls, the k-th only rises): a block read then adds to the rounds that still
+    could only (``alive``, found in C by a set intersection, the rest of the block skipped).
+    The k-th sum is looked for among the rounds at or above it when last found and those a
+    block has raised to it since (``hot``), not among every round read. Whether a round is
+    kept is asked of its row only when ``accept`` may refuse it or a query term holds a
+    removed round's postings (``asks``), a batch of rows to a statement."""
 
     def __init__(self, db: sqlite3.Connection, weights: list[tuple[str, float]],
                  idents: list[int], lists: list[_List], k: int, context: float, avgdl: float,
-                 accept: Accept) -> None:
+                 accept: Accept | None, asks: bool) -> None:
         self.db, self.weights, self.lists, self.k = db, weights, lists, k
         self.idents = idents  # each weighted term's vocabulary id
         self.context, self.avgdl, self.accept = context, avgdl, accept
         self.sums: dict[int, float] = {}  # row -> what the terms read for it give
         self.read: dict[int, int] = {}  # row -> the terms read for it (a bit each)
         self.unsure: dict[int, float] = {}  # row -> the most its capped postings give
-        self.kept: dict[int, bool] = {}  # row -> whether ``accept`` keeps it
+        self.kept: dict[int, bool] = {}  # row -> whether ``accept`` keeps it (and it is held)
+        self.asks = asks  # whether a round's row is asked for (else every round read is kept)
         self.most = 0.0  # the largest sum
         self.kth = -math.inf  # the k-th largest sum of rounds kept, when last found
+        self.hot: list[int] = []  # every round with a sum not below it (and some below)
+        # Once what is unread is below the k-th, the rounds that could still reach it: no
+        # other round can, so a block read from then on adds to these only.
+        self.alive: set[int] | None = None
 
     def run(self) -> list[tuple[int, float]]:
         lists = self.lists
@@ -442,6 +468,7 @@ class _Search:
                 reaching = self._reaching(left, threshold)
                 if len(reaching) <= max(self.k, FEW) or spent:
                     return self._finish(reaching)
+                self.alive = set(reaching)
                 if budget is None:  # read on while it costs less than scoring them
                     budget = len(reaching) * POSTINGS_A_ROUND
             if budget is not None:
@@ -456,10 +483,19 @@ class _Search:
         (data,) = self.db.execute("SELECT data FROM postings WHERE place=?",
                                   (place(lst.term, block),)).fetchone()
         rows, descs = _decode(data)
+        pairs: Iterable[tuple[int, int]] = zip(rows, descs, strict=True)
+        if self.alive is not None:  # found in C: the rounds of the block that could reach
+            mine = self.alive.intersection(rows)
+            if not mine:
+                return
+            of = dict(pairs)
+            pairs = [(row, of[row]) for row in mine]
         gives: dict[int, float | None] = {}
         context, avgdl, weight, bit = self.context, self.avgdl, lst.weight, 1 << i
         sums, read, unsure = self.sums, self.read, self.unsure
-        for row, desc in zip(rows, descs, strict=True):
+        most, hot = self.most, self.hot.append
+        cut = self.kth if self.kth > -math.inf else math.inf  # none before a k-th is found
+        for row, desc in pairs:
             value = gives.get(desc, -1.0)
             if value == -1.0:
                 value = gives[desc] = _gives(desc, context, avgdl, weight)
@@ -471,48 +507,77 @@ class _Search:
             total = sums.get(row, 0.0) + value
             sums[row] = total
             read[row] = read.get(row, 0) | bit
-            if total > self.most:
-                self.most = total
+            if total >= cut:
+                hot(row)
+            if total > most:
+                most = total
+        self.most = most
 
-    def _keeps(self, row: int) -> bool:
-        kept = self.kept.get(row)
-        if kept is None:
-            found = self.db.execute("SELECT key, rel, number, coordinate FROM rounds "
-                                    "WHERE row=?", (row,)).fetchone()
-            kept = self.kept[row] = found is not None and self.accept(*found)
-        return kept
+    def _know(self, rows: Collection[int]) -> None:
+        """Find whether ``accept`` keeps each of ``rows`` not known yet (a row gone, a dead
+        posting's, is not kept), in as few statements as there are ``MARKS`` of them."""
+        kept, accept = self.kept, self.accept
+        unknown = [row for row in rows if row not in kept]
+        if not self.asks:
+            kept.update(dict.fromkeys(unknown, True))
+            return
+        for at in range(0, len(unknown), MARKS):
+            chunk = unknown[at:at + MARKS]
+            kept.update(dict.fromkeys(chunk, False))
+            for row, *found in self.db.execute(
+                    "SELECT row, key, rel, number, coordinate FROM rounds WHERE row IN "
+                    f"({','.join('?' * len(chunk))})", chunk):
+                kept[row] = accept is None or accept(*found)
 
     def _threshold(self) -> float:
         """The k-th largest sum of rounds kept (lowered by ``MARGIN``), -inf if fewer. Sums
-        only grow, so only those not below the last k-th are looked at."""
+        only grow, so only those not below the last k-th are looked at: those found so when
+        last looked and those a block has raised to it since (``hot``)."""
         sums, want, last = self.sums, self.k, self.kth
-        pool: Collection[int] = sums if last == -math.inf else [
-            row for row, total in sums.items() if total >= last]
+        if last == -math.inf:
+            pool = list(sums)
+        else:
+            hot = set(self.hot)
+            pool = list(compress(hot, map(last.__le__, map(sums.__getitem__, hot))))
         for many in (4 * want, len(pool)):
             best = heapq.nlargest(many, pool, key=sums.__getitem__)
-            kept = [row for row in best if self._keeps(row)]
+            self._know(best)
+            kept = [row for row in best if self.kept[row]]
             if len(kept) >= want:
                 self.kth = sums[kept[want - 1]]
+                self.hot = pool
                 return self.kth * (1 - MARGIN)
             if many >= len(pool):
                 break
         return -math.inf
 
+    def _above(self, least: float) -> list[int]:
+        """The rounds whose sum is not below ``least`` (of those that could still reach the
+        k-th, once known), filtered in C: no loop in Python."""
+        sums = self.sums
+        if self.alive is None:
+            return list(compress(sums, map(least.__le__, sums.values())))
+        alive = list(self.alive)
+        return list(compress(alive, map(least.__le__, map(sums.__getitem__, alive))))
+
     def _reaching(self, left: list[float], threshold: float) -> list[int]:
         """The rounds read whose sum and what their unread terms could give is not below
         ``threshold``: among those whose sum and all that is unread reach it, what the terms
         not read for a round could give is worked out once per set of terms read (a mask),
-        so the rounds are filtered in comprehensions, not a loop of calls."""
+        so the rounds are filtered in C (``compress``), not in a loop in Python."""
         sums, read, unsure = self.sums, self.read, self.unsure
-        least = threshold / (1 + MARGIN) - sum(left)
-        near = [row for row, total in sums.items() if total >= least]
+        floor = threshold / (1 + MARGIN)
+        near = self._above(floor - sum(left))
+        masks = list(map(read.__getitem__, near))
         rest = {mask: sum(v for j, v in enumerate(left) if not mask >> j & 1)
-                for mask in {read[row] for row in near}}
-        reaching = [row for row in near
-                    if (sums[row] + rest[read[row]]) * (1 + MARGIN) >= threshold]
+                for mask in set(masks)}
+        reaching = list(compress(near, map(floor.__le__, map(
+            add, map(sums.__getitem__, near), map(rest.__getitem__, masks)))))
         if unsure:  # few: a capped count or length, at most the supremum more
-            chosen = set(reaching)
+            chosen, alive = set(reaching), self.alive
             for row, most in unsure.items():
+                if alive is not None and row not in alive:
+                    continue
                 mask = read.get(row, 0)
                 more = sum(v for j, v in enumerate(left) if not mask >> j & 1)
                 if row not in chosen and (
@@ -523,7 +588,7 @@ class _Search:
     def _finish(self, rows: list[int]) -> list[tuple[int, float]]:
         """Score ``rows`` whole from their forward lists; the best k that ``accept`` keeps.
         A row gone (a dead posting's) gives nothing."""
-        best: list[tuple[float, int]] = []  # a heap of (score, -row): the k-th first
+        scored: list[tuple[float, int]] = []  # (score, -row)
         weights = [weight for _, weight in self.weights]
         for at in range(0, len(rows), MARKS):
             chunk = rows[at:at + MARKS]
@@ -531,14 +596,16 @@ class _Search:
                     f"SELECT row, data FROM forward WHERE row IN "
                     f"({','.join('?' * len(chunk))})", chunk):
                 length, counts = counts_in(data, self.idents)
-                entry = (score(weights, counts, length, self.context, self.avgdl), -row)
-                if len(best) >= self.k and entry <= best[0] or not self._keeps(row):
-                    continue
-                if len(best) < self.k:
-                    heapq.heappush(best, entry)
-                else:
-                    heapq.heapreplace(best, entry)
-        return [(-row, value) for value, row in sorted(best, reverse=True)]
+                scored.append((score(weights, counts, length, self.context, self.avgdl), -row))
+        scored.sort(reverse=True)
+        best: list[tuple[int, float]] = []
+        for at in range(0, len(scored), 4 * self.k):  # the best first, kept looked up in turn
+            part = scored[at:at + 4 * self.k]
+            self._know([-row for _, row in part])
+            best.extend((-row, value) for value, row in part if self.kept[-row])
+            if len(best) >= self.k:
+                break
+        return best[:self.k]
 
 
 def _gives(desc: int, context: float, avgdl: float, weight: float) -> float | None:

@@ -41,6 +41,7 @@ import os
 import re
 import sqlite3
 import time
+from bisect import bisect_left
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager
 from datetime import datetime
@@ -239,12 +240,13 @@ def _densest(flat: str, terms: frozenset[str], limit: int) -> int:
             end = flat.find(" ", found.end())
             word = flat[start:end if end >= 0 else len(flat)]
             matched[start] = {*tokenize(word), *tokenize_prose(word)} & terms
+    starts = sorted(at for at, held in matched.items() if held)
+    helds = [matched[at] for at in starts]
     best, best_start = 0, 0
-    for at, held in sorted(matched.items()):
-        if not held:
-            continue
+    for at in starts:  # each stretch's words found by bisection: a query is 10 excerpts
         start = flat.rfind(" ", 0, at - limit // 8) + 1 if at > limit // 8 else 0
-        within = set().union(*(h for a, h in matched.items() if start <= a < start + limit - 2))
+        within = set().union(*helds[bisect_left(starts, start):
+                                    bisect_left(starts, start + limit - 2)])
         if len(within) > best:
             best, best_start = len(within), start
     return best_start
@@ -711,9 +713,13 @@ _ROW = "r.row, r.coordinate, r.key, r.at, r.host, r.excerpt"  # a result's colum
 
 
 def _accepting(keys: Collection[str] | None, skip: tuple[str, int] | None,
-               hidden: Excluded) -> Accept:
+               hidden: Excluded) -> Accept | None:
     """Which rounds a query keeps: of ``keys`` (None: any), not ``skip``'s record from its
-    round number on, not excluded by ``hidden`` (by name: the index was built before it)."""
+    round number on, not excluded by ``hidden`` (by name: the index was built before it).
+    None when that is every round (the top-k then asks nothing of a round's row)."""
+    if keys is None and skip is None and not hidden.records and not hidden.rounds:
+        return None
+
     def accept(key: str, rel: str, number: int, coordinate: str) -> bool:
         if keys is not None and key not in keys:
             return False
@@ -725,7 +731,7 @@ def _accepting(keys: Collection[str] | None, skip: tuple[str, int] | None,
 
 
 def _best(db: sqlite3.Connection, terms: list[str], k: int, context: float,
-          accept: Accept) -> list[tuple[Any, ...]]:
+          accept: Accept | None) -> list[tuple[Any, ...]]:
     """The ``k`` best rounds ``accept`` keeps (``round_postings.top``), joined to their rows:
     (row, coordinate, key, at, host, kept text, score, length, forward list)."""
     best = top(db, terms, k, context, accept)

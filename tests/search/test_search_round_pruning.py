@@ -70,7 +70,7 @@ class Rounds:
 
 
 def by_fts5(db: sqlite3.Connection, terms: list[str], k: int, context: float,
-            accept: Accept) -> list[tuple[int, float]]:
+            accept: Accept | None) -> list[tuple[int, float]]:
     """FTS5 over the index's stored terms, every match scored and ordered, then filtered."""
     fts = sqlite3.connect(":memory:")
     fts.execute("CREATE VIRTUAL TABLE t USING fts5(body, context)")
@@ -82,7 +82,7 @@ def by_fts5(db: sqlite3.Connection, terms: list[str], k: int, context: float,
     ranked = fts.execute(
         "SELECT rowid, -bm25(t, 1.0, ?) AS s FROM t WHERE t MATCH ? ORDER BY s DESC, rowid",
         (context, match if context else f"body : ({match})")).fetchall()
-    return [(row, value) for row, value in ranked if accept(*rows[row])][:k]
+    return [(row, value) for row, value in ranked if accept is None or accept(*rows[row])][:k]
 
 
 def compared(vault: Vault, rounds: Rounds) -> int:
@@ -90,7 +90,8 @@ def compared(vault: Vault, rounds: Rounds) -> int:
     index = RoundIndex(vault)
     index.refresh()
     talk = next(str(p.relative_to(vault.root)) for p in vault.raw_dir.rglob("talk-0.md"))
-    ways: list[Accept] = [
+    ways: list[Accept | None] = [
+        None,  # every round held: no round's row asked for (dead postings' rows still gone)
         lambda key, rel, number, coordinate: True,
         lambda key, rel, number, coordinate: key == "harbor",
         lambda key, rel, number, coordinate: not (rel == talk and number >= 3),

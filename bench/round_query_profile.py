@@ -1,0 +1,114 @@
+"""Where a warm round query's time goes (issue 27's cost target): a kept vault's round index
+asked in one process, as the MCP server (watched, a kept connection) and the prompt-submit
+hook's fallback (unwatched: every record file stat-ed first) ask it.
+
+Opens the round index of ``VAULT`` (a vault ``bench/rounds_scale.py --keep DIR`` built:
+``DIR/vault-50000``), asks ``--queries`` queries of the same Zipf words as that bench once
+each (their pages read), then ``--runs`` times in turn on a watched and an unwatched index,
+and prints per query the CPU median and mean of each, and the SQL statements one query runs
+(by their text, counted with ``set_trace_callback``). ``--profile``: the watched queries once
+more under cProfile, the functions that cost the most. ``--top``: the same for
+``round_postings.top`` alone (what the query costs without the refresh and the rows around).
+
+Usage: ``nice -n 5 python bench/round_query_profile.py DIR/vault-50000 [--queries 42]
+[--runs 3] [--profile]``. Run by hand, not in CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import sqlite3
+import statistics
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
+sys.path.insert(0, str(BENCH.parent))
+
+from search_bench import Corpus  # noqa: E402
+
+SEED = 2027  # rounds_scale's Corpus for a vault built from nothing: the same words
+
+
+def cpu_ms(call: Any) -> float:
+    began = time.process_time()
+    call()
+    return (time.process_time() - began) * 1000
+
+
+def statements(index: Any, query: str) -> Counter[str]:
+    """The SQL one query runs on ``index``'s kept connection, by text (numbers folded)."""
+    import re
+
+    seen: Counter[str] = Counter()
+    with index._open() as db:  # noqa: SLF001  (the kept connection the query will use)
+        db.set_trace_callback(lambda text: seen.update([re.sub(r"\d+", "N", text)[:90]]))
+        try:
+            index.search(query, k=10, visible=lambda key: True)
+        finally:
+            db.set_trace_callback(None)
+    return seen
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("vault", type=Path)
+    parser.add_argument("--queries", type=int, default=42)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--top", action="store_true")
+    args = parser.parse_args()
+    from osk.search.rounds import RoundIndex
+    from osk.store.vault import Vault
+
+    corpus = Corpus(SEED)
+    queries = [corpus.query() for _ in range(args.queries)]
+    watched, plain = RoundIndex(Vault(args.vault), watch=True), RoundIndex(Vault(args.vault))
+    for query in queries:  # each query's pages once, as a server has
+        watched.search(query, k=10, visible=lambda key: True)
+        plain.search(query, k=10, visible=lambda key: True)
+    times: dict[str, list[float]] = {"watched": [], "unwatched": []}
+    for run in range(args.runs):
+        for number, query in enumerate(queries):  # each first every other query
+            pair = [("watched", watched), ("unwatched", plain)]
+            for name, index in pair if (number + run) % 2 else pair[::-1]:
+                times[name].append(cpu_ms(
+                    lambda i=index, q=query: i.search(q, k=10, visible=lambda key: True)))
+    for name, values in times.items():
+        print(f"{name:10} warm round query CPU median {statistics.median(values):.2f} ms, "
+              f"mean {statistics.mean(values):.2f} ms ({len(values)} queries)")
+    counted = Counter[str]()
+    for query in queries:
+        counted.update(statements(watched, query))
+    print(f"SQL statements a watched query, mean {sum(counted.values()) / len(queries):.1f}:")
+    for text, many in counted.most_common(12):
+        print(f"  {many / len(queries):7.1f}  {text}")
+    if args.profile:
+        profile = cProfile.Profile()
+        profile.enable()
+        for query in queries:
+            watched.search(query, k=10, visible=lambda key: True)
+        profile.disable()
+        pstats.Stats(profile).sort_stats("tottime").print_stats(30)
+    if args.top:
+        from osk.search.expand import query_terms
+        from osk.search.round_postings import top
+        from osk.search.rounds import CONTEXT_WEIGHT
+
+        db = sqlite3.connect(watched.path)
+        asked = [sorted(query_terms(query, prose=True)) for query in queries]
+        spent = [cpu_ms(lambda t=terms: top(db, t, 10, CONTEXT_WEIGHT,
+                                            lambda *_: True)) for terms in asked * args.runs]
+        print(f"round_postings.top alone: CPU median {statistics.median(spent):.2f} ms, "
+              f"mean {statistics.mean(spent):.2f} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
