@@ -58,11 +58,15 @@ class Rounds:
     """The round index's rows and postings, read once."""
 
     def __init__(self, path: Path, units: dict[str, str]) -> None:
+        from osk.search.rounds import round_terms
+
         with sqlite3.connect(path) as db:
-            found = db.execute("SELECT r.coordinate, r.key, r.rel, r.number, t.body, t.context "
-                               "FROM rounds r JOIN terms t ON t.rowid = r.row ORDER BY r.row")
-            self.rows = [Row(c, key, units[c], Counter(body.split()), Counter(context.split()),
-                             (rel, number)) for c, key, rel, number, body, context in found]
+            found = db.execute("SELECT row, coordinate, key, rel, number FROM rounds "
+                               "ORDER BY row").fetchall()
+            held = round_terms(db, [row for row, *_ in found])
+            self.rows = [Row(c, key, units[c], Counter({t: own for t, own, _ in held[row] if own}),
+                             Counter({t: near for t, _, near in held[row] if near}),
+                             (rel, number)) for row, c, key, rel, number in found]
         self.body: dict[str, dict[int, int]] = defaultdict(dict)
         self.context: dict[str, dict[int, int]] = defaultdict(dict)
         for i, row in enumerate(self.rows):

@@ -146,23 +146,36 @@ def forward(length: int, idents: list[int], own: list[int], around: list[int]) -
                      array(code, own).tobytes(), array(code, around).tobytes()))
 
 
+def _unpacked(data: bytes) -> tuple[int, int, memoryview, memoryview]:
+    """A forward list's length, term count, ids and counts (own, then neighbours')."""
+    view = memoryview(data)
+    length, many = view[:8].cast("I")
+    held = view[8:8 + 4 * many].cast("I")
+    rest = view[8 + 4 * many:]
+    width = len(rest) // (2 * many) if many else 1
+    counts = rest.cast("B") if width == 1 else rest.cast("H") if width == 2 else rest.cast("I")
+    return length, many, held, counts
+
+
 def counts_in(data: bytes, idents: Sequence[int]) -> tuple[int, list[tuple[int, int]]]:
     """A round's length, and the (own, neighbours') counts of each of ``idents`` (0, 0 for a
     term it does not hold), read from its forward list by binary search."""
-    view = memoryview(data)
-    length, many = view[:8].cast("I")
+    length, many, held, counts = _unpacked(data)
     if not many:
         return length, [(0, 0)] * len(idents)
-    held = view[8:8 + 4 * many].cast("I")
-    rest = view[8 + 4 * many:]
-    width = len(rest) // (2 * many)
-    counts = rest.cast("B") if width == 1 else rest.cast("H") if width == 2 else rest.cast("I")
     found = []
     for ident in idents:
         at = bisect_left(held, ident)
         found.append((counts[at], counts[many + at]) if at < many and held[at] == ident
                      else (0, 0))
     return length, found
+
+
+def terms_of(data: bytes) -> tuple[list[int], list[int], list[int]]:
+    """A round's terms' ids and each one's counts in its own words and its neighbours', read
+    from its forward list whole."""
+    _, many, held, counts = _unpacked(data)
+    return held.tolist(), counts[:many].tolist(), counts[many:].tolist()
 
 
 # -- writing -------------------------------------------------------------------------------------
@@ -224,12 +237,12 @@ class Pending:
                 entry[1] += 1
                 entry[2].append(base | (more if more < CAPPED else CAPPED) << 16)
 
-    def drop(self, own: str, around: str) -> None:
-        """A round removed: its terms' document counts fall (its postings stay, dead)."""
-        mine = set(own.split())
-        for term in mine | set(around.split()):
+    def drop(self, held: Iterable[tuple[str, bool]]) -> None:
+        """A round removed: the document counts of the terms it ``held`` (each with whether
+        in its own words) fall (its postings stay, dead)."""
+        for term, own in held:
             entry = self._of(term)
-            entry[0] -= term in mine
+            entry[0] -= own
             entry[1] -= 1
 
     def postings(self, term: str) -> tuple[array[int], array[int]]:

@@ -49,7 +49,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from osk.capture.exclusions import Excluded, excluded
-from osk.search.round_postings import NAMES, TABLES, Accept, Pending, counts_in, flush, top
+from osk.search.round_postings import (
+    MARKS,
+    NAMES,
+    TABLES,
+    Accept,
+    Pending,
+    counts_in,
+    flush,
+    terms_of,
+    top,
+)
 from osk.search.tokenize import tokenize, tokenize_prose
 from osk.store.fastclass import dataclass
 from osk.store.fsutil import StatKey, stat_key
@@ -60,13 +70,15 @@ if TYPE_CHECKING:
     from osk.capture.raw import Tail
     from osk.store.watch import Watch
 
-SCHEMA = 11  # 4: each round's neighbours as a second column; 5: the vocabulary by column;
+SCHEMA = 12  # 4: each round's neighbours as a second column; 5: the vocabulary by column;
 # 6: a round's first TEXT_CHARS kept, to cut excerpts from around the words asked; 7: the
 # rounds' count and total length kept by triggers (a query read them by scanning every round);
 # 8: where a record's next read resumes (``raw.Mark``), so an append reads its tail only;
 # 9: terms made by ``tokenize_prose`` (whole Snowball stems); 10: our own postings in impact
 # order (``round_postings``) instead of FTS5, a round's row never reused; 11: each round's
-# forward list (its terms' ids and counts), scored whole from it instead of from its text
+# forward list (its terms' ids and counts), scored whole from it instead of from its text;
+# 12: no ``terms`` table (a round's terms as text: its forward list holds them, and a round
+# dropped takes its terms' document counts from it)
 FILE = "rounds.sqlite"
 LOCK = "rounds.lock"
 VECTORS = "round_vectors"  # the folder of the rounds' vectors, beside FILE
@@ -104,8 +116,6 @@ CREATE TRIGGER IF NOT EXISTS rounds_added AFTER INSERT ON rounds BEGIN
 CREATE TRIGGER IF NOT EXISTS rounds_removed AFTER DELETE ON rounds BEGIN
     UPDATE totals SET rounds = rounds - 1, length = length - old.length,
     size = size - old.size; END;
-CREATE TABLE IF NOT EXISTS terms (row INTEGER PRIMARY KEY, body TEXT NOT NULL,
-    context TEXT NOT NULL);
 """ + TABLES
 
 
@@ -500,8 +510,6 @@ class RoundIndex:
                  " ".join(text.split())[:TEXT_CHARS], len(terms), len(terms) + len(around)))
             row = int(cursor.lastrowid or 0)
             pending.add(row, terms, around)
-            db.execute("INSERT INTO terms (row, body, context) VALUES (?, ?, ?)",
-                       (row, " ".join(terms), " ".join(around)))
 
     def _tail(self, db: sqlite3.Connection, rel: str, key: str, conversation: str,
               pending: Pending) -> tuple[Tail, int]:
@@ -640,17 +648,34 @@ def _built(db: sqlite3.Connection) -> str:
 
 
 def _drop(db: sqlite3.Connection, rows: list[int], pending: Pending) -> None:
-    """Remove rounds: their terms' counts fall at once (``Pending.drop``); their postings
-    stay behind, dead, their rows never reused."""
-    for at in range(0, len(rows), 500):
-        chunk = rows[at:at + 500]
+    """Remove rounds: their terms' counts fall at once (``Pending.drop``, the terms read from
+    their forward lists); their postings stay behind, dead, their rows never reused."""
+    for held in round_terms(db, rows).values():
+        pending.drop((term, own > 0) for term, own, _ in held)
+    for at in range(0, len(rows), MARKS):
+        chunk = rows[at:at + MARKS]
         marks = ",".join("?" * len(chunk))
-        for own, around in db.execute(
-                f"SELECT body, context FROM terms WHERE row IN ({marks})", chunk):
-            pending.drop(own, around)
-        db.execute(f"DELETE FROM terms WHERE row IN ({marks})", chunk)
         db.execute(f"DELETE FROM forward WHERE row IN ({marks})", chunk)
         db.execute(f"DELETE FROM rounds WHERE row IN ({marks})", chunk)
+
+
+def round_terms(db: sqlite3.Connection, rows: Sequence[int]
+                ) -> dict[int, list[tuple[str, int, int]]]:
+    """Each of ``rows``' terms, with its count in the round's own words and in its
+    neighbours', read from their forward lists (a row not held has none)."""
+    lists: dict[int, tuple[list[int], list[int], list[int]]] = {}
+    for at in range(0, len(rows), MARKS):
+        chunk = rows[at:at + MARKS]
+        lists.update((row, terms_of(data)) for row, data in db.execute(
+            f"SELECT row, data FROM forward WHERE row IN ({','.join('?' * len(chunk))})", chunk))
+    wanted = sorted({ident for idents, _, _ in lists.values() for ident in idents})
+    names: dict[int, str] = {}
+    for at in range(0, len(wanted), MARKS):
+        chunk = wanted[at:at + MARKS]
+        names.update(db.execute(f"SELECT id, term FROM vocab WHERE id IN "
+                                f"({','.join('?' * len(chunk))})", chunk))
+    return {row: [(names[ident], own, around) for ident, own, around in zip(*found, strict=True)]
+            for row, found in lists.items()}
 
 
 def _text(found: Any) -> str:

@@ -18,7 +18,7 @@ import pytest
 from osk.capture import raw
 from osk.search import round_postings
 from osk.search.round_postings import CAPPED, top
-from osk.search.rounds import CONTEXT_WEIGHT, RoundIndex
+from osk.search.rounds import CONTEXT_WEIGHT, RoundIndex, round_terms
 from osk.search.tokenize import tokenize_prose
 from osk.store.vault import Vault
 
@@ -69,13 +69,20 @@ class Rounds:
         return sorted(set(rare + common))
 
 
+def as_text(db: sqlite3.Connection) -> list[tuple[int, str, str]]:
+    """Each round's terms as text (its own words, its neighbours'), from its forward list:
+    BM25 reads a column's counts and length, not its order."""
+    rows = [row for (row,) in db.execute("SELECT row FROM forward")]
+    return [(row, *(" ".join(term for term, *counts in held for _ in range(counts[at]))
+                    for at in (0, 1))) for row, held in round_terms(db, rows).items()]
+
+
 def by_fts5(db: sqlite3.Connection, terms: list[str], k: int, context: float,
             accept: Accept | None) -> list[tuple[int, float]]:
     """FTS5 over the index's stored terms, every match scored and ordered, then filtered."""
     fts = sqlite3.connect(":memory:")
     fts.execute("CREATE VIRTUAL TABLE t USING fts5(body, context)")
-    fts.executemany("INSERT INTO t (rowid, body, context) VALUES (?, ?, ?)",
-                    db.execute("SELECT row, body, context FROM terms"))
+    fts.executemany("INSERT INTO t (rowid, body, context) VALUES (?, ?, ?)", as_text(db))
     match = " OR ".join(f'"{term}"' for term in terms)
     rows = {row: found for row, *found in db.execute(
         "SELECT row, key, rel, number, coordinate FROM rounds")}

@@ -136,14 +136,18 @@ def test_the_index_catches_up_with_a_record_changed_behind_it(vault, tmp_path):
 
 
 def _index_rows(index: RoundIndex) -> list[tuple]:
-    """Every round the index holds, with its terms and its neighbours' (row ids aside)."""
+    """Every round the index holds, with its terms and their counts in its own words and its
+    neighbours' (row ids and vocabulary ids aside)."""
     import sqlite3
 
+    from osk.search.rounds import round_terms
+
     with sqlite3.connect(index.path) as db:
-        return db.execute(
-            "SELECT r.rel, r.key, r.coordinate, r.number, r.at, r.host, r.excerpt, r.length, "
-            "t.body, t.context FROM rounds r JOIN terms t ON t.rowid = r.row "
-            "ORDER BY r.rel, r.number").fetchall()
+        found = db.execute(
+            "SELECT r.row, r.rel, r.key, r.coordinate, r.number, r.at, r.host, r.excerpt, "
+            "r.length FROM rounds r ORDER BY r.rel, r.number").fetchall()
+        held = round_terms(db, [row for row, *_ in found])
+        return [(*rest, sorted(held[row])) for row, *rest in found]
 
 
 def test_an_append_reads_only_the_record_s_last_rounds_and_indexes_what_a_rebuild_would(
@@ -261,6 +265,41 @@ def test_the_rounds_count_and_length_a_query_ranks_by_are_kept_whole(vault, tmp_
     other.unlink()
     kept, counted = kept_and_counted()
     assert kept == counted and kept[0] == 3
+
+
+def test_an_index_of_an_older_schema_is_rebuilt_on_open_without_its_text_table(vault, tmp_path):
+    """Schema 12 keeps no ``terms`` table (a round's terms are in its forward list): an index
+    of schema 11, which held one, is rebuilt whole by the next refresh, its old tables gone,
+    and its rounds are found again; a round dropped after (an append re-indexes the record's
+    last round) takes its terms' counts from its forward list."""
+    import sqlite3
+
+    from osk.search.rounds import SCHEMA
+
+    shop = make_project(tmp_path / "shop")
+    engine = Engine.open(vault, cwd=shop)
+    engine.append_raw("talk", user="the kite string snapped at noon", assistant="noted")
+    index = RoundIndex(vault)
+    index.refresh()
+    with sqlite3.connect(index.path) as db:
+        built = db.execute("SELECT value FROM meta WHERE key='built'").fetchone()
+        db.execute("CREATE TABLE terms (row INTEGER PRIMARY KEY, body TEXT, context TEXT)")
+        db.execute("UPDATE meta SET value='11' WHERE key='schema'")
+    again = RoundIndex(vault)
+    assert again.refresh() == 1  # every record indexed anew
+    engine.append_raw("talk", user="a second kite flew", assistant="fine")
+    assert again.refresh() == 1
+    with sqlite3.connect(index.path) as db:
+        tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master")}
+        assert db.execute("SELECT value FROM meta WHERE key='schema'").fetchone() == (
+            f"{SCHEMA}",) and SCHEMA == 12
+        assert db.execute("SELECT value FROM meta WHERE key='built'").fetchone() != built
+        assert "terms" not in tables
+        # each term's document counts are the live rounds' (the dropped round's taken off)
+        kite = db.execute("SELECT body, any FROM vocab WHERE term='kite'").fetchone()
+    assert kite == (2, 2)
+    assert [h.coordinate for h in again.search("kite string", k=5, visible=lambda key: True)
+            ][0] == "_raw/shop/talk#Round 1"
 
 
 def test_a_word_in_over_half_the_rounds_still_counts_and_a_round_holding_only_it_is_found(
