@@ -7,11 +7,11 @@
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Collection, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, overload
 
 from osk.search import index_files
-from osk.search.bm25 import Bm25
+from osk.search.bm25 import Bm25, Staged
 from osk.store.fastclass import dataclass
 from osk.store.fsutil import RACE_WINDOW_NS, StatKey, sha256_text
 
@@ -112,6 +112,7 @@ class Corpus:
         self.kinds: list[tuple[str, str | None]] = []
         self.kind_of: list[int] = []  # slot -> index in ``kinds``
         self._kind_ids: dict[tuple[str, str | None], int] = {}
+        self._staged: Staged | None = None  # a bulk build's postings (``stage``)
 
     # -- snapshots ----------------------------------------------------------------------------
     @classmethod
@@ -140,12 +141,10 @@ class Corpus:
     def snapshot(self, generation: str, params: dict[str, Any]) -> index_files.Snapshot:
         terms, offsets, slots, tfs = self.bm25.to_base()
         lengths = array("I", [0] * self._next_slot)
-        records: list[list[Any] | None] = [None] * self._next_slot
         for slot, doc in self.docs.items():
             lengths[slot] = doc.length
-            records[slot] = doc.record()
-        return index_files.Snapshot(generation, params, terms, records, offsets, slots, tfs,
-                                    lengths)
+        return index_files.Snapshot(generation, params, terms, _Records(self.docs, lengths),
+                                    offsets, slots, tfs, lengths)
 
     # -- reading ------------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -220,6 +219,23 @@ class Corpus:
         return cached[1], cached[2]
 
     # -- changing -----------------------------------------------------------------------------
+    def stage(self) -> None:
+        """Start a bulk build of this empty corpus: the documents stored until ``staged``
+        keep their postings compactly (``bm25.Staged``) and not their terms (the recall file
+        the build writes holds them: ``recallfile.RecallBuild``), so a build's memory is what
+        a loaded index holds. Nothing may read the postings before ``staged``; a change to a
+        stored document ends the staging first."""
+        if self.docs:
+            raise ValueError("only an empty corpus is built in bulk")
+        self._staged = Staged()
+
+    def staged(self) -> None:
+        """End a bulk build (``stage``): the postings become the index's base."""
+        staged, self._staged = self._staged, None
+        if staged is not None:
+            self.bm25 = staged.index()
+            self.version += 1
+
     def store(self, doc: SearchDoc, frequencies: Mapping[str, int],
               known: KnownTerms | None = None) -> KnownTerms | None:
         """Add a document, or replace the one at the same path (only its postings change).
@@ -228,6 +244,7 @@ class Corpus:
         slot = self.slot_of.get(doc.path)
         looked_up = None
         if slot is not None:
+            self.staged()  # a replacement reads the postings
             terms, looked_up = self._terms_of(slot, known)
             self._unlink(slot, self.docs[slot])
             self.bm25.remove(slot, terms)
@@ -236,8 +253,11 @@ class Corpus:
             self._next_slot = max(self._next_slot, slot + 1)
             self.slot_of[doc.path] = slot
         self.docs[slot] = doc
-        self._doc_terms[slot] = " ".join(frequencies)
-        self.bm25.add(slot, frequencies, doc.length)
+        if self._staged is not None:
+            self._staged.add(slot, frequencies, doc.length)
+        else:
+            self._doc_terms[slot] = " ".join(frequencies)
+            self.bm25.add(slot, frequencies, doc.length)
         self._link(slot, doc)
         self._kind(slot, doc)
         return looked_up
@@ -248,6 +268,7 @@ class Corpus:
         slot = self.slot_of.get(path)
         if slot is None:
             return False
+        self.staged()
         terms, looked_up = self._terms_of(slot, known)
         del self.slot_of[path]
         doc = self.docs.pop(slot)
@@ -283,6 +304,29 @@ class Corpus:
                 slots.discard(slot)
                 if not slots:
                     del table[key]
+
+
+class _Records(Sequence[list[Any] | None]):
+    """The documents' records by slot, each made when read (a snapshot's writer encodes them
+    a few at a time: not every record's list in memory at once)."""
+
+    def __init__(self, docs: Mapping[int, SearchDoc], lengths: array[int]) -> None:
+        self._docs, self._len = docs, len(lengths)
+
+    def __len__(self) -> int:
+        return self._len
+
+    @overload
+    def __getitem__(self, slot: int) -> list[Any] | None: ...
+    @overload
+    def __getitem__(self, slot: slice) -> list[list[Any] | None]: ...
+    def __getitem__(self, slot: int | slice) -> list[Any] | None | list[list[Any] | None]:
+        if isinstance(slot, slice):
+            return [self[i] for i in range(*slot.indices(self._len))]
+        if not 0 <= slot < self._len:
+            raise IndexError(slot)
+        doc = self._docs.get(slot)
+        return None if doc is None else doc.record()
 
 
 def node_content_hash(node: Node) -> str:

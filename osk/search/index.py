@@ -158,6 +158,7 @@ class SearchIndex:
         self._look_path = self.directory / recallfile.LOOK
         self._file_look: tuple[StatKey, dict[str, Any] | None] | None = None  # by its stat
         self._same_as: tuple[dict[str, Any], dict[str, Any]] | None = None  # (_saw_same)
+        self._building = False  # a bulk build: documents go to the recall file, not the journal
 
     # -- public API ---------------------------------------------------------------------------
     def sync(self, catalog: Catalog, changes: Changes) -> None:
@@ -475,16 +476,30 @@ class SearchIndex:
 
     def _build(self, report: str, progress: Callable[[int, int], None] | None = None, *,
                known: Known | None = None) -> None:
+        """Index every file afresh, in bulk: the postings staged compactly
+        (``Corpus.stage``) and each document written to a new recall file as it is read
+        (``RecallMirror.start_build``), no journal record kept (the snapshot written at the
+        end holds it all), so the memory a build needs is about what a loaded index holds."""
         now = time.time_ns()
         files = list(_walk(self.vault))
-        for done, (rel, stat) in enumerate(files, start=1):
-            self._read_file(rel, stat, None, now, known)
-            if progress is not None:
-                progress(done, len(files))
+        self._corpus.stage()
+        self._recall.start_build()
+        self._building = True
+        try:
+            for done, (rel, stat) in enumerate(files, start=1):
+                self._read_file(rel, stat, None, now, known)
+                if progress is not None:
+                    progress(done, len(files))
+        except BaseException:
+            self._recall.abandon_build()
+            raise
+        finally:
+            self._building = False
+            self._corpus.staged()
         self._last_walk = time.monotonic()
         self._pending.clear()
         self._compact()
-        self._recall.rebuild(self._corpus)
+        self._recall.end_build(self._corpus)
         self.load_report = report
 
     def _with_stored_terms(self, corpus: Corpus) -> Corpus:
@@ -663,11 +678,17 @@ class SearchIndex:
         doc, frequencies = document(rel, served, stat, file_hash, read_ns)
         replaced = self._corpus.store(doc, frequencies)
         self._newest_ns = max(self._newest_ns, stat[1]) if self._newest_ns >= 0 else -1
-        self._pending.append(["put", doc.record(), dict(frequencies), *_recorded(replaced)])
+        if self._building:
+            self._recall.put(self._corpus.slot_of[rel], doc, frequencies)
+        else:
+            self._pending.append(["put", doc.record(), dict(frequencies), *_recorded(replaced)])
 
     def _drop(self, rel: str) -> None:
+        slot = self._corpus.slot_of.get(rel)
         removed = self._corpus.remove(rel)
-        if removed:
+        if removed and self._building and slot is not None:
+            self._recall.drop(slot)
+        elif removed:
             self._pending.append(["del", rel, *_recorded(removed)])
 
 

@@ -2,7 +2,9 @@
 the journal.
 
 ``SearchIndex`` hands each commit's changes to ``mirror`` in the same step that appends them
-to its journal; a full build hands its whole corpus to ``rebuild``; after a load, ``catch_up``
+to its journal; a full build streams its documents as it reads them (``start_build``, ``put``,
+``end_build``: the corpus keeps no document's terms) or hands a whole corpus to ``rebuild``;
+after a load, ``catch_up``
 mends what the file missed (a process killed between the journal and it), or rebuilds it when
 it is missing, damaged or of another schema. While another writer holds the file, the changes
 wait in a backlog for the next commit.
@@ -22,7 +24,9 @@ from typing import TYPE_CHECKING, Any
 from osk.search import recallfile
 
 if TYPE_CHECKING:
-    from osk.search.corpus import Corpus
+    from collections.abc import Iterable
+
+    from osk.search.corpus import Corpus, SearchDoc
 
 log = logging.getLogger("osk.search")
 
@@ -40,6 +44,8 @@ class RecallMirror:
         self.written: dict[str, Any] | None = None  # the recall file's meta, as written
         self.backlog: list[list[Any]] = []  # changes a busy recall file did not take
         self.changes = 0  # documents mirrored or rebuilt by this process (counts each step)
+        self._build: recallfile.RecallBuild | None = None  # a streamed build (start_build)
+        self._build_failed = False
 
     def moved(self, protection: dict[str, Any]) -> bool:
         """Whether the file's meta must be written though no document changed: the corpus's
@@ -74,6 +80,61 @@ class RecallMirror:
         except (sqlite3.Error, OSError, recallfile.Unusable) as exc:
             if not recallfile.busy(exc):  # busy: the file stays; the next load compares it
                 self.failed()
+
+    def start_build(self) -> None:
+        """Start a new file that the documents of a bulk build go to as they are read."""
+        self.abandon_build()
+        self.changes += 1
+        self._build_failed = False
+        try:
+            recallfile.forget_look(self.directory)
+            self._build = recallfile.RecallBuild(recallfile.path_in(self.directory))
+        except (sqlite3.Error, OSError):
+            self._build_failed = True
+
+    def put(self, slot: int, doc: SearchDoc, terms: Iterable[str]) -> None:
+        """One document of the build (``slot``: its row)."""
+        if self._build is not None:
+            try:
+                self._build.put(slot, doc, terms)
+            except (sqlite3.Error, OSError, recallfile.Unusable):
+                self._build_broke()
+
+    def drop(self, slot: int) -> None:
+        """A document put earlier in the build is not indexed after all."""
+        if self._build is not None:
+            try:
+                self._build.drop(slot)
+            except (sqlite3.Error, OSError, recallfile.Unusable):
+                self._build_broke()
+
+    def end_build(self, corpus: Corpus) -> None:
+        """Write the built corpus's postings and swap the file in (or, when the build could
+        not be written, remove the old file: the next load rebuilds it)."""
+        build, self._build = self._build, None
+        if build is None:
+            if self._build_failed:
+                self.failed()
+            return
+        meta = self.meta()
+        try:
+            build.finish(corpus.docs, corpus.bm25, meta)
+            self.written = meta
+        except (sqlite3.Error, OSError, recallfile.Unusable) as exc:
+            if not recallfile.busy(exc):  # busy: the file stays; the next load compares it
+                self.failed()
+        finally:
+            build.abandon()
+
+    def abandon_build(self) -> None:
+        """Drop a build that will not end (its index build was interrupted)."""
+        build, self._build = self._build, None
+        if build is not None:
+            build.abandon()
+
+    def _build_broke(self) -> None:
+        self.abandon_build()
+        self._build_failed = True
 
     def catch_up(self, corpus: Corpus) -> None:
         """After a load: mend what the recall file missed (a process killed between the

@@ -173,50 +173,14 @@ class RecallWriter:
     def rebuild(self, docs: Mapping[int, SearchDoc], bm25: Bm25, meta: Mapping[str, Any],
                 terms_of: Callable[[int], Iterable[str]]) -> None:
         """Replace everything with the index's documents (slots become rows; ``terms_of``: a
-        document's distinct terms, as the corpus keeps them). Each term's postings are sorted
-        and cut into blocks whole, not posting by posting (a bulk load ends with this: some
-        150 postings a node)."""
-        postings: list[tuple[str, int, bytes, bytes]] = []
-        for term in list(bm25.all_terms()):
-            pairs = sorted(bm25.pairs(term))
-            if not pairs:
-                continue
-            slots, tfs = (array("I", column) for column in zip(*pairs, strict=True))
-            if set(slots).difference(docs):  # a slot without its document: left out
-                kept = [pair for pair in pairs if pair[0] in docs]
-                if not kept:
-                    continue
-                slots, tfs = (array("I", column) for column in zip(*kept, strict=True))
-            postings.extend(_blocks(term, slots, tfs))
-        lengths = array("I", [0] * (max(docs, default=-1) + 1))
-        for slot, doc in docs.items():
-            lengths[slot] = doc.length
-        # Built aside and swapped in whole, so a hook never reads a half-built file.
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        built = self.path.with_name(f".{os.getpid()}.{FILE}.tmp")  # what fsutil sweeps
-        built.unlink(missing_ok=True)
-        # Rows in key order and the indexes made after them: B-trees filled in order leave
-        # their pages full, where inserts in hash order left 40 % of the postings' pages empty
-        # (26 of 67 MB at 100,000 nodes).
-        postings.sort(key=lambda block: (block[0], block[1]))
-        statements = _TABLES.strip().split(";")
-        indexes = [statement for statement in statements if "CREATE INDEX" in statement]
-        with closing(sqlite3.connect(built, isolation_level=None)) as db:
-            db.execute("BEGIN")
-            for statement in statements:
-                if statement not in indexes:
-                    db.execute(statement)
-            db.executemany(_INSERT_DOC, ((slot, *_columns(doc, terms_of(slot)))
-                                         for slot, doc in sorted(docs.items())))
-            db.executemany("INSERT INTO postings VALUES (?, ?, ?, ?)", postings)
-            db.execute("INSERT INTO blobs VALUES ('lengths', ?)", (lengths.tobytes(),))
-            for statement in indexes:
-                db.execute(statement)
-            _set_meta(db, {"schema": SCHEMA, **meta})
-            db.execute("COMMIT")
-        with file_lock(self.path.with_name(LOCK), timeout=BUSY_MS / 1000):
-            remove(self.path.parent)  # the old file's WAL must not meet the new file
-            os.replace(built, self.path)
+        document's distinct terms, as the corpus keeps them): ``RecallBuild`` given them all."""
+        build = RecallBuild(self.path)
+        try:
+            for slot, doc in sorted(docs.items()):
+                build.put(slot, doc, terms_of(slot))
+            build.finish(docs, bm25, meta)
+        finally:
+            build.abandon()
 
     def mirror(self, ops: Iterable[list[Any]], meta: Mapping[str, Any]) -> None:
         """Apply journal operations (``put``, ``stat``, ``del``) in one transaction."""
@@ -251,7 +215,98 @@ class RecallWriter:
         return stale, list(held)
 
 
+class RecallBuild:
+    """A recall file built aside and swapped in whole, so a hook never reads a half-built one:
+    the documents as they come (``put``: a bulk build streams them, in batches, and keeps no
+    document's terms), then each term's postings cut into blocks whole, not posting by
+    posting (``finish``: a bulk load ends with this, some 150 postings a node)."""
+
+    BATCH = 1000  # documents inserted together
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._built = path.with_name(f".{os.getpid()}.{FILE}.tmp")  # what fsutil sweeps
+        self._built.unlink(missing_ok=True)
+        self._db: sqlite3.Connection | None = sqlite3.connect(self._built, isolation_level=None)
+        self._rows: list[tuple[Any, ...]] = []
+        statements = _TABLES.strip().split(";")
+        # Rows in key order and the indexes made after them: B-trees filled in order leave
+        # their pages full, where inserts in hash order left 40 % of the postings' pages empty
+        # (26 of 67 MB at 100,000 nodes).
+        self._indexes = [statement for statement in statements if "CREATE INDEX" in statement]
+        self._db.execute("BEGIN")
+        for statement in statements:
+            if statement not in self._indexes:
+                self._db.execute(statement)
+
+    def put(self, slot: int, doc: SearchDoc, terms: Iterable[str]) -> None:
+        """The document at row ``slot`` (rows come in ascending order in a bulk build)."""
+        self._rows.append((slot, *_columns(doc, terms)))
+        if len(self._rows) >= self.BATCH:
+            self._flush()
+
+    def drop(self, slot: int) -> None:
+        """No document at row ``slot`` after all (one put earlier in the build)."""
+        self._flush()
+        self._open().execute("DELETE FROM docs WHERE row = ?", (slot,))
+
+    def finish(self, docs: Mapping[int, SearchDoc], bm25: Bm25, meta: Mapping[str, Any]
+               ) -> None:
+        """Write the postings of ``bm25`` and ``docs``' lengths, then swap the file in
+        (``docs``: the documents put, by slot; a posting of a slot without one is left out)."""
+        self._flush()
+        db = self._open()
+        db.executemany("INSERT INTO postings VALUES (?, ?, ?, ?)", _all_blocks(docs, bm25))
+        lengths = array("I", [0] * (max(docs, default=-1) + 1))
+        for slot, doc in docs.items():
+            lengths[slot] = doc.length
+        db.execute("INSERT INTO blobs VALUES ('lengths', ?)", (lengths.tobytes(),))
+        for statement in self._indexes:
+            db.execute(statement)
+        _set_meta(db, {"schema": SCHEMA, **meta})
+        db.execute("COMMIT")
+        db.close()
+        self._db = None
+        with file_lock(self.path.with_name(LOCK), timeout=BUSY_MS / 1000):
+            remove(self.path.parent)  # the old file's WAL must not meet the new file
+            os.replace(self._built, self.path)
+
+    def abandon(self) -> None:
+        """Close and remove what is not swapped in (a failed build; nothing after ``finish``)."""
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+            self._built.unlink(missing_ok=True)
+
+    def _open(self) -> sqlite3.Connection:
+        if self._db is None:
+            raise Unusable("the recall file's build was already ended")
+        return self._db
+
+    def _flush(self) -> None:
+        rows, self._rows = self._rows, []
+        if rows:
+            self._open().executemany(_REPLACE_DOC, rows)  # one put again: the last stands
+
+
+def _all_blocks(docs: Mapping[int, SearchDoc], bm25: Bm25
+                ) -> Iterator[tuple[str, int, bytes, bytes]]:
+    """Every term's postings as stored blocks, in key order (terms sorted, each term's rows
+    ascending), made one term at a time; a posting of a slot without its document is left
+    out."""
+    strays = bm25.lengths.keys() - docs.keys()
+    for term in sorted(bm25.all_terms()):
+        slots, tfs = bm25.columns(term)
+        if strays and not strays.isdisjoint(slots):
+            kept = [(slot, tf) for slot, tf in zip(slots, tfs, strict=True) if slot in docs]
+            slots, tfs = array("I", [slot for slot, _ in kept]), array("I", [tf for _, tf in kept])
+        if slots:
+            yield from _blocks(term, slots, tfs)
+
+
 _INSERT_DOC = "INSERT INTO docs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_REPLACE_DOC = _INSERT_DOC.replace("INSERT", "INSERT OR REPLACE", 1)
 
 
 def _columns(doc: SearchDoc, terms: Iterable[str]) -> tuple[Any, ...]:

@@ -20,6 +20,7 @@ import time
 import weakref
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -147,19 +148,30 @@ class Catalog:
         if not self._dirty:
             return
         held, encoded = self._encoded, {}
-        for rel, entry in self.entries.items():
-            if entry.node is None or not read_is_final(entry):
-                continue
-            known = held.get(rel)
-            encoded[rel] = known if known is not None and known[0] is entry else \
-                (entry, _encode(rel, entry))
-        self._encoded = {} if last else encoded
-        payload = (f'{{"version":{_dumps(_SNAPSHOT_VERSION)},"entries":{{'
-                   f'{",".join(text for _, text in encoded.values())}}}}}')
+
+        def texts() -> Iterator[str]:
+            for rel, entry in self.entries.items():
+                if entry.node is None or not read_is_final(entry):
+                    continue
+                known = held.get(rel)
+                text = known[1] if known is not None and known[0] is entry else \
+                    _encode(rel, entry)
+                if not last:
+                    encoded[rel] = (entry, text)
+                yield text
+
+        # Encoded a thousand entries at a time and written part by part: the whole as one
+        # string, then as bytes, held two more copies of it (60 MB each at 100,000 nodes).
+        parts = [f'{{"version":{_dumps(_SNAPSHOT_VERSION)},"entries":{{'.encode()]
+        each = texts()
+        while chunk := list(islice(each, 1000)):
+            parts.append((b"," if len(parts) > 1 else b"") + ",".join(chunk).encode("utf-8"))
+        parts.append(b"}}")
+        self._encoded = encoded
         try:
             # Its temp file in the write path's temp folder, which every open sweeps: a save
             # killed midway (the end of `osk import`) leaves no debris until the hourly sweep.
-            atomic_write(_snapshot_path(self.vault), payload, temp_dir=self.vault.temp_dir)
+            atomic_write(_snapshot_path(self.vault), parts, temp_dir=self.vault.temp_dir)
         except OSError:
             return  # a cache: failing to save it costs the next process a full read
         self._dirty = False

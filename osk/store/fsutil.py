@@ -132,20 +132,24 @@ def fsync_dir(directory: Path) -> None:
         _fsync_path(str(directory), folder=True)
 
 
-def atomic_write(path: Path, data: bytes | str, *, temp_dir: Path | None = None) -> None:
-    """Replace ``path`` with ``data``: temp file, fsync, rename, dir fsync.
+def atomic_write(path: Path, data: bytes | str | list[bytes], *,
+                 temp_dir: Path | None = None) -> None:
+    """Replace ``path`` with ``data`` (a list: its parts in order, written one by one where
+    joining them would copy the whole): temp file, fsync, rename, dir fsync.
 
     A reader sees the old bytes or the new bytes, never a mixture, even if the process dies.
     The temp file goes in ``temp_dir`` when one is given (a vault's device state, where sync
     never looks, so a write killed midway leaves nothing beside the file), else beside
     ``path``; its name carries the writer's pid so ``clear_stale_temps`` knows a dead one.
     """
-    payload = data.encode("utf-8") if isinstance(data, str) else data
+    parts = [data.encode("utf-8")] if isinstance(data, str) else \
+        [data] if isinstance(data, bytes) else data
     where = temp_dir if temp_dir is not None else path.parent  # made by _new_temp if missing
     fd, tmp_name = _new_temp(where, path.name)
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(payload)
+            for part in parts:
+                handle.write(part)
             handle.flush()
             _fsync_fd(handle.fileno(), path)
         _replace(tmp_name, path)
