@@ -410,7 +410,7 @@ def _redacted_reason(vault: Vault, target_key: str, current: str | None) -> str:
 
 
 def _live_links(node: Node) -> list[str]:
-    return list(node.meta.derived_from)
+    return node.derived_from
 
 
 def _same_link(a: str, b: str) -> bool:
