@@ -229,6 +229,10 @@ class RecallBuild:
         self._built = path.with_name(f".{os.getpid()}.{FILE}.tmp")  # what fsutil sweeps
         self._built.unlink(missing_ok=True)
         self._db: sqlite3.Connection | None = sqlite3.connect(self._built, isolation_level=None)
+        # No rollback journal: nothing reads this file before it is whole, and a build killed
+        # midway (it now lasts the whole read of the vault) leaves only the temp file, which
+        # fsutil sweeps by its name, not a journal beside it that nothing would remove.
+        self._db.execute("PRAGMA journal_mode=OFF")
         self._rows: list[tuple[Any, ...]] = []
         statements = _TABLES.strip().split(";")
         # Rows in key order and the indexes made after them: B-trees filled in order leave

@@ -25,6 +25,7 @@ from writekit import import_command, killed_imports
 
 from osk.engine.core import Engine
 from osk.search import SearchIndex, recallfile
+from osk.store import fsutil
 from osk.store.catalog import Catalog
 from osk.store.vault import Vault
 
@@ -200,3 +201,51 @@ def test_a_writer_killed_while_it_replaces_a_loaded_version_leaves_exact_posting
     rebuilt = SearchIndex(vault)  # last: it writes the index anew
     rebuilt.rebuild()
     assert postings_by_path(after) == postings_by_path(rebuilt)
+
+
+CHILD_BUILD = r'''
+import os, signal, sys
+from pathlib import Path
+from osk.engine.core import Engine
+from osk.calls.request import NewNode
+from osk.search import SearchIndex, recallfile
+
+vault = sys.argv[1]
+eng = Engine.open(vault, cwd=Path(vault), actor="user")
+eng.create_node(NewNode("animals", "What animals do", "The animals cluster.\n",
+                        space="Domain", cluster="animals", drafter="test"))
+for name in ("Narwhal tusks", "Walrus tusks", "Beluga songs"):
+    eng.create_node(NewNode(name, "Whales", f"The {name.lower()} are studied.\n",
+                            space="Domain", cluster="animals", drafter="test"))
+recallfile.RecallBuild.BATCH = 1  # each document goes into the new file as it is read
+puts = 0
+real_put = recallfile.RecallBuild.put
+def put(self, slot, doc, terms):
+    global puts
+    real_put(self, slot, doc, terms)
+    puts += 1
+    if puts == 3:
+        os.kill(os.getpid(), signal.SIGKILL)  # halfway through a full build
+recallfile.RecallBuild.put = put
+SearchIndex(Engine.open(vault, cwd=Path(vault), actor="user").vault).rebuild()
+print("NOT KILLED", flush=True)
+'''
+
+
+def test_a_full_build_killed_midway_leaves_only_a_temp_file_and_the_next_open_mends_it(
+        vault: Vault):
+    """A full build (``osk reindex``, the end of ``osk import``) writes each document into a
+    new recall file as it reads the vault: killed halfway, it leaves that file under a temp
+    name the sweep of device state knows (no SQLite journal beside it, which nothing would
+    remove), and the next open finds the index and the files agreeing."""
+    done = subprocess.run([sys.executable, "-c", CHILD_BUILD, str(vault.root)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == -signal.SIGKILL, (done.stdout, done.stderr)
+    left = [path.name for path in vault.state("index").iterdir()]
+    debris = [name for name in left if name.startswith(".")]
+    assert debris and all(fsutil.is_temp_name(name) for name in debris), left
+    assert fsutil.clear_stale_temps(vault.state_dir) >= len(debris)
+    Engine.open(vault, cwd=vault.root, actor="user").search("tusks")  # the next open
+    files, held, mirrored = agreement(vault)
+    assert held == files and mirrored == files and len(files) == 4
+    assert fresh_search(vault, "walrus") == ["Walrus tusks"]
