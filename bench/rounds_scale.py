@@ -20,7 +20,13 @@ prints:
   the server ask), CPU median: stat-ing every record file first (as a process without a
   watch does), and with the kernel reporting changes to the raw folders (the MCP server's
   ``watch``: a query that finds none reported stats no record file);
-- the round index's size on disk, and the FTS5 table's.
+- the round index's size on disk, and the FTS5 table's;
+- with ``--import-size``, after the import (whose nodes cite one another, so the vault then
+  cites), the fresh ``osk search`` again: which path answers it (the store or the engine)
+  may change once a node cites.
+
+A vault of a million records is built faster by ``bench/rounds_grow.py`` (parallel
+appenders) into the same ``--keep`` directory; this then finds its rounds on disk.
 
 Usage: ``nice -n 10 python bench/rounds_scale.py [--nodes 50000] [--rounds 20000,200000]
 [--runs 7] [--keep DIR]``. Run by hand, not in CI.
@@ -39,6 +45,7 @@ import tempfile
 import time
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
@@ -55,6 +62,7 @@ from osk.surfaces.cli import main
 code = main(['--vault', sys.argv[1], 'search', sys.argv[2], '--json', *sys.argv[3:]])
 sys.stdout.flush()
 """ + PEAK_PRINT + """
+print("PATH", "engine" if "osk.engine.core" in sys.modules else "store", file=sys.stderr)
 sys.exit(code)
 """
 FTS_CHILD = """
@@ -77,6 +85,14 @@ def cpu_of(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
 
 def run_child(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float, float]:
     """(CPU ms, peak MB or NaN when the child does not print it, wall ms) of one child."""
+    cpu, peak, wall, _ = answered(argv, cwd, env)
+    return cpu, peak, wall
+
+
+def answered(argv: list[str], cwd: Path, env: dict[str, str]
+             ) -> tuple[float, float, float, str]:
+    """``run_child``'s figures and which path answered (``store``, ``engine``; ``?`` when the
+    child does not say)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     began = time.perf_counter()
     done = subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL,
@@ -85,9 +101,32 @@ def run_child(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, f
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise SystemExit(f"{argv[:4]} failed: {done.stderr[-2000:]}")
-    peak = next((int(line.split()[1]) / 1024 for line in done.stderr.splitlines()
-                 if line.startswith("PEAK ")), float("nan"))
-    return (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000, peak, wall
+    said = dict(line.split(maxsplit=1) for line in done.stderr.splitlines()
+                if line.startswith(("PEAK ", "PATH ")))
+    peak = int(said["PEAK"]) / 1024 if "PEAK" in said else float("nan")
+    cpu = (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000
+    return cpu, peak, wall, said.get("PATH", "?").strip()
+
+
+def fresh_searches(root: Path, cwd: Path, env: dict[str, str], queries: list[str]
+                   ) -> dict[str, Any]:
+    """A fresh ``osk search`` (nodes and rounds) of each query: CPU and wall medians, the
+    largest peak, and the paths that answered."""
+    runs = [answered([sys.executable, "-c", OSK_CHILD, str(root), query], cwd, env)
+            for query in queries]
+    return {"cpu": statistics.median(run[0] for run in runs),
+            "wall": statistics.median(run[2] for run in runs),
+            "peak_mb": max(run[1] for run in runs),
+            "paths": ",".join(sorted({run[3] for run in runs}))}
+
+
+def cites(root: Path) -> bool:
+    """Whether a node of the vault cites another (its rechecks ledger holds a record)."""
+    from osk.provenance.recheck_table import LEDGER
+    from osk.store.vault import Vault
+
+    ledger = Vault(root).ledger_path(LEDGER)
+    return ledger.exists() and ledger.stat().st_size > 0
 
 
 def project(base: Path) -> Path:
@@ -155,7 +194,7 @@ def catch_up(root: Path) -> float:
 
 
 def measure(root: Path, cwd: Path, corpus: Corpus, runs: int, notes: Path | None = None
-            ) -> dict[str, float]:
+            ) -> dict[str, Any]:
     from osk.search.rounds import FILE, RoundIndex
     from osk.store.vault import Vault
 
@@ -183,20 +222,22 @@ def measure(root: Path, cwd: Path, corpus: Corpus, runs: int, notes: Path | None
     both = [db, str(notes)] if notes else [db]
     rows: dict[str, list[float]] = {"rounds": [], "all": [], "fts": [], "fts_all": [],
                                     "python": [], "all_wall": []}
-    peaks = []
+    peaks, paths = [], set()
     cpu_of([py, "-c", OSK_CHILD, str(root), "warm up"], cwd, env)
     for query in queries[:runs]:
         rows["rounds"].append(cpu_of([py, "-c", OSK_CHILD, str(root), query, "--kind",
                                       "rounds"], cwd, env))
-        cpu, peak, wall = run_child([py, "-c", OSK_CHILD, str(root), query], cwd, env)
+        cpu, peak, wall, path = answered([py, "-c", OSK_CHILD, str(root), query], cwd, env)
         rows["all"].append(cpu)
         rows["all_wall"].append(wall)
         peaks.append(peak)
+        paths.add(path)
         rows["fts"].append(cpu_of([py, "-c", FTS_CHILD, db, query], cwd, env))
         rows["fts_all"].append(cpu_of([py, "-c", FTS_CHILD, db, query, *both[1:]], cwd, env))
         rows["python"].append(cpu_of([py, "-c", "pass"], cwd, env))
     found = {name: statistics.median(values) for name, values in rows.items()}
     found["peak_mb"] = max(peaks)
+    found["paths"] = ",".join(sorted(paths))  # type: ignore[assignment]
     found["warm"] = statistics.median(warm)
     found["warm_watched"] = statistics.median(warm_watched)
     found["caught_up"] = caught_up
@@ -327,7 +368,8 @@ def main() -> int:
         found = measure(root, cwd, asking, args.runs, notes)
         print(f"fresh `osk search --kind rounds`     {found['rounds']:8.0f} ms CPU\n"
               f"fresh `osk search` (nodes and rounds) {found['all']:7.0f} ms CPU, "
-              f"{found['all_wall']:.0f} ms wall, peak {found['peak_mb']:.0f} MB\n"
+              f"{found['all_wall']:.0f} ms wall, peak {found['peak_mb']:.0f} MB "
+              f"(answered by: {found['paths']}; the vault cites: {cites(root)})\n"
               f"fresh FTS5 query of the round index   {found['fts']:7.0f} ms CPU "
               f"(rounds / FTS5 {found['rounds'] / found['fts']:.1f}x)\n"
               f"fresh FTS5 query, rounds and nodes    {found['fts_all']:7.0f} ms CPU "
@@ -353,6 +395,15 @@ def main() -> int:
         got = import_into(root, base, args.import_size)
         print(f"`osk import` of {got['count']:,} nodes into it: {got['cpu_ms_per_node']:.2f} ms "
               f"CPU a node, {got['wall_s']:.0f} s wall, peak {got['peak_mb']:.0f} MB", flush=True)
+        env = {k: v for k, v in os.environ.items()
+               if k not in {"OSK_VAULT", "PYTHONDONTWRITEBYTECODE"}}
+        env["OSK_SEMANTIC"] = "0"
+        queries = [corpus.query() for _ in range(args.runs)]
+        fresh_searches(root, cwd, env, ["warm up"])
+        after = fresh_searches(root, cwd, env, queries)
+        print(f"after the import (the vault cites: {cites(root)}): fresh `osk search` "
+              f"{after['cpu']:.0f} ms CPU, {after['wall']:.0f} ms wall, peak "
+              f"{after['peak_mb']:.0f} MB (answered by: {after['paths']})", flush=True)
     return 0
 
 
