@@ -398,7 +398,7 @@ def main() -> int:
         env = {k: v for k, v in os.environ.items()
                if k not in {"OSK_VAULT", "PYTHONDONTWRITEBYTECODE"}}
         env["OSK_SEMANTIC"] = "0"
-        queries = [corpus.query() for _ in range(args.runs)]
+        queries = [asking.query() for _ in range(args.runs)]
         fresh_searches(root, cwd, env, ["warm up"])
         after = fresh_searches(root, cwd, env, queries)
         print(f"after the import (the vault cites: {cites(root)}): fresh `osk search` "
