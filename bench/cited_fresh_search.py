@@ -1,39 +1,45 @@
 """A fresh `osk search` before and after the vault's first citation (issue 26).
 
-A fresh search answers from the recall file only while the vault's rechecks ledger is empty
-(``osk.reads.quick_search``: the ``recheck`` marker needs the rechecks table, which only the
-engine builds); a node citing anything (every node an agent distils cites its evidence)
-writes that ledger, and from then on every fresh search opens the engine. This builds the
-search bench's synthetic vault (``--size`` nodes, none citing), times fresh ``osk search``
-processes (CPU, children's rusage, median of ``--runs``, the semantic channel off), creates
-one node citing another through ``Engine.create_node``, and times them again.
+A fresh search answers from the store (``osk.reads.quick_search``); its hits' ``recheck``
+markers come from the rechecks table kept on disk (``osk.provenance.recheck_store``). Until
+that table existed, any rechecks record (every node an agent distils cites its evidence) sent
+every fresh search to the engine, which restores the whole catalog and index. For each size
+this builds the search bench's synthetic vault (no node citing anything) and SQLite FTS5 over
+the same text, times fresh processes (``scale_bench.fresh_searches``: ``osk search``, the FTS5
+query, ``python -c pass``, interleaved; CPU is the children's rusage, medians of ``--runs``
+queries, the semantic channel off), creates one node citing another through
+``Engine.create_node``, and times them again. ``--against DIR`` also times, interleaved, a
+fresh search from the osk source in DIR (a checkout of another commit: before/after in one
+run).
 
-    python bench/cited_fresh_search.py [--size 5000] [--runs 7]
+    python bench/cited_fresh_search.py [--size 1000,5000,20000] [--runs 7] [--against DIR]
+        [--keep DIR]
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import statistics
+import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from scale_bench import child  # noqa: E402  (one child process's wall and CPU)
+from scale_bench import (  # noqa: E402  (the scale run's children and FTS5)
+    OSK_CHILD,
+    build_fts,
+    child,
+    env_for_osk,
+    fresh_searches,
+    queries_for,
+)
 from search_bench import make_vault  # noqa: E402
 
-SETTLE = 1.2  # seconds: past the race window the fast path waits out after a write
-
-
-def fresh_cpu_ms(vault: Path, query: str, runs: int) -> float:
-    env = {**os.environ, "OSK_SEMANTIC": "0"}
-    argv = [sys.executable, "-m", "osk", "--vault", str(vault), "search", query]
-    return statistics.median(child(argv, vault, env)[1] for _ in range(runs)) * 1e3
+SETTLE = 2.1  # seconds: past the race window a look waits out after a write (files, folders)
 
 
 def cite(vault: Path, title: str) -> None:
@@ -46,28 +52,64 @@ def cite(vault: Path, title: str) -> None:
                                derived_from=[f"[[{title}]]"]))
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--size", type=int, default=5000)
-    parser.add_argument("--runs", type=int, default=7)
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        vault, paths, _ = make_vault(Path(tmp), args.size)
-        query = " ".join(Path(paths[0]).stem.split()[:2])
-        fresh_cpu_ms(vault, query, 2)  # the first processes write the index and its look
-        time.sleep(SETTLE)
-        before = fresh_cpu_ms(vault, query, args.runs)
-        seen = next(p for p in paths if not Path(p).parts[0].startswith("Scope"))
+def settled(vault: Path, query: str) -> None:
+    """Let the files just written settle, then one search records a look that vouches for
+    them (and, from this source, brings the rechecks table on disk up to the ledger)."""
+    time.sleep(SETTLE)
+    child([sys.executable, "-c", OSK_CHILD, str(vault), query], vault, env_for_osk())
+
+
+def line(label: str, fresh: dict[str, Any]) -> str:
+    wall, cpu = fresh["osk"]
+    text = (f"  {label:<22} {cpu:7.1f} ms CPU {wall:7.1f} ms wall  "
+            f"{fresh['from_store']}/{fresh['runs']} from the store, "
+            f"{cpu / fresh['fts'][1]:.1f}x FTS5")
+    if fresh["against"]:
+        a_wall, a_cpu = fresh["against"]
+        text += (f"\n  {'  --against':<22} {a_cpu:7.1f} ms CPU {a_wall:7.1f} ms wall  "
+                 f"{fresh['against_from_store']}/{fresh['runs']} from the store, "
+                 f"{a_cpu / fresh['fts'][1]:.1f}x FTS5")
+    return text
+
+
+def one_size(base: Path, size: int, runs: int, against: Path | None) -> None:
+    vault, paths, _ = make_vault(base, size)
+    fts = base / f"fts-{size}.sqlite"
+    build_fts(vault, fts)
+    queries = queries_for(size, runs)
+    settled(vault, queries[0])  # the first process builds the index and records its look
+    settled(vault, queries[0])
+    before = fresh_searches(vault, fts, queries, vault, against)
+    seen = next(p for p in paths if not Path(p).parts[0].startswith("Scope"))
+    if not vault.joinpath("Domain", "bench", "A note citing another.md").exists():
         cite(vault, Path(seen).stem)  # a node every session sees (Domain or Person)
-        fresh_cpu_ms(vault, query, 2)
-        time.sleep(SETTLE)
-        after = fresh_cpu_ms(vault, query, args.runs)
-        python = statistics.median(
-            child([sys.executable, "-c", "pass"], vault)[1] for _ in range(args.runs)) * 1e3
-    print(f"{args.size} nodes, fresh `osk search` CPU, median of {args.runs}:")
-    print(f"  no node cites anything      {before:7.1f} ms")
-    print(f"  after one citation          {after:7.1f} ms  ({after / before:.1f}x)")
-    print(f"  python -c pass              {python:7.1f} ms")
+    settled(vault, queries[0])
+    settled(vault, queries[0])
+    after = fresh_searches(vault, fts, queries, vault, against)
+    python_cpu = after["python"][1]
+    print(f"{size:,} nodes, fresh process CPU, median of {runs} queries:")
+    print(line("no node cites anything", before))
+    print(line("after one citation", after))
+    print(f"  {'FTS5 query':<22} {after['fts'][1]:7.1f} ms CPU {after['fts'][0]:7.1f} ms wall")
+    print(f"  {'python -c pass':<22} {python_cpu:7.1f} ms CPU", flush=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", default="5000", help="node counts, comma separated")
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--against", type=Path,
+                        help="also time a fresh search from the osk source in this folder")
+    parser.add_argument("--keep", type=Path, help="build (or reuse) the vaults here")
+    args = parser.parse_args()
+    base = args.keep or Path(tempfile.mkdtemp(prefix="osk-cited-"))
+    base.mkdir(parents=True, exist_ok=True)
+    try:
+        for size in (int(s) for s in args.size.split(",")):
+            one_size(base, size, args.runs, args.against)
+    finally:
+        if args.keep is None:
+            shutil.rmtree(base, ignore_errors=True)
     return 0
 
 

@@ -607,15 +607,9 @@ class Engine:
 
     def _cited_rounds(self, hits: Sequence[Hit]) -> dict[str, set[str]]:
         """node id -> the raw rounds it cites (the rechecks ledger's citations)."""
-        table = self.rechecks.table()
-        cites: dict[str, set[str]] = {}
-        for hit in hits:
-            citations = table.get(hit.id)
-            if citations is not None:
-                cites[hit.id] = {pair.target.key.removeprefix("raw:")
-                                 for pair in citations.pairs.values()
-                                 if pair.target.kind == "raw"}
-        return cites
+        from osk.provenance.pairs import cited_rounds
+
+        return cited_rounds(self.rechecks.table(), [hit.id for hit in hits])
 
     def _hits(self, query: str, k: int, markers: Markers | None, *,
               postings: int | None = None) -> list[Hit]:

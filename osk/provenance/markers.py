@@ -1,9 +1,10 @@
 """What is open about a node wherever a hit lists it: the one rule for a hit's markers.
 
-- ``recheck``: a source it cites changed since it was written (``osk.provenance.rechecks``).
-  Each caller knows this its own way and says so: the engine from its rechecks table, the
-  hooks from the summary the engine keeps for them; a fresh ``osk search`` from the store
-  leaves a vault with rechecks to the engine;
+- ``recheck``: a source it cites changed since it was written. Each caller knows this its own
+  way and says so, by one rule (``osk.provenance.pairs.stale_pairs``): the engine from its
+  rechecks table and catalog (``osk.provenance.rechecks``); a fresh ``osk search`` from the
+  store from that table kept on disk (``osk.provenance.recheck_store``) and the files its hits
+  cite; the hooks from the summary the engine keeps for them;
 - ``conflict``: an open conflict candidate names it (``osk.provenance.candidates``; a damaged
   ledger marks nothing: overview and the validators report it);
 - ``pending``: its protected region holds a change the person has not approved, judged from

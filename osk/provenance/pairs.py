@@ -8,14 +8,15 @@ read (the target states a correction may bind to). The ledger read as a table is
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from osk.errors import EdgeError, OskError
-from osk.store.edges import parse_target
+from osk.store.edges import NodeTarget, parse_target
+from osk.store.fastclass import dataclass, field
 from osk.store.fsutil import (
     RACE_WINDOW_NS,
     StatKey,
@@ -23,6 +24,7 @@ from osk.store.fsutil import (
     sha256_text,
     stat_key,
 )
+from osk.store.titles import title_key
 from osk.store.vault import Vault
 
 if TYPE_CHECKING:
@@ -55,13 +57,14 @@ class Pair:
                 "target_hash": self.target_hash, "via": self.via}
 
     @classmethod
-    def from_data(cls, citing_id: str, data: Mapping[str, object]) -> Pair:
+    def from_data(cls, citing_id: str, data: Mapping[str, object], *,
+                  forked: bool = False) -> Pair:
         root = data.get("root")
         target = TargetRef(str(data["target"]), str(data["kind"]), str(data.get("link", "")),
                            str(root) if root else None)
         target_hash = data.get("target_hash")
         return cls(citing_id, target, str(data["citing_hash"]),
-                   str(target_hash) if target_hash else None, str(data.get("via", "")))
+                   str(target_hash) if target_hash else None, str(data.get("via", "")), forked)
 
 
 @dataclass(frozen=True)
@@ -99,6 +102,18 @@ def candidate_id(citing_id: str, target_key: str) -> str:
     return sha256_text(f"{citing_id}\n{target_key}")[:12]
 
 
+def cited_rounds(table: Mapping[str, Citations], ids: Iterable[str]) -> dict[str, set[str]]:
+    """Node id -> the raw rounds it cites, for those of ``ids`` that cite any (what search
+    merges round hits by: a node before the rounds it cites, ``osk.search.rounds.merged``)."""
+    cites: dict[str, set[str]] = {}
+    for node_id in ids:
+        citations = table.get(node_id)
+        if citations is not None:
+            cites[node_id] = {pair.target.key.removeprefix("raw:")
+                              for pair in citations.pairs.values() if pair.target.kind == "raw"}
+    return cites
+
+
 # -- current target states -----------------------------------------------------------------
 class TargetHasher:
     """Current hashes of citation targets, cached by file stat so a query pays for changes."""
@@ -122,6 +137,11 @@ class TargetHasher:
         if target.kind == "node":
             found = node_by_id(catalog, target.key[len("node:"):])
             return self.body_hash(found) if found is not None else None
+        return self.source_hash(target)
+
+    def source_hash(self, target: TargetRef) -> str | None:
+        """A raw round's or a project file's current hash (every kind but a node's, which
+        each caller finds in the copy of the nodes it holds)."""
         if target.kind == "raw":
             return self.raw_hash(parse_raw(target.key[len("raw:"):]))
         return self.file_hash(target)
@@ -217,6 +237,70 @@ _RACE_NS = RACE_WINDOW_NS  # a module name, so a test can narrow the window
 def racy(stat: StatKey) -> bool:
     """Changed too recently for an equal stat to prove the contents equal."""
     return time.time_ns() - stat[1] < _RACE_NS
+
+
+# -- the rule: which of a citing node's pairs are candidates ------------------------------------
+def stale_pairs(vault: Vault, citations: Citations, live: Iterable[str], citing_hash: str,
+                current: Callable[[TargetRef], str | None]
+                ) -> Iterator[tuple[Pair, str | None, str]]:
+    """Each recorded pair of one citing node that is a recheck candidate now, with its
+    target's current hash and the reason: the one rule, whichever copy of the vault the
+    caller holds (``Rechecks``: the engine's catalog; ``osk.reads.quick_search``: the
+    recall file's documents, each checked against its file).
+
+    ``live``: the node's ``derived-from`` links as its file has them now (a pair whose link
+    was removed by hand is no candidate: the next write drops it); ``citing_hash``: its body
+    hash now; ``current``: a target's current hash (None: gone; ``UNVERIFIABLE``: a file
+    whose worktree is not on this device, never a candidate). Lazy: a caller that only asks
+    whether there is one reads the targets up to the first."""
+    links = [link_identity(link) for link in live]
+    for pair in citations.pairs.values():
+        if link_identity(pair.target.link) not in links:
+            continue
+        now = current(pair.target)
+        if now == TargetHasher.UNVERIFIABLE:
+            continue
+        reason = _reason(pair, now, citing_hash)
+        if reason is None:
+            continue
+        if reason == "target-changed" and pair.target.kind in ("raw", "node"):
+            reason = _redacted_reason(vault, pair.target.key, now)
+        yield pair, now, reason
+
+
+def _reason(pair: Pair, current: str | None, citing_hash: str) -> str | None:
+    if pair.forked:
+        return "forked"
+    if current is None:
+        return "target-missing"
+    if current != pair.target_hash:
+        return "target-changed"
+    if citing_hash != pair.citing_hash:
+        return "citing-edited"
+    return None
+
+
+def _redacted_reason(vault: Vault, target_key: str, current: str | None) -> str:
+    """A raw round or node whose current text is the one a person's redaction left (``osk
+    redact``) changed for that reason alone: say so, so the agent knows the claim's evidence
+    lost only a secret. Imported here: the ledger is read only when a target has changed."""
+    from osk.capture.redacted_targets import left_by_redactions
+
+    return "target-redacted" if current in left_by_redactions(vault).get(target_key, ()) \
+        else "target-changed"
+
+
+@lru_cache(maxsize=65536)
+def link_identity(link: str) -> str:
+    """What two links have in common when they cite the same thing (a node's title after case
+    folding, or the raw/file coordinate); a malformed link stands for itself."""
+    try:
+        target = parse_target(link)
+    except EdgeError:
+        return link
+    if isinstance(target, NodeTarget):
+        return "node:" + title_key(target.title)
+    return target.link
 
 
 # -- what a session has read -----------------------------------------------------------------

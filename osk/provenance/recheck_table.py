@@ -21,12 +21,13 @@ What the pairs are recorded from, and the candidates they open, is ``osk.provena
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from osk.errors import LedgerFork
 from osk.provenance.most_cited import MostCited, counts_of
 from osk.provenance.pairs import Citations, Pair, TargetRef
+from osk.provenance.recheck_store import CitationStore, Whole, citations_from
 from osk.store.fsutil import StatKey, stat_key
 from osk.store.ledger import Ledger, LedgerView, Record
 from osk.store.vault import Vault
@@ -59,6 +60,7 @@ class RecheckTable:
         self._uses: dict[str, set[str]] = {}  # citing id -> sources
         self._dirty: set[str] = set()  # citing ids whose candidates may have moved
         self._most_cited = MostCited(MOST_CITED)
+        self._store = CitationStore(vault)  # the table on disk, for fresh processes
 
     # -- the table ---------------------------------------------------------------------
     def table(self) -> dict[str, Citations]:
@@ -68,8 +70,19 @@ class RecheckTable:
             self._replace({})
         elif stat != self._stat:
             self._reload(self.ledger.read())
+            self._stat = stat
+            self._store.catch_up(self.ledger, lambda: self._whole(stat, lambda _: self._table))
         self._stat = stat
         return self._table
+
+    def _whole(self, stat: StatKey, table: Callable[[LedgerView], dict[str, Citations]]
+               ) -> Whole | None:
+        """The table of the whole ledger (``table`` of the view read), when that view is of
+        the file at ``stat`` and the file is still so: what the store is rebuilt from."""
+        view = self._view
+        if view is None or self._stat != stat or stat_key(self.ledger.path) != stat:
+            return None
+        return Whole(stat, table(view), view.heads)
 
     def _reload(self, view: LedgerView) -> None:
         old = self._view
@@ -162,6 +175,11 @@ class RecheckTable:
             self._stat = after
         else:
             self._stat = None  # someone else appended too: reload on the next read
+        # This line (and any another process appended) as a tail; a store to be rebuilt is
+        # rebuilt from the ledger as read, never from the table as updated in place above
+        # (a kept pair's fork mark lives there, not in the line).
+        self._store.catch_up(self.ledger, lambda: self._whole(after, build_table)
+                             if after is not None else None)
         return record
 
     def most_cited(self) -> list[tuple[str, int]]:
@@ -202,24 +220,13 @@ def _subject_citations(view: LedgerView, subject: str, citing_id: str) -> Citati
         view.current(subject)
     except LedgerFork:
         return _merge_fork(citing_id, tops)
-    return _citations(citing_id, tops[0], forked=False)
-
-
-def _citations(citing_id: str, record: Record, *, forked: bool) -> Citations:
-    pairs: dict[str, Pair] = {}
-    items = record.data.get("pairs")
-    for item in items if isinstance(items, list) else ():
-        if isinstance(item, Mapping):
-            pair = Pair.from_data(citing_id, item)
-            pairs[pair.target.key] = replace(pair, forked=forked)
-    corrected = record.data.get("corrected")
-    return Citations(citing_id, pairs, str(corrected) if corrected else None, record.id, forked)
+    return citations_from(citing_id, tops[0], forked=False)
 
 
 def _merge_fork(citing_id: str, tops: Sequence[Record]) -> Citations:
     """Concurrent records for one citing node: pairs all branches agree on stand; the rest are
     candidates (``forked``) until the next re-citation or correction joins the branches."""
-    branches = [_citations(citing_id, r, forked=False) for r in tops]
+    branches = [citations_from(citing_id, r, forked=False) for r in tops]
     keys = {k for b in branches for k in b.pairs}
     pairs: dict[str, Pair] = {}
     for key in sorted(keys):

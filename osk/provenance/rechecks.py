@@ -23,11 +23,9 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from osk.errors import EdgeError
 from osk.provenance.pairs import (
     Candidate,
     Citations,
@@ -35,16 +33,16 @@ from osk.provenance.pairs import (
     TargetHasher,
     TargetRef,
     candidate_id,
+    link_identity,
     node_by_id,
     parse_raw,
     racy,
+    stale_pairs,
 )
 from osk.provenance.recheck_summary import SUMMARY_FILE
 from osk.provenance.recheck_table import LEDGER, RecheckTable, pairs_line
-from osk.store.edges import NodeTarget, parse_target
 from osk.store.fsutil import StatKey, replace_unsynced, stat_key
 from osk.store.ledger import Record
-from osk.store.titles import title_key
 from osk.store.vault import Vault, scope_of
 
 if TYPE_CHECKING:
@@ -256,29 +254,18 @@ class Rechecks(RecheckTable):
 
     def _collect_one(self, catalog: Catalog, table: dict[str, Citations],
                      citing_id: str) -> list[Candidate]:
-        """The candidates of one citing node, as they stand now."""
+        """The candidates of one citing node, as they stand now (the rule: ``stale_pairs``)."""
         citations = table.get(citing_id)
         if citations is None:
             return []
         citing = node_by_id(catalog, citing_id)
         if citing is None:
             return []  # the citing node is gone (deleted by hand): nothing to recheck
-        live = _live_links(citing)
-        citing_hash = self.hasher.body_hash(citing)
-        found: list[Candidate] = []
-        for pair in citations.pairs.values():
-            if not _link_in(pair.target.link, live):
-                continue  # the edge was removed by hand; the next write drops the pair
-            current = self.hasher.current(pair.target, catalog)
-            if current == TargetHasher.UNVERIFIABLE:
-                continue
-            reason = _reason(pair, current, citing_hash)
-            if reason is None:
-                continue
-            if reason == "target-changed" and pair.target.kind in ("raw", "node"):
-                reason = _redacted_reason(self.vault, pair.target.key, current)
-            found.append(self._candidate(catalog, table, citing, pair, current, reason))
-        return found
+        return [self._candidate(catalog, table, citing, pair, current, reason)
+                for pair, current, reason in stale_pairs(
+                    self.vault, citations, citing.derived_from,
+                    self.hasher.body_hash(citing),
+                    lambda target: self.hasher.current(target, catalog))]
 
     def _candidate(self, catalog: Catalog, table: dict[str, Citations], citing: Node,
                    pair: Pair, current: str | None, reason: str) -> Candidate:
@@ -387,49 +374,5 @@ class Edge:
     current_hash: str | None = None
 
 
-def _reason(pair: Pair, current: str | None, citing_hash: str) -> str | None:
-    if pair.forked:
-        return "forked"
-    if current is None:
-        return "target-missing"
-    if current != pair.target_hash:
-        return "target-changed"
-    if citing_hash != pair.citing_hash:
-        return "citing-edited"
-    return None
-
-
-def _redacted_reason(vault: Vault, target_key: str, current: str | None) -> str:
-    """A raw round or node whose current text is the one a person's redaction left (``osk
-    redact``) changed for that reason alone: say so, so the agent knows the claim's evidence
-    lost only a secret. Imported here: the ledger is read only when a target has changed."""
-    from osk.capture.redacted_targets import left_by_redactions
-
-    return "target-redacted" if current in left_by_redactions(vault).get(target_key, ()) \
-        else "target-changed"
-
-
-def _live_links(node: Node) -> list[str]:
-    return node.derived_from
-
-
 def _same_link(a: str, b: str) -> bool:
     return link_identity(a) == link_identity(b)
-
-
-def _link_in(link: str, links: Iterable[str]) -> bool:
-    wanted = link_identity(link)
-    return any(link_identity(other) == wanted for other in links)
-
-
-@lru_cache(maxsize=65536)
-def link_identity(link: str) -> str:
-    """What two links have in common when they cite the same thing (a node's title after case
-    folding, or the raw/file coordinate); a malformed link stands for itself."""
-    try:
-        target = parse_target(link)
-    except EdgeError:
-        return link
-    if isinstance(target, NodeTarget):
-        return "node:" + title_key(target.title)
-    return target.link

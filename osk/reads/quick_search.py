@@ -20,11 +20,15 @@ look recorded with the index (``Freshness.look``, handed over by ``SearchIndex.n
 - the approvals (what protected regions serve) are the ones the index read under.
 
 The semantic channel is fused as ``SearchIndex.channels`` fuses it, from the same vectors,
-once every node has its vector. When any check fails, or the query asks what this path does
-not answer (a past date, a node still without its vector, recheck markers from a vault that
-records citations), ``search`` returns None and the caller opens the engine, which looks,
-mends the index and records a new look. So every answer given here is one the engine would
-have given.
+once every node has its vector. The hits' markers follow the engine's rule
+(``osk.provenance.markers``); a hit's ``recheck`` marker, and the rounds its node cites
+(which the merge with round hits orders by), come from the rechecks table kept on disk
+(``osk.provenance.recheck_store``): the hits' rows only, each hit and each node it cites read
+from its file, so it costs what the hits cite, not the vault. When any check fails, or the
+query asks what this path does not answer (a past date, a node still without its vector, a
+rechecks table on disk that cannot vouch for the ledger as it is), ``search`` returns None
+and the caller opens the engine, which looks, mends the index (and that table) and records a
+new look. So every answer given here is one the engine would have given.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ if TYPE_CHECKING:
     from osk.search.ranking import Ranking, SearchResult
     from osk.store.vault import Vault
 
-RECHECKS_LEDGER = "rechecks"  # osk.provenance.rechecks' ledger: its markers need the engine
+RECHECKS_LEDGER = "rechecks"  # osk.provenance.recheck_table.LEDGER: looked at before importing it
 WORDS_ALONE = ("(ranked by words alone: no running `osk mcp` for this vault answered; "
                "--semantic ranks by meaning here, loading the model: seconds)")
 
@@ -84,8 +88,8 @@ def search(vault_arg: str | Path | None, cwd: Path, scope: str | None, query: st
            k: int | None, kind: str = "all") -> SearchResult | None:
     """The engine's answer to ``query`` for a session in ``cwd``, or None: open the engine.
     ``kind`` as ``Engine.search``'s: raw rounds come from their own index
-    (``osk.search.rounds``), merged as the engine merges them (no citations here: a vault
-    that records any is answered by the engine).
+    (``osk.search.rounds``), merged as the engine merges them (a node before the rounds it
+    cites, from the rechecks table on disk).
 
     Without the cycle collector (its modules imported here, not at the top, to be inside):
     its passes over what the imports make, all of it kept for the life of the process, were
@@ -108,8 +112,6 @@ def _search(vault_arg: str | Path | None, cwd: Path, scope: str | None, query: s
     except OskError:
         return None  # the engine refuses it, in its own words
     vault = locate(vault_arg, cwd)
-    if not _answerable_here(vault, text):
-        return None
     vault.clear_debris()  # what opening the engine does first
     mutation.finish_killed_audit(vault)
     session = open_session(vault, cwd, scope)
@@ -122,9 +124,10 @@ def _search(vault_arg: str | Path | None, cwd: Path, scope: str | None, query: s
     from osk.search.rounds import merged
 
     rounds = _rounds(vault, session, text, wanted)
-    if rounds is None:
+    cites = _cited_rounds(vault, result.hits) if rounds else {}
+    if rounds is None or cites is None:
         return None
-    return SearchResult(result.scope, query, tuple(merged(result.hits, rounds, {}, wanted)))
+    return SearchResult(result.scope, query, tuple(merged(result.hits, rounds, cites, wanted)))
 
 
 def _rounds(vault: Vault, session: Any, text: str, k: int) -> list[Any] | None:
@@ -148,12 +151,6 @@ def _rounds(vault: Vault, session: Any, text: str, k: int) -> list[Any] | None:
         if meaning is None:
             raise
         return None
-
-
-def _answerable_here(vault: Vault, query: str) -> bool:
-    """False when the engine's answer needs more than the recall file holds."""
-    rechecks = vault.ledger_path(RECHECKS_LEDGER)
-    return not (rechecks.exists() and rechecks.stat().st_size)  # else: the rechecks table
 
 
 def _ranked(vault: Vault, session: Any, query: str, text: str,
@@ -184,7 +181,7 @@ def _ranked(vault: Vault, session: Any, query: str, text: str,
         if int(corpus.meta.get("n", 0)) > int(look["sweep"]) and not _files_unchanged(
                 vault, [(doc.path, doc.stat) for doc in docs], look):
             return None
-        hits = ranking.hits(order, lambda ids: _markers(vault, docs))
+        hits = ranking.hits(order, lambda ids: _markers(vault, db, docs))
     except (recallfile.Unusable, recallfile.Error, _EngineNeeded, KeyError, TypeError,
             ValueError):
         return None  # damaged, swapped as we read, or another shape: the engine mends it
@@ -270,23 +267,104 @@ class _EngineNeeded(Exception):
     """A hit's markers need what only the engine holds: its answer, not this one."""
 
 
-def _markers(vault: Vault, docs: list[Any]) -> dict[str, list[str]]:
-    """conflict / pending / inferred / pending-review / steering, by the engine's rule
-    (``osk.provenance.markers``; recheck markers never reach here: ``_answerable_here``). A
-    hit waiting for the person's approval of a protected change goes to the engine
-    (``_EngineNeeded``): what it serves and what is on disk differ, and the engine judges the
-    rest from the disk."""
+def _markers(vault: Vault, db: Any, docs: list[Any]) -> dict[str, list[str]]:
+    """recheck / conflict / pending / inferred / pending-review / steering, by the engine's
+    rule (``osk.provenance.markers``). A hit waiting for the person's approval of a protected
+    change goes to the engine (``_EngineNeeded``): what it serves and what is on disk differ,
+    and the engine judges the rest from the disk."""
     from osk.provenance.markers import OpenItems
 
     items = OpenItems(vault)
     if any(items.pending(doc.path) for doc in docs):
         raise _EngineNeeded
+    stale = _rechecks(vault, db, docs)
     found: dict[str, list[str]] = {}
     for doc in docs:
-        labels = items.of(doc.id, _listed(vault, doc))
+        labels = items.of(doc.id, _listed(vault, doc), recheck=doc.id in stale)
         if labels:
             found[doc.id] = labels
     return found
+
+
+def _recorded(vault: Vault, ids: list[str]) -> dict[str, Any] | None:
+    """The recorded citations of ``ids`` that cite anything (``Citations``), as the engine's
+    rechecks table holds them; None when the table on disk cannot vouch for the ledger."""
+    ledger = vault.ledger_path(RECHECKS_LEDGER)
+    if not (ledger.exists() and ledger.stat().st_size):
+        return {}  # no node has ever cited anything
+    from osk.provenance.recheck_store import citations_of
+    from osk.store.ledger import Ledger
+
+    return citations_of(vault, Ledger(vault, RECHECKS_LEDGER), ids)
+
+
+def _cited_rounds(vault: Vault, hits: tuple[Any, ...]) -> dict[str, set[str]] | None:
+    """What ``Engine._cited_rounds`` gives for these node hits, or None: open the engine."""
+    ids = [hit.id for hit in hits]
+    table = _recorded(vault, ids)
+    if not table:
+        return None if table is None else {}
+    from osk.provenance.pairs import cited_rounds
+
+    return cited_rounds(table, ids)
+
+
+def _rechecks(vault: Vault, db: Any, docs: list[Any]) -> set[str]:
+    """The ids of the hits with a recheck candidate, by the engine's rule
+    (``osk.provenance.pairs.stale_pairs``) over what the engine would hold: the hits' recorded
+    citations from the rechecks table on disk (``osk.provenance.recheck_store``), each hit and
+    each node it cites as its file holds it now, each raw round and project file it cites read
+    now. Costs what the hits cite, not the vault; ``_EngineNeeded`` when the table on disk
+    cannot vouch for the ledger, or a cited node is not one the recall file holds as its
+    file is now."""
+    table = _recorded(vault, [doc.id for doc in docs])
+    if table is None:
+        raise _EngineNeeded
+    if not table:
+        return set()
+    from osk.provenance.pairs import TargetHasher, stale_pairs
+
+    hasher = TargetHasher(vault)
+
+    def current(target: Any) -> str | None:
+        if target.kind != "node":
+            return hasher.source_hash(target)
+        rows = db.execute("SELECT path, file_hash FROM docs WHERE id = ?",
+                          (target.key[len("node:"):],)).fetchall()
+        if len(rows) != 1:  # gone, or an id two files claim: the engine's catalog says how
+            raise _EngineNeeded
+        return _as_on_disk(vault, *rows[0])[1]
+
+    stale = set()
+    for doc in docs:
+        citations = table.get(doc.id)
+        if citations is None:
+            continue
+        live, body = _as_on_disk(vault, doc.path, doc.file_hash)
+        if next(stale_pairs(vault, citations, live, body, current), None) is not None:
+            stale.add(doc.id)
+    return stale
+
+
+def _as_on_disk(vault: Vault, path: str, file_hash: str) -> tuple[list[str], str]:
+    """A node's ``derived-from`` links and body hash, read from its file, which must hold
+    the text the recall file indexed (else ``_EngineNeeded``): what the engine's catalog
+    holds of it."""
+    from osk.errors import OskError
+    from osk.store.fsutil import sha256_text
+    from osk.store.node import body_hash, read_text, split_frontmatter
+
+    try:
+        text = read_text(vault.abs(path))
+        if sha256_text(text) != file_hash:
+            raise _EngineNeeded
+        front, body = split_frontmatter(path, text)
+    except (OSError, OskError, UnicodeDecodeError):
+        raise _EngineNeeded from None
+    links = front.get("derived-from") or []
+    if not isinstance(links, list):
+        raise _EngineNeeded
+    return [str(link) for link in links], body_hash(body)
 
 
 def _listed(vault: Vault, doc: Any) -> Listed:

@@ -400,8 +400,7 @@ def _save_live_snapshots() -> None:
 
 
 def _read_text(path: str) -> str:
-    with open(path, encoding="utf-8", newline="") as handle:
-        return handle.read()
+    return node_mod.read_text(path)
 
 
 class _Reader:

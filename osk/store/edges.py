@@ -16,10 +16,10 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from osk.errors import EdgeError, RawRecordError
+from osk.store.fastclass import dataclass
 from osk.store.ids import check_identifier
 
 RAW_PREFIX = "_raw/"

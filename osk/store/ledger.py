@@ -319,6 +319,58 @@ class Ledger:
         self._remember(key, view, hashlib.blake2b(data[: key[0]], digest_size=16))
         return view
 
+    def mark(self, stat: tuple[int, int, int]) -> Mark | None:
+        """The mark of the file at ``stat`` (size, mtime_ns, inode: a stat taken by the caller,
+        whose view of the ledger is of exactly those bytes), or None when the file is no
+        longer that one, or ``stat`` ends inside a line."""
+        self.vault.inside(self.path)
+        size, mtime_ns, inode = stat
+        try:
+            with open(self.path, "rb") as handle:
+                now = os.fstat(handle.fileno())
+                if (now.st_size, now.st_mtime_ns, now.st_ino) != stat:
+                    return None
+                handle.seek(max(0, size - MARK_WINDOW))
+                data = handle.read(size - handle.tell())
+        except OSError:
+            return None
+        if len(data) != min(size, MARK_WINDOW) or (data and not data.endswith(b"\n")):
+            return None
+        return Mark(size, inode, mtime_ns, _window(data))
+
+    def read_after(self, mark: Mark) -> tuple[list[Record], Mark] | None:
+        """The whole records appended since ``mark`` and the mark after them, reading only
+        what follows it (and the window before it); None when the file is not ``mark``'s
+        bytes plus appended lines (see ``Mark``), or a line after it is damaged: the caller
+        reads the ledger whole instead (``read``), which names what is wrong."""
+        self.vault.inside(self.path)  # never read through a planted link
+        try:
+            with open(self.path, "rb") as handle:
+                now = os.fstat(handle.fileno())
+                if now.st_ino != mark.inode or now.st_size < mark.size or (
+                        now.st_size == mark.size and now.st_mtime_ns != mark.mtime_ns):
+                    return None
+                start = max(0, mark.size - MARK_WINDOW)
+                handle.seek(start)
+                data = handle.read(now.st_size - start)
+        except OSError:
+            return None
+        before, fresh = data[: mark.size - start], data[mark.size - start:]
+        if len(before) != mark.size - start or _window(before) != mark.window:
+            return None
+        whole = fresh[: fresh.rfind(b"\n") + 1]  # an unfinished last line is not yet a record
+        if not whole:
+            return [], mark
+        seen: set[str] = set()  # a repeated id shows in the caller's parents check
+        try:
+            records = [_parse_line(self.shown, 0, raw, seen) for raw in whole.split(b"\n")[:-1]]
+        except LedgerError:
+            return None
+        size = mark.size + len(whole)
+        tail = (before + whole)[-MARK_WINDOW:]
+        mtime = now.st_mtime_ns if size == now.st_size else -1  # -1: a longer file is newer
+        return records, Mark(size, mark.inode, mtime, _window(tail))
+
     def _grown(self, cached: _Cached, key: tuple[int, int, int],
                data: bytes) -> LedgerView | None:
         size, _, inode = key
@@ -432,6 +484,44 @@ class Ledger:
                 digest.update(line)
                 self._remember((stat.st_size, stat.st_mtime_ns, stat.st_ino), extended, digest)
             return record
+
+
+@dataclass(frozen=True)
+class Mark:
+    """How far a reader of a ledger got: the file's length, inode and mtime then, and a digest
+    of the bytes just before that length (``Ledger.mark``, ``Ledger.read_after``).
+
+    It vouches that the file still begins with those bytes without reading them: osk only
+    appends, and whatever rewrites a ledger (sync's landing, Git, an editor saving) replaces the
+    file, so a new inode, a shorter file, the same length with another mtime, or other bytes
+    before the end all say "not a pure append". What it cannot see is an edit in place of a
+    line more than ``MARK_WINDOW`` bytes before the end, made while the file also grew; the
+    ledger's own readers (``Ledger.read``) compare the whole prefix."""
+
+    size: int
+    inode: int
+    mtime_ns: int
+    window: str  # blake2b of bytes [max(0, size - MARK_WINDOW), size)
+
+    def to_json(self) -> list[object]:
+        return [self.size, self.inode, self.mtime_ns, self.window]
+
+    @classmethod
+    def from_json(cls, value: object) -> Mark | None:
+        if not isinstance(value, list) or len(value) != 4:
+            return None
+        size, inode, mtime_ns, window = value
+        if not (isinstance(size, int) and isinstance(inode, int) and isinstance(mtime_ns, int)
+                and isinstance(window, str)):
+            return None
+        return cls(size, inode, mtime_ns, window)
+
+
+MARK_WINDOW = 4096  # bytes a mark's digest covers: several whole records, each with its own id
+
+
+def _window(data: bytes) -> str:
+    return hashlib.blake2b(data[-MARK_WINDOW:], digest_size=16).hexdigest()
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ unchanged nodes (a fresh ``osk search``) imports neither.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 import unicodedata
@@ -251,6 +252,13 @@ class Node:
 
 def body_hash(body: str) -> str:
     return sha256_text(body)
+
+
+def read_text(path: str | os.PathLike[str]) -> str:
+    """A node file's text as every reader takes it (the catalog, a search from the store):
+    UTF-8, line ends as they are, so its hash is the file's."""
+    with open(path, encoding="utf-8", newline="") as handle:
+        return handle.read()
 
 
 def title_from_path(path: str) -> str:

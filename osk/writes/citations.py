@@ -18,8 +18,8 @@ from osk.errors import (
     EdgeError,
     NodeNotFound,
 )
-from osk.provenance.pairs import TargetRef
-from osk.provenance.rechecks import Edge, link_identity
+from osk.provenance.pairs import TargetRef, link_identity
+from osk.provenance.rechecks import Edge
 from osk.store.edges import (
     FileTarget,
     NodeTarget,

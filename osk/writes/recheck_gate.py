@@ -17,8 +17,7 @@ from osk.errors import (
     RecheckError,
     RecheckUnread,
 )
-from osk.provenance.pairs import Candidate
-from osk.provenance.rechecks import link_identity
+from osk.provenance.pairs import Candidate, link_identity
 from osk.store.node import Node
 from osk.writes.citations import Resolved
 

@@ -178,8 +178,14 @@ def test_another_osk_writer_moves_the_generation_and_is_seen(vault: Vault, tmp_p
     assert path == "ENGINE" and titles == ["Walrus tusks"]
 
 
-def test_a_vault_that_records_citations_goes_to_the_engine_for_recheck_markers(
+def test_a_vault_that_records_citations_answers_from_the_store(
         vault: Vault, tmp_path: Path):
+    """The import leaves the rechecks table on disk covering its ledger
+    (``osk.provenance.recheck_store``), so a search needs no engine for its recheck markers
+    (tests/reads/test_cited_quick_search.py compares them with the engine's)."""
+    from osk.provenance.recheck_store import citations_of
+    from osk.store.ledger import Ledger
+
     source = tmp_path / "nodes.jsonl"
     source.write_text("\n".join(json.dumps(line) for line in [
         {"title": "Walrus habits", "summary": "Rest.", "body": "walrus on ice",
@@ -191,11 +197,14 @@ def test_a_vault_that_records_citations_goes_to_the_engine_for_recheck_markers(
                            str(source)], cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert vault.ledger_path("rechecks").stat().st_size  # the citation is recorded
+    diet = json.loads(vault.ledger_path("rechecks").read_text(encoding="utf-8"))["citing"]
+    recorded = citations_of(vault, Ledger(vault, "rechecks"), [diet])
+    assert recorded is not None and list(recorded) == [diet]  # the table on disk has it
     for path in vault.root.glob("Domain/**/*.md"):
         age(path)
-    for _ in range(2):
-        path, titles = search(vault, "walrus", tmp_path)
-        assert path == "ENGINE" and set(titles) == {"Walrus habits", "Walrus diet"}
+    path, titles = search(vault, "walrus", tmp_path)  # aged since the import's look
+    assert path == "ENGINE" and set(titles) == {"Walrus habits", "Walrus diet"}
+    assert search(vault, "walrus", tmp_path) == ("QUICK", titles)
 
 
 def test_osk_import_leaves_the_catalog_snapshot_and_the_index_whole(

@@ -1,0 +1,245 @@
+"""The rechecks table kept on disk, so a fresh process reads its hits' citations, not the ledger.
+
+A search hit's ``recheck`` marker needs the hit's recorded citation pairs: the rechecks ledger
+as a table (``osk.provenance.recheck_table``), which the engine builds from every record of the
+ledger. In a vault whose nodes cite their evidence (every node an agent distils does) that made
+every fresh ``osk search`` open the engine: 2.8 s and 716 MB at 100,000 nodes instead of 45 ms
+(docs/performance.md, "A fresh search in a vault that cites"). This keeps the same table in
+device state, ``.osk/rechecks/citations.sqlite`` (never synced; rebuilt from the ledger
+whenever it cannot vouch for it): a row per citing node holding its ``Citations``, and how much
+of the ledger the rows cover (a ``Mark``: its length, inode and the digest of its last bytes
+there) with the ledger's heads at that point.
+
+Records appended after the mark are applied one by one when each names every head before it as
+a parent, as every append does (``Ledger.append`` takes the heads under the ledger's lock): such
+a record descends from every record before it, so it alone is its subject's current record,
+read as the whole ledger's reader reads it (``citations_from``). Anything else (two devices'
+lines merged, a file rewritten, a damaged line) is not applied: the store is rebuilt from a
+table read from the whole ledger, which only the engine holds.
+
+Who writes it: ``RecheckTable``, after each append it makes (the tail since the mark, its own
+line with whatever another process appended) and whenever it has read the ledger anew (the
+tail, or the whole table when the tail cannot be applied). Device state that the next writer
+mends, so a commit is not fsynced, and a writer that cannot write it leaves it behind. A writer
+killed between its append and its row leaves the store behind its ledger, which the next
+writer, or a reader, applies as a tail.
+
+Who reads it: ``osk.reads.quick_search`` for its hits (``citations_of``), the tail since the
+mark applied in memory the same way; when the store cannot vouch for the ledger as it is now,
+the answer is None and the search opens the engine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+from osk.provenance.pairs import Citations, Pair
+from osk.store.fastclass import dataclass
+from osk.store.fsutil import StatKey
+from osk.store.ledger import Ledger, Mark, Record
+from osk.store.vault import Vault
+
+FILE = ("rechecks", "citations.sqlite")
+SCHEMA = "1"
+BUSY_S = 0.5  # a writer that waits longer for another leaves the catching up to the next one
+CITING = "citing:"  # a rechecks ledger subject: ``citing:<node id>``
+
+_META = "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+_CITING = ("CREATE TABLE IF NOT EXISTS citing (id TEXT PRIMARY KEY, citations TEXT NOT NULL) "
+           "WITHOUT ROWID")
+
+
+@dataclass(frozen=True)
+class Whole:
+    """A table read from the whole ledger at ``stat`` (size, mtime_ns, inode), and the
+    ledger's heads there: what the store is rebuilt from."""
+
+    stat: StatKey
+    table: Mapping[str, Citations]
+    heads: tuple[str, ...]
+
+
+def citations_from(citing_id: str, record: Record, *, forked: bool) -> Citations:
+    """One citing node's pairs as ``record`` holds them."""
+    pairs: dict[str, Pair] = {}
+    items = record.data.get("pairs")
+    for item in items if isinstance(items, list) else ():
+        if isinstance(item, Mapping):
+            pair = Pair.from_data(citing_id, item, forked=forked)
+            pairs[pair.target.key] = pair
+    corrected = record.data.get("corrected")
+    return Citations(citing_id, pairs, str(corrected) if corrected else None, record.id, forked)
+
+
+def successors(records: Sequence[Record], heads: Iterable[str]
+               ) -> tuple[dict[str, Citations], tuple[str, ...]] | None:
+    """The citing nodes ``records`` (appended, in file order, to a ledger whose heads are
+    ``heads``) make current, and the heads after them; None unless each record names every
+    head before it as a parent (two devices' lines merged: read the ledger whole)."""
+    now = set(heads)
+    found: dict[str, Citations] = {}
+    for record in records:
+        if set(record.parents) != now:
+            return None
+        now = {record.id}
+        if record.subject.startswith(CITING):
+            citing_id = record.subject[len(CITING):]
+            found[citing_id] = citations_from(citing_id, record, forked=False)
+    return found, tuple(sorted(now))
+
+
+def citations_of(vault: Vault, ledger: Ledger, ids: Iterable[str]) -> dict[str, Citations] | None:
+    """The recorded citations of those of ``ids`` that cite anything, as the ledger stands now;
+    None when the store cannot say (missing, damaged, of another schema, or the ledger changed
+    since its mark other than by appends): the engine can."""
+    path = vault.state(*FILE)
+    wanted = list(dict.fromkeys(ids))
+    if not path.exists():
+        return None
+    try:
+        with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=BUSY_S,
+                                     isolation_level=None)) as db:
+            db.execute("BEGIN")  # the mark and the rows of one commit
+            state = _state(db)
+            rows = db.execute(
+                f"SELECT id, citations FROM citing WHERE id IN "  # noqa: S608 - placeholders
+                f"({','.join('?' * len(wanted))})", wanted).fetchall()
+            db.execute("COMMIT")
+        if state is None:
+            return None
+        found = {citing_id: _decoded(citing_id, text) for citing_id, text in rows}
+    except (sqlite3.Error, ValueError, TypeError, KeyError):
+        return None
+    mark, heads = state
+    tail = ledger.read_after(mark)
+    appended = successors(tail[0], heads) if tail is not None else None
+    if appended is None:
+        return None
+    found.update((citing_id, appended[0][citing_id])
+                 for citing_id in wanted if citing_id in appended[0])
+    return found
+
+
+class CitationStore:
+    """The writers' side: one connection per process, kept open across appends."""
+
+    def __init__(self, vault: Vault) -> None:
+        self.path: Path = vault.state(*FILE)
+        self._db: sqlite3.Connection | None = None
+
+    def catch_up(self, ledger: Ledger, whole: Callable[[], Whole | None]) -> None:
+        """Bring the rows up to the ledger: apply what was appended since the mark, or, when
+        that cannot be done, rewrite them from ``whole()`` (None: the caller holds no table
+        read from the whole ledger as it is now; the store stays behind for a writer that
+        does). A store another writer holds too long is left to the next catch-up; a damaged
+        one is removed and started again; one that cannot be written stays as it is: readers
+        see that it is behind."""
+        for _ in range(2):
+            try:
+                self._transaction(ledger, whole)
+                return
+            except OSError:
+                self.close()
+                return
+            except sqlite3.Error as exc:
+                self.close()
+                if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+                    return
+                self._remove()
+
+    def _transaction(self, ledger: Ledger, whole: Callable[[], Whole | None]) -> None:
+        db = self._open()
+        db.execute("BEGIN IMMEDIATE")  # writers one at a time; readers keep reading
+        try:
+            self._apply(db, ledger, whole)
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def _remove(self) -> None:
+        for suffix in ("", "-wal", "-shm"):
+            try:
+                os.unlink(f"{self.path}{suffix}")
+            except OSError:
+                pass
+
+    def _open(self) -> sqlite3.Connection:
+        if self._db is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(self.path, timeout=BUSY_S, isolation_level=None,
+                                 check_same_thread=False)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=OFF")  # device state the next writer mends
+            db.execute(_META)
+            db.execute(_CITING)
+            self._db = db
+        return self._db
+
+    def _apply(self, db: sqlite3.Connection, ledger: Ledger,
+               whole: Callable[[], Whole | None]) -> None:
+        state = _state(db)
+        tail = ledger.read_after(state[0]) if state is not None else None
+        appended = successors(tail[0], state[1]) if tail is not None and state else None
+        if tail is not None and appended is not None:
+            if tail[0]:
+                db.executemany("INSERT OR REPLACE INTO citing VALUES (?, ?)",
+                               [(key, _encoded(value)) for key, value in appended[0].items()])
+                _set_state(db, tail[1], appended[1])
+            return
+        table = whole()
+        mark = ledger.mark(table.stat) if table is not None else None
+        if table is None or mark is None:
+            return
+        db.execute("DROP TABLE IF EXISTS citing")  # of this schema, whatever was there
+        db.execute(_CITING)
+        db.executemany("INSERT INTO citing VALUES (?, ?)",
+                       [(key, _encoded(value)) for key, value in table.table.items()])
+        _set_state(db, mark, table.heads)
+
+
+def _state(db: sqlite3.Connection) -> tuple[Mark, tuple[str, ...]] | None:
+    """The mark the rows cover and the ledger's heads there; None: no usable store."""
+    meta: dict[str, Any] = dict(db.execute("SELECT key, value FROM meta").fetchall())
+    if meta.get("schema") != SCHEMA or "mark" not in meta or "heads" not in meta:
+        return None
+    mark = Mark.from_json(json.loads(meta["mark"]))
+    heads = json.loads(meta["heads"])
+    if mark is None or not isinstance(heads, list) or not all(isinstance(h, str) for h in heads):
+        return None
+    return mark, tuple(heads)
+
+
+def _set_state(db: sqlite3.Connection, mark: Mark, heads: Sequence[str]) -> None:
+    db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", [
+        ("schema", SCHEMA), ("mark", json.dumps(mark.to_json())),
+        ("heads", json.dumps(list(heads)))])
+
+
+def _encoded(citations: Citations) -> str:
+    pairs = list(citations.pairs.values())
+    return json.dumps([[pair.to_data() for pair in pairs],
+                       [pair.target.key for pair in pairs if pair.forked],
+                       citations.corrected, citations.record_id, citations.forked],
+                      ensure_ascii=False, separators=(",", ":"))
+
+
+def _decoded(citing_id: str, text: str) -> Citations:
+    items, forked_keys, corrected, record_id, forked = json.loads(text)
+    marked = set(forked_keys)
+    pairs: dict[str, Pair] = {}
+    for item in items:
+        pair = Pair.from_data(citing_id, item, forked=str(item["target"]) in marked)
+        pairs[pair.target.key] = pair
+    return Citations(citing_id, pairs, corrected, record_id, bool(forked))
