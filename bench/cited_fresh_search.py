@@ -8,7 +8,9 @@ this builds the search bench's synthetic vault (no node citing anything) and SQL
 the same text, times fresh processes (``scale_bench.fresh_searches``: ``osk search``, the FTS5
 query, ``python -c pass``, interleaved; CPU is the children's rusage, medians of ``--runs``
 queries, the semantic channel off), creates one node citing another through
-``Engine.create_node``, and times them again. ``--against DIR`` also times, interleaved, a
+``Engine.create_node``, and times them again, and once more with a query that finds the
+citing node (whose recheck marker is then worked out: its file and the file it cites read).
+``--against DIR`` also times, interleaved, a
 fresh search from the osk source in DIR (a checkout of another commit: before/after in one
 run).
 
@@ -39,6 +41,7 @@ from scale_bench import (  # noqa: E402  (the scale run's children and FTS5)
 )
 from search_bench import make_vault  # noqa: E402
 
+CITING_QUERY = "note citing another"  # finds the citing node: its recheck marker is looked for
 SETTLE = 2.1  # seconds: past the race window a look waits out after a write (files, folders)
 
 
@@ -86,10 +89,12 @@ def one_size(base: Path, size: int, runs: int, against: Path | None) -> None:
     settled(vault, queries[0])
     settled(vault, queries[0])
     after = fresh_searches(vault, fts, queries, vault, against)
+    citing = fresh_searches(vault, fts, [CITING_QUERY] * runs, vault, against)
     python_cpu = after["python"][1]
     print(f"{size:,} nodes, fresh process CPU, median of {runs} queries:")
     print(line("no node cites anything", before))
     print(line("after one citation", after))
+    print(line("... the citing node hit", citing))
     print(f"  {'FTS5 query':<22} {after['fts'][1]:7.1f} ms CPU {after['fts'][0]:7.1f} ms wall")
     print(f"  {'python -c pass':<22} {python_cpu:7.1f} ms CPU", flush=True)
 

@@ -37,13 +37,15 @@ import sqlite3
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import closing
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from osk.provenance.pairs import Citations, Pair
 from osk.store.fastclass import dataclass
 from osk.store.fsutil import StatKey
 from osk.store.ledger import Ledger, Mark, Record
 from osk.store.vault import Vault
+
+if TYPE_CHECKING:  # imported where used: a search none of whose hits cites reads no pair
+    from osk.provenance.pairs import Citations
 
 FILE = ("rechecks", "citations.sqlite")
 SCHEMA = "1"
@@ -67,6 +69,8 @@ class Whole:
 
 def citations_from(citing_id: str, record: Record, *, forked: bool) -> Citations:
     """One citing node's pairs as ``record`` holds them."""
+    from osk.provenance.pairs import Citations, Pair
+
     pairs: dict[str, Pair] = {}
     items = record.data.get("pairs")
     for item in items if isinstance(items, list) else ():
@@ -236,6 +240,8 @@ def _encoded(citations: Citations) -> str:
 
 
 def _decoded(citing_id: str, text: str) -> Citations:
+    from osk.provenance.pairs import Citations, Pair
+
     items, forked_keys, corrected, record_id, forked = json.loads(text)
     marked = set(forked_keys)
     pairs: dict[str, Pair] = {}
