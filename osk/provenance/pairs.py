@@ -126,12 +126,26 @@ class TargetHasher:
         self._raw: dict[str, tuple[StatKey, dict[int, str]]] = {}
         self._files: dict[str, tuple[StatKey, str | None]] = {}
         self._roots: dict[str, str] | None = None
+        # file hash -> body hash of the nodes asked about since the owner last took them
+        # (``take_bodies``): the table on disk keeps them, so a fresh search knows a cited
+        # node's body hash from its file hash without reading its file (recheck_store)
+        self._bodies: dict[str, str] = {}
 
     def body_hash(self, node: Node) -> str:
         """The node's own cached hash (one restored from the catalog snapshot carries it: no
         read). Not kept here as well: a table of the nodes asked about would hold each one,
-        and its text, after the catalog let it go (``osk import`` cites every node it writes)."""
-        return node.body_hash
+        and its text, after the catalog let it go (``osk import`` cites every node it writes);
+        only the two hashes are noted, when the file hash is had without a read."""
+        value = node.body_hash
+        file_hash = node.known_file_hash
+        if file_hash is not None:
+            self._bodies[file_hash] = value
+        return value
+
+    def take_bodies(self) -> dict[str, str]:
+        """The (file hash, body hash) pairs noted since the last call."""
+        found, self._bodies = self._bodies, {}
+        return found
 
     def current(self, target: TargetRef, catalog: Catalog) -> str | None:
         if target.kind == "node":
@@ -241,7 +255,7 @@ def racy(stat: StatKey) -> bool:
 
 # -- the rule: which of a citing node's pairs are candidates ------------------------------------
 def stale_pairs(vault: Vault, citations: Citations, live: Iterable[str], citing_hash: str,
-                current: Callable[[TargetRef], str | None]
+                current: Callable[[TargetRef], str | None], *, why: bool = True
                 ) -> Iterator[tuple[Pair, str | None, str]]:
     """Each recorded pair of one citing node that is a recheck candidate now, with its
     target's current hash and the reason: the one rule, whichever copy of the vault the
@@ -252,7 +266,9 @@ def stale_pairs(vault: Vault, citations: Citations, live: Iterable[str], citing_
     was removed by hand is no candidate: the next write drops it); ``citing_hash``: its body
     hash now; ``current``: a target's current hash (None: gone; ``UNVERIFIABLE``: a file
     whose worktree is not on this device, never a candidate). Lazy: a caller that only asks
-    whether there is one reads the targets up to the first."""
+    whether there is one reads the targets up to the first, and with ``why`` False it is not
+    told whether a changed target changed by a person's redaction alone (the redactions
+    ledger is not read: a candidate either way)."""
     links = [link_identity(link) for link in live]
     for pair in citations.pairs.values():
         if link_identity(pair.target.link) not in links:
@@ -263,7 +279,7 @@ def stale_pairs(vault: Vault, citations: Citations, live: Iterable[str], citing_
         reason = _reason(pair, now, citing_hash)
         if reason is None:
             continue
-        if reason == "target-changed" and pair.target.kind in ("raw", "node"):
+        if why and reason == "target-changed" and pair.target.kind in ("raw", "node"):
             reason = _redacted_reason(vault, pair.target.key, now)
         yield pair, now, reason
 

@@ -55,6 +55,11 @@ CITING = "citing:"  # a rechecks ledger subject: ``citing:<node id>``
 _META = "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
 _CITING = ("CREATE TABLE IF NOT EXISTS citing (id TEXT PRIMARY KEY, citations TEXT NOT NULL) "
            "WITHOUT ROWID")
+# A node file's body hash by the hash of the whole file (a function of the text alone, so
+# never stale, whatever the ledger does): what a node's citers bind to, known to a fresh
+# search from the recall file's file hash without reading the cited file.
+_BODIES = ("CREATE TABLE IF NOT EXISTS bodies (file_hash TEXT PRIMARY KEY, body_hash TEXT NOT NULL)"
+           " WITHOUT ROWID")
 
 
 @dataclass(frozen=True)
@@ -130,6 +135,22 @@ def citations_of(vault: Vault, ledger: Ledger, ids: Iterable[str]) -> dict[str, 
     return found
 
 
+def bodies_of(vault: Vault, file_hashes: Iterable[str]) -> dict[str, str]:
+    """The body hashes the store knows for these node file hashes (file hash -> body hash);
+    a hash it does not know, or a store that cannot be read, is simply left out."""
+    path = vault.state(*FILE)
+    wanted = list(dict.fromkeys(file_hashes))
+    if not wanted or not path.exists():
+        return {}
+    try:
+        with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=BUSY_S)) as db:
+            return dict(db.execute(
+                f"SELECT file_hash, body_hash FROM bodies WHERE file_hash IN "  # noqa: S608
+                f"({','.join('?' * len(wanted))})", wanted).fetchall())
+    except sqlite3.Error:
+        return {}
+
+
 class CitationStore:
     """The writers' side: one connection per process, kept open across appends."""
 
@@ -137,16 +158,17 @@ class CitationStore:
         self.path: Path = vault.state(*FILE)
         self._db: sqlite3.Connection | None = None
 
-    def catch_up(self, ledger: Ledger, whole: Callable[[], Whole | None]) -> None:
+    def catch_up(self, ledger: Ledger, whole: Callable[[], Whole | None],
+                 bodies: Mapping[str, str] | None = None) -> None:
         """Bring the rows up to the ledger: apply what was appended since the mark, or, when
         that cannot be done, rewrite them from ``whole()`` (None: the caller holds no table
         read from the whole ledger as it is now; the store stays behind for a writer that
         does). A store another writer holds too long is left to the next catch-up; a damaged
         one is removed and started again; one that cannot be written stays as it is: readers
-        see that it is behind."""
+        see that it is behind. ``bodies``: file hash -> body hash pairs to keep as well."""
         for _ in range(2):
             try:
-                self._transaction(ledger, whole)
+                self._transaction(ledger, whole, bodies or {})
                 return
             except OSError:
                 self.close()
@@ -157,10 +179,26 @@ class CitationStore:
                     return
                 self._remove()
 
-    def _transaction(self, ledger: Ledger, whole: Callable[[], Whole | None]) -> None:
+    def keep_bodies(self, bodies: Mapping[str, str]) -> None:
+        """Keep file hash -> body hash pairs (``TargetHasher.take_bodies``); a store that
+        cannot take them now goes without (a fresh search then reads the cited file)."""
+        if not bodies:
+            return
+        try:
+            db = self._open()
+            db.execute("BEGIN IMMEDIATE")
+            db.executemany("INSERT OR IGNORE INTO bodies VALUES (?, ?)", bodies.items())
+            db.execute("COMMIT")
+        except (sqlite3.Error, OSError):
+            self.close()
+
+    def _transaction(self, ledger: Ledger, whole: Callable[[], Whole | None],
+                     bodies: Mapping[str, str]) -> None:
         db = self._open()
         db.execute("BEGIN IMMEDIATE")  # writers one at a time; readers keep reading
         try:
+            if bodies:
+                db.executemany("INSERT OR IGNORE INTO bodies VALUES (?, ?)", bodies.items())
             self._apply(db, ledger, whole)
         except BaseException:
             db.execute("ROLLBACK")
@@ -188,6 +226,7 @@ class CitationStore:
             db.execute("PRAGMA synchronous=OFF")  # device state the next writer mends
             db.execute(_META)
             db.execute(_CITING)
+            db.execute(_BODIES)
             self._db = db
         return self._db
 

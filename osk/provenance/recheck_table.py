@@ -71,7 +71,8 @@ class RecheckTable:
         elif stat != self._stat:
             self._reload(self.ledger.read())
             self._stat = stat
-            self._store.catch_up(self.ledger, lambda: self._whole(stat, lambda _: self._table))
+            self._store.catch_up(self.ledger, lambda: self._whole(stat, lambda _: self._table),
+                                 self._bodies())
         self._stat = stat
         return self._table
 
@@ -179,8 +180,13 @@ class RecheckTable:
         # rebuilt from the ledger as read, never from the table as updated in place above
         # (a kept pair's fork mark lives there, not in the line).
         self._store.catch_up(self.ledger, lambda: self._whole(after, build_table)
-                             if after is not None else None)
+                             if after is not None else None, self._bodies())
         return record
+
+    def _bodies(self) -> dict[str, str]:
+        """The node hashes this table's owner noted since the store last took them (none
+        here: ``Rechecks`` hashes the nodes)."""
+        return {}
 
     def most_cited(self) -> list[tuple[str, int]]:
         """The most cited nodes (id, how many nodes cite it), most first (``MostCited``: kept

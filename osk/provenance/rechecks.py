@@ -189,7 +189,11 @@ class Rechecks(RecheckTable):
                                  key=lambda c: (c.citing_path, c.target_key))
         if self._summarised is not self._found or self._most_cited.version != self._cited_written:
             self._write_summary(self._found)  # candidates, or who is cited how often, moved
+        self._store.keep_bodies(self._bodies())
         return list(self._found)
+
+    def _bodies(self) -> dict[str, str]:
+        return self.hasher.take_bodies()
 
     def _note_catalog(self, catalog: Catalog) -> None:
         """Mark what depends on the catalog entries that changed since the last look.
@@ -318,7 +322,9 @@ class Rechecks(RecheckTable):
             return self.stale_node_ids(catalog) & wanted
         table = self.table()
         with self.hasher.one_pass():
-            return {i for i in wanted if self._collect_one(catalog, table, i)}
+            found = {i for i in wanted if self._collect_one(catalog, table, i)}
+        self._store.keep_bodies(self._bodies())
+        return found
 
     def _write_summary(self, found: Sequence[Candidate]) -> None:
         """Keep a small snapshot for the session-start hook, rewritten only when it changes.

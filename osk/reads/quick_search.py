@@ -40,10 +40,13 @@ from typing import TYPE_CHECKING, Any
 from osk.store.fsutil import RACE_WINDOW_NS, collector_paused, folder_stat
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from osk.provenance.markers import Listed
     from osk.search.ranking import Ranking, SearchResult
     from osk.store.vault import Vault
 
+LINKS = "derived-from"  # the front matter key of a node's citations (osk.store.contract)
 RECHECKS_LEDGER = "rechecks"  # osk.provenance.recheck_table.LEDGER: looked at before importing it
 WORDS_ALONE = ("(ranked by words alone: no running `osk mcp` for this vault answered; "
                "--semantic ranks by meaning here, loading the model: seconds)")
@@ -181,7 +184,7 @@ def _ranked(vault: Vault, session: Any, query: str, text: str,
         if int(corpus.meta.get("n", 0)) > int(look["sweep"]) and not _files_unchanged(
                 vault, [(doc.path, doc.stat) for doc in docs], look):
             return None
-        hits = ranking.hits(order, lambda ids: _markers(vault, db, docs))
+        hits = ranking.hits(order, lambda ids: _markers(vault, db, docs, look))
     except (recallfile.Unusable, recallfile.Error, _EngineNeeded, KeyError, TypeError,
             ValueError):
         return None  # damaged, swapped as we read, or another shape: the engine mends it
@@ -267,7 +270,8 @@ class _EngineNeeded(Exception):
     """A hit's markers need what only the engine holds: its answer, not this one."""
 
 
-def _markers(vault: Vault, db: Any, docs: list[Any]) -> dict[str, list[str]]:
+def _markers(vault: Vault, db: Any, docs: list[Any], look: dict[str, Any]
+             ) -> dict[str, list[str]]:
     """recheck / conflict / pending / inferred / pending-review / steering, by the engine's
     rule (``osk.provenance.markers``). A hit waiting for the person's approval of a protected
     change goes to the engine (``_EngineNeeded``): what it serves and what is on disk differ,
@@ -277,7 +281,7 @@ def _markers(vault: Vault, db: Any, docs: list[Any]) -> dict[str, list[str]]:
     items = OpenItems(vault)
     if any(items.pending(doc.path) for doc in docs):
         raise _EngineNeeded
-    stale = _rechecks(vault, db, docs)
+    stale = _rechecks(vault, db, docs, look)
     found: dict[str, list[str]] = {}
     for doc in docs:
         labels = items.of(doc.id, _listed(vault, doc), recheck=doc.id in stale)
@@ -309,14 +313,14 @@ def _cited_rounds(vault: Vault, hits: tuple[Any, ...]) -> dict[str, set[str]] | 
     return cited_rounds(table, ids)
 
 
-def _rechecks(vault: Vault, db: Any, docs: list[Any]) -> set[str]:
+def _rechecks(vault: Vault, db: Any, docs: list[Any], look: dict[str, Any]) -> set[str]:
     """The ids of the hits with a recheck candidate, by the engine's rule
     (``osk.provenance.pairs.stale_pairs``) over what the engine would hold: the hits' recorded
-    citations from the rechecks table on disk (``osk.provenance.recheck_store``), each hit and
-    each node it cites as its file holds it now, each raw round and project file it cites read
-    now. Costs what the hits cite, not the vault; ``_EngineNeeded`` when the table on disk
-    cannot vouch for the ledger, or a cited node is not one the recall file holds as its
-    file is now."""
+    citations from the rechecks table on disk (``osk.provenance.recheck_store``), each citing
+    hit as its file holds it now, each node it cites by its body hash (``_cited_bodies``),
+    each raw round and project file it cites read now. Costs what the hits cite, not the
+    vault; ``_EngineNeeded`` when the table on disk cannot vouch for the ledger, or a cited
+    node is not one the recall file holds as its file is now."""
     table = _recorded(vault, [doc.id for doc in docs])
     if table is None:
         raise _EngineNeeded
@@ -325,15 +329,14 @@ def _rechecks(vault: Vault, db: Any, docs: list[Any]) -> set[str]:
     from osk.provenance.pairs import TargetHasher, stale_pairs
 
     hasher = TargetHasher(vault)
+    bodies = _cited_bodies(vault, db, look, [
+        pair.target.key[len("node:"):] for doc in docs if doc.id in table
+        for pair in table[doc.id].pairs.values() if pair.target.kind == "node"])
 
     def current(target: Any) -> str | None:
         if target.kind != "node":
             return hasher.source_hash(target)
-        rows = db.execute("SELECT path, file_hash FROM docs WHERE id = ?",
-                          (target.key[len("node:"):],)).fetchall()
-        if len(rows) != 1:  # gone, or an id two files claim: the engine's catalog says how
-            raise _EngineNeeded
-        return _as_on_disk(vault, *rows[0])[1]
+        return bodies(target.key[len("node:"):])
 
     stale = set()
     for doc in docs:
@@ -341,9 +344,41 @@ def _rechecks(vault: Vault, db: Any, docs: list[Any]) -> set[str]:
         if citations is None:
             continue
         live, body = _as_on_disk(vault, doc.path, doc.file_hash)
-        if next(stale_pairs(vault, citations, live, body, current), None) is not None:
+        if next(stale_pairs(vault, citations, live, body, current, why=False), None) is not None:
             stale.add(doc.id)
     return stale
+
+
+def _cited_bodies(vault: Vault, db: Any, look: dict[str, Any], ids: list[str]
+                  ) -> Callable[[str], str]:
+    """Each cited node's body hash now, as the engine's catalog has it: the recall file's
+    document of that id (exactly one, else ``_EngineNeeded``), its file unchanged since it
+    was indexed (the stat recorded, settled before the look) and its body hash kept with the
+    rechecks table by its file hash; a file that changed, or whose body the table does not
+    know, is read (and must be the text indexed). So the first process after an import reads
+    no file it does not show."""
+    from osk.provenance.recheck_store import bodies_of
+
+    wanted = list(dict.fromkeys(ids))
+    rows = db.execute(
+        f"SELECT id, path, file_hash, size, mtime_ns, ino FROM docs WHERE id IN "  # noqa: S608
+        f"({','.join('?' * len(wanted))})", wanted).fetchall() if wanted else []
+    found: dict[str, list[tuple[str, str, tuple[int, int, int]]]] = {}
+    for node_id, path, file_hash, *stat in rows:
+        found.setdefault(node_id, []).append((path, file_hash, (stat[0], stat[1], stat[2])))
+    settled = [docs[0] for docs in found.values() if len(docs) == 1 and _files_unchanged(
+        vault, [(docs[0][0], docs[0][2])], look)]
+    known = bodies_of(vault, [file_hash for _, file_hash, _ in settled])
+
+    def body(node_id: str) -> str:
+        docs = found.get(node_id, [])
+        if len(docs) != 1:  # gone, or an id two files claim: the engine's catalog says how
+            raise _EngineNeeded
+        path, file_hash, _ = docs[0]
+        value = known.get(file_hash) if docs[0] in settled else None
+        return value if value is not None else _as_on_disk(vault, path, file_hash)[1]
+
+    return body
 
 
 def _as_on_disk(vault: Vault, path: str, file_hash: str) -> tuple[list[str], str]:
@@ -358,10 +393,10 @@ def _as_on_disk(vault: Vault, path: str, file_hash: str) -> tuple[list[str], str
         text = read_text(vault.abs(path))
         if sha256_text(text) != file_hash:
             raise _EngineNeeded
-        front, body = split_frontmatter(path, text)
+        front, body = split_frontmatter(path, text, (LINKS,))
     except (OSError, OskError, UnicodeDecodeError):
         raise _EngineNeeded from None
-    links = front.get("derived-from") or []
+    links = front.get(LINKS) or []
     if not isinstance(links, list):
         raise _EngineNeeded
     return [str(link) for link in links], body_hash(body)

@@ -17,7 +17,7 @@ import os
 import re
 import sys
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from functools import cache
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
@@ -243,6 +243,11 @@ class Node:
         return self._file_hash
 
     @property
+    def known_file_hash(self) -> str | None:
+        """``file_hash`` when it is had without reading the file (cached, or the text held)."""
+        return self.file_hash if self._file_hash is not None or self._text is not None else None
+
+    @property
     def body_hash(self) -> str:
         """Hash of the body: what citations bind to."""
         if self._body_hash is None:
@@ -268,11 +273,14 @@ def title_from_path(path: str) -> str:
 
 
 # -- parsing -------------------------------------------------------------------------------
-def split_frontmatter(path: str, text: str) -> tuple[dict[str, Any], str]:
+def split_frontmatter(path: str, text: str, keys: Collection[str] | None = None
+                      ) -> tuple[dict[str, Any], str]:
     """Split a node file into its front matter mapping and its body (verbatim), leaving out the
-    sources section osk writes between them (``osk.store.sources``): it is not part of the body."""
+    sources section osk writes between them (``osk.store.sources``): it is not part of the body.
+    ``keys``: only these are wanted (the mapping may hold more): front matter in osk's own form
+    is then read for them alone, which needs no YAML for a value quoted as JSON."""
     header, body = _parts(path, text)
-    fast = _canonical_header(header)
+    fast = _canonical_header(header, keys)
     if fast is not None:
         return fast, body
     import yaml
@@ -325,15 +333,20 @@ _KEY_LINE = re.compile(r"^([a-z_-]+):(?: (.*))?$")
 _ITEM_LINE = re.compile(r'^  - ("(?:[^"\\]|\\.)*")$')
 
 
-def _canonical_header(header: str) -> dict[str, Any] | None:
+def _canonical_header(header: str, keys: Collection[str] | None = None
+                      ) -> dict[str, Any] | None:
     """Read front matter written in the exact form ``render`` produces, without YAML.
 
     Loading a vault parses thousands of headers, and YAML costs ~40 µs each. This accepts only
     lines whose meaning YAML would read identically (``key: plain``, ``key: "json string"``,
     ``key: []``, ``key:`` followed by ``  - "item"`` lines); anything else returns None and the
     caller falls back to the YAML loader, so hand-written front matter is read exactly as before.
+    A key not in ``keys`` (when given) is checked for that form but not read: its plain value
+    needs only to be one scalar on its line, whatever YAML would resolve it to (the resolver
+    table costs an import of YAML).
     """
     data: dict[str, Any] = {}
+    seen: set[str] = set()
     open_list: list[str] | None = None
     for line in header.split("\n"):
         if not line:
@@ -343,14 +356,17 @@ def _canonical_header(header: str) -> dict[str, Any] | None:
             open_list.append(json.loads(item.group(1)))
             continue
         match = _KEY_LINE.match(line)
-        if not match or match.group(1) in data:
+        if not match or match.group(1) in seen:
             return None
         key, value = match.group(1), match.group(2)
+        seen.add(key)
+        wanted = keys is None or key in keys
+        into = data if wanted else {}
         open_list = None
         if value is None:
-            open_list = data[key] = []
+            open_list = into[key] = []
         elif value == "[]":
-            data[key] = []
+            into[key] = []
         elif value.startswith('"'):
             try:
                 decoded = json.loads(value)
@@ -358,9 +374,9 @@ def _canonical_header(header: str) -> dict[str, Any] | None:
                 return None
             if not isinstance(decoded, str):
                 return None
-            data[key] = decoded
-        elif _reads_as_string(value):
-            data[key] = value
+            into[key] = decoded
+        elif _reads_as_string(value) if wanted else _one_plain_scalar(value):
+            into[key] = value
         else:
             return None
     return data
@@ -414,10 +430,17 @@ def _is_plain(text: str) -> bool:
     return _reads_as_string(text) and text.lower() not in _AMBIGUOUS
 
 
+def _one_plain_scalar(text: str) -> bool:
+    """Whether the unquoted ``text`` is one plain scalar on its line (what YAML resolves it
+    to aside: a string, a number, a date)."""
+    return bool(_PLAIN.match(text)) and not (
+        text.endswith((" ", ":")) or ": " in text
+        or " #" in text)  # "0:" ends a line as a mapping key, not a string
+
+
 def _reads_as_string(text: str) -> bool:
     """Whether PyYAML reads the unquoted scalar ``text`` as exactly this string."""
-    if (not _PLAIN.match(text) or text.endswith((" ", ":")) or ": " in text
-            or " #" in text):  # "0:" ends a line as a mapping key, not a string
+    if not _one_plain_scalar(text):
         return False
     # YAML resolves a plain scalar to null, bool, int, float or timestamp by these patterns.
     return not any(pattern.match(text) for _tag, pattern in _resolvers().get(text[0], ()))

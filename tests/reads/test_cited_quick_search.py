@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 import writekit
-from test_quick_search import CHILD, age
+from test_quick_search import CHILD, NOT_IMPORTED, age
 from writekit import create
 
 from osk.calls.request import NodeEdit
@@ -240,6 +240,18 @@ def test_a_fresh_osk_search_in_a_vault_that_cites_answers_from_the_store(
     assert done.stderr.strip().splitlines()[-1] == "QUICK"
     hits = {hit["title"]: hit.get("markers", []) for hit in json.loads(done.stdout)["hits"]}
     assert hits == markers(engine) and "recheck" in hits["Claim"]
+    # and a hit citing a node costs it none of the heavy imports a plain search leaves out
+    # (the link parser, osk.store.edges, it does need)
+    child = CHILD.replace("print('ENGINE' if 'osk.engine.core' in sys.modules else 'QUICK', ",
+                          "print(' '.join(sorted(sys.modules)), ")
+    done = subprocess.run([sys.executable, "-c", child, "--vault", str(vault.root), "search",
+                           "requests", "--json"], cwd=repo, capture_output=True, text=True,
+                          encoding="utf-8", env=env, check=True)
+    assert [hit["title"] for hit in json.loads(done.stdout)["hits"]] == ["Claim"]
+    modules = set(done.stderr.split())
+    assert "osk.provenance.pairs" in modules
+    heavy = set(NOT_IMPORTED) - {"osk.store.edges"}
+    assert modules.isdisjoint(heavy), modules & heavy
 
 
 def test_a_damaged_table_on_disk_is_never_read_and_the_next_engine_rebuilds_it(

@@ -138,6 +138,9 @@ def test_the_fast_header_reader_agrees_with_yaml_on_everything_render_writes(sum
     fast = node._canonical_header(header)
     assert fast is not None
     assert fast == yaml.safe_load(header)
+    # a read of some keys alone gives them as the whole read does
+    links = node._canonical_header(header, ("derived-from", "summary"))
+    assert links == {key: fast[key] for key in ("derived-from", "summary")}
 
 
 def test_control_characters_and_line_separators_are_not_a_summary():
@@ -151,6 +154,11 @@ def test_hand_written_yaml_falls_back_to_the_yaml_reader():
     header = "id: x\nsummary: >\n  folded\n"
     assert node._canonical_header(header) is None
     assert node._canonical_header("summary: 42\n") is None
+    # a key not asked for is not read, but its line must still be osk's form
+    assert node._canonical_header(header, ("id",)) is None
+    assert node._canonical_header("summary: 42\nid: x\n", ("id",)) == {"id": "x"}
+    assert node._canonical_header('derived-from:\n  - "[[A]]"\nid: x\nid: y\n',
+                                  ("derived-from",)) is None  # a key twice: YAML's call
 
 
 def test_the_keys_a_read_names_without_the_model_are_the_models():
