@@ -27,6 +27,12 @@ writer, or a reader, applies as a tail.
 Who reads it: ``osk.reads.quick_search`` for its hits (``citations_of``), the tail since the
 mark applied in memory the same way; when the store cannot vouch for the ledger as it is now,
 the answer is None and the search opens the engine.
+
+Beside the rows, the body hash of a node file by the hash of the whole file (``bodies_of``):
+what citations bind to, known to the engine from its catalog without reading the file, noted
+as its rechecks ask (``TargetHasher.take_bodies``), so a fresh search learns a cited node's
+body hash from the recall file's file hash instead of reading a file it does not show. A
+function of the text alone: never stale, whatever happens to the ledger.
 """
 
 from __future__ import annotations
