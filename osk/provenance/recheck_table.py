@@ -17,6 +17,9 @@ Target keys: ``node:<id>`` (ids survive moves), ``raw:<coordinate>``, ``file:<ke
 A fork (concurrent records for one citing node) is merged: the pairs every branch agrees on
 stand, the rest are candidates until the next re-citation or correction joins the branches.
 What the pairs are recorded from, and the candidates they open, is ``osk.provenance.rechecks``.
+
+The same table is kept on disk for fresh processes (``osk.provenance.recheck_store``): after
+each append here and each read of the ledger anew, the store is brought up to the ledger.
 """
 
 from __future__ import annotations
