@@ -224,12 +224,12 @@ def _replace(source: str, path: Path) -> None:
         os.unlink(source)
 
 
-def clear_stale_temps(folder: Path) -> int:
-    """Remove the temp files under ``folder`` (at any depth) whose writer is no longer running
-    (killed midway, or stopped by a full disk); a live writer's file is kept. Returns how many
-    were removed."""
+def clear_stale_temps(folder: Path, *, deep: bool = True) -> int:
+    """Remove the temp files under ``folder`` (at any depth, or in it alone when not ``deep``)
+    whose writer is no longer running (killed midway, or stopped by a full disk); a live
+    writer's file is kept. Returns how many were removed."""
     removed = 0
-    for path in stale_temps(folder):
+    for path in stale_temps(folder, deep=deep):
         try:
             os.unlink(path)
             removed += 1
@@ -238,11 +238,11 @@ def clear_stale_temps(folder: Path) -> int:
     return removed
 
 
-def stale_temps(folder: Path) -> list[Path]:
+def stale_temps(folder: Path, *, deep: bool = True) -> list[Path]:
     """The temp files under ``folder`` whose writer is gone (links are not followed)."""
     found = []
     for here, dirs, names in os.walk(folder):
-        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(here, d))]
+        dirs[:] = [d for d in dirs if deep and not os.path.islink(os.path.join(here, d))]
         for name in names:
             pid = _writer_pid(name)
             if pid is not None and not _alive(pid):

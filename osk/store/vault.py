@@ -176,9 +176,12 @@ class Vault:
     def clear_debris(self) -> int:
         """Remove temp files that killed writers (or a full disk) left in device state; live
         writers' stay. ``osk validate`` counts them until then. The write path's own temp
-        folder is swept on every open; the rest of device state (a folder per project and
-        conversation: 10,000 files take some 40 ms to walk) at most once an hour."""
+        folder and the index folder's top (where a whole build of the recall file, as large
+        as the index, is made aside) are swept on every open; the rest of device state (a
+        folder per project and conversation: 10,000 files take some 40 ms to walk) at most
+        once an hour."""
         removed = clear_stale_temps(self.temp_dir)
+        removed += clear_stale_temps(self.state("index"), deep=False)
         stamp = self.state("debris-swept")
         try:
             if time.time() - stamp.stat().st_mtime < DEBRIS_SWEEP_SECONDS:
