@@ -387,6 +387,7 @@ class RoundIndex:
             for table in ("meta", "records", "rounds", "totals", "terms_vocab", "terms",
                           *NAMES):
                 db.execute(f"DROP TABLE IF EXISTS {table}")
+            _reclaim(db)
             db.executescript(_TABLES)
             db.execute("INSERT INTO meta VALUES ('schema', ?)", (f"{SCHEMA}",))
             # which index this is: a rebuilt one (a new schema; `osk redact` drops it) is
@@ -862,3 +863,14 @@ def merged(nodes: Sequence[Any], rounds: Sequence[Any], cites: Mapping[str, set[
                           if c in waiting)
     placed.extend(waiting.values())
     return placed[:k]
+
+
+def _reclaim(db: sqlite3.Connection) -> None:
+    """Give the dropped tables' pages back to the disk. SQLite keeps a dropped table's pages
+    in the file as free pages (an index of 1,000,000 rounds upgraded in place kept some
+    5.8 GB), and the file, now empty, is copied by VACUUM in no time. Another connection
+    writing at that moment leaves the pages for now: the new tables reuse them as they grow."""
+    try:
+        db.execute("VACUUM")
+    except sqlite3.OperationalError:
+        pass

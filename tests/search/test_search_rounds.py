@@ -269,9 +269,10 @@ def test_the_rounds_count_and_length_a_query_ranks_by_are_kept_whole(vault, tmp_
 
 def test_an_index_of_an_older_schema_is_rebuilt_on_open_without_its_text_table(vault, tmp_path):
     """Schema 12 keeps no ``terms`` table (a round's terms are in its forward list): an index
-    of schema 11, which held one, is rebuilt whole by the next refresh, its old tables gone,
-    and its rounds are found again; a round dropped after (an append re-indexes the record's
-    last round) takes its terms' counts from its forward list."""
+    of schema 11, which held one, is rebuilt whole by the next refresh, its old tables gone
+    and their pages given back to the disk, and its rounds are found again; a round dropped
+    after (an append re-indexes the record's last round) takes its terms' counts from its
+    forward list."""
     import sqlite3
 
     from osk.search.rounds import SCHEMA
@@ -284,9 +285,15 @@ def test_an_index_of_an_older_schema_is_rebuilt_on_open_without_its_text_table(v
     with sqlite3.connect(index.path) as db:
         built = db.execute("SELECT value FROM meta WHERE key='built'").fetchone()
         db.execute("CREATE TABLE terms (row INTEGER PRIMARY KEY, body TEXT, context TEXT)")
+        db.executemany("INSERT INTO terms VALUES (?, ?, '')",
+                       [(row, "kite " * 800) for row in range(400)])  # some 1.6 MB
         db.execute("UPDATE meta SET value='11' WHERE key='schema'")
+        old_pages = db.execute("PRAGMA page_count").fetchone()[0]
     again = RoundIndex(vault)
     assert again.refresh() == 1  # every record indexed anew
+    with sqlite3.connect(index.path) as db:  # the old tables' pages given back, not kept free
+        assert db.execute("PRAGMA freelist_count").fetchone() == (0,)
+        assert db.execute("PRAGMA page_count").fetchone()[0] < old_pages // 4
     engine.append_raw("talk", user="a second kite flew", assistant="fine")
     assert again.refresh() == 1
     with sqlite3.connect(index.path) as db:
