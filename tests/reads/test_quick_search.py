@@ -202,6 +202,7 @@ def test_a_vault_that_records_citations_answers_from_the_store(
     assert recorded is not None and list(recorded) == [diet]  # the table on disk has it
     for path in vault.root.glob("Domain/**/*.md"):
         age(path)
+    folders_settle()  # the import made the folders: the engine's look below must vouch for them
     path, titles = search(vault, "walrus", tmp_path)  # aged since the import's look
     assert path == "ENGINE" and set(titles) == {"Walrus habits", "Walrus diet"}
     assert search(vault, "walrus", tmp_path) == ("QUICK", titles)
