@@ -21,9 +21,7 @@ run).
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -33,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from scale_bench import (  # noqa: E402  (the scale run's children and FTS5)
     OSK_CHILD,
+    bench_folder,
     build_fts,
     child,
     env_for_osk,
@@ -107,14 +106,9 @@ def main() -> int:
                         help="also time a fresh search from the osk source in this folder")
     parser.add_argument("--keep", type=Path, help="build (or reuse) the vaults here")
     args = parser.parse_args()
-    base = args.keep or Path(tempfile.mkdtemp(prefix="osk-cited-"))
-    base.mkdir(parents=True, exist_ok=True)
-    try:
+    with bench_folder(args.keep, "osk-cited-") as base:
         for size in (int(s) for s in args.size.split(",")):
             one_size(base, size, args.runs, args.against)
-    finally:
-        if args.keep is None:
-            shutil.rmtree(base, ignore_errors=True)
     return 0
 
 

@@ -47,6 +47,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -363,6 +365,19 @@ def report(size: int, fresh: dict[str, Any], warm: dict[str, float] | None, size
     sys.stdout.flush()
 
 
+
+@contextmanager
+def bench_folder(keep: Path | None, prefix: str) -> Iterator[Path]:
+    """Where a bench builds its vaults: ``keep`` (made if missing, left as it is after, so a
+    later run reuses what it built), or a temporary folder removed at the end."""
+    base = keep or Path(tempfile.mkdtemp(prefix=prefix))
+    base.mkdir(parents=True, exist_ok=True)
+    try:
+        yield base
+    finally:
+        if keep is None:
+            shutil.rmtree(base, ignore_errors=True)
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,10000")
@@ -382,9 +397,7 @@ def main() -> int:
     parser.add_argument("--warm-only", action="store_true",
                         help="warm searches alone (--gap: also that many seconds apart)")
     args = parser.parse_args()
-    base = args.keep or Path(tempfile.mkdtemp(prefix="osk-scale-"))
-    base.mkdir(parents=True, exist_ok=True)
-    try:
+    with bench_folder(args.keep, "osk-scale-") as base:
         for size in (int(s) for s in args.sizes.split(",")):
             root, _, _ = make_vault(base, size)
             if args.rounds_only:
@@ -410,9 +423,6 @@ def main() -> int:
             if not (args.no_import or args.fresh_only):
                 imported = bench_import(base, args.import_size or min(size, 10000))
             report(size, fresh, warm, sizes, imported)
-    finally:
-        if args.keep is None:
-            shutil.rmtree(base, ignore_errors=True)
     return 0
 
 

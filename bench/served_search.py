@@ -28,7 +28,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -43,6 +42,7 @@ from hook_bench import listening_server  # noqa: E402
 from scale_bench import (  # noqa: E402
     FTS_CHILD,
     PEAK_PRINT,
+    bench_folder,
     build_fts,
     child,
     medians,
@@ -147,9 +147,7 @@ def main() -> int:
     parser.add_argument("--slow-runs", type=int, default=7, help="--semantic runs (seconds each)")
     parser.add_argument("--keep", type=Path, help="build (or reuse) the vaults here")
     args = parser.parse_args()
-    base = args.keep or Path(tempfile.mkdtemp(prefix="osk-served-"))
-    base.mkdir(parents=True, exist_ok=True)
-    try:
+    with bench_folder(args.keep, "osk-served-") as base:
         root, _, _ = make_vault(base, args.size)
         fts = base / f"fts-{args.size}.sqlite"
         if not fts.exists():
@@ -169,9 +167,6 @@ def main() -> int:
         print(f"\n== {args.size:,} nodes, every node embedded; load average "
               f"{os.getloadavg()[0]:.1f} at the end ==")
         report(samples, server_ms)
-    finally:
-        if args.keep is None:
-            shutil.rmtree(base, ignore_errors=True)
     return 0
 
 
