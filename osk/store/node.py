@@ -330,7 +330,7 @@ def _closing_fence(rest: str) -> tuple[int, int] | None:
 
 
 _KEY_LINE = re.compile(r"^([a-z_-]+):(?: (.*))?$")
-_ITEM_LINE = re.compile(r'^  - ("(?:[^"\\]|\\.)*")$')
+_ITEM_LINE = re.compile(r'^  - ("(?:[^"\\]|\\.)*"|[^"].*)$')
 
 
 def _canonical_header(header: str, keys: Collection[str] | None = None
@@ -353,7 +353,13 @@ def _canonical_header(header: str, keys: Collection[str] | None = None
             continue
         item = _ITEM_LINE.match(line)
         if item and open_list is not None:
-            open_list.append(json.loads(item.group(1)))
+            value = item.group(1)
+            if value.startswith('"'):
+                open_list.append(json.loads(value))
+            elif _reads_as_string(value):  # ``render`` leaves a link such as file:a/b.py bare
+                open_list.append(value)
+            else:
+                return None
             continue
         match = _KEY_LINE.match(line)
         if not match or match.group(1) in seen:
@@ -439,9 +445,15 @@ def _one_plain_scalar(text: str) -> bool:
 
 
 def _reads_as_string(text: str) -> bool:
-    """Whether PyYAML reads the unquoted scalar ``text`` as exactly this string."""
+    """Whether PyYAML reads the unquoted scalar ``text`` as exactly this string. A rare
+    spelling of a YAML word that YAML would still read as a string ("yES") is answered
+    False: the caller then quotes it, or reads the header with YAML."""
     if not _one_plain_scalar(text):
         return False
+    if text[0].isascii() and text[0].isalpha():
+        # Of YAML's patterns, those keyed on a letter are whole words (booleans, null), each
+        # of them in _AMBIGUOUS: no import of YAML for a name, a model or a file: link.
+        return text.lower() not in _AMBIGUOUS
     # YAML resolves a plain scalar to null, bool, int, float or timestamp by these patterns.
     return not any(pattern.match(text) for _tag, pattern in _resolvers().get(text[0], ()))
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -128,11 +130,17 @@ from hypothesis import strategies as st  # noqa: E402
 @given(summary=st.text(min_size=1, max_size=80).filter(
            lambda s: s.strip() and contract._printable_line(s)),
        drafter=st.sampled_from(["claude-opus-4", "yes", "1.5", "2026-11-29", "a: b", "x #y",
-                                "null", "gpt 5 ", "human"]))
-def test_the_fast_header_reader_agrees_with_yaml_on_everything_render_writes(summary, drafter):
+                                "null", "gpt 5 ", "human", "True", "yES", "n", "on", "Off"]),
+       files=st.lists(st.sampled_from(["file:Cargo.toml", "file:src/app.py", "file:a b.md",
+                                       "file:docs/on: off.md", "file:yes", "file:x#y.py"]),
+                      max_size=3, unique=True))
+def test_the_fast_header_reader_agrees_with_yaml_on_everything_render_writes(summary, drafter,
+                                                                             files):
     import yaml
 
-    meta = contract.Frontmatter.model_validate({**GOOD, "summary": summary, "drafter": drafter})
+    meta = contract.Frontmatter.model_validate({
+        **GOOD, "summary": summary, "drafter": drafter,
+        "derived-from": [*GOOD["derived-from"], *files]})
     text = node.render(meta, "Body.\n")
     header = text[len("---\n"):text.index("\n---\n") + 1]
     fast = node._canonical_header(header)
@@ -148,6 +156,39 @@ def test_control_characters_and_line_separators_are_not_a_summary():
         text = text_with(summary="PLACEHOLDER").replace('"PLACEHOLDER"', json.dumps(bad))
         with pytest.raises(ContractError, match="printable"):
             node.parse("Domain/A.md", text)
+
+
+def test_a_node_citing_a_project_file_is_read_without_yaml():
+    """osk writes a file: link bare; reading a node's links back (as a fresh search reads its
+    hits') must not cost an import of YAML (8 ms of a fresh search whose hit cites a file)."""
+    meta = contract.Frontmatter.model_validate(
+        {**GOOD, "derived-from": ["[[Release process]]", "file:Cargo.toml"]})
+    text = node.render(meta, "Body.\n")
+    assert "\n  - file:Cargo.toml\n" in text
+    program = ("import sys; from osk.store import node; "
+               f"front, _ = node.split_frontmatter('Domain/A.md', {text!r}, ('derived-from',)); "
+               "assert front == {'derived-from': ['[[Release process]]', 'file:Cargo.toml']}; "
+               "print('yaml' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.strip() == "False"
+
+
+def test_letter_led_scalars_are_answered_as_yaml_would_or_left_to_it():
+    """The YAML-free answer for a scalar that starts with a letter: never "a string" where
+    YAML reads something else; "not a string" only for spellings of YAML's words."""
+    import yaml
+
+    words = ["yes", "Yes", "YES", "yES", "no", "No", "true", "True", "TRUE", "false", "on",
+             "On", "OFF", "off", "null", "Null", "NULL", "nULL", "y", "n", "Y", "N", "human",
+             "claude-opus-4", "file:Cargo.toml", "file:a b.md", "x1.5", "e10", "inf", "nan",
+             "yesterday", "nothing", "one", "t"]
+    for word in words:
+        answer = node._reads_as_string(word)
+        if answer:
+            assert yaml.safe_load(word) == word, word
+        else:
+            assert word.lower() in node._AMBIGUOUS, word
 
 
 def test_hand_written_yaml_falls_back_to_the_yaml_reader():
