@@ -19,6 +19,7 @@ never loads them: a fresh process pays for every module it imports (a test check
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import threading
@@ -580,9 +581,12 @@ class Engine:
         """Raw rounds of the projects this session may see (scope isolation, as read_raw)."""
         rounds, meaning = self._rounds_channel()
         routing, session = self.routing, self.session
+        # A key's scope looked up once a search: most hits share a few conversations' keys,
+        # and each lookup reads the routing ledger's view (0.05 ms each, 8-10 hits a search).
+        scope_for = functools.cache(routing.scope_for)
         try:
             return round_hits(rounds, query, k, lambda key: routing.key_visible(session, key),
-                              routing.scope_for, meaning)
+                              scope_for, meaning)
         except Exception as exc:
             if disk_error(exc) is None and meaning is not None:
                 # a damaged model must not take search down: the rounds' words from now on
