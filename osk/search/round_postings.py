@@ -60,6 +60,7 @@ FRESH_SHARE = 8  # a term is put in order again when over 1/FRESH_SHARE of it is
 FEW = 256
 WIDER = 1.5
 POSTINGS_A_ROUND = 12
+FINISH_CHUNK = 32  # rounds' forward lists read in one statement when scoring them whole
 CAPPED = 255  # a count stored as this is at least this (its bound is BM25's supremum)
 LONGEST = 0xFFFF  # a length stored as this is at least this (a bound takes it as this)
 MARKS = 500  # host parameters in one IN (...)
@@ -111,22 +112,6 @@ def reach(desc: int, context: float, avgdl: float) -> float:
 def idf(size: int, df: int) -> float:
     value = math.log((size - df + 0.5) / (df + 0.5))
     return value if value > 0.0 else IDF_FLOOR
-
-
-def score(weights: Sequence[float], counts: Sequence[tuple[int, int]], length: int,
-          context: float, avgdl: float) -> float:
-    """A round's score, summed as FTS5 sums it: per query term in order (its idf, its counts
-    in the round's own words and its neighbours'), 1.0 an occurrence in its own words, then
-    ``context`` for each among its neighbours'; ``length`` counts both."""
-    total = 0.0
-    for weight, (own, around) in zip(weights, counts, strict=True):
-        f = float(own)
-        if context:
-            for _ in range(around):
-                f += context
-        if f:
-            total += weight * gain(f, length, avgdl)
-    return total
 
 
 # -- a round's forward list ----------------------------------------------------------------------
@@ -445,8 +430,9 @@ class _Search:
     def __init__(self, db: sqlite3.Connection, weights: list[tuple[str, float]],
                  idents: list[int], lists: list[_List], k: int, context: float, avgdl: float,
                  accept: Accept | None, asks: bool) -> None:
-        self.db, self.weights, self.lists, self.k = db, weights, lists, k
+        self.db, self.lists, self.k = db, lists, k
         self.idents = idents  # each weighted term's vocabulary id
+        self.weights = [weight for _, weight in weights]  # and its weight, in the same order
         self.context, self.avgdl, self.accept = context, avgdl, accept
         self.sums: dict[int, float] = {}  # row -> what the terms read for it give
         self.read: dict[int, int] = {}  # row -> the terms read for it (a bit each)
@@ -598,27 +584,64 @@ class _Search:
                     reaching.append(row)
         return reaching
 
+    def _most(self, rows: list[int]) -> dict[int, float]:
+        """The most each of ``rows`` could score: its sum, what the terms not read for it could
+        still give and what its capped postings could (each raised by ``MARGIN`` once more,
+        for the sums' order)."""
+        sums, read, unsure = self.sums, self.read, self.unsure
+        left = [lst.left for lst in self.lists]
+        masks = [read.get(row, 0) for row in rows]
+        rest = {mask: sum(v for j, v in enumerate(left) if not mask >> j & 1)
+                for mask in set(masks)}
+        return {row: (sums.get(row, 0.0) + rest[mask] + unsure.get(row, 0.0)) * (1 + MARGIN)
+                for row, mask in zip(rows, masks, strict=True)}
+
     def _finish(self, rows: list[int]) -> list[tuple[int, float]]:
-        """Score ``rows`` whole from their forward lists; the best k that ``accept`` keeps.
-        A row gone (a dead posting's) gives nothing."""
-        scored: list[tuple[float, int]] = []  # (score, -row)
-        weights = [weight for _, weight in self.weights]
-        for at in range(0, len(rows), MARKS):
-            chunk = rows[at:at + MARKS]
-            for row, data in self.db.execute(
-                    f"SELECT row, data FROM forward WHERE row IN "
-                    f"({','.join('?' * len(chunk))})", chunk):
-                length, counts = counts_in(data, self.idents)
-                scored.append((score(weights, counts, length, self.context, self.avgdl), -row))
-        scored.sort(reverse=True)
-        best: list[tuple[int, float]] = []
-        for at in range(0, len(scored), 4 * self.k):  # the best first, kept looked up in turn
-            part = scored[at:at + 4 * self.k]
-            self._know([-row for _, row in part])
-            best.extend((-row, value) for value, row in part if self.kept[-row])
-            if len(best) >= self.k:
+        """Score ``rows`` whole from their forward lists, the one that could reach the most
+        first, until the next could not reach the k-th score of those ``accept`` keeps (ties
+        by row, so one that could reach it exactly is scored): the best k it keeps. A row
+        gone (a dead posting's) gives nothing."""
+        most = self._most(rows)
+        order = sorted(rows, key=most.__getitem__, reverse=True)
+        best: list[tuple[float, int]] = []  # the k best (score, -row) kept, a heap: worst first
+        k, kept, whole = self.k, self.kept, self._whole
+        for at in range(0, len(order), FINISH_CHUNK):
+            chunk = order[at:at + FINISH_CHUNK]
+            if len(best) == k and most[chunk[0]] < best[0][0]:
                 break
-        return best[:self.k]
+            self._know(chunk)
+            lists = dict(self.db.execute(f"SELECT row, data FROM forward WHERE row IN "
+                                         f"({','.join('?' * len(chunk))})", chunk))
+            for row in chunk:
+                if len(best) == k and most[row] < best[0][0]:
+                    break  # in order: no later row could either
+                data = lists.get(row)
+                if data is None or not kept[row]:
+                    continue
+                item = (whole(data), -row)
+                if len(best) < k:
+                    heapq.heappush(best, item)
+                elif item > best[0]:
+                    heapq.heapreplace(best, item)
+        return [(-row, value) for value, row in sorted(best, reverse=True)]
+
+    def _whole(self, data: bytes) -> float:
+        """A round's score from its forward list, summed as FTS5 sums it: per query term in
+        order (its idf, its counts in the round's own words and its neighbours'), 1.0 an
+        occurrence in its own words, then ``context`` for each among its neighbours'; the
+        round's length counts both."""
+        length, many, held, counts = _unpacked(data)
+        total, context, avgdl = 0.0, self.context, self.avgdl
+        for ident, weight in zip(self.idents, self.weights, strict=True):
+            at = bisect_left(held, ident)
+            if at < many and held[at] == ident:
+                f = float(counts[at])
+                if context:
+                    for _ in range(counts[many + at]):
+                        f += context
+                if f:
+                    total += weight * gain(f, length, avgdl)
+        return total
 
 
 def _gives(desc: int, context: float, avgdl: float, weight: float) -> float | None:
