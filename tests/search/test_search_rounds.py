@@ -13,7 +13,8 @@ from recallkit import rounds_in
 
 from osk.calls.request import NewNode
 from osk.engine.core import Engine
-from osk.search.rounds import MARKER, RoundIndex
+from osk.search.rounds import MARKER, RoundIndex, excerpt
+from osk.search.tokenize import tokenize_prose
 from osk.store.vault import Vault
 from osk.verbs import redaction
 
@@ -546,6 +547,17 @@ def test_a_round_is_excerpted_where_the_prompt_s_words_are(vault, tmp_path):
     hit = next(h for h in Engine.open(vault, cwd=shop).search("flamingo cache", k=5).hits
                if h.id == "_raw/shop/talk#Round 8")
     assert "flamingo cache" in hit.summary
+
+
+@pytest.mark.parametrize("ending", ["by hand.", "at the café, by hand."])
+def test_an_excerpt_is_cut_where_the_words_are_whatever_their_letter_case(ending):
+    """The words asked are found in any letter case, in ASCII text and in other text alike
+    (found by ``str.find`` in the one, a case-blind pattern in the other)."""
+    opening = "We spent the morning on many small things. " * 6
+    text = opening + "Finally the FLAMINGO Cache was Cleared " + ending
+    cut = excerpt(text, 80, tokenize_prose("flamingo cache cleared"))
+    assert cut.startswith("…") and "FLAMINGO Cache was Cleared" in cut and len(cut) <= 80
+    assert excerpt(text, 80, tokenize_prose("pelican")) == text[:79] + "…"
 
 
 def _calls_of(monkeypatch, name: str) -> list[int]:
