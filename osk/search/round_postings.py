@@ -445,6 +445,7 @@ class _Search:
         # Once what is unread is below the k-th, the rounds that could still reach it: no
         # other round can, so a block read from then on adds to these only.
         self.alive: set[int] | None = None
+        self.gains = _gains(context, avgdl)  # desc -> what it gives before the idf
 
     def run(self) -> list[tuple[int, float]]:
         lists = self.lists
@@ -489,21 +490,23 @@ class _Search:
                 return
             of = dict(pairs)
             pairs = [(row, of[row]) for row in mine]
-        gives: dict[int, float | None] = {}
         context, avgdl, weight, bit = self.context, self.avgdl, lst.weight, 1 << i
+        gains = self.gains
         sums, read, unsure = self.sums, self.read, self.unsure
         most, hot = self.most, self.hot.append
         cut = self.kth if self.kth > -math.inf else math.inf  # none before a k-th is found
         for row, desc in pairs:
-            value = gives.get(desc, -1.0)
+            value = gains.get(desc, -1.0)
             if value == -1.0:
-                value = gives[desc] = _gives(desc, context, avgdl, weight)
+                value = _gain(desc, context, avgdl)
+                if len(gains) < GAINS_KEPT:
+                    gains[desc] = value
             if value is None:  # a capped count or length: at most the supremum
                 unsure[row] = unsure.get(row, 0.0) + weight * (K1 + 1.0) * (1 + MARGIN)
                 value = 0.0
             elif not value:
                 continue  # only in its neighbours' words, asked in a round's own
-            total = sums.get(row, 0.0) + value
+            total = sums.get(row, 0.0) + weight * value
             sums[row] = total
             read[row] = read.get(row, 0) | bit
             if total >= cut:
@@ -551,13 +554,9 @@ class _Search:
         return -math.inf
 
     def _above(self, least: float) -> list[int]:
-        """The rounds whose sum is not below ``least`` (of those that could still reach the
-        k-th, once known), filtered in C: no loop in Python."""
+        """The rounds whose sum is not below ``least``, filtered in C: no loop in Python."""
         sums = self.sums
-        if self.alive is None:
-            return list(compress(sums, map(least.__le__, sums.values())))
-        alive = list(self.alive)
-        return list(compress(alive, map(least.__le__, map(sums.__getitem__, alive))))
+        return list(compress(sums, map(least.__le__, sums.values())))
 
     def _reaching(self, left: list[float], threshold: float) -> list[int]:
         """The rounds read whose sum and what their unread terms could give is not below
@@ -566,7 +565,8 @@ class _Search:
         so the rounds are filtered in C (``compress``), not in a loop in Python."""
         sums, read, unsure = self.sums, self.read, self.unsure
         floor = threshold / (1 + MARGIN)
-        near = self._above(floor - sum(left))
+        # once known, the rounds that could still reach it are nearly all near it
+        near = self._above(floor - sum(left)) if self.alive is None else list(self.alive)
         masks = list(map(read.__getitem__, near))
         rest = {mask: sum(v for j, v in enumerate(left) if not mask >> j & 1)
                 for mask in set(masks)}
@@ -644,10 +644,28 @@ class _Search:
         return total
 
 
-def _gives(desc: int, context: float, avgdl: float, weight: float) -> float | None:
-    """What a posting gives its round (None: a capped count or length, unknown)."""
+def _gain(desc: int, context: float, avgdl: float) -> float | None:
+    """What a posting gives its round before the idf (None: a capped count or length,
+    unknown)."""
     own, around, length = desc >> 24, (desc >> 16) & 0xFF, desc & 0xFFFF
     if own >= CAPPED or (context and around >= CAPPED) or length >= LONGEST:
         return None
     f = own + context * around
-    return weight * gain(f, length, avgdl) if f else 0.0
+    return gain(f, length, avgdl) if f else 0.0
+
+
+# What a posting gives its round before the idf, by its descriptor (``_gain``), for the context
+# weight and average length last asked with: kept between queries (a long-running process asks
+# the same descriptors again, and a block's are mostly new to it) until either moves (a round
+# added moves the average length).
+_GAINS: dict[tuple[float, float], dict[int, float | None]] = {}
+GAINS_KEPT = 1 << 16  # descriptors kept at most
+
+
+def _gains(context: float, avgdl: float) -> dict[int, float | None]:
+    """The kept gains for ``context`` and ``avgdl`` (desc -> ``_gain``), filled by ``_take``."""
+    found = _GAINS.get((context, avgdl))
+    if found is None:
+        _GAINS.clear()
+        found = _GAINS[(context, avgdl)] = {}
+    return found
