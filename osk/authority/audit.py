@@ -214,7 +214,7 @@ def intend(vault: Vault, changes: Sequence[Change], follow: Sequence[Follow] = (
     """
     if _intent_path(vault).exists():  # an earlier write under this hold of the lock still owes
         recover(vault)  # its bookkeeping: finish it now rather than overwrite its journal
-    since = Ledger(vault, AUDIT).read().max_id  # first: refuses an audit ledger out of the vault
+    since = Ledger(vault, AUDIT).tip().max_id  # first: refuses an audit ledger out of the vault
     items: list[dict[str, object]] = []
     stored: list[str] = []
     try:
@@ -224,7 +224,7 @@ def intend(vault: Vault, changes: Sequence[Change], follow: Sequence[Follow] = (
                           "before": _put(vault, change.before_text, stored),
                           "after": _put(vault, change.after_text, stored),
                           "detail": dict(change.detail or {}), "redo": change.redo})
-        lines = [{"ledger": f.ledger, "since": Ledger(vault, f.ledger).read().max_id,
+        lines = [{"ledger": f.ledger, "since": Ledger(vault, f.ledger).tip().max_id,
                   "kind": f.kind, "subject": f.subject, "data": dict(f.data)} for f in follow]
         # Not fsynced: the journal is for a killed process, whose writes the page cache keeps;
         # a power cut in the window can still lose it (as before), and two fsyncs per write

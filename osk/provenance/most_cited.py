@@ -10,7 +10,7 @@ overtake it): only that case recounts, and only when the list is next asked for.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable, Mapping, Sized
+from collections.abc import Callable, Iterable
 
 
 def _key(item: tuple[str, int]) -> tuple[int, str]:
@@ -60,8 +60,3 @@ class MostCited:
             top.sort(key=_key)
             del top[self.size:]
         self.version += 1
-
-
-def counts_of(index: Mapping[str, Sized]) -> Callable[[], Iterable[tuple[str, int]]]:
-    """Counts for ``MostCited.top`` from an index of node id -> its citers."""
-    return lambda: ((node_id, len(citers)) for node_id, citers in index.items())

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 from osk.store.fastclass import dataclass
 from osk.store.fsutil import StatKey
-from osk.store.ledger import Ledger, Mark, Record
+from osk.store.ledger import Ledger, Mark, Record, Tip
 from osk.store.vault import Vault
 
 if TYPE_CHECKING:  # imported where used: a search none of whose hits cites reads no pair
@@ -128,7 +128,7 @@ def citations_of(vault: Vault, ledger: Ledger, ids: Iterable[str]) -> dict[str, 
             db.execute("COMMIT")
         if state is None:
             return None
-        found = {citing_id: _decoded(citing_id, text) for citing_id, text in rows}
+        found = {citing_id: decoded(citing_id, text) for citing_id, text in rows}
     except (sqlite3.Error, ValueError, TypeError, KeyError):
         return None
     mark, heads = state
@@ -185,6 +185,36 @@ class CitationStore:
                     return
                 self._remove()
 
+    def load(self, ledger: Ledger, tip: Tip) -> dict[str, str] | None:
+        """Every row (citing id -> ``encoded`` citations), with what was appended after the
+        mark applied, when that is the ledger at ``tip`` (``Ledger.tip``: every line checked,
+        none kept): what a long-running engine starts its table from instead of every record
+        of the ledger decoded. None when the store cannot vouch for the ledger as it is
+        (missing, of another schema, behind a merge or a rewrite, or the ledger moved on
+        meanwhile): read the ledger whole."""
+        if tip.key is None or not self.path.exists():
+            return None
+        try:
+            db = self._open()
+            db.execute("BEGIN")  # the mark and the rows of one commit
+            try:
+                state = _state(db)
+                rows = dict(db.execute("SELECT id, citations FROM citing")) if state else {}
+            finally:
+                db.execute("COMMIT")
+        except (sqlite3.Error, OSError):
+            self.close()
+            return None
+        if state is None:
+            return None
+        tail = ledger.read_after(state[0])
+        appended = successors(tail[0], state[1]) if tail is not None else None
+        if tail is None or appended is None or tail[1].size != tip.key[0] \
+                or appended[1] != tip.heads:
+            return None
+        rows.update((citing_id, encoded(value)) for citing_id, value in appended[0].items())
+        return rows
+
     def keep_bodies(self, bodies: Mapping[str, str]) -> None:
         """Keep file hash -> body hash pairs (``TargetHasher.take_bodies``); a store that
         cannot take them now goes without (a fresh search then reads the cited file)."""
@@ -210,6 +240,11 @@ class CitationStore:
             db.execute("ROLLBACK")
             raise
         db.execute("COMMIT")
+
+    def discard(self) -> None:
+        """Remove the store (a row that cannot be read): the next catch-up rebuilds it."""
+        self.close()
+        self._remove()
 
     def close(self) -> None:
         if self._db is not None:
@@ -244,7 +279,7 @@ class CitationStore:
         if tail is not None and appended is not None:
             if tail[0]:
                 db.executemany("INSERT OR REPLACE INTO citing VALUES (?, ?)",
-                               [(key, _encoded(value)) for key, value in appended[0].items()])
+                               [(key, encoded(value)) for key, value in appended[0].items()])
                 _set_state(db, tail[1], appended[1])
             return
         table = whole()
@@ -254,7 +289,7 @@ class CitationStore:
         db.execute("DROP TABLE IF EXISTS citing")  # of this schema, whatever was there
         db.execute(_CITING)
         db.executemany("INSERT INTO citing VALUES (?, ?)",
-                       [(key, _encoded(value)) for key, value in table.table.items()])
+                       [(key, encoded(value)) for key, value in table.table.items()])
         _set_state(db, mark, table.heads)
 
 
@@ -276,7 +311,7 @@ def _set_state(db: sqlite3.Connection, mark: Mark, heads: Sequence[str]) -> None
         ("heads", json.dumps(list(heads)))])
 
 
-def _encoded(citations: Citations) -> str:
+def encoded(citations: Citations) -> str:
     pairs = list(citations.pairs.values())
     return json.dumps([[pair.to_data() for pair in pairs],
                        [pair.target.key for pair in pairs if pair.forked],
@@ -284,7 +319,7 @@ def _encoded(citations: Citations) -> str:
                       ensure_ascii=False, separators=(",", ":"))
 
 
-def _decoded(citing_id: str, text: str) -> Citations:
+def decoded(citing_id: str, text: str) -> Citations:
     from osk.provenance.pairs import Citations, Pair
 
     items, forked_keys, corrected, record_id, forked = json.loads(text)

@@ -24,15 +24,23 @@ each append here and each read of the ledger anew, the store is brought up to th
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 
 from osk.errors import LedgerFork
-from osk.provenance.most_cited import MostCited, counts_of
+from osk.provenance.most_cited import MostCited
 from osk.provenance.pairs import Citations, Pair, TargetRef
-from osk.provenance.recheck_store import CitationStore, Whole, citations_from
-from osk.store.fsutil import StatKey, stat_key
-from osk.store.ledger import Ledger, LedgerView, Record
+from osk.provenance.recheck_store import (
+    CitationStore,
+    Whole,
+    citations_from,
+    decoded,
+    encoded,
+    successors,
+)
+from osk.store.fsutil import stat_key
+from osk.store.grouped import Grouped
+from osk.store.ledger import NO_TIP, Ledger, LedgerView, Record, Tip
 from osk.store.vault import Vault
 
 LEDGER = "rechecks"
@@ -43,114 +51,139 @@ MOST_CITED = 32  # how many of the most cited nodes the hooks' summary names
 class RecheckTable:
     """The rechecks ledger as an in-memory table, and its indexes kept up to date.
 
-    The table is reloaded only when the ledger file changes, and then only for the subjects
-    of the records appended since (when the file grew; a rewritten file is read whole). Each
-    change of a citing node's record updates the indexes and adds to ``_dirty`` the citing
-    nodes whose candidates it may move, which the next recheck pass recomputes.
+    The table is read again only when the ledger file changes, and then only the records
+    appended since (``Ledger.after``: each names every head before it, so it alone is its
+    subject's current record, as ``recheck_store.successors`` reads it); anything else (a
+    merge, a rewrite) reads the ledger whole, once, and lets the records go: the table keeps
+    the ledger's tip, not its history. Each change of a citing node's record updates the
+    indexes and adds to ``_dirty`` the citing nodes whose candidates it may move, which the
+    next recheck pass recomputes.
     """
 
     def __init__(self, vault: Vault) -> None:
         self.vault = vault
         self.ledger = Ledger(vault, LEDGER)
-        self._stat: StatKey | None = None
-        self._view: LedgerView | None = None  # the view the table was built from
-        self._table: dict[str, Citations] = {}
-        # indexes over the table
-        self._citers: dict[str, set[str]] = {}  # cited node id -> citing ids
-        self._cites: dict[str, set[str]] = {}  # citing id -> cited node ids
-        self._sources: dict[str, set[str]] = {}  # raw record / project file -> citing ids
-        self._source_refs: dict[str, TargetRef] = {}  # how to look at a source
-        self._uses: dict[str, set[str]] = {}  # citing id -> sources
+        self._tip: Tip | None = None  # how far into the ledger the table has read
+        self._rows: dict[str, str] = {}  # citing id -> its citations, ``encoded``
+        self._reset()
         self._dirty: set[str] = set()  # citing ids whose candidates may have moved
         self._most_cited = MostCited(MOST_CITED)
         self._store = CitationStore(vault)  # the table on disk, for fresh processes
 
+    def _reset(self) -> None:
+        """No row, no index (a table about to be read whole)."""
+        self._rows = {}
+        self._citers: Grouped[str] = Grouped()  # cited node id -> citing ids
+        self._sources: Grouped[str] = Grouped()  # raw record / project file -> citing ids
+        self._source_refs: dict[str, TargetRef] = {}  # how to look at a source
+
     # -- the table ---------------------------------------------------------------------
-    def table(self) -> dict[str, Citations]:
+    def table(self) -> Rows:
+        """Citing node id -> its current ``Citations`` (decoded when asked for)."""
         stat = stat_key(self.ledger.path)
         if stat is None:
-            self._view = None
+            self._tip = NO_TIP
             self._replace({})
-        elif stat != self._stat:
-            self._reload(self.ledger.read())
-            self._stat = stat
-            self._store.catch_up(self.ledger, lambda: self._whole(stat, lambda _: self._table),
-                                 self._bodies())
-        self._stat = stat
-        return self._table
+        elif self._tip is None or stat != self._tip.key:
+            whole = self._reload()
+            self._store.catch_up(self.ledger, whole, self._bodies())
+        return Rows(self._rows)
 
-    def _whole(self, stat: StatKey, table: Callable[[LedgerView], dict[str, Citations]]
-               ) -> Whole | None:
-        """The table of the whole ledger (``table`` of the view read), when that view is of
-        the file at ``stat`` and the file is still so: what the store is rebuilt from."""
-        view = self._view
-        if view is None or self._stat != stat or stat_key(self.ledger.path) != stat:
+    def _reload(self) -> Callable[[], Whole | None]:
+        """Bring the table up to the ledger; what the store is rebuilt from if it must be."""
+        grown = self.ledger.after(self._tip) if self._tip is not None else None
+        found = successors(grown[0], self._tip.heads) if grown and self._tip else None
+        if grown is not None and found is not None:
+            for citing_id, value in found[0].items():
+                self._set(citing_id, value)
+            self._tip = grown[1]
+            return self._whole
+        if self._tip is None and self._loaded():
+            return self._whole
+        view, tip = self.ledger.read_tipped()
+        table = build_table(view)
+        self._tip = tip
+        self._replace({citing_id: encoded(value) for citing_id, value in table.items()})
+        if tip is None:
+            return lambda: None
+        return lambda: Whole(tip.key, table, tip.heads) if tip.key is not None else None
+
+    def _loaded(self) -> bool:
+        """The first look: the store's rows, when they vouch for the ledger as it is (its tip
+        checked line by line, no record kept), instead of every record decoded."""
+        tip = self.ledger.tip()
+        rows = self._store.load(self.ledger, tip)
+        if rows is None:
+            return False
+        try:
+            self._replace(rows)
+        except (ValueError, TypeError, KeyError, AttributeError):  # a damaged row
+            self._store.discard()  # rebuilt from the ledger read whole, next
+            self._reset()
+            self._dirty.clear()
+            self._most_cited.forget()
+            return False
+        self._tip = tip
+        return True
+
+    def _whole(self) -> Whole | None:
+        """The table of the whole ledger as it is now, read again (the store is rebuilt from
+        the ledger as read, never from the table as updated in place by an append: a kept
+        pair's fork mark lives there, not in the line)."""
+        view, tip = self.ledger.read_tipped()
+        if tip is None or tip.key is None or stat_key(self.ledger.path) != tip.key:
             return None
-        return Whole(stat, table(view), view.heads)
+        return Whole(tip.key, build_table(view), tip.heads)
 
-    def _reload(self, view: LedgerView) -> None:
-        old = self._view
-        if old is not None and _extends(view, old):
-            table = dict(self._table)
-            fresh = view.records[len(old.records):]
-            for subject in {r.subject for r in fresh if r.subject.startswith("citing:")}:
-                citing_id = subject[len("citing:"):]
-                value = _subject_citations(view, subject, citing_id)
-                if value is None:
-                    table.pop(citing_id, None)
-                else:
-                    table[citing_id] = value
-        else:
-            table = build_table(view)
-        self._view = view
-        self._replace(table)
-
-    def _replace(self, table: dict[str, Citations]) -> None:
-        old = self._table
-        for citing_id in old.keys() | table.keys():
-            before, after = old.get(citing_id), table.get(citing_id)
+    def _replace(self, rows: dict[str, str]) -> None:
+        old = self._rows
+        for citing_id in old.keys() | rows.keys():
+            before, after = old.get(citing_id), rows.get(citing_id)
             if before != after:
-                self._changed(citing_id, after)
-        self._table = table
+                self._changed(citing_id, _decode(citing_id, before), _decode(citing_id, after))
+        self._rows = rows
 
-    def _changed(self, citing_id: str, after: Citations | None) -> None:
+    def _set(self, citing_id: str, value: Citations) -> None:
+        """One citing node's record is now ``value``."""
+        before, row = self._rows.get(citing_id), encoded(value)
+        if before != row:
+            self._changed(citing_id, _decode(citing_id, before), value)
+            self._rows[citing_id] = row
+
+    def _changed(self, citing_id: str, before: Citations | None,
+                 after: Citations | None) -> None:
         """Update the indexes for one citing node's new record; mark what depends on it."""
         self._dirty.add(citing_id)
-        self._dirty |= self._citers.get(citing_id, set())  # their cascade flag reads its marker
-        moved = self._cites.pop(citing_id, set())
+        self._dirty.update(self._citers.get(citing_id))  # their cascade flag reads its marker
+        moved = cited_nodes(before)
         for node_id in moved:
-            self._unlink(self._citers, node_id, citing_id)
+            self._citers.discard(node_id, citing_id)
             self._dirty.add(node_id)  # its ``next`` names its citers
-        for source in self._uses.pop(citing_id, set()):
-            self._unlink(self._sources, source, citing_id)
+        for pair in before.pairs.values() if before is not None else ():
+            if pair.target.kind != "node":
+                self._sources.discard(_source_key(pair.target), citing_id)
         for pair in after.pairs.values() if after is not None else ():
             target = pair.target
             if target.kind == "node":
                 node_id = target.key[len("node:"):]
-                self._citers.setdefault(node_id, set()).add(citing_id)
-                self._cites.setdefault(citing_id, set()).add(node_id)
+                self._citers.add(node_id, citing_id)
                 self._dirty.add(node_id)
                 moved.add(node_id)
             else:
                 source = _source_key(target)
-                self._sources.setdefault(source, set()).add(citing_id)
+                self._sources.add(source, citing_id)
                 self._source_refs.setdefault(source, target)
-                self._uses.setdefault(citing_id, set()).add(source)
         for node_id in moved:  # net moves only: a kept citation leaves its count as it was
-            self._most_cited.moved(node_id, len(self._citers.get(node_id, ())))
+            self._most_cited.moved(node_id, self._citers.count(node_id))
 
-    @staticmethod
-    def _unlink(index: dict[str, set[str]], key: str, value: str) -> None:
-        found = index.get(key)
-        if found is not None:
-            found.discard(value)
-            if not found:
-                del index[key]
+    def cited(self, citing_id: str) -> set[str]:
+        """The ids of the nodes ``citing_id``'s recorded citations name."""
+        return cited_nodes(_decode(citing_id, self._rows.get(citing_id)))
 
     def citing(self, node_id: str) -> set[str]:
         """The ids of the nodes whose recorded citations name node ``node_id``."""
         self.table()
-        return set(self._citers.get(node_id, ()))
+        return set(self._citers.get(node_id))
 
     def citations(self, node_id: str) -> Citations | None:
         return self.table().get(node_id)
@@ -162,28 +195,20 @@ class RecheckTable:
 
     def _append(self, citations: Citations, title: str, via: str) -> Record:
         kind, subject, data = pairs_line(citations, title, via)
-        self.table()  # the table now matches the file as of self._stat
-        known = self._stat
+        self.table()  # the table now matches the file as of self._tip
+        before = self._tip
         record = self.ledger.append(kind, subject, data)
-        after = stat_key(self.ledger.path)
-        line = len(record.to_json().encode("utf-8")) + 1
-        known_size = known[0] if known is not None else 0
-        same_file = known is None or (after is not None and after[2] == known[2])
-        if after is not None and same_file and after[0] == known_size + line:
-            # Only our line was added: update the table in place instead of reparsing.
-            new = replace(citations, record_id=record.id, forked=False)
-            self._changed(citations.citing_id, new)
-            self._table[citations.citing_id] = new
-            view = self.ledger.read()  # the ledger's cache already holds the grown view
-            self._view = view if view.by_id.get(record.id) is not None else None
-            self._stat = after
+        now = self.ledger.tip()  # the append's own: no read
+        if before is not None and now.count == before.count + 1 and now.max_id == record.id \
+                and _only_grown(before, now, len(record.to_json().encode("utf-8")) + 1):
+            # Only our line was added: update the table in place instead of reading it back.
+            self._set(citations.citing_id, replace(citations, record_id=record.id, forked=False))
+            self._tip = now
         else:
-            self._stat = None  # someone else appended too: reload on the next read
+            self._tip = None  # someone else appended too: read the ledger on the next look
         # This line (and any another process appended) as a tail; a store to be rebuilt is
-        # rebuilt from the ledger as read, never from the table as updated in place above
-        # (a kept pair's fork mark lives there, not in the line).
-        self._store.catch_up(self.ledger, lambda: self._whole(after, build_table)
-                             if after is not None else None, self._bodies())
+        # rebuilt from the ledger as read, never from the table as updated in place above.
+        self._store.catch_up(self.ledger, self._whole, self._bodies())
         return record
 
     def _bodies(self) -> dict[str, str]:
@@ -194,15 +219,44 @@ class RecheckTable:
     def most_cited(self) -> list[tuple[str, int]]:
         """The most cited nodes (id, how many nodes cite it), most first (``MostCited``: kept
         up to date by each citation change, recounted only when that cannot be exact)."""
-        return list(self._most_cited.top(counts_of(self._citers)))
+        return list(self._most_cited.top(self._citers.counts))
 
 
-def _extends(view: LedgerView, old: LedgerView) -> bool:
-    """Whether ``view`` is ``old`` plus appended records: the ledger's reader shares the
-    record objects only when the file grew and its earlier bytes are unchanged."""
-    count = len(old.records)
-    return len(view.records) >= count and (count == 0
-                                            or view.records[count - 1] is old.records[-1])
+def _only_grown(before: Tip, now: Tip, line: int) -> bool:
+    """Whether the file at ``now`` is the one at ``before`` plus one line of ``line`` bytes."""
+    return before.key is None or (now.key is not None and now.key[2] == before.key[2]
+                                  and now.key[0] == before.key[0] + line)
+
+
+class Rows(Mapping[str, Citations]):
+    """The table as its users read it: citing node id -> ``Citations``, decoded from the row
+    text on each ask. A hundred thousand citing nodes hold their rows' text (about 400 bytes
+    each), not a graph of objects for every pair (more than twice that)."""
+
+    def __init__(self, rows: Mapping[str, str]) -> None:
+        self._rows = rows
+
+    def __getitem__(self, citing_id: str) -> Citations:
+        return decoded(citing_id, self._rows[citing_id])
+
+    def __contains__(self, citing_id: object) -> bool:
+        return citing_id in self._rows
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._rows)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+
+def cited_nodes(citations: Citations | None) -> set[str]:
+    """The ids of the nodes ``citations`` names."""
+    return {pair.target.key[len("node:"):] for pair in citations.pairs.values()
+            if pair.target.kind == "node"} if citations is not None else set()
+
+
+def _decode(citing_id: str, row: str | None) -> Citations | None:
+    return decoded(citing_id, row) if row is not None else None
 
 
 def _source_key(target: TargetRef) -> str:

@@ -221,8 +221,8 @@ class Rechecks(RecheckTable):
                 _ids_of(seen.pop(rel), changed)
         for node_id in changed:
             self._dirty.add(node_id)
-            self._dirty |= self._citers.get(node_id, set())
-            self._dirty |= self._cites.get(node_id, set())
+            self._dirty.update(self._citers.get(node_id))
+            self._dirty |= self.cited(node_id)
 
     def _note_sources(self) -> None:
         """One stat per cited raw record and project file; mark the citers of changed ones."""
@@ -232,11 +232,11 @@ class Rechecks(RecheckTable):
         if roots != self._roots_stat:
             self._paths.clear()  # where a file citation resolves may have changed
             self._roots_stat = roots
-        for source, citing_ids in self._sources.items():
+        for source in self._sources.keys():
             token = self._token(source)
             if token != self._tokens.get(source) or _racy_token(token):
                 self._tokens[source] = token
-                self._dirty |= citing_ids
+                self._dirty.update(self._sources.get(source))
         for source in [s for s in self._tokens if s not in self._sources]:
             del self._tokens[source]
 
@@ -256,7 +256,7 @@ class Rechecks(RecheckTable):
             stat = stat_key(path) if path is not None else None
         return (str(path), stat)
 
-    def _collect_one(self, catalog: Catalog, table: dict[str, Citations],
+    def _collect_one(self, catalog: Catalog, table: Mapping[str, Citations],
                      citing_id: str) -> list[Candidate]:
         """The candidates of one citing node, as they stand now (the rule: ``stale_pairs``)."""
         citations = table.get(citing_id)
@@ -271,7 +271,7 @@ class Rechecks(RecheckTable):
                     self.hasher.body_hash(citing),
                     lambda target: self.hasher.current(target, catalog))]
 
-    def _candidate(self, catalog: Catalog, table: dict[str, Citations], citing: Node,
+    def _candidate(self, catalog: Catalog, table: Mapping[str, Citations], citing: Node,
                    pair: Pair, current: str | None, reason: str) -> Candidate:
         link = pair.target.link
         cascade = False
@@ -283,7 +283,7 @@ class Rechecks(RecheckTable):
                 cascade = bool(marker and marker.corrected
                                and marker.corrected == self.hasher.body_hash(target_node))
         next_nodes = [n for n in (node_by_id(catalog, i)
-                                  for i in self._citers.get(citing.id, ())) if n is not None]
+                                  for i in self._citers.get(citing.id)) if n is not None]
         return Candidate(
             id=candidate_id(citing.id, pair.target.key),
             citing_id=citing.id,

@@ -15,6 +15,7 @@ from osk.search import index_files
 from osk.search.bm25 import Bm25, Staged
 from osk.store.fastclass import dataclass
 from osk.store.fsutil import RACE_WINDOW_NS, StatKey, sha256_text
+from osk.store.grouped import Grouped
 
 if TYPE_CHECKING:
     from osk.store.node import Node
@@ -99,8 +100,8 @@ class Corpus:
         self.bm25 = Bm25()
         self.docs: dict[int, SearchDoc] = {}
         self.slot_of: dict[str, int] = {}
-        self.by_title = SlotsByKey()  # title key -> slots
-        self.by_loose = SlotsByKey()  # loose title key -> slots
+        self.by_title: Grouped[int] = Grouped()  # title key -> slots
+        self.by_loose: Grouped[int] = Grouped()  # loose title key -> slots
         self.successors: dict[str, set[int]] = {}  # loose title key -> slots that supersede it
         self.version = 0  # bumped on every change
         self._free: list[int] = []
@@ -312,44 +313,6 @@ class Corpus:
 def _shared(value: Any) -> Any:
     """``value``, one object for each string of its kind (``sys.intern``)."""
     return sys.intern(value) if isinstance(value, str) else value
-
-
-class SlotsByKey:
-    """The slots of the documents under each key (a title key): the one slot of a key most
-    keys have as itself, a set only for a key that several share (a set a key cost 49 MB of
-    the two title tables at 100,000 nodes). ``get`` answers as a dict of sets would."""
-
-    __slots__ = ("_held",)
-
-    def __init__(self) -> None:
-        self._held: dict[str, int | set[int]] = {}
-
-    def get(self, key: str, default: Iterable[int] = ()) -> Iterable[int]:
-        held = self._held.get(key)
-        if held is None:
-            return default
-        return (held,) if isinstance(held, int) else held
-
-    def add(self, key: str, slot: int) -> None:
-        held = self._held.get(key)
-        if held is None or held == slot:
-            self._held[key] = slot
-        elif isinstance(held, int):
-            self._held[key] = {held, slot}
-        else:
-            held.add(slot)
-
-    def discard(self, key: str, slot: int) -> None:
-        held = self._held.get(key)
-        if held is None:
-            return
-        if isinstance(held, int):
-            if held == slot:
-                del self._held[key]
-            return
-        held.discard(slot)
-        if len(held) == 1:
-            self._held[key] = next(iter(held))
 
 
 class _Records(Sequence[list[Any] | None]):

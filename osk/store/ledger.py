@@ -23,7 +23,7 @@ from _thread import allocate_lock  # threading.Lock itself, without threading's 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import islice
 from pathlib import Path
-from typing import overload
+from typing import BinaryIO, overload
 
 from osk.errors import LedgerError, LedgerFork
 from osk.store import clock
@@ -77,6 +77,24 @@ class Fork:
         lines = ", ".join(f"{r.id} (line {r.line}, device {r.device}, {r.kind})"
                           for r in self.records)
         return f"{self.ledger}: subject {self.subject!r} has concurrent records {lines}"
+
+
+@dataclass(frozen=True)
+class Tip:
+    """What an append needs of a ledger, and all a writer keeps of one: its newest id, its
+    heads and how many records it holds, as of the file's bytes at ``key`` (size, mtime_ns,
+    inode; ``digest``: blake2b of those bytes, None for a missing file). A view's records and
+    clocks are for readers of history (``Ledger.read``); ``Ledger.tip`` checks every line as
+    ``read`` does, but keeps none of them."""
+
+    key: tuple[int, int, int] | None
+    digest: hashlib.blake2b | None
+    max_id: str | None
+    heads: tuple[str, ...]
+    count: int
+
+
+NO_TIP = Tip(None, None, None, (), 0)
 
 
 class _Growth:
@@ -296,17 +314,27 @@ class Ledger:
         self.vault.inside(self.path)  # never read through a planted link
         return self._read_checked()
 
+    def read_tipped(self) -> tuple[LedgerView, Tip | None]:
+        """``read``, and the tip of the bytes the view was read from (None when the file ends
+        inside a line: an append in progress, not yet a record)."""
+        self.vault.inside(self.path)
+        return self._read_both()
+
     def _read_checked(self) -> LedgerView:
         """``read`` once the path is known to stay inside the vault."""
+        return self._read_both()[0]
+
+    def _read_both(self) -> tuple[LedgerView, Tip | None]:
         try:
             stat = self.path.stat()
         except FileNotFoundError:
-            return _build_view(self.name, [])
+            return _build_view(self.name, []), NO_TIP
         key = (stat.st_size, stat.st_mtime_ns, stat.st_ino)
         with _CACHE_LOCK:
             cached = _CACHE.get(self.path)
         if cached is not None and cached.key == key:
-            return cached.view
+            kept = cached.view
+            return kept, Tip(key, cached.digest, kept.max_id, kept.heads, len(kept.records))
         # One read of the file serves the parse and the digest the cache keeps.
         data = self.path.read_bytes()
         view = self._grown(cached, key, data) if cached is not None else None
@@ -315,9 +343,136 @@ class Ledger:
             view = _build_view(self.name, parse_lines(self.shown, data, damaged),
                                tuple(damaged or ()))
             if data and not data.endswith(b"\n"):
-                return view  # an unfinished tail: do not cache a view of a moving file
-        self._remember(key, view, hashlib.blake2b(data[: key[0]], digest_size=16))
-        return view
+                return view, None  # an unfinished tail: do not cache a view of a moving file
+        return view, self._remember(key, view, hashlib.blake2b(data[: key[0]], digest_size=16))
+
+    def tip(self) -> Tip:
+        """The ledger's tip (``Tip``), every line checked as ``read`` checks it; raise
+        LedgerError naming the first bad line of a ledger that decides writes.
+
+        Tips are cached per file: one whose file only grew since (the earlier bytes unchanged
+        by digest, the new records each naming heads of what came before) costs the new lines;
+        otherwise the file is read again in chunks, keeping no record."""
+        self.vault.inside(self.path)  # never read through a planted link
+        return self._tip_checked()
+
+    def _tip_checked(self) -> Tip:
+        """``tip`` once the path is known to stay inside the vault."""
+        try:
+            stat = self.path.stat()
+        except FileNotFoundError:
+            return NO_TIP
+        key = (stat.st_size, stat.st_mtime_ns, stat.st_ino)
+        with _CACHE_LOCK:
+            cached = _TIPS.get(self.path)
+        if cached is not None and cached.key == key:
+            return cached
+        grown = self.after(cached) if cached is not None else None
+        if grown is not None and grown[1].key == key:
+            tip = grown[1]
+        else:
+            tip = self._scan()
+        if tip.key is not None and tip.key[0] == key[0]:  # whole lines only: cache it
+            with _CACHE_LOCK:
+                _TIPS[self.path] = tip
+        return tip
+
+    def _scan(self) -> Tip:
+        """The tip of the whole file, read in chunks and checked line by line, keeping only
+        the ids (each must be new and every parent an older record). A damaged line, or a
+        parent that is not an older record, is handed to ``parse_lines`` with the whole file,
+        which names it (or, in a history ledger, leaves it out)."""
+        seen: set[str] = set()
+        heads: set[str] = set()
+        ahead: dict[str, str] = {}  # a parent not read yet -> the smallest id that names it
+        max_id: str | None = None
+        try:
+            with open(self.path, "rb") as handle:
+                now = os.fstat(handle.fileno())
+                digest = hashlib.blake2b(digest_size=16)
+                size = 0
+                for number, raw in enumerate(_whole_lines(handle, now.st_size, digest), 1):
+                    size += len(raw) + 1
+                    record = _parse_line(self.shown, number, raw, seen)
+                    for parent in record.parents:
+                        if parent in seen:
+                            if parent >= record.id:
+                                raise _Irregular
+                            heads.discard(parent)
+                        elif ahead.get(parent, record.id) >= record.id:
+                            ahead[parent] = record.id
+                    if record.id not in ahead:
+                        heads.add(record.id)
+                    if max_id is None or record.id > max_id:
+                        max_id = record.id
+        except FileNotFoundError:
+            return NO_TIP
+        except (LedgerError, _Irregular):
+            return self._tip_of_parsed()
+        if any(parent not in seen or parent >= child for parent, child in ahead.items()):
+            return self._tip_of_parsed()
+        mtime = now.st_mtime_ns if size == now.st_size else -1
+        return Tip((size, mtime, now.st_ino), digest, max_id, tuple(sorted(heads)), len(seen))
+
+    def _tip_of_parsed(self) -> Tip:
+        """The tip as ``parse_lines`` reads the whole file (which raises for a damaged ledger
+        that decides writes): only for a file the line-by-line scan could not vouch for."""
+        data = self.path.read_bytes()
+        damaged: list[str] | None = [] if self.name in HISTORY_LEDGERS else None
+        records = parse_lines(self.shown, data, damaged)
+        named = {p for r in records for p in r.parents}
+        whole = data[: data.rfind(b"\n") + 1]
+        stat = self.path.stat()
+        mtime = stat.st_mtime_ns if len(whole) == len(data) else -1
+        return Tip((len(whole), mtime, stat.st_ino), hashlib.blake2b(whole, digest_size=16),
+                   max((r.id for r in records), default=None),
+                   tuple(sorted(r.id for r in records if r.id not in named)), len(records))
+
+    def after(self, tip: Tip) -> tuple[list[Record], Tip] | None:
+        """The records appended since ``tip`` and the tip after them, reading the bytes before
+        it only to compare their digest (none of them is parsed). None when the file is not
+        ``tip``'s bytes plus whole records each naming only heads of what came before (a
+        merge, a rewrite, a damaged line): the caller reads the ledger whole."""
+        if tip.key is None or tip.digest is None:
+            return None
+        size, mtime_ns, inode = tip.key
+        self.vault.inside(self.path)
+        try:
+            with open(self.path, "rb") as handle:
+                now = os.fstat(handle.fileno())
+                if now.st_ino != inode or now.st_size < size or (
+                        now.st_size == size and now.st_mtime_ns != mtime_ns):
+                    return None
+                if now.st_size == size:
+                    return [], tip
+                digest = hashlib.blake2b(digest_size=16)
+                for _ in _whole_lines(handle, size, digest):
+                    pass
+                if digest.digest() != tip.digest.digest():
+                    return None
+                fresh = handle.read(now.st_size - size)
+        except OSError:
+            return None
+        fresh = fresh[: fresh.rfind(b"\n") + 1]
+        seen: set[str] = set()
+        heads, max_id = set(tip.heads), tip.max_id
+        records: list[Record] = []
+        try:
+            for offset, raw in enumerate(fresh.split(b"\n")[:-1]):
+                record = _parse_line(self.shown, tip.count + 1 + offset, raw, seen)
+                if (max_id is not None and record.id <= max_id) or \
+                        not heads.issuperset(record.parents):
+                    return None
+                heads.difference_update(record.parents)
+                heads.add(record.id)
+                max_id = record.id
+                records.append(record)
+        except LedgerError:
+            return None
+        digest.update(fresh)
+        end = size + len(fresh)
+        key = (end, now.st_mtime_ns if end == now.st_size else -1, inode)
+        return records, Tip(key, digest, max_id, tuple(sorted(heads)), tip.count + len(records))
 
     def mark(self, stat: tuple[int, int, int]) -> Mark | None:
         """The mark of the file at ``stat`` (size, mtime_ns, inode: a stat taken by the caller,
@@ -395,9 +550,19 @@ class Ledger:
         return cached.view.extended(records)
 
     def _remember(self, key: tuple[int, int, int], view: LedgerView,
-                  digest: hashlib.blake2b) -> None:
+                  digest: hashlib.blake2b) -> Tip:
+        """Keep the tip of what was read for the next append, and the view itself for the
+        next reader only while the file is small (``KEEP_VIEW_BYTES``): a ledger that grows
+        with the vault (audit, rechecks: a record per node written) is history, read on
+        demand and let go, never held for the life of the process."""
+        tip = Tip(key, digest, view.max_id, view.heads, len(view.records))
         with _CACHE_LOCK:
-            _CACHE[self.path] = _Cached(key, digest, view)
+            _TIPS[self.path] = tip
+            if key[0] <= KEEP_VIEW_BYTES:
+                _CACHE[self.path] = _Cached(key, digest, view)
+            else:
+                _CACHE.pop(self.path, None)
+        return tip
 
     def _mend_torn_tail(self) -> None:
         """Under the ledger lock no append is in flight, so an unfinished last line is a write
@@ -438,21 +603,21 @@ class Ledger:
             os.fsync(handle.fileno())
 
     # -- writing ----------------------------------------------------------------------
-    def _settled(self) -> LedgerView:
-        """Under the ledger lock: the view to append to, its file's tail made whole. A file
-        whose stat is the one last read or appended here needs no look at its tail (only views
+    def _settled(self) -> Tip:
+        """Under the ledger lock: the tip to append to, its file's tail made whole. A file
+        whose stat is the one last read or appended here needs no look at its tail (only tips
         of files that end with a newline are cached), so a run of appends (``osk import``)
         costs one ``stat`` each here, not an open and a read."""
         try:
             stat = self.path.stat()
         except FileNotFoundError:
-            return _build_view(self.name, [])
+            return NO_TIP
         with _CACHE_LOCK:
-            cached = _CACHE.get(self.path)
+            cached = _TIPS.get(self.path)
         if cached is not None and cached.key == (stat.st_size, stat.st_mtime_ns, stat.st_ino):
-            return cached.view
+            return cached
         self._mend_torn_tail()
-        return self._read_checked()
+        return self._tip_checked()
 
     def append(self, kind: str, subject: str, data: Mapping[str, object] | None = None) -> Record:
         """Append one record under the ledger's lock; refuses a damaged ledger."""
@@ -462,28 +627,38 @@ class Ledger:
             raise ValueError(f"ledger data may not use envelope keys {sorted(clash)}")
         with file_lock(self.vault.lock_path(f"ledger-{self.name}")):
             self.vault.inside(self.path)  # never settle or append through a planted link
-            view = self._settled()
+            tip = self._settled()
             record = Record(
-                id=uuid7(after=view.max_id),
-                parents=tuple(sorted(view.heads)),
+                id=uuid7(after=tip.max_id),
+                parents=tip.heads,
                 device=device_id(self.vault),
                 at=clock.utc_now_precise(),
                 kind=kind,
                 subject=subject,
                 data=payload,
-                line=len(view.records) + 1,
+                line=tip.count + 1,
             )
             line = (record.to_json() + "\n").encode("utf-8")
             append_durably(self.path, line)
             stat = self.path.stat()
-            with _CACHE_LOCK:
-                cached = _CACHE.get(self.path)
-            extended = view.extended([record])
-            if extended is not None and cached is not None and cached.view is view:
-                digest = cached.digest.copy()
-                digest.update(line)
-                self._remember((stat.st_size, stat.st_mtime_ns, stat.st_ino), extended, digest)
+            self._appended(tip, record, line, (stat.st_size, stat.st_mtime_ns, stat.st_ino))
             return record
+
+    def _appended(self, tip: Tip, record: Record, line: bytes, key: tuple[int, int, int]) -> None:
+        """After an append: the cached tip (and a kept view of the same bytes) grown by it."""
+        if tip.digest is None and tip.key is not None:
+            return
+        digest = tip.digest.copy() if tip.digest is not None else hashlib.blake2b(digest_size=16)
+        digest.update(line)
+        with _CACHE_LOCK:
+            if _TIPS.get(self.path) is tip or tip.key is None:
+                _TIPS[self.path] = Tip(key, digest, record.id, (record.id,), tip.count + 1)
+            cached = _CACHE.get(self.path)
+            if cached is None or cached.key != tip.key:
+                return
+        extended = cached.view.extended([record])
+        if extended is not None:
+            self._remember(key, extended, digest.copy())
 
 
 @dataclass(frozen=True)
@@ -532,7 +707,35 @@ class _Cached:
 
 
 _CACHE: dict[Path, _Cached] = {}
+_TIPS: dict[Path, Tip] = {}
 _CACHE_LOCK = allocate_lock()
+KEEP_VIEW_BYTES = 1 << 20  # a view of a longer file is not kept between reads (``_remember``)
+_CHUNK = 1 << 20  # bytes a scan reads at once
+
+
+class _Irregular(Exception):
+    """A line the scan leaves to the full parse (``Ledger._scan``)."""
+
+
+def _whole_lines(handle: BinaryIO, size: int, digest: hashlib.blake2b) -> Iterator[bytes]:
+    """The whole lines of the first ``size`` bytes of ``handle`` (from where it is), without
+    their newlines, read in chunks; ``digest`` takes every byte up to the last newline."""
+    rest = b""
+    left = size
+    while left > 0:
+        chunk = handle.read(min(_CHUNK, left))
+        if not chunk:
+            break
+        left -= len(chunk)
+        cut = chunk.rfind(b"\n")
+        if cut < 0:
+            rest += chunk
+            continue
+        digest.update(rest)
+        digest.update(chunk[: cut + 1])
+        lines = (rest + chunk[: cut + 1]).split(b"\n")
+        rest = chunk[cut + 1:]
+        yield from lines[:-1]
 
 
 def parse_lines(path: Path, data: bytes, damaged: list[str] | None = None) -> list[Record]:

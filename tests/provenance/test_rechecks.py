@@ -356,3 +356,50 @@ def test_a_correction_stopped_at_the_cascade_waits_in_the_persons_queue(
     # the agent re-cites: queue empty
     chain.update_node("Summary", NodeEdit(recheck_of=[stopped.id]))
     assert osk(vault, "candidates").out == "No open candidates.\n"
+
+
+def test_a_new_table_starts_from_the_store_and_reads_the_ledger_whole_only_when_it_cannot(
+        chain: Engine, vault: Vault, monkeypatch: pytest.MonkeyPatch):
+    """A long-running engine's recheck table starts from the rows kept on disk (the ledger's
+    tip checked, no record kept); a damaged row, or a store behind a rewrite of the ledger,
+    sends it to the ledger read whole, and the answer is the same every way."""
+    import sqlite3
+
+    from osk.provenance import recheck_store
+    from osk.provenance.recheck_table import LEDGER, build_table
+    from osk.provenance.rechecks import Rechecks
+
+    chain.update_node("Source", NodeEdit(old_text="10", new_text="20"))
+    whole = build_table(Ledger(vault, LEDGER).read())
+    expected = candidates(chain)
+    assert expected and len(whole) == 2
+
+    def refusing(name: str) -> object:
+        original = getattr(Ledger, name)
+
+        def read(self: Ledger) -> object:
+            assert self.name != LEDGER, "the rechecks ledger was read whole"
+            return original(self)
+        return read
+
+    with monkeypatch.context() as patched:
+        patched.setattr(Ledger, "read_tipped", refusing("read_tipped"))
+        patched.setattr(Ledger, "read", refusing("read"))
+        fresh = Rechecks(vault)
+        assert dict(fresh.table()) == whole
+        assert fresh.candidates(chain.catalog) == chain.rechecks.candidates(chain.catalog)
+        assert fresh.citing(chain.catalog.get("Source").id) == {chain.catalog.get("Claim").id}
+
+    with sqlite3.connect(vault.state(*recheck_store.FILE)) as db:
+        db.execute("UPDATE citing SET citations = 'not json' WHERE id = ?",
+                   (chain.catalog.get("Claim").id,))
+    read: list[bool] = []
+    original = Ledger.read_tipped
+    monkeypatch.setattr(Ledger, "read_tipped", lambda self: read.append(True) or original(self))
+    mended = Rechecks(vault)
+    assert dict(mended.table()) == whole and read == [True]
+    assert mended.candidates(chain.catalog) == chain.rechecks.candidates(chain.catalog)
+    monkeypatch.undo()
+    with sqlite3.connect(vault.state(*recheck_store.FILE)) as db:  # rebuilt from the ledger
+        rows = dict(db.execute("SELECT id, citations FROM citing"))
+    assert {i: recheck_store.decoded(i, text) for i, text in rows.items()} == whole

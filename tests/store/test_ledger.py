@@ -13,6 +13,7 @@ import pytest
 
 from osk.errors import LedgerError, LedgerFork
 from osk.store import ids
+from osk.store import ledger as ledger_module
 from osk.store.ledger import Ledger, device_id
 from osk.store.vault import Vault
 
@@ -302,3 +303,70 @@ def test_an_older_view_keeps_the_ledger_as_it_was_and_can_still_grow_its_own_way
     assert [r.id for r in new.records] == [first.id, second.id]  # untouched by the branch
     assert [r.id for r in ledger.read().records] == [first.id, second.id]
     assert old.extended([second]) is not None and old.extended([first]) is None  # a repeat
+
+
+APPEND_ELSEWHERE = """
+import sys
+from osk.store.ledger import Ledger
+from osk.store.vault import Vault
+from pathlib import Path
+Ledger(Vault(Path(sys.argv[1])), "rechecks").append("pairs", "citing:x", {"n": 9})
+"""
+
+
+def test_the_tip_is_what_the_whole_view_says_and_follows_appends_from_elsewhere(
+        vault: Vault, tmp_path: Path):
+    """``Ledger.tip`` (all an appender keeps) agrees with the view read whole, through
+    appends made here, appends another process made (read as a tail), a union merge (read
+    whole again) and the append that joins it."""
+    ledger = Ledger(vault, "rechecks")
+    assert ledger.tip().max_id is None and ledger.tip().count == 0
+
+    def agrees() -> None:
+        tip, view = ledger.tip(), ledger.read()
+        assert (tip.max_id, tip.heads, tip.count) == (view.max_id, view.heads, len(view.records))
+
+    for number in range(3):
+        ledger.append("pairs", f"citing:{number}", {"n": number})
+    agrees()
+    before = ledger.tip()
+    other = subprocess.run([sys.executable, "-c", APPEND_ELSEWHERE, str(vault.root)],
+                           capture_output=True, text=True)
+    assert other.returncode == 0, other.stderr
+    grown = ledger.after(before)
+    assert grown is not None and [r.subject for r in grown[0]] == ["citing:x"]
+    assert grown[1].heads == (grown[0][0].id,) and grown[1].count == 4
+    agrees()
+
+    clone = _clone_device(vault, tmp_path / "laptop")
+    base = ledger.path.read_bytes()
+    ours = ledger.append("pairs", "citing:0", {"n": "desktop"})
+    theirs = Ledger(clone, "rechecks").append("pairs", "citing:0", {"n": "laptop"})
+    tip = ledger.tip()
+    ledger.path.write_bytes(_union(base, ledger.path.read_bytes(),
+                                   Ledger(clone, "rechecks").path.read_bytes()))
+    assert ledger.after(tip) is None  # a rewritten file is no tail: read it whole
+    agrees()
+    assert ledger.tip().heads == tuple(sorted((ours.id, theirs.id)))
+    join = ledger.append("pairs", "citing:1", {"n": "join"})
+    assert join.parents == tuple(sorted((ours.id, theirs.id)))
+    agrees()
+
+
+def test_a_long_ledger_keeps_no_view_between_reads_and_appends_keep_no_record(
+        vault: Vault, monkeypatch: pytest.MonkeyPatch):
+    """A ledger longer than ``KEEP_VIEW_BYTES`` (one that grows with the vault: audit,
+    rechecks) is read on demand and let go; an append reads only its tip."""
+    monkeypatch.setattr(ledger_module, "KEEP_VIEW_BYTES", 0)
+    ledger = Ledger(vault, "audit")
+    first = ledger.append("create", "n1", {"path": "a"})
+    assert ledger.read().current("n1").id == first.id
+    assert ledger.path not in ledger_module._CACHE
+    def no_parse(*_: object) -> None:
+        raise AssertionError("an append parsed the ledger whole")
+    monkeypatch.setattr(ledger_module, "parse_lines", no_parse)
+    second = ledger.append("update", "n1", {"path": "a"})
+    assert second.parents == (first.id,)
+    monkeypatch.undo()
+    view = ledger.read()
+    assert [r.id for r in view.records] == [first.id, second.id] and view.heads == (second.id,)
