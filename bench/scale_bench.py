@@ -29,7 +29,9 @@ corpus's own words, so their common words have long postings, as a real note's d
 once each ``--gap`` seconds apart).
 ``--against DIR`` adds, interleaved with the others, a fresh ``osk search`` run from the osk
 source in DIR (say a worktree of main): before and after a change in one run;
-``--fresh-only`` measures the fresh processes alone.
+``--fresh-only`` measures the fresh processes alone. ``--engine-memory`` measures the
+long-running engine's peak memory alone, on the vault ``osk import`` leaves (kept with
+``--keep``, and reused by the next run).
 """
 
 from __future__ import annotations
@@ -300,7 +302,8 @@ def rounds_only(root: Path, size: int, rounds: int, gap: float, watch: bool,
           f"{got['save_cpu_ms']:.0f} ms CPU", flush=True)
 
 
-def bench_import(base: Path, size: int) -> dict[str, float]:
+def bench_import(base: Path, size: int, *, keep: bool = False) -> dict[str, float]:
+    """``osk import`` of ``size`` nodes into a new vault (``keep``: left in ``base``)."""
     folder = base / f"import-{size}"
     shutil.rmtree(folder, ignore_errors=True)
     from osk.store.vault import init
@@ -319,8 +322,42 @@ def bench_import(base: Path, size: int) -> dict[str, float]:
     result = {"size": size, "wall_s": wall, "cpu_ms_per_node": cpu * 1000 / size,
               "peak_mb": peak_mb(done.stderr), "created": len(report["created"]),
               "catalog_bytes": snapshot.stat().st_size if snapshot.exists() else 0}
-    shutil.rmtree(folder, ignore_errors=True)
+    if not keep:
+        shutil.rmtree(folder, ignore_errors=True)
     return result
+
+
+ENGINE_CHILD = """
+import json, sys, time
+from pathlib import Path
+from osk.engine.core import Engine
+
+def hwm():
+    with open("/proc/self/status", encoding="ascii") as status:
+        return next(int(line.split()[1]) // 1024 for line in status if line.startswith("VmHWM:"))
+
+root = Path(sys.argv[1])
+engine = Engine.open(root, cwd=root, watch=True)
+opened = hwm()
+engine.warm()
+warm, cpu = hwm(), time.process_time()
+for query in sys.argv[2:]:
+    engine.search(query)
+print(json.dumps({"open": opened, "warm": warm, "searched": hwm(), "warm_cpu_s": cpu}))
+"""
+
+
+def engine_memory(base: Path, size: int, queries: list[str]) -> dict[str, float]:
+    """The long-running engine's peak memory (VmHWM, MB) on the vault ``osk import`` of
+    ``size`` nodes leaves (every node citing another, as an agent's distilled notes do):
+    after ``Engine.open(watch=True)``, after ``warm()`` (what ``osk mcp`` does before its
+    handshake), and after a search for each of ``queries``; a child process each."""
+    vault = base / f"import-{size}" / "vault"
+    if not (vault / ".osk").is_dir():
+        bench_import(base, size, keep=True)
+    _, _, done = child([sys.executable, "-c", ENGINE_CHILD, str(vault), *queries], vault,
+                       env_for_osk())
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
 def queries_for(size: int, count: int) -> list[str]:
@@ -396,9 +433,17 @@ def main() -> int:
                         help="also a fresh search from the osk source in this folder")
     parser.add_argument("--warm-only", action="store_true",
                         help="warm searches alone (--gap: also that many seconds apart)")
+    parser.add_argument("--engine-memory", action="store_true",
+                        help="the engine's peak memory on the vault an import leaves, alone")
     args = parser.parse_args()
     with bench_folder(args.keep, "osk-scale-") as base:
         for size in (int(s) for s in args.sizes.split(",")):
+            if args.engine_memory:
+                got = engine_memory(base, size, queries_for(size, 5))
+                print(f"{size:>7,} imported nodes, engine VmHWM after open {got['open']} MB, "
+                      f"warm {got['warm']} MB, 5 searches {got['searched']} MB; CPU to the end "
+                      f"of warm {got['warm_cpu_s']:.1f} s", flush=True)
+                continue
             root, _, _ = make_vault(base, size)
             if args.rounds_only:
                 rounds_only(root, size, args.rounds, args.gap, not args.no_watch,
