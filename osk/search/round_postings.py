@@ -399,16 +399,22 @@ def top(db: sqlite3.Connection, terms: Sequence[str], k: int, context: float,
         return []
     weight_of = {found[term][0]: weight for term, weight in weights}
     bounds: dict[int, list[tuple[float, int, int]]] = {ident: [] for ident in weight_of}
+    kept = _kept(context, avgdl)
+    reaches = kept.heads
     for ident, block, many, fb, fc, least in db.execute(  # every term's heads at once
             "SELECT term, block, size, fb, fc, least FROM heads WHERE term IN "
             f"({','.join('?' * len(weight_of))})", list(weight_of)):
-        bounds[ident].append((weight_of[ident] * reach((fb << 24) | (fc << 16) | least,
-                                                       context, avgdl) * (1 + MARGIN),
-                              block, many))
+        desc = (fb << 24) | (fc << 16) | least
+        most = reaches.get(desc)
+        if most is None:
+            most = reach(desc, context, avgdl)
+            if len(reaches) < GAINS_KEPT:
+                reaches[desc] = most
+        bounds[ident].append((weight_of[ident] * most * (1 + MARGIN), block, many))
     idents = [found[term][0] for term, _ in weights]
     lists = [_List(ident, weight_of[ident], bounds[ident]) for ident in idents]
     return _Search(db, weights, idents, lists, k, context, avgdl, accept,
-                   accept is not None or dead).run()
+                   accept is not None or dead, kept.postings).run()
 
 
 class _Search:
@@ -429,7 +435,7 @@ class _Search:
 
     def __init__(self, db: sqlite3.Connection, weights: list[tuple[str, float]],
                  idents: list[int], lists: list[_List], k: int, context: float, avgdl: float,
-                 accept: Accept | None, asks: bool) -> None:
+                 accept: Accept | None, asks: bool, gains: dict[int, float | None]) -> None:
         self.db, self.lists, self.k = db, lists, k
         self.idents = idents  # each weighted term's vocabulary id
         self.weights = [weight for _, weight in weights]  # and its weight, in the same order
@@ -445,7 +451,8 @@ class _Search:
         # Once what is unread is below the k-th, the rounds that could still reach it: no
         # other round can, so a block read from then on adds to these only.
         self.alive: set[int] | None = None
-        self.gains = _gains(context, avgdl)  # desc -> what it gives before the idf
+        self.exact: dict[int, float] = {}  # row -> its score, of rounds scored whole
+        self.gains = gains  # desc -> what a posting gives before the idf (``_Kept``)
 
     def run(self) -> list[tuple[int, float]]:
         lists = self.lists
@@ -517,11 +524,18 @@ class _Search:
 
     def _know(self, rows: Collection[int]) -> None:
         """Find whether ``accept`` keeps each of ``rows`` not known yet (a row gone, a dead
-        posting's, is not kept), in as few statements as there are ``MARKS`` of them."""
+        posting's, is not kept), in as few statements as there are ``MARKS`` of them. With
+        nothing to refuse, a round is kept when it is held: its forward list is read for
+        that, and it is scored whole at once (``exact``), so the list's page is read once."""
         kept, accept = self.kept, self.accept
         unknown = [row for row in rows if row not in kept]
         if not self.asks:
             kept.update(dict.fromkeys(unknown, True))
+            return
+        if accept is None:
+            kept.update(dict.fromkeys(unknown, False))
+            self._score(unknown)
+            kept.update(dict.fromkeys(self.exact.keys() & unknown, True))
             return
         for at in range(0, len(unknown), MARKS):
             chunk = unknown[at:at + MARKS]
@@ -529,7 +543,18 @@ class _Search:
             for row, *found in self.db.execute(
                     "SELECT row, key, rel, number, coordinate FROM rounds WHERE row IN "
                     f"({','.join('?' * len(chunk))})", chunk):
-                kept[row] = accept is None or accept(*found)
+                kept[row] = accept(*found)
+
+    def _score(self, rows: list[int]) -> None:
+        """Score whole those of ``rows`` not scored yet (``exact``; a row gone has no forward
+        list, so none)."""
+        exact, whole = self.exact, self._whole
+        new = [row for row in rows if row not in exact]
+        for at in range(0, len(new), MARKS):
+            chunk = new[at:at + MARKS]
+            exact.update((row, whole(data)) for row, data in self.db.execute(
+                f"SELECT row, data FROM forward WHERE row IN ({','.join('?' * len(chunk))})",
+                chunk))
 
     def _threshold(self) -> float:
         """The k-th largest sum of rounds kept (lowered by ``MARGIN``), -inf if fewer. Sums
@@ -548,6 +573,9 @@ class _Search:
             if len(kept) >= want:
                 self.kth = sums[kept[want - 1]]
                 self.hot = pool
+                if len(self.exact) >= want:  # rounds kept, scored whole: a k-th at least
+                    return max(self.kth, heapq.nlargest(want, self.exact.values())[-1]) * (
+                        1 - MARGIN)
                 return self.kth * (1 - MARGIN)
             if many >= len(pool):
                 break
@@ -604,21 +632,24 @@ class _Search:
         most = self._most(rows)
         order = sorted(rows, key=most.__getitem__, reverse=True)
         best: list[tuple[float, int]] = []  # the k best (score, -row) kept, a heap: worst first
-        k, kept, whole = self.k, self.kept, self._whole
+        k, kept, exact, whole = self.k, self.kept, self.exact, self._whole
         for at in range(0, len(order), FINISH_CHUNK):
             chunk = order[at:at + FINISH_CHUNK]
             if len(best) == k and most[chunk[0]] < best[0][0]:
                 break
             self._know(chunk)
+            wanted = [row for row in chunk if kept[row] and row not in exact]
             lists = dict(self.db.execute(f"SELECT row, data FROM forward WHERE row IN "
-                                         f"({','.join('?' * len(chunk))})", chunk))
+                                         f"({','.join('?' * len(wanted))})", wanted))
             for row in chunk:
                 if len(best) == k and most[row] < best[0][0]:
                     break  # in order: no later row could either
-                data = lists.get(row)
-                if data is None or not kept[row]:
+                value = exact.get(row) if kept[row] else None
+                if value is None and row in lists:
+                    value = whole(lists[row])
+                if value is None:
                     continue
-                item = (whole(data), -row)
+                item = (value, -row)
                 if len(best) < k:
                     heapq.heappush(best, item)
                 elif item > best[0]:
@@ -654,18 +685,26 @@ def _gain(desc: int, context: float, avgdl: float) -> float | None:
     return gain(f, length, avgdl) if f else 0.0
 
 
-# What a posting gives its round before the idf, by its descriptor (``_gain``), for the context
-# weight and average length last asked with: kept between queries (a long-running process asks
-# the same descriptors again, and a block's are mostly new to it) until either moves (a round
-# added moves the average length).
-_GAINS: dict[tuple[float, float], dict[int, float | None]] = {}
-GAINS_KEPT = 1 << 16  # descriptors kept at most
+class _Kept:
+    """What a descriptor gives before the idf, for one context weight and average length:
+    a posting's (``_gain``) and a block's most (``reach`` of its head). Kept between queries
+    (a long-running process asks the same ones again; a block's descriptors are mostly new to
+    it, and a term appended to has hundreds of blocks) until either moves (a round added
+    moves the average length); at most ``GAINS_KEPT`` of each."""
+
+    def __init__(self) -> None:
+        self.postings: dict[int, float | None] = {}
+        self.heads: dict[int, float] = {}
 
 
-def _gains(context: float, avgdl: float) -> dict[int, float | None]:
-    """The kept gains for ``context`` and ``avgdl`` (desc -> ``_gain``), filled by ``_take``."""
-    found = _GAINS.get((context, avgdl))
+_KEPT: dict[tuple[float, float], _Kept] = {}
+GAINS_KEPT = 1 << 16
+
+
+def _kept(context: float, avgdl: float) -> _Kept:
+    """What is kept for ``context`` and ``avgdl`` (anything kept for others is dropped)."""
+    found = _KEPT.get((context, avgdl))
     if found is None:
-        _GAINS.clear()
-        found = _GAINS[(context, avgdl)] = {}
+        _KEPT.clear()
+        found = _KEPT[(context, avgdl)] = _Kept()
     return found
