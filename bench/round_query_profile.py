@@ -9,6 +9,10 @@ and prints per query the CPU median and mean of each, and the SQL statements one
 (by their text, counted with ``set_trace_callback``). ``--profile``: the watched queries once
 more under cProfile, the functions that cost the most. ``--top``: the same for
 ``round_postings.top`` alone (what the query costs without the refresh and the rows around).
+``--grow N``: first append N rounds of the vault's own words to new conversations, the index
+caught up after every ``GROW_CHUNK`` (``rounds_scale``'s builder), as captures grow a vault: a
+vault built in one go holds neither fresh blocks nor the dead postings of a conversation's
+last round indexed anew, which nearly every query of a grown vault meets.
 
 Usage: ``nice -n 5 python bench/round_query_profile.py DIR/vault-50000 [--queries 42]
 [--runs 3] [--profile]``. Run by hand, not in CI.
@@ -34,6 +38,7 @@ sys.path.insert(0, str(BENCH.parent))
 from search_bench import Corpus  # noqa: E402
 
 SEED = 2027  # rounds_scale's Corpus for a vault built from nothing: the same words
+GROW_CHUNK = 5000
 
 
 def cpu_ms(call: Any) -> float:
@@ -56,6 +61,23 @@ def statements(index: Any, query: str) -> Counter[str]:
     return seen
 
 
+def grow_by(root: Path, count: int) -> None:
+    """Append ``count`` rounds of the vault's first words, catching the index up after every
+    ``GROW_CHUNK``."""
+    from rounds_scale import catch_up, grow
+
+    from osk.search.rounds import RoundIndex
+    from osk.store.vault import Vault
+
+    catch_up(root)
+    have = sum(indexed for _, _, indexed in RoundIndex(Vault(root)).records()[1])
+    corpus = Corpus(SEED)
+    for at in range(have, have + count, GROW_CHUNK):
+        grow(root, corpus, at, min(at + GROW_CHUNK, have + count), 400)
+        print(f"grown to {min(at + GROW_CHUNK, have + count):,} rounds, the index caught up "
+              f"in {catch_up(root):.1f} s CPU", flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("vault", type=Path)
@@ -63,9 +85,13 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--top", action="store_true")
+    parser.add_argument("--grow", type=int, default=0, help="rounds to append first")
     args = parser.parse_args()
     from osk.search.rounds import RoundIndex
     from osk.store.vault import Vault
+
+    if args.grow:
+        grow_by(args.vault, args.grow)
 
     corpus = Corpus(SEED)
     queries = [corpus.query() for _ in range(args.queries)]
