@@ -481,7 +481,9 @@ class SearchIndex:
         (``RecallMirror.start_build``), no journal record kept (the snapshot written at the
         end holds it all), so the memory a build needs is about what a loaded index holds."""
         now = time.time_ns()
-        files = list(_walk(self.vault))
+        # Listed whole only to report progress against the total (a path and stat a node).
+        files = _walk(self.vault) if progress is None else list(_walk(self.vault))
+        total = len(files) if isinstance(files, list) else 0
         self._corpus.stage()
         self._recall.start_build()
         self._building = True
@@ -489,7 +491,7 @@ class SearchIndex:
             for done, (rel, stat) in enumerate(files, start=1):
                 self._read_file(rel, stat, None, now, known)
                 if progress is not None:
-                    progress(done, len(files))
+                    progress(done, total)
         except BaseException:
             self._recall.abandon_build()
             raise
@@ -645,9 +647,13 @@ class SearchIndex:
             self._pending.append(["stat", rel, *stat, now])
             return True
         held = None if entry is None else entry.node
-        # A node whose text the catalog let go: the same bytes need no parse.
-        node = held.with_text(text) if held is not None and held.file_hash == file_hash \
-            else parse_node(rel, text)
+        # A node whose text the catalog let go: the same bytes need no parse (and the document
+        # keeps the catalog's string of the hash, not a second one).
+        same = held is not None and held.file_hash == file_hash
+        if same:
+            assert held is not None
+            file_hash = held.file_hash
+        node = held.with_text(text) if same and held is not None else parse_node(rel, text)
         if node is None:
             self._reject(rel, stat, now)
             return False

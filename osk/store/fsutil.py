@@ -10,7 +10,7 @@ import gc
 import os
 import stat as stat_mod
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -132,10 +132,11 @@ def fsync_dir(directory: Path) -> None:
         _fsync_path(str(directory), folder=True)
 
 
-def atomic_write(path: Path, data: bytes | str | list[bytes], *,
+def atomic_write(path: Path, data: bytes | str | Iterable[bytes | memoryview], *,
                  temp_dir: Path | None = None) -> None:
-    """Replace ``path`` with ``data`` (a list: its parts in order, written one by one where
-    joining them would copy the whole): temp file, fsync, rename, dir fsync.
+    """Replace ``path`` with ``data`` (else its parts in order, written one by one where
+    joining them would copy the whole; an iterator's as it makes them, so the whole is never
+    held): temp file, fsync, rename, dir fsync.
 
     A reader sees the old bytes or the new bytes, never a mixture, even if the process dies.
     The temp file goes in ``temp_dir`` when one is given (a vault's device state, where sync

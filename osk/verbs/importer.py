@@ -228,7 +228,8 @@ class Importer:
         if "" not in self._engines:
             from osk.engine.core import Engine
 
-            self._engines[""] = Engine.open(self.vault, cwd=self.cwd, actor="user")
+            engine = self._engines[""] = Engine.open(self.vault, cwd=self.cwd, actor="user")
+            engine.catalog.keep_encoded = False  # every entry is put anew between two saves
         return self._engines[""]
 
     def _in_batch(self) -> None:

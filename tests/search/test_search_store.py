@@ -34,6 +34,24 @@ def test_a_snapshot_reads_back_exactly_what_was_written(tmp_path: Path, tf: int,
         assert getattr(read, name) == getattr(written, name), name
 
 
+def test_arrays_narrowed_in_parts_read_back_whole(tmp_path: Path, monkeypatch):
+    """The snapshot is written as it is made (``write_snapshot``): an array narrowed a few
+    items at a time, and the meta a few records at a time, read back as the whole."""
+    monkeypatch.setattr(index_files, "CHUNK_ITEMS", 2)
+    monkeypatch.setattr(index_files, "CHUNK", 2)
+    written = index_files.Snapshot(
+        generation="g2", params=PARAMS, terms=["a", "b", "c"],
+        docs=[["r0"], ["r1"], None, ["r3"], ["r4"]],
+        offsets=array("I", [0, 3, 5, 7]), slots=array("I", [0, 1, 4, 1, 3, 0, 4]),
+        tfs=array("I", [1, 2, 3, 300, 5, 6, 7]), lengths=array("I", [7, 302, 0, 5, 10]))
+    size = index_files.write_snapshot(tmp_path, written)
+    assert size == (tmp_path / index_files.SNAPSHOT).stat().st_size
+    read = index_files.read_snapshot(tmp_path, PARAMS)
+    assert (read.slots.typecode, read.tfs.typecode) == ("B", "H")
+    for name in ("terms", "docs", "offsets", "slots", "tfs", "lengths"):
+        assert list(getattr(read, name)) == list(getattr(written, name)), name
+
+
 def test_a_snapshot_built_with_other_parameters_is_not_trusted(tmp_path: Path):
     index_files.write_snapshot(tmp_path, snapshot(7))
     with pytest.raises(index_files.Damaged, match="parameters"):

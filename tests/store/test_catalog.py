@@ -119,12 +119,15 @@ def test_a_new_process_restores_unchanged_nodes_from_the_snapshot_without_readin
     assert second.get("B").body == "Changed while no osk ran.\n"
 
 
-@pytest.mark.parametrize("last", [False, True])
+@pytest.mark.parametrize(("last", "keep"), [(False, True), (True, True), (False, False),
+                                            ("again", True)])
 def test_a_snapshot_save_encodes_only_entries_put_since_the_last_and_writes_the_same_file(
-    vault: Vault, monkeypatch, last: bool
+    vault: Vault, monkeypatch, last: bool | str, keep: bool
 ):
-    """``last`` (osk import's end): the encoded entries are not kept, so a later save encodes
-    every entry again, and writes the same file."""
+    """``last`` (osk import's end; "again": a last save after a save left nothing to write)
+    and a catalog that keeps nothing encoded (``keep_encoded``, osk import's): the encoded
+    entries are not kept, so a later save encodes every entry again, and writes the same
+    file."""
     import json
 
     import osk.store.catalog as catalog_mod
@@ -133,10 +136,12 @@ def test_a_snapshot_save_encodes_only_entries_put_since_the_last_and_writes_the_
     for name in names:
         write_node(vault, f"Domain/{name}.md", f"id-{name}", body=f"Body {name}.\n")
         _age(vault, f"Domain/{name}.md")
-    catalog = Catalog(vault)
+    catalog = Catalog(vault, keep_encoded=keep)
     catalog.refresh()
     catalog._dirty = True
-    catalog.save_snapshot(last=last)
+    catalog.save_snapshot(last=last is True)
+    if last == "again":
+        catalog.save_snapshot(last=True)  # nothing changed since: writes nothing, lets go
     encoded: list[str] = []
     real = catalog_mod._encode
     monkeypatch.setattr(catalog_mod, "_encode", lambda rel, e: encoded.append(rel) or real(rel, e))
@@ -146,7 +151,7 @@ def test_a_snapshot_save_encodes_only_entries_put_since_the_last_and_writes_the_
     catalog.note_written("Domain/N2.md")
     catalog.note_removed("Domain/N4.md")
     catalog.save_snapshot()
-    assert encoded == (list(catalog.entries) if last else ["Domain/N2.md"])
+    assert encoded == (list(catalog.entries) if last or not keep else ["Domain/N2.md"])
     path = vault.state("catalog", "snapshot.json")
     whole = {rel: {"stat": list(e.stat), "read_at": e.read_at_ns, "meta": e.node.meta_fields(),
                    "file_hash": e.node.file_hash, "body_hash": e.node.body_hash}
