@@ -204,3 +204,34 @@ def test_a_bounded_query_reads_only_its_rarest_terms_within_the_postings_bound()
         assert set(got) == set(want)
         for slot, value in want.items():
             assert got[slot] == pytest.approx(value, abs=TOLERANCE)
+
+
+@pytest.mark.parametrize(("limit", "top"), [(None, 9), (None, 300), (None, 70_000), (7, 300)])
+def test_postings_staged_in_bulk_are_those_added_one_by_one(monkeypatch, limit: int | None,
+                                                             top: int):
+    """``Staged`` packs a posting's tf beside its slot (a tf of 255 or more kept apart, a slot
+    past the packed width turning every term into pairs: ``limit`` narrows it here); the
+    index it gives holds every posting exactly, its counts in the narrowest type, and scores
+    as one built a document at a time."""
+    from osk.search import bm25 as bm25_mod
+
+    if limit is not None:
+        monkeypatch.setattr(bm25_mod, "_SLOT_LIMIT", limit)
+    rng = random.Random(top)
+    corpus = random_corpus(rng, 30, 20)
+    counts = [_counts(tokens) for tokens in corpus]
+    counts[4]["w1"] = top  # one large count (as many as the packed tf's width, or more)
+    counts[11]["w3"] = 255
+    staged, one_by_one = bm25_mod.Staged(), Bm25()
+    for slot, frequencies in enumerate(counts):
+        staged.add(slot, frequencies, sum(frequencies.values()))
+        one_by_one.add(slot, frequencies, sum(frequencies.values()))
+    built = staged.index()
+    assert built.to_base()[3].typecode == ("B" if top < 256 else "H" if top < 65536 else "I")
+    for term in one_by_one.all_terms():
+        slots, tfs = built.columns(term)
+        assert dict(zip(slots, tfs, strict=True)) == dict(one_by_one.pairs(term)), term
+        assert list(slots) == sorted(slots)
+    assert set(built.all_terms()) == set(one_by_one.all_terms())
+    query = ["w0", "w1", "w3", "w7"]
+    assert built.scores(query) == pytest.approx(one_by_one.scores(query), abs=TOLERANCE)
