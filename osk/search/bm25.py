@@ -641,9 +641,10 @@ class Staged:
                 start = len(slots)
                 self._split(held, slots, tfs)
                 large = self._large.pop(term, None)
-                for at in range(start, len(slots)) if large else ():
-                    if tfs[at] == _TF_ESCAPE:
-                        tfs[at] = large[slots[at]]
+                if large:
+                    for at in range(start, len(slots)):
+                        if tfs[at] == _TF_ESCAPE:
+                            tfs[at] = large[slots[at]]
             offsets.append(len(slots))
         return Bm25.from_base(terms, offsets, slots, tfs, self.lengths, self._ascending)
 

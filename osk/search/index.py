@@ -627,6 +627,8 @@ class SearchIndex:
         indexing what it wrote: no file is read or parsed a second time); one whose text it
         let go (``Node.let_text_go``) is read, and not parsed when the bytes have its hash."""
         entry = None if known is None else known.get(rel)
+        if entry is not None and entry.stat == stat:  # the catalog's strings, not the walk's
+            rel, stat = entry.path, entry.stat
         if (entry is not None and entry.node is not None and entry.node.text_held
                 and entry.stat == stat and not _racy(stat, entry.read_at_ns)):
             self._put_node(entry.node, stat, entry.read_at_ns, force=previous is None)

@@ -42,6 +42,14 @@ def test_two_files_with_one_id_make_every_read_by_id_or_title_refuse_naming_both
             catalog.get(ref)
         assert "Domain/A.md" in str(caught.value) and "Person/B.md" in str(caught.value)
     assert catalog.duplicate_ids() == {"same": ["Domain/A.md", "Person/B.md"]}
+    write_node(vault, "Scope/app/C.md", "same")  # a third claimant, then two leave
+    catalog.refresh()
+    assert catalog.duplicate_ids() == {"same": ["Domain/A.md", "Person/B.md", "Scope/app/C.md"]}
+    for rel in ("Domain/A.md", "Scope/app/C.md"):
+        vault.abs(rel).unlink()
+        catalog.refresh()
+    assert catalog.duplicate_ids() == {} and catalog.get("same").path == "Person/B.md"
+    assert catalog.paths_with_title("b") == ["Person/B.md"] and catalog.paths_with_title("a") == []
 
 
 def test_titles_colliding_after_case_folding_are_reported_and_refused(vault: Vault):
