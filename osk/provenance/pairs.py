@@ -52,9 +52,15 @@ class Pair:
     forked: bool = False
 
     def to_data(self) -> dict[str, object]:
-        return {"target": self.target.key, "kind": self.target.kind, "link": self.target.link,
-                "root": self.target.root, "citing_hash": self.citing_hash,
-                "target_hash": self.target_hash, "via": self.via}
+        data: dict[str, object] = {
+            "target": self.target.key, "kind": self.target.kind, "link": self.target.link,
+            "root": self.target.root, "citing_hash": self.citing_hash,
+            "target_hash": self.target_hash, "via": self.via}
+        if self.forked:
+            # A write that is not a re-citation names every head, so its line alone is current:
+            # the line must say the devices still disagree, or the fork would end unseen.
+            data["forked"] = True
+        return data
 
     @classmethod
     def from_data(cls, citing_id: str, data: Mapping[str, object], *,
@@ -64,7 +70,8 @@ class Pair:
                            str(root) if root else None)
         target_hash = data.get("target_hash")
         return cls(citing_id, target, str(data["citing_hash"]),
-                   str(target_hash) if target_hash else None, str(data.get("via", "")), forked)
+                   str(target_hash) if target_hash else None, str(data.get("via", "")),
+                   forked or data.get("forked") is True)
 
 
 @dataclass(frozen=True)

@@ -244,14 +244,14 @@ def test_another_engine_sees_pairs_and_candidates_as_soon_as_they_are_written(
     assert sorted(c.citing_title for c in candidates(second)) == ["Claim", "Late claim"]
 
 
-def test_concurrent_changes_to_one_nodes_citations_are_a_fork_until_re_cited(
-        chain: Engine, vault: Vault, tmp_path: Path):
+def _fork_claims_pair(chain: Engine, vault: Vault, tmp_path: Path) -> None:
+    """Two devices disagree about Claim's pair with Source: device A re-cites after a change
+    while device B rewrites Claim; B's rechecks lines are then merged into A's (a Git union)."""
     other_root = tmp_path / "device-b"
     shutil.copytree(vault.root, other_root)
     (other_root / ".osk" / "device-id").unlink()
     shutil.rmtree(other_root / ".osk" / "index", ignore_errors=True)
     device_b = Engine.open(Vault(other_root), cwd=chain.session.key.repo_root)
-    # device A re-cites after a change; device B rewrites the citing node
     chain.update_node("Source", NodeEdit(old_text="10", new_text="20"))
     device_b.update_node("Source", NodeEdit(old_text="10", new_text="20"))
     chain.read_node("Source")
@@ -261,12 +261,41 @@ def test_concurrent_changes_to_one_nodes_citations_are_a_fork_until_re_cited(
     theirs = (other_root / "_ledger" / "rechecks.jsonl").read_bytes().splitlines(keepends=True)
     vault.ledger_path("rechecks").write_bytes(b"".join(ours + [x for x in theirs
                                                                if x not in ours]))
+
+
+def test_concurrent_changes_to_one_nodes_citations_are_a_fork_until_re_cited(
+        chain: Engine, vault: Vault, tmp_path: Path):
+    _fork_claims_pair(chain, vault, tmp_path)
     [cand] = candidates(chain)
     assert (cand.citing_title, cand.reason) == ("Claim", "forked")
     chain.read_node("Source")
     chain.recite([cand.id])
     assert candidates(chain) == []
     assert Ledger(vault, "rechecks").read().forks() == []
+
+
+def test_an_edit_of_the_citing_node_keeps_a_citation_fork_reported(
+        chain: Engine, vault: Vault, tmp_path: Path):
+    """A write that is not a re-citation joins the ledger's branches (its line names every
+    head), but must not settle the pair the devices disagree on: the fork stays a candidate,
+    for this engine and for a fresh one, until a person re-cites."""
+    _fork_claims_pair(chain, vault, tmp_path)
+    [cand] = candidates(chain)
+    assert cand.reason == "forked"
+    chain.update_node("Claim", NodeEdit(old_text="requests", new_text="calls"))
+
+    def claims(engine: Engine) -> list[tuple[str, str]]:
+        return [(c.citing_title, c.reason) for c in candidates(engine)
+                if c.citing_title == "Claim"]
+
+    assert claims(chain) == [("Claim", "forked")]
+    fresh = Engine.open(vault, cwd=chain.session.key.repo_root)
+    assert claims(fresh) == [("Claim", "forked")]
+    [cand] = [c for c in candidates(fresh) if c.citing_title == "Claim"]
+    fresh.read_node("Source")
+    fresh.recite([cand.id])
+    assert claims(fresh) == []
+    assert claims(Engine.open(vault, cwd=chain.session.key.repo_root)) == []
 
 
 def test_the_hook_summary_lists_a_scopes_candidates(chain: Engine, vault: Vault):
