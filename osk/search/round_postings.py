@@ -632,21 +632,17 @@ class _Search:
         most = self._most(rows)
         order = sorted(rows, key=most.__getitem__, reverse=True)
         best: list[tuple[float, int]] = []  # the k best (score, -row) kept, a heap: worst first
-        k, kept, exact, whole = self.k, self.kept, self.exact, self._whole
+        k, kept, exact = self.k, self.kept, self.exact
         for at in range(0, len(order), FINISH_CHUNK):
             chunk = order[at:at + FINISH_CHUNK]
             if len(best) == k and most[chunk[0]] < best[0][0]:
                 break
             self._know(chunk)
-            wanted = [row for row in chunk if kept[row] and row not in exact]
-            lists = dict(self.db.execute(f"SELECT row, data FROM forward WHERE row IN "
-                                         f"({','.join('?' * len(wanted))})", wanted))
+            self._score([row for row in chunk if kept[row]])
             for row in chunk:
                 if len(best) == k and most[row] < best[0][0]:
                     break  # in order: no later row could either
                 value = exact.get(row) if kept[row] else None
-                if value is None and row in lists:
-                    value = whole(lists[row])
                 if value is None:
                     continue
                 item = (value, -row)
