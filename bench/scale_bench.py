@@ -205,17 +205,19 @@ def fresh_searches(root: Path, fts: Path, queries: list[str], cwd: Path,
 
 def warm_and_writes(root: Path, queries: list[str], rounds: int, *, gap: float = 0.0,
                     watch: bool = True, words: Any = None, cwd: Path | None = None,
-                    scope: str | None = "atlas") -> dict[str, float]:
+                    scope: str | None = "atlas", engine: Any = None) -> dict[str, float]:
     """Warm searches and write rounds through one Engine in this process (lexical).
     ``words``: a ``search_bench.Corpus`` whose words the written notes carry (40-80 of them,
     as the vault's own notes do); without it, words no synthetic note holds. ``cwd`` and
     ``scope``: the session's (default the vault root, scope atlas; ``rounds_scale`` opens it
-    in the project whose rounds it captured, so searches rank those rounds too)."""
+    in the project whose rounds it captured, so searches rank those rounds too). ``engine``:
+    one already open (a server's), used instead of opening another."""
     os.environ["OSK_SEMANTIC"] = "0"
     from osk.calls.request import NewNode, NodeEdit
     from osk.engine.core import Engine
 
-    engine = Engine.open(root, cwd=cwd or root, scope=scope, watch=watch)
+    if engine is None:
+        engine = Engine.open(root, cwd=cwd or root, scope=scope, watch=watch)
     scope = engine.scope
     engine.search("warm up")
     searches = warm_searches(engine, queries * 3)
