@@ -56,7 +56,7 @@ from osk.capture.raw_text import (
 )
 from osk.capture.secrets import check_name, mask_secrets
 from osk.errors import RawNotFound, RawRecordError
-from osk.store import clock
+from osk.store import clock, generation
 from osk.store.edges import RAW_PREFIX, RawTarget, record_name
 from osk.store.fastclass import dataclass
 from osk.store.fsutil import fsync_dir, name_path, replace_unsynced
@@ -434,12 +434,15 @@ def append_round(vault: Vault, key: str, conversation: str, round: RoundInput) -
             chain = hashlib.sha256(header).hexdigest()
             data = header + frame
         stat = _write(path, data, position.truncate_to, position.create)
-        # The round is durable now, so the call succeeds whatever follows: the index and the
-        # state are caches of what the record holds. The index first, the state last: a crash
-        # (or a full disk) between or during them leaves a state that does not match the
-        # record, so the next append verifies the record and rebuilds the index, and a retry
-        # with the same completion id is still found.
+        # The round is durable now, so the call succeeds whatever follows: the stamp, the
+        # index and the state only tell of what the record holds. The stamp first (a crash
+        # before it leaves the round unindexed by processes without a watch until the next
+        # record's bump, see ``written``); the state last: a crash (or a full disk) between
+        # or during them leaves a state that does not match the record, so the next append
+        # verifies the record and rebuilds the index, and a retry with the same completion
+        # id is still found.
         try:
+            written(vault)
             index.add(round.completion, number, digest)
             save_state(state_path, RecordState(list(file_identity(stat)), number,
                                                _chain(chain, frame),
@@ -448,6 +451,14 @@ def append_round(vault: Vault, key: str, conversation: str, round: RoundInput) -
         except OSError:
             pass
     return RoundRef(key_name, conversation_name, number, digest, redacted=tuple(findings))
+
+
+def written(vault: Vault) -> None:
+    """Tell the rounds' index of every process that a record file changed (its stamp,
+    ``osk.store.generation.RECORDS``): call it after the record's bytes are on disk, still
+    holding its lock, so that a reader that sees the stamp move also sees the bytes. Every osk
+    writer of a record calls it (an append, ``osk redact``, a sync landing)."""
+    generation.bump(vault, generation.RECORDS)
 
 
 def _indexed(index: raw_ids.CompletionIds, position: _Position, path: Path, rel: str,

@@ -18,6 +18,7 @@ from osk.capture.raw import (
     record_state_path,
     save_state,
     verified_position,
+    written,
 )
 from osk.capture.raw_text import (
     content_hash,
@@ -85,6 +86,7 @@ def reframe_rounds(vault: Vault, key: str, conversation: str, numbers: set[int] 
         if not changed or dry_run:
             return changed
         vault.write_file(path, b"".join(pieces) + data[position:])
+        written(vault)
         fresh = verified_position(path, rel, None, key_name, conversation_name)
         assert fresh.verified is not None
         raw_ids.write_all(ids_path(vault, key_name, conversation_name), fresh.verified,

@@ -10,14 +10,17 @@ finds "rejection") and its neighbours', and each term's postings in impact order
 when the rest cannot beat the k-th round, so a query does not score every round holding a
 common word), in SQLite, ``.osk/index/rounds.sqlite``:
 device state, rebuilt from the records whenever missing or of another schema.
-It is a cache of the raw record files, kept by their stat keys: every query first stats the
-record files (one ``os.stat`` each) and reads any record whose stat changed or that is new (an
-append: only its last rounds, ``osk.capture.raw.read_tail``),
+It is a cache of the raw record files, kept by their stat keys: a query that finds something
+moved stats the record files (one ``os.stat`` each) and reads any record whose stat changed or
+that is new (an append: only its last rounds, ``osk.capture.raw.read_tail``),
 so a round captured by a hook, by ``append_raw`` or landed by sync is found by the next query,
-and a redaction (which rewrites the record) removes the round's old terms at once. A
-long-running process (the MCP server) has the kernel report changes to the raw folders instead
-(``watch``, ``osk.store.watch``): while nothing was reported since it last saw the index agree
-with them (and the index file and the exclusions are unmoved), a query stats no record file.
+and a redaction (which rewrites the record) removes the round's old terms at once. What moved
+is found without that walk: a long-running process (the MCP server) has the kernel report
+changes to the raw folders (``watch``, ``osk.store.watch``); any other reads the last look a
+process left beside the index (``osk.search.round_look``: the records' stamp every osk writer
+of a record bumps, the raw folders' stats, the records changed within the race window before
+it), and while that holds (and the index file and the exclusions are unmoved), a query stats
+no record file.
 Standard library only: the prompt-submit hook queries it too.
 
 A round the person excluded (``osk exclude``, ``osk.capture.exclusions``), alone or with its
@@ -50,6 +53,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from osk.capture.exclusions import Excluded, excluded
+from osk.search import round_look
 from osk.search.round_postings import (
     MARKS,
     NAMES,
@@ -308,6 +312,9 @@ class RoundIndex:
         self._watching = watch
         self._watch: Watch | None = self._start_watch()
         self._blind = True  # a raw folder went unwatched at the last look: the report may miss
+        self._folders: round_look.Folders = {}  # the raw folders' stats the last look took
+        self._count: int | None = None  # records the last refresh found the index agree with
+        self._left: tuple[StatKey | None, StatKey | None] = (None, None)  # see _stats_left
         # A watched (long-running) process keeps one connection a thread between queries:
         # opening and closing cost a query about 0.3 ms, and each opening began with an empty
         # page cache (0.8-0.9 ms of a warm query at 200,000 rounds together).
@@ -344,6 +351,8 @@ class RoundIndex:
         root = self.vault.raw_dir
         watch = self._watch  # each folder watched before it is listed: nothing falls between
         self._blind = watch is None or not watch.add("_raw")
+        # and its stat taken before it is listed: a name added after moves it (round_look)
+        self._folders = {"": round_look.folder(root, top=True)}
         try:
             keys = list(os.scandir(root))
         except FileNotFoundError:
@@ -353,6 +362,7 @@ class RoundIndex:
                 continue
             if watch is not None and not watch.add(f"_raw/{key.name}"):
                 self._blind = True
+            self._folders[key.name] = round_look.folder(key.path, top=False)
             for entry in os.scandir(key.path):
                 if entry.name.endswith(".md") and entry.is_file(follow_symlinks=False):
                     st = entry.stat(follow_symlinks=False)
@@ -428,14 +438,38 @@ class RoundIndex:
         hidden = excluded(self.vault)
         if self._unmoved(hidden):
             return 0  # the kernel reported no change to a record since
+        if self._watch is None:  # no report to be had: the last look, by any process
+            held = round_look.holds(self.vault, self.path, hidden, self._file_stats)
+            if held is not None:
+                self._count = held
+                return 0  # no writer's stamp, no folder, nor the file moved since
+        begun = round_look.begin(self.vault)
         disk = self._records_on_disk()
         if self._agreed == (disk, hidden, self._file_stats()):
+            self._keep_look(begun, disk, hidden)
             return 0  # nothing moved since this process saw the file agree with both
-        self._agreed = None  # until it agrees again: the report read above is spent
+        self._agreed, self._count = None, None  # until it agrees again: the report is spent
         count, whole = self._refresh(disk, hidden, timeout, budget)
         if whole:
-            self._agreed = (disk, hidden, self._file_stats())
+            self._agreed = (disk, hidden, self._left)
+            self._keep_look(begun, disk, hidden)
         return count
+
+    def _keep_look(self, begun: round_look.Begun, disk: dict[str, tuple[str, tuple[int, int, int]]],
+                   hidden: Excluded) -> None:
+        """What this look saw, for the processes without a watch that query next."""
+        self._count = len(disk)
+        assert self._agreed is not None
+        round_look.keep(self.vault, self.path, begun, self._folders, disk, hidden,
+                        self._agreed[2])
+
+    @contextmanager
+    def _stats_left(self) -> Iterator[None]:
+        """On leaving (after the connection closes, before the lock is let go): the file's
+        stats as this refresh left them, so another process's later write is never taken for
+        part of what this one agreed with."""
+        yield
+        self._left = self._file_stats()
 
     def _file_stats(self) -> tuple[StatKey | None, StatKey | None]:
         """The file's stat and its write-ahead log's: any write by any process moves one,
@@ -444,7 +478,7 @@ class RoundIndex:
 
     def _holds_none(self) -> bool:
         """The last refresh found no raw record on disk (so the index holds no round)."""
-        return self._agreed is not None and not self._agreed[0]
+        return self._count == 0
 
     def _refresh(self, disk: dict[str, tuple[str, tuple[int, int, int]]], hidden: Excluded,
                  timeout: float, budget: float | None) -> tuple[int, bool]:
@@ -454,7 +488,8 @@ class RoundIndex:
         holds agrees with ``hidden``, so the other changed records (appends, new records, a
         whole rebuild) may be committed a part at a time, within ``budget``."""
         started = time.monotonic()
-        with file_lock(self.path.with_name(LOCK), timeout=timeout), self._open() as db:
+        with file_lock(self.path.with_name(LOCK), timeout=timeout), self._stats_left(), \
+                self._open() as db:
             self._schema(db)
             known = {rel: (size, mtime, ino) for rel, size, mtime, ino in
                      db.execute("SELECT rel, size, mtime_ns, ino FROM records")}

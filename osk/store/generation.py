@@ -19,6 +19,14 @@ Order is what makes it exact: a writer's change is visible before its bump, and 
 the stamp before it looks, so a reader that sees a bump also sees the change behind it; a write
 still under way when a reader looks bumps afterwards, and the reader's next query looks again.
 
+The same kind of stamp, ``.osk/raw-generation`` (``RECORDS``), tells the raw rounds' index
+(``osk.search.rounds``) in a process without a watch that an osk writer changed a raw record
+file (a capture, ``osk redact``, a sync landing): each such writer bumps it after the record's
+bytes are on disk, holding the record's lock, not the mutation lock (appends to different
+records run at once; each bump is one ``write`` of one byte to a file opened for appending, so
+concurrent bumps each move the size, and none is lost). It is apart from the vault generation
+so that a capture, every turn, does not send every node reader to look again.
+
 Standard library only: hook-path modules may import it.
 """
 
@@ -31,22 +39,24 @@ from osk.store.vault import Vault
 __all__ = ["Stamp", "bump", "current"]
 
 FILE = "generation"  # under the vault's device state (.osk/)
+RECORDS = "raw-generation"  # the raw records' stamp, beside it
 
 Stamp = tuple[int, int, int]  # the stamp file's (inode, size, mtime_ns); zeros before a bump
 
 
-def current(vault: Vault) -> Stamp:
-    """The vault's generation now: one ``stat``."""
+def current(vault: Vault, name: str = FILE) -> Stamp:
+    """The vault's generation now (``name``: another stamp, ``RECORDS``): one ``stat``."""
     try:
-        st = os.stat(vault.state(FILE))
+        st = os.stat(vault.state(name))
     except OSError:
         return (0, 0, 0)
     return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-def bump(vault: Vault) -> None:
-    """Move the generation. Call it holding the mutation lock, after the change is on disk."""
-    path = vault.state(FILE)
+def bump(vault: Vault, name: str = FILE) -> None:
+    """Move the generation. Call it holding the mutation lock, after the change is on disk
+    (``name``: another stamp, bumped as its writers say)."""
+    path = vault.state(name)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:

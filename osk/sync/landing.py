@@ -121,9 +121,13 @@ def _write(vault: Vault, rel: str, data: bytes | None, mode: str) -> None:
     if data is None:
         path.unlink(missing_ok=True)
         _prune_empty_dirs(vault, path.parent)
-        return
-    vault.write_file(path, data)  # never a link: land_tree refuses a commit that brings one
-    path.chmod(0o755 if mode == "100755" else 0o644)  # what a git checkout would leave
+    else:
+        vault.write_file(path, data)  # never a link: land_tree refuses a commit that brings one
+        path.chmod(0o755 if mode == "100755" else 0o644)  # what a git checkout would leave
+    if is_raw(rel):  # the rounds' index looks at the records again (osk.search.rounds)
+        from osk.capture.raw import written
+
+        written(vault)
 
 
 def _prune_empty_dirs(vault: Vault, directory: Path) -> None:
