@@ -36,7 +36,7 @@ from array import array
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Sequence
-from itertools import compress
+from itertools import chain, compress, filterfalse
 from operator import add
 from typing import Any
 
@@ -46,6 +46,7 @@ IDF_FLOOR = 1e-6  # FTS5's idf for a term in over half the rounds
 # Bounds are raised by this share: a round's score summed in another order may differ in its
 # last bits from the bound's sum, and a bound must never fall below a score.
 MARGIN = 1e-9
+SLACK = 1e-12  # a bisection's bound lowered by this share: float sums in another order
 BLOCK = 128  # postings in a term's first blocks of impact order, and in a fresh block
 DOUBLING = 4  # later blocks of the impact order double in size every this many blocks
 FRESH_SHARE = 8  # a term is put in order again when over 1/FRESH_SHARE of it is fresh
@@ -427,7 +428,9 @@ class _Search:
 
     From then on no round not read can reach it, and a round that could not stays so (its
     bound only falls, the k-th only rises): a block read then adds to the rounds that still
-    could only (``alive``, found in C by a set intersection, the rest of the block skipped).
+    could only (``alive``, picked from the block in C, the rest of it skipped). How many of
+    them still could is then counted by a bisection in each group of them by the terms read
+    (``_count``), not by a pass over them all: they are listed only to be scored.
     The k-th sum is looked for among the rounds at or above it when last found and those a
     block has raised to it since (``hot``), not among every round read. Whether a round is
     kept is asked of its row only when ``accept`` may refuse it or a query term holds a
@@ -451,6 +454,11 @@ class _Search:
         # Once what is unread is below the k-th, the rounds that could still reach it: no
         # other round can, so a block read from then on adds to these only.
         self.alive: set[int] | None = None
+        # The rounds of ``alive`` by the terms read for them (a mask each), each group's sums
+        # in ascending order, as they were when ``alive`` was made: how many still reach is
+        # counted by a bisection a group (``_count``), not by a pass over every round.
+        self.groups: list[tuple[int, list[float], list[int]]] = []
+        self.origin: dict[int, tuple[float, int]] = {}  # row -> (sum, mask) then, if read since
         self.exact: dict[int, float] = {}  # row -> its score, of rounds scored whole
         self.gains = gains  # desc -> what a posting gives before the idf (``_Kept``)
 
@@ -472,12 +480,15 @@ class _Search:
                 # the rounds that could reach it are counted again once the gap widened
                 gap = threshold - unread
                 threshold = self._threshold()
-                reaching = self._reaching(left, threshold)
-                if len(reaching) <= max(self.k, FEW) or spent:
-                    return self._finish(reaching)
-                self.alive = set(reaching)
-                if budget is None:  # read on while it costs less than scoring them
-                    budget = len(reaching) * POSTINGS_A_ROUND
+                # once alive, they are listed only when few enough to be scored
+                if self.alive is None or spent or self._count(left, threshold) <= max(
+                        self.k, FEW):
+                    reaching = self._reaching(left, threshold)
+                    if len(reaching) <= max(self.k, FEW) or spent:
+                        return self._finish(reaching)
+                    self._keep_alive(reaching)
+                    if budget is None:  # read on while it costs less than scoring them
+                        budget = len(reaching) * POSTINGS_A_ROUND
             if budget is not None:
                 budget -= lists[i].next_size
             self._take(i)
@@ -492,11 +503,14 @@ class _Search:
         rows, descs = _decode(data)
         pairs: Iterable[tuple[int, int]] = zip(rows, descs, strict=True)
         if self.alive is not None:  # found in C: the rounds of the block that could reach
-            mine = self.alive.intersection(rows)
-            if not mine:
+            chosen = list(map(self.alive.__contains__, rows))
+            if not any(chosen):
                 return
-            of = dict(pairs)
-            pairs = [(row, of[row]) for row in mine]
+            pairs = list(zip(compress(rows, chosen), compress(descs, chosen), strict=True))
+            origin, sums, read = self.origin, self.sums, self.read
+            for row, _ in pairs:  # each touched round's state when the groups were made
+                if row not in origin:
+                    origin[row] = (sums.get(row, 0.0), read.get(row, 0))
         context, avgdl, weight, bit = self.context, self.avgdl, lst.weight, 1 << i
         gains = self.gains
         sums, read, unsure = self.sums, self.read, self.unsure
@@ -590,16 +604,20 @@ class _Search:
         """The rounds read whose sum and what their unread terms could give is not below
         ``threshold``: among those whose sum and all that is unread reach it, what the terms
         not read for a round could give is worked out once per set of terms read (a mask),
-        so the rounds are filtered in C (``compress``), not in a loop in Python."""
+        so the rounds are filtered in C (``compress``), not in a loop in Python. Once
+        ``alive`` is known, they are taken from its groups (``_grouped``)."""
         sums, read, unsure = self.sums, self.read, self.unsure
         floor = threshold / (1 + MARGIN)
-        # once known, the rounds that could still reach it are nearly all near it
-        near = self._above(floor - sum(left)) if self.alive is None else list(self.alive)
-        masks = list(map(read.__getitem__, near))
-        rest = {mask: sum(v for j, v in enumerate(left) if not mask >> j & 1)
-                for mask in set(masks)}
-        reaching = list(compress(near, map(floor.__le__, map(
-            add, map(sums.__getitem__, near), map(rest.__getitem__, masks)))))
+        if self.alive is None:
+            # the rounds that could still reach it are nearly all near it
+            near = self._above(floor - sum(left))
+            masks = list(map(read.__getitem__, near))
+            rest = {mask: sum(v for j, v in enumerate(left) if not mask >> j & 1)
+                    for mask in set(masks)}
+            reaching = list(compress(near, map(floor.__le__, map(
+                add, map(sums.__getitem__, near), map(rest.__getitem__, masks)))))
+        else:
+            reaching = self._grouped(left, floor, None)
         if unsure:  # few: a capped count or length, at most the supremum more
             chosen, alive = set(reaching), self.alive
             for row, most in unsure.items():
@@ -611,6 +629,65 @@ class _Search:
                         sums.get(row, 0.0) + more + most) * (1 + MARGIN) >= threshold:
                     reaching.append(row)
         return reaching
+
+    def _keep_alive(self, reaching: list[int]) -> None:
+        """From now on blocks add to ``reaching`` only. They are grouped by the terms read
+        for them, each group in the order of their sums (those with capped postings left
+        out: ``unsure`` is looked at whole), so those that could still reach a threshold are
+        a tail of each group, found by bisection, not by a pass over them all: once alive, a
+        query's rounds mostly stay so while the blocks that could drop them are read."""
+        self.alive = set(reaching)
+        sums, read, unsure = self.sums, self.read, self.unsure
+        by_mask: dict[int, list[int]] = {}
+        for row in reaching:
+            if row not in unsure:
+                by_mask.setdefault(read[row], []).append(row)
+        self.groups = []
+        for mask, rows in by_mask.items():
+            rows.sort(key=sums.__getitem__)
+            self.groups.append((mask, list(map(sums.__getitem__, rows)), rows))
+        self.origin = {}
+
+    def _grouped(self, left: list[float], floor: float, count: list[int] | None
+                 ) -> list[int]:
+        """The rounds of ``alive`` (none with capped postings) whose sum and what their
+        unread terms could give may reach ``floor`` (a few at the bound more, never fewer).
+        A round not read since the groups were made is in its group's tail; one read since
+        (``origin``) is taken out of it and looked at as it is now. With ``count`` given,
+        only how many is found (added to it), none listed."""
+        sums, read, unsure, origin = self.sums, self.read, self.unsure, self.origin
+        rests: dict[int, tuple[float, float]] = {}
+
+        def rest(mask: int) -> tuple[float, float]:
+            """What the terms not read for a round of ``mask`` could give, and the sum such
+            a round needs to reach ``floor`` (lowered a little: a superset, never fewer)."""
+            found = rests.get(mask)
+            if found is None:
+                more = sum(v for j, v in enumerate(left) if not mask >> j & 1)
+                found = rests[mask] = more, floor - more - (abs(floor) + more) * SLACK
+            return found
+
+        cuts = [(rows, bisect_left(found, rest(mask)[1])) for mask, found, rows in self.groups]
+        now = [row for row in origin
+               if row not in unsure and sums[row] + rest(read[row])[0] >= floor]
+        if count is not None:
+            stale = sum(was >= rest(mask)[1] for row, (was, mask) in origin.items()
+                        if row not in unsure)
+            count[0] += sum(len(rows) - at for rows, at in cuts) - stale + len(now)
+            return []
+        reaching = list(chain.from_iterable(rows[at:] for rows, at in cuts))
+        if origin:
+            reaching = list(filterfalse(origin.__contains__, reaching))
+        reaching.extend(now)
+        return reaching
+
+    def _count(self, left: list[float], threshold: float) -> int:
+        """How many of ``alive`` could still reach ``threshold`` (at least as many as
+        ``_reaching`` finds): each group's tail and those read since, those with capped
+        postings all counted."""
+        count = [len(self.unsure)]
+        self._grouped(left, threshold / (1 + MARGIN), count)
+        return count[0]
 
     def _most(self, rows: list[int]) -> dict[int, float]:
         """The most each of ``rows`` could score: its sum, what the terms not read for it could
