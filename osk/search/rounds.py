@@ -309,6 +309,10 @@ class RoundIndex:
         # ``records()`` as last read, and the file's stats then: a search with the semantic
         # channel asks for it every time, and a connection cost more than the vector scan.
         self._listed: tuple[tuple[StatKey | None, StatKey | None], Listed] | None = None
+        # The records' keys and the exclusions the index was built against, and the file's
+        # stats then (``_known``): a query asked them again each time.
+        self._read: tuple[tuple[StatKey | None, StatKey | None], list[str], Excluded
+                          ] | None = None
         self._watching = watch
         self._watch: Watch | None = self._start_watch()
         self._blind = True  # a raw folder went unwatched at the last look: the report may miss
@@ -600,8 +604,8 @@ class RoundIndex:
         """The best ``k`` rounds for ``query`` among those of keys ``visible`` allows.
         ``skip`` = (record rel, n): leave out that record's rounds from number n on.
         ``context``: the weight of a round's neighbours' words (0: its own words only)."""
-        return self.search_with_stats(query, k=k, visible=visible, refresh=refresh,
-                                      skip=skip, context=context)[0]
+        return self._search(query, k, visible, refresh, skip, context, EXCERPT_CHARS,
+                            False)[0]
 
     def search_with_stats(self, query: str, *, k: int, visible: Callable[[str], bool],
                           refresh: bool = True, skip: tuple[str, int] | None = None,
@@ -611,6 +615,13 @@ class RoundIndex:
         """``search``, with the BM25 statistics of the rounds found (None when none); each
         hit's excerpt at most ``excerpt_chars`` long, around the query's words (None: the
         kept text whole, for a caller that cuts excerpts of the hits it keeps only)."""
+        return self._search(query, k, visible, refresh, skip, context, excerpt_chars, True)
+
+    def _search(self, query: str, k: int, visible: Callable[[str], bool], refresh: bool,
+                skip: tuple[str, int] | None, context: float, excerpt_chars: int | None,
+                with_stats: bool) -> tuple[list[RoundHit], RoundStats | None]:
+        """``search_with_stats``; the statistics only ``with_stats`` (``search`` drops them:
+        a tenth of a millisecond of each of the MCP server's searches)."""
         from osk.search.expand import query_terms
 
         if k <= 0:
@@ -625,13 +636,12 @@ class RoundIndex:
         if not terms:
             return [], None
         with self._open() as db:
-            self._schema(db)
-            known = [key for (key,) in db.execute("SELECT DISTINCT key FROM records")]
+            known, built = self._known(db)
             keys = [key for key in known if visible(key)]
             if not keys:
                 return [], None
             hidden = excluded(self.vault)
-            if _built_against(db) != hidden:  # not refreshed since the exclusions changed
+            if built != hidden:  # not refreshed since the exclusions changed
                 context = 0.0
             else:
                 hidden = Excluded()
@@ -641,8 +651,21 @@ class RoundIndex:
                              excerpt(text, excerpt_chars, terms), score, slot)
                     for slot, (_, coordinate, key, at, host, text, score, _, _) in
                     enumerate(rows)]
-            return hits, _stats(db, rows, terms, query) if hits else None
+            return hits, _stats(db, rows, terms, query) if hits and with_stats else None
 
+    def _known(self, db: sqlite3.Connection) -> tuple[list[str], Excluded]:
+        """The keys of the indexed records and the exclusions the index was built against
+        (its schema checked first), read again only when the file or its write-ahead log
+        moved since the last read (any write by any process moves one, as ``records``
+        relies on; the stats are taken before the read)."""
+        stats = self._file_stats()
+        if self._read is not None and self._read[0] == stats and stats[0] is not None:
+            return self._read[1], self._read[2]
+        self._schema(db)
+        known = [key for (key,) in db.execute("SELECT DISTINCT key FROM records")]
+        built = _built_against(db)
+        self._read = stats, known, built
+        return known, built
 
     # -- for the semantic channel (osk.search.round_vectors) ---------------------------------
     def records(self) -> Listed:
