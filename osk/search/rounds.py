@@ -645,13 +645,22 @@ class RoundIndex:
                 context = 0.0
             else:
                 hidden = Excluded()
-            rows = _best(db, terms, k, context, _accepting(
-                None if len(keys) == len(known) else frozenset(keys), skip, hidden))
+            accept = _accepting(None if len(keys) == len(known) else frozenset(keys), skip,
+                                hidden)
+            # one read transaction: each statement outside one takes and drops the log's read
+            # lock and stats the file (three system calls; a query runs about twenty), and
+            # every statement reads the same state of the index
+            db.execute("BEGIN")
+            try:
+                rows = _best(db, terms, k, context, accept)
+                stats = _stats(db, rows, terms, query) if rows and with_stats else None
+            finally:
+                db.execute("COMMIT")
             hits = [RoundHit(coordinate, key, at, host, text if excerpt_chars is None else
                              excerpt(text, excerpt_chars, terms), score, slot)
                     for slot, (_, coordinate, key, at, host, text, score, _, _) in
                     enumerate(rows)]
-            return hits, _stats(db, rows, terms, query) if hits and with_stats else None
+            return hits, stats
 
     def _known(self, db: sqlite3.Connection) -> tuple[list[str], Excluded]:
         """The keys of the indexed records and the exclusions the index was built against

@@ -13,6 +13,7 @@ from recallkit import rounds_in
 
 from osk.calls.request import NewNode
 from osk.engine.core import Engine
+from osk.search import round_postings
 from osk.search.rounds import MARKER, RoundIndex, excerpt
 from osk.search.tokenize import tokenize_prose
 from osk.store.vault import Vault
@@ -133,6 +134,34 @@ def test_the_index_catches_up_with_a_record_changed_behind_it(vault, tmp_path):
     assert [h.coordinate for h in index.search("first words", k=5, visible=lambda key: True)] \
         == ["_raw/shop/talk#Round 1", "_raw/shop/talk#Round 2"]
     assert index.search("zeppelin", k=5, visible=lambda key: False) == []
+
+
+def test_a_query_reads_the_index_as_it_began_while_another_process_writes(vault, tmp_path,
+                                                                            monkeypatch):
+    """Another process's refresh may commit between a query's statements (here: a record
+    removed, so its only word's blocks are deleted between the query reading the word's
+    block heads and reading its first block): the query reads one state of the index
+    throughout, the one it began in, and finds what was there."""
+    shop = make_project(tmp_path / "shop")
+    engine = Engine.open(vault, cwd=shop)
+    engine.append_raw("talk", user="the zeppelin arrives", assistant="ok")
+    index = RoundIndex(vault)
+    before = index.search("zeppelin", k=5, visible=lambda key: True)
+    assert [h.coordinate for h in before] == ["_raw/shop/talk#Round 1"]
+    take = round_postings._Search._take
+    writes: list[int] = []
+
+    def written_meanwhile(search: object, term: int) -> None:
+        if not writes:
+            writes.append(1)
+            (vault.raw_dir / "shop" / "talk.md").unlink()
+            assert RoundIndex(vault).refresh() == 0  # the word's blocks deleted, committed
+        take(search, term)
+
+    monkeypatch.setattr(round_postings._Search, "_take", written_meanwhile)
+    assert index.search("zeppelin", k=5, visible=lambda key: True, refresh=False) == before
+    assert writes
+    assert index.search("zeppelin", k=5, visible=lambda key: True) == []  # the next: gone
 
 
 
