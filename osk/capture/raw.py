@@ -442,7 +442,7 @@ def append_round(vault: Vault, key: str, conversation: str, round: RoundInput) -
         # verifies the record and rebuilds the index, and a retry with the same completion
         # id is still found.
         try:
-            written(vault)
+            written(vault, rel)
             index.add(round.completion, number, digest)
             save_state(state_path, RecordState(list(file_identity(stat)), number,
                                                _chain(chain, frame),
@@ -453,12 +453,15 @@ def append_round(vault: Vault, key: str, conversation: str, round: RoundInput) -
     return RoundRef(key_name, conversation_name, number, digest, redacted=tuple(findings))
 
 
-def written(vault: Vault) -> None:
-    """Tell the rounds' index of every process that a record file changed (its stamp,
-    ``osk.store.generation.RECORDS``): call it after the record's bytes are on disk, still
-    holding its lock, so that a reader that sees the stamp move also sees the bytes. Every osk
-    writer of a record calls it (an append, ``osk redact``, a sync landing)."""
-    generation.bump(vault, generation.RECORDS)
+def written(vault: Vault, rel: str) -> None:
+    """Tell the rounds' index of every process that the record file ``rel`` changed (its
+    stamp, ``osk.store.generation.RECORDS``): call it after the record's bytes are on disk,
+    still holding its lock, so that a reader that sees the stamp move also sees the bytes.
+    Every osk writer of a record calls it (an append, ``osk redact``, a sync landing). This
+    process remembers which record each of its bumps told of (``generation.own_bumps``): its
+    index, finding the stamp moved by its own bumps alone, reads only those records (the Stop
+    hook after its capture)."""
+    generation.bump(vault, generation.RECORDS, rel)
 
 
 def _indexed(index: raw_ids.CompletionIds, position: _Position, path: Path, rel: str,

@@ -86,7 +86,7 @@ def reframe_rounds(vault: Vault, key: str, conversation: str, numbers: set[int] 
         if not changed or dry_run:
             return changed
         vault.write_file(path, b"".join(pieces) + data[position:])
-        written(vault)
+        written(vault, rel)
         fresh = verified_position(path, rel, None, key_name, conversation_name)
         assert fresh.verified is not None
         raw_ids.write_all(ids_path(vault, key_name, conversation_name), fresh.verified,

@@ -20,10 +20,15 @@ a look finds the index agreeing with the records, it leaves beside the index wha
 - the index file's stats and the exclusions the look agreed with.
 
 All unmoved: nothing changed that a walk would find, bar a record edited by hand in place
-(keeping the file) after it settled, which the next osk write of any record, or a watching
-process (the MCP server), finds (docs/search.md). A look taken while a folder had changed
-within the race window is not kept: a file created in the same clock tick might not have
-moved it.
+(keeping the file) after it settled, or a capture killed between its bytes and its stamp: a
+look whose walk began more than ``WALK_EVERY_NS`` ago is not trusted, so those are found
+within ten minutes (a watching process, the MCP server, sees an edit at once; docs/search.md).
+A look taken while a folder had changed within the race window is not kept: a file created in
+the same clock tick might not have moved it.
+
+When the stamp moved by this process's own bumps alone (``generation.own_bumps``: the Stop
+hook after its capture), the look holds for every other record: the process reads the records
+it wrote and leaves a look that extends the old one (its walk's time kept).
 
 Standard library only: the hooks read it.
 """
@@ -43,11 +48,17 @@ from osk.store.fsutil import RACE_WINDOW_NS, StatKey, folder_stat, replace_unsyn
 from osk.store.vault import Vault
 
 FILE = "rounds-look.json"  # beside the index file
-FORMAT = 1
+FORMAT = 2  # 2: when the walk it extends began (``walked``)
+# A look whose last walk (a stat of every record) began longer ago than this is not trusted:
+# what no stamp nor folder tells of (a record edited by hand in place, a capture killed between
+# its bytes and its stamp) is found within it, at one walk per vault per period, not per query.
+WALK_EVERY_NS = 600_000_000_000
 
 Folders = dict[str, Any]  # "" (``_raw``) or a project folder's name -> its folder_stat
 Disk = Mapping[str, tuple[str, tuple[int, int, int]]]  # rel -> (key, stat key)
 Begun = tuple[int, generation.Stamp]  # when a look began (ns) and the records' stamp then
+# what ``holds`` finds: records held, this process's own changed records, when it began, the look
+Held = tuple[int, Disk, Begun, dict[str, Any]]
 
 
 def begin(vault: Vault) -> Begun:
@@ -62,8 +73,11 @@ def folder(path: str | os.PathLike[str], *, top: bool) -> Any:
 
 
 def holds(vault: Vault, index: Path, hidden: Excluded,
-          file_stats: Callable[[], tuple[StatKey | None, StatKey | None]]) -> int | None:
-    """The number of records the index holds when the last look still holds, else None."""
+          file_stats: Callable[[], tuple[StatKey | None, StatKey | None]]) -> Held | None:
+    """When the last look still holds: the records the index holds, those this process
+    changed since (the stamp moved by its own bumps alone, ``generation.own_bumps``: to be
+    read before the index agrees again; none when the stamp did not move), when this check
+    began and the look. Else None: walk."""
     look = _read(index.with_name(FILE))
     if look is None:
         return None
@@ -74,8 +88,12 @@ def holds(vault: Vault, index: Path, hidden: Excluded,
 
 
 def _holds(vault: Vault, look: dict[str, Any], hidden: Excluded,
-           file_stats: Callable[[], tuple[StatKey | None, StatKey | None]]) -> int | None:
-    if list(generation.current(vault, generation.RECORDS)) != look["stamp"]:
+           file_stats: Callable[[], tuple[StatKey | None, StatKey | None]]) -> Held | None:
+    begun = begin(vault)  # the stamp before the own records' stats, as a walk takes it
+    if not 0 <= begun[0] - int(look["walked"]) <= WALK_EVERY_NS:  # (or the clock went back)
+        return None
+    own = {} if list(begun[1]) == look["stamp"] else _own_since(vault, look["stamp"], begun[1])
+    if own is None:
         return None
     root = vault.raw_dir
     folders: Folders = look["folders"]
@@ -83,25 +101,50 @@ def _holds(vault: Vault, look: dict[str, Any], hidden: Excluded,
         if folder(root / name if name else root, top=not name) != seen:
             return None
     for rel, seen in look["unsettled"].items():
-        if _listed(vault.root / rel) != seen:
+        if rel not in own and _listed(vault.root / rel) != seen:  # own ones are read again
             return None
     if _exclusions(hidden) != look["excluded"] or _stats(file_stats()) != look["file"]:
         return None
-    return int(look["records"])
+    return int(look["records"]), own, begun, look
 
 
-def keep(vault: Vault, index: Path, begun: Begun, folders: Folders, disk: Disk,
-         hidden: Excluded, file_stats: tuple[StatKey | None, StatKey | None]) -> None:
-    """Record a look that found the index (whose stats are ``file_stats``, taken once it agreed)
-    agreeing with ``disk``, unless a folder changed within the race window before it began."""
+def _own_since(vault: Vault, seen: list[int], stamp: generation.Stamp) -> Disk | None:
+    """The records this process's own bumps told of since the stamp was ``seen``, with their
+    stats now; None when another process bumped too (or the stamp is another file)."""
+    inode, size, _ = stamp
+    if inode != seen[0] or not 0 < size - seen[1] <= generation.OWN_KEPT:
+        return None
+    mine = generation.own_bumps(vault, generation.RECORDS, inode)
+    told = {mine.get(end, "") for end in range(seen[1] + 1, size + 1)}
+    own: dict[str, tuple[str, tuple[int, int, int]]] = {}
+    for rel in told:
+        parts = rel.split("/")
+        if len(parts) != 3 or not rel.endswith(".md"):  # another's bump, or not a record
+            return None
+        stat = _listed(vault.root / rel)
+        if stat is None:  # gone: its folder moved, and a walk finds that
+            return None
+        own[rel] = (parts[1], (stat[0], stat[1], stat[2]))
+    return own
+
+
+def keep(vault: Vault, index: Path, begun: Begun, folders: Folders,
+         records: Mapping[str, Any], count: int, hidden: Excluded,
+         file_stats: tuple[StatKey | None, StatKey | None], walked: int | None = None) -> None:
+    """Record a look that found the index (whose stats are ``file_stats``, taken once it
+    agreed) holding ``count`` records, agreeing with ``records`` (rel -> stat key: every record,
+    or those whose stats the look checked), unless a folder changed within the race window
+    before it began. ``walked``: when the walk this look extends began (None: this one
+    walked)."""
     seen_ns, stamp = begun
     settled = seen_ns - RACE_WINDOW_NS
     if any(stat is not None and stat[0] >= settled for stat in folders.values()):
         return  # a name added in the same tick as its mtime may not have moved it
     look = {"format": FORMAT, "stamp": list(stamp), "folders": folders,
-            "unsettled": {rel: list(stat) for rel, (_, stat) in disk.items()
+            "unsettled": {rel: list(stat) for rel, stat in records.items()
                           if stat[1] >= settled},
-            "excluded": _exclusions(hidden), "file": _stats(file_stats), "records": len(disk)}
+            "excluded": _exclusions(hidden), "file": _stats(file_stats), "records": count,
+            "walked": seen_ns if walked is None else walked}
     path = index.with_name(FILE)
     try:
         replace_unsynced(path, json.dumps(look, separators=(",", ":")))

@@ -444,9 +444,11 @@ class RoundIndex:
             return 0  # the kernel reported no change to a record since
         if self._watch is None:  # no report to be had: the last look, by any process
             held = round_look.holds(self.vault, self.path, hidden, self._file_stats)
-            if held is not None:
-                self._count = held
+            if held is not None and not held[1]:
+                self._count = held[0]
                 return 0  # no writer's stamp, no folder, nor the file moved since
+            if held is not None:  # moved by this process's own writes alone: read only them
+                return self._refresh_own(held, hidden, timeout, budget)
         begun = round_look.begin(self.vault)
         disk = self._records_on_disk()
         if self._agreed == (disk, hidden, self._file_stats()):
@@ -464,8 +466,24 @@ class RoundIndex:
         """What this look saw, for the processes without a watch that query next."""
         self._count = len(disk)
         assert self._agreed is not None
-        round_look.keep(self.vault, self.path, begun, self._folders, disk, hidden,
+        round_look.keep(self.vault, self.path, begun, self._folders,
+                        {rel: stat for rel, (_, stat) in disk.items()}, len(disk), hidden,
                         self._agreed[2])
+
+    def _refresh_own(self, held: round_look.Held, hidden: Excluded, timeout: float,
+                     budget: float | None) -> int:
+        """Index the records this process changed since the last look (which holds for every
+        other record), and leave a look that says so: the Stop hook after its capture."""
+        count, own, begun, look = held
+        self._agreed, self._count = None, None
+        done, whole = self._refresh(dict(own), hidden, timeout, budget, others_held=True)
+        if whole:
+            self._count = count
+            checked = {**{rel: tuple(stat) for rel, stat in look["unsettled"].items()},
+                       **{rel: stat for rel, (_, stat) in own.items()}}
+            round_look.keep(self.vault, self.path, begun, look["folders"], checked, count,
+                            hidden, self._left, walked=int(look["walked"]))
+        return done
 
     @contextmanager
     def _stats_left(self) -> Iterator[None]:
@@ -485,7 +503,8 @@ class RoundIndex:
         return self._count == 0
 
     def _refresh(self, disk: dict[str, tuple[str, tuple[int, int, int]]], hidden: Excluded,
-                 timeout: float, budget: float | None) -> tuple[int, bool]:
+                 timeout: float, budget: float | None, others_held: bool = False
+                 ) -> tuple[int, bool]:
         """(records indexed, whether every changed record was). The records an exclusion or
         inclusion touched are indexed anew in the first transaction, which also records the
         exclusions the index is now built against: from its commit on, every round the index
@@ -497,6 +516,9 @@ class RoundIndex:
             self._schema(db)
             known = {rel: (size, mtime, ino) for rel, size, mtime, ino in
                      db.execute("SELECT rel, size, mtime_ns, ino FROM records")}
+            if others_held:  # ``disk`` names the records that changed; the rest are as held
+                disk = {**{rel: (rel.split("/")[1], stat) for rel, stat in known.items()},
+                        **disk}
             before = _built_against(db)
             touched = _touched(before, hidden)  # by an exclusion or inclusion: indexed anew
             changed = [rel for rel, (_, stat) in disk.items()

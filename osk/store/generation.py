@@ -33,13 +33,17 @@ Standard library only: hook-path modules may import it.
 from __future__ import annotations
 
 import os
+from collections import deque
 
 from osk.store.vault import Vault
 
-__all__ = ["Stamp", "bump", "current"]
+__all__ = ["Stamp", "bump", "current", "own_bumps"]
 
 FILE = "generation"  # under the vault's device state (.osk/)
 RECORDS = "raw-generation"  # the raw records' stamp, beside it
+OWN_KEPT = 64  # of a process's bumps of one stamp remembered: a hook makes a few
+
+_own: dict[str, deque[tuple[int, int, str]]] = {}  # stamp path -> (inode, size after, note)
 
 Stamp = tuple[int, int, int]  # the stamp file's (inode, size, mtime_ns); zeros before a bump
 
@@ -53,15 +57,28 @@ def current(vault: Vault, name: str = FILE) -> Stamp:
     return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-def bump(vault: Vault, name: str = FILE) -> None:
+def bump(vault: Vault, name: str = FILE, note: str = "") -> None:
     """Move the generation. Call it holding the mutation lock, after the change is on disk
-    (``name``: another stamp, bumped as its writers say)."""
+    (``name``: another stamp, bumped as its writers say). The process remembers the bump,
+    with ``note`` (what it told of), by the size it made the file (``own_bumps``)."""
     path = vault.state(name)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, b".")  # no fsync: only processes on this device read it, through the cache
+        # where this byte ends: a write to a file opened for appending moves the offset past
+        # its own bytes, whoever else appends at the same time
+        mark = (os.fstat(fd).st_ino, os.lseek(fd, 0, os.SEEK_CUR), note)
     finally:
         os.close(fd)
+    _own.setdefault(str(path), deque(maxlen=OWN_KEPT)).append(mark)
+
+
+def own_bumps(vault: Vault, name: str, inode: int) -> dict[int, str]:
+    """The sizes this process's last ``OWN_KEPT`` bumps of the stamp ``name`` made it while
+    its inode was ``inode``, each with its note: a reader that last saw the stamp at size N
+    and finds every size from N + 1 to now among them knows no other process bumped since."""
+    kept = _own.get(str(vault.state(name)), ())
+    return {end: note for node, end, note in kept if node == inode}
 
 

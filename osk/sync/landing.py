@@ -127,7 +127,7 @@ def _write(vault: Vault, rel: str, data: bytes | None, mode: str) -> None:
     if is_raw(rel):  # the rounds' index looks at the records again (osk.search.rounds)
         from osk.capture.raw import written
 
-        written(vault)
+        written(vault, rel)
 
 
 def _prune_empty_dirs(vault: Vault, directory: Path) -> None:

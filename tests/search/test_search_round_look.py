@@ -48,7 +48,7 @@ def found(vault: Vault, query: str) -> list[str]:
 
 
 def test_a_new_process_stats_no_record_while_the_last_look_holds_and_finds_every_append(
-        vault, tmp_path, walks, settled):
+        vault, tmp_path, walks, settled, monkeypatch):
     shop = make_project(tmp_path / "shop")
     engine = Engine.open(vault, cwd=shop)
     engine.append_raw("talk", user="the zeppelin arrives", assistant="ok")
@@ -56,7 +56,9 @@ def test_a_new_process_stats_no_record_while_the_last_look_holds_and_finds_every
     walks.clear()
     assert found(vault, "zeppelin") == ["_raw/shop/talk#Round 1"] and walks == []
     # another process appends to the same record: no folder moves, the stamp does
-    Engine.open(vault, cwd=shop).append_raw("talk", user="a kestrel hovers", assistant="ok")
+    with monkeypatch.context() as other:  # its bump is not this process's own
+        other.setattr(generation, "_own", {})
+        Engine.open(vault, cwd=shop).append_raw("talk", user="a kestrel hovers", assistant="ok")
     assert found(vault, "kestrel") == ["_raw/shop/talk#Round 2"] and walks == [1]
     walks.clear()
     assert found(vault, "kestrel") == ["_raw/shop/talk#Round 2"] and walks == []
@@ -116,12 +118,13 @@ def test_a_look_taken_within_the_race_window_is_not_trusted_blindly(vault, tmp_p
     assert found(vault, "aardvarks") == ["_raw/shop/talk#Round 1"]
 
 
-def test_an_edit_in_place_after_the_record_settled_is_found_at_the_next_osk_write(
-        vault, tmp_path, settled):
+def test_an_edit_in_place_after_the_record_settled_is_found_within_the_walk_period(
+        vault, tmp_path, settled, monkeypatch):
     """What docs/search.md states: a record edited by hand in place (keeping the file) long
-    after its last write moves neither the stamp nor a folder; the next osk write of any
-    record sends every process back to the records (the MCP server's watch sees it at once,
-    tests/search/test_search_rounds.py)."""
+    after its last write moves neither the stamp nor a folder; a look whose walk is older than
+    ``WALK_EVERY_NS`` is not trusted, so the edit is found then (the MCP server's watch sees
+    it at once, tests/search/test_search_rounds.py), or sooner, when another process's write
+    sends every process back to the records."""
     shop = make_project(tmp_path / "shop")
     engine = Engine.open(vault, cwd=shop)
     engine.append_raw("talk", user="a kestrel hovers", assistant="ok")
@@ -129,22 +132,27 @@ def test_an_edit_in_place_after_the_record_settled_is_found_at_the_next_osk_writ
     record = vault.raw_dir / "shop" / "talk.md"
     record.write_bytes(record.read_bytes().replace(b"kestrel", b"merlins"))  # in place
     assert found(vault, "kestrel") == ["_raw/shop/talk#Round 1"]  # not seen yet
-    engine.append_raw("other", user="a heron waits", assistant="ok")
+    monkeypatch.setattr(round_look, "WALK_EVERY_NS", -1)  # the period is over
     assert found(vault, "kestrel") == [] and found(vault, "merlins") == ["_raw/shop/talk#Round 1"]
 
 
-def test_a_capture_killed_before_its_stamp_is_found_at_the_next_bump(vault, tmp_path,
-                                                                     monkeypatch, settled):
+def test_a_capture_killed_before_its_stamp_is_found_within_the_walk_period(
+        vault, tmp_path, monkeypatch, settled, walks):
     shop = make_project(tmp_path / "shop")
     engine = Engine.open(vault, cwd=shop)
     engine.append_raw("talk", user="the zeppelin arrives", assistant="ok")
+    engine.append_raw("more", user="an osprey dives", assistant="ok")
     assert found(vault, "zeppelin") == ["_raw/shop/talk#Round 1"]
     with monkeypatch.context() as killed:
-        killed.setattr(raw, "written", lambda vault: None)  # the bytes, never the stamp
+        killed.setattr(raw, "written", lambda vault, rel: None)  # the bytes, never the stamp
         engine.append_raw("talk", user="a kestrel hovers", assistant="ok")
     assert found(vault, "kestrel") == []  # the look still holds: nothing told it
-    engine.append_raw("later", user="a heron waits", assistant="ok")
-    assert found(vault, "kestrel") == ["_raw/shop/talk#Round 2"]
+    engine.append_raw("more", user="a heron waits", assistant="ok")  # this process's own
+    walks.clear()
+    assert found(vault, "heron") == ["_raw/shop/more#Round 2"] and walks == []
+    assert found(vault, "kestrel") == []  # only the record this process wrote was read
+    monkeypatch.setattr(round_look, "WALK_EVERY_NS", -1)
+    assert found(vault, "kestrel") == ["_raw/shop/talk#Round 2"] and walks == [1]
 
 
 def test_every_osk_writer_of_a_record_moves_the_stamp(vault, tmp_path):
@@ -188,9 +196,51 @@ def test_a_look_of_another_format_or_damaged_is_not_read(vault, tmp_path, walks,
     assert found(vault, "zeppelin") == ["_raw/shop/talk#Round 1"]
     look: Path = vault.state("index", round_look.FILE)
     whole = look.read_bytes()
-    for text in (b"{", b"[]", whole.replace(b'"format":1', b'"format":0'),
+    for text in (b"{", b"[]", whole.replace(b'"format":2', b'"format":1'),
                  whole.replace(b'"folders"', b'"held"'),
                  whole.replace(b'"records":1', b'"records":[]')):
         look.write_bytes(text)
         walks.clear()
         assert found(vault, "zeppelin") == ["_raw/shop/talk#Round 1"] and walks == [1]
+
+
+def test_a_process_that_captured_reads_only_its_own_records_when_no_other_wrote(
+        vault, tmp_path, walks, settled, monkeypatch):
+    """The Stop hook after its capture: the stamp moved by this process's bumps alone, so its
+    refresh reads the records it wrote and stats no other; another process's bump in between
+    sends it back to every record, and what it appended is found."""
+    shop = make_project(tmp_path / "shop")
+    engine = Engine.open(vault, cwd=shop)
+    engine.append_raw("talk", user="the zeppelin arrives", assistant="ok")
+    engine.append_raw("more", user="an osprey dives", assistant="ok")
+    assert found(vault, "zeppelin") == ["_raw/shop/talk#Round 1"]
+    walks.clear()
+    for word in ("kestrel", "buzzard"):
+        engine.append_raw("talk", user=f"a {word} hovers", assistant="ok")
+    assert RoundIndex(vault).refresh() == 1 and walks == []
+    assert found(vault, "buzzard") == ["_raw/shop/talk#Round 3"] and walks == []
+    with monkeypatch.context() as other:  # another process's capture: not this one's bump
+        other.setattr(generation, "_own", {})
+        engine.append_raw("more", user="a heron waits", assistant="ok")
+    engine.append_raw("talk", user="a merlin stoops", assistant="ok")
+    assert RoundIndex(vault).refresh() == 2 and walks == [1]
+    assert found(vault, "heron") == ["_raw/shop/more#Round 2"]
+    assert found(vault, "merlin") == ["_raw/shop/talk#Round 4"]
+
+
+def test_captures_in_a_row_read_their_own_record_though_it_just_changed(vault, tmp_path, walks):
+    """With the real window: the record a process appends to every turn is always within it;
+    being this process's own, it is read again, not a reason to stat every record."""
+    shop = make_project(tmp_path / "shop")
+    engine = Engine.open(vault, cwd=shop)
+    engine.append_raw("talk", user="the zeppelin arrives", assistant="ok")
+    old = (os.stat(vault.raw_dir / "shop").st_mtime_ns - 3_000_000_000,) * 2
+    os.utime(vault.raw_dir / "shop", ns=old)  # the folder settled long ago
+    os.utime(vault.raw_dir, ns=old)
+    assert found(vault, "zeppelin") == ["_raw/shop/talk#Round 1"]
+    walks.clear()
+    for number, word in enumerate(("kestrel", "buzzard", "merlin"), start=2):
+        engine.append_raw("talk", user=f"a {word} hovers", assistant="ok")
+        assert RoundIndex(vault).refresh() == 1
+        assert found(vault, word) == [f"_raw/shop/talk#Round {number}"]
+    assert walks == []
