@@ -448,13 +448,14 @@ class SearchIndex:
             return
         try:
             with collector_paused():
-                snapshot = index_files.read_snapshot(self.directory, PARAMS)
-                self._corpus = self._with_stored_terms(Corpus.from_snapshot(snapshot))
+                snapshot = index_files.read_snapshot(self.directory, PARAMS, lazy=True)
+                self._corpus = self._with_stored_terms(Corpus.from_snapshot(snapshot, known))
             self._generation = snapshot.generation
         except index_files.Missing:
             self._reset_memory()
             self._build("built: no index on disk", known=known)
         except (index_files.Damaged, ValueError, TypeError, KeyError, IndexError) as exc:
+            # (a document record is decoded as the corpus is made: its damage shows here too)
             self._reset_memory()
             self._build(f"rebuilt: damaged index ({exc})", known=known)
         else:

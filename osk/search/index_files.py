@@ -40,7 +40,7 @@ from array import array
 from collections.abc import Iterator, Sequence
 from itertools import chain
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from osk.store.fastclass import dataclass
 from osk.store.fsutil import atomic_write
@@ -72,7 +72,8 @@ class Snapshot:
     generation: str
     params: dict[str, Any]
     terms: list[str]  # the vocabulary; term i owns postings offsets[i]:offsets[i + 1]
-    docs: Sequence[list[Any] | None]  # document records by slot; None for a free slot
+    # document records by slot, None for a free slot (read ``lazy``: an iterator of them)
+    docs: Sequence[list[Any] | None] | Iterator[list[Any] | None]
     offsets: array[int]
     slots: array[int]
     tfs: array[int]
@@ -136,8 +137,10 @@ def _body(snapshot: Snapshot, codes: list[str]) -> Iterator[tuple[int, bytes | m
 
 def _meta_parts(snapshot: Snapshot) -> Iterator[bytes]:
     """``{"terms": [...], "docs": [...]}`` as one ``json.dumps`` of it writes it, in parts."""
-    yield b'{"terms":' + _dumps(snapshot.terms) + b',"docs":['
+    yield _TERMS_AT.encode() + _dumps(snapshot.terms) + _DOCS_AT.encode()
     docs = snapshot.docs
+    if not isinstance(docs, Sequence):
+        raise TypeError("a snapshot read lazily is not written back")
     for start in range(0, len(docs), CHUNK):
         chunk = _dumps([docs[slot] for slot in range(start, min(start + CHUNK, len(docs)))])
         yield (b"," if start else b"") + chunk[1:-1]
@@ -161,21 +164,36 @@ def narrowest_code(values: array[int]) -> str:
     return next(code for code in CODES if top < 1 << 8 * array(code).itemsize)
 
 
-def read_snapshot(directory: Path, params: dict[str, Any]) -> Snapshot:
-    """Read and check the snapshot; raise Missing or Damaged (with the reason) otherwise."""
+def read_snapshot(directory: Path, params: dict[str, Any], *, lazy: bool = False) -> Snapshot:
+    """Read and check the snapshot; raise Missing or Damaged (with the reason) otherwise.
+
+    Read a section at a time, each array straight into its own (``array.fromfile``), the
+    checksum kept as it goes: the file read whole (127 MB at 100,000 nodes) was held beside
+    its meta's copy, that copy's decoded text and the decoded records. ``lazy``: the
+    document records are decoded one at a time as ``docs`` is iterated, once (a damaged one
+    raises Damaged or ValueError there), so a reader that keeps part of each record never
+    holds every record whole (at 100,000 nodes 1.1 KB a record, 22 MB of them their lists)."""
     try:
-        data = (directory / SNAPSHOT).read_bytes()
+        handle = open(directory / SNAPSHOT, "rb")  # noqa: SIM115 - closed below
     except FileNotFoundError:
         raise Missing("no index on disk") from None
     except OSError as exc:
         raise Damaged(f"unreadable ({exc})") from None
-    if not data.startswith(MAGIC):
+    with handle:
+        try:
+            return _read(handle, params, lazy)
+        except OSError as exc:
+            raise Damaged(f"unreadable ({exc})") from None
+
+
+def _read(handle: BinaryIO, params: dict[str, Any], lazy: bool) -> Snapshot:
+    if handle.read(len(MAGIC)) != MAGIC:
         raise Damaged("not an osk search index (bad magic)")
-    end = data.find(b"\n", len(MAGIC))
-    if end < 0:
+    line = handle.readline(HEADER_LIMIT)
+    if not line.endswith(b"\n"):
         raise Damaged("header is truncated")
     try:
-        header = json.loads(data[len(MAGIC):end])
+        header = json.loads(line)
     except ValueError:
         raise Damaged("header is not JSON") from None
     if not isinstance(header, dict):
@@ -187,7 +205,6 @@ def read_snapshot(directory: Path, params: dict[str, Any]) -> Snapshot:
     if (header.get("byteorder") != sys.byteorder
             or header.get("sizes") != {code: array(code).itemsize for code in "HI"}):
         raise Damaged("written on a machine with another byte order or integer size")
-    body = memoryview(data)[end + 1:]
     sections: Any = header.get("sections")  # any JSON: a wrong shape is Damaged below
     expected = ["meta", *_ARRAYS] + (list(_DROPPED) if header["version"] == 2 else [])
     try:
@@ -196,21 +213,16 @@ def read_snapshot(directory: Path, params: dict[str, Any]) -> Snapshot:
         codes = [section[1] for section in sections]
     except (TypeError, IndexError, KeyError, ValueError):
         raise Damaged("the header's section list is malformed") from None
-    if names != expected or sum(sizes) != len(body):
+    body = os.fstat(handle.fileno()).st_size - handle.tell()
+    if names != expected or sum(sizes) != body or min(sizes) < 0:
         raise Damaged("sections do not add up to the file size (truncated?)")
-    if zlib.crc32(body) != header.get("crc32"):
-        raise Damaged("checksum mismatch")
-    return _decode(header, body, codes, sizes)
-
-
-def _decode(header: dict[str, Any], body: memoryview, codes: list[str],
-            sizes: list[int]) -> Snapshot:
-    position = sizes[0]
-    try:
-        meta = json.loads(bytes(body[:position]))
-        terms, docs = meta["terms"], meta["docs"]
-    except (ValueError, KeyError, TypeError):
-        raise Damaged("metadata is not the expected JSON") from None
+    raw = handle.read(sizes[0])
+    crc = zlib.crc32(raw)
+    try:  # parsed once the checksum vouches for it
+        text: str | None = raw.decode("utf-8")
+    except ValueError:
+        text = None
+    del raw
     arrays = []
     for code, size in zip(codes[1:1 + len(_ARRAYS)], sizes[1:1 + len(_ARRAYS)], strict=True):
         if code not in CODES:
@@ -218,14 +230,73 @@ def _decode(header: dict[str, Any], body: memoryview, codes: list[str],
         values = array(code)
         if size % values.itemsize:
             raise Damaged("an array section has a partial item")
-        values.frombytes(body[position:position + size])
+        try:
+            values.fromfile(handle, size // values.itemsize)
+        except EOFError:
+            raise Damaged("sections do not add up to the file size (truncated?)") from None
+        crc = zlib.crc32(values, crc)
         arrays.append(values)
-        position += size
+    for skipped in iter(lambda: handle.read(CHUNK_BYTES), b""):  # version 2's dropped ones
+        crc = zlib.crc32(skipped, crc)
+    if crc != header.get("crc32"):
+        raise Damaged("checksum mismatch")
+    return _decode(header, text, arrays, lazy)
+
+
+HEADER_LIMIT = 1 << 20  # a header line is a few hundred bytes
+CHUNK_BYTES = 1 << 20  # what a skipped section is read by
+
+
+def _decode(header: dict[str, Any], text: str | None, arrays: list[array[int]],
+            lazy: bool) -> Snapshot:
     offsets, slots, tfs, lengths = arrays
-    if not isinstance(terms, list) or not isinstance(docs, list) or len(lengths) != len(docs):
+    try:
+        if text is None:
+            raise ValueError("not UTF-8")
+        terms, records = _meta(text, len(lengths))
+        docs: Sequence[list[Any] | None] | Iterator[list[Any] | None] = \
+            records if lazy else list(records)
+    except (ValueError, KeyError, TypeError):
+        raise Damaged("metadata is not the expected JSON") from None
+    if not isinstance(terms, list):
         raise Damaged("metadata does not match the arrays")
     return Snapshot(str(header.get("generation")), header["params"], terms, docs,
                     offsets, slots, tfs, lengths, header["version"] >= 3)
+
+
+_DECODER = json.JSONDecoder()
+_TERMS_AT = '{"terms":'  # the meta as ``_meta_parts`` writes it
+_DOCS_AT = ',"docs":['
+
+
+def _meta(text: str, count: int) -> tuple[Any, Iterator[list[Any] | None]]:
+    """The meta's vocabulary and its ``count`` document records, decoded one at a time as
+    they are iterated where the meta is laid out as ``_meta_parts`` writes it; any other
+    layout of the same JSON is decoded whole."""
+    if text.startswith(_TERMS_AT):
+        terms, at = _DECODER.raw_decode(text, len(_TERMS_AT))
+        if text.startswith(_DOCS_AT, at):
+            return terms, _records(text, at + len(_DOCS_AT), count)
+    meta = json.loads(text)
+    terms, docs = meta["terms"], meta["docs"]
+    if not isinstance(docs, list) or len(docs) != count:
+        raise Damaged("metadata does not match the arrays")
+    return terms, iter(docs)
+
+
+def _records(text: str, at: int, count: int) -> Iterator[list[Any] | None]:
+    """``count`` records from ``text[at:]``, then the meta's end; the text is let go with
+    the last."""
+    decode = _DECODER.raw_decode
+    for number in range(count):
+        if number:
+            if text[at:at + 1] != ",":
+                raise Damaged("metadata does not match the arrays")
+            at += 1
+        record, at = decode(text, at)
+        yield record
+    if text[at:] != "]}":
+        raise Damaged("metadata does not match the arrays")
 
 
 # -- journal --------------------------------------------------------------------------------
