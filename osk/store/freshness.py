@@ -25,7 +25,7 @@ import os
 import stat as stat_mod
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from osk.store import generation
@@ -46,10 +46,19 @@ StatKey = tuple[int, ...]
 class _Folder:
     stat: StatKey  # taken before the listing, so a later change shows as a different stat
     seen_ns: int  # when that stat was taken
-    files: set[str]  # node file names in it
+    # Its node file names, each ended by a NUL (no file name holds one): one string, where
+    # a set of them and the stats of the listing were 220 bytes a node (22 MB at 100,000),
+    # for a set made again only when the folder is listed anew or this process writes in it.
+    names: str
     folders: set[str]  # sub-folder names
     path: Path  # where it was listed: kept, as making a Path costs what its stat does
-    file_stats: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # at listing
+
+    @property
+    def files(self) -> set[str]:
+        return set(self.names.split("\0")[:-1])
+
+    def keep(self, files: Iterable[str]) -> None:
+        self.names = "".join(f"{name}\0" for name in files)
 
 
 class Freshness:
@@ -268,11 +277,13 @@ class Freshness:
         for rel in added:
             folder, _, name = rel.rpartition("/")
             if folder in self._folders:
-                self._folders[folder].files.add(name)
+                held = self._folders[folder]
+                held.keep(held.files | {name})
         for rel in removed:
             folder, _, name = rel.rpartition("/")
             if folder in self._folders:
-                self._folders[folder].files.discard(name)
+                held = self._folders[folder]
+                held.keep(held.files - {name})
 
     # -- folders ------------------------------------------------------------------------------
     def _scan(self, rel: str, found: list[tuple[str, tuple[int, int, int]]]) -> None:
@@ -280,12 +291,13 @@ class Freshness:
         watched vault's folder is watched before it is listed, so no change falls between."""
         if self._watch is not None:
             self._watch.add(rel)
-        listed = _list_folder(self.vault.root / rel, top="/" not in rel)
-        if listed is None:
+        got = _list_folder(self.vault.root / rel, top="/" not in rel)
+        if got is None:
             return
+        listed, stats = got
         self._folders[rel] = listed
         self._listings += 1
-        found.extend((f"{rel}/{name}", stat) for name, stat in listed.file_stats.items())
+        found.extend((f"{rel}/{name}", stat) for name, stat in stats.items())
         for name in sorted(listed.folders):
             self._scan(f"{rel}/{name}", found)
 
@@ -312,16 +324,16 @@ class Freshness:
             return
         if self._watch is not None:  # a folder made again under this name has no watch yet
             self._watch.add(rel)
-        listed = _list_folder(path, top="/" not in rel)
-        if listed is None:
+        got = _list_folder(path, top="/" not in rel)
+        if got is None:
             self._vanish(rel, removed)
             return
+        listed, stats = got
         self._folders[rel] = listed
         self._listings += 1
-        for name in known.files - listed.files:
+        for name in known.files - stats.keys():
             self._remove(f"{rel}/{name}", removed)
-        self._take([(f"{rel}/{name}", stat) for name, stat in listed.file_stats.items()],
-                   added, changed)
+        self._take([(f"{rel}/{name}", stat) for name, stat in stats.items()], added, changed)
         for name in known.folders - listed.folders:
             self._vanish(f"{rel}/{name}", removed)
         for name in sorted(listed.folders):
@@ -368,14 +380,14 @@ def _racy_folder(folder: _Folder) -> bool:
     return folder.seen_ns - changed < window
 
 
-def _list_folder(path: Path, *, top: bool) -> _Folder | None:
-    """A folder's node files with their stats, and its sub-folders, chosen exactly as
-    ``catalog.walk_nodes`` walks."""
+def _list_folder(path: Path, *, top: bool
+                 ) -> tuple[_Folder, dict[str, tuple[int, int, int]]] | None:
+    """A folder's listing (its node files and sub-folders, chosen exactly as
+    ``catalog.walk_nodes`` walks), and the stat of each of its node files."""
     stat = folder_stat(path, top=top)
     seen = time.time_ns()
     if stat is None:
         return None
-    files: set[str] = set()
     folders: set[str] = set()
     file_stats: dict[str, tuple[int, int, int]] = {}
     try:
@@ -392,10 +404,11 @@ def _list_folder(path: Path, *, top: bool) -> _Folder | None:
                     except FileNotFoundError:
                         continue  # removed while we listed: it is not there
                     file_stats[name] = (st.st_size, st.st_mtime_ns, st.st_ino)
-                    files.add(name)
     except (FileNotFoundError, NotADirectoryError):
         return None
-    return _Folder(stat, seen, files, folders, path, file_stats)
+    folder = _Folder(stat, seen, "", folders, path)
+    folder.keep(file_stats)
+    return folder, file_stats
 
 
 def _file_stat(path: str | Path) -> tuple[int, int, int] | None:
