@@ -141,6 +141,13 @@ class Node:
         assert self._fields is not None
         return [str(link) for link in self._fields.get("derived_from", ())]
 
+    def plain_field(self, key: str) -> Any:
+        """One front matter field as the plain fields hold it (a node restored from the
+        catalog snapshot, or one whose text was let go), else None: the model is not built
+        to ask (``osk.search.corpus`` holds these strings rather than copies of them)."""
+        fields = self._fields
+        return None if fields is None else fields.get(key)
+
     def meta_fields(self) -> dict[str, Any]:
         """The front matter as plain fields (what the catalog snapshot stores)."""
         if self._fields is not None:
