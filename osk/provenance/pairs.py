@@ -313,7 +313,10 @@ def _redacted_reason(vault: Vault, target_key: str, current: str | None) -> str:
         else "target-changed"
 
 
-@lru_cache(maxsize=65536)
+# A pass over every citing node asks each link twice in a row (its pair and its front matter)
+# and a hub's link from many nodes: recent links are what a cache serves. 65,536 links held
+# 13 MB at 100,000 citing nodes, for a pass that met each other link once.
+@lru_cache(maxsize=4096)
 def link_identity(link: str) -> str:
     """What two links have in common when they cite the same thing (a node's title after case
     folding, or the raw/file coordinate); a malformed link stands for itself."""
