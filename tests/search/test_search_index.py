@@ -605,3 +605,50 @@ def test_a_terms_postings_written_one_at_a_time_read_as_written_whole(tmp_path):
     whole.executemany("INSERT INTO postings VALUES (?, ?, ?, ?)", recallfile._blocks(
         "heron", array("I", rows), array("I", [counts[row] for row in rows])))
     assert held_postings(whole) == held_postings(db)
+
+
+def test_a_loaded_index_holds_the_catalogs_objects_where_its_values_are_equal(vault: Vault):
+    """A document loaded from the snapshot takes the catalog entry's path, stat, id and file
+    hash (``Corpus.from_snapshot``'s ``known``) rather than keeping copies of its own."""
+    write_node(vault, "Domain/Crane.md", "the crane dances")
+    write_node(vault, "Scope/app/Heron.md", "the heron fishes")
+    first = SearchIndex(vault, refresh_interval=3600)
+    assert len(first) == 2  # built and written whole
+    catalog = Catalog(vault)
+    catalog.refresh()
+    second = SearchIndex(vault, refresh_interval=3600)
+    second.reconcile(catalog)
+    assert second.load_report == "loaded"
+    for rel in ("Domain/Crane.md", "Scope/app/Heron.md"):
+        doc, entry = second.doc(rel), catalog.entries[rel]
+        assert doc is not None and entry.node is not None
+        assert doc.path is entry.path and doc.stat is entry.stat
+        assert doc.id is entry.node.id and doc.file_hash is entry.node.file_hash
+    assert titles(second.search("heron")) == ["Heron"]
+
+
+def test_a_damaged_record_found_as_the_index_loads_rebuilds_it(vault: Vault):
+    """The records are decoded as the corpus is made (``read_snapshot``'s ``lazy``): one
+    that cannot be a document, under a right checksum, is damage all the same."""
+    import json
+    import zlib
+
+    write_node(vault, "Domain/Crane.md", "the crane dances")
+    write_node(vault, "Scope/app/Heron.md", "the heron and the crane fish")
+    first = SearchIndex(vault, refresh_interval=3600)
+    expected = first.search("crane")
+    path = first.directory / index_files.SNAPSHOT
+    data = path.read_bytes()
+    end = data.index(b"\n", len(index_files.MAGIC))
+    header = json.loads(data[len(index_files.MAGIC):end])
+    size = header["sections"][0][2]
+    meta = json.loads(data[end + 1:end + 1 + size])
+    meta["docs"][0] = ["not", "a", "record"]
+    encoded = json.dumps(meta, separators=(",", ":")).encode()
+    header["sections"][0][2] = len(encoded)
+    header["crc32"] = zlib.crc32(encoded + data[end + 1 + size:])
+    path.write_bytes(index_files.MAGIC + json.dumps(header).encode() + b"\n" + encoded
+                     + data[end + 1 + size:])
+    second = SearchIndex(vault, refresh_interval=0.0)
+    assert second.search("crane") == expected
+    assert second.load_report.startswith("rebuilt: damaged index")

@@ -68,3 +68,54 @@ def test_a_torn_journal_line_ends_the_replay_there(tmp_path: Path):
     ops, unusable = index_files.read_journal(tmp_path, "g1")
     assert ops == [["del", "Domain/A.md"]] and unusable
     assert index_files.read_journal(tmp_path, "another generation") == ([], True)
+
+
+def _rewritten_meta(path: Path, meta: bytes) -> None:
+    """The snapshot at ``path`` with its meta section replaced (sizes and checksum made
+    right), the arrays as they were."""
+    import json
+    import zlib
+
+    data = path.read_bytes()
+    end = data.index(b"\n", len(index_files.MAGIC))
+    header = json.loads(data[len(index_files.MAGIC):end])
+    arrays = data[end + 1 + header["sections"][0][2]:]
+    header["sections"][0][2] = len(meta)
+    header["crc32"] = zlib.crc32(meta + arrays)
+    path.write_bytes(index_files.MAGIC + json.dumps(header).encode() + b"\n" + meta + arrays)
+
+
+@pytest.mark.parametrize("lazy", [False, True])
+def test_records_are_read_one_at_a_time_or_whole_from_any_layout_of_the_meta(
+        tmp_path: Path, lazy: bool):
+    """The reader decodes the records one at a time as the writer lays the meta out
+    (``lazy``: as they are iterated), and the same JSON laid out otherwise whole."""
+    import json
+
+    written = snapshot(7)
+    index_files.write_snapshot(tmp_path, written)
+    path = tmp_path / index_files.SNAPSHOT
+    for meta in (None, json.dumps({"docs": written.docs, "terms": written.terms}, indent=1)):
+        if meta is not None:
+            _rewritten_meta(path, meta.encode())
+        read = index_files.read_snapshot(tmp_path, PARAMS, lazy=lazy)
+        assert read.terms == written.terms
+        assert isinstance(read.docs, list) is not lazy
+        assert list(read.docs) == written.docs
+
+
+@pytest.mark.parametrize("meta", [
+    b'{"terms":["alpha","beta"],"docs":[["record-0"],null]}',  # a record short of the arrays
+    b'{"terms":["alpha","beta"],"docs":[["record-0"],null,["record-2"],["more"]]}',
+    b'{"terms":["alpha","beta"],"docs":[["record-0"],null,["record-2"]',  # no end
+    b'{"terms":["alpha","beta"],"docs":[["record-0"] null,["record-2"]]}',
+])
+def test_records_that_do_not_match_the_arrays_are_damage_whether_read_lazily_or_not(
+        tmp_path: Path, meta: bytes):
+    index_files.write_snapshot(tmp_path, snapshot(7))
+    _rewritten_meta(tmp_path / index_files.SNAPSHOT, meta)
+    with pytest.raises(index_files.Damaged):
+        index_files.read_snapshot(tmp_path, PARAMS)
+    read = index_files.read_snapshot(tmp_path, PARAMS, lazy=True)
+    with pytest.raises((index_files.Damaged, ValueError)):
+        list(read.docs)
