@@ -481,6 +481,12 @@ class Engine:
             time.sleep(max(0.0, (newest + RACE_WINDOW_NS - time.time_ns()) / 1e9))
             self.refresh()
         self.catalog.save_snapshot(last=True)  # a bulk load's end: nothing saves it again
+        if self._index is None:  # no index in this process: none on disk is built to disk
+            index = SearchIndex(self.vault, refresh_interval=math.inf)
+            self._ctx.take_changes()  # the build reads every file: nothing to hand over
+            if index.build_on_disk(self.catalog.entries, self._ctx.fresh.look()):
+                self._index = index
+                return
         index = self._search_index()
         self._note_look()
         index.flush()

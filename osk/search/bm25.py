@@ -22,7 +22,7 @@ import sys
 from array import array
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 K1 = 1.5
 B = 0.75
@@ -246,19 +246,7 @@ class Bm25:
         if histogram is None:
             histogram = self._histogram = Counter(self.df(term) for term in self.all_terms())
             histogram.pop(0, None)
-        # idf(n, df) written out, with its log(df + 0.5) kept: the same sum to the bit, and
-        # one log a distinct df where a write paid two and a call (2,000 dfs at 100,000 nodes)
-        log, lows = math.log, self._df_logs
-        total = 0.0
-        terms = 0
-        for df, count in histogram.items():
-            if count and df:
-                low = lows.get(df)
-                if low is None:
-                    low = lows[df] = log(df + 0.5)
-                total += count * (log(n - df + 0.5) - low)
-                terms += count
-        value = total / terms if terms else 0.0
+        value = mean_idf(n, histogram, self._df_logs)
         self._average_idf = (n, value)
         return value
 
@@ -571,6 +559,25 @@ class Bm25:
         return impacts
 
 
+def mean_idf(n: int, histogram: Mapping[int, int], lows: dict[int, float]) -> float:
+    """The mean raw idf of the terms counted in ``histogram`` (df -> how many terms), in ``n``
+    documents: idf(n, df) written out, with its log(df + 0.5) kept in ``lows``: the same sum
+    to the bit, and one log a distinct df where a write paid two and a call (2,000 dfs at
+    100,000 nodes). The sum runs in the histogram's order (a bulk build on disk counts the
+    terms in the order a loader of its snapshot does)."""
+    log = math.log
+    total = 0.0
+    terms = 0
+    for df, count in histogram.items():
+        if count and df:
+            low = lows.get(df)
+            if low is None:
+                low = lows[df] = log(df + 0.5)
+            total += count * (log(n - df + 0.5) - low)
+            terms += count
+    return total / terms if terms else 0.0
+
+
 class Staged:
     """Postings of a bulk build (a whole index read from the files), where ``Bm25.add`` keeps
     a dict entry and an int object a posting (about 100 bytes: 4.9 KB a node of an import's
@@ -591,6 +598,7 @@ class Staged:
         self.lengths: dict[int, int] = {}
         self._last = -1
         self._ascending = True  # every term's slots ascending (slots came in order)
+        self.postings = 0  # how many are staged (``bulk_build`` writes a run past a bound)
 
     def add(self, slot: int, frequencies: Mapping[str, int], length: int) -> None:
         if slot in self.lengths:
@@ -611,6 +619,7 @@ class Staged:
                 held.append(_TF_ESCAPE << _SLOT_BITS | slot)
                 large.setdefault(term, {})[slot] = tf
         self._top_tf = max(self._top_tf, *frequencies.values()) if frequencies else self._top_tf
+        self.postings += len(frequencies)
         self.lengths[slot] = length
         self._ascending = self._ascending and slot > self._last
         self._last = max(self._last, slot)
@@ -626,27 +635,43 @@ class Staged:
             self._pairs[term] = pairs
         self._packed = False
 
+    @property
+    def tf_code(self) -> str:
+        """The narrowest array type that holds every staged count."""
+        return next(code for code in "BHI" if self._top_tf < 1 << 8 * array(code).itemsize)
+
     def index(self) -> Bm25:
         """The staged postings as a ``Bm25``'s base (each term's array let go once copied,
         so the two forms are never both whole in memory)."""
         terms = list(self._pairs)
-        code = next(code for code in "BHI" if self._top_tf < 1 << 8 * array(code).itemsize)
-        offsets, slots, tfs = array("I", [0]), array("I"), array(code)
+        offsets, slots, tfs = array("I", [0]), array("I"), array(self.tf_code)
         for term in terms:
-            held = self._pairs.pop(term)
-            if not self._packed:
-                slots.extend(held[0::2])
-                tfs.fromlist(held[1::2].tolist())  # another item type than the pairs'
-            else:
-                start = len(slots)
-                self._split(held, slots, tfs)
-                large = self._large.pop(term, None)
-                if large:
-                    for at in range(start, len(slots)):
-                        if tfs[at] == _TF_ESCAPE:
-                            tfs[at] = large[slots[at]]
+            self._take(term, slots, tfs)
             offsets.append(len(slots))
         return Bm25.from_base(terms, offsets, slots, tfs, self.lengths, self._ascending)
+
+    def drain(self) -> Iterator[tuple[str, array[int], array[int]]]:
+        """Each term's (slots, counts in ``tf_code``), terms in sorted order, each term let go
+        as it is given: a run that ``bulk_build`` writes to disk."""
+        for term in sorted(self._pairs):
+            slots, tfs = array("I"), array(self.tf_code)
+            self._take(term, slots, tfs)
+            yield term, slots, tfs
+
+    def _take(self, term: str, slots: array[int], tfs: array[int]) -> None:
+        """Append ``term``'s postings to ``slots`` and ``tfs`` and let its array go."""
+        held = self._pairs.pop(term)
+        if not self._packed:
+            slots.extend(held[0::2])
+            tfs.fromlist(held[1::2].tolist())  # another item type than the pairs'
+            return
+        start = len(slots)
+        self._split(held, slots, tfs)
+        large = self._large.pop(term, None)
+        if large:
+            for at in range(start, len(slots)):
+                if tfs[at] == _TF_ESCAPE:
+                    tfs[at] = large[slots[at]]
 
     @staticmethod
     def _split(packed: array[int], slots: array[int], tfs: array[int]) -> None:

@@ -90,6 +90,7 @@ from osk.store.vault import Vault
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from osk.search.bulk_build import DiskBuild
     from osk.store.catalog import Catalog, Changes, Entry
     from osk.store.node import Node
 
@@ -159,6 +160,7 @@ class SearchIndex:
         self._file_look: tuple[StatKey, dict[str, Any] | None] | None = None  # by its stat
         self._same_as: tuple[dict[str, Any], dict[str, Any]] | None = None  # (_saw_same)
         self._building = False  # a bulk build: documents go to the recall file, not the journal
+        self._disk: DiskBuild | None = None  # a build straight to disk (``build_on_disk``)
 
     # -- public API ---------------------------------------------------------------------------
     def sync(self, catalog: Catalog, changes: Changes) -> None:
@@ -409,6 +411,48 @@ class SearchIndex:
                 if self._journal_ops:
                     self._compact()
 
+    def build_on_disk(self, known: Known, look: dict[str, Any] | None) -> bool:
+        """Index every file straight to disk, holding none of the index (``bulk_build``:
+        ``osk import``'s end on a vault with no index yet, where the index built in memory
+        stood beside the writes' state), and record ``look`` with it as ``note_look`` does
+        (with the files ``known`` holds and the index does not). The index is loaded from
+        disk on its next use, as a new process loads it. False, and nothing done, when an
+        index is on disk or in memory already (``known``: as in ``reconcile``)."""
+        from osk.search.bulk_build import DiskBuild
+
+        with self._lock:
+            if self._loaded or (self.directory / index_files.SNAPSHOT).exists():
+                return False
+            self._reset_memory()
+            disk = self._disk = DiskBuild(self.directory)
+            self._recall.start_build()
+            self._building = True
+            try:
+                self._build_on_disk(disk, known)
+            except BaseException:
+                self._recall.abandon_build()
+                raise
+            finally:
+                self._building, self._disk = False, None
+                disk.close()
+            if look is not None and len(known) != len(disk):
+                look["others"] = {rel: list(known[rel].stat)
+                                  for rel in sorted(known.keys() - disk.paths)}
+            self._recall.record_look(look)
+            self._reset_memory()  # the next use loads what was written, as a new process
+            return True
+
+    def _build_on_disk(self, disk: DiskBuild, known: Known) -> None:
+        now = time.time_ns()
+        for rel, stat in _walk(self.vault):
+            self._read_file(rel, stat, None, now, known)
+        blocks = disk.merged()
+        self._recall.build_postings(blocks)
+        for _ in blocks:  # what a failed recall file did not take: the snapshot needs it
+            pass
+        self._save(lambda generation: disk.write_snapshot(generation, PARAMS))
+        self._recall.end_disk_build(disk.lengths, {**disk.meta(), **self._recall_protection()})
+
     def rebuild(self, progress: Callable[[int, int], None] | None = None) -> None:
         """Forget everything persisted and index the files again (``progress(done, total)``
         after each file)."""
@@ -550,10 +594,18 @@ class SearchIndex:
             self._compact()
 
     def _compact(self) -> None:
+        self._generation = self._save(lambda generation: index_files.write_snapshot(
+            self.directory, self._corpus.snapshot(generation, PARAMS)))
+        self._journal_ops = 0
+        self._pending.clear()
+
+    def _save(self, write: Callable[[str], object]) -> str:
+        """Write a snapshot of a new generation (``write(generation)``) and an empty journal
+        for it; returns the generation."""
         generation = index_files.new_generation()
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            index_files.write_snapshot(self.directory, self._corpus.snapshot(generation, PARAMS))
+            write(generation)
             index_files.reset_journal(self.directory, generation)
         except OSError as exc:  # a full or read-only disk: search goes on from memory
             log.warning("the search index could not be saved (%s); it is rebuilt from the "
@@ -564,9 +616,7 @@ class SearchIndex:
                     (self.directory / name).unlink(missing_ok=True)
                 except OSError:
                     pass  # read-only: the vault cannot change under the pair either
-        self._generation = generation
-        self._journal_ops = 0
-        self._pending.clear()
+        return generation
 
     # -- the recall file (osk.search.recall_mirror) ----------------------------------------------
     def _recall_meta(self) -> dict[str, Any]:
@@ -685,6 +735,9 @@ class SearchIndex:
             return
         self._rejects.pop(rel, None)
         doc, frequencies = document(rel, served, stat, file_hash, read_ns)
+        if self._disk is not None:  # a build straight to disk: nothing kept here
+            self._recall.put(self._disk.put(doc, frequencies), doc, frequencies)
+            return
         replaced = self._corpus.store(doc, frequencies)
         self._newest_ns = max(self._newest_ns, stat[1]) if self._newest_ns >= 0 else -1
         if self._building:

@@ -37,7 +37,7 @@ import os
 import sys
 import zlib
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import chain
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -97,14 +97,26 @@ def write_snapshot(directory: Path, snapshot: Snapshot) -> int:
     meta again costs about 5 us a node."""
     codes = [narrowest_code(getattr(snapshot, name)) if name in _NARROWED
              else getattr(snapshot, name).typecode for name in _ARRAYS]
+    return write_sections(directory, snapshot.generation, snapshot.params, codes,
+                          lambda: _body(snapshot, codes))
+
+
+Body = Iterator[tuple[int, bytes | memoryview]]  # a part of the body, with its section
+
+
+def write_sections(directory: Path, generation: str, params: dict[str, Any], codes: list[str],
+                   body: Callable[[], Body]) -> int:
+    """Write a snapshot whose body ``body()`` gives in parts, in file order, each with its
+    section's number (0: the meta, then ``_ARRAYS`` in ``codes``' types): called twice, once
+    for the header's sizes and checksum, once as it is written. Returns the size in bytes."""
     sizes, crc = [0] * (1 + len(_ARRAYS)), 0
-    for section, part in _body(snapshot, codes):
+    for section, part in body():
         sizes[section] += len(part)
         crc = zlib.crc32(part, crc)
     header = {
         "version": FORMAT_VERSION,
-        "params": snapshot.params,
-        "generation": snapshot.generation,
+        "params": params,
+        "generation": generation,
         "byteorder": sys.byteorder,
         "sizes": {code: array(code).itemsize for code in "HI"},
         "sections": [["meta", "json", sizes[0]]] + [
@@ -113,8 +125,7 @@ def write_snapshot(directory: Path, snapshot: Snapshot) -> int:
         "crc32": crc,
     }
     head = MAGIC + json.dumps(header, separators=(",", ":")).encode("ascii") + b"\n"
-    atomic_write(directory / SNAPSHOT,
-                 chain([head], (part for _, part in _body(snapshot, codes))))
+    atomic_write(directory / SNAPSHOT, chain([head], (part for _, part in body())))
     return len(head) + sum(sizes)
 
 
@@ -122,7 +133,7 @@ CHUNK = 1000  # document records encoded together (``write_snapshot``)
 CHUNK_ITEMS = 1 << 16  # array items narrowed together
 
 
-def _body(snapshot: Snapshot, codes: list[str]) -> Iterator[tuple[int, bytes | memoryview]]:
+def _body(snapshot: Snapshot, codes: list[str]) -> Body:
     """The snapshot's body in parts, each with its section's number (0: the meta)."""
     for part in _meta_parts(snapshot):
         yield 0, part
@@ -137,14 +148,29 @@ def _body(snapshot: Snapshot, codes: list[str]) -> Iterator[tuple[int, bytes | m
 
 def _meta_parts(snapshot: Snapshot) -> Iterator[bytes]:
     """``{"terms": [...], "docs": [...]}`` as one ``json.dumps`` of it writes it, in parts."""
-    yield _TERMS_AT.encode() + _dumps(snapshot.terms) + _DOCS_AT.encode()
     docs = snapshot.docs
     if not isinstance(docs, Sequence):
         raise TypeError("a snapshot read lazily is not written back")
-    for start in range(0, len(docs), CHUNK):
-        chunk = _dumps([docs[slot] for slot in range(start, min(start + CHUNK, len(docs)))])
-        yield (b"," if start else b"") + chunk[1:-1]
+
+    def records(docs: Sequence[list[Any] | None]) -> Iterator[bytes]:
+        for start in range(0, len(docs), CHUNK):
+            chunk = _dumps([docs[slot] for slot in range(start, min(start + CHUNK, len(docs)))])
+            yield (b"," if start else b"") + chunk[1:-1]
+
+    return meta_parts(snapshot.terms, records(docs))
+
+
+def meta_parts(terms: list[str], records: Iterable[bytes]) -> Iterator[bytes]:
+    """The meta section in parts: ``records`` are the documents' records, by slot, as
+    ``record_bytes`` encodes them, joined by commas (in parts of any size)."""
+    yield _TERMS_AT.encode() + _dumps(terms) + _DOCS_AT.encode()
+    yield from records
     yield b"]}"
+
+
+def record_bytes(record: list[Any] | None) -> bytes:
+    """One document's record as the meta holds it."""
+    return _dumps(record)
 
 
 def _dumps(value: object) -> bytes:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from osk.search import recallfile
 
 if TYPE_CHECKING:
+    from array import array
     from collections.abc import Iterable
 
     from osk.search.corpus import Corpus, SearchDoc
@@ -111,14 +112,32 @@ class RecallMirror:
     def end_build(self, corpus: Corpus) -> None:
         """Write the built corpus's postings and swap the file in (or, when the build could
         not be written, remove the old file: the next load rebuilds it)."""
+        meta = {} if self._build is None else self.meta()  # a pass over every term
+        self._end_build(lambda build: build.finish(corpus.docs, corpus.bm25, meta), meta)
+
+    def build_postings(self, blocks: Iterable[recallfile.Block]) -> None:
+        """Insert a bulk build's postings (``RecallBuild.postings``), ahead of ``end_disk_build``;
+        what a failed insert did not take of ``blocks`` is left in it."""
+        if self._build is not None:
+            try:
+                self._build.postings(blocks)
+            except (sqlite3.Error, OSError, recallfile.Unusable):
+                self._build_broke()
+
+    def end_disk_build(self, lengths: array[int], meta: dict[str, Any]) -> None:
+        """End a build whose postings ``build_postings`` took: the documents' lengths (by slot)
+        and ``meta``, then the file swapped in (or the old one removed, as ``end_build``)."""
+        self._end_build(lambda build: build.end(lengths, meta), meta)
+
+    def _end_build(self, finish: Callable[[recallfile.RecallBuild], None],
+                   meta: dict[str, Any]) -> None:
         build, self._build = self._build, None
         if build is None:
             if self._build_failed:
                 self.failed()
             return
-        meta = self.meta()
         try:
-            build.finish(corpus.docs, corpus.bm25, meta)
+            finish(build)
             self.written = meta
         except (sqlite3.Error, OSError, recallfile.Unusable) as exc:
             if not recallfile.busy(exc):  # busy: the file stays; the next load compares it

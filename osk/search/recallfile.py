@@ -43,7 +43,7 @@ from osk.store.locks import file_lock
 SCHEMA = 4  # 2: supersedes holds a loose title key (key or text, osk.store.edges); 3: blocks;
 # 4: blocks by count, packed (offsets and counts in the fewest bytes); a record holds no
 # column again; a document's terms compressed
-BLOCK = 180  # postings a block holds when built (``_blocks``); a write splits one past 2 x BLOCK
+BLOCK = 180  # postings a block holds when built (``blocks``); a write splits one past 2 x BLOCK
 FILE = "recall.sqlite"
 LOCK = "recall.lock"  # writers only: a mirror and a rebuild never overlap; readers never wait
 BUSY_MS = 2000  # how long a writer waits for another writer's transaction
@@ -259,12 +259,22 @@ class RecallBuild:
                ) -> None:
         """Write the postings of ``bm25`` and ``docs``' lengths, then swap the file in
         (``docs``: the documents put, by slot; a posting of a slot without one is left out)."""
-        self._flush()
-        db = self._open()
-        db.executemany("INSERT INTO postings VALUES (?, ?, ?, ?)", _all_blocks(docs, bm25))
+        self.postings(_all_blocks(docs, bm25))
         lengths = array("I", [0] * (max(docs, default=-1) + 1))
         for slot, doc in docs.items():
             lengths[slot] = doc.length
+        self.end(lengths, meta)
+
+    def postings(self, blocks: Iterable[Block]) -> None:
+        """Insert stored blocks (``blocks``: terms in sorted order, each term's rows ascending,
+        as ``blocks`` makes them), after the documents put so far."""
+        self._flush()
+        self._open().executemany("INSERT INTO postings VALUES (?, ?, ?, ?)", blocks)
+
+    def end(self, lengths: array[int], meta: Mapping[str, Any]) -> None:
+        """Write the documents' lengths (by slot) and ``meta``, then swap the file in."""
+        self._flush()
+        db = self._open()
         db.execute("INSERT INTO blobs VALUES ('lengths', ?)", (lengths.tobytes(),))
         for statement in self._indexes:
             db.execute(statement)
@@ -294,8 +304,10 @@ class RecallBuild:
             self._open().executemany(_REPLACE_DOC, rows)  # one put again: the last stands
 
 
-def _all_blocks(docs: Mapping[int, SearchDoc], bm25: Bm25
-                ) -> Iterator[tuple[str, int, bytes, bytes]]:
+Block = tuple[str, int, bytes, bytes]  # a postings row: term, base row, rows, counts
+
+
+def _all_blocks(docs: Mapping[int, SearchDoc], bm25: Bm25) -> Iterator[Block]:
     """Every term's postings as stored blocks, in key order (terms sorted, each term's rows
     ascending), made one term at a time; a posting of a slot without its document is left
     out."""
@@ -306,7 +318,7 @@ def _all_blocks(docs: Mapping[int, SearchDoc], bm25: Bm25
             kept = [(slot, tf) for slot, tf in zip(slots, tfs, strict=True) if slot in docs]
             slots, tfs = array("I", [slot for slot, _ in kept]), array("I", [tf for _, tf in kept])
         if slots:
-            yield from _blocks(term, slots, tfs)
+            yield from blocks(term, slots, tfs)
 
 
 _INSERT_DOC = "INSERT INTO docs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
@@ -400,8 +412,7 @@ class _Lengths:
         self._rows = rows
 
 
-def _blocks(term: str, slots: array[int], tfs: array[int]
-            ) -> Iterator[tuple[str, int, bytes, bytes]]:
+def blocks(term: str, slots: array[int], tfs: array[int]) -> Iterator[Block]:
     """A term's postings (rows ascending) as stored blocks of ``BLOCK`` postings each."""
     for start in range(0, len(slots), BLOCK):
         rows = slots[start:start + BLOCK]

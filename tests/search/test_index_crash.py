@@ -209,9 +209,9 @@ import os, signal, sys
 from pathlib import Path
 from osk.engine.core import Engine
 from osk.calls.request import NewNode
-from osk.search import SearchIndex, recallfile
+from osk.search import SearchIndex, bulk_build, recallfile
 
-vault = sys.argv[1]
+vault, how = sys.argv[1:3]
 eng = Engine.open(vault, cwd=Path(vault), actor="user")
 eng.create_node(NewNode("animals", "What animals do", "The animals cluster.\n",
                         space="Domain", cluster="animals", drafter="test"))
@@ -228,19 +228,23 @@ def put(self, slot, doc, terms):
     if puts == 3:
         os.kill(os.getpid(), signal.SIGKILL)  # halfway through a full build
 recallfile.RecallBuild.put = put
-SearchIndex(Engine.open(vault, cwd=Path(vault), actor="user").vault).rebuild()
+bulk_build.RUN_POSTINGS = 1  # a run written for each document
+index = SearchIndex(Engine.open(vault, cwd=Path(vault), actor="user").vault)
+index.rebuild() if how == "in-memory" else index.build_on_disk({}, None)
 print("NOT KILLED", flush=True)
 '''
 
 
+@pytest.mark.parametrize("how", ["in-memory", "on-disk"])
 def test_a_full_build_killed_midway_leaves_only_a_temp_file_and_the_next_open_mends_it(
-        vault: Vault):
+        vault: Vault, how: str):
     """A full build (``osk reindex``, the end of ``osk import``) writes each document into a
     new recall file as it reads the vault: killed halfway, it leaves that file under a temp
     name (no SQLite journal beside it, which nothing would remove); the next open removes it,
     however soon after the killed build's own open (the rest of device state is swept hourly),
-    and finds the index and the files agreeing."""
-    done = subprocess.run([sys.executable, "-c", CHILD_BUILD, str(vault.root)],
+    and finds the index and the files agreeing. Built on disk (``osk import`` into a vault
+    with no index), its runs and records are in files the system removes with the process."""
+    done = subprocess.run([sys.executable, "-c", CHILD_BUILD, str(vault.root), how],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == -signal.SIGKILL, (done.stdout, done.stderr)
     left = [path.name for path in vault.state("index").iterdir()]

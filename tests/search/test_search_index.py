@@ -546,7 +546,7 @@ def test_the_recall_file_keeps_a_terms_postings_in_blocks_a_write_rewrites_one_o
     rows = list(range(0, 6 * recallfile.BLOCK, 2))  # three blocks' worth, written whole
     counts = array("I", [row % 5 + 1 for row in rows])
     db.executemany("INSERT INTO postings VALUES (?, ?, ?, ?)",
-                   recallfile._blocks("heron", array("I", rows), counts))
+                   recallfile.blocks("heron", array("I", rows), counts))
     written: list[int] = []
     db.set_trace_callback(lambda sql: written.append(len(sql)) if "VALUES" in sql else None)
     recallfile._post(db, "heron", 6 * recallfile.BLOCK + 9, 2)  # a new last row
@@ -602,7 +602,7 @@ def test_a_terms_postings_written_one_at_a_time_read_as_written_whole(tmp_path):
     assert len(sizes) > 1 and max(sizes) <= 2 * recallfile.BLOCK
     (tmp_path / "whole").mkdir()
     whole = postings_table(tmp_path / "whole")
-    whole.executemany("INSERT INTO postings VALUES (?, ?, ?, ?)", recallfile._blocks(
+    whole.executemany("INSERT INTO postings VALUES (?, ?, ?, ?)", recallfile.blocks(
         "heron", array("I", rows), array("I", [counts[row] for row in rows])))
     assert held_postings(whole) == held_postings(db)
 

@@ -1,0 +1,209 @@
+"""A whole search index written from the files straight to disk, none of it held in memory.
+
+``osk import`` into a vault with no index yet ends by indexing every node it wrote. Built in
+memory (``SearchIndex._build``), the index stood whole beside the writes' state until its
+snapshot and recall file were written from it: 1.8 KB a node held, 2.2 at its peak
+(docs/performance.md). Here (``SearchIndex.build_on_disk``) each document's record goes to a
+temporary file as it is read, its postings to a ``bm25.Staged`` that is written out as a
+sorted run every ``RUN_POSTINGS`` postings; at the end the runs are merged term by term, in
+sorted order, into the recall file's postings and the snapshot's arrays (each to a temporary
+file), and the snapshot is written from those files (``index_files.write_sections``). What
+is held is a run's postings, the vocabulary and each document's length.
+
+The temporary files are unnamed (``tempfile.TemporaryFile`` in the index folder): the system
+removes them when they are closed, on success, on failure, or when the process is killed.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+import struct
+from array import array
+from collections import Counter
+from collections.abc import Iterator
+from itertools import groupby
+from operator import itemgetter
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from osk.search import index_files, recallfile
+from osk.search.bm25 import Staged, mean_idf
+
+if TYPE_CHECKING:
+    from osk.search.corpus import SearchDoc
+
+# Postings staged before they are written out as a run: 4 bytes each staged (8 MB), plus each
+# term's array; at 100,000 nodes of the scale bench (146 postings a node) some 7 runs.
+RUN_POSTINGS = 1 << 21
+READ_BYTES = 1 << 18  # read from each run at a time while merging
+_HEAD = struct.Struct("<IIc")  # a run's term: its UTF-8 length, its postings, the counts' type
+
+Run = Iterator[tuple[str, "array[int]", "array[int]"]]  # (term, slots, counts), terms sorted
+
+
+class DiskBuild:
+    """One bulk build's temporary files and what it counts: ``put`` each document (slots are
+    given in order from 0), then ``merged`` once, then ``write_snapshot``; ``close`` always."""
+
+    def __init__(self, directory: Path) -> None:
+        import tempfile  # here: it costs a hook 5 ms to import, and only a bulk build needs it
+
+        directory.mkdir(parents=True, exist_ok=True)
+        self.directory = directory
+        self._files: list[IO[bytes]] = []
+
+        def temporary() -> IO[bytes]:
+            handle = tempfile.TemporaryFile(dir=directory)
+            self._files.append(handle)
+            return handle
+
+        self._temporary = temporary
+        self._records = temporary()  # each document's record, comma-joined, by slot
+        self._runs = temporary()  # the runs one after another
+        self._run_ends = [0]
+        self._staged = Staged()
+        self.lengths = array("I")  # by slot
+        self.paths: set[str] = set()
+        self.total_length = 0
+        self._top_tf = 0
+        # Filled by ``merged``: the vocabulary in sorted order, where each term's postings
+        # start, how many terms have each document frequency, the postings' two sections.
+        self._terms: list[str] = []
+        self._offsets = array("I", [0])
+        self._histogram: Counter[int] = Counter()
+        self._slots: IO[bytes] | None = None
+        self._tfs: IO[bytes] | None = None
+        self._codes = ("I", "B")
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def put(self, doc: SearchDoc, frequencies: dict[str, int]) -> int:
+        """Add a document, not seen before in this build; returns its slot."""
+        if doc.path in self.paths:
+            raise ValueError(f"{doc.path} is already in this build")
+        slot = len(self.lengths)
+        self._records.write((b"," if slot else b"") + index_files.record_bytes(doc.record()))
+        self.lengths.append(doc.length)
+        self.paths.add(doc.path)
+        self.total_length += doc.length
+        self._top_tf = max(self._top_tf, *frequencies.values()) if frequencies else self._top_tf
+        self._staged.add(slot, frequencies, doc.length)
+        if self._staged.postings >= RUN_POSTINGS:
+            self._write_run()
+        return slot
+
+    def _write_run(self) -> None:
+        staged, self._staged = self._staged, Staged()
+        out = self._runs
+        for term, slots, tfs in staged.drain():
+            name = term.encode("utf-8")
+            out.write(_HEAD.pack(len(name), len(slots), tfs.typecode.encode("ascii")))
+            out.write(name)
+            out.write(memoryview(slots).cast("B"))
+            out.write(memoryview(tfs).cast("B"))
+        self._run_ends.append(out.tell())
+
+    def merged(self) -> Iterator[recallfile.Block]:
+        """Every term's postings, terms in sorted order, as the recall file's blocks, each
+        term also appended to the snapshot's sections as it goes (so what a failed recall file
+        leaves of this is to be drained: ``write_snapshot`` needs every term)."""
+        if self._staged.postings or len(self._run_ends) == 1:
+            self._write_run()
+        self._runs.flush()
+        slots_code = index_files.narrowest_code(array("I", [max(len(self.lengths) - 1, 0)]))
+        tfs_code = index_files.narrowest_code(array("I", [self._top_tf]))
+        self._codes = (slots_code, tfs_code)
+        self._slots, self._tfs = self._temporary(), self._temporary()
+        fd = self._runs.fileno()
+        runs = [_read_run(fd, start, end)
+                for start, end in zip(self._run_ends, self._run_ends[1:], strict=False)]
+        merged = heapq.merge(*runs, key=itemgetter(0))  # equal terms in run order: slots rise
+        for term, parts in groupby(merged, key=itemgetter(0)):
+            slots, tfs = array("I"), array(tfs_code)
+            for _, run_slots, run_tfs in parts:
+                slots.extend(run_slots)
+                if run_tfs.typecode == tfs_code:
+                    tfs.extend(run_tfs)
+                else:
+                    tfs.fromlist(run_tfs.tolist())
+            self._terms.append(term)
+            self._offsets.append(self._offsets[-1] + len(slots))
+            self._histogram[len(slots)] += 1
+            self._slots.write(_as(slots, slots_code))
+            self._tfs.write(memoryview(tfs).cast("B"))
+            yield from recallfile.blocks(term, slots, tfs)
+
+    def meta(self) -> dict[str, Any]:
+        """The recall file's counts (``SearchIndex._recall_meta``'s): after ``merged``. The
+        mean idf sums the terms in sorted order, as an index loaded from this snapshot does."""
+        return {"average_idf": mean_idf(len(self.lengths), self._histogram, {}),
+                "n": len(self.lengths), "total_length": self.total_length}
+
+    def write_snapshot(self, generation: str, params: dict[str, Any]) -> None:
+        """The snapshot, from what ``merged`` wrote (drained whole) and the records put."""
+        assert self._slots is not None and self._tfs is not None
+        for handle in (self._records, self._slots, self._tfs):
+            handle.flush()
+        codes = ["I", *self._codes, "I"]
+        records, slots, tfs = self._records.fileno(), self._slots.fileno(), self._tfs.fileno()
+
+        def body() -> index_files.Body:
+            for part in index_files.meta_parts(self._terms, _chunks(records)):
+                yield 0, part
+            yield 1, memoryview(self._offsets).cast("B")
+            for part in _chunks(slots):
+                yield 2, part
+            for part in _chunks(tfs):
+                yield 3, part
+            yield 4, memoryview(self.lengths).cast("B")
+
+        index_files.write_sections(self.directory, generation, params, codes, body)
+
+    def close(self) -> None:
+        """Let every temporary file go (the system removes them)."""
+        files, self._files = self._files, []
+        for handle in files:
+            handle.close()
+
+
+def _as(values: array[int], code: str) -> bytes | memoryview:
+    """``values``' bytes in the array type ``code``."""
+    return memoryview(values).cast("B") if values.typecode == code else \
+        array(code, values).tobytes()
+
+
+def _chunks(fd: int, size: int = 1 << 20) -> Iterator[bytes]:
+    """A temporary file's bytes from its start, in parts (``os.pread``: no shared position)."""
+    at = 0
+    while part := os.pread(fd, size, at):
+        at += len(part)
+        yield part
+
+
+def _read_run(fd: int, start: int, end: int) -> Run:
+    """One run's terms from the runs file, read ``READ_BYTES`` at a time."""
+    buffer, at, position = b"", 0, start
+
+    def take(count: int) -> bytes:
+        nonlocal buffer, at, position
+        while len(buffer) - at < count:
+            part = os.pread(fd, max(READ_BYTES, count), position)
+            if not part or position >= end:
+                raise ValueError("a run of the bulk build is truncated")
+            part = part[:end - position]
+            position += len(part)
+            buffer, at = buffer[at:] + part, 0
+        taken = buffer[at:at + count]
+        at += count
+        return taken
+
+    while position < end or at < len(buffer):
+        length, count, code = _HEAD.unpack(take(_HEAD.size))
+        term = take(length).decode("utf-8")
+        slots, tfs = array("I"), array(code.decode("ascii"))
+        slots.frombytes(take(count * slots.itemsize))
+        tfs.frombytes(take(count * tfs.itemsize))
+        yield term, slots, tfs
+
