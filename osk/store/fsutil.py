@@ -133,7 +133,7 @@ def fsync_dir(directory: Path) -> None:
 
 
 def atomic_write(path: Path, data: bytes | str | Iterable[bytes | memoryview], *,
-                 temp_dir: Path | None = None) -> None:
+                 temp_dir: Path | None = None, reopen: bool = False) -> int | None:
     """Replace ``path`` with ``data`` (else its parts in order, written one by one where
     joining them would copy the whole; an iterator's as it makes them, so the whole is never
     held): temp file, fsync, rename, dir fsync.
@@ -142,26 +142,40 @@ def atomic_write(path: Path, data: bytes | str | Iterable[bytes | memoryview], *
     The temp file goes in ``temp_dir`` when one is given (a vault's device state, where sync
     never looks, so a write killed midway leaves nothing beside the file), else beside
     ``path``; its name carries the writer's pid so ``clear_stale_temps`` knows a dead one.
+    ``reopen``: return a read-only descriptor of the file written, opened before it took
+    ``path``'s place, so it reads these bytes whatever replaces the file later (the caller
+    closes it); else None.
     """
     parts = [data.encode("utf-8")] if isinstance(data, str) else \
         [data] if isinstance(data, bytes) else data
     where = temp_dir if temp_dir is not None else path.parent  # made by _new_temp if missing
     fd, tmp_name = _new_temp(where, path.name)
+    kept: int | None = None
     try:
         with os.fdopen(fd, "wb") as handle:
             for part in parts:
                 handle.write(part)
             handle.flush()
             _fsync_fd(handle.fileno(), path)
+        if reopen:
+            kept = os.open(tmp_name, os.O_RDONLY | getattr(os, "O_BINARY", 0))
         _replace(tmp_name, path)
     except BaseException as exc:
+        if kept is not None:
+            os.close(kept)
         try:
             os.unlink(tmp_name)
         except FileNotFoundError:
             pass
         name_path(exc, path)
         raise
-    fsync_dir(path.parent)
+    try:
+        fsync_dir(path.parent)
+    except BaseException:
+        if kept is not None:
+            os.close(kept)
+        raise
+    return kept
 
 
 def name_path(exc: BaseException, path: Path) -> None:

@@ -174,6 +174,92 @@ def test_a_snapshot_save_encodes_only_entries_put_since_the_last_and_writes_the_
     assert "Domain/N4.md" not in restored.entries
 
 
+def _as_saved(catalog: Catalog) -> str:
+    """The snapshot file ``catalog`` should write: every entry encoded whole, in its order."""
+    import json
+
+    import osk.store.catalog as catalog_mod
+
+    whole = {rel: {"stat": list(e.stat), "read_at": e.read_at_ns, "meta": e.node.meta_fields(),
+                   "file_hash": e.node.file_hash, "body_hash": e.node.body_hash}
+             for rel, e in catalog.entries.items()}
+    return json.dumps({"version": catalog_mod._SNAPSHOT_VERSION, "entries": whole},
+                      ensure_ascii=False, separators=(",", ":"))
+
+
+def test_saves_copy_unchanged_entries_from_the_file_they_wrote_even_once_it_was_replaced(
+    vault: Vault, monkeypatch
+):
+    """Each save copies the runs of entries it wrote before from its own file, kept open (and
+    encodes the rest): changes at the start, the middle and the end, a node added, one removed,
+    and another process's save replacing the file in between all leave the file a whole
+    encoding would write, and a catalog that keeps nothing holds no file open."""
+    import osk.store.catalog as catalog_mod
+
+    names = [f"N{n}" for n in range(12)]
+    for name in names:
+        write_node(vault, f"Domain/{name}.md", f"id-{name}", body=f"Body {name}.\n")
+        _age(vault, f"Domain/{name}.md")
+    catalog = Catalog(vault)
+    catalog.refresh()
+    catalog._dirty = True
+    catalog.save_snapshot()
+    path = vault.state("catalog", "snapshot.json")
+    assert path.read_text(encoding="utf-8") == _as_saved(catalog)
+    encoded: list[str] = []
+    real = catalog_mod._encode
+    monkeypatch.setattr(catalog_mod, "_encode", lambda rel, e: encoded.append(rel) or real(rel, e))
+
+    def change(name: str, body: str) -> None:
+        write_node(vault, f"Domain/{name}.md", f"id-{name}", body=body)
+        _age(vault, f"Domain/{name}.md")
+        catalog.note_written(f"Domain/{name}.md")
+
+    steps = [("N0", "First changed.\n"), ("N6", "Middle changed, and longer than it was.\n"),
+             ("N11", "Last.\n"), ("N12", "Added.\n")]
+    for step, (name, body) in enumerate(steps):
+        change(name, body)
+        if step == 1:
+            vault.abs("Domain/N3.md").unlink()
+            catalog.note_removed("Domain/N3.md")
+        if step == 2:  # another process saves its own catalog over the file
+            other = Catalog(vault)
+            other.refresh()
+            other._dirty = True
+            other.save_snapshot()
+            path.write_text(path.read_text(encoding="utf-8").replace("Body", "Bxdy"),
+                            encoding="utf-8")
+        encoded.clear()  # (the other catalog encoded every entry: its first save)
+        catalog.save_snapshot()
+        assert encoded == [f"Domain/{name}.md"]
+        assert path.read_text(encoding="utf-8") == _as_saved(catalog)
+    restored = Catalog(vault)
+    restored.refresh()
+    assert {rel: e.node.body_hash for rel, e in restored.entries.items()} == {
+        rel: e.node.body_hash for rel, e in catalog.entries.items()}
+    catalog.keep_encoded = False
+    change("N1", "Once more.\n")
+    catalog.save_snapshot()
+    assert catalog._written is None and path.read_text(encoding="utf-8") == _as_saved(catalog)
+
+
+def test_a_dropped_catalog_closes_the_file_it_kept_open(vault: Vault):
+    write_node(vault, "Domain/A.md", "id-A")
+    _age(vault, "Domain/A.md")
+    catalog = Catalog(vault)
+    catalog.refresh()
+    catalog._dirty = True
+    catalog.save_snapshot()
+    kept = catalog._written
+    assert kept is not None
+    fd = kept._fd
+    assert os.fstat(fd).st_size == vault.state("catalog", "snapshot.json").stat().st_size
+    closing = kept._closing
+    del catalog, kept
+    gc.collect()
+    assert not closing.alive  # the finalizer ran: the descriptor is closed
+
+
 def test_a_damaged_or_foreign_snapshot_is_ignored(vault: Vault):
     write_node(vault, "Domain/A.md", "id-A")
     _age(vault, "Domain/A.md")
