@@ -445,9 +445,7 @@ class Ledger:
                     return None
                 if now.st_size == size:
                     return [], tip
-                digest = hashlib.blake2b(digest_size=16)
-                for _ in _whole_lines(handle, size, digest):
-                    pass
+                digest = _digest_of(handle, size)
                 if digest.digest() != tip.digest.digest():
                     return None
                 fresh = handle.read(now.st_size - size)
@@ -472,7 +470,11 @@ class Ledger:
         digest.update(fresh)
         end = size + len(fresh)
         key = (end, now.st_mtime_ns if end == now.st_size else -1, inode)
-        return records, Tip(key, digest, max_id, tuple(sorted(heads)), tip.count + len(records))
+        grown = Tip(key, digest, max_id, tuple(sorted(heads)), tip.count + len(records))
+        if end == now.st_size:  # the file's tip now: ``tip()`` (an append's) need not read it again
+            with _CACHE_LOCK:
+                _TIPS[self.path] = grown
+        return records, grown
 
     def mark(self, stat: tuple[int, int, int]) -> Mark | None:
         """The mark of the file at ``stat`` (size, mtime_ns, inode: a stat taken by the caller,
@@ -646,8 +648,6 @@ class Ledger:
 
     def _appended(self, tip: Tip, record: Record, line: bytes, key: tuple[int, int, int]) -> None:
         """After an append: the cached tip (and a kept view of the same bytes) grown by it."""
-        if tip.digest is None and tip.key is not None:
-            return
         digest = tip.digest.copy() if tip.digest is not None else hashlib.blake2b(digest_size=16)
         digest.update(line)
         with _CACHE_LOCK:
@@ -717,16 +717,30 @@ class _Irregular(Exception):
     """A line the scan leaves to the full parse (``Ledger._scan``)."""
 
 
-def _whole_lines(handle: BinaryIO, size: int, digest: hashlib.blake2b) -> Iterator[bytes]:
-    """The whole lines of the first ``size`` bytes of ``handle`` (from where it is), without
-    their newlines, read in chunks; ``digest`` takes every byte up to the last newline."""
-    rest = b""
+def _chunks(handle: BinaryIO, size: int) -> Iterator[bytes]:
+    """The next ``size`` bytes of ``handle`` (fewer if it ends first), ``_CHUNK`` at a time."""
     left = size
     while left > 0:
         chunk = handle.read(min(_CHUNK, left))
         if not chunk:
-            break
+            return
         left -= len(chunk)
+        yield chunk
+
+
+def _digest_of(handle: BinaryIO, size: int) -> hashlib.blake2b:
+    """The digest of the next ``size`` bytes of ``handle``, never split into lines."""
+    digest = hashlib.blake2b(digest_size=16)
+    for chunk in _chunks(handle, size):
+        digest.update(chunk)
+    return digest
+
+
+def _whole_lines(handle: BinaryIO, size: int, digest: hashlib.blake2b) -> Iterator[bytes]:
+    """The whole lines of the first ``size`` bytes of ``handle`` (from where it is), without
+    their newlines, read in chunks; ``digest`` takes every byte up to the last newline."""
+    rest = b""
+    for chunk in _chunks(handle, size):
         cut = chunk.rfind(b"\n")
         if cut < 0:
             rest += chunk
