@@ -60,6 +60,15 @@ class _Folder:
     def keep(self, files: Iterable[str]) -> None:
         self.names = "".join(f"{name}\0" for name in files)
 
+    # One name in or out, in the string itself (a search and a copy in C): a set made and
+    # joined again cost a write 2.5 ms in a folder of 10,000 files.
+    def add(self, name: str) -> None:
+        if f"\0{name}\0" not in f"\0{self.names}":
+            self.names += f"{name}\0"
+
+    def discard(self, name: str) -> None:
+        self.names = f"\0{self.names}".replace(f"\0{name}\0", "\0", 1)[1:]
+
 
 class Freshness:
     """Keeps the catalog exact for what a write checks, without stat-ing every node file.
@@ -277,13 +286,11 @@ class Freshness:
         for rel in added:
             folder, _, name = rel.rpartition("/")
             if folder in self._folders:
-                held = self._folders[folder]
-                held.keep(held.files | {name})
+                self._folders[folder].add(name)
         for rel in removed:
             folder, _, name = rel.rpartition("/")
             if folder in self._folders:
-                held = self._folders[folder]
-                held.keep(held.files - {name})
+                self._folders[folder].discard(name)
 
     # -- folders ------------------------------------------------------------------------------
     def _scan(self, rel: str, found: list[tuple[str, tuple[int, int, int]]]) -> None:

@@ -282,3 +282,20 @@ def test_opening_an_engine_lists_each_folder_of_the_vault_once(
     spaces = [rel for rel in listed if rel.split(os.sep)[0] in ("Scope", "Domain", "Person")]
     assert spaces and sorted(spaces) == sorted(set(spaces))
     assert again.catalog.paths_with_title("Token lifetimes")  # and the catalog holds them
+
+
+def test_a_folder_listing_takes_a_written_name_in_and_a_removed_one_out_once():
+    """What a write notes of a folder it listed (``Freshness.noted``): a name added once
+    however often it is written, a removed one gone, and no other name touched, one that
+    begins or ends like it included."""
+    folder = freshness_mod._Folder((0, 0, 0), 0, "", set(), Path("."))
+    for name in ("ba.md", "b.md", "a.md", "a.md", "b.md"):
+        folder.add(name)
+    assert folder.files == {"a.md", "b.md", "ba.md"}
+    assert folder.names.count("a.md\0") == 2  # "a.md" and the end of "ba.md", each once
+    for name, left in (("a.md", {"b.md", "ba.md"}), ("missing.md", {"b.md", "ba.md"}),
+                       ("b.md", {"ba.md"})):
+        folder.discard(name)
+        assert folder.files == left
+    folder.discard("ba.md")
+    assert folder.files == set() and folder.names == ""
