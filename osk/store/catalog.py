@@ -469,8 +469,9 @@ class _Written:
 
 
 class _Writing:
-    """A snapshot as it is written from a plan (``Catalog._plan``): entries encoded a thousand
-    at a time, runs of the last file's copied; where each entry lands, for the next save."""
+    """A snapshot as it is written from a plan (``Catalog._plan``): entries encoded half a
+    megabyte at a time, runs of the last file's copied; where each entry lands, for the next
+    save."""
 
     def __init__(self) -> None:
         self.entries: list[Entry] = []
@@ -482,14 +483,12 @@ class _Writing:
         yield head
         at, sep, batch = len(head), b"", bytearray()
         for item in plan:
-            if isinstance(item, range):
+            batch += sep
+            sep = b","
+            if isinstance(item, range):  # what is encoded so far, then the run copied
                 assert old is not None
-                if batch:
-                    yield bytes(batch)
-                    at, batch = at + len(batch), bytearray()
-                if sep:
-                    yield sep
-                    at += len(sep)
+                yield bytes(batch)
+                at, batch = at + len(batch), bytearray()
                 first, last = old.starts[item.start], old.ends[item.stop - 1]
                 shift = at - first
                 self.entries.extend(old.entries[item.start:item.stop])
@@ -497,21 +496,20 @@ class _Writing:
                 self.ends.extend(end + shift for end in old.ends[item.start:item.stop])
                 yield from old.read(first, last)
                 at += last - first
-            else:
-                text = _encode(*item).encode("utf-8")
-                start = at + len(batch) + len(sep)
-                batch += sep + text
-                self.entries.append(item[1])
-                self.starts.append(start)
-                self.ends.append(start + len(text))
-                if len(self.entries) % 1000 == 0:
-                    yield bytes(batch)
-                    at, batch = at + len(batch), bytearray()
-            sep = b","
+                continue
+            text = _encode(*item).encode("utf-8")
+            self.entries.append(item[1])
+            self.starts.append(at + len(batch))
+            batch += text
+            self.ends.append(at + len(batch))
+            if len(batch) >= _BATCH_BYTES:
+                yield bytes(batch)
+                at, batch = at + len(batch), bytearray()
         yield bytes(batch) + b"}}"
 
 
 _COPY_PIECE = 1 << 20  # bytes of the last snapshot read at a time when copying its entries
+_BATCH_BYTES = 1 << 19  # encoded entries written at a time (some 800): never the whole held
 
 
 def _encode(rel: str, entry: Entry) -> str:

@@ -196,6 +196,7 @@ def test_saves_copy_unchanged_entries_from_the_file_they_wrote_even_once_it_was_
     encoding would write, and a catalog that keeps nothing holds no file open."""
     import osk.store.catalog as catalog_mod
 
+    monkeypatch.setattr(catalog_mod, "_BATCH_BYTES", 300)  # encoded entries written in parts
     names = [f"N{n}" for n in range(12)]
     for name in names:
         write_node(vault, f"Domain/{name}.md", f"id-{name}", body=f"Body {name}.\n")
