@@ -578,6 +578,12 @@ def mean_idf(n: int, histogram: Mapping[int, int], lows: dict[int, float]) -> fl
     return total / terms if terms else 0.0
 
 
+def code_for(top: int) -> str:
+    """The narrowest array type (``B``, ``H``, ``I``) that holds every count up to ``top``:
+    how a loaded index, a snapshot and a bulk build each store their arrays."""
+    return next(code for code in "BHI" if top < 1 << 8 * array(code).itemsize)
+
+
 class Staged:
     """Postings of a bulk build (a whole index read from the files), where ``Bm25.add`` keeps
     a dict entry and an int object a posting (about 100 bytes: 4.9 KB a node of an import's
@@ -638,7 +644,7 @@ class Staged:
     @property
     def tf_code(self) -> str:
         """The narrowest array type that holds every staged count."""
-        return next(code for code in "BHI" if self._top_tf < 1 << 8 * array(code).itemsize)
+        return code_for(self._top_tf)
 
     def index(self) -> Bm25:
         """The staged postings as a ``Bm25``'s base (each term's array let go once copied,

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from osk.search import index_files, recallfile
-from osk.search.bm25 import Staged, mean_idf
+from osk.search.bm25 import Staged, code_for, mean_idf
 
 if TYPE_CHECKING:
     from osk.search.corpus import SearchDoc
@@ -65,8 +65,7 @@ class DiskBuild:
         self._staged = Staged()
         self.lengths = array("I")  # by slot
         self.paths: set[str] = set()
-        self.total_length = 0
-        self._top_tf = 0
+        self._tfs_code = "B"  # the widest a run's counts needed
         # Filled by ``merged``: the vocabulary in sorted order, where each term's postings
         # start, how many terms have each document frequency, the postings' two sections.
         self._terms: list[str] = []
@@ -87,8 +86,6 @@ class DiskBuild:
         self._records.write((b"," if slot else b"") + index_files.record_bytes(doc.record()))
         self.lengths.append(doc.length)
         self.paths.add(doc.path)
-        self.total_length += doc.length
-        self._top_tf = max(self._top_tf, *frequencies.values()) if frequencies else self._top_tf
         self._staged.add(slot, frequencies, doc.length)
         if self._staged.postings >= RUN_POSTINGS:
             self._write_run()
@@ -96,6 +93,7 @@ class DiskBuild:
 
     def _write_run(self) -> None:
         staged, self._staged = self._staged, Staged()
+        self._tfs_code = max(self._tfs_code, staged.tf_code, key="BHI".index)
         out = self._runs
         for term, slots, tfs in staged.drain():
             name = term.encode("utf-8")
@@ -112,8 +110,7 @@ class DiskBuild:
         if self._staged.postings or len(self._run_ends) == 1:
             self._write_run()
         self._runs.flush()
-        slots_code = index_files.narrowest_code(array("I", [max(len(self.lengths) - 1, 0)]))
-        tfs_code = index_files.narrowest_code(array("I", [self._top_tf]))
+        slots_code, tfs_code = code_for(max(len(self.lengths) - 1, 0)), self._tfs_code
         self._codes = (slots_code, tfs_code)
         self._slots, self._tfs = self._temporary(), self._temporary()
         fd = self._runs.fileno()
@@ -139,7 +136,7 @@ class DiskBuild:
         """The recall file's counts (``SearchIndex._recall_meta``'s): after ``merged``. The
         mean idf sums the terms in sorted order, as an index loaded from this snapshot does."""
         return {"average_idf": mean_idf(len(self.lengths), self._histogram, {}),
-                "n": len(self.lengths), "total_length": self.total_length}
+                "n": len(self.lengths), "total_length": sum(self.lengths)}
 
     def write_snapshot(self, generation: str, params: dict[str, Any]) -> None:
         """The snapshot, from what ``merged`` wrote (drained whole) and the records put."""

@@ -426,14 +426,13 @@ class SearchIndex:
             self._reset_memory()
             disk = self._disk = DiskBuild(self.directory)
             self._recall.start_build()
-            self._building = True
             try:
                 self._build_on_disk(disk, known)
             except BaseException:
                 self._recall.abandon_build()
                 raise
             finally:
-                self._building, self._disk = False, None
+                self._disk = None
                 disk.close()
             if look is not None and len(known) != len(disk):
                 look["others"] = {rel: list(known[rel].stat)
@@ -702,11 +701,11 @@ class SearchIndex:
         held = None if entry is None else entry.node
         # A node whose text the catalog let go: the same bytes need no parse (and the document
         # keeps the catalog's string of the hash, not a second one).
-        same = held is not None and held.file_hash == file_hash
-        if same:
-            assert held is not None
+        if held is not None and held.file_hash == file_hash:
             file_hash = held.file_hash
-        node = held.with_text(text) if same and held is not None else parse_node(rel, text)
+            node: Node | None = held.with_text(text)
+        else:
+            node = parse_node(rel, text)
         if node is None:
             self._reject(rel, stat, now)
             return False

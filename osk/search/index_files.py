@@ -42,6 +42,7 @@ from itertools import chain
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from osk.search.bm25 import code_for
 from osk.store.fastclass import dataclass
 from osk.store.fsutil import atomic_write
 
@@ -186,8 +187,7 @@ def narrowest(values: array[int]) -> array[int]:
 
 def narrowest_code(values: array[int]) -> str:
     """The type ``narrowest`` gives ``values``."""
-    top = max(values, default=0)
-    return next(code for code in CODES if top < 1 << 8 * array(code).itemsize)
+    return code_for(max(values, default=0))
 
 
 def read_snapshot(directory: Path, params: dict[str, Any], *, lazy: bool = False) -> Snapshot:

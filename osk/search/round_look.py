@@ -44,7 +44,7 @@ from typing import Any
 
 from osk.capture.exclusions import Excluded
 from osk.store import generation
-from osk.store.fsutil import RACE_WINDOW_NS, StatKey, folder_stat, replace_unsynced
+from osk.store.fsutil import RACE_WINDOW_NS, StatKey, folder_stat, replace_unsynced, stat_key
 from osk.store.vault import Vault
 
 FILE = "rounds-look.json"  # beside the index file
@@ -161,12 +161,10 @@ def _read(path: Path) -> dict[str, Any] | None:
 
 
 def _listed(path: Path) -> list[int] | None:
-    """A record's stat key as ``_records_on_disk`` lists it (not following a link)."""
-    try:
-        st = os.stat(path, follow_symlinks=False)
-    except OSError:
-        return None
-    return [st.st_size, st.st_mtime_ns, st.st_ino]
+    """A record's stat key as ``_records_on_disk`` lists it (not following a link), as JSON
+    holds it."""
+    key = stat_key(path, follow_symlinks=False)
+    return None if key is None else list(key)
 
 
 def _exclusions(hidden: Excluded) -> list[list[str]]:

@@ -20,10 +20,10 @@ RACE_WINDOW_NS = 2_000_000_000
 StatKey = tuple[int, int, int]  # (size, mtime_ns, inode): what stat-keyed caches compare
 
 
-def stat_key(path: str | os.PathLike[str]) -> StatKey | None:
+def stat_key(path: str | os.PathLike[str], *, follow_symlinks: bool = True) -> StatKey | None:
     """The file's stat key, or None when it cannot be stat-ed (absent, unreadable)."""
     try:
-        st = os.stat(path)
+        st = os.stat(path, follow_symlinks=follow_symlinks)
     except OSError:
         return None
     return (st.st_size, st.st_mtime_ns, st.st_ino)
