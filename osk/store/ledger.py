@@ -452,21 +452,17 @@ class Ledger:
         except OSError:
             return None
         fresh = fresh[: fresh.rfind(b"\n") + 1]
-        seen: set[str] = set()
-        heads, max_id = set(tip.heads), tip.max_id
-        records: list[Record] = []
-        try:
-            for offset, raw in enumerate(fresh.split(b"\n")[:-1]):
-                record = _parse_line(self.shown, tip.count + 1 + offset, raw, seen)
-                if (max_id is not None and record.id <= max_id) or \
-                        not heads.issuperset(record.parents):
-                    return None
-                heads.difference_update(record.parents)
-                heads.add(record.id)
-                max_id = record.id
-                records.append(record)
-        except LedgerError:
+        records = _parse_appended(self.shown, tip.count + 1, fresh)
+        if records is None:
             return None
+        heads, max_id = set(tip.heads), tip.max_id
+        for record in records:
+            if (max_id is not None and record.id <= max_id) or \
+                    not heads.issuperset(record.parents):
+                return None
+            heads.difference_update(record.parents)
+            heads.add(record.id)
+            max_id = record.id
         digest.update(fresh)
         end = size + len(fresh)
         key = (end, now.st_mtime_ns if end == now.st_size else -1, inode)
@@ -518,10 +514,8 @@ class Ledger:
         whole = fresh[: fresh.rfind(b"\n") + 1]  # an unfinished last line is not yet a record
         if not whole:
             return [], mark
-        seen: set[str] = set()  # a repeated id shows in the caller's parents check
-        try:
-            records = [_parse_line(self.shown, 0, raw, seen) for raw in whole.split(b"\n")[:-1]]
-        except LedgerError:
+        records = _parse_appended(self.shown, 0, whole)  # a repeated id: the caller's check
+        if records is None:
             return None
         size = mark.size + len(whole)
         tail = (before + whole)[-MARK_WINDOW:]
@@ -540,16 +534,9 @@ class Ledger:
         fresh = data[old_size:]
         if not fresh.endswith(b"\n"):
             return None  # a cut-short line: let the full parse name it
-        seen: set[str] = set()  # a repeat of an older id: extended refuses, the full parse names it
-        first = data[:old_size].count(b"\n") + 1
-        try:
-            records = [
-                _parse_line(self.shown, first + offset, raw, seen)
-                for offset, raw in enumerate(fresh.split(b"\n")[:-1])
-            ]
-        except LedgerError:
-            return None  # the full parse names it (or, in a history ledger, leaves it out)
-        return cached.view.extended(records)
+        # A repeat of an older id: extended refuses, the full parse names it.
+        records = _parse_appended(self.shown, data[:old_size].count(b"\n") + 1, fresh)
+        return None if records is None else cached.view.extended(records)
 
     def _remember(self, key: tuple[int, int, int], view: LedgerView,
                   digest: hashlib.blake2b) -> Tip:
@@ -863,6 +850,19 @@ def _known_id(raw: bytes) -> str | None:
         return None
     value = obj.get("id") if isinstance(obj, dict) else None
     return value if isinstance(value, str) else None
+
+
+def _parse_appended(path: Path, first: int, whole: bytes) -> list[Record] | None:
+    """The records of ``whole`` (lines each ending in a newline, appended after what a reader
+    already holds), numbered from ``first``; None when a line is damaged or repeats another's
+    id: the caller then reads the ledger whole, which names what is wrong (or, in a history
+    ledger, leaves the line out)."""
+    seen: set[str] = set()
+    try:
+        return [_parse_line(path, first + offset, raw, seen)
+                for offset, raw in enumerate(whole.split(b"\n")[:-1])]
+    except LedgerError:
+        return None
 
 
 def _parse_line(path: Path, number: int, raw: bytes, seen: set[str]) -> Record:
