@@ -230,7 +230,7 @@ def _only_grown(before: Tip, now: Tip, line: int) -> bool:
 
 class Rows(Mapping[str, Citations]):
     """The table as its users read it: citing node id -> ``Citations``, decoded from the row
-    text on each ask. A hundred thousand citing nodes hold their rows' text (about 400 bytes
+    text on each ask. A hundred thousand citing nodes hold their rows' text (about 290 bytes
     each), not a graph of objects for every pair (more than twice that)."""
 
     def __init__(self, rows: Mapping[str, str]) -> None:

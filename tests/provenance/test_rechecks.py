@@ -432,3 +432,25 @@ def test_a_new_table_starts_from_the_store_and_reads_the_ledger_whole_only_when_
     with sqlite3.connect(vault.state(*recheck_store.FILE)) as db:  # rebuilt from the ledger
         rows = dict(db.execute("SELECT id, citations FROM citing"))
     assert {i: recheck_store.decoded(i, text) for i, text in rows.items()} == whole
+
+
+def test_a_row_on_disk_gives_back_every_pair_as_it_was():
+    """The store's rows pack hex digests and leave out a kind the key starts with: what is
+    decoded is what was encoded, for any digest text, kind or fork mark."""
+    from osk.provenance.pairs import Citations, Pair, TargetRef
+    from osk.provenance.recheck_store import decoded, encoded
+
+    digest = "0f" * 32
+    odd = ["0F" * 32, "!" + digest[1:], " " + digest[1:], "g" * 64, "abc", "", "!"]
+    pairs = {f"raw:{i}": Pair("c", TargetRef(f"raw:{i}", "raw", f"[[{i}]]"), text,
+                              text or None, "create")  # no target hash is None, as ever
+             for i, text in enumerate(odd)}
+    pairs["node:x"] = Pair("c", TargetRef("node:x", "node", "[[X]]"), digest, digest, "update")
+    pairs["file:k:p"] = Pair("c", TargetRef("file:k:p", "file", "[[p]]", "/w"), digest, None,
+                             "recite", forked=True)
+    pairs["a:b:c"] = Pair("c", TargetRef("a:b:c", "a:b", "[[c]]"), digest, "ba" * 32, "correct")
+    pairs["plain"] = Pair("c", TargetRef("plain", "", "[[plain]]"), digest, digest, "write")
+    for citations in (Citations("c", pairs, digest, "r", forked=True),
+                      Citations("c", {}, None), Citations("c", pairs, "not hex")):
+        assert decoded("c", encoded(citations)) == citations
+    assert digest not in encoded(Citations("c", pairs, None))  # packed, not as 64 characters
