@@ -198,7 +198,9 @@ def read_snapshot(directory: Path, params: dict[str, Any], *, lazy: bool = False
     its meta's copy, that copy's decoded text and the decoded records. ``lazy``: the
     document records are decoded one at a time as ``docs`` is iterated, once (a damaged one
     raises Damaged or ValueError there), so a reader that keeps part of each record never
-    holds every record whole (at 100,000 nodes 1.1 KB a record, 22 MB of them their lists)."""
+    holds every record whole (at 100,000 nodes 1.1 KB a record, 22 MB of them their lists),
+    nor the meta's text: it is read again a chunk at a time as it is decoded (``_Stream``),
+    where its text whole (53 MB at 100,000 nodes) was the load's peak above what it keeps."""
     try:
         handle = open(directory / SNAPSHOT, "rb")  # noqa: SIM115 - closed below
     except FileNotFoundError:
@@ -242,13 +244,18 @@ def _read(handle: BinaryIO, params: dict[str, Any], lazy: bool) -> Snapshot:
     body = os.fstat(handle.fileno()).st_size - handle.tell()
     if names != expected or sum(sizes) != body or min(sizes) < 0:
         raise Damaged("sections do not add up to the file size (truncated?)")
-    raw = handle.read(sizes[0])
-    crc = zlib.crc32(raw)
-    try:  # parsed once the checksum vouches for it
-        text: str | None = raw.decode("utf-8")
-    except ValueError:
-        text = None
-    del raw
+    meta_at = handle.tell()
+    text: str | None = None
+    if lazy:  # read again as it is decoded (``_streamed``)
+        crc = meta_crc = _crc_of(handle, sizes[0])
+    else:
+        raw = handle.read(sizes[0])
+        crc = meta_crc = zlib.crc32(raw)
+        try:  # parsed once the checksum vouches for it
+            text = raw.decode("utf-8")
+        except ValueError:
+            text = None
+        del raw
     arrays = []
     for code, size in zip(codes[1:1 + len(_ARRAYS)], sizes[1:1 + len(_ARRAYS)], strict=True):
         if code not in CODES:
@@ -266,7 +273,125 @@ def _read(handle: BinaryIO, params: dict[str, Any], lazy: bool) -> Snapshot:
         crc = zlib.crc32(skipped, crc)
     if crc != header.get("crc32"):
         raise Damaged("checksum mismatch")
+    if lazy:
+        return _streamed(header, handle, (meta_at, sizes[0], meta_crc), arrays)
     return _decode(header, text, arrays, lazy)
+
+
+def _crc_of(handle: BinaryIO, size: int) -> int:
+    """The CRC of the next ``size`` bytes, read a chunk at a time."""
+    crc, left = 0, size
+    while left:
+        chunk = handle.read(min(left, CHUNK_BYTES))
+        if not chunk:
+            raise Damaged("sections do not add up to the file size (truncated?)")
+        crc, left = zlib.crc32(chunk, crc), left - len(chunk)
+    return crc
+
+
+def _streamed(header: dict[str, Any], handle: BinaryIO, meta: tuple[int, int, int],
+              arrays: list[array[int]]) -> Snapshot:
+    """The snapshot whose meta (at, size, CRC) is decoded from the file as ``docs`` is
+    iterated, through a handle of its own (closed with the last record). The bytes read
+    again must have the CRC the whole file's check read them with, or the last record
+    raises Damaged. A meta laid out otherwise than ``_meta_parts`` writes it is read whole."""
+    at, size, crc = meta
+    own = open(os.dup(handle.fileno()), "rb", buffering=0)  # noqa: SIM115 - closed with the last record
+    try:
+        own.seek(at)
+        stream = _Stream(own, size)
+        if stream.literal(_TERMS_AT):
+            terms = stream.value()
+            if stream.literal(_DOCS_AT):
+                if not isinstance(terms, list):
+                    raise Damaged("metadata does not match the arrays")
+                docs = _streamed_docs(own, stream, len(arrays[3]), crc)
+                offsets, slots, tfs, lengths = arrays
+                return Snapshot(str(header.get("generation")), header["params"], terms, docs,
+                                offsets, slots, tfs, lengths, header["version"] >= 3)
+        own.seek(at)
+        whole = b"".join(iter(lambda: own.read(size - own.tell() + at), b""))[:size]
+        own.close()
+    except ValueError:
+        own.close()
+        raise Damaged("metadata is not the expected JSON") from None
+    except BaseException:
+        own.close()
+        raise
+    try:
+        text: str | None = whole.decode("utf-8") if zlib.crc32(whole) == crc else None
+    except ValueError:
+        text = None
+    return _decode(header, text, arrays, True)
+
+
+def _streamed_docs(own: BinaryIO, stream: _Stream, count: int, crc: int
+                   ) -> Iterator[list[Any] | None]:
+    """``count`` records from ``stream``, then the meta's end (``_records`` over a stream)."""
+    with own:
+        for number in range(count):
+            if number and not stream.literal(","):
+                raise Damaged("metadata does not match the arrays")
+            yield stream.value()
+        if stream.rest() != "]}" or stream.crc != crc:
+            raise Damaged("metadata does not match the arrays")
+
+
+class _Stream:
+    """JSON values decoded in order from the next ``size`` bytes of a file, read a chunk at
+    a time: what is held is the value being decoded and a chunk."""
+
+    def __init__(self, handle: BinaryIO, size: int) -> None:
+        import codecs
+
+        self._handle, self._left = handle, size
+        self._utf8 = codecs.getincrementaldecoder("utf-8")()
+        self._text, self._at = "", 0
+        self.crc = 0  # of the bytes read so far
+
+    def _more(self, want: int) -> bool:
+        """Read up to ``want`` more bytes onto what is left to decode; False at the end."""
+        if not self._left:
+            return False
+        try:
+            chunk = self._handle.read(min(self._left, want))
+        except OSError as exc:
+            raise Damaged(f"unreadable ({exc})") from None
+        if not chunk:
+            raise Damaged("sections do not add up to the file size (truncated?)")
+        self._left -= len(chunk)
+        self.crc = zlib.crc32(chunk, self.crc)
+        self._text = self._text[self._at:] + self._utf8.decode(chunk, final=not self._left)
+        self._at = 0
+        return True
+
+    def value(self) -> Any:
+        """The next JSON array or object (the meta's values end with a bracket, so a value
+        decoded from what is read so far is the whole of it); ValueError if none is there."""
+        want = CHUNK_BYTES
+        while True:
+            try:
+                value, self._at = _DECODER.raw_decode(self._text, self._at)
+                return value
+            except ValueError:
+                if not self._more(want):
+                    raise
+                want *= 2  # a long value: each retry decodes it from its start again
+
+    def literal(self, text: str) -> bool:
+        """Whether ``text`` comes next (taken if so)."""
+        while len(self._text) - self._at < len(text) and self._more(CHUNK_BYTES):
+            pass
+        if self._text.startswith(text, self._at):
+            self._at += len(text)
+            return True
+        return False
+
+    def rest(self) -> str:
+        """What is left of the section (a few bytes where it is whole)."""
+        while self._more(CHUNK_BYTES):
+            pass
+        return self._text[self._at:]
 
 
 HEADER_LIMIT = 1 << 20  # a header line is a few hundred bytes

@@ -119,3 +119,38 @@ def test_records_that_do_not_match_the_arrays_are_damage_whether_read_lazily_or_
     read = index_files.read_snapshot(tmp_path, PARAMS, lazy=True)
     with pytest.raises((index_files.Damaged, ValueError)):
         list(read.docs)
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 7, 1 << 20])
+def test_a_lazy_read_decodes_the_meta_from_the_file_a_chunk_at_a_time(
+        tmp_path: Path, monkeypatch, chunk: int):
+    """``lazy`` reads the meta again as its records are decoded, never its text whole: a
+    chunk may end inside a record, a string or a character of several bytes."""
+    monkeypatch.setattr(index_files, "CHUNK_BYTES", chunk)
+    written = index_files.Snapshot(
+        generation="g1", params=PARAMS, terms=["alpha", "왜가리", "beta"],
+        docs=[["왜가리는 물고기를 잡는다", 1.5, None], None, [["nested", {"k": "é"}], 2]],
+        offsets=array("I", [0, 1, 2, 3]), slots=array("I", [0, 2, 2]),
+        tfs=array("I", [1, 2, 3]), lengths=array("I", [1, 0, 5]))
+    index_files.write_snapshot(tmp_path, written)
+    read = index_files.read_snapshot(tmp_path, PARAMS, lazy=True)
+    assert read.terms == written.terms
+    assert list(read.docs) == written.docs
+
+
+def test_a_meta_that_changed_after_its_check_is_damage_at_its_last_record(
+        tmp_path: Path, monkeypatch):
+    """The meta is checked as the file is read, then read again as it is decoded: bytes
+    that are not those the check read end the records with Damaged."""
+    index_files.write_snapshot(tmp_path, index_files.Snapshot(
+        generation="g1", params=PARAMS, terms=["alpha"],
+        docs=[[f"record-{slot:02}"] for slot in range(50)], offsets=array("I", [0, 1]),
+        slots=array("I", [0]), tfs=array("I", [1]), lengths=array("I", [1] * 50)))
+    monkeypatch.setattr(index_files, "CHUNK_BYTES", 4)  # the last records not read yet
+    read = index_files.read_snapshot(tmp_path, PARAMS, lazy=True)
+    path = tmp_path / index_files.SNAPSHOT
+    data = path.read_bytes()
+    with path.open("r+b") as handle:  # the same inode, rewritten in place
+        handle.write(data.replace(b"record-49", b"record-94"))
+    with pytest.raises(index_files.Damaged):
+        list(read.docs)
