@@ -131,6 +131,9 @@ class Corpus:
         a document holds where it holds values equal to them (``_share``)."""
         corpus = cls()
         lengths: dict[int, int] = {}
+        # Times are whole minutes, so most documents share each: one float each (24 bytes
+        # a document, 2.4 MB at 100,000, for the few minutes an import of them took).
+        moments: dict[float, float] = {}
         for slot, record in enumerate(snapshot.docs):
             if record is None:
                 corpus._free.append(slot)
@@ -139,6 +142,10 @@ class Corpus:
             entry = known.get(doc.path) if known is not None else None
             if entry is not None:
                 _share(doc, entry)
+            for name in ("created", "valid_from", "valid_to"):
+                moment = getattr(doc, name)
+                if moment is not None:
+                    setattr(doc, name, moments.setdefault(moment, moment))
             if snapshot.lengths[slot] != doc.length:
                 raise index_files.Damaged(f"length of slot {slot} disagrees with its record")
             corpus.docs[slot] = doc
