@@ -236,6 +236,8 @@ class Catalog:
         then costs the read and a compare, not the parse and the contract's validation."""
         read_at = time.time_ns()
         held = self.entries.get(rel)
+        if held is not None:  # its path and stat objects, not a walk's copies (265 bytes)
+            rel, stat = held.path, held.stat if held.stat == stat else stat
         known = known if known is not None else None if held is None else held.node
         try:
             text = _read_text(os.path.join(self.vault.root, rel))
