@@ -9,7 +9,9 @@ postings, so what any of its rounds can add to a score is bounded whatever the q
 the neighbours' words at and whatever the rounds' average length has become. A term's blocks
 are kept in impact order (its best rounds first, the blocks' sizes growing along the order);
 rounds added since are appended in blocks of their own ("fresh") until they are a share of the
-term's postings, when the term is put in order again. A round removed leaves its postings
+term's postings, when the term is put in order again; meanwhile every few fresh blocks are put
+in impact order among themselves (a run), runs merging two of a size into one, so a query
+reads the best of each run, not every fresh block. A round removed leaves its postings
 behind ("dead": a round's row is never reused) until its terms are next put in order; its
 document counts are taken off at once, so the scores are those of the rounds that are there.
 
@@ -50,6 +52,16 @@ SLACK = 1e-12  # a bisection's bound lowered by this share: float sums in anothe
 BLOCK = 128  # postings in a term's first blocks of impact order, and in a fresh block
 DOUBLING = 4  # later blocks of the impact order double in size every this many blocks
 FRESH_SHARE = 8  # a term is put in order again when over 1/FRESH_SHARE of it is fresh
+# Fresh blocks a term gathers in arrival order before they are put in impact order among
+# themselves (a run): a block's bound is its best posting's, so 128 postings in arrival order
+# are bounded near the term's best, and a query that reads a common word's postings below
+# its best reads every such block. Runs are merged as a binary counter (two of one size make
+# one of the next), so a fresh posting is rewritten a few times, not once a merge.
+RUN = 8
+FRESH = 1  # ``heads.fresh`` of a fresh block in arrival order (0: the term's impact order)
+# A run's blocks are marked FRESH + 1 + its level: a run of level n was made of 2**n runs of
+# RUN blocks (or of one larger gathering), so the runs after the impact order are in falling
+# levels, and two adjacent runs of one level are the next to merge.
 # Rounds scored whole from their forward lists cost about 4 us each, a posting read 0.3 us
 # (POSTINGS_A_ROUND of them a round): a query scores the rounds that could still reach the
 # k-th once they are at most FEW; while more, it reads on for as many postings as scoring
@@ -274,18 +286,18 @@ def flush(db: sqlite3.Connection, pending: Pending, context: float) -> None:
             dead = postings > had_any + any_
             postings, fresh = _reorder(db, ident, rows, descs, context, avgdl, dead), 0
         elif rows:
-            _append(db, ident, rows, descs)
+            _append(db, ident, rows, descs, context, avgdl)
         db.execute("UPDATE vocab SET body=?, any=?, postings=?, fresh=? WHERE id=?",
                    (had_body + body, had_any + any_, postings, fresh, ident))
 
 
-def _write(db: sqlite3.Connection, term: int, block: int, fresh: bool, rows: array[int],
+def _write(db: sqlite3.Connection, term: int, block: int, fresh: int, rows: array[int],
            descs: array[int]) -> None:
     fb = max(descs) >> 24  # the own count is a descriptor's top byte
     fc = max(map((0xFF << 16).__and__, descs)) >> 16
     least = min(map(0xFFFF.__and__, descs))
     db.execute("INSERT OR REPLACE INTO heads VALUES (?, ?, ?, ?, ?, ?, ?)",
-               (term, block, int(fresh), len(rows), fb, fc, least))
+               (term, block, fresh, len(rows), fb, fc, least))
     db.execute("INSERT OR REPLACE INTO postings VALUES (?, ?)",
                (place(term, block), rows.tobytes() + descs.tobytes()))
 
@@ -310,22 +322,36 @@ def _reorder(db: sqlite3.Connection, term: int, rows: array[int], descs: array[i
         marks.extend(described)
     every.extend(rows)
     marks.extend(descs)
-    worth = {desc: reach(desc, context, avgdl) for desc in set(marks)}
-    keys = [worth[desc] for desc in marks]
-    order = sorted(range(len(every)), key=keys.__getitem__, reverse=True)
+    order = _impact_order(marks, context, avgdl)
     if dead:
         live = _alive(db, every)
         order = [i for i in order if every[i] in live]
     db.execute("DELETE FROM heads WHERE term=?", (term,))
     db.execute("DELETE FROM postings WHERE place BETWEEN ? AND ?", _places(term))
+    _write_order(db, term, 0, 0, every, marks, order)
+    return len(order)
+
+
+def _impact_order(marks: Sequence[int], context: float, avgdl: float) -> list[int]:
+    """The positions of descriptors ``marks``, the one that can give the most first (ties in
+    their order)."""
+    worth = {desc: reach(desc, context, avgdl) for desc in set(marks)}
+    keys = [worth[desc] for desc in marks]
+    return sorted(range(len(marks)), key=keys.__getitem__, reverse=True)
+
+
+def _write_order(db: sqlite3.Connection, term: int, first: int, fresh: int, every: array[int],
+                 marks: array[int], order: list[int]) -> None:
+    """Write the postings (``every``, ``marks``) in ``order`` as the term's blocks from block
+    ``first`` on, growing along the order (``BLOCK``, doubling every ``DOUBLING`` blocks),
+    each marked ``fresh``."""
     at, block = 0, 0
     while at < len(order):
         size = BLOCK << (block // DOUBLING)
         chunk = order[at:at + size]
-        _write(db, term, block, False, array("I", [every[i] for i in chunk]),
+        _write(db, term, first + block, fresh, array("I", [every[i] for i in chunk]),
                array("I", [marks[i] for i in chunk]))
         at, block = at + size, block + 1
-    return len(order)
 
 
 def _alive(db: sqlite3.Connection, rows: Sequence[int]) -> set[int]:
@@ -338,20 +364,55 @@ def _alive(db: sqlite3.Connection, rows: Sequence[int]) -> set[int]:
     return alive
 
 
-def _append(db: sqlite3.Connection, term: int, rows: array[int], descs: array[int]) -> None:
-    """Add postings to the term's open fresh block, then to new ones."""
+def _append(db: sqlite3.Connection, term: int, rows: array[int], descs: array[int],
+            context: float, avgdl: float) -> None:
+    """Add postings to the term's open fresh block, then to new ones (``heads.fresh`` 1: in
+    arrival order); once ``RUN`` such blocks are gathered, they are put in impact order among
+    themselves as a run, which merges with the runs before it of its size (``_merge``)."""
     last = db.execute("SELECT block, fresh, size FROM heads WHERE term=? ORDER BY block DESC "
-                      "LIMIT 1", (term,)).fetchone()
-    block = 0 if last is None else last[0] + 1
-    if last is not None and last[1] and last[2] < BLOCK:
+                      f"LIMIT {RUN}", (term,)).fetchall()
+    block = 0 if not last else last[0][0] + 1
+    gathered = next((at for at, (_, fresh, _) in enumerate(last) if fresh != FRESH),
+                    len(last))
+    if last and last[0][1] == FRESH and last[0][2] < BLOCK:
         (data,) = db.execute("SELECT data FROM postings WHERE place=?",
-                             (place(term, last[0]),)).fetchone()
+                             (place(term, last[0][0]),)).fetchone()
         held, described = _decode(data)
         rows, descs = held + rows, described + descs
-        block = last[0]
+        block, gathered = last[0][0], gathered - 1
     for at in range(0, len(rows), BLOCK):
-        _write(db, term, block, True, rows[at:at + BLOCK], descs[at:at + BLOCK])
-        block += 1
+        _write(db, term, block, FRESH, rows[at:at + BLOCK], descs[at:at + BLOCK])
+        block, gathered = block + 1, gathered + 1
+    if gathered >= RUN:
+        _merge(db, term, block, context, avgdl)
+
+
+def _merge(db: sqlite3.Connection, term: int, end: int, context: float, avgdl: float) -> None:
+    """Put the term's fresh blocks in arrival order (the last before block ``end``) in impact
+    order as a run, and merge it with the run before it while that one is of its level."""
+    heads = db.execute("SELECT block, fresh, size FROM heads WHERE term=? AND block >= "
+                       "(SELECT coalesce(max(block) + 1, 0) FROM heads WHERE term=? AND fresh=0)"
+                       " ORDER BY block", (term, term)).fetchall()
+    runs: list[tuple[int, int, int]] = []  # (level, first block, postings) of each run
+    for number, fresh, size in heads:
+        if runs and runs[-1][0] == fresh and fresh > FRESH:
+            runs[-1] = (fresh, runs[-1][1], runs[-1][2] + size)
+        elif fresh > FRESH:
+            runs.append((fresh, number, size))
+    first = next(number for number, fresh, _ in heads if fresh == FRESH)
+    level = FRESH + 1
+    while runs and runs[-1][0] <= level:  # a carry: the run before is of this level or less
+        level, first = max(level, runs[-1][0]) + 1, runs.pop()[1]
+    every, marks = array("I"), array("I")
+    for (data,) in db.execute("SELECT data FROM postings WHERE place BETWEEN ? AND ?",
+                              (place(term, first), place(term, end - 1))):
+        held, described = _decode(data)
+        every.extend(held)
+        marks.extend(described)
+    db.execute("DELETE FROM heads WHERE term=? AND block >= ?", (term, first))
+    db.execute("DELETE FROM postings WHERE place BETWEEN ? AND ?",
+               (place(term, first), place(term, end - 1)))
+    _write_order(db, term, first, level, every, marks, _impact_order(marks, context, avgdl))
 
 
 # -- querying ------------------------------------------------------------------------------------

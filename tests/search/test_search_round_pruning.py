@@ -203,3 +203,53 @@ def test_a_term_put_in_order_again_keeps_only_live_rounds_postings(vault: Vault)
     assert vocab and len(live) == 6
     for ident, any_, postings in vocab:
         assert sorted(held[ident]) == sorted(set(held[ident]) & live) and postings == any_
+
+
+def test_fresh_blocks_are_put_in_impact_order_as_runs_merged_two_of_a_level_at_a_time(
+        vault: Vault, tiny_blocks: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rounds added a few at a time gather in fresh blocks in arrival order until ``RUN`` of
+    them are put in impact order among themselves (a run); two runs of one level merge into
+    one of the next. Every posting stays (the FTS5 comparison) and each run is in impact
+    order, block after block."""
+    monkeypatch.setattr(round_postings, "FRESH_SHARE", 1)  # never put in order again
+    rng = random.Random(SEED + 1)
+    rounds = grown(vault, rng)
+    RoundIndex(vault).refresh()
+    levels: set[int] = set()
+    for _ in range(12):
+        for _ in range(6):
+            rounds.append(rng.choice(KEYS), rng.choice(("talk-0", "talk-1")))
+        RoundIndex(vault).refresh()
+        with sqlite3.connect(RoundIndex(vault).path) as db:
+            for ident, postings in db.execute("SELECT id, postings FROM vocab").fetchall():
+                heads = db.execute("SELECT block, fresh, size FROM heads WHERE term=? "
+                                   "ORDER BY block", (ident,)).fetchall()
+                assert sum(size for *_, size in heads) == postings
+                marks = [fresh for _, fresh, _ in heads if fresh]
+                runs = [mark for at, mark in enumerate(marks)
+                        if mark > round_postings.FRESH and (at == 0 or marks[at - 1] != mark)]
+                assert runs == sorted(runs, reverse=True) and len(set(runs)) == len(runs)
+                assert marks == sorted(marks, reverse=True)  # runs first, arrival order last
+                assert marks.count(round_postings.FRESH) < round_postings.RUN
+                levels.update(runs)
+                for mark in runs:
+                    assert in_impact_order([desc for block, fresh, _ in heads if fresh == mark
+                                            for desc in descriptors(db, ident, block)])
+    assert max(levels) > round_postings.FRESH + 2  # runs merged twice over
+    assert compared(vault, rounds) == 0
+
+
+def descriptors(db: sqlite3.Connection, term: int, block: int) -> list[int]:
+    (data,) = db.execute("SELECT data FROM postings WHERE place=?",
+                         (round_postings.place(term, block),)).fetchone()
+    return list(round_postings._decode(data)[1])
+
+
+def in_impact_order(descs: list[int]) -> bool:
+    """No posting can give more than one before it whatever the average length: none has a
+    larger weighted count and no longer a round, or as large a count and a shorter round
+    (counts compared to a float sum's last bits: 2 + 0.4 and 6 x 0.4 are one count)."""
+    seen = [round((desc >> 24) + CONTEXT_WEIGHT * ((desc >> 16) & 0xFF), 9) for desc in descs]
+    return not any((seen[j] > seen[i] and descs[j] & 0xFFFF <= descs[i] & 0xFFFF)
+                   or (seen[j] >= seen[i] and descs[j] & 0xFFFF < descs[i] & 0xFFFF)
+                   for i in range(len(descs)) for j in range(i + 1, len(descs)))
