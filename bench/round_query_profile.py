@@ -9,10 +9,13 @@ and prints per query the CPU median and mean of each, and the SQL statements one
 (by their text, counted with ``set_trace_callback``). ``--profile``: the watched queries once
 more under cProfile, the functions that cost the most. ``--top``: the same for
 ``round_postings.top`` alone (what the query costs without the refresh and the rows around).
-``--grow N``: first append N rounds of the vault's own words to new conversations, the index
-caught up after every ``GROW_CHUNK`` (``rounds_scale``'s builder), as captures grow a vault: a
-vault built in one go holds neither fresh blocks nor the dead postings of a conversation's
-last round indexed anew, which nearly every query of a grown vault meets.
+``--counts``: what ``round_postings.top`` does a query (postings and blocks read, from
+the impact orders and from fresh blocks, rounds summed and scored whole), what grows with the
+rounds while its CPU does. ``--grow N``: first append N rounds of the vault's own words to
+new conversations, the index caught up after every ``GROW_CHUNK`` (``rounds_scale``'s
+builder), as captures grow a vault: a vault built in one go holds neither fresh blocks nor the
+dead postings of a conversation's last round indexed anew, which nearly every query of a
+grown vault meets.
 
 Usage: ``nice -n 5 python bench/round_query_profile.py DIR/vault-50000 [--queries 42]
 [--runs 3] [--profile]``. Run by hand, not in CI.
@@ -85,6 +88,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--top", action="store_true")
+    parser.add_argument("--counts", action="store_true")
     parser.add_argument("--grow", type=int, default=0, help="rounds to append first")
     args = parser.parse_args()
     from osk.search.rounds import RoundIndex
@@ -133,7 +137,56 @@ def main() -> int:
                                             lambda *_: True)) for terms in asked * args.runs]
         print(f"round_postings.top alone: CPU median {statistics.median(spent):.2f} ms, "
               f"mean {statistics.mean(spent):.2f} ms")
+    if args.counts:
+        print_counts(watched.path, queries)
     return 0
+
+
+def print_counts(path: Path, queries: list[str]) -> None:
+    """Per query, mean and median: postings and blocks ``top`` reads (in impact order / in a
+    fresh block), rounds it sums, rounds it scores whole from their forward lists."""
+    from osk.search import round_postings
+    from osk.search.expand import query_terms
+    from osk.search.rounds import CONTEXT_WEIGHT
+
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    db.execute("BEGIN")
+    fresh = set(db.execute("SELECT term, block FROM heads WHERE fresh > 0"))
+    seen: Counter[str] = Counter()
+    take, finish = round_postings._Search._take, round_postings._Search._finish  # noqa: SLF001
+
+    def counted_take(search: Any, i: int) -> None:
+        lst = search.lists[i]
+        _, block, size = lst.bounds[lst.at]
+        where = "fresh" if (lst.term, block) in fresh else "ordered"
+        seen.update({f"{where} postings": size, f"{where} blocks": 1})
+        take(search, i)
+
+    def counted_finish(search: Any, rows: list[int]) -> Any:
+        found = finish(search, rows)
+        seen.update({"rounds summed": len(search.sums), "rounds scored whole": len(search.exact)})
+        return found
+
+    round_postings._Search._take = counted_take  # type: ignore[method-assign,assignment]  # noqa: SLF001
+    round_postings._Search._finish = counted_finish  # type: ignore[method-assign,assignment]  # noqa: SLF001
+    per: dict[str, list[int]] = {}
+    names = ("ordered postings", "fresh postings", "ordered blocks", "fresh blocks",
+             "rounds summed", "rounds scored whole")
+    try:
+        for query in queries:
+            seen.clear()
+            round_postings.top(db, sorted(query_terms(query, prose=True)), 10, CONTEXT_WEIGHT,
+                               None)
+            for name in names:
+                per.setdefault(name, []).append(seen[name])
+    finally:
+        round_postings._Search._take = take  # type: ignore[method-assign]  # noqa: SLF001
+        round_postings._Search._finish = finish  # type: ignore[method-assign]  # noqa: SLF001
+        db.execute("COMMIT")
+    print("what top() does a query (mean / median):")
+    for name in names:
+        values = per[name]
+        print(f"  {name:20} {statistics.mean(values):9.1f} / {statistics.median(values):9.1f}")
 
 
 if __name__ == "__main__":
