@@ -9,14 +9,20 @@ needs of, and ``Ranking`` ranks over it exactly as over the index in memory. Wha
 process lacks is the engine's freshness; this module checks instead what the last engine's
 look recorded with the index (``Freshness.look``, handed over by ``SearchIndex.note_look``):
 
-- the vault generation is the one that look began at: no osk writer has written since;
 - every folder it listed has the stat it had, and each absent Space folder is still absent:
-  no node file was created, removed or renamed since (every osk write and most editors' saves
-  are one of those);
+  no node file was created, removed or renamed there since (every osk write and most
+  editors' saves are one of those); a folder whose stat moved (another osk process wrote
+  there: a server's write, a command's) or that the look could not vouch for (listed too
+  soon after a change) is listed here, and must hold exactly the node files the index on
+  disk holds there, at the stats it recorded: an osk writer's files reach that index with
+  its write, so its write needs no engine here, while a file made, removed or renamed by
+  hand does;
 - up to ``SWEEP_FILES`` node files (``osk.store.freshness``, recorded with the look), each
   one the index holds (and each invalid one it skipped) has its stat and changed at least
-  the race window before that look: no file was edited in place (in a larger vault only the
-  hits' files are checked: the bound the engine's own sweep keeps there, docs/search.md);
+  the race window before that look (in a larger vault only the hits' files are checked: the
+  bound the engine's own sweep keeps there, docs/search.md); an indexed file changed later
+  than that, but before the last osk writer's announcement (the generation's move), is read
+  and must be the text indexed, as the engine re-reads a file its stat cannot vouch for;
 - the approvals (what protected regions serve) are the ones the index read under.
 
 The semantic channel is fused as ``SearchIndex.channels`` fuses it, from the same vectors,
@@ -37,7 +43,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from osk.store.fsutil import RACE_WINDOW_NS, collector_paused, folder_stat
+from osk.store.fsutil import RACE_WINDOW_NS, collector_paused, folder_stat, node_listing
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -168,6 +174,9 @@ def _ranked(vault: Vault, session: Any, query: str, text: str,
     except recallfile.Unusable:
         return None
     try:
+        # One read transaction: every row below is of one snapshot, so the documents a folder
+        # is compared with (``_as_listed``) are those the postings and statistics count.
+        db.execute("BEGIN")
         look = recallfile.read_look(vault.state("index"))  # read before the file's rows
         corpus = recallfile.RecallCorpus(db, query_terms(text))
         corpus.meta["look"] = look
@@ -181,8 +190,9 @@ def _ranked(vault: Vault, session: Any, query: str, text: str,
             return None
         docs = [corpus.docs[slot] for slot, *_ in order]
         look = corpus.meta["look"]
-        if int(corpus.meta.get("n", 0)) > int(look["sweep"]) and not _files_unchanged(
-                vault, [(doc.path, doc.stat) for doc in docs], look):
+        bounds = _bounds(vault, look)
+        if int(corpus.meta.get("n", 0)) > int(look["sweep"]) and not all(
+                _as_indexed(vault, doc.path, doc.stat, doc.file_hash, bounds) for doc in docs):
             return None
         hits = ranking.hits(order, lambda ids: _markers(vault, db, docs, look))
     except (recallfile.Unusable, recallfile.Error, _EngineNeeded, KeyError, TypeError,
@@ -227,28 +237,136 @@ def _order(vault: Vault, db: Any, corpus: Any, ranking: Ranking, text: str,
 
 
 def _unchanged(vault: Vault, db: Any, meta: dict[str, Any]) -> bool:
-    """Whether the vault is as the look recorded with the recall file left it."""
+    """Whether the index on disk holds the vault as it is: every folder the look listed has
+    the stat it had, or lists now exactly what the index holds there (``_as_listed``: an osk
+    process wrote there since the look, and its write reached the index as every engine's
+    does); up to ``SWEEP_FILES`` node files, each file as indexed too (``_as_indexed``)."""
     from osk.search.regions import Regions
     from osk.search.versions import PARAMS
-    from osk.store import generation
 
     look = meta["look"]
-    if not isinstance(look, dict) or list(generation.current(vault)) != look["stamp"]:
+    if not isinstance(look, dict):
         return False
     if meta.get("params") != PARAMS:  # postings of another tokenizer or BM25: the engine rebuilds
         return False
     if meta.get("approvals") != Regions(vault).served_approvals():
         return False
     root = str(vault.root)
-    for rel, stat in look["folders"].items():
-        now = folder_stat(os.path.join(root, rel), top="/" not in rel)
-        if (None if now is None else list(now)) != stat:
-            return False
+    moved = [rel for rel, stat in look["folders"].items() if _folder_now(root, rel) != stat]
+    if moved and not _as_listed(vault, db, look, moved):
+        return False
+    others = look.get("others", {})
+    if not _files_unchanged(vault, list(others.items()), look):
+        return False
     if int(meta.get("n", 0)) > int(look["sweep"]):
-        return _files_unchanged(vault, list(look.get("others", {}).items()), look)
-    files = [(path, (size, mtime, ino)) for path, size, mtime, ino in
-             db.execute("SELECT path, size, mtime_ns, ino FROM docs")]
-    return _files_unchanged(vault, [*files, *look.get("others", {}).items()], look)
+        return True
+    bounds = _bounds(vault, look)
+    return all(_as_indexed(vault, path, (size, mtime, ino), file_hash, bounds)
+               for path, file_hash, size, mtime, ino in
+               db.execute("SELECT path, file_hash, size, mtime_ns, ino FROM docs"))
+
+
+def _folder_now(root: str, rel: str) -> list[int] | None:
+    """A folder's stat as a look records it (None: absent)."""
+    now = folder_stat(os.path.join(root, rel), top="/" not in rel)
+    return None if now is None else list(now)
+
+
+def _as_listed(vault: Vault, db: Any, look: dict[str, Any], moved: list[str]) -> bool:
+    """Whether each folder of ``moved`` (its stat is not the look's, or the look could not
+    vouch for it) lists now exactly the node files the index on disk holds in it, at the
+    stats it holds (each changed since the look found to be the text indexed), or the ones
+    the look saw unindexed; and each sub-folder the look did not know, or that the index
+    holds files in, likewise. That is what another osk process's write leaves (its files,
+    then the index on disk, in that order; a server's, a command's): the index already holds
+    it, and the listing here is the look the engine would make of those folders. A file
+    created, removed or renamed by hand there differs, and sends the search to the engine.
+    Its rows are of the one snapshot ``_ranked`` reads the postings in."""
+    root = str(vault.root)
+    known = look["folders"]
+    others = look.get("others", {})
+    bounds = _bounds(vault, look)
+    pending = list(moved)
+    while pending:
+        rel = pending.pop()
+        listed = node_listing(os.path.join(root, rel)) \
+            if _folder_now(root, rel) is not None else None
+        folders, files = listed if listed is not None else (set(), {})
+        prefix = f"{rel}/"
+        held, below = _held_in(db, prefix)
+        unindexed = {path[len(prefix):]: stat for path, stat in others.items()
+                     if path.startswith(prefix) and "/" not in path[len(prefix):]}
+        if files.keys() != held.keys() | unindexed.keys() or not below <= folders:
+            return False
+        for name, stat in files.items():
+            if name not in held:
+                if list(stat) != unindexed[name] or stat[1] >= bounds[0]:
+                    return False
+            elif not _as_indexed(vault, prefix + name, held[name][1], held[name][0], bounds,
+                                 stat):
+                return False
+        pending.extend(f"{prefix}{name}" for name in folders
+                       if f"{prefix}{name}" not in known or name in below)
+    return True
+
+
+def _held_in(db: Any, prefix: str) -> tuple[dict[str, tuple[str, tuple[int, int, int]]],
+                                            set[str]]:
+    """What the index on disk holds in the folder ``prefix``: each node file directly in it
+    (name -> its hash and stat) and the names of the sub-folders it holds files in (counted
+    in SQLite over the path index: a Space folder holds most of the vault)."""
+    start, stop = len(prefix) + 1, prefix[:-1] + chr(ord("/") + 1)
+    held = {path[len(prefix):]: (file_hash, (size, mtime, ino))
+            for path, file_hash, size, mtime, ino in db.execute(
+                "SELECT path, file_hash, size, mtime_ns, ino FROM docs WHERE path >= ? "
+                "AND path < ? AND instr(substr(path, ?), '/') = 0", (prefix, stop, start))}
+    below = {name for (name,) in db.execute(
+        "SELECT DISTINCT substr(path, ?, instr(substr(path, ?), '/') - 1) FROM docs "
+        "WHERE path >= ? AND path < ? AND instr(substr(path, ?), '/') > 0",
+        (start, start, prefix, stop, start))}
+    return held, below
+
+
+def _bounds(vault: Vault, look: dict[str, Any]) -> tuple[int, int]:
+    """(settled before, announced by): a file changed before the first was settled when the
+    look began (the look vouches for its stat); one changed no later than the second, the
+    generation's last move, was changed before an osk writer's announcement (every writer
+    moves it after its files are on disk, ``osk.store.generation``)."""
+    from osk.store import generation
+
+    return int(look["seen_ns"]) - RACE_WINDOW_NS, generation.current(vault)[2]
+
+
+def _as_indexed(vault: Vault, rel: str, recorded: Any, file_hash: str,
+                bounds: tuple[int, int], stat: tuple[int, int, int] | None = None) -> bool:
+    """Whether a node file is the one the index on disk holds: the stat it recorded
+    (``stat``: taken already), and changed long enough before the look that a later change
+    would show in it (``RACE_WINDOW_NS``, ``_bounds``). A file changed since, or just before,
+    is read and its text compared with the text indexed (as the engine re-reads a file its
+    stat cannot vouch for) when an osk writer announced that change (a server's or a
+    command's write: the index took it with the write); a change after the last announcement
+    (a hand edit within the race window) is left to the engine's look, as before."""
+    if stat is None:
+        try:
+            st = os.stat(os.path.join(str(vault.root), rel), follow_symlinks=False)
+        except OSError:
+            return False
+        stat = (st.st_size, st.st_mtime_ns, st.st_ino)
+    if stat != tuple(recorded):
+        return False
+    settled_before, announced = bounds
+    return stat[1] < settled_before or (stat[1] <= announced and _holds(vault, rel, file_hash))
+
+
+def _holds(vault: Vault, rel: str, file_hash: str) -> bool:
+    """Whether the node file's text now is the one hashed ``file_hash``."""
+    from osk.store.fsutil import sha256_text
+    from osk.store.node import read_text
+
+    try:
+        return sha256_text(read_text(vault.abs(rel))) == file_hash
+    except (OSError, UnicodeDecodeError):
+        return False
 
 
 def _files_unchanged(vault: Vault, files: list[tuple[str, Any]], look: dict[str, Any]) -> bool:

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from osk.store import generation
 from osk.store.catalog import Catalog, Changes, read_is_final
-from osk.store.fsutil import RACE_WINDOW_NS, folder_stat
+from osk.store.fsutil import RACE_WINDOW_NS, folder_stat, node_listing
 from osk.store.vault import SPACES, Vault
 from osk.store.watch import Watch
 
@@ -40,6 +40,7 @@ RACE_NS = RACE_WINDOW_NS  # a file this fresh may change again without its stat 
 FINE_RACE_NS = 100_000_000  # the same for a folder on a file system with fine timestamps
 
 StatKey = tuple[int, ...]
+UNVOUCHED = "list"  # a look's folder "stat" that no folder has (``Freshness.look``)
 
 
 @dataclass
@@ -260,9 +261,12 @@ class Freshness:
     def look(self) -> dict[str, object] | None:
         """What a process that cannot afford this look may check instead
         (``osk.reads.quick_search``): the generation stamp this look began at, when it began,
-        and the stat of every folder it listed (None for a Space folder that was absent).
-        None when no full look has run or a folder was listed too soon after a change to vouch
-        for it (``_racy_folder``)."""
+        and the stat of every folder it listed (None for a Space folder that was absent;
+        ``UNVOUCHED`` for one listed too soon after a change to vouch for it, ``_racy_folder``:
+        such a process lists it itself, as this look would again). None when no full look has
+        run. (A look that left racy folders out altogether was no look: a server's call right
+        after its write, which lists the folder it wrote in, left none for the next fresh
+        search until its next call, and that search opened the engine.)"""
         if not self.looked_fully or not self._folders or self.stamp is None:
             return None
         # Kept until a folder is listed anew or forgotten, or the stamp moves: a look comes
@@ -271,10 +275,9 @@ class Freshness:
         key = (self._listings, self.stamp)
         if self._looked is not None and self._looked[0] == key:
             return dict(self._looked[1])  # the caller may add to it
-        if any(_racy_folder(folder) for folder in self._folders.values()):
-            return None
         folders: dict[str, object] = {space: None for space in SPACES}
-        folders.update({rel: list(folder.stat) for rel, folder in self._folders.items()})
+        folders.update({rel: UNVOUCHED if _racy_folder(folder) else list(folder.stat)
+                        for rel, folder in self._folders.items()})
         seen = min(folder.seen_ns for folder in self._folders.values())
         look: dict[str, object] = {"stamp": list(self.stamp), "seen_ns": seen,
                                    "folders": folders, "sweep": SWEEP_FILES}
@@ -395,24 +398,10 @@ def _list_folder(path: Path, *, top: bool
     seen = time.time_ns()
     if stat is None:
         return None
-    folders: set[str] = set()
-    file_stats: dict[str, tuple[int, int, int]] = {}
-    try:
-        with os.scandir(path) as entries:
-            for entry in entries:
-                name = entry.name
-                if name.startswith("."):
-                    continue
-                if entry.is_dir(follow_symlinks=False):
-                    folders.add(name)
-                elif name.endswith(".md") and entry.is_file(follow_symlinks=False):
-                    try:
-                        st = entry.stat(follow_symlinks=False)
-                    except FileNotFoundError:
-                        continue  # removed while we listed: it is not there
-                    file_stats[name] = (st.st_size, st.st_mtime_ns, st.st_ino)
-    except (FileNotFoundError, NotADirectoryError):
+    got = node_listing(path)
+    if got is None:
         return None
+    folders, file_stats = got
     folder = _Folder(stat, seen, "", folders, path)
     folder.keep(file_stats)
     return folder, file_stats

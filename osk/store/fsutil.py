@@ -41,6 +41,33 @@ def folder_stat(path: str | os.PathLike[str], *, top: bool) -> tuple[int, int, i
     return (st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_size)
 
 
+def node_listing(path: str | os.PathLike[str]
+                 ) -> tuple[set[str], dict[str, StatKey]] | None:
+    """One folder of a Space as the catalog walks it (``catalog.walk_nodes``): its sub-folder
+    names and the stat key of each node file (a ``.md`` regular file; hidden entries are
+    skipped); None when it is not a folder. Shared by the writers' folder check
+    (``osk.store.freshness``) and a fresh search's (``osk.reads.quick_search``)."""
+    folders: set[str] = set()
+    files: dict[str, StatKey] = {}
+    try:
+        with os.scandir(path) as entries:
+            for entry in entries:
+                name = entry.name
+                if name.startswith("."):
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    folders.add(name)
+                elif name.endswith(".md") and entry.is_file(follow_symlinks=False):
+                    try:
+                        st = entry.stat(follow_symlinks=False)
+                    except FileNotFoundError:
+                        continue  # removed while we listed: it is not there
+                    files[name] = (st.st_size, st.st_mtime_ns, st.st_ino)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return folders, files
+
+
 def is_temp_name(name: str) -> bool:
     """Whether a file name is one of our temporary files (``.NAME.….tmp``): never read, never
     synced, and debris when its writer died."""

@@ -175,7 +175,10 @@ def test_another_osk_writer_moves_the_generation_and_is_seen(vault: Vault, tmp_p
                            str(source)], cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     path, titles = search(vault, "tusks", tmp_path)
-    assert path == "ENGINE" and titles == ["Walrus tusks"]
+    # seen; from the store since the import's write reached the index on disk with it (the
+    # folder it wrote in listed, the file it wrote read: docs/search.md), before that by the
+    # engine
+    assert path == "QUICK" and titles == ["Walrus tusks"]
 
 
 def test_a_vault_that_records_citations_answers_from_the_store(
@@ -390,3 +393,80 @@ def test_steering_and_review_hold_markers_are_the_engines(vault: Vault, tmp_path
     assert "pending-review" in marked["Walrus census"], marked
     assert quick(vault.root, tmp_path, "atlas", "walrus orders census", None) == engine
     assert search(vault, "walrus orders census", tmp_path, "--scope", "atlas")[0] == "QUICK"
+
+
+def served_write(vault: Vault, tmp_path: Path) -> object:
+    """An engine as `osk mcp` holds one (watching), its look recorded, and a node it wrote."""
+    from osk.calls.request import NewNode
+    from osk.engine.core import Engine
+
+    populated(vault)
+    search(vault, "walrus", tmp_path)
+    server = Engine.open(vault, cwd=tmp_path, actor="agent", watch=True)
+    server.warm()
+    server.search("walrus")
+    server.create_node(NewNode("Walrus tusks", "Ivory.", "walrus tusks grow long\n",
+                               space="domain", cluster="animals", drafter="test"))
+    return server
+
+
+def test_a_servers_write_is_answered_from_the_store_with_the_engines_hits(
+        vault: Vault, tmp_path: Path):
+    """Another process's write reached the index on disk with it: a fresh search lists the
+    folder it wrote in (its stat moved since the look) and reads the file it wrote (changed
+    within the race window), and answers from the store what the engine answers, at once and
+    after the server's next calls (which list that folder too soon after its change to vouch
+    for it)."""
+    from osk.calls.request import NodeEdit
+    from osk.engine.core import Engine
+    from osk.reads.quick_search import search as quick
+
+    server = served_write(vault, tmp_path)
+    assert search(vault, "tusks", tmp_path) == ("QUICK", ["Walrus tusks"])
+    server.read_node("Walrus tusks")  # type: ignore[attr-defined]
+    server.search("walrus")  # type: ignore[attr-defined]
+    assert search(vault, "tusks", tmp_path) == ("QUICK", ["Walrus tusks"])
+    server.update_node("Walrus tusks", NodeEdit(  # type: ignore[attr-defined]
+        old_text="grow long", new_text="grow long and narwhal"))
+    assert search(vault, "narwhal", tmp_path) == ("QUICK", ["Walrus tusks"])
+    for query in ("walrus tusks", "narwhal", "walrus clams"):
+        answered = quick(vault.root, tmp_path, None, query, None)
+        assert answered is not None
+        assert answered == Engine.open(vault, cwd=tmp_path, actor="user").search(query)
+
+
+def test_a_hand_change_beside_another_writers_write_is_the_engines(
+        vault: Vault, tmp_path: Path):
+    """Where the folder another process wrote in holds what its index does not (a file made,
+    removed or rewritten by hand, the same stat kept or not), the engine answers."""
+    served_write(vault, tmp_path)
+    assert search(vault, "tusks", tmp_path)[0] == "QUICK"
+    tusks = vault.root / "Domain/animals/Walrus tusks.md"
+    st = tusks.stat()
+    with open(tusks, "r+", encoding="utf-8") as handle:  # same size, inode and mtime
+        text = handle.read().replace("tusks grow long", "tusks grow BOLD")
+        handle.seek(0)
+        handle.write(text)
+    os.utime(tusks, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert (tusks.stat().st_size, tusks.stat().st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+    assert search(vault, "bold", tmp_path) == ("ENGINE", ["Walrus tusks"])
+    served_made = vault.root / "Domain/animals/Walrus diet.md"
+    served_made.unlink()
+    assert search(vault, "clams", tmp_path) == ("ENGINE", [])
+
+
+def test_a_folder_another_writer_made_and_a_hand_removed_is_the_engines(
+        vault: Vault, tmp_path: Path):
+    """The index on disk holds files in a folder the look never listed (another process made
+    it, wrote there and mirrored it); once that folder is gone by hand, its files are too."""
+    import shutil
+
+    from osk.calls.request import NewNode
+
+    server = served_write(vault, tmp_path)
+    server.create_node(NewNode("Seal pups", "Young.", "the seal pups swim\n",  # type: ignore[attr-defined]
+                               space="domain", cluster="seals", drafter="test",
+                               hub_summary="Seals."))
+    assert search(vault, "pups", tmp_path) == ("QUICK", ["Seal pups"])
+    shutil.rmtree(vault.root / "Domain/seals")
+    assert search(vault, "pups", tmp_path) == ("ENGINE", [])
