@@ -15,6 +15,8 @@ CPU, wall, own peak memory, and which path answered: the store or the engine):
 - right after the server updated that node;
 - right after `osk import` of one node in another process (``--imports``: each opens the
   engine in that process, seconds at 100,000 nodes);
+- right after a round captured by another process (``raw.append_round``, as the Stop hook
+  appends one): the rounds have their own index and stamp;
 - once, right after a hand edit of one node by rename (an editor's save), which no writer
   announced: still the engine's, shown for scale.
 
@@ -64,6 +66,21 @@ for line in sys.stdin:
         engine.read_node(call["title"])
         engine.search(call["title"])
     print("ok", flush=True)
+"""
+
+
+CAPTURE_CHILD = """
+import sys
+from pathlib import Path
+from osk.capture import raw
+from osk.provenance.sessions import open_session
+from osk.store.vault import Vault
+
+vault = Vault(Path(sys.argv[1]))
+key = open_session(vault, vault.root, None).key.key  # the fresh search's own session's
+raw.append_round(vault, key, "bench-conversation", raw.RoundInput(
+    user=f"what about the {sys.argv[2]} words", assistant=f"the {sys.argv[2]} words, captured",
+    host="claude", completion=f"bench-{sys.argv[2]}", at="2026-12-05T10:00+00:00"))
 """
 
 
@@ -174,6 +191,10 @@ def main() -> int:
                        new=f"words {number} edited")
             rows.setdefault("right after the server's update", []).append(
                 fresh(vault, f"{title} edited", env))
+            word = f"captured{tag}x{number}"
+            child([sys.executable, "-c", CAPTURE_CHILD, str(vault), word], vault, env)
+            rows.setdefault("right after a captured round", []).append(
+                fresh(vault, word, env))
             if number < args.imports:
                 import_one(vault, number, tag, env)
                 rows.setdefault("right after `osk import` of one node", []).append(
