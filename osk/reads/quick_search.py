@@ -276,12 +276,12 @@ def _as_listed(vault: Vault, db: Any, look: dict[str, Any], moved: list[str]) ->
     """Whether each folder of ``moved`` (its stat is not the look's, or the look could not
     vouch for it) lists now exactly the node files the index on disk holds in it, at the
     stats it holds (each changed since the look found to be the text indexed), or the ones
-    the look saw unindexed; and each sub-folder the look did not know, or that the index
-    holds files in, likewise. That is what another osk process's write leaves (its files,
-    then the index on disk, in that order; a server's, a command's): the index already holds
-    it, and the listing here is the look the engine would make of those folders. A file
-    created, removed or renamed by hand there differs, and sends the search to the engine.
-    Its rows are of the one snapshot ``_ranked`` reads the postings in."""
+    the look saw unindexed; each sub-folder the look did not know likewise; and no
+    sub-folder the index holds files in gone. That is what another osk process's write
+    leaves (its files, then the index on disk, in that order; a server's, a command's): the
+    index already holds it, and the listing here is the look the engine would make of those
+    folders. A file created, removed or renamed by hand there differs, and sends the search
+    to the engine. Its rows are of the one snapshot ``_ranked`` reads the postings in."""
     root = str(vault.root)
     known = look["folders"]
     others = look.get("others", {})
@@ -305,8 +305,8 @@ def _as_listed(vault: Vault, db: Any, look: dict[str, Any], moved: list[str]) ->
             elif not _as_indexed(vault, prefix + name, held[name][1], held[name][0], bounds,
                                  stat):
                 return False
-        pending.extend(f"{prefix}{name}" for name in folders
-                       if f"{prefix}{name}" not in known or name in below)
+        # a sub-folder the look knew is checked by its own stat (``moved``), a new one here
+        pending.extend(f"{prefix}{name}" for name in folders if f"{prefix}{name}" not in known)
     return True
 
 
