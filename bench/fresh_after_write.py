@@ -77,7 +77,7 @@ from osk.provenance.sessions import open_session
 from osk.store.vault import Vault
 
 vault = Vault(Path(sys.argv[1]))
-key = open_session(vault, vault.root, None).key.key  # the fresh search's own session's
+key = open_session(vault, Path.cwd(), None).key.key  # the fresh searches' session's
 raw.append_round(vault, key, "bench-conversation", raw.RoundInput(
     user=f"what about the {sys.argv[2]} words", assistant=f"the {sys.argv[2]} words, captured",
     host="claude", completion=f"bench-{sys.argv[2]}", at="2026-12-05T10:00+00:00"))
@@ -111,8 +111,11 @@ class Server:
         self.process.wait(timeout=120)
 
 
-def fresh(vault: Path, query: str, env: dict[str, str]) -> dict[str, Any]:
-    wall, cpu, done = child([sys.executable, "-c", OSK_CHILD, str(vault), query], vault, env)
+def fresh(vault: Path, query: str, env: dict[str, str], cwd: Path | None = None
+          ) -> dict[str, Any]:
+    """One fresh `osk search` child, run in ``cwd`` (its session's project; the vault)."""
+    wall, cpu, done = child([sys.executable, "-c", OSK_CHILD, str(vault), query],
+                            cwd or vault, env)
     return {"cpu_ms": cpu * 1000, "wall_ms": wall * 1000, "peak_mb": peak_mb(done.stderr),
             "path": "store" if "PATH store" in done.stderr else "engine",
             "hits": len(json.loads(done.stdout)["hits"])}
@@ -166,6 +169,8 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--imports", type=int, default=2, help="rounds with an `osk import`")
     parser.add_argument("--against", type=Path, help="run osk from the source in this folder")
+    parser.add_argument("--cwd", type=Path, help="where the fresh searches run (a project "
+                        "whose rounds the vault holds; default the vault)")
     args = parser.parse_args()
     vault = args.vault.resolve()
     env = env_for_osk()
@@ -175,32 +180,34 @@ def main() -> int:
     tag = f"{time.time_ns() % 10**6:06d}"
     asked = queries(vault, args.runs, rng)
     rows: dict[str, list[dict[str, Any]]] = {}
-    fresh(vault, asked[0], env)  # bytecode and page cache, and a look recorded
+    fresh(vault, asked[0], env, args.cwd)  # bytecode and page cache, and a look recorded
     server = Server(vault, env)
     try:
         for number, query in enumerate(asked):
-            rows.setdefault("no write before it", []).append(fresh(vault, query, env))
+            rows.setdefault("no write before it", []).append(
+                fresh(vault, query, env, args.cwd))
             title = f"bench write {tag} {number}"
             server.ask(do="create", title=title, body=f"written {tag} words {number}\n")
             rows.setdefault("right after the server's create", []).append(
-                fresh(vault, title, env))
+                fresh(vault, title, env, args.cwd))
             server.ask(do="next", title=title)
             rows.setdefault("after the server's next calls", []).append(
-                fresh(vault, title, env))
+                fresh(vault, title, env, args.cwd))
             server.ask(do="update", title=title, old=f"words {number}",
                        new=f"words {number} edited")
             rows.setdefault("right after the server's update", []).append(
-                fresh(vault, f"{title} edited", env))
+                fresh(vault, f"{title} edited", env, args.cwd))
             word = f"captured{tag}x{number}"
-            child([sys.executable, "-c", CAPTURE_CHILD, str(vault), word], vault, env)
+            child([sys.executable, "-c", CAPTURE_CHILD, str(vault), word], args.cwd or vault,
+                  env)
             rows.setdefault("right after a captured round", []).append(
-                fresh(vault, word, env))
+                fresh(vault, word, env, args.cwd))
             if number < args.imports:
                 import_one(vault, number, tag, env)
                 rows.setdefault("right after `osk import` of one node", []).append(
-                    fresh(vault, f"bench import {tag} {number}", env))
+                    fresh(vault, f"bench import {tag} {number}", env, args.cwd))
         rows["right after a hand edit by rename (once)"] = [
-            fresh(vault, hand_edit(vault, rng), env)]
+            fresh(vault, hand_edit(vault, rng), env, args.cwd)]
     finally:
         server.close()
     source = f" (osk from {args.against})" if args.against else ""
