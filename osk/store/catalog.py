@@ -28,7 +28,7 @@ from osk.errors import ContractError, DuplicateId, NodeNotFound, OskError, Title
 from osk.store import node as node_mod
 from osk.store.fsutil import RACE_WINDOW_NS, StatKey, atomic_write, collector_paused
 from osk.store.ids import check_identifier
-from osk.store.node import Node
+from osk.store.node import Node, Spool
 from osk.store.titles import title_key
 from osk.store.vault import SPACES, Vault
 
@@ -82,9 +82,20 @@ class Catalog:
     # between its saves, so it keeps nothing.
     keep_encoded: bool = True
     _reader: _Reader = field(init=False)  # reads a let-go or restored node's text again
+    _spool: Spool | None = None  # a bulk load's: where the nodes let go keep their fields
 
     def __post_init__(self) -> None:
         self._reader = _Reader(str(self.vault.root))
+
+    def bulk_load(self) -> None:
+        """This catalog serves a bulk load (``osk import``), which puts every node anew between
+        two saves and reads few of them again: no save keeps its encoded entries for the next
+        (``keep_encoded``), and the nodes let go keep their fields and hashes in a spool on
+        disk (``node.Spool``), not in memory, until the process ends."""
+        self.keep_encoded = False
+        if self._spool is None:
+            self.vault.temp_dir.mkdir(parents=True, exist_ok=True)
+            self._spool = Spool(self._reader, str(self.vault.temp_dir))
 
     # -- refreshing ---------------------------------------------------------------------
     def refresh(self, files: Mapping[str, StatKey] | None = None) -> Changes:
@@ -275,7 +286,7 @@ class Catalog:
         entry = self.entries.get(rel)
         if entry is None or entry.node is None or not entry.node.text_held:
             return
-        entry.node.let_text_go(self._reader)
+        entry.node.let_text_go(self._reader, self._spool)
 
     def _drop(self, rel: str) -> None:
         old = self.entries.pop(rel, None)
@@ -517,9 +528,10 @@ _BATCH_BYTES = 1 << 19  # encoded entries written at a time (some 800): never th
 def _encode(rel: str, entry: Entry) -> str:
     """One snapshot entry, ``"path":{...}``, as ``json.dumps`` writes it within the whole."""
     assert entry.node is not None
-    return f"{_dumps(rel)}:" + _dumps(
-        {"stat": list(entry.stat), "read_at": entry.read_at_ns, "meta": entry.node.meta_fields(),
-         "file_hash": entry.node.file_hash, "body_hash": entry.node.body_hash})
+    # ``{"stat":…,"read_at":…,"meta":…,"file_hash":…,"body_hash":…}``, as ``_dumps`` writes
+    # the whole: a spooled node's record is copied as it lies (``Node.plain_record``).
+    return (f'{_dumps(rel)}:{{"stat":{_dumps(list(entry.stat))},"read_at":{entry.read_at_ns},'
+            f"{entry.node.plain_record()[1:]}")
 
 
 def _dumps(value: object) -> str:

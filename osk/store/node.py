@@ -88,6 +88,74 @@ _KEY_ORDERS: dict[tuple[str, ...], tuple[str, ...]] = {}
 _REPEATED = frozenset({"author", "drafter", "trust"})
 
 
+def plain_record(fields: dict[str, Any], file_hash: str, body_hash: str) -> str:
+    """A node's plain fields and hashes as one JSON object, ``{"meta":…,"file_hash":…,
+    "body_hash":…}``: how a ``Spool`` keeps a node, and the tail of its catalog snapshot entry
+    (which puts its stat and read time in front)."""
+    return json.dumps({"meta": fields, "file_hash": file_hash, "body_hash": body_hash},
+                      ensure_ascii=False, separators=(",", ":"))
+
+
+class Spool:
+    """The plain fields and hashes of the nodes a bulk load let go (``Node.let_text_go``),
+    kept in an unnamed temporary file instead of memory: such a node holds one int, where its
+    record lies (``plain_record``), and reads it back on each use (the last one read is kept).
+    Held as Fields, its strings and two hex hashes, they cost some 700 bytes a node (70 MB at
+    100,000 nodes of ``osk import``). Also the text's loader of the nodes it holds: ``reader``.
+    The system removes the file when it is closed or the process is killed."""
+
+    __slots__ = ("_reader", "_file", "_buffer", "_flushed", "_last", "__weakref__")
+
+    def __init__(self, reader: Callable[[str], str], directory: str) -> None:
+        import tempfile  # here: a bulk load's alone
+        import weakref
+
+        self._reader = reader
+        self._file = tempfile.TemporaryFile(dir=directory)
+        weakref.finalize(self, self._file.close)  # closed with the last node that uses it
+        self._buffer = bytearray()  # records not written to the file yet
+        self._flushed = 0  # the file's length
+        self._last: tuple[int, tuple[Fields, str, str]] | None = None
+
+    def __call__(self, rel: str) -> str:
+        return self._reader(rel)
+
+    def put(self, record: str) -> int:
+        """Keep ``record``; returns its place (its offset and length in one int)."""
+        data = record.encode("utf-8")
+        at = self._flushed + len(self._buffer)
+        self._buffer += data
+        if len(self._buffer) >= _SPOOL_BUFFER:
+            self._file.write(self._buffer)
+            self._file.flush()
+            self._flushed += len(self._buffer)
+            self._buffer = bytearray()
+        return at << 32 | len(data)
+
+    def record(self, place: int) -> str:
+        start, size = place >> 32, place & 0xFFFFFFFF
+        if start >= self._flushed:
+            start -= self._flushed
+            return self._buffer[start:start + size].decode("utf-8")
+        data = os.pread(self._file.fileno(), size, start)
+        if len(data) != size:
+            raise OSError(f"a node's record in the spool ended at {start + len(data)}")
+        return data.decode("utf-8")
+
+    def get(self, place: int) -> tuple[Fields, str, str]:
+        """The fields and hashes kept at ``place``."""
+        last = self._last
+        if last is not None and last[0] == place:
+            return last[1]
+        data = json.loads(self.record(place))
+        value = (Fields(data["meta"]), str(data["file_hash"]), str(data["body_hash"]))
+        self._last = (place, value)
+        return value
+
+
+_SPOOL_BUFFER = 1 << 18  # bytes of records gathered before a write
+
+
 class Node:
     """A node file: vault-relative POSIX ``path``, validated front matter, and its text.
 
@@ -95,7 +163,8 @@ class Node:
     is read on first use, so loading a large vault does not read every file. It may also carry
     its front matter as the snapshot's plain fields (``fields``, written from a validated model
     under this contract): the model is built on first use of ``meta``, which a search over
-    50,000 nodes needs for its hits only.
+    50,000 nodes needs for its hits only. A node a bulk load let go keeps even those in a
+    ``Spool`` (``_fields`` is then its place there, ``_loader`` the spool), read back on use.
     """
 
     __slots__ = ("path", "_meta", "_fields", "_text", "_body_start", "_loader", "_file_hash",
@@ -111,7 +180,7 @@ class Node:
             raise ValueError("a node needs its front matter or the fields of it")
         self.path = path
         self._meta = meta
-        self._fields = None if meta is not None or fields is None else \
+        self._fields: Fields | int | None = None if meta is not None or fields is None else \
             fields if isinstance(fields, Fields) else Fields(fields)
         self._text = text
         self._body_start = len(text) - len(body) if text is not None and body is not None else None
@@ -123,12 +192,34 @@ class Node:
     def meta(self) -> Frontmatter:
         meta = self._meta  # read once: ``let_text_go`` may clear it meanwhile
         if meta is None:
-            assert self._fields is not None
             from osk.store.contract import Frontmatter
 
-            meta = self._meta = Frontmatter.model_construct(**self._fields.as_dict())
+            spooled = self._spooled()
+            if spooled is not None:  # held from now on, as a node let go without a spool
+                fields, self._file_hash, self._body_hash = spooled
+            else:
+                assert isinstance(self._fields, Fields)
+                fields = self._fields
+            meta = self._meta = Frontmatter.model_construct(**fields.as_dict())
             self._fields = None
         return meta
+
+    def _plain(self) -> Fields:
+        """The plain fields (read back from the spool, not kept, for a node let go to one)."""
+        fields = self._fields
+        if isinstance(fields, int):
+            assert isinstance(self._loader, Spool)
+            return self._loader.get(fields)[0]
+        assert fields is not None
+        return fields
+
+    def _spooled(self) -> tuple[Fields, str, str] | None:
+        """The fields and hashes of a node let go to a spool, read back; else None."""
+        place = self._fields
+        if not isinstance(place, int):
+            return None
+        assert isinstance(self._loader, Spool)
+        return self._loader.get(place)
 
     @property
     def derived_from(self) -> list[str]:
@@ -138,21 +229,28 @@ class Node:
         meta = self._meta
         if meta is not None:
             return list(meta.derived_from)
-        assert self._fields is not None
-        return [str(link) for link in self._fields.get("derived_from", ())]
+        return [str(link) for link in self._plain().get("derived_from", ())]
 
     def plain_field(self, key: str) -> Any:
         """One front matter field as the plain fields hold it (a node restored from the
         catalog snapshot, or one whose text was let go), else None: the model is not built
         to ask (``osk.search.corpus`` holds these strings rather than copies of them)."""
-        fields = self._fields
-        return None if fields is None else fields.get(key)
+        return None if self._fields is None else self._plain().get(key)
 
     def meta_fields(self) -> dict[str, Any]:
         """The front matter as plain fields (what the catalog snapshot stores)."""
         if self._fields is not None:
-            return self._fields.as_dict()
+            return self._plain().as_dict()
         return self.meta.model_dump(exclude_none=True)
+
+    def plain_record(self) -> str:
+        """The plain fields and hashes as ``plain_record`` writes them (a spooled node's record
+        as kept: the catalog snapshot copies it)."""
+        place = self._fields
+        if isinstance(place, int):
+            assert isinstance(self._loader, Spool)
+            return self._loader.record(place)
+        return plain_record(self.meta_fields(), self.file_hash, self.body_hash)
 
     def __repr__(self) -> str:
         return f"Node({self.path!r}, id={self.meta.id!r})"
@@ -182,27 +280,50 @@ class Node:
         the text held, else by the file hash)."""
         if self._text is not None:
             return self._text == text
-        return self._file_hash is not None and self._file_hash == sha256_text(text)
+        file_hash = self._known_hashes()[0]
+        return file_hash is not None and file_hash == sha256_text(text)
 
-    def let_text_go(self, loader: Callable[[str], str]) -> None:
+    def _known_hashes(self) -> tuple[str | None, str | None]:
+        """(file hash, body hash) as known without the text: cached, or in the spool."""
+        spooled = self._spooled()
+        if spooled is not None:
+            return spooled[1], spooled[2]
+        return self._file_hash, self._body_hash
+
+    def let_text_go(self, loader: Callable[[str], str], spool: Spool | None = None) -> None:
         """Drop the text and the front matter model held, keeping the plain fields and the
         hashes (``loader(path)`` reads the text again on use: one loader shared by every node
         of a catalog, where a closure a node held its own path and cell, some 340 bytes a node
         at 100,000): the form of a node restored from the
         catalog snapshot, for a node the catalog no longer expects to use soon. In place, so
         whoever holds this node (the catalog entry, the rechecks' view of it) lets go too.
+        With a ``spool`` (a bulk load's), the fields and hashes go to it, and it reads the text.
         The catalog calls it under the engine's hold, as it changes its entries."""
-        self.file_hash, self.body_hash  # noqa: B018 - computed while the text is here
-        if self._meta is not None:
-            self._fields = Fields(self._meta.model_dump(exclude_none=True))
-        self._loader = loader
+        file_hash, body_hash = self.file_hash, self.body_hash  # while the text is here
+        if spool is not None:
+            place = spool.put(plain_record(self.meta_fields(), file_hash, body_hash))
+            self._loader = spool
+            self._fields = place
+            self._file_hash = self._body_hash = None
+        else:
+            if self._meta is not None:
+                self._fields = Fields(self._meta.model_dump(exclude_none=True))
+            self._loader = loader
         self._text = None
+        self._body_start = None  # of the text held: the file is read again on use
         self._meta = None
 
     def with_text(self, text: str) -> Node:
         """This node holding ``text``, which the caller read from its file and found to have
         this node's file hash: the same node, with no parse or validation again."""
-        return Node(self.path, self._meta, text=text, fields=self._fields,
+        spooled = self._spooled()
+        if spooled is not None:
+            fields, file_hash, body_hash = spooled
+            return Node(self.path, None, text=text, fields=fields, file_hash=file_hash,
+                        body_hash=body_hash)
+        held = self._fields
+        return Node(self.path, self._meta, text=text,
+                    fields=held if isinstance(held, Fields) else None,
                     file_hash=self._file_hash, body_hash=self._body_hash)
 
     @property
@@ -219,16 +340,15 @@ class Node:
     def id(self) -> str:
         if self._meta is not None:
             return self._meta.id
-        assert self._fields is not None
-        return str(self._fields["id"])
+        return str(self._plain()["id"])
 
     @property
     def trust_state(self) -> str:
         """confirmed / inferred (``osk.authority.trust``), read without building the model."""
         if self._meta is not None:
             return self._meta.trust_state
-        assert self._fields is not None
-        return trust_state.state_of(self._fields.get("trust"), str(self._fields["author"]))
+        fields = self._plain()
+        return trust_state.state_of(fields.get("trust"), str(fields["author"]))
 
     @property
     def space(self) -> str | None:
@@ -246,18 +366,26 @@ class Node:
     def file_hash(self) -> str:
         """Hash of the whole file: what a compare-and-swap full replacement must name."""
         if self._file_hash is None:
+            spooled = self._spooled()
+            if spooled is not None:
+                return spooled[1]
             self._file_hash = sha256_text(self.text)
         return self._file_hash
 
     @property
     def known_file_hash(self) -> str | None:
         """``file_hash`` when it is had without reading the file (cached, or the text held)."""
-        return self.file_hash if self._file_hash is not None or self._text is not None else None
+        if self._file_hash is not None or self._text is not None:
+            return self.file_hash
+        return self._known_hashes()[0]
 
     @property
     def body_hash(self) -> str:
         """Hash of the body: what citations bind to."""
         if self._body_hash is None:
+            spooled = self._spooled()
+            if spooled is not None:
+                return spooled[2]
             self._body_hash = body_hash(self.body)
         return self._body_hash
 

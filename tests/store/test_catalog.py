@@ -128,12 +128,13 @@ def test_a_new_process_restores_unchanged_nodes_from_the_snapshot_without_readin
 
 
 @pytest.mark.parametrize(("last", "keep"), [(False, True), (True, True), (False, False),
-                                            ("again", True)])
+                                            ("again", True), (False, "bulk")])
 def test_a_snapshot_save_encodes_only_entries_put_since_the_last_and_writes_the_same_file(
-    vault: Vault, monkeypatch, last: bool | str, keep: bool
+    vault: Vault, monkeypatch, last: bool | str, keep: bool | str
 ):
     """``last`` (osk import's end; "again": a last save after a save left nothing to write)
-    and a catalog that keeps nothing encoded (``keep_encoded``, osk import's): the encoded
+    and a catalog that keeps nothing encoded (``keep_encoded``, osk import's; "bulk": as
+    ``osk import`` sets it up, its nodes let go to a spool, copied from it): the encoded
     entries are not kept, so a later save encodes every entry again, and writes the same
     file."""
     import json
@@ -144,8 +145,14 @@ def test_a_snapshot_save_encodes_only_entries_put_since_the_last_and_writes_the_
     for name in names:
         write_node(vault, f"Domain/{name}.md", f"id-{name}", body=f"Body {name}.\n")
         _age(vault, f"Domain/{name}.md")
-    catalog = Catalog(vault, keep_encoded=keep)
+    if keep == "bulk":
+        monkeypatch.setattr(catalog_mod, "HELD_TEXTS", 2)
+    catalog = Catalog(vault, keep_encoded=keep is True)
+    if keep == "bulk":
+        catalog.bulk_load()
     catalog.refresh()
+    if keep == "bulk":
+        assert len(_spooled(catalog)) == 4
     catalog._dirty = True
     catalog.save_snapshot(last=last is True)
     if last == "again":
@@ -159,7 +166,7 @@ def test_a_snapshot_save_encodes_only_entries_put_since_the_last_and_writes_the_
     catalog.note_written("Domain/N2.md")
     catalog.note_removed("Domain/N4.md")
     catalog.save_snapshot()
-    assert encoded == (list(catalog.entries) if last or not keep else ["Domain/N2.md"])
+    assert encoded == (list(catalog.entries) if last or keep is not True else ["Domain/N2.md"])
     path = vault.state("catalog", "snapshot.json")
     whole = {rel: {"stat": list(e.stat), "read_at": e.read_at_ns, "meta": e.node.meta_fields(),
                    "file_hash": e.node.file_hash, "body_hash": e.node.body_hash}
@@ -379,28 +386,80 @@ def _let_go_and_held(catalog: Catalog) -> tuple[list[str], list[str]]:
             [rel for rel, e in entries if e.node is not None and e.node.text_held])
 
 
+def _spooled(catalog: Catalog) -> list[str]:
+    """The nodes that keep their fields and hashes in the catalog's spool, not in memory."""
+    return sorted(rel for rel, e in catalog.entries.items()
+                  if e.node is not None and isinstance(e.node._fields, int))
+
+
+def _catalog(vault: Vault, bulk: bool) -> Catalog:
+    catalog = Catalog(vault)
+    if bulk:
+        catalog.bulk_load()
+    return catalog
+
+
+@pytest.mark.parametrize("bulk", [False, True])
 def test_only_the_nodes_put_last_keep_their_text_the_others_read_it_again_as_it_was(
-        vault: Vault, monkeypatch):
+        vault: Vault, monkeypatch, bulk: bool):
     """A catalog that reads or writes every node (``osk import``) holds a bounded share of
-    their texts and models; a node that let them go answers as before, from its file."""
+    their texts and models; a node that let them go answers as before, from its file (and,
+    in a bulk load, its fields and hashes from the spool)."""
     import osk.store.catalog as catalog_mod
 
     monkeypatch.setattr(catalog_mod, "HELD_TEXTS", 2)
     for i in range(5):
         write_node(vault, f"Domain/N{i}.md", f"id-{i}", body=f"Body {i}.\n")
-    catalog = Catalog(vault)
+    catalog = _catalog(vault, bulk)
     catalog.refresh()
     let_go, held = _let_go_and_held(catalog)
     assert len(held) == 2 and len(let_go) == 3
+    assert _spooled(catalog) == (let_go if bulk else [])
     for i in range(5):
         found = catalog.get(f"N{i}")
-        assert found.id == f"id-{i}" and found.meta.summary == f"About Domain/N{i}.md."
+        parsed = node.parse(found.path, vault.abs(found.path).read_text(encoding="utf-8"))
+        assert found.id == f"id-{i}" and found.trust_state == parsed.trust_state
+        assert found.plain_field("summary") in (None, f"About Domain/N{i}.md.")
+        assert found.derived_from == [] and found.known_file_hash in (None, parsed.file_hash)
+        assert found.meta_fields() == parsed.meta_fields()
+        assert found.meta.summary == f"About Domain/N{i}.md."
         assert found.body == f"Body {i}.\n" and found.body_hash == node.body_hash(found.body)
-        assert found.file_hash == node.parse(found.path, found.text).file_hash
+        assert found.file_hash == parsed.file_hash and found.holds(parsed.text)
+        assert found == parsed
 
 
-def test_a_node_that_let_its_text_go_is_still_seen_changed_at_the_same_stat(
+def test_a_spooled_node_answers_from_the_spool_without_its_file_until_its_text_is_needed(
         vault: Vault, monkeypatch):
+    """A node a bulk load let go reads its fields and hashes back from the spool (the file
+    may be gone meanwhile); the spool keeps records past its buffer in its file."""
+    import osk.store.catalog as catalog_mod
+
+    monkeypatch.setattr(catalog_mod, "HELD_TEXTS", 1)
+    monkeypatch.setattr(node, "_SPOOL_BUFFER", 300)  # a record or two: most go to the file
+    for i in range(6):
+        write_node(vault, f"Domain/N{i}.md", f"id-{i}", body=f"Body {i}.\n")
+    expected = {f"Domain/N{i}.md": node.parse(f"Domain/N{i}.md", vault.abs(
+        f"Domain/N{i}.md").read_text(encoding="utf-8")) for i in range(6)}
+    catalog = _catalog(vault, True)
+    catalog.refresh()
+    assert len(_spooled(catalog)) == 5
+    for rel in _spooled(catalog):
+        vault.abs(rel).unlink()
+        found = catalog.by_path(rel)
+        assert found is not None and not found.text_held
+        want = expected[rel]
+        assert (found.id, found.file_hash, found.body_hash, found.known_file_hash) == (
+            want.id, want.file_hash, want.body_hash, want.file_hash)
+        assert found.plain_field("summary") == want.meta.summary
+        assert found.plain_record() == node.plain_record(want.meta_fields(), want.file_hash,
+                                                         want.body_hash)
+        with pytest.raises(FileNotFoundError):
+            found.text  # noqa: B018
+
+
+@pytest.mark.parametrize("bulk", [False, True])
+def test_a_node_that_let_its_text_go_is_still_seen_changed_at_the_same_stat(
+        vault: Vault, monkeypatch, bulk: bool):
     """A file read within the race window is read again on the next refresh; rewritten in that
     window to the same size and mtime, it is reported changed even though the text the catalog
     held is gone (compared by hash: reading it now would give the new text)."""
@@ -409,9 +468,10 @@ def test_a_node_that_let_its_text_go_is_still_seen_changed_at_the_same_stat(
     monkeypatch.setattr(catalog_mod, "HELD_TEXTS", 1)
     for name in ("A", "B", "C"):
         write_node(vault, f"Domain/{name}.md", f"id-{name}", body=f"Body {name}.\n")
-    catalog = Catalog(vault)
+    catalog = _catalog(vault, bulk)
     catalog.refresh()
     rel = _let_go_and_held(catalog)[0][0]
+    assert _spooled(catalog)[:1] == ([rel] if bulk else [])
     path = vault.abs(rel)
     before = path.stat()
     text = path.read_text(encoding="utf-8")
@@ -424,8 +484,9 @@ def test_a_node_that_let_its_text_go_is_still_seen_changed_at_the_same_stat(
     assert catalog.by_path(rel) is not None and "Edit " in catalog.by_path(rel).body
 
 
+@pytest.mark.parametrize("bulk", [False, True])
 def test_an_index_built_from_nodes_that_let_their_text_go_parses_no_file(
-        vault: Vault, monkeypatch):
+        vault: Vault, monkeypatch, bulk: bool):
     import osk.search.index as index_mod
     import osk.store.catalog as catalog_mod
     from osk.search import SearchIndex
@@ -434,9 +495,9 @@ def test_an_index_built_from_nodes_that_let_their_text_go_parses_no_file(
     for name in ("A", "B", "C"):
         write_node(vault, f"Domain/{name}.md", f"id-{name}", body=f"Walrus {name} facts.\n")
         _age(vault, f"Domain/{name}.md")
-    catalog = Catalog(vault)
+    catalog = _catalog(vault, bulk)
     catalog.refresh()
-    assert len(_let_go_and_held(catalog)[0]) == 2
+    assert len(_let_go_and_held(catalog)[0]) == 2 == len(_spooled(catalog)) + 2 * (not bulk)
     parsed: list[str] = []
     real = index_mod.parse_node
     monkeypatch.setattr(index_mod, "parse_node",

@@ -169,3 +169,43 @@ def test_a_hook_process_runs_without_the_collector_and_leaves_it_nothing_at_exit
     block, _, tail = done.stdout.rpartition("passes ")
     assert tail.split() == ["0", "frozen", "True"], done.stdout + done.stderr
     assert json.loads(block)["hookSpecificOutput"]["hookEventName"] == "SessionStart"
+
+
+def test_json_printed_in_pieces_is_the_json_text_and_draws_an_iterator_as_a_list():
+    """``print_json`` (``osk import --json``: its created nodes drawn as written) writes what
+    ``json_text`` gives, plus a line end: nesting, empty containers, dataclasses, paths,
+    non-ASCII text, numbers and the literals alike."""
+    import io
+    from dataclasses import dataclass
+
+    from osk.surfaces.commands.common import json_text, print_json
+
+    @dataclass
+    class Hit:
+        title: str
+        where: Path
+        parts: tuple[int, ...]
+        _private: int = 0
+
+    values: list[object] = [
+        {}, [], "Café \"quoted\"\n", 3, 2.5, None, True,
+        {"a": [], "b": {}, "c": [[], [{}], [[1, -0.5]]], 7: {"d": set()}},
+        {"hits": [Hit("Ünïcode", Path("/x/y"), (1, 2)), Hit("two", Path("z"), ())]},
+    ]
+    for value in values:
+        out = io.StringIO()
+        print_json(value, out)
+        assert out.getvalue() == json_text(value) + "\n"
+    drawn = []
+
+    def created():
+        for n in range(3):
+            drawn.append(n)
+            yield {"line": n, "title": f"T{n}"}
+
+    out = io.StringIO()
+    print_json({"created": created(), "hubs": []}, out)
+    assert drawn == [0, 1, 2]
+    assert out.getvalue() == json_text(
+        {"created": [{"line": n, "title": f"T{n}"} for n in range(3)], "hubs": []}) + "\n"
+    assert json.loads(out.getvalue())["created"][2] == {"line": 2, "title": "T2"}

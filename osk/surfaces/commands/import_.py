@@ -11,7 +11,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from osk.surfaces.commands.common import Progress, add_json_flag, add_scope_flag, json_text
+from osk.surfaces.commands.common import (
+    Progress,
+    add_json_flag,
+    add_scope_flag,
+    json_text,
+    print_json,
+)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -125,12 +131,12 @@ def run_import(args: argparse.Namespace) -> int:
         if item not in unreadable:
             print(f"line {item.number}: rejected: {item.reason}", file=sys.stderr)
     importer.finish()
-    if args.json:
-        print(json_text({
-            "created": [{"line": n, "title": t, "path": p} for n, t, p in report.created],
+    if args.json:  # drawn as written: a dict a node, and the whole text, were never held
+        print_json({
+            "created": ({"line": n, "title": t, "path": p} for n, t, p in report.created),
             "hubs": report.hubs,
             "rejected": [{"line": r.number, "reason": r.reason} for r in report.rejected],
-        }))
+        })
     else:
         print(f"Imported {len(report.created)} node(s)"
               + (f" and {len(report.hubs)} cluster hub(s)" if report.hubs else "")
