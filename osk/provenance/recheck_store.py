@@ -270,6 +270,7 @@ class CitationStore:
             db.execute(_CITING)
             db.execute(_BODIES)
             self._db = db
+            _upgrade(db)
         return self._db
 
     def _apply(self, db: sqlite3.Connection, ledger: Ledger,
@@ -292,6 +293,47 @@ class CitationStore:
         db.executemany("INSERT INTO citing VALUES (?, ?)",
                        [(key, encoded(value)) for key, value in table.table.items()])
         _set_state(db, mark, table.heads)
+
+
+def _upgrade(db: sqlite3.Connection) -> None:
+    """A store of schema 1 (each row in the ledger's line form) rewritten as ``encoded``
+    packs it, a thousand rows at a time in one transaction: without it the next engine
+    rebuilt the store from the ledger read whole, twice (at 10,000 citing nodes its first
+    start peaked at 99 MB where the next one peaks at 66). A row that cannot be read leaves
+    the store at schema 1, which no reader vouches for: it is rebuilt from the ledger."""
+    found = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+    if found is None or found[0] != "1":
+        return
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        last = ""
+        while rows := db.execute("SELECT id, citations FROM citing WHERE id > ? ORDER BY id "
+                                 "LIMIT 1000", (last,)).fetchall():
+            db.executemany("UPDATE citing SET citations = ? WHERE id = ?",
+                           [(encoded(_decoded_v1(key, text)), key) for key, text in rows])
+            last = rows[-1][0]
+        db.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (SCHEMA,))
+    except (ValueError, TypeError, KeyError, AttributeError):
+        db.execute("ROLLBACK")
+        return
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
+
+def _decoded_v1(citing_id: str, text: str) -> Citations:
+    """A row of schema 1: ``[pairs as the ledger's line holds them, forked target keys,
+    corrected, record id, forked]``."""
+    from osk.provenance.pairs import Citations, Pair
+
+    items, forked_keys, corrected, record_id, forked = json.loads(text)
+    marked = set(forked_keys)
+    pairs: dict[str, Pair] = {}
+    for item in items:
+        pair = Pair.from_data(citing_id, item, forked=str(item["target"]) in marked)
+        pairs[pair.target.key] = pair
+    return Citations(citing_id, pairs, corrected, record_id, bool(forked))
 
 
 def _state(db: sqlite3.Connection) -> tuple[Mark, tuple[str, ...]] | None:

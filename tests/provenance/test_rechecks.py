@@ -454,3 +454,36 @@ def test_a_row_on_disk_gives_back_every_pair_as_it_was():
                       Citations("c", {}, None), Citations("c", pairs, "not hex")):
         assert decoded("c", encoded(citations)) == citations
     assert digest not in encoded(Citations("c", pairs, None))  # packed, not as 64 characters
+
+
+def test_a_store_of_the_first_schema_is_packed_in_place_not_rebuilt_from_the_ledger(
+        chain: Engine, vault: Vault, monkeypatch: pytest.MonkeyPatch):
+    """Rows kept in the ledger's line form (schema 1) are rewritten packed by the next
+    writer that opens the store, the ledger not read whole; the table is the same."""
+    import json
+    import sqlite3
+
+    from osk.provenance import recheck_store
+    from osk.provenance.recheck_table import LEDGER, build_table
+    from osk.provenance.rechecks import Rechecks
+
+    chain.update_node("Source", NodeEdit(old_text="10", new_text="20"))
+    whole = build_table(Ledger(vault, LEDGER).read())
+    with sqlite3.connect(vault.state(*recheck_store.FILE)) as db:
+        rows = dict(db.execute("SELECT id, citations FROM citing"))
+        for key, text in rows.items():
+            value = recheck_store.decoded(key, text)
+            pairs = list(value.pairs.values())
+            old = json.dumps([[pair.to_data() for pair in pairs],
+                              [pair.target.key for pair in pairs if pair.forked],
+                              value.corrected, value.record_id, value.forked])
+            db.execute("UPDATE citing SET citations = ? WHERE id = ?", (old, key))
+        db.execute("UPDATE meta SET value = '1' WHERE key = 'schema'")
+    monkeypatch.setattr(Ledger, "read_tipped", lambda self: pytest.fail("read whole"))
+    fresh = Rechecks(vault)
+    assert dict(fresh.table()) == whole
+    with sqlite3.connect(vault.state(*recheck_store.FILE)) as db:
+        assert db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone() == ("2",)
+        packed = dict(db.execute("SELECT id, citations FROM citing"))
+    assert packed.keys() == rows.keys()
+    assert {i: recheck_store.decoded(i, text) for i, text in packed.items()} == whole
