@@ -9,9 +9,14 @@ we keep a histogram of document frequencies (how many terms occur in exactly d d
 evaluate the average over its distinct d values, which are few, only when a query needs it.
 
 Documents are small integer slots. Postings live in two layers: the *base*, three flat arrays
-loaded from disk as they are (no per-entry work at load time), and *materialised* per-term
-dicts, made from the base the first time a term is changed or needs random access. Adding or
-removing one document touches only that document's terms: nothing is rebuilt on one change.
+loaded from disk as they are (no per-entry work at load time; each term's slots ascending, so a
+posting is found by binary search), and an *overlay* of what changed since: the postings added
+per term, and the slots whose base postings no longer count (a removed document's; its slot may
+be taken again, its new postings then in the overlay). Adding or removing one document touches
+only that document's terms, and only the overlay: nothing is rebuilt on one change, and no
+term's base list is copied into a dict (a long-running server that wrote its common words into
+notes held each such list again as a dict, some 60 bytes a posting: 456 -> 1,041 MB after 40
+notes of 50 common words each at 100,000 nodes).
 """
 
 from __future__ import annotations
@@ -51,13 +56,14 @@ class Bm25:
         self.k1, self.b, self.epsilon = k1, b, epsilon
         self.lengths: dict[int, int] = {}
         self.total_length = 0
-        self._dicts: dict[str, dict[int, int]] = {}  # materialised terms shadow the base
+        self._added: dict[str, dict[int, int]] = {}  # postings added since the base, by term
+        self._dead: set[int] = set()  # slots whose base postings no longer count (removed)
+        self._dead_df: dict[str, int] = {}  # term -> how many of its base postings are dead
         self._base_index: dict[str, int] = {}
         self._base_terms: list[str] = []  # the base's vocabulary by number
         self._base_offsets = array("I", [0])
         self._base_slots = array("I")
         self._base_tfs = array("I")
-        self._base_sorted = True  # each term's base slots ascending (``holds``)
         self._histogram: Counter[int] | None = None  # built on first need, then maintained
         self._average_idf: tuple[int, float] | None = None
         self._df_logs: dict[int, float] = {}  # df -> log(df + 0.5), for average_idf
@@ -76,7 +82,8 @@ class Bm25:
         sorted_slots: bool = True,
     ) -> Bm25:
         """Adopt persisted arrays as the base layer; term ``i`` owns ``offsets[i]:offsets[i+1]``
-        (``sorted_slots``: each term's slots ascending, as ``to_base`` writes them)."""
+        (``sorted_slots``: each term's slots ascending, as ``to_base`` writes them; an older
+        snapshot's are put in that order here, once)."""
         if len(offsets) != len(terms) + 1 or len(slots) != len(tfs):
             raise ValueError("postings arrays do not fit together")
         if offsets[0] != 0 or offsets[-1] != len(slots):
@@ -86,7 +93,8 @@ class Bm25:
         if len(index._base_index) != len(terms):
             raise ValueError("a term appears twice in the postings")
         index._base_terms = terms
-        index._base_sorted = sorted_slots
+        if not sorted_slots:
+            slots, tfs = _ascending(offsets, slots, tfs)
         index._base_offsets, index._base_slots, index._base_tfs = offsets, slots, tfs
         index.lengths = lengths
         index.total_length = sum(lengths.values())
@@ -96,7 +104,7 @@ class Bm25:
         """The current postings as (terms, offsets, slots, tfs), for writing to disk; each
         term's slots ascending (``holds`` searches them). A sorted base that nothing changed
         is itself, not copied (an index just built in bulk: ``Staged``, its tfs narrowed)."""
-        if not self._dicts and self._base_sorted and self._base_slots.typecode == "I":
+        if not self._added and not self._dead_df and self._base_slots.typecode == "I":
             return self._base_terms, self._base_offsets, self._base_slots, self._base_tfs
         terms: list[str] = []
         offsets, slots, tfs = array("I", [0]), array("I"), array("I")
@@ -107,21 +115,15 @@ class Bm25:
             base_tfs = array("I", base_tfs)
         for term in self.all_terms():
             before = len(slots)
-            materialised = self._dicts.get(term)
-            if materialised is not None:
-                ordered = sorted(materialised)  # mostly in order already: a linear pass
-                slots.extend(ordered)
-                tfs.extend(map(materialised.__getitem__, ordered))
+            if term in self._added or self._dead_df.get(term):
+                ordered = sorted(self.pairs(term))  # mostly in order already: a linear pass
+                slots.extend(slot for slot, _ in ordered)
+                tfs.extend(tf for _, tf in ordered)
             else:
                 i = self._base_index[term]
                 a, b = self._base_offsets[i], self._base_offsets[i + 1]
-                if self._base_sorted:
-                    slots.extend(base_slots[a:b])
-                    tfs.extend(base_tfs[a:b])
-                else:  # an older snapshot's order
-                    pairs = sorted(zip(base_slots[a:b], base_tfs[a:b], strict=True))
-                    slots.extend(slot for slot, _ in pairs)
-                    tfs.extend(tf for _, tf in pairs)
+                slots.extend(base_slots[a:b])
+                tfs.extend(base_tfs[a:b])
             if len(slots) > before:
                 terms.append(term)
                 offsets.append(len(slots))
@@ -130,59 +132,63 @@ class Bm25:
     def all_terms(self) -> Iterable[str]:
         """Every term with postings, each once (the recall file writes them all)."""
         yield from self._base_index
-        for term in self._dicts:
+        for term in self._added:
             if term not in self._base_index:
                 yield term
 
     # -- postings access ---------------------------------------------------------------------
     def df(self, term: str) -> int:
-        materialised = self._dicts.get(term)
-        if materialised is not None:
-            return len(materialised)
         i = self._base_index.get(term)
-        return 0 if i is None else self._base_offsets[i + 1] - self._base_offsets[i]
+        base = 0 if i is None else self._base_offsets[i + 1] - self._base_offsets[i]
+        added = self._added.get(term)
+        return base - self._dead_df.get(term, 0) + (len(added) if added else 0)
 
     def pairs(self, term: str) -> Pairs:
-        """(slot, tf) for every document holding ``term``."""
-        materialised = self._dicts.get(term)
-        if materialised is not None:
-            return materialised.items()
+        """(slot, tf) for every document holding ``term``: the base's live postings (slots
+        ascending), then those added since."""
         i = self._base_index.get(term)
-        if i is None:
-            return ()
-        a, b = self._base_offsets[i], self._base_offsets[i + 1]
-        return zip(self._base_slots[a:b], self._base_tfs[a:b], strict=True)
+        base: Pairs = ()
+        if i is not None:
+            a, b = self._base_offsets[i], self._base_offsets[i + 1]
+            base = zip(self._base_slots[a:b], self._base_tfs[a:b], strict=True)
+            if self._dead_df.get(term):
+                dead = self._dead
+                base = [(slot, tf) for slot, tf in base if slot not in dead]
+        added = self._added.get(term)
+        if not added:
+            return base
+        return [*base, *added.items()]
 
     def columns(self, term: str) -> tuple[array[int], array[int]]:
-        """The term's (slots ascending, their counts): slices of the base where it is sorted
-        and nothing materialised the term (no pass in Python)."""
-        materialised = self._dicts.get(term)
-        i = self._base_index.get(term) if materialised is None else None
-        if i is not None and self._base_sorted:
+        """The term's (slots ascending, their counts): slices of the base where nothing
+        changed the term since (no pass in Python)."""
+        i = self._base_index.get(term)
+        if i is not None and term not in self._added and not self._dead_df.get(term):
             a, b = self._base_offsets[i], self._base_offsets[i + 1]
             return self._base_slots[a:b], self._base_tfs[a:b]
         pairs = sorted(self.pairs(term))
         return array("I", [slot for slot, _ in pairs]), array("I", [tf for _, tf in pairs])
 
-    def holds(self, term: str, slot: int) -> bool:
-        """Whether ``term``'s postings hold ``slot``: a binary search of the base's slots where
-        nothing materialised the term (a common term's list is not made a dict to ask)."""
-        materialised = self._dicts.get(term)
-        if materialised is not None or not self._base_sorted:
-            return slot in (materialised if materialised is not None else self.postings(term))
+    def tf(self, term: str, slot: int) -> int:
+        """How often the document in ``slot`` holds ``term`` (0: not at all): the overlay's
+        count, else a binary search of the term's base slots (no list is copied to ask)."""
+        added = self._added.get(term)
+        if added is not None:
+            held = added.get(slot)
+            if held is not None:
+                return held
+        if slot in self._dead:
+            return 0
         i = self._base_index.get(term)
         if i is None:
-            return False
+            return 0
         end = self._base_offsets[i + 1]
         at = bisect_left(self._base_slots, slot, self._base_offsets[i], end)
-        return at < end and self._base_slots[at] == slot
+        return self._base_tfs[at] if at < end and self._base_slots[at] == slot else 0
 
-    def postings(self, term: str) -> dict[int, int]:
-        """The term's postings as a dict (materialised and kept: later changes edit it)."""
-        materialised = self._dicts.get(term)
-        if materialised is None:
-            materialised = self._dicts[term] = dict(self.pairs(term))
-        return materialised
+    def holds(self, term: str, slot: int) -> bool:
+        """Whether ``term``'s postings hold ``slot``."""
+        return self.tf(term, slot) > 0
 
     # -- changing ----------------------------------------------------------------------------
     def add(self, slot: int, frequencies: Mapping[str, int], length: int) -> None:
@@ -190,20 +196,20 @@ class Bm25:
         if slot in self.lengths:
             raise KeyError(f"slot {slot} is already indexed; remove it first")
         histogram = self._histogram
-        dicts = self._dicts
         for term, tf in frequencies.items():
-            docs = dicts.get(term)
-            if docs is None:
-                docs = self.postings(term)
             if histogram is not None:
-                if docs:
-                    histogram[len(docs)] -= 1
-                histogram[len(docs) + 1] += 1
-            docs[slot] = tf
+                df = self.df(term)
+                if df:
+                    histogram[df] -= 1
+                histogram[df + 1] += 1
+            added = self._added.get(term)
+            if added is None:
+                added = self._added[term] = {}
+            added[slot] = tf
             impacts = self._impacts.get(term)
             if impacts is not None:
                 impacts.fresh.append(slot)
-                if len(impacts.fresh) > max(64, len(docs) // 8):  # ordered afresh when needed
+                if len(impacts.fresh) > max(64, self.df(term) // 8):  # ordered afresh if needed
                     del self._impacts[term]
         self.lengths[slot] = length
         self.total_length += length
@@ -216,15 +222,23 @@ class Bm25:
             return
         self.total_length -= length
         histogram = self._histogram
+        in_base = slot not in self._dead  # else its base postings are already dead
         for term in terms:
-            docs = self.postings(term)
-            if slot not in docs:
+            df = self.df(term)
+            added = self._added.get(term)
+            if added is not None and slot in added:
+                del added[slot]
+                if not added:
+                    del self._added[term]
+            elif in_base and self.tf(term, slot):
+                self._dead_df[term] = self._dead_df.get(term, 0) + 1
+            else:
                 continue
             if histogram is not None:
-                histogram[len(docs)] -= 1
-            del docs[slot]
-            if histogram is not None and docs:
-                histogram[len(docs)] += 1
+                histogram[df] -= 1
+                if df > 1:
+                    histogram[df - 1] += 1
+        self._dead.add(slot)
         self._changed()
 
     def _changed(self) -> None:
@@ -325,7 +339,7 @@ class Bm25:
         k1p1 = self.k1 + 1
         total = 0.0
         for term, weight in self.weights(query, floor):
-            tf = self.postings(term).get(slot)
+            tf = self.tf(term, slot)
             if tf:
                 total += weight * k1p1 * tf / (tf + norm)
         return total
@@ -365,7 +379,7 @@ class Bm25:
         them (the same sums in the same order): its whole score, read by random access."""
         k1p1 = self.k1 + 1
         for term, weight in weights:
-            tf = self.postings(term).get(slot)
+            tf = self.tf(term, slot)
             if tf:
                 score += weight * k1p1 * tf / (tf + norm)
         return score
@@ -374,20 +388,18 @@ class Bm25:
         """Every term whose postings hold ``slot``: a document's distinct terms found from the
         postings alone, for one whose terms are kept nowhere else (``Corpus.terms_of``). The
         loaded slots are compared in numpy, in place (3 ms for 10 million postings, where a
-        search of their bytes took 48), each match named by its term's range; materialised
-        terms shadow the base."""
+        search of their bytes took 48), each match named by its term's range, and the terms
+        added since (the base postings of a slot that was removed are dead)."""
         import numpy as np  # here: only a document's removal may need it, never a hook
 
-        dicts = self._dicts
-        found = [term for term, docs in dicts.items() if slot in docs]
+        found = [term for term, docs in self._added.items() if slot in docs]
         base, offsets, vocabulary = self._base_slots, self._base_offsets, self._base_terms
-        if not base or slot >= 1 << 8 * base.itemsize:
+        if not base or slot >= 1 << 8 * base.itemsize or slot in self._dead:
             return found
         at = np.flatnonzero(np.frombuffer(base, dtype=base.typecode) == slot)
         numbers = np.searchsorted(np.frombuffer(offsets, dtype=offsets.typecode), at,
                                   side="right") - 1
-        found.extend(term for term in map(vocabulary.__getitem__, numbers.tolist())
-                     if term not in dicts)
+        found.extend(map(vocabulary.__getitem__, numbers.tolist()))
         return found
 
     def inverted(self) -> dict[int, list[str]]:
@@ -489,9 +501,9 @@ class Bm25:
                 if slot in acc:
                     acc[slot] += w * tf / (tf + (base + slope * lengths[slot]))
             return
-        docs = self.postings(term)
+        tf_of = self.tf
         for slot in acc:
-            held = docs.get(slot)
+            held = tf_of(term, slot)
             if held:
                 acc[slot] += w * held / (held + (base + slope * lengths[slot]))
 
@@ -515,19 +527,19 @@ class Bm25:
                     acc[slot] = share
             return
         self._add_to_held(term, w, acc, base, slope)
-        docs = self.postings(term)
+        tf_of = self.tf
         for tf, kind, slots, dls in impacts.runs:
             run_bound = bounds[kind] if bounds and impacts.by_kind else most
             for slot, dl in zip(slots, dls, strict=True):
                 share = w * tf / (tf + (base + slope * dl))
                 if (share + after) * run_bound < kth:
                     break  # the rest of this run is longer: a smaller share
-                if (slot not in acc and docs.get(slot) == tf and lengths.get(slot) == dl
+                if (slot not in acc and lengths.get(slot) == dl and tf_of(term, slot) == tf
                         and not (share + after) * (bounds[kinds[slot]] if bounds else most)
                         < kth):
                     acc[slot] = share
         for slot in impacts.fresh:  # a slot reused since is here, whatever run it was in
-            held = docs.get(slot)
+            held = tf_of(term, slot)
             if held and slot not in acc:
                 share = w * held / (held + (base + slope * lengths[slot]))
                 if not (share + after) * (bounds[kinds[slot]] if bounds else most) < kth:
@@ -540,11 +552,11 @@ class Bm25:
         impacts = self._impacts_of(term, kinds)
         if impacts is None:
             return 1.0
-        docs, lengths = self.postings(term), self.lengths
+        lengths = self.lengths
         best = max((tf / (tf + (base + slope * dls[0])) for tf, _, _, dls in impacts.runs),
                    default=0.0)
         for slot in impacts.fresh:
-            tf = docs.get(slot)
+            tf = self.tf(term, slot)
             if tf:
                 best = max(best, tf / (tf + (base + slope * lengths[slot])))
         return min(best, 1.0)
@@ -762,3 +774,15 @@ def idf(size: int, df: int) -> float:
     """BM25's inverse document frequency of a term in ``df`` of ``size`` documents (below 0
     for a term in over half of them; ``Bm25.idf`` and the raw rounds' coverage treat that)."""
     return math.log(size - df + 0.5) - math.log(df + 0.5)
+
+
+def _ascending(offsets: array[int], slots: array[int], tfs: array[int]
+               ) -> tuple[array[int], array[int]]:
+    """The postings with each term's slots put in ascending order (an older snapshot's)."""
+    ordered_slots, ordered_tfs = array(slots.typecode), array(tfs.typecode)
+    for i in range(len(offsets) - 1):
+        a, b = offsets[i], offsets[i + 1]
+        pairs = sorted(zip(slots[a:b], tfs[a:b], strict=True))
+        ordered_slots.extend(slot for slot, _ in pairs)
+        ordered_tfs.extend(tf for _, tf in pairs)
+    return ordered_slots, ordered_tfs

@@ -86,7 +86,7 @@ def confidence(bm25: Any, weights: Mapping[str, float], slot: int) -> float:
     norm = bm25.norms()[slot]
     held = 0.0
     for term, weight in weights.items():
-        tf = bm25.postings(term).get(slot)
+        tf = bm25.tf(term, slot)
         if tf:
             rarity = math.log(1 + (size + PRIOR) / (bm25.df(term) + 0.5))
             held += weight * rarity * tf * (bm25.k1 + 1) / (tf + norm)
@@ -106,7 +106,7 @@ def coverage(bm25: Any, weights: Mapping[str, float], slot: int,
     total = held = 0.0
     for term, weight in weights.items():
         rarity = weight * math.log(1 + (size + PRIOR) / (bm25.df(term) + 0.5))
-        found = bool(bm25.postings(term).get(slot))
+        found = bool(bm25.tf(term, slot))
         if found or typed is None or term in typed:
             total += rarity
         if found:

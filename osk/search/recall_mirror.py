@@ -177,8 +177,7 @@ class RecallMirror:
             terms_of = corpus.terms_for([corpus.slot_of[doc.path] for doc in stale])
             for doc in stale:
                 slot = corpus.slot_of[doc.path]
-                frequencies = {term: corpus.bm25.postings(term)[slot]
-                               for term in terms_of(slot)}
+                frequencies = {term: corpus.bm25.tf(term, slot) for term in terms_of(slot)}
                 ops.append(["put", doc.record(), frequencies])
             self.mirror(ops)
         except (sqlite3.Error, OSError, recallfile.Unusable):

@@ -641,7 +641,7 @@ class _PartialBm25(Bm25):
     def __init__(self, postings: dict[str, dict[int, int]], lengths: dict[int, int], n: int,
                  total_length: int, average_idf: float) -> None:
         super().__init__()
-        self._dicts = postings
+        self._added = postings  # no base: every posting read is in the overlay
         self.lengths = lengths
         self.total_length = total_length
         self._n = n
@@ -653,10 +653,7 @@ class _PartialBm25(Bm25):
 
     @property
     def postings_by_term(self) -> dict[str, dict[int, int]]:
-        return self._dicts
-
-    def postings(self, term: str) -> dict[int, int]:
-        return self._dicts.get(term, {})
+        return self._added
 
 
 def documents(db: sqlite3.Connection, where: str = "", args: Iterable[object] = (),

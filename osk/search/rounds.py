@@ -138,7 +138,7 @@ class RoundHit:
 @dataclass(frozen=True)
 class RoundStats:
     """What BM25 knows about the rounds of one result, in the shape recall's ``confidence``
-    reads of the node index (``size``, ``k1``, ``norms``, ``postings``, ``df``), so rounds
+    reads of the node index (``size``, ``k1``, ``norms``, ``tf``, ``df``), so rounds
     and nodes are held to one measure of how sure a hit is. A term may be asked in either
     form, ``query_terms(query)``'s or a round's own (``prose=True``): ``_names`` renames the
     one to the other for the query these statistics were made for."""
@@ -153,8 +153,8 @@ class RoundStats:
     def norms(self) -> dict[int, float]:
         return self._norms
 
-    def postings(self, term: str) -> dict[int, int]:
-        return self._tfs.get(self._names.get(term, term), {})
+    def tf(self, term: str, slot: int) -> int:
+        return self._tfs.get(self._names.get(term, term), {}).get(slot, 0)
 
     def df(self, term: str) -> int:
         return self._dfs.get(self._names.get(term, term), 0)
@@ -178,7 +178,7 @@ class RoundStats:
         weights = {term: count * max(idf(self.size, self.df(term)), IDF_FLOOR)
                    for term, count in terms.items() if count and self.df(term)}
         total = sum(weights.values())
-        held = sum(weight for term, weight in weights.items() if self.postings(term).get(slot))
+        held = sum(weight for term, weight in weights.items() if self.tf(term, slot))
         return held / total if total > 0 else 0.0
 
 

@@ -162,9 +162,14 @@ def test_a_documents_terms_found_in_the_postings_are_exactly_those_holding_it(co
     assert bm25.terms_holding(7) == []
     assert {slot: sorted(found) for slot, found in bm25.inverted().items()} == {
         a: ["alpha", "gamma"], b: ["alpha"], c: ["beta", "delta", "gamma"]}
-    bm25.remove(c, ["gamma"])  # a materialised term decides for itself
-    assert sorted(bm25.terms_holding(c)) == ["beta", "delta"]
-    assert sorted(bm25.inverted()[c]) == ["beta", "delta"]
+    bm25.remove(c, ["beta", "gamma", "delta"])  # its base postings are dead from now on
+    assert bm25.terms_holding(c) == []
+    assert c not in bm25.inverted()
+    bm25.add(c, {"beta": 2}, 2)  # the slot taken again: its terms are the overlay's alone
+    assert bm25.terms_holding(c) == ["beta"]
+    assert bm25.inverted()[c] == ["beta"]
+    assert [bm25.tf(term, c) for term in terms] == [0, 2, 0, 0]
+    assert [bm25.df(term) for term in terms] == [2, 1, 1, 0]
 
 
 def test_a_version_2_snapshot_is_read_without_its_per_document_terms(tmp_path: Path):
@@ -240,3 +245,54 @@ def test_a_journal_whose_records_name_no_terms_replays_exactly_one_at_a_time_or_
     assert len(again) == 2 and again.load_report == "loaded"
     monkeypatch.undo()
     assert postings_by_path(again) == rebuilt(written, tmp_path)
+
+
+@pytest.mark.parametrize("seed", [3, 11, 29])
+def test_changes_over_a_loaded_base_answer_as_postings_held_whole(seed: int):
+    # A loaded base then documents removed, added and their slots taken again (the overlay):
+    # every count, list and statistic is that of a plain term -> {slot: tf} model of them.
+    import random
+
+    rng = random.Random(seed)
+    vocabulary = [f"t{n}" for n in range(12)]
+    model: dict[int, dict[str, int]] = {
+        slot: {term: rng.randint(1, 3) for term in rng.sample(vocabulary, rng.randint(1, 5))}
+        for slot in range(40)}
+    terms = sorted({term for held in model.values() for term in held})
+    offsets, slots, tfs = array("I", [0]), array("I"), array("I")
+    for term in terms:
+        for slot in sorted(model):
+            if term in model[slot]:
+                slots.append(slot)
+                tfs.append(model[slot][term])
+        offsets.append(len(slots))
+    bm25 = Bm25.from_base(terms, offsets, slots, tfs, {s: len(h) for s, h in model.items()})
+    bm25.average_idf()  # the histogram kept from here on, through every change
+    for _ in range(200):
+        slot = rng.randrange(50)
+        if slot in model and rng.random() < 0.6:
+            bm25.remove(slot, list(model.pop(slot)))
+        elif slot not in model:
+            held = {term: rng.randint(1, 4) for term in rng.sample(vocabulary, rng.randint(1, 5))}
+            bm25.add(slot, held, len(held))
+            model[slot] = held
+    for term in vocabulary:
+        expected = {slot: held[term] for slot, held in model.items() if term in held}
+        assert bm25.df(term) == len(expected)
+        assert dict(bm25.pairs(term)) == expected
+        assert {slot: bm25.tf(term, slot) for slot in range(50) if bm25.tf(term, slot)} == expected
+        columns = bm25.columns(term)
+        assert list(zip(*columns, strict=True)) == sorted(expected.items())
+    for slot, held in model.items():
+        assert sorted(bm25.terms_holding(slot)) == sorted(held)
+    fresh = Bm25.from_base(*bm25.to_base(), {s: len(h) for s, h in model.items()})
+    assert fresh.average_idf() == pytest.approx(bm25.average_idf(), rel=1e-12)
+    assert all(dict(fresh.pairs(term)) == dict(bm25.pairs(term)) for term in vocabulary)
+
+
+def test_an_older_snapshots_unordered_slots_are_ordered_once_on_load():
+    bm25 = Bm25.from_base(["alpha", "beta"], array("I", [0, 3, 4]), array("I", [5, 1, 3, 2]),
+                          array("I", [1, 2, 3, 4]), {1: 1, 2: 1, 3: 1, 5: 1},
+                          sorted_slots=False)
+    assert [bm25.tf("alpha", slot) for slot in (1, 3, 5)] == [2, 3, 1]
+    assert list(zip(*bm25.columns("alpha"), strict=True)) == [(1, 2), (3, 3), (5, 1)]
