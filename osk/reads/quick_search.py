@@ -178,9 +178,13 @@ def _ranked(vault: Vault, session: Any, query: str, text: str,
         # is compared with (``_as_listed``) are those the postings and statistics count.
         db.execute("BEGIN")
         look = recallfile.read_look(vault.state("index"))  # read before the file's rows
+        if look is None:  # no engine has recorded a look with this file: it looks first
+            return None
         corpus = recallfile.RecallCorpus(db, query_terms(text))
         corpus.meta["look"] = look
-        if not _unchanged(vault, db, corpus.meta):
+        # The generation read once, before any check: a write announced later is not vouched for.
+        bounds = _bounds(vault, look)
+        if not _unchanged(vault, db, corpus.meta, bounds):
             return None
         ranking = Ranking(corpus, scope=session.scope,  # type: ignore[arg-type]
                           visible=lambda doc: session.can_see_scope(doc.scope),
@@ -189,8 +193,6 @@ def _ranked(vault: Vault, session: Any, query: str, text: str,
         if order is None:
             return None
         docs = [corpus.docs[slot] for slot, *_ in order]
-        look = corpus.meta["look"]
-        bounds = _bounds(vault, look)
         if int(corpus.meta.get("n", 0)) > int(look["sweep"]) and not all(
                 _as_indexed(vault, doc.path, doc.stat, doc.file_hash, bounds) for doc in docs):
             return None
@@ -236,7 +238,7 @@ def _order(vault: Vault, db: Any, corpus: Any, ranking: Ranking, text: str,
     return fuse(lexical, semantic, k, lambda slot: corpus.docs[slot].path, coverage)
 
 
-def _unchanged(vault: Vault, db: Any, meta: dict[str, Any]) -> bool:
+def _unchanged(vault: Vault, db: Any, meta: dict[str, Any], bounds: tuple[int, int]) -> bool:
     """Whether the index on disk holds the vault as it is: every folder the look listed has
     the stat it had, or lists now exactly what the index holds there (``_as_listed``: an osk
     process wrote there since the look, and its write reached the index as every engine's
@@ -244,23 +246,20 @@ def _unchanged(vault: Vault, db: Any, meta: dict[str, Any]) -> bool:
     from osk.search.regions import Regions
     from osk.search.versions import PARAMS
 
-    look = meta["look"]
-    if not isinstance(look, dict):
-        return False
+    look = meta["look"]  # a look ``recallfile.read_look`` found whole
     if meta.get("params") != PARAMS:  # postings of another tokenizer or BM25: the engine rebuilds
         return False
     if meta.get("approvals") != Regions(vault).served_approvals():
         return False
     root = str(vault.root)
     moved = [rel for rel, stat in look["folders"].items() if _folder_now(root, rel) != stat]
-    if moved and not _as_listed(vault, db, look, moved):
+    if moved and not _as_listed(vault, db, look, moved, bounds):
         return False
     others = look.get("others", {})
     if not _files_unchanged(vault, list(others.items()), look):
         return False
     if int(meta.get("n", 0)) > int(look["sweep"]):
         return True
-    bounds = _bounds(vault, look)
     return all(_as_indexed(vault, path, (size, mtime, ino), file_hash, bounds)
                for path, file_hash, size, mtime, ino in
                db.execute("SELECT path, file_hash, size, mtime_ns, ino FROM docs"))
@@ -272,7 +271,8 @@ def _folder_now(root: str, rel: str) -> list[int] | None:
     return None if now is None else list(now)
 
 
-def _as_listed(vault: Vault, db: Any, look: dict[str, Any], moved: list[str]) -> bool:
+def _as_listed(vault: Vault, db: Any, look: dict[str, Any], moved: list[str],
+               bounds: tuple[int, int]) -> bool:
     """Whether each folder of ``moved`` (its stat is not the look's, or the look could not
     vouch for it) lists now exactly the node files the index on disk holds in it, at the
     stats it holds (each changed since the look found to be the text indexed), or the ones
@@ -285,7 +285,6 @@ def _as_listed(vault: Vault, db: Any, look: dict[str, Any], moved: list[str]) ->
     root = str(vault.root)
     known = look["folders"]
     others = look.get("others", {})
-    bounds = _bounds(vault, look)
     pending = list(moved)
     while pending:
         rel = pending.pop()
