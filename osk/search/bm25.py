@@ -28,6 +28,7 @@ from array import array
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from itertools import chain
 
 K1 = 1.5
 B = 0.75
@@ -153,11 +154,9 @@ class Bm25:
             base = zip(self._base_slots[a:b], self._base_tfs[a:b], strict=True)
             if self._dead_df.get(term):
                 dead = self._dead
-                base = [(slot, tf) for slot, tf in base if slot not in dead]
+                base = ((slot, tf) for slot, tf in base if slot not in dead)
         added = self._added.get(term)
-        if not added:
-            return base
-        return [*base, *added.items()]
+        return chain(base, added.items()) if added else base
 
     def columns(self, term: str) -> tuple[array[int], array[int]]:
         """The term's (slots ascending, their counts): slices of the base where nothing
