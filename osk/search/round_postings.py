@@ -420,22 +420,32 @@ Accept = Callable[[str, str, int, str], bool]  # (key, rel, number, coordinate) 
 
 
 class _List:
-    """One query term's blocks, best bound first."""
+    """One query term's blocks, best bound first. Its heads are read only when the top-k
+    first reads the term (``_Search._load``): until then every posting of it is bounded by
+    BM25's supremum at its weight. A word in most rounds (an idf at its floor) holds
+    hundreds of blocks (two thirds of the heads a query read at a million records) and is
+    seldom read at all."""
 
-    def __init__(self, term: int, weight: float, bounds: list[tuple[float, int, int]]
-                 ) -> None:
+    def __init__(self, term: int, weight: float) -> None:
         self.term, self.weight = term, weight
-        self.bounds = sorted(bounds, reverse=True)
+        self.bounds: list[tuple[float, int, int]] | None = None  # None: heads not read yet
         self.at = 0
+
+    def load(self, bounds: list[tuple[float, int, int]]) -> None:
+        self.bounds = sorted(bounds, reverse=True)
 
     @property
     def next_size(self) -> int:
-        return self.bounds[self.at][2] if self.at < len(self.bounds) else 0
+        bounds = self.bounds
+        return bounds[self.at][2] if bounds is not None and self.at < len(bounds) else 0
 
     @property
     def left(self) -> float:
         """The most an unread posting of this term can give."""
-        return self.bounds[self.at][0] if self.at < len(self.bounds) else 0.0
+        bounds = self.bounds
+        if bounds is None:
+            return self.weight * (K1 + 1.0) * (1 + MARGIN)
+        return bounds[self.at][0] if self.at < len(bounds) else 0.0
 
 
 def top(db: sqlite3.Connection, terms: Sequence[str], k: int, context: float,
@@ -459,24 +469,11 @@ def top(db: sqlite3.Connection, terms: Sequence[str], k: int, context: float,
                if term in found and found[term][1] > 0]
     if not weights:
         return []
-    weight_of = {found[term][0]: weight for term, weight in weights}
-    bounds: dict[int, list[tuple[float, int, int]]] = {ident: [] for ident in weight_of}
-    kept = _kept(context, avgdl)
-    reaches = kept.heads
-    for ident, block, many, fb, fc, least in db.execute(  # every term's heads at once
-            "SELECT term, block, size, fb, fc, least FROM heads WHERE term IN "
-            f"({','.join('?' * len(weight_of))})", list(weight_of)):
-        desc = (fb << 24) | (fc << 16) | least
-        most = reaches.get(desc)
-        if most is None:
-            most = reach(desc, context, avgdl)
-            if len(reaches) < GAINS_KEPT:
-                reaches[desc] = most
-        bounds[ident].append((weight_of[ident] * most * (1 + MARGIN), block, many))
     idents = [found[term][0] for term, _ in weights]
-    lists = [_List(ident, weight_of[ident], bounds[ident]) for ident in idents]
+    lists = [_List(ident, weight) for ident, (_, weight) in zip(idents, weights, strict=True)]
+    kept = _kept(context, avgdl)
     return _Search(db, weights, idents, lists, k, context, avgdl, accept,
-                   accept is not None or dead, kept.postings).run()
+                   accept is not None or dead, kept).run()
 
 
 class _Search:
@@ -499,7 +496,7 @@ class _Search:
 
     def __init__(self, db: sqlite3.Connection, weights: list[tuple[str, float]],
                  idents: list[int], lists: list[_List], k: int, context: float, avgdl: float,
-                 accept: Accept | None, asks: bool, gains: dict[int, float | None]) -> None:
+                 accept: Accept | None, asks: bool, kept: _Kept) -> None:
         self.db, self.lists, self.k = db, lists, k
         self.idents = idents  # each weighted term's vocabulary id
         self.weights = [weight for _, weight in weights]  # and its weight, in the same order
@@ -521,7 +518,8 @@ class _Search:
         self.groups: list[tuple[int, list[float], list[int]]] = []
         self.origin: dict[int, tuple[float, int]] = {}  # row -> (sum, mask) then, if read since
         self.exact: dict[int, float] = {}  # row -> its score, of rounds scored whole
-        self.gains = gains  # desc -> what a posting gives before the idf (``_Kept``)
+        self.gains = kept.postings  # desc -> what a posting gives before the idf
+        self.reaches = kept.heads  # desc -> a block's most before the idf
 
     def run(self) -> list[tuple[int, float]]:
         lists = self.lists
@@ -533,9 +531,12 @@ class _Search:
             unread = sum(left)
             if not unread:
                 return self._finish(self._reaching(left, self._threshold()))
+            i = max(range(len(lists)), key=left.__getitem__)
+            if lists[i].bounds is None:  # its heads first: the term is read from its best
+                self._load(lists[i])
+                continue
             if threshold <= unread < self.most:  # only then can a sum be above all unread
                 threshold = self._threshold()
-            i = max(range(len(lists)), key=left.__getitem__)
             spent = budget is not None and lists[i].next_size > budget
             if unread < threshold and (threshold - unread > gap * WIDER or spent):
                 # the rounds that could reach it are counted again once the gap widened
@@ -554,9 +555,26 @@ class _Search:
                 budget -= lists[i].next_size
             self._take(i)
 
+    def _load(self, lst: _List) -> None:
+        """Read a term's heads: each block's bound, from its largest counts and shortest
+        length (``reach``), at the term's weight."""
+        reaches, context, avgdl, weight = self.reaches, self.context, self.avgdl, lst.weight
+        bounds = []
+        for block, many, fb, fc, least in self.db.execute(
+                "SELECT block, size, fb, fc, least FROM heads WHERE term=?", (lst.term,)):
+            desc = (fb << 24) | (fc << 16) | least
+            most = reaches.get(desc)
+            if most is None:
+                most = reach(desc, context, avgdl)
+                if len(reaches) < GAINS_KEPT:
+                    reaches[desc] = most
+            bounds.append((weight * most * (1 + MARGIN), block, many))
+        lst.load(bounds)
+
     def _take(self, i: int) -> None:
-        """Read the next block of term ``i``."""
+        """Read the next block of term ``i`` (its heads read: ``_load``)."""
         lst = self.lists[i]
+        assert lst.bounds is not None
         _, block, _ = lst.bounds[lst.at]
         lst.at += 1
         (data,) = self.db.execute("SELECT data FROM postings WHERE place=?",

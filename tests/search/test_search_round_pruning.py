@@ -253,3 +253,37 @@ def in_impact_order(descs: list[int]) -> bool:
     return not any((seen[j] > seen[i] and descs[j] & 0xFFFF <= descs[i] & 0xFFFF)
                    or (seen[j] >= seen[i] and descs[j] & 0xFFFF < descs[i] & 0xFFFF)
                    for i in range(len(descs)) for j in range(i + 1, len(descs)))
+
+
+def test_a_word_in_most_rounds_is_read_only_when_it_could_change_the_result(
+        vault: Vault, tiny_blocks: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A term's heads are read when the top-k first reads it: a word in every round (its idf at
+    the floor) asked beside a rare one leaves its blocks' heads unread, and the rounds found
+    are still FTS5's; asked alone, it is read."""
+    for number in range(24):
+        rare = " osprey" if number % 6 == 0 else ""
+        raw.append_round(vault, "atlas", "talk", raw.RoundInput(
+            user=f"kestrel flew{rare} over {number} hills", assistant="seen",
+            host="claude", completion=f"c-{number}", at="2026-03-14T10:00+00:00"))
+    index = RoundIndex(vault)
+    index.refresh()
+    loaded: list[int] = []
+    load = round_postings._List.load
+
+    def counted(lst: round_postings._List, bounds: list[tuple[float, int, int]]) -> None:
+        loaded.append(lst.term)
+        load(lst, bounds)
+
+    monkeypatch.setattr(round_postings._List, "load", counted)
+    with sqlite3.connect(index.path) as db:
+        ids = dict(db.execute("SELECT term, id FROM vocab WHERE term IN ('kestrel', 'osprey')"))
+        assert db.execute("SELECT count(*) FROM heads WHERE term=?",
+                          (ids["kestrel"],)).fetchone()[0] > 1
+        for k in (1, 4):
+            terms = ["kestrel", "osprey"]
+            assert top(db, terms, k, CONTEXT_WEIGHT, None) == by_fts5(
+                db, terms, k, CONTEXT_WEIGHT, None)
+        assert set(loaded) == {ids["osprey"]}
+        assert top(db, ["kestrel"], 3, CONTEXT_WEIGHT, None) == by_fts5(
+            db, ["kestrel"], 3, CONTEXT_WEIGHT, None)
+        assert ids["kestrel"] in loaded
