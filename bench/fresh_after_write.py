@@ -18,7 +18,10 @@ CPU, wall, own peak memory, and which path answered: the store or the engine):
 - right after a round captured by another process (``raw.append_round``, as the Stop hook
   appends one): the rounds have their own index and stamp;
 - once, right after a hand edit of one node by rename (an editor's save), which no writer
-  announced: still the engine's, shown for scale.
+  announced, the server still running;
+- then, the server gone, ``--runs`` hand edits by rename one after another, a fresh search
+  after each that finds the node edited: no engine between them, so the n-th search finds n
+  files the index on disk does not hold as they are (``quick_search.EDITS``).
 
 CPU is what to compare on a shared box; medians over the runs. Lexical (``OSK_SEMANTIC=0``).
 Run by hand: ``nice -n 5 python bench/fresh_after_write.py VAULT [--runs 5] [--imports 2]``;
@@ -210,6 +213,9 @@ def main() -> int:
             fresh(vault, hand_edit(vault, rng), env, args.cwd)]
     finally:
         server.close()
+    for _ in asked:
+        rows.setdefault("hand edits by rename, one after another", []).append(
+            fresh(vault, hand_edit(vault, rng), env, args.cwd))
     source = f" (osk from {args.against})" if args.against else ""
     print(f"fresh `osk search` in {vault}{source}, load {os.getloadavg()[0]:.1f}:")
     for label, samples in rows.items():

@@ -13,17 +13,28 @@ look recorded with the index (``Freshness.look``, handed over by ``SearchIndex.n
   no node file was created, removed or renamed there since (every osk write and most
   editors' saves are one of those); a folder whose stat moved (another osk process wrote
   there: a server's write, a command's) or that the look could not vouch for (listed too
-  soon after a change) is listed here, and must hold exactly the node files the index on
-  disk holds there, at the stats it recorded: an osk writer's files reach that index with
-  its write, so its write needs no engine here, while a file made, removed or renamed by
-  hand does;
+  soon after a change) is listed here: a node file the index on disk holds there at the
+  stat it recorded is vouched for as below (an osk writer's files reach that index with its
+  write, so its write needs nothing more here), and a file made, removed, renamed or
+  changed by hand is *stale*;
 - up to ``SWEEP_FILES`` node files (``osk.store.freshness``, recorded with the look), each
   one the index holds (and each invalid one it skipped) has its stat and changed at least
   the race window before that look (in a larger vault only the hits' files are checked: the
   bound the engine's own sweep keeps there, docs/search.md); an indexed file changed later
   than that, but before the last osk writer's announcement (the generation's move), is read
   and must be the text indexed, as the engine re-reads a file its stat cannot vouch for;
+  any other is stale;
 - the approvals (what protected regions serve) are the ones the index read under.
+
+Up to ``EDITS`` stale node files (an editor's saves since the last engine) are read here and
+indexed for this query as the engine indexes a file (``versions.document`` of the version
+protection serves), over the index on disk (``RecallCorpus.amend``): the query's terms'
+postings, N and the total length are integers, so the scores are the engine's exactly.
+What cannot be had so goes to the engine: a file that is not a valid node, a changed id
+another node holds, a query word in over half the documents (rank-bm25's floor needs the
+mean idf over every term, which moved), the semantic channel, more stale files than
+``EDITS``. Nothing is written: every fresh search reads them again until an engine (the
+next command that opens one, a server's look) takes them into the index on disk.
 
 The semantic channel is fused as ``SearchIndex.channels`` fuses it, from the same vectors,
 once every node has its vector. The hits' markers follow the engine's rule
@@ -40,6 +51,7 @@ new look. So every answer given here is one the engine would have given.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -54,6 +66,11 @@ if TYPE_CHECKING:
 
 LINKS = "derived-from"  # the front matter key of a node's citations (osk.store.contract)
 RECHECKS_LEDGER = "rechecks"  # osk.provenance.recheck_table.LEDGER: looked at before importing it
+# Node files a fresh search reads and indexes itself when the index on disk does not hold
+# them as they are (a hand edit, a file made or removed by hand): each costs a read, a parse
+# and a tokenization (about a millisecond), so a handful of an editor's saves is answered here
+# and a checkout of many goes to the engine, which mends the index for the next process.
+EDITS = 64
 WORDS_ALONE = ("(ranked by words alone: no running `osk mcp` for this vault answered; "
                "--semantic ranks by meaning here, loading the model: seconds)")
 
@@ -184,17 +201,19 @@ def _ranked(vault: Vault, session: Any, query: str, text: str,
         corpus.meta["look"] = look
         # The generation read once, before any check: a write announced later is not vouched for.
         bounds = _bounds(vault, look)
-        if not _unchanged(vault, db, corpus.meta, bounds):
+        stale = _unchanged(vault, db, corpus.meta, bounds)
+        if stale is None or (stale and not _amend(vault, db, corpus, stale)):
             return None
         ranking = Ranking(corpus, scope=session.scope,  # type: ignore[arg-type]
                           visible=lambda doc: session.can_see_scope(doc.scope),
                           moment=moment(None), explicit_time=False)
-        order = _order(vault, db, corpus, ranking, text, k)
+        order = _order(vault, db, corpus, ranking, text, k, bool(stale))
         if order is None:
             return None
         docs = [corpus.docs[slot] for slot, *_ in order]
         if int(corpus.meta.get("n", 0)) > int(look["sweep"]) and not all(
-                _as_indexed(vault, doc.path, doc.stat, doc.file_hash, bounds) for doc in docs):
+                doc.path in stale or _as_indexed(vault, doc.path, doc.stat, doc.file_hash,
+                                                 bounds) for doc in docs):
             return None
         hits = ranking.hits(order, lambda ids: _markers(vault, db, docs, look))
     except (recallfile.Unusable, recallfile.Error, _EngineNeeded, KeyError, TypeError,
@@ -206,10 +225,12 @@ def _ranked(vault: Vault, session: Any, query: str, text: str,
 
 
 def _order(vault: Vault, db: Any, corpus: Any, ranking: Ranking, text: str,
-           k: int) -> list[Any] | None:
+           k: int, amended: bool) -> list[Any] | None:
     """What ``SearchIndex.channels`` orders by: the lexical order, fused with the semantic
     one when the channel is on and reads the query. None when a node still lacks its vector
-    (the engine embeds what is missing first) or the model fails (the engine says why)."""
+    (the engine embeds what is missing first), a node file changed since the index on disk
+    took it (``amended``: its vector may be missing, and the vectors are keyed by the rows
+    on disk) or the model fails (the engine says why)."""
     from osk.search import semantic_enabled
     from osk.search.ranking import FUSION_DEPTH, fuse
 
@@ -220,6 +241,8 @@ def _order(vault: Vault, db: Any, corpus: Any, ranking: Ranking, text: str,
     vectors = Vectors.for_index(vault.state("index"))
     if vectors is None or not vectors.model.reads(text):
         return ranking.rank(text, k)
+    if amended:
+        return None
     keys = [key for (key,) in db.execute("SELECT content_hash FROM docs")]
     lexical = ranking.rank(text, max(k, FUSION_DEPTH))
     words = [slot for slot, *_ in lexical[:FUSION_DEPTH]]
@@ -238,31 +261,54 @@ def _order(vault: Vault, db: Any, corpus: Any, ranking: Ranking, text: str,
     return fuse(lexical, semantic, k, lambda slot: corpus.docs[slot].path, coverage)
 
 
-def _unchanged(vault: Vault, db: Any, meta: dict[str, Any], bounds: tuple[int, int]) -> bool:
-    """Whether the index on disk holds the vault as it is: every folder the look listed has
-    the stat it had, or lists now exactly what the index holds there (``_as_listed``: an osk
-    process wrote there since the look, and its write reached the index as every engine's
-    does); up to ``SWEEP_FILES`` node files, each file as indexed too (``_as_indexed``)."""
+Stale = dict[str, "tuple[int, int, int] | None"]  # node file -> its stat now (None: gone)
+
+
+def _unchanged(vault: Vault, db: Any, meta: dict[str, Any], bounds: tuple[int, int]
+               ) -> Stale | None:
+    """The node files the index on disk may not hold as they are, or None when its checks
+    cannot tell (the engine looks). Every folder the look listed has the stat it had, or is
+    listed now (``_as_listed``: an osk process wrote there since the look, and its write
+    reached the index as every engine's does; a file changed, made or removed by hand is
+    found there); up to ``SWEEP_FILES`` node files, each file as indexed too
+    (``_as_indexed``); each file the index skipped (invalid) as the look saw it."""
     from osk.search.regions import Regions
     from osk.search.versions import PARAMS
 
     look = meta["look"]  # a look ``recallfile.read_look`` found whole
     if meta.get("params") != PARAMS:  # postings of another tokenizer or BM25: the engine rebuilds
-        return False
+        return None
     if meta.get("approvals") != Regions(vault).served_approvals():
-        return False
+        return None
     root = str(vault.root)
+    stale: Stale = {}
     moved = [rel for rel, stat in look["folders"].items() if _folder_now(root, rel) != stat]
-    if moved and not _as_listed(vault, db, look, moved, bounds):
-        return False
-    others = look.get("others", {})
-    if not _files_unchanged(vault, list(others.items()), look):
-        return False
-    if int(meta.get("n", 0)) > int(look["sweep"]):
-        return True
-    return all(_as_indexed(vault, path, (size, mtime, ino), file_hash, bounds)
-               for path, file_hash, size, mtime, ino in
-               db.execute("SELECT path, file_hash, size, mtime_ns, ino FROM docs"))
+    if moved and not _as_listed(vault, db, look, moved, bounds, stale):
+        return None
+    for rel, recorded in look.get("others", {}).items():
+        if rel not in stale and not _files_unchanged(vault, [(rel, recorded)], look):
+            stale[rel] = _stat_now(root, rel)
+    if int(meta.get("n", 0)) <= int(look["sweep"]):
+        for path, file_hash, size, mtime, ino in db.execute(
+                "SELECT path, file_hash, size, mtime_ns, ino FROM docs"):
+            if path in stale:
+                continue
+            now = _stat_now(root, path)
+            if now is None or not _as_indexed(vault, path, (size, mtime, ino), file_hash,
+                                              bounds, now):
+                stale[path] = now
+                if len(stale) > EDITS:
+                    return None
+    return stale if len(stale) <= EDITS else None
+
+
+def _stat_now(root: str, rel: str) -> tuple[int, int, int] | None:
+    """A node file's stat key now (None: gone)."""
+    try:
+        st = os.stat(os.path.join(root, rel), follow_symlinks=False)
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns, st.st_ino
 
 
 def _folder_now(root: str, rel: str) -> list[int] | None:
@@ -272,16 +318,17 @@ def _folder_now(root: str, rel: str) -> list[int] | None:
 
 
 def _as_listed(vault: Vault, db: Any, look: dict[str, Any], moved: list[str],
-               bounds: tuple[int, int]) -> bool:
+               bounds: tuple[int, int], stale: Stale) -> bool:
     """Whether each folder of ``moved`` (its stat is not the look's, or the look could not
-    vouch for it) lists now exactly the node files the index on disk holds in it, at the
-    stats it holds (each changed since the look found to be the text indexed), or the ones
-    the look saw unindexed; each sub-folder the look did not know likewise; and no
-    sub-folder the index holds files in gone. That is what another osk process's write
-    leaves (its files, then the index on disk, in that order; a server's, a command's): the
-    index already holds it, and the listing here is the look the engine would make of those
-    folders. A file created, removed or renamed by hand there differs, and sends the search
-    to the engine. Its rows are of the one snapshot ``_ranked`` reads the postings in."""
+    vouch for it) was listed here, and no sub-folder the index holds files in is gone: each
+    node file in it that the index on disk holds at the stat it holds (changed since the
+    look: found to be the text indexed), or that the look saw unindexed as it is, is
+    vouched for; each other one, and each file held there but gone, goes to ``stale``;
+    each sub-folder the look did not know likewise. Another osk process's write leaves
+    nothing stale (its files, then the index on disk, in that order; a server's, a
+    command's): the index already holds it, and the listing here is the look the engine
+    would make of those folders. A file created, removed, renamed or changed by hand there
+    is stale. Its rows are of the one snapshot ``_ranked`` reads the postings in."""
     root = str(vault.root)
     known = look["folders"]
     others = look.get("others", {})
@@ -295,15 +342,21 @@ def _as_listed(vault: Vault, db: Any, look: dict[str, Any], moved: list[str],
         held, below = _held_in(db, prefix)
         unindexed = {path[len(prefix):]: stat for path, stat in others.items()
                      if path.startswith(prefix) and "/" not in path[len(prefix):]}
-        if files.keys() != held.keys() | unindexed.keys() or not below <= folders:
-            return False
+        if not below <= folders:
+            return False  # a folder of held files gone by hand: the engine drops them
+        for name in (held.keys() | unindexed.keys()) - files.keys():
+            stale[prefix + name] = None
         for name, stat in files.items():
-            if name not in held:
-                if list(stat) != unindexed[name] or stat[1] >= bounds[0]:
-                    return False
-            elif not _as_indexed(vault, prefix + name, held[name][1], held[name][0], bounds,
-                                 stat):
-                return False
+            if name in held:
+                vouched = _as_indexed(vault, prefix + name, held[name][1], held[name][0],
+                                      bounds, stat)
+            else:  # the look saw it unindexed (invalid), settled, as it is; or it is new
+                vouched = name in unindexed and list(stat) == unindexed[name] and \
+                    stat[1] < bounds[0]
+            if not vouched:
+                stale[prefix + name] = stat
+        if len(stale) > EDITS:
+            return False
         # a sub-folder the look knew is checked by its own stat (``moved``), a new one here
         pending.extend(f"{prefix}{name}" for name in folders if f"{prefix}{name}" not in known)
     return True
@@ -355,6 +408,60 @@ def _as_indexed(vault: Vault, rel: str, recorded: Any, file_hash: str,
         return False
     settled_before, announced = bounds
     return stat[1] < settled_before or (stat[1] <= announced and _holds(vault, rel, file_hash))
+
+
+def _amend(vault: Vault, db: Any, corpus: Any, stale: Stale) -> bool:
+    """Index the stale node files in ``corpus`` for this query, as the engine would index
+    them (``versions.document`` of the version served, ``RecallCorpus.amend``); False when
+    one needs the engine: not a valid node, held back by protection, an id another node
+    holds (the catalog judges duplicates), or too many. A file with the text the index
+    holds changed only its stat, which ranking never reads."""
+    from osk.search.recallfile import documents
+    from osk.search.regions import Regions
+    from osk.search.versions import document, parse_node
+    from osk.store.fsutil import sha256_text
+    from osk.store.node import read_text
+
+    if len(stale) > EDITS:
+        return False
+    regions = Regions(vault)
+    taken: list[str] = []  # ids a changed file holds that its indexed version did not
+    released: set[str] = set()  # paths whose indexed id is gone from them
+    for rel, stat in sorted(stale.items()):
+        old = next(documents(db, "path = ?", (rel,)), None)
+        if stat is None:
+            corpus.amend(rel, None, {})
+            released.add(rel)
+            continue
+        read_ns = time.time_ns()  # before the read, as the engine takes it
+        try:
+            text = read_text(vault.abs(rel))
+        except (OSError, UnicodeDecodeError):
+            return False
+        file_hash = sha256_text(text)
+        if old is not None and old.file_hash == file_hash:
+            continue
+        node = parse_node(rel, text)
+        served = None if node is None else regions.served(rel, node)
+        if served is None:
+            return False
+        doc, frequencies = document(rel, served, stat, file_hash, read_ns)
+        if old is None or old.id != doc.id:
+            taken.append(doc.id)
+            released.add(rel)
+        corpus.amend(rel, doc, frequencies)
+    return _ids_free(db, taken, released)
+
+
+def _ids_free(db: Any, taken: list[str], released: set[str]) -> bool:
+    """Whether each id in ``taken`` is held by one changed file alone: no document the index
+    on disk holds under another path still has it."""
+    if len(set(taken)) != len(taken):
+        return False
+    holders = {path for (path,) in db.execute(
+        f"SELECT path FROM docs WHERE id IN ({','.join('?' * len(taken))})",  # noqa: S608
+        taken)} if taken else set()
+    return holders <= released
 
 
 def _holds(vault: Vault, rel: str, file_hash: str) -> bool:

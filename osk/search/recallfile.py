@@ -35,7 +35,7 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
-from osk.search.bm25 import Bm25
+from osk.search.bm25 import Bm25, mean_idf
 from osk.search.corpus import SearchDoc
 from osk.search.index_files import CODES, narrowest
 from osk.store.locks import file_lock
@@ -589,12 +589,81 @@ class RecallCorpus:
             "ON old.loose_key = new.supersedes WHERE old.row != new.row"))
         wanted.update(row for pair in self._pairs for row in pair)
         lengths = {row: every[row] for row in wanted if row < len(every)}
+        self._every = every
+        self._next_row = 0  # a created document's row (``amend``), found on first need
+        self._df_moved: dict[str, int] = {}  # what ``amend`` moved a term's df by, if unread
         self.bm25 = _PartialBm25(postings, lengths, int(self.meta.get("n", 0)),
                                  int(self.meta.get("total_length", 0)),
-                                 float(self.meta.get("average_idf", 0.0)))
+                                 float(self.meta.get("average_idf", 0.0)),
+                                 self.meta.get("dfs"))
 
     def supersession(self) -> tuple[list[tuple[int, int]], set[int]]:
         return self._pairs, {old for old, _ in self._pairs}
+
+    def amend(self, path: str, doc: SearchDoc | None, frequencies: Mapping[str, int]) -> None:
+        """Take a change of one node file the file does not hold yet, as the index would
+        take it (``doc`` and ``frequencies``: ``osk.search.versions.document``'s; None: the
+        file is gone), for this query only: its postings among the query's terms, N and the
+        total length (integers: exact), its record, title keys and supersession; and the
+        counts of document frequencies the mean idf over every term sums (rank-bm25's floor),
+        moved for each term the file gained or lost (its df read from the postings), when the
+        file's meta holds them (else a query that needs that mean raises Unusable). A path
+        amended twice, or a document made under another path, is the caller's error."""
+        found = self._db.execute("SELECT row, terms FROM docs WHERE path = ?",
+                                 (path,)).fetchone()
+        old = self.docs[found[0]] if found is not None else None
+        if old is None and doc is None:
+            return
+        row = found[0] if found is not None else self._created_row()
+        before = set(_terms_of(found[1])) if found is not None else set()
+        after = set(frequencies) if doc is not None else set()
+        moved = {}
+        for term in before ^ after:  # a term kept keeps its df
+            df = self._df(term)
+            moved[term] = (df, df + (1 if term in after else -1))
+        bm25 = self.bm25
+        bm25.take(row, None if old is None else old.length,
+                  None if doc is None else doc.length, frequencies, moved)
+        for term, (df, now) in moved.items():
+            if term not in bm25.postings_by_term:
+                self._df_moved[term] = self._df_moved.get(term, 0) + now - df
+        self.by_title.move(row, None if doc is None else doc.title_key)
+        self.by_loose.move(row, None if doc is None else doc.loose_key)
+        if old is not None and row in self.successors.get(old.supersedes or "", ()):
+            self.successors[old.supersedes or ""].discard(row)
+            if not self.successors[old.supersedes or ""]:
+                del self.successors[old.supersedes or ""]
+        if doc is not None:
+            self.docs[row] = doc
+            if doc.supersedes is not None:
+                self.successors.setdefault(doc.supersedes, set()).add(row)
+        self._pairs = [pair for pair in self._pairs if row not in pair]
+        if doc is not None:  # what the join of ``__init__`` gives this row now
+            self._pairs.extend((old_row, row) for old_row in sorted(
+                self.by_loose.get(doc.supersedes, ()) if doc.supersedes else ())
+                if old_row != row)
+            self._pairs.extend((row, new_row) for new_row in sorted(
+                self.successors.get(doc.loose_key, ())) if new_row != row)
+        for pair_row in {slot for pair in self._pairs for slot in pair} - bm25.lengths.keys():
+            bm25.lengths[pair_row] = self._every[pair_row]
+
+    def _df(self, term: str) -> int:
+        """How many documents hold ``term`` now: the query's terms as read (and amended),
+        another's counted from its stored blocks."""
+        held = self.bm25.postings_by_term.get(term)
+        if held is not None:
+            return len(held)
+        stored = sum(len(_block(tfs)) for (tfs,) in self._db.execute(
+            "SELECT tfs FROM postings WHERE term = ?", (term,)))
+        return stored + self._df_moved.get(term, 0)
+
+    def _created_row(self) -> int:
+        """A row no document holds: past every row the file has, and each one given."""
+        if not self._next_row:
+            top = self._db.execute("SELECT coalesce(max(row) + 1, 0) FROM docs").fetchone()[0]
+            self._next_row = max(int(top), len(self._every))
+        self._next_row += 1
+        return self._next_row - 1
 
     def terms_of(self, row: int) -> list[str]:
         """The document's terms among the query's (all ranking asks of it)."""
@@ -622,14 +691,22 @@ class _LazyDocs(dict):  # type: ignore[type-arg]
 
 
 class _Lookup:
-    """title key -> rows, one indexed query per key asked."""
+    """title key -> rows, one indexed query per key asked; the rows ``move`` changed (a
+    document amended: its key now, or None when gone) by their keys here."""
 
     def __init__(self, db: sqlite3.Connection, column: str) -> None:
         self._db, self._column = db, column
+        self._moved: dict[int, str | None] = {}
+
+    def move(self, row: int, key: str | None) -> None:
+        self._moved[row] = key
 
     def get(self, key: str, default: Iterable[int] = ()) -> Iterable[int]:
         rows = {row for (row,) in self._db.execute(
             f"SELECT row FROM docs WHERE {self._column} = ?", (key,))}  # noqa: S608 - fixed
+        if self._moved:
+            rows.difference_update(self._moved)
+            rows.update(row for row, now in self._moved.items() if now == key)
         return rows or default
 
 
@@ -639,13 +716,14 @@ class _PartialBm25(Bm25):
     KEEPS_IMPACTS = False  # read for one query: ordering a long list costs more than walking it
 
     def __init__(self, postings: dict[str, dict[int, int]], lengths: dict[int, int], n: int,
-                 total_length: int, average_idf: float) -> None:
+                 total_length: int, average_idf: float, counts: Any = None) -> None:
         super().__init__()
         self._added = postings  # no base: every posting read is in the overlay
         self.lengths = lengths
         self.total_length = total_length
         self._n = n
         self._average_idf = (n, average_idf)  # Bm25.average_idf's cache, for this n
+        self._counts = counts  # the writer's df counts (``bm25.df_pairs``), read on need
 
     @property
     def size(self) -> int:
@@ -654,6 +732,58 @@ class _PartialBm25(Bm25):
     @property
     def postings_by_term(self) -> dict[str, dict[int, int]]:
         return self._added
+
+    def take(self, row: int, before: int | None, after: int | None,
+             frequencies: Mapping[str, int], moved: Mapping[str, tuple[int, int]]) -> None:
+        """A document's change at ``row`` (its length ``before`` and ``after``, None where it
+        is absent) among the terms read, as ``Bm25.remove`` then ``add`` leave them: counts
+        set or dropped where they lie, a new row last (as the index's overlay holds it); and
+        ``moved``, each term whose df it moves (from, to), in the counts of dfs."""
+        if self._histogram is None and self._counts is not None:
+            self.adopt_average_idf(self._n, self._average_idf[1] if self._average_idf else 0.0,
+                                   _pairs_of(self._counts))
+        histogram = self._histogram
+        for df, now in moved.values():
+            if histogram is not None:
+                histogram[df] -= 1
+                histogram[now] += 1
+        if before is not None:
+            self._n -= 1
+            self.total_length -= before
+            self.lengths.pop(row, None)
+        if after is not None:
+            self._n += 1
+            self.total_length += after
+            self.lengths[row] = after
+        for term, held in self._added.items():
+            tf = frequencies.get(term, 0) if after is not None else 0
+            if tf:
+                held[row] = tf
+            else:
+                held.pop(row, None)
+        self._changed()  # the mean idf over every term, too: ``average_idf`` refuses it now
+
+    def average_idf(self) -> float:
+        """The writer's mean idf while nothing was taken since (``take``); after a change,
+        summed again from the writer's counts of dfs as moved (``mean_idf``: the bits an
+        index holding the change gets), or Unusable where the file holds no counts."""
+        cached = self._average_idf
+        if cached is not None and cached[0] == self._n:
+            return cached[1]
+        if self._histogram is None:
+            raise Unusable("the mean idf over every term moved with a change read here")
+        value = mean_idf(self._n, self._histogram, {})
+        self._average_idf = (self._n, value)
+        return value
+
+
+def _pairs_of(counts: Any) -> list[tuple[int, int]]:
+    """The meta's (df, terms) pairs, or Unusable when they are another shape."""
+    if not isinstance(counts, list) or not all(
+            isinstance(pair, list) and len(pair) == 2 and all(type(x) is int for x in pair)
+            for pair in counts):
+        raise Unusable("the recall file's counts of document frequencies are damaged")
+    return [(pair[0], pair[1]) for pair in counts]
 
 
 def documents(db: sqlite3.Connection, where: str = "", args: Iterable[object] = (),

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from osk.store.vault import Vault
 
@@ -121,6 +122,8 @@ def test_a_search_from_the_store_imports_only_what_it_uses(vault: Vault, tmp_pat
 
 def test_a_hand_edit_in_place_a_new_file_and_a_deletion_are_each_seen_at_once(
         vault: Vault, tmp_path: Path):
+    """Each is read and indexed by the fresh search itself (``quick_search._amend``): at
+    once, and in every search after it until an engine takes it into the index on disk."""
     populated(vault)
     search(vault, "walrus", tmp_path)
     assert search(vault, "narwhal", tmp_path) == ("QUICK", [])
@@ -130,15 +133,14 @@ def test_a_hand_edit_in_place_a_new_file_and_a_deletion_are_each_seen_at_once(
         handle.seek(0)
         handle.write(text)
         handle.truncate()
-    assert search(vault, "narwhal", tmp_path) == ("ENGINE", ["Seal songs"])
+    assert search(vault, "narwhal", tmp_path) == ("QUICK", ["Seal songs"])
     write(vault, "Domain/animals/Narwhal tusks.md", node_text(7, "the narwhal tusk"))
     found = search(vault, "narwhal", tmp_path)
-    assert found[0] == "ENGINE" and set(found[1]) == {"Seal songs", "Narwhal tusks"}
+    assert found[0] == "QUICK" and set(found[1]) == {"Seal songs", "Narwhal tusks"}
     age(seal)  # settled now, and the next look records it so
-    search(vault, "narwhal", tmp_path)
+    search(vault, "narwhal", tmp_path, "--as-of", "2099-01-01")  # a past date: the engine
     (vault.root / "Domain/animals/Narwhal tusks.md").unlink()
     folders_settle()
-    assert search(vault, "narwhal", tmp_path) == ("ENGINE", ["Seal songs"])
     assert search(vault, "narwhal", tmp_path) == ("QUICK", ["Seal songs"])
 
 
@@ -149,8 +151,14 @@ def test_a_file_written_within_the_race_window_is_never_vouched_for(
                   settled=False)
     st = fresh.stat()  # changed a minute from now: within the race window of every look below
     os.utime(fresh, ns=(st.st_atime_ns, st.st_mtime_ns + 60 * 10**9))
-    for _ in range(2):  # its bytes may still change without its stat changing
-        assert search(vault, "walrus", tmp_path)[0] == "ENGINE"
+    assert search(vault, "walrus", tmp_path)[0] == "ENGINE"
+    # its bytes may still change without its stat changing: they are read, never vouched for
+    with open(fresh, "r+", encoding="utf-8") as handle:
+        text = handle.read().replace("a walrus just now", "a dugong just now")
+        handle.seek(0)
+        handle.write(text)
+    os.utime(fresh, ns=(st.st_atime_ns, st.st_mtime_ns + 60 * 10**9))
+    assert search(vault, "dugong", tmp_path) == ("QUICK", ["Fresh note"])
 
 
 def test_an_invalid_node_made_valid_in_place_is_found(vault: Vault, tmp_path: Path):
@@ -161,7 +169,9 @@ def test_an_invalid_node_made_valid_in_place_is_found(vault: Vault, tmp_path: Pa
     assert search(vault, "dugong", tmp_path) == ("QUICK", [])
     with open(broken, "r+", encoding="utf-8") as handle:
         handle.write(node_text(9, "the dugong grazes"))
-    assert search(vault, "dugong", tmp_path) == ("ENGINE", ["Broken"])
+    assert search(vault, "dugong", tmp_path) == ("QUICK", ["Broken"])
+    broken.write_text("no front matter again: the dugong\n", encoding="utf-8")
+    assert search(vault, "dugong", tmp_path) == ("ENGINE", [])  # invalid: the engine's call
 
 
 def test_another_osk_writer_moves_the_generation_and_is_seen(vault: Vault, tmp_path: Path):
@@ -206,8 +216,9 @@ def test_a_vault_that_records_citations_answers_from_the_store(
     for path in vault.root.glob("Domain/**/*.md"):
         age(path)
     folders_settle()  # the import made the folders: the engine's look below must vouch for them
-    path, titles = search(vault, "walrus", tmp_path)  # aged since the import's look
-    assert path == "ENGINE" and set(titles) == {"Walrus habits", "Walrus diet"}
+    # aged since the import's look: read again here, their text the one indexed
+    path, titles = search(vault, "walrus", tmp_path)
+    assert path == "QUICK" and set(titles) == {"Walrus habits", "Walrus diet"}
     assert search(vault, "walrus", tmp_path) == ("QUICK", titles)
 
 
@@ -325,8 +336,13 @@ def test_a_look_taken_too_soon_after_a_write_is_replaced_by_a_later_one(
     newest = max(path.stat().st_mtime_ns for path in vault.root.glob("Domain/**/*.md"))
     look["seen_ns"] = newest + 10**9  # as a look taken a second after the last file's change
     recallfile.write_look(directory, look)
-    assert search(vault, "walrus", tmp_path)[0] == "ENGINE"  # that look cannot vouch for it
-    assert search(vault, "walrus", tmp_path)[0] == "QUICK"  # ... the engine's later one does
+    seal = vault.root / "Domain/animals/Seal songs.md"  # that look cannot vouch for its bytes
+    st = seal.stat()
+    seal.write_text(seal.read_text(encoding="utf-8").replace("seals sing", "manta sing"),
+                    encoding="utf-8")
+    os.utime(seal, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert seal.stat().st_size == st.st_size  # the same stat: read, not vouched for
+    assert search(vault, "manta", tmp_path) == ("QUICK", ["Seal songs"])
 
 
 def test_the_servers_early_search_answers_from_the_store_and_opens_no_engine_for_it(
@@ -366,7 +382,12 @@ def test_the_servers_early_search_answers_from_the_store_and_opens_no_engine_for
         == [h.title for h in expected.hits]
     write(vault, "Domain/animals/Walrus tusks.md", node_text(9, "walrus tusks"))
     folders_settle()
-    result = ask(early)  # a file the store has not seen: the engine answers
+    result = ask(early)  # a file the index on disk has not seen: read and ranked here
+    assert engine_asked == []
+    assert "Walrus tusks" in [h["title"] for h in result["structuredContent"]["hits"]]
+    write(vault, "Domain/animals/Walrus notes.md", "no front matter: a walrus\n")
+    folders_settle()
+    result = ask(early)  # a file that is no valid node: the engine answers
     assert engine_asked == [True]
     assert "Walrus tusks" in [h["title"] for h in result["structuredContent"]["hits"]]
 
@@ -435,10 +456,10 @@ def test_a_servers_write_is_answered_from_the_store_with_the_engines_hits(
         assert answered == Engine.open(vault, cwd=tmp_path, actor="user").search(query)
 
 
-def test_a_hand_change_beside_another_writers_write_is_the_engines(
+def test_a_hand_change_beside_another_writers_write_is_read(
         vault: Vault, tmp_path: Path):
     """Where the folder another process wrote in holds what its index does not (a file made,
-    removed or rewritten by hand, the same stat kept or not), the engine answers."""
+    removed or rewritten by hand, the same stat kept or not), the search reads it."""
     served_write(vault, tmp_path)
     assert search(vault, "tusks", tmp_path)[0] == "QUICK"
     tusks = vault.root / "Domain/animals/Walrus tusks.md"
@@ -449,10 +470,10 @@ def test_a_hand_change_beside_another_writers_write_is_the_engines(
         handle.write(text)
     os.utime(tusks, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert (tusks.stat().st_size, tusks.stat().st_mtime_ns) == (st.st_size, st.st_mtime_ns)
-    assert search(vault, "bold", tmp_path) == ("ENGINE", ["Walrus tusks"])
+    assert search(vault, "bold", tmp_path) == ("QUICK", ["Walrus tusks"])  # read, not vouched
     served_made = vault.root / "Domain/animals/Walrus diet.md"
     served_made.unlink()
-    assert search(vault, "clams", tmp_path) == ("ENGINE", [])
+    assert search(vault, "clams", tmp_path) == ("QUICK", [])
 
 
 def test_a_folder_another_writer_made_and_a_hand_removed_is_the_engines(
@@ -470,3 +491,119 @@ def test_a_folder_another_writer_made_and_a_hand_removed_is_the_engines(
     assert search(vault, "pups", tmp_path) == ("QUICK", ["Seal pups"])
     shutil.rmtree(vault.root / "Domain/seals")
     assert search(vault, "pups", tmp_path) == ("ENGINE", [])
+
+
+# -- hand edits answered from the store, as a fresh engine answers them -----------------------
+HERD = [("Walrus habits", "walrus rests on the ice floe"),
+        ("Walrus diet", "the walrus eats clams and clams"),
+        ("Seal songs", "seals sing under water"),
+        ("Orca pods", "orca pods hunt seals together"),
+        ("Krill swarms", "krill swarm in cold water"),
+        ("Penguin colonies", "penguins nest on rocky shores"),
+        ("Tern migration", "arctic terns fly pole to pole"),
+        ("Ice shelves", "shelves of ice calve icebergs")]
+
+
+def herd(vault: Vault) -> None:
+    """Eight nodes: no query word below is in more than half of them (rank-bm25's floor)."""
+    for number, (title, body) in enumerate(HERD):
+        write(vault, f"Domain/animals/{title}.md", node_text(number, body))
+    folders_settle()
+
+
+def saved(vault: Vault, rel: str, text: str) -> None:
+    """A node file saved as an editor saves it: a new file renamed over the old one."""
+    path = vault.root / rel
+    aside = path.with_name(f".{path.name}.swp")
+    aside.write_text(text, encoding="utf-8")
+    os.replace(aside, path)
+
+
+def answered_as_the_engine(vault: Vault, tmp_path: Path, query: str) -> Any:
+    """A fresh search's answer from the store (never the engine's), after checking it is the
+    answer a fresh engine gives hit for hit (scores, markers, order)."""
+    from osk.engine.core import Engine
+    from osk.reads.quick_search import search as quick
+
+    answered = quick(vault.root, tmp_path, None, query, None)
+    assert answered is not None, "the store did not answer"
+    assert answered == Engine.open(vault, cwd=tmp_path, actor="user").search(query)
+    return answered
+
+
+def test_hand_edits_by_rename_are_ranked_from_the_store_as_the_engine_ranks_them(
+        vault: Vault, tmp_path: Path):
+    """A hit's text, its rank, a non-hit given the query's word, its validity, a file made
+    and one removed, each saved by hand: each answer from the store equals a fresh engine's,
+    scores and all (a document frequency, N or the average length left as on disk moves every
+    score of the query's words)."""
+    herd(vault)
+    search(vault, "walrus", tmp_path)
+    before = answered_as_the_engine(vault, tmp_path, "walrus clams")
+    assert [hit.title for hit in before.hits] == ["Walrus diet", "Walrus habits"]
+    # its rank: the habits say walrus three times now, the diet stays
+    saved(vault, "Domain/animals/Walrus habits.md",
+          node_text(0, "walrus walrus walrus rests on the ice"))
+    after = answered_as_the_engine(vault, tmp_path, "walrus clams")
+    assert after.hits[1].score != before.hits[1].score
+    # a non-hit given the query's word: its document frequency moves, and every score with it
+    saved(vault, "Domain/animals/Krill swarms.md", node_text(4, "krill swarm near clams"))
+    assert search(vault, "krill", tmp_path) == ("QUICK", ["Krill swarms"])
+    third = answered_as_the_engine(vault, tmp_path, "walrus clams")
+    assert {hit.title for hit in third.hits} == {"Walrus diet", "Walrus habits", "Krill swarms"}
+    # a hit's text and length alone (the average length moves): the diet loses a clam
+    saved(vault, "Domain/animals/Walrus diet.md",
+          node_text(1, "the walrus eats clams and mussels and snails"))
+    answered_as_the_engine(vault, tmp_path, "walrus clams")
+    # its validity: ended yesterday, demoted and marked
+    text = node_text(3, "orca pods hunt seals together").replace(
+        "derived-from: []\n", "derived-from: []\nvalid_to: 2026-01-01T00:00+00:00\n")
+    saved(vault, "Domain/animals/Orca pods.md", text)
+    expired = answered_as_the_engine(vault, tmp_path, "orca seals")
+    assert "expired" in expired.hits[0].markers
+    # a title is the file's name: one renamed by hand is one removed and one made
+    os.replace(vault.root / "Domain/animals/Tern migration.md",
+               vault.root / "Domain/animals/Arctic tern flights.md")
+    renamed = answered_as_the_engine(vault, tmp_path, "arctic tern flights")
+    assert renamed.hits[0].title == "Arctic tern flights" and renamed.hits[0].match == "title"
+
+
+def test_a_word_in_over_half_the_documents_after_hand_edits_is_ranked_as_the_engine_does(
+        vault: Vault, tmp_path: Path):
+    """rank-bm25's floor for such a word is a share of the mean idf over every term, which a
+    hand edit moves: summed again from the counts of document frequencies kept in the recall
+    file's meta, moved for each word the edited files gained or lost, it is the engine's to
+    the bit; a file written without those counts sends such a query to the engine."""
+    import sqlite3
+
+    from osk.reads import quick_search
+    from osk.search import recallfile
+
+    herd(vault)
+    search(vault, "walrus", tmp_path)
+    for number, title in enumerate(["Seal songs", "Orca pods", "Krill swarms"], start=2):
+        saved(vault, f"Domain/animals/{title}.md", node_text(number, f"a walrus {title} too"))
+    # walrus in 5 of 8 documents now: its idf is the floor, from the mean over every term
+    floored = answered_as_the_engine(vault, tmp_path, "walrus ice")
+    assert len(floored.hits) == 6  # the five with walrus, and the ice shelves
+    saved(vault, "Domain/animals/Penguin colonies.md", node_text(5, "penguins and a walrus"))
+    with sqlite3.connect(recallfile.path_in(vault.state("index"))) as db:
+        db.execute("DELETE FROM meta WHERE key = 'dfs'")  # as a writer before them left it
+    assert quick_search.search(vault.root, tmp_path, None, "walrus", None) is None
+    assert quick_search.search(vault.root, tmp_path, None, "penguins", None) is not None
+
+
+def test_what_the_store_cannot_rank_after_a_hand_edit_goes_to_the_engine(
+        vault: Vault, tmp_path: Path):
+    """An id another node holds is the catalog's call; too many edits are the engine's
+    work."""
+    from osk.reads import quick_search
+
+    herd(vault)
+    search(vault, "walrus", tmp_path)
+    saved(vault, "Domain/animals/Ice shelves.md", node_text(0, "ice shelves calve"))
+    assert quick_search.search(vault.root, tmp_path, None, "ice", None) is None  # id of 0
+    search(vault, "walrus", tmp_path)
+    for number in range(quick_search.EDITS + 1):
+        write(vault, f"Domain/animals/Extra {number}.md", node_text(100 + number, "a seal"))
+    assert search(vault, "seal", tmp_path)[0] == "ENGINE"
