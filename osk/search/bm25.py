@@ -276,7 +276,10 @@ class Bm25:
         if size == self.size:
             self._average_idf = (size, value)
             if counts is not None and self._histogram is None:
-                self._histogram = Counter({int(df): int(terms) for df, terms in counts})
+                try:
+                    self._histogram = Counter({int(df): int(terms) for df, terms in counts})
+                except (TypeError, ValueError):  # another shape: counted on first need
+                    self._histogram = None
 
     def floored(self, query: Query, floor: float) -> bool:
         """Whether ``floor`` raises the idf of any known term of ``query``."""
