@@ -566,6 +566,9 @@ class RecallCorpus:
         meta = dict(db.execute("SELECT key, value FROM meta"))
         if json.loads(meta.get("schema", "0")) != SCHEMA:
             raise Unusable("the recall file has another schema")
+        # the counts of dfs stay text until a change read here needs them (``amend``): a
+        # hook's prompt never does
+        counts = meta.pop("dfs", None)
         self.meta = {key: json.loads(value) for key, value in meta.items()}
         self.docs = _LazyDocs(db)
         self.by_title = _Lookup(db, "title_key")
@@ -595,7 +598,7 @@ class RecallCorpus:
         self.bm25 = _PartialBm25(postings, lengths, int(self.meta.get("n", 0)),
                                  int(self.meta.get("total_length", 0)),
                                  float(self.meta.get("average_idf", 0.0)),
-                                 self.meta.get("dfs"))
+                                 counts)
 
     def supersession(self) -> tuple[list[tuple[int, int]], set[int]]:
         return self._pairs, {old for old, _ in self._pairs}
@@ -716,14 +719,14 @@ class _PartialBm25(Bm25):
     KEEPS_IMPACTS = False  # read for one query: ordering a long list costs more than walking it
 
     def __init__(self, postings: dict[str, dict[int, int]], lengths: dict[int, int], n: int,
-                 total_length: int, average_idf: float, counts: Any = None) -> None:
+                 total_length: int, average_idf: float, counts: str | None = None) -> None:
         super().__init__()
         self._added = postings  # no base: every posting read is in the overlay
         self.lengths = lengths
         self.total_length = total_length
         self._n = n
         self._average_idf = (n, average_idf)  # Bm25.average_idf's cache, for this n
-        self._counts = counts  # the writer's df counts (``bm25.df_pairs``), read on need
+        self._counts = counts  # the writer's df counts (``bm25.df_pairs``), JSON, read on need
 
     @property
     def size(self) -> int:
@@ -777,8 +780,12 @@ class _PartialBm25(Bm25):
         return value
 
 
-def _pairs_of(counts: Any) -> list[tuple[int, int]]:
+def _pairs_of(stored: str) -> list[tuple[int, int]]:
     """The meta's (df, terms) pairs, or Unusable when they are another shape."""
+    try:
+        counts = json.loads(stored)
+    except ValueError:
+        counts = None
     if not isinstance(counts, list) or not all(
             isinstance(pair, list) and len(pair) == 2 and all(type(x) is int for x in pair)
             for pair in counts):
