@@ -36,14 +36,16 @@ Standard library only at import time.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from osk.errors import ObjectMissing, OskError
 from osk.store import clock, objects
-from osk.store.fsutil import replace_unsynced, sha256_bytes
+from osk.store.fsutil import open_making_folder, replace_unsynced, sha256_bytes
 from osk.store.ledger import Ledger, Record
 from osk.store.vault import Vault
 
@@ -229,13 +231,69 @@ def intend(vault: Vault, changes: Sequence[Change], follow: Sequence[Follow] = (
         # Not fsynced: the journal is for a killed process, whose writes the page cache keeps;
         # a power cut in the window can still lose it (as before), and two fsyncs per write
         # (the file and its folder) cost more than the rest of a small write's bookkeeping.
-        replace_unsynced(_intent_path(vault), json.dumps(
-            {"since": since, "records": items, "follow": lines}) + "\n",
-            temp_dir=vault.temp_dir)  # swept by every open, should a kill leave it
+        _journal(vault, json.dumps({"since": since, "records": items, "follow": lines}) + "\n")
     except BaseException:
         Intent(vault, items, tuple(stored)).abandon()
         raise
     return Intent(vault, items, tuple(stored))
+
+
+@dataclass
+class _Kept:
+    """The file ``kept_journal`` keeps open: ``fd`` None once it fell back to renames."""
+
+    fd: int | None
+    name: Path
+
+
+_kept: dict[Path, _Kept] = {}  # journal path -> its kept file, inside ``kept_journal``
+
+
+@contextmanager
+def kept_journal(vault: Vault) -> Iterator[None]:
+    """Journal the writes of a block (a batch under one hold of the mutation lock: ``osk
+    import``) through one file kept open in the temp folder, written in place and linked
+    as the journal, instead of a new file made and renamed for each: making a file is the
+    dearest step of a small write's bookkeeping (0.3-0.6 ms of CPU each on the bench box,
+    a link 10 us). The journal's name holds whole text exactly while a write owes it, as
+    outside the block; the kept file is named as a temp file of this process, so a kill
+    leaves it for the next open's sweep."""
+    path = _intent_path(vault)
+    if path in _kept or not hasattr(os, "pwrite"):  # nested, or no pwrite (Windows)
+        yield
+        return
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL
+    name = vault.temp_dir / f".{os.getpid()}.{path.name}.{os.urandom(6).hex()}.tmp"
+    kept = _kept[path] = _Kept(open_making_folder(name, flags, 0o600), name)
+    try:
+        yield
+    finally:
+        del _kept[path]
+        _let_go(kept)
+
+
+def _let_go(kept: _Kept) -> None:
+    if kept.fd is not None:
+        os.close(kept.fd)
+        kept.fd = None
+    kept.name.unlink(missing_ok=True)
+
+
+def _journal(vault: Vault, text: str) -> None:
+    """Make ``text`` the journal (there is none now: ``intend`` finished any first)."""
+    path = _intent_path(vault)
+    kept = _kept.get(path)
+    if kept is not None and kept.fd is not None:
+        data = text.encode("utf-8")
+        try:
+            if os.pwrite(kept.fd, data, 0) == len(data):
+                os.ftruncate(kept.fd, len(data))
+                os.link(kept.name, path)  # whole text before its name appears, as a rename
+                return
+        except OSError:
+            pass  # no links here, or a disk that refused: the rest of the block renames
+        _let_go(kept)
+    replace_unsynced(path, text, temp_dir=vault.temp_dir)  # its temp swept by every open
 
 
 def _put(vault: Vault, text: str | None, stored: list[str]) -> str | None:

@@ -170,7 +170,10 @@ def batch(ctx: WriteContext) -> Iterator[None]:
         yield
         return
     try:
-        with mutation.mutation(ctx.vault):  # one bump, at the end: readers look again
+        # one bump, at the end (readers look again); one journal file for every write inside,
+        # the recheck store brought up to the ledger once
+        with mutation.mutation(ctx.vault), audit.kept_journal(ctx.vault), \
+                ctx.rechecks.store_at_end():
             ctx.reload_settings()
             ctx.keep(ctx.fresh.quick() if ctx.fresh.looked_fully else ctx.fresh.full())
             ctx.fresh.held = True
