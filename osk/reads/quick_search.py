@@ -204,17 +204,22 @@ def _ranked(vault: Vault, session: Any, query: str, text: str,
         stale = _unchanged(vault, db, corpus.meta, bounds)
         if stale is None or (stale and not _amend(vault, db, corpus, stale)):
             return None
-        ranking = Ranking(corpus, scope=session.scope,  # type: ignore[arg-type]
-                          visible=lambda doc: session.can_see_scope(doc.scope),
-                          moment=moment(None), explicit_time=False)
-        order = _order(vault, db, corpus, ranking, text, k, bool(stale))
-        if order is None:
-            return None
-        docs = [corpus.docs[slot] for slot, *_ in order]
-        if int(corpus.meta.get("n", 0)) > int(look["sweep"]) and not all(
-                doc.path in stale or _as_indexed(vault, doc.path, doc.stat, doc.file_hash,
-                                                 bounds) for doc in docs):
-            return None
+        swept = int(corpus.meta.get("n", 0)) <= int(look["sweep"])
+        while True:  # in a larger vault, until every hit's file is vouched for or read
+            ranking = Ranking(corpus, scope=session.scope,  # type: ignore[arg-type]
+                              visible=lambda doc: session.can_see_scope(doc.scope),
+                              moment=moment(None), explicit_time=False)
+            order = _order(vault, db, corpus, ranking, text, k, bool(stale))
+            if order is None:
+                return None
+            docs = [corpus.docs[slot] for slot, *_ in order]
+            unsure = {} if swept else _hits_unsure(vault, docs, stale, bounds)
+            if not unsure:
+                break
+            # a hit's file changed in place (its folder's stat kept): read, and ranked again
+            if len(stale) + len(unsure) > EDITS or not _amend(vault, db, corpus, unsure):
+                return None
+            stale.update(unsure)
         hits = ranking.hits(order, lambda ids: _markers(vault, db, docs, look))
     except (recallfile.Unusable, recallfile.Error, _EngineNeeded, KeyError, TypeError,
             ValueError):
@@ -222,6 +227,21 @@ def _ranked(vault: Vault, session: Any, query: str, text: str,
     finally:
         db.close()
     return SearchResult(session.scope, query, tuple(hits))
+
+
+def _hits_unsure(vault: Vault, docs: list[Any], stale: Stale, bounds: tuple[int, int]
+                 ) -> Stale:
+    """The hits' files not read here already whose stat cannot vouch for the text indexed
+    (``_as_indexed``), with their stats now (None: gone)."""
+    root = str(vault.root)
+    unsure: Stale = {}
+    for doc in docs:
+        if doc.path not in stale:
+            now = _stat_now(root, doc.path)
+            if now is None or not _as_indexed(vault, doc.path, doc.stat, doc.file_hash,
+                                              bounds, now):
+                unsure[doc.path] = now
+    return unsure
 
 
 def _order(vault: Vault, db: Any, corpus: Any, ranking: Ranking, text: str,

@@ -607,3 +607,58 @@ def test_what_the_store_cannot_rank_after_a_hand_edit_goes_to_the_engine(
     for number in range(quick_search.EDITS + 1):
         write(vault, f"Domain/animals/Extra {number}.md", node_text(100 + number, "a seal"))
     assert search(vault, "seal", tmp_path)[0] == "ENGINE"
+
+
+class _Terminal:
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_hand_edit_inside_a_protected_region_is_the_engines(
+        vault: Vault, tmp_path: Path, monkeypatch):
+    """What protection serves for a file edited by hand (the approved version while the
+    change waits for the person) is the engine's to judge: a vault with protected regions is
+    answered by the engine, which finds the node by its approved text alone."""
+    from osk.authority import approvals
+    from osk.reads.quick_search import search as quick
+
+    herd(vault)
+    write(vault, "Person/prefs/Editor.md", node_text(40, "the person edits in kestrel"))
+    monkeypatch.setattr("sys.stdin", _Terminal())
+    approvals.protect(vault, "Person/prefs")
+    folders_settle()
+    assert search(vault, "kestrel", tmp_path) == ("ENGINE", ["Editor"])
+    saved(vault, "Person/prefs/Editor.md", node_text(40, "the person edits in falcon"))
+    assert quick(vault.root, tmp_path, None, "falcon", None) is None
+    assert search(vault, "falcon", tmp_path) == ("ENGINE", [])
+    assert search(vault, "kestrel", tmp_path) == ("ENGINE", ["Editor"])
+
+
+def test_in_a_larger_vault_a_hit_changed_in_place_is_read_and_ranked_again(
+        vault: Vault, tmp_path: Path):
+    """Past ``SWEEP_FILES`` nodes only the hits' files are checked (docs/search.md): a hit
+    whose file changed in place (its folder's stat kept) is read, and the query ranked
+    again over it, as the engine ranks it; its text found not as indexed sent the search to
+    the engine before."""
+    from osk.reads.quick_search import search as quick
+    from osk.search import recallfile
+
+    herd(vault)
+    search(vault, "walrus", tmp_path)
+    directory = vault.state("index")
+    look = recallfile.read_look(directory)
+    assert look is not None
+    look["sweep"] = 1  # as a look of a vault larger than its sweep records it
+    recallfile.write_look(directory, look)
+    before = quick(vault.root, tmp_path, None, "walrus clams", None)
+    assert before is not None
+    folder = (vault.root / "Domain/animals").stat().st_mtime_ns
+    habits = vault.root / "Domain/animals/Walrus habits.md"
+    with open(habits, "r+", encoding="utf-8") as handle:  # in place: the folder keeps its stat
+        text = handle.read().replace("on the ice floe", "on the ice with clams clams clams")
+        handle.seek(0)
+        handle.write(text)
+    assert (vault.root / "Domain/animals").stat().st_mtime_ns == folder
+    answered = answered_as_the_engine(vault, tmp_path, "walrus clams")
+    assert answered.hits[1].title == "Walrus habits"
+    assert answered.hits[1].score > before.hits[1].score  # its clams counted
