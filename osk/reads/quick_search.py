@@ -220,7 +220,8 @@ def _ranked(vault: Vault, session: Any, query: str, text: str,
             if len(stale) + len(unsure) > EDITS or not _amend(vault, db, corpus, unsure):
                 return None
             stale.update(unsure)
-        hits = ranking.hits(order, lambda ids: _markers(vault, db, docs, look))
+        hits = ranking.hits(order, lambda ids: _markers(vault, db, docs, look,
+                                                        corpus.amended))
     except (recallfile.Unusable, recallfile.Error, _EngineNeeded, KeyError, TypeError,
             ValueError):
         return None  # damaged, swapped as we read, or another shape: the engine mends it
@@ -514,8 +515,8 @@ class _EngineNeeded(Exception):
     """A hit's markers need what only the engine holds: its answer, not this one."""
 
 
-def _markers(vault: Vault, db: Any, docs: list[Any], look: dict[str, Any]
-             ) -> dict[str, list[str]]:
+def _markers(vault: Vault, db: Any, docs: list[Any], look: dict[str, Any],
+             amended: dict[str, Any]) -> dict[str, list[str]]:
     """recheck / conflict / pending / inferred / pending-review / steering, by the engine's
     rule (``osk.provenance.markers``). A hit waiting for the person's approval of a protected
     change goes to the engine (``_EngineNeeded``): what it serves and what is on disk differ,
@@ -525,7 +526,7 @@ def _markers(vault: Vault, db: Any, docs: list[Any], look: dict[str, Any]
     items = OpenItems(vault)
     if any(items.pending(doc.path) for doc in docs):
         raise _EngineNeeded
-    stale = _rechecks(vault, db, docs, look)
+    stale = _rechecks(vault, db, docs, look, amended)
     found: dict[str, list[str]] = {}
     for doc in docs:
         labels = items.of(doc.id, _listed(vault, doc), recheck=doc.id in stale)
@@ -557,7 +558,8 @@ def _cited_rounds(vault: Vault, hits: tuple[Any, ...]) -> dict[str, set[str]] | 
     return cited_rounds(table, ids)
 
 
-def _rechecks(vault: Vault, db: Any, docs: list[Any], look: dict[str, Any]) -> set[str]:
+def _rechecks(vault: Vault, db: Any, docs: list[Any], look: dict[str, Any],
+              amended: dict[str, Any]) -> set[str]:
     """The ids of the hits with a recheck candidate, by the engine's rule
     (``osk.provenance.pairs.stale_pairs``) over what the engine would hold: the hits' recorded
     citations from the rechecks table on disk (``osk.provenance.recheck_store``), each citing
@@ -573,7 +575,7 @@ def _rechecks(vault: Vault, db: Any, docs: list[Any], look: dict[str, Any]) -> s
     from osk.provenance.pairs import TargetHasher, stale_pairs
 
     hasher = TargetHasher(vault)
-    bodies = _cited_bodies(vault, db, look, [
+    bodies = _cited_bodies(vault, db, look, amended, [
         pair.target.key[len("node:"):] for doc in docs if doc.id in table
         for pair in table[doc.id].pairs.values() if pair.target.kind == "node"])
 
@@ -593,14 +595,15 @@ def _rechecks(vault: Vault, db: Any, docs: list[Any], look: dict[str, Any]) -> s
     return stale
 
 
-def _cited_bodies(vault: Vault, db: Any, look: dict[str, Any], ids: list[str]
-                  ) -> Callable[[str], str]:
+def _cited_bodies(vault: Vault, db: Any, look: dict[str, Any], amended: dict[str, Any],
+                  ids: list[str]) -> Callable[[str], str]:
     """Each cited node's body hash now, as the engine's catalog has it: the recall file's
     document of that id (exactly one, else ``_EngineNeeded``), its file unchanged since it
     was indexed (the stat recorded, settled before the look) and its body hash kept with the
     rechecks table by its file hash; a file that changed, or whose body the table does not
     know, is read (and must be the text indexed). So the first process after an import reads
-    no file it does not show."""
+    no file it does not show. A file this search read itself (``amended``: path -> its
+    document now, None when gone) counts as it is now, not as the recall file holds it."""
     from osk.provenance.recheck_store import bodies_of
 
     wanted = list(dict.fromkeys(ids))
@@ -609,7 +612,11 @@ def _cited_bodies(vault: Vault, db: Any, look: dict[str, Any], ids: list[str]
         f"({','.join('?' * len(wanted))})", wanted).fetchall() if wanted else []
     found: dict[str, list[tuple[str, str, tuple[int, int, int]]]] = {}
     for node_id, path, file_hash, *stat in rows:
-        found.setdefault(node_id, []).append((path, file_hash, (stat[0], stat[1], stat[2])))
+        if path not in amended:
+            found.setdefault(node_id, []).append((path, file_hash, (stat[0], stat[1], stat[2])))
+    for path, doc in amended.items():
+        if doc is not None and doc.id in wanted:
+            found.setdefault(doc.id, []).append((path, doc.file_hash, tuple(doc.stat)))
     settled = [docs[0] for docs in found.values() if len(docs) == 1 and _files_unchanged(
         vault, [(docs[0][0], docs[0][2])], look)]
     known = bodies_of(vault, [file_hash for _, file_hash, _ in settled])

@@ -595,6 +595,7 @@ class RecallCorpus:
         self._every = every
         self._next_row = 0  # a created document's row (``amend``), found on first need
         self._df_moved: dict[str, int] = {}  # what ``amend`` moved a term's df by, if unread
+        self.amended: dict[str, SearchDoc | None] = {}  # path -> its document now (``amend``)
         self.bm25 = _PartialBm25(postings, lengths, int(self.meta.get("n", 0)),
                                  int(self.meta.get("total_length", 0)),
                                  float(self.meta.get("average_idf", 0.0)),
@@ -612,6 +613,7 @@ class RecallCorpus:
         moved for each term the file gained or lost (its df read from the postings), when the
         file's meta holds them (else a query that needs that mean raises Unusable). A path
         amended twice, or a document made under another path, is the caller's error."""
+        self.amended[path] = doc
         found = self._db.execute("SELECT row, terms FROM docs WHERE path = ?",
                                  (path,)).fetchone()
         old = self.docs[found[0]] if found is not None else None

@@ -266,3 +266,21 @@ def test_a_damaged_table_on_disk_is_never_read_and_the_next_engine_rebuilds_it(
     assert quick(vault, repo) is None
     assert "recheck" in same_from_store(vault, repo)["Claim"]  # one engine mended it
     store_matches_ledger(vault)
+
+
+def test_a_cited_node_edited_by_hand_is_read_by_the_store_and_its_citer_marked(
+        chain: Engine, vault: Vault, repo: Path):
+    """No engine between the hand edit and the fresh search: the store reads the edited
+    node (``quick_search._amend``) and judges its citers against its body as it is now, as
+    a fresh engine does."""
+    settle(vault)
+    engine_answer(vault, repo)  # the look the store path checks
+    claim = next(vault.root.glob("Scope/**/Claim.md"))
+    aside = claim.with_name(".Claim.md.swp")  # saved as an editor saves: renamed over it
+    aside.write_text(claim.read_text(encoding="utf-8").replace("allow", "permit"),
+                     encoding="utf-8")
+    os.replace(aside, claim)
+    answered = quick(vault, repo)
+    assert answered is not None, "the store did not answer"
+    assert answered == engine_answer(vault, repo)
+    assert "recheck" in markers(answered)["Summary"]
