@@ -24,17 +24,21 @@ look recorded with the index (``Freshness.look``, handed over by ``SearchIndex.n
   than that, but before the last osk writer's announcement (the generation's move), is read
   and must be the text indexed, as the engine re-reads a file its stat cannot vouch for;
   any other is stale;
-- the approvals (what protected regions serve) are the ones the index read under.
+- the approvals (what protected regions serve) are the ones the index read under: the
+  approvals ledger's generation now is the one recorded with the index.
 
 Up to ``EDITS`` stale node files (an editor's saves since the last engine) are read here and
 indexed for this query as the engine indexes a file (``versions.document`` of the version
 protection serves), over the index on disk (``RecallCorpus.amend``): the query's terms'
 postings, N and the total length are integers, so the scores are the engine's exactly.
-What cannot be had so goes to the engine: a file that is not a valid node, a changed id
-another node holds, a query word in over half the documents (rank-bm25's floor needs the
-mean idf over every term, which moved), the semantic channel, more stale files than
-``EDITS``. Nothing is written: every fresh search reads them again until an engine (the
-next command that opens one, a server's look) takes them into the index on disk.
+rank-bm25's floor for a word in over half the documents is a share of the mean idf over
+every term: the counts of document frequencies it sums, kept in the recall file's meta, are
+moved for the stale files' terms and summed again (``RecallCorpus.amend``). What cannot be
+had so goes to the engine: a file that is not a valid node, a changed id another node
+holds, a hit waiting for the person's review, a recall file written without those counts
+(for a floored word), the semantic channel, more stale files than ``EDITS``. Nothing is
+written: every fresh search reads them again until an engine (the next command that opens
+one, a server's look) takes them into the index on disk.
 
 The semantic channel is fused as ``SearchIndex.channels`` fuses it, from the same vectors,
 once every node has its vector. The hits' markers follow the engine's rule
@@ -299,7 +303,7 @@ def _unchanged(vault: Vault, db: Any, meta: dict[str, Any], bounds: tuple[int, i
     look = meta["look"]  # a look ``recallfile.read_look`` found whole
     if meta.get("params") != PARAMS:  # postings of another tokenizer or BM25: the engine rebuilds
         return None
-    if meta.get("approvals") != Regions(vault).served_approvals():
+    if meta.get("approvals") != Regions(vault).approvals_now():
         return None
     root = str(vault.root)
     stale: Stale = {}

@@ -73,6 +73,16 @@ class Regions:
         approvals = self.approvals if self.protected() else None
         return list(approvals) if isinstance(approvals, tuple) else None
 
+    def approvals_now(self) -> list[Any] | None:
+        """The approvals generation on disk now, in the form ``served_approvals`` records it
+        (None: no region): a fresh process, which has read no region, compares it with the
+        one an index on disk was read under. While they are equal every served version that
+        index holds is still the one to serve (``moved`` reads nothing again either)."""
+        if not self.protected():
+            return None
+        generation = _protection().generation(self.vault)
+        return list(generation) if isinstance(generation, tuple) else None
+
 
 def _protection() -> Any:
     from osk.authority import protection  # only once an approvals ledger exists (see protected)

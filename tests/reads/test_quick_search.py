@@ -614,24 +614,29 @@ class _Terminal:
         return True
 
 
-def test_a_hand_edit_inside_a_protected_region_is_the_engines(
+def test_a_protected_vault_is_answered_from_the_store_as_protection_serves_it(
         vault: Vault, tmp_path: Path, monkeypatch):
-    """What protection serves for a file edited by hand (the approved version while the
-    change waits for the person) is the engine's to judge: a vault with protected regions is
-    answered by the engine, which finds the node by its approved text alone."""
+    """Protected regions leave the store's answers to stand while the approvals ledger is as
+    the index read it (a fresh process, which has read no region, compares the ledger's
+    generation now); a change of that ledger sends the search to the engine. A file edited
+    by hand inside a region is ranked by what protection serves, as the engine ranks it; a
+    hit waiting for the person's review is the engine's to mark."""
     from osk.authority import approvals
-    from osk.reads.quick_search import search as quick
 
     herd(vault)
     write(vault, "Person/prefs/Editor.md", node_text(40, "the person edits in kestrel"))
     monkeypatch.setattr("sys.stdin", _Terminal())
     approvals.protect(vault, "Person/prefs")
     folders_settle()
-    assert search(vault, "kestrel", tmp_path) == ("ENGINE", ["Editor"])
+    assert search(vault, "kestrel", tmp_path) == ("ENGINE", ["Editor"])  # the ledger moved
+    assert search(vault, "kestrel", tmp_path) == ("QUICK", ["Editor"])
+    answered_as_the_engine(vault, tmp_path, "kestrel")
     saved(vault, "Person/prefs/Editor.md", node_text(40, "the person edits in falcon"))
-    assert quick(vault.root, tmp_path, None, "falcon", None) is None
-    assert search(vault, "falcon", tmp_path) == ("ENGINE", [])
-    assert search(vault, "kestrel", tmp_path) == ("ENGINE", ["Editor"])
+    assert answered_as_the_engine(vault, tmp_path, "falcon").hits == ()  # the approved text
+    assert search(vault, "kestrel", tmp_path) == ("ENGINE", ["Editor"])  # pending review
+    assert search(vault, "walrus", tmp_path) == ("QUICK", ["Walrus diet", "Walrus habits"])
+    approvals.protect(vault, "Domain/animals")
+    assert search(vault, "walrus", tmp_path)[0] == "ENGINE"
 
 
 def test_in_a_larger_vault_a_hit_changed_in_place_is_read_and_ranked_again(
