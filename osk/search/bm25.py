@@ -255,31 +255,19 @@ class Bm25:
         cached = self._average_idf
         if cached is not None and cached[0] == n:
             return cached[1]
-        value = mean_idf(n, self.df_counts(), self._df_logs)
-        self._average_idf = (n, value)
-        return value
-
-    def df_counts(self) -> Counter[int]:
-        """How many terms occur in exactly d documents, by d (what ``average_idf`` sums):
-        counted once over every term, then kept through each change."""
         histogram = self._histogram
         if histogram is None:
             histogram = self._histogram = Counter(self.df(term) for term in self.all_terms())
             histogram.pop(0, None)
-        return histogram
+        value = mean_idf(n, histogram, self._df_logs)
+        self._average_idf = (n, value)
+        return value
 
-    def adopt_average_idf(self, size: int, value: float,
-                          counts: Iterable[Sequence[int]] | None = None) -> None:
+    def adopt_average_idf(self, size: int, value: float) -> None:
         """Take the mean idf computed over exactly these documents (by the writer of the
-        recall file, which holds them), and the document frequencies' counts it was summed
-        from (``counts``: (df, terms) pairs), kept from here on: a pass over every term saved."""
+        recall file, which holds them): a pass over every term saved."""
         if size == self.size:
             self._average_idf = (size, value)
-            if counts is not None and self._histogram is None:
-                try:
-                    self._histogram = Counter({int(df): int(terms) for df, terms in counts})
-                except (TypeError, ValueError):  # another shape: counted on first need
-                    self._histogram = None
 
     def floored(self, query: Query, floor: float) -> bool:
         """Whether ``floor`` raises the idf of any known term of ``query``."""
@@ -586,14 +574,12 @@ def mean_idf(n: int, histogram: Mapping[int, int], lows: dict[int, float]) -> fl
     """The mean raw idf of the terms counted in ``histogram`` (df -> how many terms), in ``n``
     documents: idf(n, df) written out, with its log(df + 0.5) kept in ``lows``: the same sum
     to the bit, and one log a distinct df where a write paid two and a call (2,000 dfs at
-    100,000 nodes). The sum runs in ascending df, whatever order the counts were made in: an
-    index counting its terms, one keeping the counts through its changes, a bulk build and a
-    fresh search adjusting the counts on disk for a file changed by hand
-    (``recallfile._PartialBm25``) all get the same bits from the same counts."""
+    100,000 nodes). The sum runs in the histogram's order (a bulk build on disk counts the
+    terms in the order a loader of its snapshot does)."""
     log = math.log
     total = 0.0
     terms = 0
-    for df, count in sorted(histogram.items()):
+    for df, count in histogram.items():
         if count and df:
             low = lows.get(df)
             if low is None:
@@ -601,13 +587,6 @@ def mean_idf(n: int, histogram: Mapping[int, int], lows: dict[int, float]) -> fl
             total += count * (log(n - df + 0.5) - low)
             terms += count
     return total / terms if terms else 0.0
-
-
-def df_pairs(histogram: Mapping[int, int]) -> list[list[int]]:
-    """The counts ``mean_idf`` sums, as the recall file's meta keeps them beside the mean:
-    (df, terms) pairs in ascending df, none empty. A fresh search that indexes a file changed
-    by hand moves the counts of that file's terms and sums them again (``recallfile``)."""
-    return [[df, count] for df, count in sorted(histogram.items()) if df and count]
 
 
 def code_for(top: int) -> str:

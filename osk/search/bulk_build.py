@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from osk.search import index_files, recallfile
-from osk.search.bm25 import Staged, code_for, df_pairs, mean_idf
+from osk.search.bm25 import Staged, code_for, mean_idf
 
 if TYPE_CHECKING:
     from osk.search.corpus import SearchDoc
@@ -136,8 +136,7 @@ class DiskBuild:
         """The recall file's counts (``SearchIndex._recall_meta``'s): after ``merged``. The
         mean idf sums the counts in ascending df, as an index loaded from this snapshot does."""
         return {"average_idf": mean_idf(len(self.lengths), self._histogram, {}),
-                "n": len(self.lengths), "total_length": sum(self.lengths),
-                "dfs": df_pairs(self._histogram)}
+                "n": len(self.lengths), "total_length": sum(self.lengths)}
 
     def write_snapshot(self, generation: str, params: dict[str, Any]) -> None:
         """The snapshot, from what ``merged`` wrote (drained whole) and the records put."""

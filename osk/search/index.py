@@ -54,7 +54,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from osk.search import index_files, recallfile
-from osk.search.bm25 import df_pairs
 from osk.search.corpus import Corpus, KnownTerms, SearchDoc
 from osk.search.ranking import (
     FUSION_DEPTH,
@@ -622,8 +621,7 @@ class SearchIndex:
     def _recall_meta(self) -> dict[str, Any]:
         bm25 = self._corpus.bm25
         return {"average_idf": bm25.average_idf(), "n": bm25.size,
-                "total_length": bm25.total_length, "dfs": df_pairs(bm25.df_counts()),
-                **self._recall_protection()}
+                "total_length": bm25.total_length, **self._recall_protection()}
 
     def _recall_protection(self) -> dict[str, Any]:
         """The part of the recall file's meta that moves without a change of the corpus (the

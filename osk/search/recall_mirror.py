@@ -169,9 +169,7 @@ class RecallMirror:
                 # changes nothing writes nothing, and ranks with its mean idf (not recounted).
                 meta = self.written = writer.meta()
                 if isinstance(meta.get("n"), int) and isinstance(meta.get("average_idf"), float):
-                    counts = meta.get("dfs")
-                    corpus.bm25.adopt_average_idf(meta["n"], meta["average_idf"],
-                                                  counts if isinstance(counts, list) else None)
+                    corpus.bm25.adopt_average_idf(meta["n"], meta["average_idf"])
                 return
             ops: list[list[Any]] = [["del", rel] for rel in gone]
             # each document's terms found alone cost a pass over the postings when the file

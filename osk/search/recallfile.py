@@ -35,7 +35,7 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
-from osk.search.bm25 import Bm25, mean_idf
+from osk.search.bm25 import Bm25
 from osk.search.corpus import SearchDoc
 from osk.search.index_files import CODES, narrowest
 from osk.store.locks import file_lock
@@ -566,9 +566,6 @@ class RecallCorpus:
         meta = dict(db.execute("SELECT key, value FROM meta"))
         if json.loads(meta.get("schema", "0")) != SCHEMA:
             raise Unusable("the recall file has another schema")
-        # the counts of dfs stay text until a change read here needs them (``amend``): a
-        # hook's prompt never does
-        counts = meta.pop("dfs", None)
         self.meta = {key: json.loads(value) for key, value in meta.items()}
         self.docs = _LazyDocs(db)
         self.by_title = _Lookup(db, "title_key")
@@ -594,12 +591,10 @@ class RecallCorpus:
         lengths = {row: every[row] for row in wanted if row < len(every)}
         self._every = every
         self._next_row = 0  # a created document's row (``amend``), found on first need
-        self._df_moved: dict[str, int] = {}  # what ``amend`` moved a term's df by, if unread
         self.amended: dict[str, SearchDoc | None] = {}  # path -> its document now (``amend``)
         self.bm25 = _PartialBm25(postings, lengths, int(self.meta.get("n", 0)),
                                  int(self.meta.get("total_length", 0)),
-                                 float(self.meta.get("average_idf", 0.0)),
-                                 counts)
+                                 float(self.meta.get("average_idf", 0.0)))
 
     def supersession(self) -> tuple[list[tuple[int, int]], set[int]]:
         return self._pairs, {old for old, _ in self._pairs}
@@ -608,30 +603,19 @@ class RecallCorpus:
         """Take a change of one node file the file does not hold yet, as the index would
         take it (``doc`` and ``frequencies``: ``osk.search.versions.document``'s; None: the
         file is gone), for this query only: its postings among the query's terms, N and the
-        total length (integers: exact), its record, title keys and supersession; and the
-        counts of document frequencies the mean idf over every term sums (rank-bm25's floor),
-        moved for each term the file gained or lost (its df read from the postings), when the
-        file's meta holds them (else a query that needs that mean raises Unusable). A path
+        total length (integers: exact), its record, title keys and supersession. The mean idf
+        over every term (rank-bm25's floor for a word in over half the documents) moves with
+        it and is not known here: a query that needs it raises Unusable. A path
         amended twice, or a document made under another path, is the caller's error."""
         self.amended[path] = doc
-        found = self._db.execute("SELECT row, terms FROM docs WHERE path = ?",
-                                 (path,)).fetchone()
+        found = self._db.execute("SELECT row FROM docs WHERE path = ?", (path,)).fetchone()
         old = self.docs[found[0]] if found is not None else None
         if old is None and doc is None:
             return
         row = found[0] if found is not None else self._created_row()
-        before = set(_terms_of(found[1])) if found is not None else set()
-        after = set(frequencies) if doc is not None else set()
-        moved = {}
-        for term in before ^ after:  # a term kept keeps its df
-            df = self._df(term)
-            moved[term] = (df, df + (1 if term in after else -1))
         bm25 = self.bm25
         bm25.take(row, None if old is None else old.length,
-                  None if doc is None else doc.length, frequencies, moved)
-        for term, (df, now) in moved.items():
-            if term not in bm25.postings_by_term:
-                self._df_moved[term] = self._df_moved.get(term, 0) + now - df
+                  None if doc is None else doc.length, frequencies)
         self.by_title.move(row, None if doc is None else doc.title_key)
         self.by_loose.move(row, None if doc is None else doc.loose_key)
         if old is not None and row in self.successors.get(old.supersedes or "", ()):
@@ -651,16 +635,6 @@ class RecallCorpus:
                 self.successors.get(doc.loose_key, ())) if new_row != row)
         for pair_row in {slot for pair in self._pairs for slot in pair} - bm25.lengths.keys():
             bm25.lengths[pair_row] = self._every[pair_row]
-
-    def _df(self, term: str) -> int:
-        """How many documents hold ``term`` now: the query's terms as read (and amended),
-        another's counted from its stored blocks."""
-        held = self.bm25.postings_by_term.get(term)
-        if held is not None:
-            return len(held)
-        stored = sum(len(_block(tfs)) for (tfs,) in self._db.execute(
-            "SELECT tfs FROM postings WHERE term = ?", (term,)))
-        return stored + self._df_moved.get(term, 0)
 
     def _created_row(self) -> int:
         """A row no document holds: past every row the file has, and each one given."""
@@ -721,14 +695,13 @@ class _PartialBm25(Bm25):
     KEEPS_IMPACTS = False  # read for one query: ordering a long list costs more than walking it
 
     def __init__(self, postings: dict[str, dict[int, int]], lengths: dict[int, int], n: int,
-                 total_length: int, average_idf: float, counts: str | None = None) -> None:
+                 total_length: int, average_idf: float) -> None:
         super().__init__()
         self._added = postings  # no base: every posting read is in the overlay
         self.lengths = lengths
         self.total_length = total_length
         self._n = n
         self._average_idf = (n, average_idf)  # Bm25.average_idf's cache, for this n
-        self._counts = counts  # the writer's df counts (``bm25.df_pairs``), JSON, read on need
 
     @property
     def size(self) -> int:
@@ -739,19 +712,10 @@ class _PartialBm25(Bm25):
         return self._added
 
     def take(self, row: int, before: int | None, after: int | None,
-             frequencies: Mapping[str, int], moved: Mapping[str, tuple[int, int]]) -> None:
+             frequencies: Mapping[str, int]) -> None:
         """A document's change at ``row`` (its length ``before`` and ``after``, None where it
         is absent) among the terms read, as ``Bm25.remove`` then ``add`` leave them: counts
-        set or dropped where they lie, a new row last (as the index's overlay holds it); and
-        ``moved``, each term whose df it moves (from, to), in the counts of dfs."""
-        if self._histogram is None and self._counts is not None:
-            self.adopt_average_idf(self._n, self._average_idf[1] if self._average_idf else 0.0,
-                                   _pairs_of(self._counts))
-        histogram = self._histogram
-        for df, now in moved.values():
-            if histogram is not None:
-                histogram[df] -= 1
-                histogram[now] += 1
+        set or dropped where they lie, a new row last (as the index's overlay holds it)."""
         if before is not None:
             self._n -= 1
             self.total_length -= before
@@ -769,30 +733,13 @@ class _PartialBm25(Bm25):
         self._changed()  # the mean idf over every term, too: ``average_idf`` refuses it now
 
     def average_idf(self) -> float:
-        """The writer's mean idf while nothing was taken since (``take``); after a change,
-        summed again from the writer's counts of dfs as moved (``mean_idf``: the bits an
-        index holding the change gets), or Unusable where the file holds no counts."""
+        """The writer's mean idf while nothing was taken since (``take``). A change moves the
+        df of the terms it gains or loses, most of them not read here, so the mean over every
+        term is not known after one: Unusable (the engine ranks that query)."""
         cached = self._average_idf
         if cached is not None and cached[0] == self._n:
             return cached[1]
-        if self._histogram is None:
-            raise Unusable("the mean idf over every term moved with a change read here")
-        value = mean_idf(self._n, self._histogram, {})
-        self._average_idf = (self._n, value)
-        return value
-
-
-def _pairs_of(stored: str) -> list[tuple[int, int]]:
-    """The meta's (df, terms) pairs, or Unusable when they are another shape."""
-    try:
-        counts = json.loads(stored)
-    except ValueError:
-        counts = None
-    if not isinstance(counts, list) or not all(
-            isinstance(pair, list) and len(pair) == 2 and all(type(x) is int for x in pair)
-            for pair in counts):
-        raise Unusable("the recall file's counts of document frequencies are damaged")
-    return [(pair[0], pair[1]) for pair in counts]
+        raise Unusable("the mean idf over every term moved with a change read here")
 
 
 def documents(db: sqlite3.Connection, where: str = "", args: Iterable[object] = (),

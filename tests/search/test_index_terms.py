@@ -296,30 +296,3 @@ def test_an_older_snapshots_unordered_slots_are_ordered_once_on_load():
                           sorted_slots=False)
     assert [bm25.tf("alpha", slot) for slot in (1, 3, 5)] == [2, 3, 1]
     assert list(zip(*bm25.columns("alpha"), strict=True)) == [(1, 2), (3, 3), (5, 1)]
-
-
-def test_the_recall_file_keeps_the_counts_its_mean_idf_sums_through_every_change(
-        written: Vault):
-    """The counts of document frequencies beside the mean idf (``dfs``) are those of the
-    index as it is after each change, adopted on load and kept from there; summed in
-    ascending df, a fresh count of the same postings gives the same mean to the bit (a fresh
-    search moves them for a file changed by hand: ``recallfile._PartialBm25``)."""
-    from osk.search.bm25 import df_pairs, mean_idf
-
-    def on_disk() -> dict[str, Any]:
-        return recallfile.RecallWriter(written.state("index")).meta()
-
-    def counted(index: SearchIndex) -> list[list[int]]:
-        bm25 = index._corpus.bm25
-        return df_pairs(Bm25.from_base(*bm25.to_base(), dict(bm25.lengths)).df_counts())
-
-    index = loaded(written)
-    assert index._corpus.bm25._histogram is not None  # adopted with the mean, not recounted
-    assert on_disk()["dfs"] == counted(index)
-    edit(written)
-    assert index.refresh()
-    index.flush()
-    meta = on_disk()
-    assert meta["dfs"] == counted(index)
-    counts = dict(map(tuple, reversed(meta["dfs"])))  # another order: the same bits
-    assert mean_idf(meta["n"], counts, {}) == meta["average_idf"]
