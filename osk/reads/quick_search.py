@@ -31,14 +31,12 @@ Up to ``EDITS`` stale node files (an editor's saves since the last engine) are r
 indexed for this query as the engine indexes a file (``versions.document`` of the version
 protection serves), over the index on disk (``RecallCorpus.amend``): the query's terms'
 postings, N and the total length are integers, so the scores are the engine's exactly.
-rank-bm25's floor for a word in over half the documents is a share of the mean idf over
-every term: the counts of document frequencies it sums, kept in the recall file's meta, are
-moved for the stale files' terms and summed again (``RecallCorpus.amend``). What cannot be
-had so goes to the engine: a file that is not a valid node, a changed id another node
-holds, a hit waiting for the person's review, a recall file written without those counts
-(for a floored word), the semantic channel, more stale files than ``EDITS``. Nothing is
-written: every fresh search reads them again until an engine (the next command that opens
-one, a server's look) takes them into the index on disk.
+What cannot be had so goes to the engine: a file that is not a valid node, a changed id
+another node holds, a hit waiting for the person's review, a query word in over half the
+documents (rank-bm25's floor for it is a share of the mean idf over every term, which the
+change moved: ``RecallCorpus.amend``), the semantic channel, more stale files than
+``EDITS``. Nothing is written: every fresh search reads them again until an engine (the next
+command that opens one, a server's look) takes them into the index on disk.
 
 The semantic channel is fused as ``SearchIndex.channels`` fuses it, from the same vectors,
 once every node has its vector. The hits' markers follow the engine's rule
@@ -243,8 +241,7 @@ def _hits_unsure(vault: Vault, docs: list[Any], stale: Stale, bounds: tuple[int,
     for doc in docs:
         if doc.path not in stale:
             now = _stat_now(root, doc.path)
-            if now is None or not _as_indexed(vault, doc.path, doc.stat, doc.file_hash,
-                                              bounds, now):
+            if not _as_indexed(vault, doc.path, doc.stat, doc.file_hash, bounds, now):
                 unsure[doc.path] = now
     return unsure
 
@@ -319,8 +316,7 @@ def _unchanged(vault: Vault, db: Any, meta: dict[str, Any], bounds: tuple[int, i
             if path in stale:
                 continue
             now = _stat_now(root, path)
-            if now is None or not _as_indexed(vault, path, (size, mtime, ino), file_hash,
-                                              bounds, now):
+            if not _as_indexed(vault, path, (size, mtime, ino), file_hash, bounds, now):
                 stale[path] = now
                 if len(stale) > EDITS:
                     return None
@@ -415,21 +411,15 @@ def _bounds(vault: Vault, look: dict[str, Any]) -> tuple[int, int]:
 
 
 def _as_indexed(vault: Vault, rel: str, recorded: Any, file_hash: str,
-                bounds: tuple[int, int], stat: tuple[int, int, int] | None = None) -> bool:
+                bounds: tuple[int, int], stat: tuple[int, int, int] | None) -> bool:
     """Whether a node file is the one the index on disk holds: the stat it recorded
-    (``stat``: taken already), and changed long enough before the look that a later change
-    would show in it (``RACE_WINDOW_NS``, ``_bounds``). A file changed since, or just before,
-    is read and its text compared with the text indexed (as the engine re-reads a file its
-    stat cannot vouch for) when an osk writer announced that change (a server's or a
-    command's write: the index took it with the write); a change after the last announcement
-    (a hand edit within the race window) is left to the engine's look, as before."""
-    if stat is None:
-        try:
-            st = os.stat(os.path.join(str(vault.root), rel), follow_symlinks=False)
-        except OSError:
-            return False
-        stat = (st.st_size, st.st_mtime_ns, st.st_ino)
-    if stat != tuple(recorded):
+    (``stat``: the file's now, ``_stat_now``; None: gone), and changed long enough before
+    the look that a later change would show in it (``RACE_WINDOW_NS``, ``_bounds``). A file
+    changed since, or just before, is read and its text compared with the text indexed (as
+    the engine re-reads a file its stat cannot vouch for) when an osk writer announced that
+    change (a server's or a command's write: the index took it with the write); a change
+    after the last announcement (a hand edit within the race window) is stale."""
+    if stat is None or stat != tuple(recorded):
         return False
     settled_before, announced = bounds
     return stat[1] < settled_before or (stat[1] <= announced and _holds(vault, rel, file_hash))
@@ -439,16 +429,14 @@ def _amend(vault: Vault, db: Any, corpus: Any, stale: Stale) -> bool:
     """Index the stale node files in ``corpus`` for this query, as the engine would index
     them (``versions.document`` of the version served, ``RecallCorpus.amend``); False when
     one needs the engine: not a valid node, held back by protection, an id another node
-    holds (the catalog judges duplicates), or too many. A file with the text the index
-    holds changed only its stat, which ranking never reads."""
+    holds (the catalog judges duplicates). A file with the text the index holds changed only
+    its stat, which ranking never reads. The callers keep ``stale`` within ``EDITS``."""
     from osk.search.recallfile import documents
     from osk.search.regions import Regions
     from osk.search.versions import document, parse_node
     from osk.store.fsutil import sha256_text
     from osk.store.node import read_text
 
-    if len(stale) > EDITS:
-        return False
     regions = Regions(vault)
     taken: list[str] = []  # ids a changed file holds that its indexed version did not
     released: set[str] = set()  # paths whose indexed id is gone from them
@@ -505,12 +493,8 @@ def _files_unchanged(vault: Vault, files: list[tuple[str, Any]], look: dict[str,
     root = str(vault.root)
     settled_before = int(look["seen_ns"]) - RACE_WINDOW_NS
     for rel, recorded in files:
-        try:
-            st = os.stat(os.path.join(root, rel), follow_symlinks=False)
-        except OSError:
-            return False
-        if (st.st_size, st.st_mtime_ns, st.st_ino) != tuple(recorded) or \
-                st.st_mtime_ns >= settled_before:
+        now = _stat_now(root, rel)
+        if now is None or now != tuple(recorded) or now[1] >= settled_before:
             return False
     return True
 

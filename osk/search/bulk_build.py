@@ -134,7 +134,7 @@ class DiskBuild:
 
     def meta(self) -> dict[str, Any]:
         """The recall file's counts (``SearchIndex._recall_meta``'s): after ``merged``. The
-        mean idf sums the counts in ascending df, as an index loaded from this snapshot does."""
+        mean idf sums the terms in sorted order, as an index loaded from this snapshot does."""
         return {"average_idf": mean_idf(len(self.lengths), self._histogram, {}),
                 "n": len(self.lengths), "total_length": sum(self.lengths)}
 
