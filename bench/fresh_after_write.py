@@ -23,9 +23,11 @@ CPU, wall, own peak memory, and which path answered: the store or the engine):
   after each that finds the node edited: no engine between them, so the n-th search finds n
   files the index on disk does not hold as they are (``quick_search.EDITS``). Asked by the
   whole title, the query holds a word every bench node's title holds ("import"), whose idf
-  floor after an edit only the engine knows (the engine then records a new look); so as many
-  edits again, one after another, are each asked by the title's other words (``own_word``: none
-  in over half the nodes), which the store answers.
+  floor after an edit is summed from the counts of document frequencies the index on disk
+  keeps (``recallfile.COUNTS``), or, when they are not of its nodes as they are (a writer
+  takes them now and then), found by the engine, whose write of the edit takes them; as many
+  edits again, one after another, are each asked by the title's other words (``own_word``:
+  none in over half the nodes), which need no floor.
 
 CPU is what to compare on a shared box; medians over the runs. Lexical (``OSK_SEMANTIC=0``).
 Run by hand: ``nice -n 5 python bench/fresh_after_write.py VAULT [--runs 5] [--imports 2]``;
@@ -140,8 +142,8 @@ def import_one(vault: Path, number: int, tag: str, env: dict[str, str]) -> None:
 
 
 # Every bench title holds "import" (or "imports", the same stem): a word in over half the
-# nodes, whose idf floor after a hand edit only the engine knows. The title's other words are
-# in under half of them.
+# nodes, whose idf floor after a hand edit is summed from the counts of document frequencies
+# on disk (or found by the engine). The title's other words are in under half of them.
 def own_word(word: str) -> bool:
     return word != "bench" and not word.startswith("import")
 

@@ -30,13 +30,17 @@ look recorded with the index (``Freshness.look``, handed over by ``SearchIndex.n
 Up to ``EDITS`` stale node files (an editor's saves since the last engine) are read here and
 indexed for this query as the engine indexes a file (``versions.document`` of the version
 protection serves), over the index on disk (``RecallCorpus.amend``): the query's terms'
-postings, N and the total length are integers, so the scores are the engine's exactly.
-What cannot be had so goes to the engine: a file that is not a valid node, a changed id
-another node holds, a hit waiting for the person's review, a query word in over half the
-documents (rank-bm25's floor for it is a share of the mean idf over every term, which the
-change moved: ``RecallCorpus.amend``), the semantic channel, more stale files than
-``EDITS``. Nothing is written: every fresh search reads them again until an engine (the next
-command that opens one, a server's look) takes them into the index on disk.
+postings, N and the total length are integers, so the scores are the engine's exactly; a
+query word in over half the documents has rank-bm25's floor, a share of the mean idf over
+every term, summed again from the counts of document frequencies the index on disk keeps,
+moved for each word the files gained or lost (``RecallCorpus._counts``; the sum is exactly
+rounded, so the bits are the engine's). What cannot be had so goes to the engine: a file
+that is not a valid node, a changed id another node holds, a hit waiting for the person's
+review, a floored word when the index on disk holds no counts of its documents as they are
+(a writer takes them with a write now and then, ``recall_mirror.COUNTS_SECONDS``), the
+semantic channel, more stale files than ``EDITS``. Nothing is written: every fresh search
+reads them again until an engine (the next command that opens one, a server's look) takes
+them into the index on disk.
 
 The semantic channel is fused as ``SearchIndex.channels`` fuses it, from the same vectors,
 once every node has its vector. The hits' markers follow the engine's rule

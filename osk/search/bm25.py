@@ -255,13 +255,18 @@ class Bm25:
         cached = self._average_idf
         if cached is not None and cached[0] == n:
             return cached[1]
+        value = mean_idf(n, self.df_counts(), self._df_logs)
+        self._average_idf = (n, value)
+        return value
+
+    def df_counts(self) -> Counter[int]:
+        """How many terms occur in exactly d documents, by d (what ``average_idf`` sums):
+        counted once over every term, then kept through each change."""
         histogram = self._histogram
         if histogram is None:
             histogram = self._histogram = Counter(self.df(term) for term in self.all_terms())
             histogram.pop(0, None)
-        value = mean_idf(n, histogram, self._df_logs)
-        self._average_idf = (n, value)
-        return value
+        return histogram
 
     def adopt_average_idf(self, size: int, value: float) -> None:
         """Take the mean idf computed over exactly these documents (by the writer of the
@@ -572,21 +577,23 @@ class Bm25:
 
 def mean_idf(n: int, histogram: Mapping[int, int], lows: dict[int, float]) -> float:
     """The mean raw idf of the terms counted in ``histogram`` (df -> how many terms), in ``n``
-    documents: idf(n, df) written out, with its log(df + 0.5) kept in ``lows``: the same sum
-    to the bit, and one log a distinct df where a write paid two and a call (2,000 dfs at
-    100,000 nodes). The sum runs in the histogram's order (a bulk build on disk counts the
-    terms in the order a loader of its snapshot does)."""
+    documents: idf(n, df) written out, with its log(df + 0.5) kept in ``lows``: one log a
+    distinct df where a write paid two and a call (2,000 dfs at 100,000 nodes). The parts are
+    summed exactly rounded (``math.fsum``), so the same counts give the same bits in any
+    order: an index counting its terms afresh, one keeping the counts through its changes, a
+    bulk build, and a fresh search moving the counts on disk for a file changed by hand
+    (``recallfile.RecallCorpus``) each hold them in another order."""
     log = math.log
-    total = 0.0
+    parts = []
     terms = 0
     for df, count in histogram.items():
         if count and df:
             low = lows.get(df)
             if low is None:
                 low = lows[df] = log(df + 0.5)
-            total += count * (log(n - df + 0.5) - low)
+            parts.append(count * (log(n - df + 0.5) - low))
             terms += count
-    return total / terms if terms else 0.0
+    return math.fsum(parts) / terms if terms else 0.0
 
 
 def code_for(top: int) -> str:

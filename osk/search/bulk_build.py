@@ -134,9 +134,13 @@ class DiskBuild:
 
     def meta(self) -> dict[str, Any]:
         """The recall file's counts (``SearchIndex._recall_meta``'s): after ``merged``. The
-        mean idf sums the terms in sorted order, as an index loaded from this snapshot does."""
+        mean idf is exactly rounded: the bits of an index loaded from this snapshot."""
         return {"average_idf": mean_idf(len(self.lengths), self._histogram, {}),
                 "n": len(self.lengths), "total_length": sum(self.lengths)}
+
+    def df_counts(self) -> Counter[int]:
+        """How many terms occur in exactly d documents, by d: after ``merged``."""
+        return self._histogram
 
     def write_snapshot(self, generation: str, params: dict[str, Any]) -> None:
         """The snapshot, from what ``merged`` wrote (drained whole) and the records put."""

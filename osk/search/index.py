@@ -155,7 +155,8 @@ class SearchIndex:
         self._look: dict[str, Any] | None = None  # the engine's last look (note_look)
         self._look_changes = 0  # the recall file's change count when it was recorded
         self._newest_ns = -1  # the newest mtime of an indexed file (-1: not counted yet)
-        self._recall = RecallMirror(self.directory, self._recall_meta)
+        self._recall = RecallMirror(self.directory, self._recall_meta,
+                                    lambda: self._corpus.bm25.df_counts())
         self._look_path = self.directory / recallfile.LOOK
         self._file_look: tuple[StatKey, dict[str, Any] | None] | None = None  # by its stat
         self._same_as: tuple[dict[str, Any], dict[str, Any]] | None = None  # (_saw_same)
@@ -450,7 +451,8 @@ class SearchIndex:
         for _ in blocks:  # what a failed recall file did not take: the snapshot needs it
             pass
         self._save(lambda generation: disk.write_snapshot(generation, PARAMS))
-        self._recall.end_disk_build(disk.lengths, {**disk.meta(), **self._recall_protection()})
+        self._recall.end_disk_build(disk.lengths, {**disk.meta(), **self._recall_protection()},
+                                    disk.df_counts())
 
     def rebuild(self, progress: Callable[[int, int], None] | None = None) -> None:
         """Forget everything persisted and index the files again (``progress(done, total)``

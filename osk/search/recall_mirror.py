@@ -9,6 +9,14 @@ mends what the file missed (a process killed between the journal and it), or reb
 it is missing, damaged or of another schema. While another writer holds the file, the changes
 wait in a backlog for the next commit.
 
+The counts of document frequencies (``recallfile.COUNTS``) go with a write now and then: with
+this process's first, then with one at least ``COUNTS_SECONDS`` after the last that took them,
+and with every build; only while this index's counts are the file's (``version``): from a
+build, or a load that found the file as the index, until another process moves the file's
+version (adds or removes a document, or changes one's terms) before this one writes again.
+They are stamped with the version of the write that took them, so a fresh search uses them
+only while no write has moved them since.
+
 A failure here must not take search down: the file is removed, the hooks recall nothing until
 the next load rebuilds it, and search goes on.
 """
@@ -16,8 +24,10 @@ the next load rebuilds it, and search goes on.
 from __future__ import annotations
 
 import logging
+import math
 import sqlite3
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,17 +41,28 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("osk.search")
 
+# Seconds between the writes that take the counts of document frequencies (0.25 ms of CPU to
+# encode at 100,000 imported nodes, 352 distinct dfs, about 1 ms at 2,000: once in 30 s that
+# is nothing; with every write it was a fifth of a create, docs/performance.md).
+COUNTS_SECONDS = 30.0
+
 
 class RecallMirror:
     """The recall file of one index directory, as this index last wrote it.
 
     ``meta`` gives the file's meta for the corpus as it stands (counts, mean idf, the
-    protection state the served versions were read under).
+    protection state the served versions were read under); ``counts`` its counts of document
+    frequencies (``Bm25.df_counts``).
     """
 
-    def __init__(self, directory: Path, meta: Callable[[], dict[str, Any]]) -> None:
+    def __init__(self, directory: Path, meta: Callable[[], dict[str, Any]],
+                 counts: Callable[[], Mapping[int, int]]) -> None:
         self.directory = directory
         self.meta = meta
+        self.counts = counts
+        # the file's version while its documents are this index's (None: not known to be)
+        self.version: str | None = None
+        self._counted_at = -math.inf  # when a write of this process last took the counts
         self.written: dict[str, Any] | None = None  # the recall file's meta, as written
         self.backlog: list[list[Any]] = []  # changes a busy recall file did not take
         self.changes = 0  # documents mirrored or rebuilt by this process (counts each step)
@@ -61,10 +82,18 @@ class RecallMirror:
         if ops or backlog:
             self.changes += 1
             recallfile.forget_look(self.directory)
+        expected, now = self.version, time.monotonic()
+        due = expected is not None and now - self._counted_at >= COUNTS_SECONDS
         try:
-            recallfile.RecallWriter(self.directory).mirror([*backlog, *ops], meta)
+            before, self.version = recallfile.RecallWriter(self.directory).mirror(
+                [*backlog, *ops], meta, expected=expected, counts=self.counts() if due else None)
             self.written = meta
+            if expected is None or before != expected:
+                self.version = None  # another process moved the counts since: unknown here
+            elif due:
+                self._counted_at = now
         except (sqlite3.Error, OSError, recallfile.Unusable) as exc:
+            self.version = None
             if recallfile.busy(exc):  # another writer held it: these go with the next commit
                 self.backlog = [*backlog, *ops]
             else:
@@ -74,9 +103,10 @@ class RecallMirror:
         meta = self.meta()
         self.changes += 1
         recallfile.forget_look(self.directory)
+        self.version = None
         try:
-            recallfile.RecallWriter(self.directory).rebuild(corpus.docs, corpus.bm25, meta,
-                                                             corpus.terms_for(corpus.docs))
+            self._built(recallfile.RecallWriter(self.directory).rebuild(
+                corpus.docs, corpus.bm25, meta, corpus.terms_for(corpus.docs)))
             self.written = meta
         except (sqlite3.Error, OSError, recallfile.Unusable) as exc:
             if not recallfile.busy(exc):  # busy: the file stays; the next load compares it
@@ -124,26 +154,34 @@ class RecallMirror:
             except (sqlite3.Error, OSError, recallfile.Unusable):
                 self._build_broke()
 
-    def end_disk_build(self, lengths: array[int], meta: dict[str, Any]) -> None:
-        """End a build whose postings ``build_postings`` took: the documents' lengths (by slot)
-        and ``meta``, then the file swapped in (or the old one removed, as ``end_build``)."""
-        self._end_build(lambda build: build.end(lengths, meta), meta)
+    def end_disk_build(self, lengths: array[int], meta: dict[str, Any],
+                       counts: Mapping[int, int]) -> None:
+        """End a build whose postings ``build_postings`` took: the documents' lengths (by slot),
+        ``meta`` and the counts of document frequencies, then the file swapped in (or the old
+        one removed, as ``end_build``)."""
+        self._end_build(lambda build: build.end(lengths, meta, counts), meta)
 
-    def _end_build(self, finish: Callable[[recallfile.RecallBuild], None],
+    def _end_build(self, finish: Callable[[recallfile.RecallBuild], str | None],
                    meta: dict[str, Any]) -> None:
         build, self._build = self._build, None
+        self.version = None
         if build is None:
             if self._build_failed:
                 self.failed()
             return
         try:
-            finish(build)
+            self._built(finish(build))
             self.written = meta
         except (sqlite3.Error, OSError, recallfile.Unusable) as exc:
             if not recallfile.busy(exc):  # busy: the file stays; the next load compares it
                 self.failed()
         finally:
             build.abandon()
+
+    def _built(self, version: str | None) -> None:
+        """A file written whole from this index, at ``version``, with its counts (None:
+        without them)."""
+        self.version, self._counted_at = version, time.monotonic()
 
     def abandon_build(self) -> None:
         """Drop a build that will not end (its index build was interrupted)."""
@@ -163,7 +201,7 @@ class RecallMirror:
             if not writer.schema_ok():
                 self.rebuild(corpus)
                 return
-            stale, gone = writer.differences(corpus.docs.values())
+            stale, gone, self.version = writer.differences(corpus.docs.values())
             if not stale and not gone:
                 # The file holds this corpus, and the meta it was written from it: a read that
                 # changes nothing writes nothing, and ranks with its mean idf (not recounted).
@@ -185,7 +223,7 @@ class RecallMirror:
 
     def failed(self) -> None:
         log.exception("the recall file could not be updated; removing it (rebuilt on next load)")
-        self.written = None
+        self.written = self.version = None
         try:
             recallfile.forget_look(self.directory)
             recallfile.remove(self.directory)

@@ -30,12 +30,13 @@ import sqlite3
 import zlib
 from array import array
 from bisect import bisect_left
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
-from osk.search.bm25 import Bm25
+from osk.search.bm25 import Bm25, mean_idf
 from osk.search.corpus import SearchDoc
 from osk.search.index_files import CODES, narrowest
 from osk.store.locks import file_lock
@@ -47,6 +48,17 @@ BLOCK = 180  # postings a block holds when built (``blocks``); a write splits on
 FILE = "recall.sqlite"
 LOCK = "recall.lock"  # writers only: a mirror and a rebuild never overlap; readers never wait
 BUSY_MS = 2000  # how long a writer waits for another writer's transaction
+# The meta's version: a new random token with each write that adds or removes a document or
+# changes one's terms (every writer's, in the same transaction; ``_put``), so a writer knows
+# whether another moved the counts of document frequencies since it wrote, and the counts say
+# which state of the documents they count.
+VERSION = "version"
+# The counts of document frequencies (df -> how many terms), as [version, [df, terms, ...]]:
+# what rank-bm25's floor for a word in over half the documents sums (``bm25.mean_idf``), for
+# a fresh search that indexes a file changed by hand (``RecallCorpus``). Written now and then
+# (``recall_mirror.COUNTS_SECONDS``), not with every write: they hold a row a distinct df
+# (2,000 at 100,000 nodes), which cost every write 1.4 ms when they were (docs/performance.md).
+COUNTS = "dfs"
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -171,48 +183,69 @@ class RecallWriter:
             return False
 
     def rebuild(self, docs: Mapping[int, SearchDoc], bm25: Bm25, meta: Mapping[str, Any],
-                terms_of: Callable[[int], Iterable[str]]) -> None:
+                terms_of: Callable[[int], Iterable[str]]) -> str | None:
         """Replace everything with the index's documents (slots become rows; ``terms_of``: a
-        document's distinct terms, as the corpus keeps them): ``RecallBuild`` given them all."""
+        document's distinct terms, as the corpus keeps them): ``RecallBuild`` given them all.
+        Returns what ``RecallBuild.end`` does."""
         build = RecallBuild(self.path)
         try:
             for slot, doc in sorted(docs.items()):
                 build.put(slot, doc, terms_of(slot))
-            build.finish(docs, bm25, meta)
+            return build.finish(docs, bm25, meta)
         finally:
             build.abandon()
 
-    def mirror(self, ops: Iterable[list[Any]], meta: Mapping[str, Any]) -> None:
-        """Apply journal operations (``put``, ``stat``, ``del``) in one transaction."""
+    def mirror(self, ops: Iterable[list[Any]], meta: Mapping[str, Any], *,
+               expected: str | None = None, counts: Mapping[int, int] | None = None
+               ) -> tuple[str | None, str]:
+        """Apply journal operations (``put``, ``stat``, ``del``) in one transaction; returns
+        the file's version before and after it. ``counts``: the writer's counts of document
+        frequencies, written with the new version when the file's version before was
+        ``expected`` (the writer's documents were the file's: no other writer wrote since)."""
         with self._transaction() as db:
+            found = db.execute("SELECT value FROM meta WHERE key = ?", (VERSION,)).fetchone()
+            before = json.loads(found[0]) if found is not None else None
             lengths = _Lengths(db)
+            moved = False  # whether the counts of document frequencies may have moved
             for op in ops:
                 if op[0] == "put":
-                    _put(db, lengths, SearchDoc.from_record(op[1]), op[2])
+                    moved = _put(db, lengths, SearchDoc.from_record(op[1]), op[2]) or moved
                 elif op[0] == "stat":
                     db.execute("UPDATE docs SET size = ?, mtime_ns = ?, ino = ? WHERE path = ?",
                                (op[2], op[3], op[4], op[1]))
                 elif op[0] == "del":
-                    _put(db, lengths, None, {}, path=op[1])
-            _set_meta(db, meta)
+                    moved = _put(db, lengths, None, {}, path=op[1]) or moved
+            after = new_version() if moved or not isinstance(before, str) else before
+            values = {**meta, VERSION: after}
+            if counts is not None and expected is not None and before == expected:
+                values[COUNTS] = counts_row(after, counts)
+            _set_meta(db, values)
+        return before if isinstance(before, str) else None, after
 
     def meta(self) -> dict[str, Any]:
-        """The meta the last ``mirror`` or ``rebuild`` wrote (the schema row aside)."""
+        """The meta the last ``mirror`` or ``rebuild`` wrote (the schema row and the counts of
+        document frequencies aside)."""
         with closing(sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)) as db:
-            rows = db.execute("SELECT key, value FROM meta WHERE key != 'schema'").fetchall()
+            rows = db.execute("SELECT key, value FROM meta WHERE key NOT IN ('schema', ?)",
+                              (COUNTS,)).fetchall()
         return {key: json.loads(value) for key, value in rows}
 
-    def differences(self, docs: Iterable[SearchDoc]) -> tuple[list[SearchDoc], list[str]]:
-        """(documents to put again, paths to delete) for the file to match ``docs``."""
+    def differences(self, docs: Iterable[SearchDoc]
+                    ) -> tuple[list[SearchDoc], list[str], str | None]:
+        """(documents to put again, paths to delete) for the file to match ``docs``, and the
+        file's version they were read at (one read transaction)."""
         with closing(sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)) as db:
+            db.execute("BEGIN")
+            found = db.execute("SELECT value FROM meta WHERE key = ?", (VERSION,)).fetchone()
             held = {path: (fh, ch, size, mtime, ino) for path, fh, ch, size, mtime, ino in
                     db.execute("SELECT path, file_hash, content_hash, size, mtime_ns, ino "
                                "FROM docs")}
+        version = json.loads(found[0]) if found is not None else None
         stale = []
         for doc in docs:
             if held.pop(doc.path, None) != (doc.file_hash, doc.content_hash, *doc.stat):
                 stale.append(doc)
-        return stale, list(held)
+        return stale, list(held), version if isinstance(version, str) else None
 
 
 class RecallBuild:
@@ -256,14 +289,16 @@ class RecallBuild:
         self._open().execute("DELETE FROM docs WHERE row = ?", (slot,))
 
     def finish(self, docs: Mapping[int, SearchDoc], bm25: Bm25, meta: Mapping[str, Any]
-               ) -> None:
+               ) -> str | None:
         """Write the postings of ``bm25`` and ``docs``' lengths, then swap the file in
-        (``docs``: the documents put, by slot; a posting of a slot without one is left out)."""
+        (``docs``: the documents put, by slot; a posting of a slot without one is left out,
+        and then so are the counts of document frequencies). Returns what ``end`` does."""
         self.postings(_all_blocks(docs, bm25))
         lengths = array("I", [0] * (max(docs, default=-1) + 1))
         for slot, doc in docs.items():
             lengths[slot] = doc.length
-        self.end(lengths, meta)
+        whole = bm25.lengths.keys() <= docs.keys()
+        return self.end(lengths, meta, bm25.df_counts() if whole else None)
 
     def postings(self, blocks: Iterable[Block]) -> None:
         """Insert stored blocks (``blocks``: terms in sorted order, each term's rows ascending,
@@ -271,20 +306,29 @@ class RecallBuild:
         self._flush()
         self._open().executemany("INSERT INTO postings VALUES (?, ?, ?, ?)", blocks)
 
-    def end(self, lengths: array[int], meta: Mapping[str, Any]) -> None:
-        """Write the documents' lengths (by slot) and ``meta``, then swap the file in."""
+    def end(self, lengths: array[int], meta: Mapping[str, Any],
+            counts: Mapping[int, int] | None = None) -> str | None:
+        """Write the documents' lengths (by slot), ``meta`` and the counts of document
+        frequencies of the postings built (``counts``, if known), then swap the file in.
+        Returns its version when the counts went with it (None: they are not known to be
+        the file's, and its writer takes none later)."""
         self._flush()
         db = self._open()
         db.execute("INSERT INTO blobs VALUES ('lengths', ?)", (lengths.tobytes(),))
         for statement in self._indexes:
             db.execute(statement)
-        _set_meta(db, {"schema": SCHEMA, **meta})
+        version = new_version()
+        values = {"schema": SCHEMA, **meta, VERSION: version}
+        if counts is not None:
+            values[COUNTS] = counts_row(version, counts)
+        _set_meta(db, values)
         db.execute("COMMIT")
         db.close()
         self._db = None
         with file_lock(self.path.with_name(LOCK), timeout=BUSY_MS / 1000):
             remove(self.path.parent)  # the old file's WAL must not meet the new file
             os.replace(self._built, self.path)
+        return version if counts is not None else None
 
     def abandon(self) -> None:
         """Close and remove what is not swapped in (a failed build; nothing after ``finish``)."""
@@ -459,12 +503,14 @@ def unpack(base: int, rows: bytes, tfs: bytes) -> tuple[Iterable[int], array[int
 
 
 def _put(db: sqlite3.Connection, lengths: _Lengths, doc: SearchDoc | None,
-         frequencies: Mapping[str, int], *, path: str = "") -> None:
-    """Store ``doc`` (None: delete ``path``), touching each affected term's arrays once."""
+         frequencies: Mapping[str, int], *, path: str = "") -> bool:
+    """Store ``doc`` (None: delete ``path``), touching each affected term's arrays once.
+    Whether a document came or went, or one's terms changed: what moves the counts of
+    document frequencies (a version another writer already stored moves nothing)."""
     path = doc.path if doc is not None else path
     old = db.execute("SELECT row, terms FROM docs WHERE path = ?", (path,)).fetchone()
     if old is None and doc is None:
-        return
+        return False
     if old is not None:
         row, before = old[0], _terms_of(old[1])
     else:
@@ -475,10 +521,11 @@ def _put(db: sqlite3.Connection, lengths: _Lengths, doc: SearchDoc | None,
     if doc is None:
         db.execute("DELETE FROM docs WHERE row = ?", (row,))
         lengths[row] = 0
-        return
+        return True
     db.execute("DELETE FROM docs WHERE row = ?", (row,))
     db.execute(_INSERT_DOC, (row, *_columns(doc, frequencies)))
     lengths[row] = doc.length
+    return old is None or set(before) != frequencies.keys()
 
 
 def _post(db: sqlite3.Connection, term: str, row: int, tf: int) -> None:
@@ -532,6 +579,18 @@ def _post(db: sqlite3.Connection, term: str, row: int, tf: int) -> None:
                    (term, base, *_pack(stored, tfs)))
 
 
+def new_version() -> str:
+    """A version no other write of any recall file gives (``VERSION``)."""
+    return os.urandom(8).hex()
+
+
+def counts_row(version: str, counts: Mapping[int, int]) -> list[Any]:
+    """The counts as the meta keeps them (``COUNTS``): none empty, in the order held (the
+    mean's sum is exactly rounded: any order gives its bits)."""
+    return [version, [value for df, terms in counts.items() if df > 0 and terms > 0
+                      for value in (df, terms)]]
+
+
 def _fitting(values: array[int], value: int) -> array[int]:
     """``values`` as they are if their type holds ``value``, else in the next that does."""
     if value < 1 << 8 * values.itemsize:
@@ -566,6 +625,9 @@ class RecallCorpus:
         meta = dict(db.execute("SELECT key, value FROM meta"))
         if json.loads(meta.get("schema", "0")) != SCHEMA:
             raise Unusable("the recall file has another schema")
+        # the counts of dfs stay text until a change read here needs them (``_counts``): a
+        # hook's prompt never does
+        self._counts_text = meta.pop(COUNTS, None)
         self.meta = {key: json.loads(value) for key, value in meta.items()}
         self.docs = _LazyDocs(db)
         self.by_title = _Lookup(db, "title_key")
@@ -592,9 +654,11 @@ class RecallCorpus:
         self._every = every
         self._next_row = 0  # a created document's row (``amend``), found on first need
         self.amended: dict[str, SearchDoc | None] = {}  # path -> its document now (``amend``)
+        self._stored_df = {term: len(held) for term, held in postings.items()}
+        self._moved: dict[str, int] = {}  # term -> how much ``amend`` moved its df by
         self.bm25 = _PartialBm25(postings, lengths, int(self.meta.get("n", 0)),
                                  int(self.meta.get("total_length", 0)),
-                                 float(self.meta.get("average_idf", 0.0)))
+                                 float(self.meta.get("average_idf", 0.0)), self._counts)
 
     def supersession(self) -> tuple[list[tuple[int, int]], set[int]]:
         return self._pairs, {old for old, _ in self._pairs}
@@ -603,16 +667,22 @@ class RecallCorpus:
         """Take a change of one node file the file does not hold yet, as the index would
         take it (``doc`` and ``frequencies``: ``osk.search.versions.document``'s; None: the
         file is gone), for this query only: its postings among the query's terms, N and the
-        total length (integers: exact), its record, title keys and supersession. The mean idf
-        over every term (rank-bm25's floor for a word in over half the documents) moves with
-        it and is not known here: a query that needs it raises Unusable. A path
+        total length (integers: exact), its record, title keys and supersession; and how it
+        moves the df of each term it gained or lost, which the mean idf over every term
+        (rank-bm25's floor for a word in over half the documents) sums (``_counts``). A path
         amended twice, or a document made under another path, is the caller's error."""
         self.amended[path] = doc
-        found = self._db.execute("SELECT row FROM docs WHERE path = ?", (path,)).fetchone()
+        found = self._db.execute("SELECT row, terms FROM docs WHERE path = ?",
+                                 (path,)).fetchone()
         old = self.docs[found[0]] if found is not None else None
         if old is None and doc is None:
             return
         row = found[0] if found is not None else self._created_row()
+        before = set(_terms_of(found[1])) if found is not None else set()
+        after = set(frequencies) if doc is not None else set()
+        moved = self._moved
+        for term in before ^ after:  # a term kept keeps its df
+            moved[term] = moved.get(term, 0) + (1 if term in after else -1)
         bm25 = self.bm25
         bm25.take(row, None if old is None else old.length,
                   None if doc is None else doc.length, frequencies)
@@ -635,6 +705,34 @@ class RecallCorpus:
                 self.successors.get(doc.loose_key, ())) if new_row != row)
         for pair_row in {slot for pair in self._pairs for slot in pair} - bm25.lengths.keys():
             bm25.lengths[pair_row] = self._every[pair_row]
+
+    def _counts(self) -> Counter[int]:
+        """The counts of document frequencies as the changes taken (``amend``) leave them:
+        the writer's, when they count the documents the file holds (their version is the
+        file's), each term the changes gained or lost moved from its df on disk to its df
+        now (the query's terms as read, another's counted from its stored blocks). Unusable
+        when the file holds none of this version, or none of this shape: the engine ranks."""
+        text = self._counts_text
+        found = json.loads(text) if text is not None else None
+        version = self.meta.get(VERSION)
+        if not (isinstance(found, list) and len(found) == 2 and isinstance(version, str)
+                and found[0] == version and isinstance(found[1], list)):
+            raise Unusable("the recall file holds no counts of dfs of its documents as they are")
+        flat = found[1]
+        if len(flat) % 2 or not all(type(value) is int for value in flat):
+            raise Unusable("the recall file's counts of document frequencies are damaged")
+        counts = Counter(dict(zip(flat[::2], flat[1::2], strict=True)))
+        for term, by in self._moved.items():
+            if by:
+                df = self._stored_df.get(term)
+                if df is None:
+                    df = sum(len(_block(tfs)) for (tfs,) in self._db.execute(
+                        "SELECT tfs FROM postings WHERE term = ?", (term,)))
+                if df:
+                    counts[df] -= 1
+                if df + by > 0:
+                    counts[df + by] += 1
+        return counts
 
     def _created_row(self) -> int:
         """A row no document holds: past every row the file has, and each one given."""
@@ -695,13 +793,15 @@ class _PartialBm25(Bm25):
     KEEPS_IMPACTS = False  # read for one query: ordering a long list costs more than walking it
 
     def __init__(self, postings: dict[str, dict[int, int]], lengths: dict[int, int], n: int,
-                 total_length: int, average_idf: float) -> None:
+                 total_length: int, average_idf: float,
+                 counts: Callable[[], Mapping[int, int]]) -> None:
         super().__init__()
         self._added = postings  # no base: every posting read is in the overlay
         self.lengths = lengths
         self.total_length = total_length
         self._n = n
         self._average_idf = (n, average_idf)  # Bm25.average_idf's cache, for this n
+        self._counts = counts  # the counts of dfs as the changes taken leave them
 
     @property
     def size(self) -> int:
@@ -733,13 +833,16 @@ class _PartialBm25(Bm25):
         self._changed()  # the mean idf over every term, too: ``average_idf`` refuses it now
 
     def average_idf(self) -> float:
-        """The writer's mean idf while nothing was taken since (``take``). A change moves the
-        df of the terms it gains or loses, most of them not read here, so the mean over every
-        term is not known after one: Unusable (the engine ranks that query)."""
+        """The writer's mean idf while nothing was taken since (``take``); after a change,
+        summed again from the counts of dfs as it moved them (``RecallCorpus._counts``: the
+        bits an index holding the change gets), or Unusable where the file holds none that
+        count its documents (the engine ranks that query)."""
         cached = self._average_idf
         if cached is not None and cached[0] == self._n:
             return cached[1]
-        raise Unusable("the mean idf over every term moved with a change read here")
+        value = mean_idf(self._n, self._counts(), {})
+        self._average_idf = (self._n, value)
+        return value
 
 
 def documents(db: sqlite3.Connection, where: str = "", args: Iterable[object] = (),

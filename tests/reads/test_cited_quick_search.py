@@ -272,8 +272,9 @@ def test_a_cited_node_edited_by_hand_is_read_by_the_store_and_its_citer_marked(
         chain: Engine, vault: Vault, repo: Path):
     """No engine between the hand edit and the fresh search: the store reads the edited
     node (``quick_search._amend``) and judges its citers against its body as it is now, as
-    a fresh engine does. (Every body says walrus: after an edit that word's floor needs the
-    engine, so the query here is a word two nodes hold.)"""
+    a fresh engine does, with both queries: a word two nodes hold, and one every body says
+    (walrus: its floor after the edit summed from the counts of dfs the index on disk keeps,
+    moved for the words the edit gained and lost)."""
     settle(vault)
     engine_answer(vault, repo)  # the look the store path checks
     claim = next(vault.root.glob("Scope/**/Claim.md"))
@@ -281,7 +282,8 @@ def test_a_cited_node_edited_by_hand_is_read_by_the_store_and_its_citer_marked(
     aside.write_text(claim.read_text(encoding="utf-8").replace("allow", "permit"),
                      encoding="utf-8")
     os.replace(aside, claim)
-    answered = quick(vault, repo, "limits")
-    assert answered is not None, "the store did not answer"
-    assert answered == engine_answer(vault, repo, "limits")
-    assert "recheck" in markers(answered)["Summary"]
+    answers = {query: quick(vault, repo, query) for query in (QUERY, "limits")}
+    for query, answered in answers.items():  # the first engine takes the edit into the index
+        assert answered is not None, f"the store did not answer {query!r}"
+        assert answered == engine_answer(vault, repo, query)
+        assert "recheck" in markers(answered)["Summary"]

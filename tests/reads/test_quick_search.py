@@ -571,24 +571,113 @@ def test_hand_edits_by_rename_are_ranked_from_the_store_as_the_engine_ranks_them
     assert renamed.hits[0].title == "Arctic tern flights" and renamed.hits[0].match == "title"
 
 
-def test_a_word_in_over_half_the_documents_after_a_hand_edit_is_the_engines(
+def test_a_word_in_over_half_the_documents_after_a_hand_edit_is_ranked_as_the_engine_does(
         vault: Vault, tmp_path: Path):
     """rank-bm25's floor for such a word is a share of the mean idf over every term, which a
-    hand edit moves and a fresh search does not know (each word the file gained or lost
-    moves it): a query holding a floored word goes to the engine, one without is answered
-    from the store, as the engine answers it."""
-    from osk.reads import quick_search
-
+    hand edit moves: summed again from the counts of document frequencies the recall file
+    keeps for the documents it holds (``recallfile.COUNTS``), moved for each word the edited
+    files gained or lost, it is the engine's to the bit."""
     herd(vault)
     search(vault, "walrus", tmp_path)
-    assert quick_search.search(vault.root, tmp_path, None, "walrus ice", None) is not None
     for number, title in enumerate(["Seal songs", "Orca pods", "Krill swarms"], start=2):
         saved(vault, f"Domain/animals/{title}.md", node_text(number, f"a walrus {title} too"))
     # walrus in 5 of 8 documents now: its idf is the floor, from the mean over every term
-    assert quick_search.search(vault.root, tmp_path, None, "walrus ice", None) is None
-    assert search(vault, "walrus ice", tmp_path)[0] == "ENGINE"
+    floored = answered_as_the_engine(vault, tmp_path, "walrus ice")
+    assert len(floored.hits) == 6  # the five with walrus, and the ice shelves
     saved(vault, "Domain/animals/Penguin colonies.md", node_text(5, "penguins and a walrus"))
-    answered_as_the_engine(vault, tmp_path, "penguins")
+    assert search(vault, "walrus ice", tmp_path)[0] == "QUICK"  # the CLI: no engine opened
+    answered_as_the_engine(vault, tmp_path, "walrus ice")
+
+
+def test_hand_edits_of_every_kind_in_one_search_move_the_counts_as_the_engine_counts(
+        vault: Vault, tmp_path: Path):
+    """A word gained and one lost, a file made, one removed and one renamed, all read by one
+    fresh search: each word's df moved once from the df on disk, the floored word ranked as a
+    fresh engine ranks it."""
+    herd(vault)
+    search(vault, "walrus", tmp_path)
+    animals = vault.root / "Domain/animals"
+    saved(vault, "Domain/animals/Seal songs.md", node_text(2, "a walrus sings under water"))
+    saved(vault, "Domain/animals/Walrus diet.md", node_text(1, "the walrus eats mussels"))
+    write(vault, "Domain/animals/Narwhal tusks.md", node_text(8, "a walrus and a narwhal"))
+    os.unlink(animals / "Krill swarms.md")
+    os.replace(animals / "Orca pods.md", animals / "Orca and walrus.md")
+    # walrus in the habits, the diet, the songs, the tusks and the renamed pods: 5 of 8
+    answered = answered_as_the_engine(vault, tmp_path, "walrus water")
+    assert {"Seal songs", "Narwhal tusks", "Orca and walrus"} <= {hit.title for hit in
+                                                                   answered.hits}
+
+
+def test_counts_of_other_documents_or_none_send_a_floored_word_to_the_engine(
+        vault: Vault, tmp_path: Path):
+    """A write that did not take the counts (a server's within ``COUNTS_SECONDS`` of its
+    last that did) leaves them stamped with an older version: a query needing the mean goes
+    to the engine, whose own write of the edit takes them again, so the next edit is the
+    store's. Counts removed (as a file written before them holds none) likewise."""
+    import sqlite3
+
+    from osk.calls.request import NewNode
+    from osk.engine.core import Engine
+    from osk.reads import quick_search
+    from osk.search import recallfile
+
+    herd(vault)
+    search(vault, "walrus", tmp_path)
+    server = Engine.open(vault, cwd=tmp_path, actor="agent", watch=True)
+    server.warm()
+    server.search("walrus")
+    for title in ("Walrus tusks", "Walrus pups"):  # the first takes the counts, not the second
+        server.create_node(NewNode(title, "Ivory.", f"{title.lower()} grow\n",
+                                   space="domain", cluster="animals", drafter="test"))
+    assert quick_search.search(vault.root, tmp_path, None, "walrus", None) is not None
+    for number, title in enumerate(["Seal songs", "Orca pods", "Krill swarms"], start=2):
+        saved(vault, f"Domain/animals/{title}.md", node_text(number, f"a walrus {title} too"))
+    # walrus in 7 of 11 documents now (the server wrote two nodes and their hub)
+    assert quick_search.search(vault.root, tmp_path, None, "walrus", None) is None
+    assert quick_search.search(vault.root, tmp_path, None, "krill", None) is not None
+    assert search(vault, "walrus", tmp_path)[0] == "ENGINE"
+    saved(vault, "Domain/animals/Penguin colonies.md", node_text(5, "a walrus nests"))
+    answered_as_the_engine(vault, tmp_path, "walrus")
+    with sqlite3.connect(recallfile.path_in(vault.state("index"))) as db:
+        db.execute("DELETE FROM meta WHERE key = ?", (recallfile.COUNTS,))
+    saved(vault, "Domain/animals/Tern migration.md", node_text(6, "a walrus flies"))
+    assert quick_search.search(vault.root, tmp_path, None, "walrus", None) is None
+    assert quick_search.search(vault.root, tmp_path, None, "krill", None) is not None
+
+
+DYING_WRITER = """
+import os, sys
+from pathlib import Path
+from osk.search import recallfile
+
+class Dying(dict):
+    def items(self):  # asked for once the postings are written, inside the transaction
+        os._exit(3)
+
+writer = recallfile.RecallWriter(Path(sys.argv[1]))
+meta = writer.meta()
+writer.mirror([["del", sys.argv[2]]], meta, expected=meta["version"], counts=Dying({1: 1}))
+"""
+
+
+def test_a_writer_killed_between_the_postings_and_the_counts_misleads_no_reader(
+        vault: Vault, tmp_path: Path):
+    """The counts go in the transaction that writes the postings and the version: a writer
+    killed before it commits leaves the file, version and counts as they were, and the
+    next fresh search after a hand edit still ranks a floored word as the engine does."""
+    from osk.search import recallfile
+
+    herd(vault)
+    search(vault, "walrus", tmp_path)
+    before = recallfile.RecallWriter(vault.state("index")).meta()
+    done = subprocess.run([sys.executable, "-c", DYING_WRITER, str(vault.state("index")),
+                           "Domain/animals/Ice shelves.md"], capture_output=True, text=True)
+    assert done.returncode == 3, done.stderr
+    assert recallfile.RecallWriter(vault.state("index")).meta() == before
+    for number, title in enumerate(["Seal songs", "Orca pods", "Krill swarms"], start=2):
+        saved(vault, f"Domain/animals/{title}.md", node_text(number, f"a walrus {title} too"))
+    answered = answered_as_the_engine(vault, tmp_path, "walrus ice")
+    assert "Ice shelves" in {hit.title for hit in answered.hits}
 
 
 def test_what_the_store_cannot_rank_after_a_hand_edit_goes_to_the_engine(

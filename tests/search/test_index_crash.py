@@ -145,10 +145,11 @@ def die():
     os.kill(os.getpid(), signal.SIGKILL)
 
 real_mirror = recallfile.RecallWriter.mirror
-def mirror(self, ops, meta):
-    real_mirror(self, ops, meta)
+def mirror(self, ops, meta, **counts):
+    versions = real_mirror(self, ops, meta, **counts)
     if armed and point == "after-recall":
         die()  # the recall file holds the change, the journal never gets it
+    return versions
 recallfile.RecallWriter.mirror = mirror
 
 real_put = recallfile._put

@@ -296,3 +296,93 @@ def test_an_older_snapshots_unordered_slots_are_ordered_once_on_load():
                           sorted_slots=False)
     assert [bm25.tf("alpha", slot) for slot in (1, 3, 5)] == [2, 3, 1]
     assert list(zip(*bm25.columns("alpha"), strict=True)) == [(1, 2), (3, 3), (5, 1)]
+
+
+def counts_on_disk(vault: Vault) -> tuple[str, list[Any] | None]:
+    """(the recall file's version, its counts of dfs as [stamp, pairs], or None)."""
+    import sqlite3
+
+    with sqlite3.connect(recallfile.path_in(vault.state("index"))) as db:
+        meta = {key: json.loads(value) for key, value in db.execute(
+            "SELECT key, value FROM meta WHERE key IN (?, ?)",
+            (recallfile.VERSION, recallfile.COUNTS))}
+    return meta[recallfile.VERSION], meta.get(recallfile.COUNTS)
+
+
+def counted(index: SearchIndex) -> dict[int, int]:
+    """The counts of dfs of an index's postings counted afresh, none empty."""
+    bm25 = index._corpus.bm25
+    fresh = Bm25.from_base(*bm25.to_base(), dict(bm25.lengths)).df_counts()
+    return {df: terms for df, terms in fresh.items() if terms}
+
+
+def test_the_recall_files_counts_of_dfs_are_those_of_the_documents_their_version_stamps(
+        written: Vault, monkeypatch: pytest.MonkeyPatch):
+    """A process's first write takes the counts, stamped with the version it gives the
+    file; a write within ``COUNTS_SECONDS`` of that moves the version past them (a fresh
+    search then goes to the engine); one after takes them again. An index another process
+    wrote past since its own last write takes none: its documents may not be the file's."""
+    from osk.search import recall_mirror
+
+    index = loaded(written)
+    assert index._corpus.bm25._histogram is None  # the mean adopted, no pass over every term
+    edit(written)
+    assert index.refresh()
+    version, counts = counts_on_disk(written)
+    assert counts is not None and counts[0] == version
+    assert dict(zip(counts[1][::2], counts[1][1::2], strict=True)) == counted(index)
+    write_node(written, "Domain/Stork.md", "a stork nests on the roof")
+    assert index.refresh()
+    version, counts = counts_on_disk(written)
+    assert counts is not None and counts[0] != version  # not due: the stamp is the last's
+    monkeypatch.setattr(recall_mirror, "COUNTS_SECONDS", 0.0)
+    write_node(written, "Domain/Stork.md", "a stork nests on the old roof")
+    assert index.refresh()
+    version, counts = counts_on_disk(written)
+    assert counts is not None and counts[0] == version
+    assert dict(zip(counts[1][::2], counts[1][1::2], strict=True)) == counted(index)
+    other = SearchIndex(written, refresh_interval=0.0)  # another process, writing next
+    assert len(other)
+    write_node(written, "Domain/Egret.md", "an egret stands still")
+    assert other.refresh()
+    assert counts_on_disk(written)[1] is not None
+    assert counts_on_disk(written)[1][0] == counts_on_disk(written)[0]  # type: ignore[index]
+    write_node(written, "Domain/Egret.md", "an egret stands very still")
+    assert index.refresh()  # takes both the egret's and its edit: its counts are exact ...
+    version, counts = counts_on_disk(written)
+    assert index._recall.version is None  # ... but it cannot know that: none taken
+    assert counts is not None and counts[0] != version
+
+
+def test_the_mean_idf_has_the_same_bits_in_whatever_order_the_counts_are_held():
+    """``mean_idf`` sums exactly rounded: a fresh search moves the counts on disk in another
+    order than an index counting its terms afresh holds them."""
+    import random
+
+    from osk.search.bm25 import mean_idf
+
+    rng = random.Random(7)
+    pairs = [(df, rng.randint(1, 5000)) for df in rng.sample(range(1, 60000), 1500)]
+    means = set()
+    for _ in range(5):
+        rng.shuffle(pairs)
+        means.add(mean_idf(100000, dict(pairs), {}))
+    assert len(means) == 1
+
+
+def test_a_write_that_moves_no_documents_terms_keeps_the_version(written: Vault):
+    """A version the file holds stored again (a server taking a hand edit a fresh engine
+    already wrote) moves no count of dfs: the version, and the counts stamped with it, stay;
+    a term gained moves it."""
+    index = loaded(written)
+    writer = recallfile.RecallWriter(written.state("index"))
+    doc = index.doc("Domain/Crane.md")
+    assert doc is not None
+    slot = index._corpus.slot_of[doc.path]
+    frequencies = {term: index._corpus.bm25.tf(term, slot)
+                   for term in index._corpus.terms_of(slot)}
+    meta = writer.meta()
+    before, after = writer.mirror([["put", doc.record(), frequencies]], meta)
+    assert before is not None and after == before
+    before, after = writer.mirror([["put", doc.record(), {**frequencies, "stork": 1}]], meta)
+    assert after != before
