@@ -6,7 +6,8 @@ negative raw idf, ``log(N - df + 0.5) - log(df + 0.5)``, and rank-bm25 replaces 
 ``epsilon * average_idf``, where the average runs over the raw idf of every term in the corpus
 (negative ones included). That average depends on N, so it cannot be kept as a running sum;
 we keep a histogram of document frequencies (how many terms occur in exactly d documents) and
-evaluate the average over its distinct d values, which are few, only when a query needs it.
+evaluate the average over its distinct d values, which are few (``IdfShares``: a change that
+keeps N takes again only the values of the d it moved).
 
 Documents are small integer slots. Postings live in two layers: the *base*, three flat arrays
 loaded from disk as they are (no per-entry work at load time; each term's slots ascending, so a
@@ -28,7 +29,9 @@ from array import array
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from itertools import chain
+from itertools import chain, repeat
+from operator import mul, sub
+from typing import TypeVar
 
 K1 = 1.5
 B = 0.75
@@ -46,6 +49,7 @@ MARGIN = 1e-9
 
 Query = Iterable[str] | Mapping[str, float]
 Pairs = Iterable[tuple[int, int]]
+_T = TypeVar("_T")
 
 
 class Bm25:
@@ -67,7 +71,8 @@ class Bm25:
         self._base_tfs = array("I")
         self._histogram: Counter[int] | None = None  # built on first need, then maintained
         self._average_idf: tuple[int, float] | None = None
-        self._df_logs: dict[int, float] = {}  # df -> log(df + 0.5), for average_idf
+        self._shares: IdfShares | None = None  # what average_idf summed last, kept
+        self._moved_dfs: set[int] = set()  # dfs whose count moved since (add, remove)
         self._norms: dict[int, float] | None = None
         self._impacts: dict[str, _Impacts] = {}  # long lists in impact order (``top``)
 
@@ -195,12 +200,14 @@ class Bm25:
         if slot in self.lengths:
             raise KeyError(f"slot {slot} is already indexed; remove it first")
         histogram = self._histogram
+        moved = self._moved_dfs
         for term, tf in frequencies.items():
             if histogram is not None:
                 df = self.df(term)
                 if df:
                     histogram[df] -= 1
                 histogram[df + 1] += 1
+                moved.update((df, df + 1))
             added = self._added.get(term)
             if added is None:
                 added = self._added[term] = {}
@@ -221,6 +228,7 @@ class Bm25:
             return
         self.total_length -= length
         histogram = self._histogram
+        moved = self._moved_dfs
         in_base = slot not in self._dead  # else its base postings are already dead
         for term in terms:
             df = self.df(term)
@@ -237,6 +245,7 @@ class Bm25:
                 histogram[df] -= 1
                 if df > 1:
                     histogram[df - 1] += 1
+                moved.update((df, df - 1))
         self._dead.add(slot)
         self._changed()
 
@@ -255,7 +264,7 @@ class Bm25:
         cached = self._average_idf
         if cached is not None and cached[0] == n:
             return cached[1]
-        value = mean_idf(n, self.df_counts(), self._df_logs)
+        value = self._idf_shares(n).mean()
         self._average_idf = (n, value)
         return value
 
@@ -267,6 +276,19 @@ class Bm25:
             histogram = self._histogram = Counter(self.df(term) for term in self.all_terms())
             histogram.pop(0, None)
         return histogram
+
+    def _idf_shares(self, n: int) -> IdfShares:
+        """What ``average_idf`` sums, kept: every write asks the mean (the recall file's
+        meta), and a sum over every distinct df cost a write 0.5 ms at 100,000 nodes (1,900
+        of them). A change that keeps the number of documents (an update) takes again only
+        the parts of the dfs it moved (``add`` and ``remove`` name them); a create or a
+        removal, which moves N, takes them all again, in one pass in C. The bits are
+        ``mean_idf``'s."""
+        if self._histogram is None or self._shares is None:
+            self._shares = IdfShares()
+        self._shares.take(n, self.df_counts(), self._moved_dfs)
+        self._moved_dfs = set()
+        return self._shares
 
     def adopt_average_idf(self, size: int, value: float) -> None:
         """Take the mean idf computed over exactly these documents (by the writer of the
@@ -573,6 +595,78 @@ class Bm25:
         if impacts is None and self.KEEPS_IMPACTS and self.df(term) >= IMPACT_MIN:
             impacts = self._impacts[term] = _Impacts(self.pairs(term), self.lengths, kinds)
         return impacts
+
+
+class IdfShares:
+    """Each distinct df's share of the mean idf (its count times idf(n, df)) at one ``n``,
+    kept between calls: ``take`` makes again only what changed, ``mean`` sums them.
+
+    The dfs, their counts, the logs of (df + 0.5) and the shares are parallel lists (a df
+    whose count falls to 0 gives its place to the last one), so that when ``n`` moves (a
+    create) every share is made again in one pass of ``map`` in C: 0.37 ms for the 1,900 dfs
+    of 100,000 nodes, where a loop in Python took 0.58 ms."""
+
+    def __init__(self) -> None:
+        self.n = -1
+        self.terms = 0
+        self._at: dict[int, int] = {}  # df -> its place in the lists
+        self._dfs: list[float] = []
+        self._counts: list[int] = []
+        self._lows: list[float] = []  # log(df + 0.5)
+        self._shares: list[float] = []  # count * idf(n, df)
+
+    def take(self, n: int, histogram: Mapping[int, int], moved: Iterable[int]) -> None:
+        """The shares for ``n`` documents, where ``moved`` names every df whose count in
+        ``histogram`` changed since the last call (the first reads them all). Each share is
+        the part ``mean_idf`` sums, to the bit: (n + 0.5) - df is exact below 2**52."""
+        if self.n < 0:
+            moved = list(histogram)
+        else:
+            moved = list(moved)
+        for df in moved:
+            self._count(df, histogram.get(df, 0))
+        dfs, counts, lows, log = self._dfs, self._counts, self._lows, math.log
+        if n != self.n:
+            self.n = n
+            highs = map(log, map(sub, repeat(n + 0.5), dfs))
+            self._shares = list(map(mul, counts, map(sub, highs, lows)))
+        else:
+            shares, at = self._shares, self._at
+            for df in moved:
+                i = at.get(df)
+                if i is not None:
+                    shares[i] = counts[i] * (log(n + 0.5 - dfs[i]) - lows[i])
+        self.terms = sum(counts)
+
+    def _count(self, df: int, count: int) -> None:
+        at = self._at
+        i = at.get(df)
+        if count and df:
+            if i is not None:
+                self._counts[i] = count
+                return
+            at[df] = len(self._dfs)
+            self._dfs.append(float(df))
+            self._counts.append(count)
+            self._lows.append(math.log(df + 0.5))
+            self._shares.append(0.0)  # made by ``take``, which names this df
+        elif i is not None:
+            del at[df]
+            for column in (self._dfs, self._lows, self._shares):
+                _drop_at(column, i)
+            _drop_at(self._counts, i)
+            if i < len(self._dfs):
+                at[int(self._dfs[i])] = i
+
+    def mean(self) -> float:
+        return math.fsum(self._shares) / self.terms if self.terms else 0.0
+
+
+def _drop_at(column: list[_T], i: int) -> None:
+    """Take item ``i`` out of ``column``, the last item taking its place."""
+    last = column.pop()
+    if i < len(column):
+        column[i] = last
 
 
 def mean_idf(n: int, histogram: Mapping[int, int], lows: dict[int, float]) -> float:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import math
 import os
 import random
+from collections import Counter
 
 import pytest
 from rank_bm25 import BM25Okapi
 
-from osk.search.bm25 import Bm25
+from osk.search.bm25 import Bm25, IdfShares, mean_idf
 
 TRIALS = int(os.environ.get("OSK_SEARCH_TRIALS", "25"))
 TOLERANCE = 1e-9
@@ -105,6 +107,58 @@ def test_scores_stay_equal_to_a_fresh_reference_after_adds_removals_and_replacem
         slots = sorted(live)
         query = rng.choices(words, k=rng.randint(1, 5))
         assert_parity(index, slots, [live[s] for s in slots], query)
+
+
+def test_the_mean_idf_kept_through_changes_is_the_one_counted_afresh_to_the_bit():
+    # an update keeps N and takes again only the dfs it moved (``IdfShares``); the sum is
+    # rounded once, so no order of the dfs, nor any history of changes, moves its last bit
+    rng = random.Random(17)
+    for _ in range(TRIALS):
+        vocabulary = rng.randint(3, 40)
+        live = dict(enumerate(random_corpus(rng, rng.randint(2, 30), vocabulary)))
+        index = build(list(live.values()))
+        for step in range(rng.randint(1, 40)):
+            slot = rng.choice(sorted(live))
+            index.remove(slot, set(live.pop(slot)))
+            # mostly put back (an update: N kept), else gone, or gone and another one added
+            for again in [slot] if rng.random() < 0.6 else rng.choice(([], [100 + step])):
+                live[again] = random_corpus(rng, 1, vocabulary)[0]
+                index.add(again, _counts(live[again]), len(live[again]))
+            if not live:
+                break
+            kept = index.average_idf()
+            slots = rng.sample(sorted(live), len(live))
+            assert kept == build([live[s] for s in slots]).average_idf()  # another order
+            histogram = Counter(index.df(term) for term in index.all_terms())
+            assert kept == mean_idf(len(live), dict(reversed(histogram.items())), {})
+            reference = BM25Okapi([live[s] for s in slots]).average_idf
+            assert kept == pytest.approx(reference, rel=1e-12)
+
+
+def test_the_shares_of_the_mean_idf_follow_counts_that_come_and_go():
+    # dfs whose count falls to 0 leave the shares' lists (the last one takes the place) and
+    # may come back; N moves or stays; each call names only the dfs it moved
+    rng = random.Random(23)
+    for _ in range(TRIALS):
+        histogram: Counter[int] = Counter()
+        shares = IdfShares()
+        n = rng.randint(30, 60)  # every df at most N, as in a corpus
+        for _ in range(rng.randint(1, 40)):
+            moved = set()
+            for _ in range(rng.randint(0, 6)):
+                df = rng.randint(1, 30)
+                histogram[df] = max(0, histogram[df] + rng.choice((-2, -1, 1, 2)))
+                moved.add(df)
+            if rng.random() < 0.4:
+                n = rng.randint(30, 60)
+            shares.take(n, histogram, moved)
+            assert shares.mean() == mean_idf(n, histogram, {})
+            assert shares.terms == sum(histogram.values())
+            kept = {df: count for df, count in histogram.items() if count}
+            expected = sum(count * (math.log(n - df + 0.5) - math.log(df + 0.5))
+                           for df, count in kept.items())
+            assert shares.mean() == pytest.approx(expected / max(1, sum(kept.values())),
+                                                  rel=1e-12, abs=1e-12)
 
 
 def test_scores_survive_a_round_trip_through_the_persisted_arrays_and_later_changes():
