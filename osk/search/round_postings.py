@@ -25,7 +25,11 @@ rounds, scores and order (ties by row) as scoring every round holding a query te
 scored whole from its forward list (``forward``: its terms' ids, each with its count in the
 round's own words and in its neighbours'), a few binary searches, not a count in its text.
 
-Standard library only: the prompt-submit hook queries it.
+Standard library only: the prompt-submit hook queries it (``top``), as does every process
+that does not watch the raw folders (a command, a hook). A long-running process (the MCP
+server's engine, whose round index is watched) takes ``osk.search.round_arrays.top``
+instead: the same search on numpy arrays, built on this one (``searching``, ``Search``), and
+the same rounds, scores and order.
 """
 
 from __future__ import annotations
@@ -421,13 +425,14 @@ Accept = Callable[[str, str, int, str], bool]  # (key, rel, number, coordinate) 
 
 class _List:
     """One query term's blocks, best bound first. Its heads are read only when the top-k
-    first reads the term (``_Search._load``): until then every posting of it is bounded by
+    first reads the term (``Search._load``): until then every posting of it is bounded by
     BM25's supremum at its weight. A word in most rounds (an idf at its floor) holds
     hundreds of blocks (two thirds of the heads a query read at a million records) and is
     seldom read at all."""
 
-    def __init__(self, term: int, weight: float) -> None:
+    def __init__(self, term: int, weight: float, postings: int) -> None:
         self.term, self.weight = term, weight
+        self.postings = postings  # how many it holds: the most a query reads of it
         self.bounds: list[tuple[float, int, int]] | None = None  # None: heads not read yet
         self.at = 0
 
@@ -453,30 +458,40 @@ def top(db: sqlite3.Connection, terms: Sequence[str], k: int, context: float,
     """The ``k`` best (row, score) of the rounds ``accept`` keeps (None: every round held),
     best first (ties by row): those ``bm25(terms, 1.0, context)`` ranks first over every
     round holding a term (in its own words only when ``context`` is 0)."""
+    search = searching(db, terms, k, context, accept)
+    return search.run() if search is not None else []
+
+
+def searching(db: sqlite3.Connection, terms: Sequence[str], k: int, context: float,
+              accept: Accept | None, kind: Callable[..., Search] | None = None
+              ) -> Search | None:
+    """``top``'s search made ready (None: nothing can be found): the query terms' weights and
+    lists, the rounds' average length. ``kind`` makes it from ``Search``'s arguments (the
+    server's top-k on arrays, ``osk.search.round_arrays``, picks its own or this one)."""
     size, total = db.execute("SELECT rounds, size FROM totals").fetchone()
     if not size or k <= 0 or not terms:
-        return []
+        return None
     avgdl = total / size
     column = "any" if context else "body"
-    found: dict[str, tuple[int, int]] = {}
+    found: dict[str, tuple[int, int, int]] = {}
     dead = False  # whether a query term holds a removed round's postings
     for term, ident, df, held, live in db.execute(
             f"SELECT term, id, {column}, postings, any FROM vocab WHERE term IN "
             f"({','.join('?' * len(terms))})", list(terms)):
-        found[term] = ident, df
+        found[term] = ident, df, held
         dead = dead or held > live  # a live round holds one posting of each term it holds
     weights = [(term, idf(size, found[term][1])) for term in terms
                if term in found and found[term][1] > 0]
     if not weights:
-        return []
+        return None
     idents = [found[term][0] for term, _ in weights]
-    lists = [_List(ident, weight) for ident, (_, weight) in zip(idents, weights, strict=True)]
+    lists = [_List(found[term][0], weight, found[term][2]) for term, weight in weights]
     kept = _kept(context, avgdl)
-    return _Search(db, weights, idents, lists, k, context, avgdl, accept,
-                   accept is not None or dead, kept).run()
+    return (kind or Search)(db, weights, idents, lists, k, context, avgdl, accept,
+                             accept is not None or dead, kept)
 
 
-class _Search:
+class Search:
     """One query's top-k. Postings are read a block at a time, from the term with the most
     left to give; each adds what its term gives a round (exact from its descriptor, but
     summed in another order: a lower bound within ``MARGIN``) to the round's sum. A round
@@ -527,14 +542,9 @@ class _Search:
         gap = 0.0  # how far the unread fell below it when the rounds were counted
         budget: int | None = None  # postings still worth reading instead of scoring
         while True:
-            left = [lst.left for lst in lists]
-            unread = sum(left)
-            if not unread:
+            left, unread, i = self._turn()
+            if i < 0:
                 return self._finish(self._reaching(left, self._threshold()))
-            i = max(range(len(lists)), key=left.__getitem__)
-            if lists[i].bounds is None:  # its heads first: the term is read from its best
-                self._load(lists[i])
-                continue
             if threshold <= unread < self.most:  # only then can a sum be above all unread
                 threshold = self._threshold()
             spent = budget is not None and lists[i].next_size > budget
@@ -554,6 +564,20 @@ class _Search:
             if budget is not None:
                 budget -= lists[i].next_size
             self._take(i)
+
+    def _turn(self) -> tuple[list[float], float, int]:
+        """What each term could still give, their sum, and the term with the most (-1: none
+        has any left); its heads are read first, so a term is read from its best block."""
+        lists = self.lists
+        while True:
+            left = [lst.left for lst in lists]
+            unread = sum(left)
+            if not unread:
+                return left, unread, -1
+            i = max(range(len(lists)), key=left.__getitem__)
+            if lists[i].bounds is not None:
+                return left, unread, i
+            self._load(lists[i])
 
     def _load(self, lst: _List) -> None:
         """Read a term's heads: each block's bound, from its largest counts and shortest
@@ -660,19 +684,28 @@ class _Search:
             hot = set(self.hot)
             pool = list(compress(hot, map(last.__le__, map(sums.__getitem__, hot))))
         for many in (4 * want, len(pool)):
-            best = heapq.nlargest(many, pool, key=sums.__getitem__)
-            self._know(best)
-            kept = [row for row in best if self.kept[row]]
-            if len(kept) >= want:
-                self.kth = sums[kept[want - 1]]
+            found = self._kth_of(heapq.nlargest(many, pool, key=sums.__getitem__),
+                                 sums.__getitem__)
+            if found is not None:
                 self.hot = pool
-                if len(self.exact) >= want:  # rounds kept, scored whole: a k-th at least
-                    return max(self.kth, heapq.nlargest(want, self.exact.values())[-1]) * (
-                        1 - MARGIN)
-                return self.kth * (1 - MARGIN)
+                return found
             if many >= len(pool):
                 break
         return -math.inf
+
+    def _kth_of(self, best: list[int], sum_of: Callable[[int], float]) -> float | None:
+        """The k-th sum (``sum_of``) of the rounds of ``best`` (in falling sums) that
+        ``accept`` keeps, raised to the k-th score of those scored whole and lowered by
+        ``MARGIN``; None while fewer are kept."""
+        want = self.k
+        self._know(best)
+        kept = [row for row in best if self.kept[row]]
+        if len(kept) < want:
+            return None
+        self.kth = sum_of(kept[want - 1])
+        if len(self.exact) >= want:  # rounds kept, scored whole: a k-th at least
+            return max(self.kth, heapq.nlargest(want, self.exact.values())[-1]) * (1 - MARGIN)
+        return self.kth * (1 - MARGIN)
 
     def _above(self, least: float) -> list[int]:
         """The rounds whose sum is not below ``least``, filtered in C: no loop in Python."""
@@ -789,8 +822,10 @@ class _Search:
         order = sorted(rows, key=most.__getitem__, reverse=True)
         best: list[tuple[float, int]] = []  # the k best (score, -row) kept, a heap: worst first
         k, kept, exact = self.k, self.kept, self.exact
-        for at in range(0, len(order), FINISH_CHUNK):
-            chunk = order[at:at + FINISH_CHUNK]
+        at = 0
+        while at < len(order):
+            chunk = order[at:at + self._chunk(at)]
+            at += len(chunk)
             if len(best) == k and most[chunk[0]] < best[0][0]:
                 break
             self._know(chunk)
@@ -807,6 +842,10 @@ class _Search:
                 elif item > best[0]:
                     heapq.heapreplace(best, item)
         return [(-row, value) for value, row in sorted(best, reverse=True)]
+
+    def _chunk(self, at: int) -> int:
+        """How many rounds ``_finish`` scores in one statement from the ``at``-th on."""
+        return FINISH_CHUNK
 
     def _whole(self, data: bytes) -> float:
         """A round's score from its forward list, summed as FTS5 sums it: per query term in
@@ -825,6 +864,9 @@ class _Search:
                 if f:
                     total += weight * gain(f, length, avgdl)
         return total
+
+
+_Search = Search  # the name tests/search/test_search_rounds.py and bench/ patch
 
 
 def _gain(desc: int, context: float, avgdl: float) -> float | None:

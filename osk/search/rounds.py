@@ -21,7 +21,10 @@ process left beside the index (``osk.search.round_look``: the records' stamp eve
 of a record bumps, the raw folders' stats, the records changed within the race window before
 it), and while that holds (and the index file and the exclusions are unmoved), a query stats
 no record file.
-Standard library only: the prompt-submit hook queries it too.
+Standard library only: the prompt-submit hook queries it too. A watched index (the
+long-running process's) ranks with the same top-k on numpy arrays
+(``osk.search.round_arrays``), which only it imports; an unwatched one (a hook's, a command's)
+with ``round_postings.top``. Both give the same rounds and scores.
 
 A round the person excluded (``osk exclude``, ``osk.capture.exclusions``), alone or with its
 conversation, is never indexed: its terms are neither a document nor its neighbours' context,
@@ -96,6 +99,9 @@ TEXT_CHARS = 1000  # of a round's text kept in the index (the excerpt is cut fro
 CONTEXT_WEIGHT = 0.4
 KIND = "round"  # what a round is called beside nodes (``Hit.space``)
 MARKER = "raw round"  # its marker on a search hit
+# A top-k: (db, terms, k, context, accept) -> the best (row, score), best first
+Top = Callable[[sqlite3.Connection, Sequence[str], int, float, Accept | None],
+               list[tuple[int, float]]]
 # ``RoundIndex.records()``: which index this is, and (rel, key, rounds indexed) per record
 Listed = tuple[str, tuple[tuple[str, str, int], ...]]
 SEARCH_KINDS = ("all", "nodes", "rounds")  # what a search may ask for
@@ -674,7 +680,7 @@ class RoundIndex:
             # every statement reads the same state of the index
             db.execute("BEGIN")
             try:
-                rows = _best(db, terms, k, context, accept)
+                rows = _best(db, terms, k, context, accept, self._top())
                 stats = _stats(db, rows, terms, query) if rows and with_stats else None
             finally:
                 db.execute("COMMIT")
@@ -683,6 +689,17 @@ class RoundIndex:
                     for slot, (_, coordinate, key, at, host, text, score, _, _) in
                     enumerate(rows)]
             return hits, stats
+
+    def _top(self) -> Top:
+        """The top-k a query takes: a watched index is a long-running process's (the MCP
+        server's), whose top-k sums postings on arrays (``osk.search.round_arrays``, numpy);
+        any other (a hook's, a command's) takes ``round_postings.top``, standard library
+        only. The same rounds and scores either way."""
+        if not self._watching:
+            return top
+        from osk.search.round_arrays import top as on_arrays
+
+        return on_arrays
 
     def _known(self, db: sqlite3.Connection) -> tuple[list[str], Excluded]:
         """The keys of the indexed records and the exclusions the index was built against
@@ -870,10 +887,11 @@ def _accepting(keys: Collection[str] | None, skip: tuple[str, int] | None,
 
 
 def _best(db: sqlite3.Connection, terms: list[str], k: int, context: float,
-          accept: Accept | None) -> list[tuple[Any, ...]]:
-    """The ``k`` best rounds ``accept`` keeps (``round_postings.top``), joined to their rows:
-    (row, coordinate, key, at, host, kept text, score, length, forward list)."""
-    best = top(db, terms, k, context, accept)
+          accept: Accept | None, ranked: Top = top) -> list[tuple[Any, ...]]:
+    """The ``k`` best rounds ``accept`` keeps (``ranked``: ``round_postings.top`` or the same
+    on arrays), joined to their rows: (row, coordinate, key, at, host, kept text, score,
+    length, forward list)."""
+    best = ranked(db, terms, k, context, accept)
     marks = ",".join("?" * len(best))
     rows = {row[0]: row for row in db.execute(
         f"SELECT {_ROW}, r.length, f.data FROM rounds r JOIN forward f ON f.row = r.row "

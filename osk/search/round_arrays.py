@@ -1,0 +1,386 @@
+"""The round index's top-k on arrays, for a long-running process (the MCP server's engine): the
+same rounds, the same scores to the bit and the same order (ties by row) as
+``round_postings.top``, with the postings summed by numpy instead of a loop in Python.
+
+At a million records a query's content words sit in a fixed share of the rounds, so proving
+its ten best reads tens of thousands of postings and sums thousands of rounds: in Python that
+is most of the query (about 140 ns a posting, then passes over every round read). Here the
+blocks are read in the pure top-k's order (the term with the most left to give first), several
+to a statement in batches that double; each posting's gain is computed from its descriptor
+over the whole batch and added into a slot per round row (``_Rows``: what the terms read give
+the round, which terms were read for it). The k-th sum is found by a partition of the sums.
+Once what is unread cannot reach it, the rounds read that still could (their sum and what the
+terms not read for them could give) are narrowed by reading the rest of a term whole, for them
+only, while that costs less than scoring whole the rounds it rules out; the rest are scored
+whole from their forward lists by the pure top-k's own ``_finish`` (a score is FTS5's sum, in
+its order), the best k first, then a few at a time while they could still reach the k-th.
+A query whose terms hold few postings (``SMALL``: every query of a 10,000-record vault) or
+more terms than a round's slot marks takes the pure top-k: the arrays' fixed costs would
+weigh more there than the loop they save.
+
+The bounds are the pure top-k's (a block's most, raised by ``MARGIN``) and a round is left
+out only when it cannot reach the k-th, so the rounds scored whole hold every round that
+ranks, and the result is the same (``tests/search/test_search_round_arrays.py``). numpy is
+loaded by the server anyway (the semantic channel's vectors), never by a hook:
+``osk.search.rounds`` imports this module only for a watched index.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from osk.search.round_postings import (
+    CAPPED,
+    K1,
+    LONGEST,
+    MARGIN,
+    MARKS,
+    PLACES,
+    Accept,
+    B,
+    Search,
+    place,
+    searching,
+)
+
+Rows = npt.NDArray[np.int64]
+# A round's terms read are bits of a 16-bit slot: a query of more weighted terms (rare: a
+# question is a handful of words) takes the pure top-k.
+TERMS = 16
+# A query whose terms hold fewer postings than this in all takes the pure top-k: at 10,000
+# records (at most 25,300, median 10,600 for the bench's queries) the arrays saved nothing
+# (docs/performance.md); at 200,000 rounds the median query's terms hold 236,000.
+SMALL = 30_000
+MASKED = 8  # up to this many terms, what the terms unread give a round is looked up by mask
+ASKED = 2  # rounds beyond k first asked whether kept, when looking for the k-th
+FIRST = 1024  # postings read in the first batch; a batch doubles up to BATCH
+BATCH = 4096
+# Once nothing unread can reach the k-th, a term's rest is read whole while the rounds it
+# rules out would cost more to score whole than it costs to read: a round scored whole costs
+# about POSTINGS_A_ROUND postings read, a statement POSTINGS_A_STATEMENT.
+POSTINGS_A_ROUND = 1024
+POSTINGS_A_STATEMENT = 1024
+# Rounds whose forward lists are read in one statement when scoring them whole: the best k
+# first, then this many at a time while they could still reach the k-th score found.
+FINISH_CHUNK = 8
+
+
+class _Rows:
+    """A slot per round row, kept for the process and taken by one query at a time (``lock``;
+    another query meanwhile takes the pure top-k): what the terms read give the round
+    (``sums``), which terms were read for it (``masks``, a bit each), whether it can still
+    reach the k-th (``alive``) and what its capped postings could give (``unsure``, made the
+    first time a query reads one). A query sets back to zero the slots it touched."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.sums = np.zeros(0, np.float64)
+        self.masks = np.zeros(0, np.uint16)
+        self.alive = np.zeros(0, np.bool_)
+        self.unsure: npt.NDArray[np.float64] | None = None
+
+    def fit(self, largest: int) -> None:
+        """Room for row ``largest`` (what is held is kept: a query may be under way)."""
+        if largest < len(self.sums):
+            return
+        size = max(largest + 1, len(self.sums) * 5 // 4)
+        self.sums = _grown(self.sums, size)
+        self.masks = _grown(self.masks, size)
+        self.alive = _grown(self.alive, size)
+        if self.unsure is not None:
+            self.unsure = _grown(self.unsure, size)
+
+
+def _grown(held: npt.NDArray[Any], size: int) -> npt.NDArray[Any]:
+    grown = np.zeros(size, held.dtype)
+    grown[:len(held)] = held
+    return grown
+
+
+_ROWS = _Rows()
+
+
+def top(db: sqlite3.Connection, terms: Sequence[str], k: int, context: float,
+        accept: Accept | None) -> list[tuple[int, float]]:
+    """``round_postings.top``, summed on arrays (the same result). A query while another
+    holds the rows' slots (another thread) takes the pure top-k."""
+    if not _ROWS.lock.acquire(blocking=False):
+        search = searching(db, terms, k, context, accept)
+        return search.run() if search is not None else []
+    try:
+        search = searching(db, terms, k, context, accept, _kind)
+        return search.run() if search is not None else []
+    finally:
+        _ROWS.lock.release()
+
+
+def _kind(*args: Any) -> Search:
+    """The search for ``Search``'s arguments: on arrays unless the query's terms hold fewer
+    than ``SMALL`` postings in all (numpy's fixed costs then weigh more than the loop it
+    saves) or more terms than a round's slot can mark."""
+    lists = args[3]
+    if len(lists) > TERMS or sum(lst.postings for lst in lists) < SMALL:
+        return Search(*args)
+    return _Arrays(*args)
+
+
+class _Arrays(Search):
+    """One query's top-k on ``_ROWS``: ``Search``'s order of reading and bounds, its
+    ``_know`` (whether ``accept`` keeps a round), ``_load`` (a term's heads) and ``_finish``
+    (the last rounds scored whole); the sums, the k-th and the rounds that can still reach
+    it on arrays."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.rows = _ROWS
+        self.touched: list[Rows] = []  # the rows summed, each once (set back after)
+        self.reaching: Rows | None = None  # once nothing unread can reach: those that can
+        self.flagged: Rows | None = None  # the rows marked ``alive``
+        self.capped = False  # whether a capped posting was read (``unsure`` then counts)
+        self.terms = {lst.term: at for at, lst in enumerate(self.lists)}
+
+    def run(self) -> list[tuple[int, float]]:
+        try:
+            return self._run()
+        finally:
+            self._clear()
+
+    def _run(self) -> list[tuple[int, float]]:
+        threshold = -math.inf  # the k-th sum when last looked at: it only rises
+        limit = FIRST
+        while True:
+            left, unread, i = self._turn()
+            if i < 0:
+                return self._finish(self._reach(left, self._threshold()).tolist())
+            if threshold <= unread < self.most:  # only then can a sum be above all unread
+                threshold = self._threshold()
+            if unread < threshold:
+                return self._narrow(threshold)
+            self._read(self._pick(threshold, limit))
+            limit = min(2 * limit, BATCH)
+
+    def _narrow(self, threshold: float) -> list[tuple[int, float]]:
+        """No round unread can reach ``threshold`` now: of the rounds read, those that still
+        could are narrowed by reading the rest of a term whole (for them only) while that
+        costs less than scoring the rounds it would rule out, then scored whole."""
+        lists = self.lists
+        while True:
+            left = [lst.left for lst in lists]
+            reaching = self._reach(left, threshold)
+            term = self._worth_reading(reaching, left, threshold)
+            if term is None:
+                return self._finish(reaching.tolist())
+            lst = lists[term]
+            if lst.bounds is None:  # its heads first (what it could give may fall with them)
+                self._load(lst)
+                continue
+            self._keep(reaching)
+            rest = lst.bounds[lst.at:]
+            lst.at = len(lst.bounds)
+            self._read([(term, block, size) for _, block, size in rest])
+            threshold = max(threshold, self._threshold())
+
+    def _worth_reading(self, reaching: Rows, left: list[float], threshold: float
+                       ) -> int | None:
+        """The term whose rest, read whole, rules out the most rounds for what it costs
+        (``POSTINGS_A_ROUND`` postings a round scored whole, ``POSTINGS_A_STATEMENT`` a
+        statement), if any is worth it: a round that does not hold it is ruled out once what
+        the term could still give is no longer counted for it. A term whose heads are unread
+        is returned as soon as it could be worth it (what reading it costs is in them)."""
+        if len(reaching) <= self.k:
+            return None
+        most = self._bounds(reaching, left)
+        masks = self.rows.masks[reaching]
+        best, term = 0, None
+        for j, lst in enumerate(self.lists):
+            if not left[j]:
+                continue
+            unknown = (masks & np.uint16(1 << j)) == 0
+            stays = int(np.count_nonzero(most - left[j] * (1 + MARGIN) * unknown >= threshold))
+            worth = (len(reaching) - stays) * POSTINGS_A_ROUND - POSTINGS_A_STATEMENT
+            if worth <= best:
+                continue
+            if lst.bounds is None:  # a term not read yet: its heads tell what reading costs
+                return j
+            unread = lst.bounds[lst.at:]
+            worth -= sum(size for _, _, size in unread) + POSTINGS_A_STATEMENT * (
+                len(unread) // MARKS)
+            if worth > best:
+                best, term = worth, j
+        return term
+
+    def _pick(self, threshold: float, limit: int) -> list[tuple[int, int, int]]:
+        """The next blocks in the pure top-k's order (the term with the most left first), as
+        (term, block, size), up to ``limit`` postings, or until what is unread falls below
+        ``threshold`` or a term's heads are to be read first; at least one."""
+        lists = self.lists
+        picked: list[tuple[int, int, int]] = []
+        many = 0
+        while True:
+            left = [lst.left for lst in lists]
+            i = max(range(len(lists)), key=left.__getitem__)
+            lst = lists[i]
+            if lst.bounds is None or not left[i] or (picked and many >= limit):
+                return picked
+            _, block, size = lst.bounds[lst.at]
+            lst.at += 1
+            picked.append((i, block, size))
+            many += size
+            if sum(left) - left[i] + lst.left < threshold:
+                return picked
+
+    def _read(self, picked: list[tuple[int, int, int]]) -> None:
+        """Read the ``picked`` blocks (a statement for up to ``MARKS``) and add each term's
+        postings at once."""
+        places = [place(self.lists[i].term, block) for i, block, _ in picked]
+        found: dict[int, list[bytes]] = {}
+        for at in range(0, len(places), MARKS):
+            chunk = places[at:at + MARKS]
+            for where, data in self.db.execute(
+                    f"SELECT place, data FROM postings WHERE place IN "
+                    f"({','.join('?' * len(chunk))})", chunk):
+                found.setdefault(self.terms[where // PLACES], []).append(data)
+        for i, blobs in found.items():
+            halves = [len(data) // 2 for data in blobs]
+            rows = np.frombuffer(b"".join(data[:half] for data, half in zip(
+                blobs, halves, strict=True)), np.uint32)
+            descs = np.frombuffer(b"".join(data[half:] for data, half in zip(
+                blobs, halves, strict=True)), np.uint32)
+            self._add(i, rows, descs)
+
+    def _add(self, i: int, rows: npt.NDArray[np.uint32], descs: npt.NDArray[np.uint32]
+             ) -> None:
+        """Add what term ``i`` gives each of ``rows`` (``_gain`` of its descriptor at the
+        term's weight; a capped one counts its most in ``unsure``), to the rounds that can
+        still reach only once those are known. A term holds one posting a round, so a row is
+        once in ``rows``."""
+        if not len(rows):
+            return
+        slots = self.rows
+        slots.fit(int(rows.max()))
+        if self.reaching is not None:
+            wanted = slots.alive[rows]
+            rows, descs = rows[wanted], descs[wanted]
+            if not len(rows):
+                return
+        own, around, length = descs >> 24, (descs >> 16) & 0xFF, descs & 0xFFFF
+        context, weight = self.context, self.lists[i].weight
+        f = own + context * around if context else own.astype(np.float64)
+        # the same sum as ``round_postings.gain``, a posting at a time
+        gains = (f * (K1 + 1.0)) / (f + K1 * (1 - B + B * length / self.avgdl))
+        chosen = None if context else own > 0  # a neighbour's word alone gives nothing then
+        if own.max() >= CAPPED or length.max() >= LONGEST or (
+                context and around.max() >= CAPPED):
+            capped = (own >= CAPPED) | (length >= LONGEST)
+            if context:
+                capped |= around >= CAPPED
+            gains[capped] = 0.0
+            if slots.unsure is None:
+                slots.unsure = np.zeros(len(slots.sums), np.float64)
+            slots.unsure[rows[capped]] += weight * (K1 + 1.0) * (1 + MARGIN)
+            self.capped = True
+            if chosen is not None:
+                chosen |= capped
+        if chosen is not None and not chosen.all():
+            rows, gains = rows[chosen], gains[chosen]
+        rows = rows.astype(np.intp)
+        masks = slots.masks[rows]
+        self.touched.append(rows[masks == 0])
+        slots.masks[rows] = masks | np.uint16(1 << i)
+        sums = slots.sums[rows] + weight * gains
+        slots.sums[rows] = sums
+        if len(sums):
+            self.most = max(self.most, float(sums.max()))
+
+    def _pool(self) -> Rows:
+        """The rounds that may reach: those still able to once known, else every round read."""
+        if self.reaching is not None:
+            return self.reaching
+        if len(self.touched) != 1:
+            self.touched = [np.concatenate(self.touched) if self.touched
+                            else np.zeros(0, np.int64)]
+        return self.touched[0]
+
+    def _threshold(self) -> float:
+        """The k-th largest sum of rounds kept (lowered by ``MARGIN``), -inf if fewer: the
+        best k + ``ASKED`` rounds read asked whether kept (where a round's row is asked for,
+        its forward list is read), then 4k, then all while too few are."""
+        pool, want = self._pool(), self.k
+        sums = self.rows.sums[pool]
+        for many in (want + ASKED, 4 * want, len(pool)):
+            if many < len(pool):
+                at = np.argpartition(sums, len(pool) - many)[len(pool) - many:]
+                at = at[np.argsort(-sums[at], kind="stable")]
+            else:
+                at = np.argsort(-sums, kind="stable")
+            found = self._kth_of(pool[at].tolist(), lambda row: float(self.rows.sums[row]))
+            if found is not None:
+                return found
+            if many >= len(pool):
+                break
+        return -math.inf
+
+    def _bounds(self, rows: Rows, left: list[float]) -> npt.NDArray[np.float64]:
+        """The most each of ``rows`` could score: its sum, what the terms not read for it
+        could still give (worked out once per set of terms read, a mask, when the query's
+        terms are few) and what its capped postings could, raised by ``MARGIN`` once more
+        (the sums' order)."""
+        slots = self.rows
+        most = slots.sums[rows]
+        masks = slots.masks[rows]
+        if len(left) <= MASKED:
+            every = np.arange(1 << len(left), dtype=np.uint16)
+            rest = np.zeros(len(every))
+            for j, value in enumerate(left):
+                if value:
+                    rest += value * ((every & np.uint16(1 << j)) == 0)
+            most = most + rest[masks]
+        else:
+            for j, value in enumerate(left):
+                if value:
+                    most = most + value * ((masks & np.uint16(1 << j)) == 0)
+        if self.capped:
+            assert slots.unsure is not None
+            most = most + slots.unsure[rows]
+        return most * (1 + MARGIN)
+
+    def _reach(self, left: list[float], threshold: float) -> Rows:
+        """The rounds read whose most (``_bounds``) is not below ``threshold``."""
+        pool = self._pool()
+        return pool[self._bounds(pool, left) >= threshold]
+
+    def _keep(self, reaching: Rows) -> None:
+        """From now on blocks add to ``reaching`` only."""
+        alive = self.rows.alive
+        if self.flagged is not None:
+            alive[self.flagged] = False
+        alive[reaching] = True
+        self.reaching = self.flagged = reaching
+
+    def _most(self, rows: list[int]) -> dict[int, float]:
+        at = np.array(rows, np.int64)
+        return dict(zip(rows, self._bounds(at, [lst.left for lst in self.lists]).tolist(),
+                        strict=True))
+
+    def _chunk(self, at: int) -> int:
+        return self.k if not at else FINISH_CHUNK
+
+    def _clear(self) -> None:
+        """Set back the slots this query touched."""
+        slots = self.rows
+        if self.flagged is not None:
+            slots.alive[self.flagged] = False
+        if self.touched:
+            touched = np.concatenate(self.touched)
+            slots.sums[touched] = 0.0
+            slots.masks[touched] = 0
+            if self.capped:
+                assert slots.unsure is not None
+                slots.unsure[touched] = 0.0
