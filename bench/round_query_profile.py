@@ -153,7 +153,7 @@ def print_counts(path: Path, queries: list[str]) -> None:
     db.execute("BEGIN")
     fresh = set(db.execute("SELECT term, block FROM heads WHERE fresh > 0"))
     seen: Counter[str] = Counter()
-    take, finish = round_postings._Search._take, round_postings._Search._finish  # noqa: SLF001
+    take, finish = round_postings.Search._take, round_postings.Search._finish  # noqa: SLF001
 
     def counted_take(search: Any, i: int) -> None:
         lst = search.lists[i]
@@ -167,8 +167,8 @@ def print_counts(path: Path, queries: list[str]) -> None:
         seen.update({"rounds summed": len(search.sums), "rounds scored whole": len(search.exact)})
         return found
 
-    round_postings._Search._take = counted_take  # type: ignore[method-assign,assignment]  # noqa: SLF001
-    round_postings._Search._finish = counted_finish  # type: ignore[method-assign,assignment]  # noqa: SLF001
+    round_postings.Search._take = counted_take  # type: ignore[method-assign,assignment]  # noqa: SLF001
+    round_postings.Search._finish = counted_finish  # type: ignore[method-assign,assignment]  # noqa: SLF001
     per: dict[str, list[int]] = {}
     names = ("ordered postings", "fresh postings", "ordered blocks", "fresh blocks",
              "rounds summed", "rounds scored whole")
@@ -180,8 +180,8 @@ def print_counts(path: Path, queries: list[str]) -> None:
             for name in names:
                 per.setdefault(name, []).append(seen[name])
     finally:
-        round_postings._Search._take = take  # type: ignore[method-assign]  # noqa: SLF001
-        round_postings._Search._finish = finish  # type: ignore[method-assign]  # noqa: SLF001
+        round_postings.Search._take = take  # type: ignore[method-assign]  # noqa: SLF001
+        round_postings.Search._finish = finish  # type: ignore[method-assign]  # noqa: SLF001
         db.execute("COMMIT")
     print("what top() does a query (mean / median):")
     for name in names:

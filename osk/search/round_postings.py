@@ -866,9 +866,6 @@ class Search:
         return total
 
 
-_Search = Search  # the name tests/search/test_search_rounds.py and bench/ patch
-
-
 def _gain(desc: int, context: float, avgdl: float) -> float | None:
     """What a posting gives its round before the idf (None: a capped count or length,
     unknown)."""

@@ -148,7 +148,7 @@ def test_a_query_reads_the_index_as_it_began_while_another_process_writes(vault,
     index = RoundIndex(vault)
     before = index.search("zeppelin", k=5, visible=lambda key: True)
     assert [h.coordinate for h in before] == ["_raw/shop/talk#Round 1"]
-    take = round_postings._Search._take
+    take = round_postings.Search._take
     writes: list[int] = []
 
     def written_meanwhile(search: object, term: int) -> None:
@@ -158,7 +158,7 @@ def test_a_query_reads_the_index_as_it_began_while_another_process_writes(vault,
             assert RoundIndex(vault).refresh() == 0  # the word's blocks deleted, committed
         take(search, term)
 
-    monkeypatch.setattr(round_postings._Search, "_take", written_meanwhile)
+    monkeypatch.setattr(round_postings.Search, "_take", written_meanwhile)
     assert index.search("zeppelin", k=5, visible=lambda key: True, refresh=False) == before
     assert writes
     assert index.search("zeppelin", k=5, visible=lambda key: True) == []  # the next: gone
