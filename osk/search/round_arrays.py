@@ -14,7 +14,7 @@ terms not read for them could give) are narrowed by reading the rest of a term w
 only, while that costs less than scoring whole the rounds it rules out; the rest are scored
 whole from their forward lists by the pure top-k's own ``_finish`` (a score is FTS5's sum, in
 its order), the best k first, then a few at a time while they could still reach the k-th.
-A query whose terms hold few postings (``SMALL``: every query of a 10,000-record vault) or
+A query whose terms hold a few hundred postings at most (``SMALL``: a rare word's rounds) or
 more terms than a round's slot marks takes the pure top-k: the arrays' fixed costs would
 weigh more there than the loop they save.
 
@@ -54,10 +54,11 @@ Rows = npt.NDArray[np.int64]
 # A round's terms read are bits of a 16-bit slot: a query of more weighted terms (rare: a
 # question is a handful of words) takes the pure top-k.
 TERMS = 16
-# A query whose terms hold fewer postings than this in all takes the pure top-k: at 10,000
-# records (at most 25,300, median 10,600 for the bench's queries) the arrays saved nothing
-# (docs/performance.md); at 200,000 rounds the median query's terms hold 236,000.
-SMALL = 30_000
+# A query whose terms hold fewer postings than this in all (a rare word's few rounds) takes
+# the pure top-k: below it the loop costs a little less than the arrays' fixed costs. Above
+# it the arrays cost less at 10,000 records as at a million, query by query, the single rare
+# words of a million records' 4,000-24,000 postings by 2-5x (docs/performance.md).
+SMALL = 256
 MASKED = 8  # up to this many terms, what the terms unread give a round is looked up by mask
 ASKED = 2  # rounds beyond k first asked whether kept, when looking for the k-th
 FIRST = 1024  # postings read in the first batch; a batch doubles up to BATCH
@@ -65,7 +66,7 @@ BATCH = 4096
 # Once nothing unread can reach the k-th, a term's rest is read whole while the rounds it
 # rules out would cost more to score whole than it costs to read: a round scored whole costs
 # about POSTINGS_A_ROUND postings read, a statement POSTINGS_A_STATEMENT.
-POSTINGS_A_ROUND = 1024
+POSTINGS_A_ROUND = 256
 POSTINGS_A_STATEMENT = 1024
 # Rounds whose forward lists are read in one statement when scoring them whole: the best k
 # first, then this many at a time while they could still reach the k-th score found.
@@ -163,7 +164,9 @@ class _Arrays(Search):
                 threshold = self._threshold()
             if unread < threshold:
                 return self._narrow(threshold)
-            self._read(self._pick(threshold, limit))
+            # a batch ends where the k-th can next be worth looking at: below the largest sum
+            # (none can be above all unread before), then below the k-th
+            self._read(self._pick(threshold if unread < self.most else self.most, limit))
             limit = min(2 * limit, BATCH)
 
     def _narrow(self, threshold: float) -> list[tuple[int, float]]:
@@ -216,10 +219,10 @@ class _Arrays(Search):
                 best, term = worth, j
         return term
 
-    def _pick(self, threshold: float, limit: int) -> list[tuple[int, int, int]]:
+    def _pick(self, stop: float, limit: int) -> list[tuple[int, int, int]]:
         """The next blocks in the pure top-k's order (the term with the most left first), as
         (term, block, size), up to ``limit`` postings, or until what is unread falls below
-        ``threshold`` or a term's heads are to be read first; at least one."""
+        ``stop`` or a term's heads are to be read first; at least one."""
         lists = self.lists
         picked: list[tuple[int, int, int]] = []
         many = 0
@@ -233,7 +236,7 @@ class _Arrays(Search):
             lst.at += 1
             picked.append((i, block, size))
             many += size
-            if sum(left) - left[i] + lst.left < threshold:
+            if sum(left) - left[i] + lst.left < stop:
                 return picked
 
     def _read(self, picked: list[tuple[int, int, int]]) -> None:
