@@ -78,7 +78,7 @@ if TYPE_CHECKING:
     from osk.capture.raw import Tail
     from osk.store.watch import Watch
 
-SCHEMA = 12  # 4: each round's neighbours as a second column; 5: the vocabulary by column;
+SCHEMA = 13  # 4: each round's neighbours as a second column; 5: the vocabulary by column;
 # 6: a round's first TEXT_CHARS kept, to cut excerpts from around the words asked; 7: the
 # rounds' count and total length kept by triggers (a query read them by scanning every round);
 # 8: where a record's next read resumes (``raw.Mark``), so an append reads its tail only;
@@ -86,7 +86,8 @@ SCHEMA = 12  # 4: each round's neighbours as a second column; 5: the vocabulary 
 # order (``round_postings``) instead of FTS5, a round's row never reused; 11: each round's
 # forward list (its terms' ids and counts), scored whole from it instead of from its text;
 # 12: no ``terms`` table (a round's terms as text: its forward list holds them, and a round
-# dropped takes its terms' document counts from it)
+# dropped takes its terms' document counts from it); 13: a block's head holds what its best
+# posting gave when written (``round_postings.drifted``), a bound far below its counts' most
 FILE = "rounds.sqlite"
 LOCK = "rounds.lock"
 VECTORS = "round_vectors"  # the folder of the rounds' vectors, beside FILE

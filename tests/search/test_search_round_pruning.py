@@ -169,6 +169,38 @@ def test_the_comparison_finds_bounds_cut_short(vault: Vault, tiny_blocks: None,
     assert compared(vault, rounds) > 0
 
 
+def test_the_comparison_finds_a_written_best_cut_short(vault: Vault, tiny_blocks: None,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a block's best posting gave when written bounds the block (``drifted``): cut, the
+    rounds found differ, so the comparison above holds that bound to FTS5's scores too."""
+    rounds = grown(vault, random.Random(SEED))
+    drifted = round_postings.drifted
+    monkeypatch.setattr(round_postings, "drifted", lambda *args: drifted(*args) * 0.5)
+    assert compared(vault, rounds) > 0
+
+
+def test_a_posting_gives_no_more_than_its_written_best_carried_to_the_length_of_now() -> None:
+    """Whatever a posting's counts and length, the average length it was written at and the
+    one asked at, and a context weight not above the written one: what it gives now is not
+    above ``drifted`` of what it gave then (and is that when the average did not move)."""
+    rng = random.Random(SEED)
+    for _ in range(20_000):
+        own, around = rng.choice((0, 1, 2, 5, 40)), rng.choice((0, 1, 3, 9))
+        if not own and not around:
+            continue
+        length = rng.randint(max(own + around, 1), 3000)
+        desc = own << 24 | around << 16 | length
+        then, now = rng.uniform(5.0, 900.0), rng.choice((rng.uniform(5.0, 900.0), None))
+        now = then if now is None else now
+        weight = rng.choice((CONTEXT_WEIGHT, 1.0))
+        gave = round_postings.reach(desc, weight, then)
+        bound = round_postings.drifted(gave, then, now)
+        for context in (weight, weight * rng.random(), 0.0):
+            assert round_postings.reach(desc, context, now) <= bound * (1 + 1e-12)
+        if now == then:
+            assert bound == pytest.approx(gave, rel=1e-12)
+
+
 @pytest.mark.parametrize(("largest", "width"), [(255, 1), (256, 2), (65535, 2), (65536, 4)])
 def test_a_forward_list_gives_back_every_count_at_the_narrowest_width(largest: int,
                                                                       width: int) -> None:

@@ -298,8 +298,8 @@ def test_the_rounds_count_and_length_a_query_ranks_by_are_kept_whole(vault, tmp_
 
 
 def test_an_index_of_an_older_schema_is_rebuilt_on_open_without_its_text_table(vault, tmp_path):
-    """Schema 12 keeps no ``terms`` table (a round's terms are in its forward list): an index
-    of schema 11, which held one, is rebuilt whole by the next refresh, its old tables gone
+    """Since schema 12 no ``terms`` table is kept (a round's terms are in its forward list):
+    an index of schema 11, which held one, is rebuilt whole by the next refresh, its old tables gone
     and their pages given back to the disk, and its rounds are found again; a round dropped
     after (an append re-indexes the record's last round) takes its terms' counts from its
     forward list."""
@@ -329,7 +329,7 @@ def test_an_index_of_an_older_schema_is_rebuilt_on_open_without_its_text_table(v
     with sqlite3.connect(index.path) as db:
         tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master")}
         assert db.execute("SELECT value FROM meta WHERE key='schema'").fetchone() == (
-            f"{SCHEMA}",) and SCHEMA == 12
+            f"{SCHEMA}",) and SCHEMA == 13
         assert db.execute("SELECT value FROM meta WHERE key='built'").fetchone() != built
         assert "terms" not in tables
         # each term's document counts are the live rounds' (the dropped round's taken off)
