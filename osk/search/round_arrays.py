@@ -146,6 +146,7 @@ class _Arrays(Search):
         self.flagged: Rows | None = None  # the rows marked ``alive``
         self.capped = False  # whether a capped posting was read (``unsure`` then counts)
         self.terms = {lst.term: at for at, lst in enumerate(self.lists)}
+        self.rests: dict[tuple[float, ...], npt.NDArray[np.float64]] = {}  # ``_rest``'s
 
     def run(self) -> list[tuple[int, float]]:
         try:
@@ -159,7 +160,7 @@ class _Arrays(Search):
         while True:
             left, unread, i = self._turn()
             if i < 0:
-                return self._finish(self._reach(left, self._threshold()).tolist())
+                return self._finish(self._reach(left, self._threshold())[0].tolist())
             if threshold <= unread < self.most:  # only then can a sum be above all unread
                 threshold = self._threshold()
             if unread < threshold:
@@ -176,8 +177,8 @@ class _Arrays(Search):
         lists = self.lists
         while True:
             left = [lst.left for lst in lists]
-            reaching = self._reach(left, threshold)
-            term = self._worth_reading(reaching, left, threshold)
+            reaching, most = self._reach(left, threshold)
+            term = self._worth_reading(reaching, most, left, threshold)
             if term is None:
                 return self._finish(reaching.tolist())
             lst = lists[term]
@@ -190,16 +191,16 @@ class _Arrays(Search):
             self._read([(term, block, size) for _, block, size in rest])
             threshold = max(threshold, self._threshold())
 
-    def _worth_reading(self, reaching: Rows, left: list[float], threshold: float
-                       ) -> int | None:
+    def _worth_reading(self, reaching: Rows, most: npt.NDArray[np.float64], left: list[float],
+                       threshold: float) -> int | None:
         """The term whose rest, read whole, rules out the most rounds for what it costs
         (``POSTINGS_A_ROUND`` postings a round scored whole, ``POSTINGS_A_STATEMENT`` a
         statement), if any is worth it: a round that does not hold it is ruled out once what
         the term could still give is no longer counted for it. A term whose heads are unread
-        is returned as soon as it could be worth it (what reading it costs is in them)."""
+        is returned as soon as it could be worth it (what reading it costs is in them).
+        ``most``: what each of ``reaching`` could score (``_bounds``)."""
         if len(reaching) <= self.k:
             return None
-        most = self._bounds(reaching, left)
         masks = self.rows.masks[reaching]
         best, term = 0, None
         for j, lst in enumerate(self.lists):
@@ -339,12 +340,7 @@ class _Arrays(Search):
         most = slots.sums[rows]
         masks = slots.masks[rows]
         if len(left) <= MASKED:
-            every = np.arange(1 << len(left), dtype=np.uint16)
-            rest = np.zeros(len(every))
-            for j, value in enumerate(left):
-                if value:
-                    rest += value * ((every & np.uint16(1 << j)) == 0)
-            most = most + rest[masks]
+            most = most + self._rest(left)[masks]
         else:
             for j, value in enumerate(left):
                 if value:
@@ -354,10 +350,26 @@ class _Arrays(Search):
             most = most + slots.unsure[rows]
         return most * (1 + MARGIN)
 
-    def _reach(self, left: list[float], threshold: float) -> Rows:
-        """The rounds read whose most (``_bounds``) is not below ``threshold``."""
+    def _rest(self, left: list[float]) -> npt.NDArray[np.float64]:
+        """What the terms not read for a round could still give, by its mask: summed in
+        Python (a few masks: numpy's calls cost more than the sums), in the terms' order."""
+        key = tuple(left)
+        found = self.rests.get(key)
+        if found is None:
+            found = np.array([sum(value for j, value in enumerate(left)
+                                  if value and not mask >> j & 1)
+                              for mask in range(1 << len(left))], np.float64)
+            self.rests[key] = found
+        return found
+
+    def _reach(self, left: list[float], threshold: float
+               ) -> tuple[Rows, npt.NDArray[np.float64]]:
+        """The rounds read whose most (``_bounds``) is not below ``threshold``, and their
+        most."""
         pool = self._pool()
-        return pool[self._bounds(pool, left) >= threshold]
+        most = self._bounds(pool, left)
+        able = most >= threshold
+        return pool[able], most[able]
 
     def _keep(self, reaching: Rows) -> None:
         """From now on blocks add to ``reaching`` only."""
