@@ -282,8 +282,8 @@ class Bm25:
         meta), and a sum over every distinct df cost a write 0.5 ms at 100,000 nodes (1,900
         of them). A change that keeps the number of documents (an update) takes again only
         the parts of the dfs it moved (``add`` and ``remove`` name them); a create or a
-        removal, which moves N, takes them all again, in one pass in C. The bits are
-        ``mean_idf``'s."""
+        removal, which moves N, takes them all again, in one pass in C (``mean_idf`` is the
+        same sum made once)."""
         if self._histogram is None or self._shares is None:
             self._shares = IdfShares()
         self._shares.take(n, self.df_counts(), self._moved_dfs)
@@ -618,7 +618,7 @@ class IdfShares:
     def take(self, n: int, histogram: Mapping[int, int], moved: Iterable[int]) -> None:
         """The shares for ``n`` documents, where ``moved`` names every df whose count in
         ``histogram`` changed since the last call (the first reads them all). Each share is
-        the part ``mean_idf`` sums, to the bit: (n + 0.5) - df is exact below 2**52."""
+        idf(n, df) written out, to the bit: (n + 0.5) - df is exact below 2**52."""
         if self.n < 0:
             moved = list(histogram)
         else:
@@ -669,25 +669,16 @@ def _drop_at(column: list[_T], i: int) -> None:
         column[i] = last
 
 
-def mean_idf(n: int, histogram: Mapping[int, int], lows: dict[int, float]) -> float:
+def mean_idf(n: int, histogram: Mapping[int, int]) -> float:
     """The mean raw idf of the terms counted in ``histogram`` (df -> how many terms), in ``n``
-    documents: idf(n, df) written out, with its log(df + 0.5) kept in ``lows``: one log a
-    distinct df where a write paid two and a call (2,000 dfs at 100,000 nodes). The parts are
-    summed exactly rounded (``math.fsum``), so the same counts give the same bits in any
-    order: an index counting its terms afresh, one keeping the counts through its changes, a
-    bulk build, and a fresh search moving the counts on disk for a file changed by hand
-    (``recallfile.RecallCorpus``) each hold them in another order."""
-    log = math.log
-    parts = []
-    terms = 0
-    for df, count in histogram.items():
-        if count and df:
-            low = lows.get(df)
-            if low is None:
-                low = lows[df] = log(df + 0.5)
-            parts.append(count * (log(n - df + 0.5) - low))
-            terms += count
-    return math.fsum(parts) / terms if terms else 0.0
+    documents: ``IdfShares``'s sum, made once. The parts are summed exactly rounded
+    (``math.fsum``), so the same counts give the same bits in any order: an index counting
+    its terms afresh, one keeping the counts through its changes, a bulk build, and a fresh
+    search moving the counts on disk for a file changed by hand (``recallfile.RecallCorpus``)
+    each hold them in another order."""
+    shares = IdfShares()
+    shares.take(n, histogram, ())
+    return shares.mean()
 
 
 def code_for(top: int) -> str:

@@ -135,7 +135,7 @@ class DiskBuild:
     def meta(self) -> dict[str, Any]:
         """The recall file's counts (``SearchIndex._recall_meta``'s): after ``merged``. The
         mean idf is exactly rounded: the bits of an index loaded from this snapshot."""
-        return {"average_idf": mean_idf(len(self.lengths), self._histogram, {}),
+        return {"average_idf": mean_idf(len(self.lengths), self._histogram),
                 "n": len(self.lengths), "total_length": sum(self.lengths)}
 
     def df_counts(self) -> Counter[int]:

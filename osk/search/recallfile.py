@@ -840,7 +840,7 @@ class _PartialBm25(Bm25):
         cached = self._average_idf
         if cached is not None and cached[0] == self._n:
             return cached[1]
-        value = mean_idf(self._n, self._counts(), {})
+        value = mean_idf(self._n, self._counts())
         self._average_idf = (self._n, value)
         return value
 

@@ -366,7 +366,7 @@ def test_the_mean_idf_has_the_same_bits_in_whatever_order_the_counts_are_held():
     means = set()
     for _ in range(5):
         rng.shuffle(pairs)
-        means.add(mean_idf(100000, dict(pairs), {}))
+        means.add(mean_idf(100000, dict(pairs)))
     assert len(means) == 1
 
 
