@@ -622,12 +622,11 @@ class RecallCorpus:
 
     def __init__(self, db: sqlite3.Connection, terms: Iterable[str]) -> None:
         self._db = db
-        meta = dict(db.execute("SELECT key, value FROM meta"))
+        # the counts of dfs (tens of KB at 100,000 nodes) are read only when a change taken
+        # here needs them (``_counts``): a hook's prompt never does
+        meta = dict(db.execute("SELECT key, value FROM meta WHERE key != ?", (COUNTS,)))
         if json.loads(meta.get("schema", "0")) != SCHEMA:
             raise Unusable("the recall file has another schema")
-        # the counts of dfs stay text until a change read here needs them (``_counts``): a
-        # hook's prompt never does
-        self._counts_text = meta.pop(COUNTS, None)
         self.meta = {key: json.loads(value) for key, value in meta.items()}
         self.docs = _LazyDocs(db)
         self.by_title = _Lookup(db, "title_key")
@@ -712,8 +711,8 @@ class RecallCorpus:
         file's), each term the changes gained or lost moved from its df on disk to its df
         now (the query's terms as read, another's counted from its stored blocks). Unusable
         when the file holds none of this version, or none of this shape: the engine ranks."""
-        text = self._counts_text
-        found = json.loads(text) if text is not None else None
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (COUNTS,)).fetchone()
+        found = json.loads(row[0]) if row is not None else None
         version = self.meta.get(VERSION)
         if not (isinstance(found, list) and len(found) == 2 and isinstance(version, str)
                 and found[0] == version and isinstance(found[1], list)):

@@ -165,6 +165,52 @@ def test_recall_ranks_exactly_as_search_does(eng, vault, tmp_path):
         assert recalled == searched, query
 
 
+class Watched:
+    """A read-only connection to the recall file that keeps every statement run on it and
+    every row it returned."""
+
+    def __init__(self, db: object) -> None:
+        self.db, self.statements, self.rows = db, [], []
+
+    def execute(self, sql: str, args: tuple[object, ...] = ()) -> Rows:
+        rows = self.db.execute(sql, args).fetchall()  # type: ignore[attr-defined]
+        self.statements.append(sql)
+        self.rows.extend(rows)
+        return Rows(rows)
+
+    def close(self) -> None:
+        self.db.close()  # type: ignore[attr-defined]
+
+
+class Rows(list):  # type: ignore[type-arg]
+    def fetchone(self) -> object:
+        return self[0] if self else None
+
+    def fetchall(self) -> list[object]:
+        return list(self)
+
+
+def test_the_hook_reads_no_counts_of_dfs_for_a_prompt_without_a_floored_word(
+        eng, vault, monkeypatch):
+    """The counts of document frequencies (a row a distinct df, tens of KB at 100,000 nodes)
+    are what a fresh search sums when a word is in over half the documents after a hand
+    edit; a prompt's recall reads none of them."""
+    node_id = write(eng, *FACT)
+    write(eng, "Cart totals round half to even", "Totals round half to even, per line.",
+          "Rounding of cart totals.\n", cluster="cart")
+    with recallfile.open_reader(vault.state("index")) as db:
+        counts = db.execute("SELECT value FROM meta WHERE key = ?",
+                            (recallfile.COUNTS,)).fetchone()
+    assert counts is not None  # the file holds them: the engine's first write took them
+    opened: list[Watched] = []
+    real = recallfile.open_reader
+    monkeypatch.setattr(recallfile, "open_reader",
+                        lambda directory: opened.append(Watched(real(directory))) or opened[-1])
+    assert [hit.id for hit in per_prompt.ranked(vault, eng.scope, "minisign")] == [node_id]
+    assert opened and opened[0].rows
+    assert not [row for row in opened[0].rows if recallfile.COUNTS in row or counts[0] in row]
+
+
 def test_the_recall_file_is_rebuilt_or_mended_by_the_next_index_load(eng, vault, project,
                                                                      tmp_path):
     node_id = write(eng, *FACT)
