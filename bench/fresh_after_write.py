@@ -24,8 +24,8 @@ CPU, wall, own peak memory, and which path answered: the store or the engine):
   files the index on disk does not hold as they are (``quick_search.EDITS``). Asked by the
   whole title, the query holds a word every bench node's title holds ("import"), whose idf
   floor after an edit is summed from the counts of document frequencies the index on disk
-  keeps (``recallfile.COUNTS``), or, when they are not of its nodes as they are (a writer
-  takes them now and then), found by the engine, whose write of the edit takes them; as many
+  keeps (``recallfile.COUNTS``), or, when they are not stamped as of its nodes (a writer
+  another process wrote past), found by the engine, whose write of the edit stamps them; as many
   edits again, one after another, are each asked by the title's other words (``own_word``:
   none in over half the nodes), which need no floor.
 

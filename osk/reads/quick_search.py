@@ -37,7 +37,7 @@ moved for each word the files gained or lost (``RecallCorpus._counts``; the sum 
 rounded, so the bits are the engine's). What cannot be had so goes to the engine: a file
 that is not a valid node, a changed id another node holds, a hit waiting for the person's
 review, a floored word when the index on disk holds no counts of its documents as they are
-(a writer takes them with a write now and then, ``recall_mirror.COUNTS_SECONDS``), the
+(a writer another process wrote past writes its own, unstamped: ``recallfile.COUNTED``), the
 semantic channel, more stale files than ``EDITS``. Nothing is written: every fresh search
 reads them again until an engine (the next command that opens one, a server's look) takes
 them into the index on disk.

@@ -73,6 +73,7 @@ class Bm25:
         self._average_idf: tuple[int, float] | None = None
         self._shares: IdfShares | None = None  # what average_idf summed last, kept
         self._moved_dfs: set[int] = set()  # dfs whose count moved since (add, remove)
+        self._unwritten: set[int] | None = None  # ... since ``counts_moved`` (None: all)
         self._norms: dict[int, float] | None = None
         self._impacts: dict[str, _Impacts] = {}  # long lists in impact order (``top``)
 
@@ -200,7 +201,7 @@ class Bm25:
         if slot in self.lengths:
             raise KeyError(f"slot {slot} is already indexed; remove it first")
         histogram = self._histogram
-        moved = self._moved_dfs
+        moved, unwritten = self._moved_dfs, self._unwritten
         for term, tf in frequencies.items():
             if histogram is not None:
                 df = self.df(term)
@@ -208,6 +209,8 @@ class Bm25:
                     histogram[df] -= 1
                 histogram[df + 1] += 1
                 moved.update((df, df + 1))
+                if unwritten is not None:
+                    unwritten.update((df, df + 1))
             added = self._added.get(term)
             if added is None:
                 added = self._added[term] = {}
@@ -228,7 +231,7 @@ class Bm25:
             return
         self.total_length -= length
         histogram = self._histogram
-        moved = self._moved_dfs
+        moved, unwritten = self._moved_dfs, self._unwritten
         in_base = slot not in self._dead  # else its base postings are already dead
         for term in terms:
             df = self.df(term)
@@ -246,6 +249,8 @@ class Bm25:
                 if df > 1:
                     histogram[df - 1] += 1
                 moved.update((df, df - 1))
+                if unwritten is not None:
+                    unwritten.update((df, df - 1))
         self._dead.add(slot)
         self._changed()
 
@@ -275,11 +280,28 @@ class Bm25:
         if histogram is None:
             histogram = self._histogram = Counter(self.df(term) for term in self.all_terms())
             histogram.pop(0, None)
+            self._unwritten = None
         return histogram
 
+    def counts_moved(self) -> tuple[Counter[int], set[int] | None]:
+        """The counts of dfs (``df_counts``) and the dfs whose count moved since the last
+        call (None: not known, the counts were counted afresh since): what the recall file's
+        table of them takes with a write (``recallfile.RecallWriter.mirror``)."""
+        histogram = self.df_counts()
+        moved, self._unwritten = self._unwritten, set()
+        return histogram, moved
+
+    def adopt_counts(self, histogram: Counter[int]) -> None:
+        """Take the counts of dfs of exactly these documents (the recall file's, which holds
+        them): a pass over every term saved (``df_counts``), and the next ``counts_moved``
+        names only the dfs moved from here."""
+        histogram.pop(0, None)
+        self._histogram, self._unwritten = histogram, set()
+        self._shares, self._moved_dfs, self._average_idf = None, set(), None
+
     def _idf_shares(self, n: int) -> IdfShares:
-        """What ``average_idf`` sums, kept: every write asks the mean (the recall file's
-        meta), and a sum over every distinct df cost a write 0.5 ms at 100,000 nodes (1,900
+        """What ``average_idf`` sums, kept: a search with a floored word after each write
+        asks the mean, and a sum over every distinct df cost 0.5 ms at 100,000 nodes (1,900
         of them). A change that keeps the number of documents (an update) takes again only
         the parts of the dfs it moved (``add`` and ``remove`` name them); a create or a
         removal, which moves N, takes them all again, in one pass in C (``mean_idf`` is the
@@ -289,12 +311,6 @@ class Bm25:
         self._shares.take(n, self.df_counts(), self._moved_dfs)
         self._moved_dfs = set()
         return self._shares
-
-    def adopt_average_idf(self, size: int, value: float) -> None:
-        """Take the mean idf computed over exactly these documents (by the writer of the
-        recall file, which holds them): a pass over every term saved."""
-        if size == self.size:
-            self._average_idf = (size, value)
 
     def floored(self, query: Query, floor: float) -> bool:
         """Whether ``floor`` raises the idf of any known term of ``query``."""

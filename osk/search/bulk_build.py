@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from osk.search import index_files, recallfile
-from osk.search.bm25 import Staged, code_for, mean_idf
+from osk.search.bm25 import Staged, code_for
 
 if TYPE_CHECKING:
     from osk.search.corpus import SearchDoc
@@ -133,10 +133,8 @@ class DiskBuild:
             yield from recallfile.blocks(term, slots, tfs)
 
     def meta(self) -> dict[str, Any]:
-        """The recall file's counts (``SearchIndex._recall_meta``'s): after ``merged``. The
-        mean idf is exactly rounded: the bits of an index loaded from this snapshot."""
-        return {"average_idf": mean_idf(len(self.lengths), self._histogram),
-                "n": len(self.lengths), "total_length": sum(self.lengths)}
+        """The recall file's counts (``SearchIndex._recall_meta``'s): after ``merged``."""
+        return {"n": len(self.lengths), "total_length": sum(self.lengths)}
 
     def df_counts(self) -> Counter[int]:
         """How many terms occur in exactly d documents, by d: after ``merged``."""

@@ -156,7 +156,7 @@ class SearchIndex:
         self._look_changes = 0  # the recall file's change count when it was recorded
         self._newest_ns = -1  # the newest mtime of an indexed file (-1: not counted yet)
         self._recall = RecallMirror(self.directory, self._recall_meta,
-                                    lambda: self._corpus.bm25.df_counts())
+                                    lambda: self._corpus.bm25)
         self._look_path = self.directory / recallfile.LOOK
         self._file_look: tuple[StatKey, dict[str, Any] | None] | None = None  # by its stat
         self._same_as: tuple[dict[str, Any], dict[str, Any]] | None = None  # (_saw_same)
@@ -622,8 +622,8 @@ class SearchIndex:
     # -- the recall file (osk.search.recall_mirror) ----------------------------------------------
     def _recall_meta(self) -> dict[str, Any]:
         bm25 = self._corpus.bm25
-        return {"average_idf": bm25.average_idf(), "n": bm25.size,
-                "total_length": bm25.total_length, **self._recall_protection()}
+        return {"n": bm25.size, "total_length": bm25.total_length,
+                **self._recall_protection()}
 
     def _recall_protection(self) -> dict[str, Any]:
         """The part of the recall file's meta that moves without a change of the corpus (the

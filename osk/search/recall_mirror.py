@@ -9,13 +9,12 @@ mends what the file missed (a process killed between the journal and it), or reb
 it is missing, damaged or of another schema. While another writer holds the file, the changes
 wait in a backlog for the next commit.
 
-The counts of document frequencies (``recallfile.COUNTS``) go with a write now and then: with
-this process's first, then with one at least ``COUNTS_SECONDS`` after the last that took them,
-and with every build; only while this index's counts are the file's (``version``): from a
-build, or a load that found the file as the index, until another process moves the file's
-version (adds or removes a document, or changes one's terms) before this one writes again.
-They are stamped with the version of the write that took them, so a fresh search uses them
-only while no write has moved them since.
+The counts of document frequencies (``recallfile.COUNTS``) go with every write and build: the
+rows of the dfs the index moved since its last write there, while this index's documents are
+the file's (``version``: from a build, or a load that found the file as the index, until
+another process moves the file's version before this one writes again), stamped as counting
+that write's version (``recallfile.COUNTED``); every row otherwise, unstamped. A load that
+finds the file holding its documents and counted adopts them (``Bm25.adopt_counts``).
 
 A failure here must not take search down: the file is removed, the hooks recall nothing until
 the next load rebuilds it, and search goes on.
@@ -24,10 +23,8 @@ the next load rebuilds it, and search goes on.
 from __future__ import annotations
 
 import logging
-import math
 import sqlite3
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,34 +32,33 @@ from osk.search import recallfile
 
 if TYPE_CHECKING:
     from array import array
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Mapping
 
+    from osk.search.bm25 import Bm25
     from osk.search.corpus import Corpus, SearchDoc
 
 log = logging.getLogger("osk.search")
-
-# Seconds between the writes that take the counts of document frequencies (0.25 ms of CPU to
-# encode at 100,000 imported nodes, 352 distinct dfs, about 1 ms at 2,000: once in 30 s that
-# is nothing; with every write it was a fifth of a create, docs/performance.md).
-COUNTS_SECONDS = 30.0
 
 
 class RecallMirror:
     """The recall file of one index directory, as this index last wrote it.
 
-    ``meta`` gives the file's meta for the corpus as it stands (counts, mean idf, the
-    protection state the served versions were read under); ``counts`` its counts of document
-    frequencies (``Bm25.df_counts``).
+    ``meta`` gives the file's meta for the corpus as it stands (n, total length, the
+    protection state the served versions were read under); ``bm25`` the index's postings,
+    whose counts of document frequencies go with each write (``Bm25.counts_moved``).
     """
 
     def __init__(self, directory: Path, meta: Callable[[], dict[str, Any]],
-                 counts: Callable[[], Mapping[int, int]]) -> None:
+                 bm25: Callable[[], Bm25]) -> None:
         self.directory = directory
         self.meta = meta
-        self.counts = counts
+        self.bm25 = bm25
         # the file's version while its documents are this index's (None: not known to be)
         self.version: str | None = None
-        self._counted_at = -math.inf  # when a write of this process last took the counts
+        # the file's version after this index last wrote its counts there (None: not known
+        # to be), and the dfs moved since (None: not known; every row goes)
+        self._last: str | None = None
+        self._unwritten: set[int] | None = None
         self.written: dict[str, Any] | None = None  # the recall file's meta, as written
         self.backlog: list[list[Any]] = []  # changes a busy recall file did not take
         self.changes = 0  # documents mirrored or rebuilt by this process (counts each step)
@@ -71,7 +67,7 @@ class RecallMirror:
 
     def moved(self, protection: dict[str, Any]) -> bool:
         """Whether the file's meta must be written though no document changed: the corpus's
-        part (counts, mean idf; a pass over every term) moves only with documents."""
+        part (counts) moves only with documents."""
         written = self.written
         return written is None or any(written.get(key) != value
                                       for key, value in protection.items())
@@ -82,16 +78,19 @@ class RecallMirror:
         if ops or backlog:
             self.changes += 1
             recallfile.forget_look(self.directory)
-        expected, now = self.version, time.monotonic()
-        due = expected is not None and now - self._counted_at >= COUNTS_SECONDS
+        expected = self.version
+        counts, moved = self.bm25().counts_moved()
+        unwritten = self._unwritten
+        unwritten = None if moved is None or unwritten is None else unwritten | moved
+        self._unwritten = None  # until the file has taken them
         try:
             before, self.version = recallfile.RecallWriter(self.directory).mirror(
-                [*backlog, *ops], meta, expected=expected, counts=self.counts() if due else None)
+                [*backlog, *ops], meta, expected=expected, counts=counts, moved=unwritten,
+                last=self._last)
             self.written = meta
+            self._last, self._unwritten = self.version, set()
             if expected is None or before != expected:
                 self.version = None  # another process moved the counts since: unknown here
-            elif due:
-                self._counted_at = now
         except (sqlite3.Error, OSError, recallfile.Unusable) as exc:
             self.version = None
             if recallfile.busy(exc):  # another writer held it: these go with the next commit
@@ -180,8 +179,9 @@ class RecallMirror:
 
     def _built(self, version: str | None) -> None:
         """A file written whole from this index, at ``version``, with its counts (None:
-        without them)."""
-        self.version, self._counted_at = version, time.monotonic()
+        without them: the next write takes them whole)."""
+        self.version = self._last = version
+        self._unwritten = None
 
     def abandon_build(self) -> None:
         """Drop a build that will not end (its index build was interrupted)."""
@@ -204,10 +204,13 @@ class RecallMirror:
             stale, gone, self.version = writer.differences(corpus.docs.values())
             if not stale and not gone:
                 # The file holds this corpus, and the meta it was written from it: a read that
-                # changes nothing writes nothing, and ranks with its mean idf (not recounted).
-                meta = self.written = writer.meta()
-                if isinstance(meta.get("n"), int) and isinstance(meta.get("average_idf"), float):
-                    corpus.bm25.adopt_average_idf(meta["n"], meta["average_idf"])
+                # changes nothing writes nothing, and takes the file's counts of dfs when they
+                # count its documents (not counted again over every term).
+                self.written = writer.meta()
+                counts = None if self.version is None else writer.counted(self.version)
+                if counts is not None:
+                    corpus.bm25.adopt_counts(counts)
+                    self._last, self._unwritten = self.version, set()
                 return
             ops: list[list[Any]] = [["del", rel] for rel in gone]
             # each document's terms found alone cost a pass over the postings when the file

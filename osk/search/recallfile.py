@@ -41,27 +41,33 @@ from osk.search.corpus import SearchDoc
 from osk.search.index_files import CODES, narrowest
 from osk.store.locks import file_lock
 
-SCHEMA = 4  # 2: supersedes holds a loose title key (key or text, osk.store.edges); 3: blocks;
+SCHEMA = 5  # 2: supersedes holds a loose title key (key or text, osk.store.edges); 3: blocks;
 # 4: blocks by count, packed (offsets and counts in the fewest bytes); a record holds no
-# column again; a document's terms compressed
+# column again; a document's terms compressed; 5: the counts of dfs a table (``COUNTS``), kept
+# by every write, and no mean idf in the meta
 BLOCK = 180  # postings a block holds when built (``blocks``); a write splits one past 2 x BLOCK
 FILE = "recall.sqlite"
 LOCK = "recall.lock"  # writers only: a mirror and a rebuild never overlap; readers never wait
 BUSY_MS = 2000  # how long a writer waits for another writer's transaction
 # The meta's version: a new random token with each write that adds or removes a document or
 # changes one's terms (every writer's, in the same transaction; ``_put``), so a writer knows
-# whether another moved the counts of document frequencies since it wrote, and the counts say
-# which state of the documents they count.
+# whether another moved the counts of document frequencies since it wrote.
 VERSION = "version"
-# The counts of document frequencies (df -> how many terms), as [version, [df, terms, ...]]:
-# what rank-bm25's floor for a word in over half the documents sums (``bm25.mean_idf``), for
-# a fresh search that indexes a file changed by hand (``RecallCorpus``). Written now and then
-# (``recall_mirror.COUNTS_SECONDS``), not with every write: they hold a row a distinct df
-# (2,000 at 100,000 nodes), which cost every write 1.4 ms when they were (docs/performance.md).
+# The counts of document frequencies (df -> how many terms), a table of a row a distinct df
+# (2,000 at 100,000 nodes): what rank-bm25's floor for a word in over half the documents sums
+# (``bm25.mean_idf``), with the meta's n. Every write changes the rows of the dfs its writer's
+# index moved (``RecallWriter.mirror``: a create moves about two a distinct term), so they
+# are always that writer's counts, as n is; a writer that no longer knows the file holds its
+# documents (another process wrote since) writes them whole.
 COUNTS = "dfs"
+# The version whose documents the counts count exactly (the meta): a writer stamps it when it
+# knows the file's documents are its own. A fresh search that takes a hand edit moves the counts
+# from the dfs on disk (``RecallCorpus._counts``) only while it is the file's version.
+COUNTED = "counted"
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS dfs (df INTEGER PRIMARY KEY, terms INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS blobs (name TEXT PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS docs (
     row INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, file_hash TEXT NOT NULL,
@@ -196,39 +202,55 @@ class RecallWriter:
             build.abandon()
 
     def mirror(self, ops: Iterable[list[Any]], meta: Mapping[str, Any], *,
-               expected: str | None = None, counts: Mapping[int, int] | None = None
+               expected: str | None = None, counts: Mapping[int, int] | None = None,
+               moved: Iterable[int] | None = None, last: str | None = None
                ) -> tuple[str | None, str]:
         """Apply journal operations (``put``, ``stat``, ``del``) in one transaction; returns
         the file's version before and after it. ``counts``: the writer's counts of document
-        frequencies, written with the new version when the file's version before was
-        ``expected`` (the writer's documents were the file's: no other writer wrote since)."""
+        frequencies after them; only the rows of the dfs ``moved`` names (those moved since
+        this writer's last write, which left the file at version ``last``) when no other
+        writer wrote since, else every row. The new version is stamped as counted when the
+        version before was ``expected`` (the writer's documents were the file's)."""
         with self._transaction() as db:
             found = db.execute("SELECT value FROM meta WHERE key = ?", (VERSION,)).fetchone()
             before = json.loads(found[0]) if found is not None else None
             lengths = _Lengths(db)
-            moved = False  # whether the counts of document frequencies may have moved
+            changed = False  # whether a document's terms may have changed
             for op in ops:
                 if op[0] == "put":
-                    moved = _put(db, lengths, SearchDoc.from_record(op[1]), op[2]) or moved
+                    changed = _put(db, lengths, SearchDoc.from_record(op[1]), op[2]) or changed
                 elif op[0] == "stat":
                     db.execute("UPDATE docs SET size = ?, mtime_ns = ?, ino = ? WHERE path = ?",
                                (op[2], op[3], op[4], op[1]))
                 elif op[0] == "del":
-                    moved = _put(db, lengths, None, {}, path=op[1]) or moved
-            after = new_version() if moved or not isinstance(before, str) else before
+                    changed = _put(db, lengths, None, {}, path=op[1]) or changed
+            after = new_version() if changed or not isinstance(before, str) else before
             values = {**meta, VERSION: after}
-            if counts is not None and expected is not None and before == expected:
-                values[COUNTS] = counts_row(after, counts)
+            if counts is not None:
+                _set_counts(db, counts, moved if last is not None and before == last else None)
+                if expected is not None and before == expected:
+                    values[COUNTED] = after
             _set_meta(db, values)
         return before if isinstance(before, str) else None, after
 
     def meta(self) -> dict[str, Any]:
-        """The meta the last ``mirror`` or ``rebuild`` wrote (the schema row and the counts of
-        document frequencies aside)."""
+        """The meta the last ``mirror`` or ``rebuild`` wrote (the schema row aside)."""
         with closing(sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)) as db:
-            rows = db.execute("SELECT key, value FROM meta WHERE key NOT IN ('schema', ?)",
-                              (COUNTS,)).fetchall()
+            rows = db.execute("SELECT key, value FROM meta WHERE key != 'schema'").fetchall()
         return {key: json.loads(value) for key, value in rows}
+
+    def counted(self, version: str) -> Counter[int] | None:
+        """The counts of document frequencies, when they count the documents the file holds
+        at ``version`` (``COUNTED``) and it is still there, else None: what an index that
+        found the file holding its documents adopts instead of counting them over every
+        term."""
+        with closing(sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)) as db:
+            db.execute("BEGIN")
+            stamps = {key: json.loads(value) for key, value in db.execute(
+                "SELECT key, value FROM meta WHERE key IN (?, ?)", (VERSION, COUNTED))}
+            if stamps.get(VERSION) != version or stamps.get(COUNTED) != version:
+                return None
+            return read_counts(db)
 
     def differences(self, docs: Iterable[SearchDoc]
                     ) -> tuple[list[SearchDoc], list[str], str | None]:
@@ -320,7 +342,8 @@ class RecallBuild:
         version = new_version()
         values = {"schema": SCHEMA, **meta, VERSION: version}
         if counts is not None:
-            values[COUNTS] = counts_row(version, counts)
+            _set_counts(db, dict(sorted(counts.items())), None)  # in key order: full pages
+            values[COUNTED] = version
         _set_meta(db, values)
         db.execute("COMMIT")
         db.close()
@@ -584,11 +607,27 @@ def new_version() -> str:
     return os.urandom(8).hex()
 
 
-def counts_row(version: str, counts: Mapping[int, int]) -> list[Any]:
-    """The counts as the meta keeps them (``COUNTS``): none empty, in the order held (the
-    mean's sum is exactly rounded: any order gives its bits)."""
-    return [version, [value for df, terms in counts.items() if df > 0 and terms > 0
-                      for value in (df, terms)]]
+def _set_counts(db: sqlite3.Connection, counts: Mapping[int, int],
+                moved: Iterable[int] | None) -> None:
+    """The rows of the counts of dfs ``moved`` names (None: all, the others removed), as
+    ``counts`` has them; none empty."""
+    if moved is None:
+        db.execute(f"DELETE FROM {COUNTS}")  # noqa: S608 - a fixed name
+        moved = counts
+    rows = [(df, counts.get(df, 0)) for df in moved if df > 0]
+    db.executemany(f"DELETE FROM {COUNTS} WHERE df = ?",  # noqa: S608 - a fixed name
+                   [(df,) for df, terms in rows if terms <= 0])
+    db.executemany(f"INSERT OR REPLACE INTO {COUNTS} VALUES (?, ?)",  # noqa: S608
+                   [row for row in rows if row[1] > 0])
+
+
+def read_counts(db: sqlite3.Connection) -> Counter[int]:
+    """The counts of document frequencies the file holds; Unusable when damaged."""
+    counts = Counter(dict(db.execute(f"SELECT df, terms FROM {COUNTS}")))  # noqa: S608
+    if not all(type(df) is int and type(terms) is int and df > 0 and terms > 0
+               for df, terms in counts.items()):
+        raise Unusable("the recall file's counts of document frequencies are damaged")
+    return counts
 
 
 def _fitting(values: array[int], value: int) -> array[int]:
@@ -616,15 +655,14 @@ class RecallCorpus:
     """What ``Ranking`` reads of a corpus, loaded from the recall file for one query's terms.
 
     Postings are those of ``terms`` only; a document record is read when ranking first looks
-    at it. N, the average document length and the mean idf (rank-bm25's epsilon floor) are the
-    whole corpus's, kept in the file's meta table, so the scores are the index's own.
+    at it. N and the average document length are the whole corpus's, kept in the file's meta
+    table, and the mean idf (rank-bm25's epsilon floor) is summed from its counts of dfs when
+    a word in over half the documents needs it, so the scores are the index's own.
     """
 
     def __init__(self, db: sqlite3.Connection, terms: Iterable[str]) -> None:
         self._db = db
-        # the counts of dfs (tens of KB at 100,000 nodes) are read only when a change taken
-        # here needs them (``_counts``): a hook's prompt never does
-        meta = dict(db.execute("SELECT key, value FROM meta WHERE key != ?", (COUNTS,)))
+        meta = dict(db.execute("SELECT key, value FROM meta"))
         if json.loads(meta.get("schema", "0")) != SCHEMA:
             raise Unusable("the recall file has another schema")
         self.meta = {key: json.loads(value) for key, value in meta.items()}
@@ -656,8 +694,7 @@ class RecallCorpus:
         self._stored_df = {term: len(held) for term, held in postings.items()}
         self._moved: dict[str, int] = {}  # term -> how much ``amend`` moved its df by
         self.bm25 = _PartialBm25(postings, lengths, int(self.meta.get("n", 0)),
-                                 int(self.meta.get("total_length", 0)),
-                                 float(self.meta.get("average_idf", 0.0)), self._counts)
+                                 int(self.meta.get("total_length", 0)), self._counts)
 
     def supersession(self) -> tuple[list[tuple[int, int]], set[int]]:
         return self._pairs, {old for old, _ in self._pairs}
@@ -706,21 +743,20 @@ class RecallCorpus:
             bm25.lengths[pair_row] = self._every[pair_row]
 
     def _counts(self) -> Counter[int]:
-        """The counts of document frequencies as the changes taken (``amend``) leave them:
-        the writer's, when they count the documents the file holds (their version is the
-        file's), each term the changes gained or lost moved from its df on disk to its df
-        now (the query's terms as read, another's counted from its stored blocks). Unusable
-        when the file holds none of this version, or none of this shape: the engine ranks."""
-        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (COUNTS,)).fetchone()
-        found = json.loads(row[0]) if row is not None else None
+        """The counts of document frequencies as the file holds them (its last writer's, as
+        its n is), and as the changes taken (``amend``) leave them: then only when they count
+        the documents the file holds (``COUNTED`` is its version), each term the changes
+        gained or lost moved from its df on disk to its df now (the query's terms as read,
+        another's counted from its stored blocks). Unusable when a change needs counts the
+        file does not vouch for, or they are damaged: the engine ranks."""
+        counts = read_counts(self._db)
+        if not counts and self.meta.get("n"):  # a build that could not count them: none yet
+            raise Unusable("the recall file holds no counts of dfs")
+        if not self.amended:
+            return counts
         version = self.meta.get(VERSION)
-        if not (isinstance(found, list) and len(found) == 2 and isinstance(version, str)
-                and found[0] == version and isinstance(found[1], list)):
+        if not isinstance(version, str) or self.meta.get(COUNTED) != version:
             raise Unusable("the recall file holds no counts of dfs of its documents as they are")
-        flat = found[1]
-        if len(flat) % 2 or not all(type(value) is int for value in flat):
-            raise Unusable("the recall file's counts of document frequencies are damaged")
-        counts = Counter(dict(zip(flat[::2], flat[1::2], strict=True)))
         for term, by in self._moved.items():
             if by:
                 df = self._stored_df.get(term)
@@ -792,14 +828,12 @@ class _PartialBm25(Bm25):
     KEEPS_IMPACTS = False  # read for one query: ordering a long list costs more than walking it
 
     def __init__(self, postings: dict[str, dict[int, int]], lengths: dict[int, int], n: int,
-                 total_length: int, average_idf: float,
-                 counts: Callable[[], Mapping[int, int]]) -> None:
+                 total_length: int, counts: Callable[[], Mapping[int, int]]) -> None:
         super().__init__()
         self._added = postings  # no base: every posting read is in the overlay
         self.lengths = lengths
         self.total_length = total_length
         self._n = n
-        self._average_idf = (n, average_idf)  # Bm25.average_idf's cache, for this n
         self._counts = counts  # the counts of dfs as the changes taken leave them
 
     @property
@@ -829,13 +863,13 @@ class _PartialBm25(Bm25):
                 held[row] = tf
             else:
                 held.pop(row, None)
-        self._changed()  # the mean idf over every term, too: ``average_idf`` refuses it now
+        self._changed()  # the mean idf over every term, too: summed again when asked
 
     def average_idf(self) -> float:
-        """The writer's mean idf while nothing was taken since (``take``); after a change,
-        summed again from the counts of dfs as it moved them (``RecallCorpus._counts``: the
-        bits an index holding the change gets), or Unusable where the file holds none that
-        count its documents (the engine ranks that query)."""
+        """The mean idf summed from the counts of dfs on disk (the writer's bits: read only
+        for a word in over half the documents), as the changes taken moved them (``take``,
+        ``RecallCorpus._counts``: the bits an index holding the change gets), or Unusable
+        where the file holds none that count its documents (the engine ranks that query)."""
         cached = self._average_idf
         if cached is not None and cached[0] == self._n:
             return cached[1]

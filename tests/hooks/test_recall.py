@@ -25,6 +25,7 @@ from osk.hooks import digest
 from osk.hooks.recall import per_prompt
 from osk.search import recallfile
 from osk.search.bm25 import Bm25
+from osk.search.tokenize import tokenize
 
 
 @pytest.mark.parametrize("host", ["claude", "codex"])
@@ -190,25 +191,28 @@ class Rows(list):  # type: ignore[type-arg]
         return list(self)
 
 
-def test_the_hook_reads_no_counts_of_dfs_for_a_prompt_without_a_floored_word(
+def test_the_hook_reads_the_counts_of_dfs_only_for_a_word_in_over_half_the_documents(
         eng, vault, monkeypatch):
-    """The counts of document frequencies (a row a distinct df, tens of KB at 100,000 nodes)
-    are what a fresh search sums when a word is in over half the documents after a hand
-    edit; a prompt's recall reads none of them."""
+    """The counts of document frequencies (a row a distinct df, 2,000 at 100,000 nodes) are
+    what rank-bm25's floor for a word in over half the documents sums: a prompt without one
+    reads none of them; one with it ranks as search does, from them."""
     node_id = write(eng, *FACT)
-    write(eng, "Cart totals round half to even", "Totals round half to even, per line.",
-          "Rounding of cart totals.\n", cluster="cart")
-    with recallfile.open_reader(vault.state("index")) as db:
-        counts = db.execute("SELECT value FROM meta WHERE key = ?",
-                            (recallfile.COUNTS,)).fetchone()
-    assert counts is not None  # the file holds them: the engine's first write took them
+    for n in range(3):
+        write(eng, f"Release note {n}", f"Release {n} of the shop.", f"release {n}\n")
     opened: list[Watched] = []
     real = recallfile.open_reader
     monkeypatch.setattr(recallfile, "open_reader",
                         lambda directory: opened.append(Watched(real(directory))) or opened[-1])
     assert [hit.id for hit in per_prompt.ranked(vault, eng.scope, "minisign")] == [node_id]
-    assert opened and opened[0].rows
-    assert not [row for row in opened[0].rows if recallfile.COUNTS in row or counts[0] in row]
+    assert opened[-1].rows
+    assert not [sql for sql in opened[-1].statements if recallfile.COUNTS in sql.split()]
+    # "release" in the fact, the three notes and the hub: in over half the documents
+    bm25 = eng._index._corpus.bm25
+    assert 2 * bm25.df(tokenize("release")[0]) > bm25.size
+    recalled = [hit.id for hit in per_prompt.ranked(vault, eng.scope, "release minisign",
+                                                    depth=5)]
+    assert recalled == [hit.id for hit in eng.search("release minisign", k=5).hits]
+    assert [sql for sql in opened[-1].statements if recallfile.COUNTS in sql.split()]
 
 
 def test_the_recall_file_is_rebuilt_or_mended_by_the_next_index_load(eng, vault, project,

@@ -610,11 +610,13 @@ def test_hand_edits_of_every_kind_in_one_search_move_the_counts_as_the_engine_co
 
 def test_counts_of_other_documents_or_none_send_a_floored_word_to_the_engine(
         vault: Vault, tmp_path: Path):
-    """A write that did not take the counts (a server's within ``COUNTS_SECONDS`` of its
-    last that did) leaves them stamped with an older version: a query needing the mean goes
-    to the engine, whose own write of the edit takes them again, so the next edit is the
-    store's. Counts removed (as a file written before them holds none) likewise."""
+    """A writer another process wrote past since its own last write writes its own counts,
+    not stamped as counting the file's documents (they may not be its own): a query needing
+    the mean after a hand edit goes to the engine, whose load finds the file holding its
+    documents and whose own write of the edit stamps the counts again, so the next edit is
+    the store's. Counts not stamped, or none, likewise."""
     import sqlite3
+    from contextlib import closing
 
     from osk.calls.request import NewNode
     from osk.engine.core import Engine
@@ -626,23 +628,31 @@ def test_counts_of_other_documents_or_none_send_a_floored_word_to_the_engine(
     server = Engine.open(vault, cwd=tmp_path, actor="agent", watch=True)
     server.warm()
     server.search("walrus")
-    for title in ("Walrus tusks", "Walrus pups"):  # the first takes the counts, not the second
-        server.create_node(NewNode(title, "Ivory.", f"{title.lower()} grow\n",
+    other = Engine.open(vault, cwd=tmp_path, actor="agent")  # another process writing
+    other.warm()
+    for engine, title in ((other, "Walrus tusks"), (server, "Walrus pups")):
+        engine.create_node(NewNode(title, "Ivory.", f"{title.lower()} grow\n",
                                    space="domain", cluster="animals", drafter="test"))
+    with closing(sqlite3.connect(recallfile.path_in(vault.state("index")))) as db:
+        stamps = dict(db.execute("SELECT key, value FROM meta WHERE key IN (?, ?)",
+                                 (recallfile.VERSION, recallfile.COUNTED)))
+    assert stamps.get(recallfile.COUNTED) != stamps[recallfile.VERSION]  # the server's own
     assert quick_search.search(vault.root, tmp_path, None, "walrus", None) is not None
     for number, title in enumerate(["Seal songs", "Orca pods", "Krill swarms"], start=2):
         saved(vault, f"Domain/animals/{title}.md", node_text(number, f"a walrus {title} too"))
-    # walrus in 7 of 11 documents now (the server wrote two nodes and their hub)
+    # walrus in 7 of 11 documents now (two nodes written and their hub)
     assert quick_search.search(vault.root, tmp_path, None, "walrus", None) is None
     assert quick_search.search(vault.root, tmp_path, None, "krill", None) is not None
     assert search(vault, "walrus", tmp_path)[0] == "ENGINE"
     saved(vault, "Domain/animals/Penguin colonies.md", node_text(5, "a walrus nests"))
     answered_as_the_engine(vault, tmp_path, "walrus")
-    with sqlite3.connect(recallfile.path_in(vault.state("index"))) as db:
-        db.execute("DELETE FROM meta WHERE key = ?", (recallfile.COUNTS,))
-    saved(vault, "Domain/animals/Tern migration.md", node_text(6, "a walrus flies"))
-    assert quick_search.search(vault.root, tmp_path, None, "walrus", None) is None
-    assert quick_search.search(vault.root, tmp_path, None, "krill", None) is not None
+    for change, verb in ((f"DELETE FROM meta WHERE key = '{recallfile.COUNTED}'", "flies"),
+                         (f"DELETE FROM {recallfile.COUNTS}", "glides")):
+        with closing(sqlite3.connect(recallfile.path_in(vault.state("index")))) as db, db:
+            db.execute(change)
+        saved(vault, "Domain/animals/Tern migration.md", node_text(6, f"a walrus {verb}"))
+        assert quick_search.search(vault.root, tmp_path, None, "walrus", None) is None
+        assert quick_search.search(vault.root, tmp_path, None, "krill", None) is not None
 
 
 DYING_WRITER = """
@@ -651,7 +661,7 @@ from pathlib import Path
 from osk.search import recallfile
 
 class Dying(dict):
-    def items(self):  # asked for once the postings are written, inside the transaction
+    def __iter__(self):  # asked for once the postings are written, inside the transaction
         os._exit(3)
 
 writer = recallfile.RecallWriter(Path(sys.argv[1]))

@@ -18,7 +18,7 @@ import pytest
 from test_search_index import write_node
 
 from osk.search import SearchIndex, index_files, recallfile
-from osk.search.bm25 import Bm25
+from osk.search.bm25 import Bm25, mean_idf
 from osk.store.catalog import Catalog
 from osk.store.vault import Vault
 
@@ -298,15 +298,16 @@ def test_an_older_snapshots_unordered_slots_are_ordered_once_on_load():
     assert list(zip(*bm25.columns("alpha"), strict=True)) == [(1, 2), (3, 3), (5, 1)]
 
 
-def counts_on_disk(vault: Vault) -> tuple[str, list[Any] | None]:
-    """(the recall file's version, its counts of dfs as [stamp, pairs], or None)."""
+def counts_on_disk(vault: Vault) -> tuple[str, str | None, dict[int, int]]:
+    """(the recall file's version, the version its counts of dfs count, those counts)."""
     import sqlite3
 
     with sqlite3.connect(recallfile.path_in(vault.state("index"))) as db:
         meta = {key: json.loads(value) for key, value in db.execute(
             "SELECT key, value FROM meta WHERE key IN (?, ?)",
-            (recallfile.VERSION, recallfile.COUNTS))}
-    return meta[recallfile.VERSION], meta.get(recallfile.COUNTS)
+            (recallfile.VERSION, recallfile.COUNTED))}
+        counts = dict(db.execute(f"SELECT df, terms FROM {recallfile.COUNTS}"))
+    return meta[recallfile.VERSION], meta.get(recallfile.COUNTED), counts
 
 
 def counted(index: SearchIndex) -> dict[int, int]:
@@ -316,50 +317,77 @@ def counted(index: SearchIndex) -> dict[int, int]:
     return {df: terms for df, terms in fresh.items() if terms}
 
 
-def test_the_recall_files_counts_of_dfs_are_those_of_the_documents_their_version_stamps(
-        written: Vault, monkeypatch: pytest.MonkeyPatch):
-    """A process's first write takes the counts, stamped with the version it gives the
-    file; a write within ``COUNTS_SECONDS`` of that moves the version past them (a fresh
-    search then goes to the engine); one after takes them again. An index another process
-    wrote past since its own last write takes none: its documents may not be the file's."""
-    from osk.search import recall_mirror
+def kept_on_disk(vault: Vault, index: SearchIndex, *, stamped: bool = True) -> None:
+    """The recall file's counts are those of ``index`` counted afresh, the mean idf summed
+    from them has the bits of the index's own, and they are stamped as counting the file's
+    version (``stamped``) or not."""
+    version, stamp, counts = counts_on_disk(vault)
+    assert counts == counted(index)
+    bm25 = index._corpus.bm25
+    assert mean_idf(bm25.size, counts) == bm25.average_idf()
+    assert (stamp == version) is stamped
 
-    index = loaded(written)
-    assert index._corpus.bm25._histogram is None  # the mean adopted, no pass over every term
-    edit(written)
-    assert index.refresh()
-    version, counts = counts_on_disk(written)
-    assert counts is not None and counts[0] == version
-    assert dict(zip(counts[1][::2], counts[1][1::2], strict=True)) == counted(index)
+
+def test_the_recall_files_counts_of_dfs_follow_every_write(
+        written: Vault, monkeypatch: pytest.MonkeyPatch):
+    """Every write changes the rows of the dfs it moved: a hand edit and a removal, a create,
+    an update. A load that finds the file holding its documents takes the counts from it (no
+    pass over every term). An index another process wrote past since its own last write
+    writes them whole (its counts, as its n) and stamps them as counting no version: its
+    documents may not be the file's; its next write moves only the rows it moved again."""
+    with monkeypatch.context() as forbidden:
+        forbidden.setattr(Bm25, "all_terms", lambda self: pytest.fail("counted afresh"))
+        index = loaded(written)
+        assert index._corpus.bm25._histogram is not None  # adopted from the file
+        edit(written)
+        assert index.refresh()
+    kept_on_disk(written, index)
     write_node(written, "Domain/Stork.md", "a stork nests on the roof")
     assert index.refresh()
-    version, counts = counts_on_disk(written)
-    assert counts is not None and counts[0] != version  # not due: the stamp is the last's
-    monkeypatch.setattr(recall_mirror, "COUNTS_SECONDS", 0.0)
-    write_node(written, "Domain/Stork.md", "a stork nests on the old roof")
+    kept_on_disk(written, index)
+    write_node(written, "Domain/Stork.md", "a stork nests on the old roof by the reeds")
     assert index.refresh()
-    version, counts = counts_on_disk(written)
-    assert counts is not None and counts[0] == version
-    assert dict(zip(counts[1][::2], counts[1][1::2], strict=True)) == counted(index)
+    kept_on_disk(written, index)
     other = SearchIndex(written, refresh_interval=0.0)  # another process, writing next
     assert len(other)
     write_node(written, "Domain/Egret.md", "an egret stands still")
     assert other.refresh()
-    assert counts_on_disk(written)[1] is not None
-    assert counts_on_disk(written)[1][0] == counts_on_disk(written)[0]  # type: ignore[index]
+    kept_on_disk(written, other)
     write_node(written, "Domain/Egret.md", "an egret stands very still")
+    written.abs("Domain/Stork.md").unlink()
     assert index.refresh()  # takes both the egret's and its edit: its counts are exact ...
-    version, counts = counts_on_disk(written)
-    assert index._recall.version is None  # ... but it cannot know that: none taken
-    assert counts is not None and counts[0] != version
+    kept_on_disk(written, index, stamped=False)  # ... but it cannot know that
+    written_rows: list[int] = []
+    real = recallfile._set_counts
+    monkeypatch.setattr(recallfile, "_set_counts", lambda db, counts, moved: (
+        written_rows.append(-1 if moved is None else len(set(moved))),
+        real(db, counts, moved))[1])
+    write_node(written, "Domain/Ibis.md", "an ibis")
+    assert index.refresh()
+    kept_on_disk(written, index, stamped=False)
+    assert written_rows and -1 not in written_rows  # the rows it moved, not every one
+
+
+def test_a_bulk_build_and_a_rebuild_write_the_counts_of_dfs_of_their_documents(
+        written: Vault):
+    recallfile.remove(written.state("index"))
+    index = SearchIndex(written, refresh_interval=0.0)
+    assert len(index)  # loaded; the file missing: rebuilt from the index
+    kept_on_disk(written, index)
+    for name in (index_files.SNAPSHOT, index_files.JOURNAL):
+        (written.state("index") / name).unlink()
+    built = SearchIndex(written, refresh_interval=0.0)
+    assert len(built) and built.load_report.startswith("built")
+    kept_on_disk(written, built)
+    write_node(written, "Domain/Stork.md", "a stork nests on the roof")
+    assert built.refresh()
+    kept_on_disk(written, built)
 
 
 def test_the_mean_idf_has_the_same_bits_in_whatever_order_the_counts_are_held():
     """``mean_idf`` sums exactly rounded: a fresh search moves the counts on disk in another
     order than an index counting its terms afresh holds them."""
     import random
-
-    from osk.search.bm25 import mean_idf
 
     rng = random.Random(7)
     pairs = [(df, rng.randint(1, 5000)) for df in rng.sample(range(1, 60000), 1500)]
