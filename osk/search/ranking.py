@@ -152,15 +152,21 @@ class Ranking:
         corpus, factor = self.corpus, self.factor
         bm25 = corpus.bm25
         terms = query_terms(query)
-        # the largest factor any node can get: its own scope's only when there is a scope
+        # the largest factor any node can get: its own scope's only when there is a scope,
+        # and where the corpus keeps its nodes' kinds, the largest locality among them (a
+        # session whose scope holds no node yet: 1.5, not 2, so a query of common words stops
+        # after a few dozen candidates, where at 100,000 nodes it looked at a thousand)
         ceiling = max(LOCALITY_SHARED, LOCALITY_OTHER,
                       LOCALITY_OWN if self.scope is not None else 0.0)
+        ceilings = self._ceilings()
+        if ceilings is not None and 0.0 < max(ceilings[1], default=0.0) < ceiling:
+            ceiling = max(ceilings[1])
         if postings is not None:
             raw = self._bounded(terms, postings)
             terms = bm25.rarest(terms, postings)  # what a supersession pair is scored by
         else:
             raw = bm25.top(terms, k, factor=factor, max_factor=ceiling, floor=IDF_FLOOR,
-                           ceilings=self._ceilings())
+                           ceilings=ceilings)
         for slot in {slot for pair in self._pairs for slot in pair}.difference(raw):
             score = bm25.score(slot, terms, floor=IDF_FLOOR)
             if score:

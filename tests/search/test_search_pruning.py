@@ -1,8 +1,8 @@
 """Pruned ranking returns exactly what scoring every document returns: the same top k, the
-same scores to the bit, the same order among equal scores, with scope isolation, locality,
-validity (expired, not yet valid, an explicit moment), supersession and title matches applied
-after BM25, and through adds, replacements and removals that leave a term's impact order
-(``Bm25._impacts_of``) with fresh and stale entries."""
+same scores to the bit, the same order among equal scores, with scope isolation, locality (a
+session whose own scope holds no node too), validity (expired, not yet valid, an explicit
+moment), supersession and title matches applied after BM25, and through adds, replacements and
+removals that leave a term's impact order (``Bm25._impacts_of``) with fresh and stale entries."""
 
 from __future__ import annotations
 
@@ -124,7 +124,8 @@ def exhaustive_top(self: Bm25, query: Any, k: int, *, factor: Callable[[int], fl
 
 
 def rankings(corpus: Corpus, rng: random.Random) -> Ranking:
-    scope = rng.choice(["atlas", "harbor", None])
+    # "tidepool": a session whose own scope holds no node, so no node reaches its locality
+    scope = rng.choice(["atlas", "harbor", "tidepool", None])
     visible = None
     if scope is not None and rng.random() < 0.5:  # scope isolation: another scope is hidden
         visible = lambda doc: doc.space != SCOPE or doc.scope == scope  # noqa: E731
@@ -143,7 +144,7 @@ def test_pruned_ranking_equals_scoring_every_document(monkeypatch: pytest.Monkey
         monkeypatch.setattr(bm25_module, "IMPACT_MIN", impact_min)
     rng = random.Random(SEED)
     opened = {"pruned": 0, "every": 0}
-    top = Bm25.top
+    top, ceilings = Bm25.top, Ranking._ceilings
 
     def counting(name: str, scorer: Callable[..., dict[int, float]]) -> Callable[..., Any]:
         def counted(self: Bm25, *args: Any, **kwargs: Any) -> dict[int, float]:
@@ -175,7 +176,11 @@ def test_pruned_ranking_equals_scoring_every_document(monkeypatch: pytest.Monkey
                 pruned = rankings(vault.corpus, rng).rank(query, k)
                 rng.setstate(state)  # the same session for both
                 monkeypatch.setattr(Bm25, "top", counting("every", exhaustive_top))
+                # no kind's bound either: every candidate is looked at while any node could
+                # still reach the top k with the largest locality there is
+                monkeypatch.setattr(Ranking, "_ceilings", lambda self: None)
                 every = rankings(vault.corpus, rng).rank(query, k)
+                monkeypatch.setattr(Ranking, "_ceilings", ceilings)
                 assert pruned == every, (query, k)
                 compared += bool(every)
         # impact orders were walked where kept, and never made where not
