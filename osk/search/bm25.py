@@ -522,6 +522,8 @@ class Bm25:
                 if kth > 0.0:  # a candidate that cannot pass it with all that is left goes
                     acc = _within(acc, kth, reach[i], ceilings, max_factor)
                     get = acc.get
+            if not acc and prunable and self.df(term) > 4 * (4 * k + 16):
+                kth = self._seed(term, weights, k, (base, slope), factor, ceilings)
             if kth <= 0.0:
                 for slot, tf in self.pairs(term):
                     acc[slot] = get(slot, 0.0) + w * tf / (tf + (base + slope * lengths[slot]))
@@ -532,6 +534,30 @@ class Bm25:
                 self._open(term, w, acc, (base, slope, reach[i + 1], kth, max_factor),
                            ceilings)
         return _within(acc, kth, 0.0, ceilings, max_factor) if kth > 0.0 else acc
+
+    def _seed(self, term: str, weights: list[tuple[str, float]], k: int,
+              line: tuple[float, float], factor: Callable[[int], float],
+              ceilings: tuple[Sequence[int], Sequence[float]] | None) -> float:
+        """A lower bound on the k-th best final score before a query's first term is summed
+        (0: none): the k-th best whole score × factor among the first postings of each run of
+        the term's impact order, a few dozen documents read by random access. Without it the
+        first term's every posting was summed, and its candidates all ranked: a query of one
+        word the nodes know, in 5,000 of 100,000 of them, took 3-9 ms."""
+        impacts = self._impacts_of(term, ceilings[0] if ceilings is not None else ())
+        if impacts is None:
+            return 0.0
+        base, slope = line
+        lengths, tf_of, depth = self.lengths, self.tf, 4 * k + 16
+        picked: dict[int, None] = {}  # a slot once, whatever runs hold it
+        for tf, _, slots, dls in impacts.runs:
+            for slot, dl in zip(slots[:k], dls[:k], strict=True):
+                if lengths.get(slot) == dl and tf_of(term, slot) == tf:
+                    picked[slot] = None
+            if len(picked) >= depth:
+                break
+        finals = sorted((self._rest(slot, 0.0, weights, base + slope * lengths[slot])
+                         * factor(slot) for slot in picked), reverse=True)
+        return finals[k - 1] if len(finals) >= k and finals[k - 1] > 0 else 0.0
 
     def _add_to_held(self, term: str, w: float, acc: dict[int, float], base: float,
                      slope: float) -> None:
