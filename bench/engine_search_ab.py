@@ -25,11 +25,14 @@ callees'):
 - other: the rest of ``Engine.search``.
 
 Prints, per tree, the CPU median and mean of the whole search and of each part, and with two
-trees the second's over the first's. Run it on a copy of a vault (the engine writes its look
-files and catches the indexes up).
+trees the second's over the first's. With two vaults (``VAULT VAULT2``, one tree each), every
+tree answers on both, all taking turns, and the hits are compared within each vault: the two
+sizes measured in the same minutes, which a shared machine's load otherwise moves between
+runs. Run it on a copy of a vault (the engine writes its look files and catches the indexes
+up).
 
-Usage: ``python bench/engine_search_ab.py DIR/vault-100000 [--tree /path/to/base --tree .]
-[--queries 100] [--runs 3] [--gap 0]``. Run by hand, not in CI.
+Usage: ``python bench/engine_search_ab.py DIR/vault-100000 [DIR2/vault-1000] [--tree BASE
+--tree .] [--queries 100] [--runs 3] [--gap 0]``. Run by hand, not in CI.
 """
 
 from __future__ import annotations
@@ -109,6 +112,7 @@ class Tree:
     """One tree's child: its engine open, answering one query at a time."""
 
     def __init__(self, tree: Path, vault: Path, cwd: Path) -> None:
+        self.vault = vault
         env = {k: v for k, v in os.environ.items() if k != "OSK_VAULT"}
         env["PYTHONPATH"] = str(tree)
         env["OSK_SEMANTIC"] = "0"
@@ -117,8 +121,8 @@ class Tree:
                                       cwd=tree, env=env, stdin=subprocess.PIPE,
                                       stdout=subprocess.PIPE, text=True)
         opened = self._line()
-        print(f"{tree}: osk from {opened['osk']}, engine open in {opened['open_s']:.1f} s "
-              "wall", flush=True)
+        print(f"{tree} on {vault.name}: osk from {opened['osk']}, engine open in "
+              f"{opened['open_s']:.1f} s wall", flush=True)
         self.times: list[float] = []
         self.parts: dict[str, list[float]] = {part: [] for part in PARTS}
 
@@ -157,7 +161,8 @@ def cpu(values: list[float]) -> str:
 
 def report(trees: list[Tree]) -> None:
     print(f"CPU ms, median / mean ({len(trees[0].times)} searches a tree):")
-    print(f"{'':16s}" + "".join(f"{tree.tree.name[-18:]:>20s}" for tree in trees)
+    print(f"{'':16s}" + "".join(f"{(tree.tree.name + ' ' + tree.vault.name)[-18:]:>20s}"
+                                for tree in trees)
           + ("    ratio (median)" if len(trees) == 2 else ""))
     rows = [("Engine.search", [tree.times for tree in trees])]
     rows += [(part, [tree.parts[part] for tree in trees]) for part in PARTS]
@@ -170,7 +175,7 @@ def report(trees: list[Tree]) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("vault", type=Path)
+    parser.add_argument("vault", type=Path, nargs="+", help="one vault, or two (sizes)")
     parser.add_argument("--tree", type=Path, action="append",
                         help="a source tree to import osk from (repeat; default: this one)")
     parser.add_argument("--cwd", type=Path, help="where the session works (default: the "
@@ -179,15 +184,17 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--gap", type=float, default=0.0)
     args = parser.parse_args()
-    cwd = args.cwd or args.vault.resolve().parent / "work" / "tidepool"
     corpus = Corpus(SEED)
     queries = [corpus.query() for _ in range(args.queries)]
-    trees = [Tree(tree.resolve(), args.vault, cwd) for tree in args.tree or [BENCH.parent]]
+    trees = [Tree(tree.resolve(), vault, args.cwd or vault.resolve().parent / "work" /
+                  "tidepool") for vault in args.vault for tree in args.tree or [BENCH.parent]]
     try:
         for query in queries:  # each query's pages read once, and the trees' hits compared
-            answers = [tree.ask(query, keep=False) for tree in trees]
-            if any(answer != answers[0] for answer in answers[1:]):
-                raise SystemExit(f"the trees' hits differ on {query!r}")
+            answers: dict[Path, list[Any]] = {}
+            for tree in trees:
+                hits = tree.ask(query, keep=False)
+                if answers.setdefault(tree.vault, hits) != hits:
+                    raise SystemExit(f"the trees' hits differ on {query!r} in {tree.vault}")
         for run in range(args.runs):
             for at, query in enumerate(queries):
                 time.sleep(args.gap)
