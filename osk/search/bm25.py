@@ -522,7 +522,7 @@ class Bm25:
                 if kth > 0.0:  # a candidate that cannot pass it with all that is left goes
                     acc = _within(acc, kth, reach[i], ceilings, max_factor)
                     get = acc.get
-            if not acc and prunable and self.df(term) > 4 * (4 * k + 16):
+            if not acc and prunable and self.df(term) > 4 * _depth(k):
                 kth = self._seed(term, weights, k, (base, slope), factor, ceilings)
             if kth <= 0.0:
                 for slot, tf in self.pairs(term):
@@ -547,7 +547,7 @@ class Bm25:
         if impacts is None:
             return 0.0
         base, slope = line
-        lengths, tf_of, depth = self.lengths, self.tf, 4 * k + 16
+        lengths, tf_of, depth = self.lengths, self.tf, _depth(k)
         picked: dict[int, None] = {}  # a slot once, whatever runs hold it
         for tf, _, slots, dls in impacts.runs:
             for slot, dl in zip(slots[:k], dls[:k], strict=True):
@@ -555,9 +555,8 @@ class Bm25:
                     picked[slot] = None
             if len(picked) >= depth:
                 break
-        finals = sorted((self._rest(slot, 0.0, weights, base + slope * lengths[slot])
-                         * factor(slot) for slot in picked), reverse=True)
-        return finals[k - 1] if len(finals) >= k and finals[k - 1] > 0 else 0.0
+        return _kth_final(picked, k, lambda slot: self._rest(
+            slot, 0.0, weights, base + slope * lengths[slot]) * factor(slot))
 
     def _add_to_held(self, term: str, w: float, acc: dict[int, float], base: float,
                      slope: float) -> None:
@@ -911,13 +910,24 @@ def _kth(acc: dict[int, float], k: int, final: Callable[[int], float],
     the k-th best ``final`` (a candidate's whole score × its factor) of the best by the
     score so far, times its kind's factor bound when ``ceilings`` are known (a candidate
     of another scope rarely has a final score to match one of the session's own)."""
-    depth = 4 * k + 16
+    depth = _depth(k)
     if ceilings is None:
         best = heapq.nlargest(depth, acc, key=acc.__getitem__)  # a key in C: no call per item
     else:
         kinds, bounds = ceilings
         best = heapq.nlargest(depth, acc, key=lambda slot: acc[slot] * bounds[kinds[slot]])
-    ranked = sorted((final(slot) for slot in best), reverse=True)
+    return _kth_final(best, k, final)
+
+
+def _depth(k: int) -> int:
+    """How many documents are scored whole for a lower bound on the k-th best final score."""
+    return 4 * k + 16
+
+
+def _kth_final(slots: Iterable[int], k: int, final: Callable[[int], float]) -> float:
+    """The k-th largest ``final`` of ``slots`` (0 if fewer, or not positive): a real
+    document's final score, so a lower bound on the k-th best of any larger set."""
+    ranked = sorted(map(final, slots), reverse=True)
     return ranked[k - 1] if len(ranked) >= k and ranked[k - 1] > 0 else 0.0
 
 
