@@ -108,6 +108,37 @@ def _grown(held: npt.NDArray[Any], size: int) -> npt.NDArray[Any]:
 _ROWS = _Rows()
 
 
+def _gathered(slots: _Rows, name: str, rows: Rows) -> npt.NDArray[Any]:
+    """``slots``' array ``name`` at ``rows``, the slots grown first if a row is beyond them
+    (numpy checks every index anyway: no pass of ours for the largest)."""
+    try:
+        return getattr(slots, name)[rows]  # type: ignore[no-any-return]
+    except IndexError:
+        slots.fit(int(rows.max()))
+        return getattr(slots, name)[rows]  # type: ignore[no-any-return]
+
+
+_COUNTED: dict[float, npt.NDArray[np.float64]] = {}
+
+
+def _counted(context: float) -> npt.NDArray[np.float64]:
+    """A posting's weighted count (``own + context * around``) by its descriptor's top 16
+    bits, NaN for a capped count: the same for every query at a context weight (two are
+    asked), so a table is built once, not worked out a posting at a time."""
+    found = _COUNTED.get(context)
+    if found is None:
+        high = np.arange(1 << 16, dtype=np.uint32)
+        own, around = high >> 8, high & 0xFF
+        found = own + context * around if context else own.astype(np.float64)
+        found[own >= CAPPED] = np.nan
+        if context:
+            found[around >= CAPPED] = np.nan
+        if len(_COUNTED) >= 4:  # a weight asked once (a test's) does not stay
+            _COUNTED.clear()
+        _COUNTED[context] = found
+    return found
+
+
 def top(db: sqlite3.Connection, terms: Sequence[str], k: int, context: float,
         accept: Accept | None) -> list[tuple[int, float]]:
     """``round_postings.top``, summed on arrays (the same result). A query while another
@@ -147,6 +178,7 @@ class _Arrays(Search):
         self.capped = False  # whether a capped posting was read (``unsure`` then counts)
         self.terms = {lst.term: at for at, lst in enumerate(self.lists)}
         self.rests: dict[tuple[float, ...], npt.NDArray[np.float64]] = {}  # ``_rest``'s
+        self.unread: npt.NDArray[np.float64] | None = None  # ``_rest``'s terms by mask
 
     def run(self) -> list[tuple[int, float]]:
         try:
@@ -259,32 +291,35 @@ class _Arrays(Search):
                 blobs, halves, strict=True)), np.uint32)
             self._add(i, rows, descs)
 
-    def _add(self, i: int, rows: npt.NDArray[np.uint32], descs: npt.NDArray[np.uint32]
+    def _add(self, i: int, read: npt.NDArray[np.uint32], descs: npt.NDArray[np.uint32]
              ) -> None:
-        """Add what term ``i`` gives each of ``rows`` (``_gain`` of its descriptor at the
+        """Add what term ``i`` gives each of the rows ``read`` (``_gain`` of its descriptor at the
         term's weight; a capped one counts its most in ``unsure``), to the rounds that can
         still reach only once those are known. A term holds one posting a round, so a row is
-        once in ``rows``."""
-        if not len(rows):
+        once in ``read``."""
+        if not len(read):
             return
         slots = self.rows
-        slots.fit(int(rows.max()))
+        rows: Rows = read.astype(np.intp)
         if self.reaching is not None:
-            wanted = slots.alive[rows]
+            wanted = _gathered(slots, "alive", rows)
             rows, descs = rows[wanted], descs[wanted]
             if not len(rows):
                 return
-        own, around, length = descs >> 24, (descs >> 16) & 0xFF, descs & 0xFFFF
-        context, weight = self.context, self.lists[i].weight
-        f = own + context * around if context else own.astype(np.float64)
-        # the same sum as ``round_postings.gain``, a posting at a time
-        gains = (f * (K1 + 1.0)) / (f + K1 * (1 - B + B * length / self.avgdl))
-        chosen = None if context else own > 0  # a neighbour's word alone gives nothing then
-        if own.max() >= CAPPED or length.max() >= LONGEST or (
-                context and around.max() >= CAPPED):
-            capped = (own >= CAPPED) | (length >= LONGEST)
-            if context:
-                capped |= around >= CAPPED
+        masks = _gathered(slots, "masks", rows)  # the slots grown to hold them first
+        weight = self.lists[i].weight
+        # ``round_postings.gain`` a posting at a time, at the term's weight: its weighted
+        # count from a table (NaN where capped), its length's part as one product and sum
+        f = _counted(self.context)[descs >> 16]
+        length = descs & 0xFFFF
+        norm = length * (K1 * B / self.avgdl)
+        norm += K1 * (1 - B)
+        norm += f
+        gains = f * (weight * (K1 + 1.0))
+        gains /= norm
+        chosen = None if self.context else f > 0  # a neighbour's word alone gives nothing then
+        if math.isnan(gains.max()) or length.max() >= LONGEST:
+            capped = np.isnan(f) | (length >= LONGEST)
             gains[capped] = 0.0
             if slots.unsure is None:
                 slots.unsure = np.zeros(len(slots.sums), np.float64)
@@ -293,12 +328,11 @@ class _Arrays(Search):
             if chosen is not None:
                 chosen |= capped
         if chosen is not None and not chosen.all():
-            rows, gains = rows[chosen], gains[chosen]
-        rows = rows.astype(np.intp)
-        masks = slots.masks[rows]
+            rows, gains, masks = rows[chosen], gains[chosen], masks[chosen]
         self.touched.append(rows[masks == 0])
         slots.masks[rows] = masks | np.uint16(1 << i)
-        sums = slots.sums[rows] + weight * gains
+        sums = slots.sums[rows]
+        sums += gains
         slots.sums[rows] = sums
         if len(sums):
             self.most = max(self.most, float(sums.max()))
@@ -337,10 +371,10 @@ class _Arrays(Search):
         terms are few) and what its capped postings could, raised by ``MARGIN`` once more
         (the sums' order)."""
         slots = self.rows
-        most = slots.sums[rows]
-        masks = slots.masks[rows]
+        most = slots.sums.take(rows)
+        masks = slots.masks.take(rows)
         if len(left) <= MASKED:
-            most = most + self._rest(left)[masks]
+            most += self._rest(left).take(masks.astype(np.intp))
         else:
             for j, value in enumerate(left):
                 if value:
@@ -351,15 +385,17 @@ class _Arrays(Search):
         return most * (1 + MARGIN)
 
     def _rest(self, left: list[float]) -> npt.NDArray[np.float64]:
-        """What the terms not read for a round could still give, by its mask: summed in
-        Python (a few masks: numpy's calls cost more than the sums), in the terms' order."""
+        """What the terms not read for a round could still give, by its mask: a product of
+        ``left`` and which terms each mask has not read (a few terms, so at most a few
+        hundred masks; worked out once per query)."""
         key = tuple(left)
         found = self.rests.get(key)
         if found is None:
-            found = np.array([sum(value for j, value in enumerate(left)
-                                  if value and not mask >> j & 1)
-                              for mask in range(1 << len(left))], np.float64)
-            self.rests[key] = found
+            if self.unread is None:
+                masks = np.arange(1 << len(left))
+                bits = np.arange(len(left))[:, np.newaxis]
+                self.unread = ((masks >> bits) & 1 == 0).astype(np.float64)
+            found = self.rests[key] = np.array(left, np.float64) @ self.unread
         return found
 
     def _reach(self, left: list[float], threshold: float
