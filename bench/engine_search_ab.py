@@ -38,19 +38,19 @@ Usage: ``python bench/engine_search_ab.py DIR/vault-100000 [DIR2/vault-1000] [--
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import IO, Any
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
-from search_bench import Corpus  # noqa: E402
+from search_bench import Corpus, in_turns, turn_arguments  # noqa: E402
 
 SEED = 2027  # rounds_scale's Corpus: the same words
 PARTS = ("node look", "nodes", "markers", "round look", "round top-k", "round rest",
@@ -180,9 +180,7 @@ def main() -> int:
                         help="a source tree to import osk from (repeat; default: this one)")
     parser.add_argument("--cwd", type=Path, help="where the session works (default: the "
                         "vault's project, DIR/work/tidepool)")
-    parser.add_argument("--queries", type=int, default=100)
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--gap", type=float, default=0.0)
+    turn_arguments(parser)
     args = parser.parse_args()
     corpus = Corpus(SEED)
     queries = [corpus.query() for _ in range(args.queries)]
@@ -195,12 +193,8 @@ def main() -> int:
                 hits = tree.ask(query, keep=False)
                 if answers.setdefault(tree.vault, hits) != hits:
                     raise SystemExit(f"the trees' hits differ on {query!r} in {tree.vault}")
-        for run in range(args.runs):
-            for at, query in enumerate(queries):
-                time.sleep(args.gap)
-                turn = (at + run) % len(trees)
-                for tree in trees[turn:] + trees[:turn]:
-                    tree.ask(query, keep=True)
+        in_turns(queries, args.runs, args.gap,
+                 [functools.partial(tree.ask, keep=True) for tree in trees])
         report(trees)
     finally:
         for tree in trees:

@@ -37,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -111,6 +112,26 @@ class Corpus:
         picks += [self.words[rng.randint(0, 59)] for _ in range(rng.randint(0, 3))]
         rng.shuffle(picks)
         return " ".join(picks)
+
+
+def turn_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--queries``, ``--runs`` and ``--gap`` of a bench whose askers take turns (``in_turns``)."""
+    parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--gap", type=float, default=0.0)
+
+
+def in_turns(queries: list[str], runs: int, gap: float,
+             askers: list[Callable[[str], object]]) -> None:
+    """Ask every query of every asker ``runs`` times, ``gap`` seconds between one query and
+    the next, the askers taking turns and the first changing from query to query, so each
+    meets the same page cache and the same load."""
+    for run in range(runs):
+        for at, query in enumerate(queries):
+            time.sleep(gap)
+            turn = (at + run) % len(askers)
+            for ask in askers[turn:] + askers[:turn]:
+                ask(query)
 
 
 def make_vault(base: Path, size: int) -> tuple[Path, list[str], Corpus]:

@@ -1,4 +1,4 @@
-"""Searches answered before the MCP SDK is loaded.
+"""Searches the stdio front answers itself: before the MCP SDK is loaded, and after.
 
 Importing the SDK costs about a second of CPU (pydantic builds its protocol models for two
 protocol generations), many seconds on a loaded machine, while opening the engine costs a
@@ -11,9 +11,14 @@ would send (the fields of ``osk.surfaces.search_models``' result models, dumped 
 pydantic: ``plain_search_out``); until those searches have their store's answer, the loading
 of the SDK and the engine waits (``wait_for_store``). A call it cannot answer for sure
 (unusual arguments, an error from the engine) goes on to the SDK, which gives the error it
-always gives. Once the SDK's side takes the engine
-(``close``), no early search is running and no new one starts: the engine serves one caller at
-a time.
+always gives. Once the SDK's side takes the engine (``close``), no early search is running
+and no new one starts.
+
+Once the SDK serves, a plain search is still answered here (``served``), by the open engine
+on the front's own thread, whenever the SDK owes the host no answer: the SDK's message
+models, its event loop and its worker threads cost a search more CPU than the search itself
+at 10,000 records (docs/performance.md), and a search is most of an agent's calls. The engine
+serves one caller at a time (``Engine.calls``), whichever side asks.
 """
 
 from __future__ import annotations
@@ -38,9 +43,11 @@ class EarlySearch:
     """Takes a search call from the front while the SDK loads (``take``) and answers it."""
 
     def __init__(self, engine: Callable[[], Engine],
-                 quick: Callable[[str, int, str], Any] | None = None) -> None:
+                 quick: Callable[[str, int, str], Any] | None = None,
+                 opened: Callable[[], bool] = lambda: False) -> None:
         self._engine = engine
         self._quick = quick  # (query, k, kind) -> the engine's SearchResult, or None
+        self._opened = opened  # whether the engine is open (``served`` never waits for it)
         self._state = threading.Condition()
         self._running = 0
         self._from_store = 0  # searches still trying the store (no engine asked yet)
@@ -60,6 +67,24 @@ class EarlySearch:
             self._from_store += 1
         threading.Thread(target=self._run, args=(arguments, answer, pass_on),
                          name="osk-early-search", daemon=True).start()
+        return True
+
+    def served(self, message: dict[str, Any], answer: Callable[[dict[str, Any]], None]
+               ) -> bool:
+        """Answer a plain search now, with the open engine, once the SDK serves: what its
+        side would send, without its framing (its message models, its event loop and worker
+        threads cost a search about 2.5 ms of CPU, more than the search at 10,000 records:
+        docs/performance.md). False (an unusual call, the engine not open yet, an error from
+        it): the SDK's, as is."""
+        arguments = self._plain(message)
+        asked = _bounded(arguments) if arguments is not None else None
+        if asked is None or not self._opened():
+            return False
+        try:
+            result = _result(self._found(asked, None))
+        except Exception:  # the SDK's side answers it, with the error it always gives
+            return False
+        answer(result)
         return True
 
     def wait_for_store(self, timeout: float) -> None:

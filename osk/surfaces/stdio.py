@@ -27,6 +27,10 @@ only, so it runs before the SDK is imported) stands in front of it:
   (its size, its nesting depth, lone surrogates) before the SDK sees it; a refused request gets
   a JSON-RPC error (for a tool call, an ``isError`` result naming the argument), carrying its
   id whenever one can be read.
+* **Searches without the SDK's framing.** Once the SDK serves, a plain ``search`` call is
+  answered by the front with the open engine (``osk.surfaces.early``: the same result the SDK
+  would give) whenever none of the host's requests awaits the SDK's answer, so no call
+  overtakes an earlier one; the SDK's message models and threads cost more than the search.
 
 Stdout carries only protocol messages: the front writes through a private copy of file
 descriptor 1 and points 1 at stderr, so a stray print elsewhere cannot corrupt the stream; the
@@ -81,6 +85,7 @@ SUBSCRIPTION_KEY = "io.modelcontextprotocol/subscriptionId"
 CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
 CLIENT_KEY = "io.modelcontextprotocol/clientInfo"
 ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
+LISTEN = "subscriptions/listen"
 # Lists a host asks for while it connects, answered from the cache while the SDK loads.
 LISTS = ("tools/list", "prompts/list", "resources/list", "resources/templates/list")
 _ID = re.compile(rb'"id"\s*:\s*(-?\d{1,18}(?![\d.eE])|"(?:[^"\\]|\\.){0,200}")')
@@ -409,6 +414,10 @@ class Front:
     # A tool call taken while the SDK loads (osk.surfaces.early): (message, answer, pass_on).
     early: Callable[[dict[str, Any], Callable[[dict[str, Any]], None], Callable[[], None]],
                     bool] | None = None
+    # A tool call answered by the front once the SDK serves (``EarlySearch.served``): (message,
+    # answer) -> whether it was answered (else it goes to the SDK).
+    served: Callable[[dict[str, Any], Callable[[dict[str, Any]], None]], bool] | None = None
+    pending: set[object] = field(default_factory=set)  # the host's requests the SDK has
 
     def handle(self, item: bytes | Refusal | Drained) -> None:
         if isinstance(item, Drained):
@@ -427,12 +436,50 @@ class Front:
                 return
             if self.committed is None and id_ is not None and isinstance(method, str):
                 self.committed = generation(message)  # as the SDK will on this same request
-            if self._answer_early(message, method, id_):
+            serve = self._served_call(message, method, id_)
+            if serve is None:
+                if self._answer_early(message, method, id_):
+                    return
+                self._to_sdk(message)
+                if method == "notifications/initialized" and self.initialize_id is not None:
+                    # Learn the SDK's tool list on every run, after the host's own handshake.
+                    self.inbox.put({"jsonrpc": "2.0", "id": PRIVATE_ID, "method": "tools/list"})
                 return
-            self.inbox.put(message)
-            if method == "notifications/initialized" and self.initialize_id is not None:
-                # Learn the SDK's tool list on every run, after the host's own handshake.
-                self.inbox.put({"jsonrpc": "2.0", "id": PRIVATE_ID, "method": "tools/list"})
+        serve()  # on the reader's thread, outside the lock: the host's next line waits for it
+
+    def _to_sdk(self, message: dict[str, Any]) -> None:
+        """Queue a message for the SDK, keeping which of the host's requests it has not yet
+        answered (a cancelled one it will not answer)."""
+        id_, method = message.get("id"), message.get("method")
+        if id_ is not None and method is not None and method != LISTEN:  # a stream, open long
+            self.pending.add(id_)
+        elif method == "notifications/cancelled" and isinstance(message.get("params"), dict):
+            self.pending.discard(message["params"].get("requestId"))
+        self.inbox.put(message)
+
+    def _served_call(self, message: dict[str, Any], method: object, id_: object
+                     ) -> Callable[[], None] | None:
+        """A tool call the front answers itself once the SDK serves (``served``): only when
+        the SDK has none of the host's requests unanswered (so no call overtakes an earlier
+        one), in an opened session of the connection's generation. What ``served`` gives back
+        goes to the SDK after all."""
+        if (method != "tools/call" or id_ is None or self.served is None
+                or not self.ready.is_set() or self.pending
+                or generation(message) != self.committed):
+            return None
+        extra = self._session_extra(message)
+        if extra is None:
+            return None
+        served = self.served
+
+        def answer(result: dict[str, Any]) -> None:
+            self.wire.send({"jsonrpc": "2.0", "id": id_, "result": {**result, **extra}})
+
+        def serve() -> None:
+            if not served(message, answer):
+                self._pass_on(message)
+
+        return serve
 
     def _answer_early(self, message: dict[str, Any], method: object, id_: object) -> bool:
         """Answer a handshake request from the cache; True when it must not reach the SDK."""
@@ -473,7 +520,7 @@ class Front:
                 self.dropped.add(id_)
                 self.wire.send({"jsonrpc": "2.0", "id": id_, "result": result})
             return False
-        if method == "subscriptions/listen":
+        if method == LISTEN:
             self.listens[id_] = message["params"].get("notifications")
             ack = kept.acknowledgement(message["params"]) if kept is not None else None
             if ack is not None and self._early():  # the SDK still holds the subscription
@@ -506,19 +553,25 @@ class Front:
         connection's generation; the answer carries what that generation's results carry."""
         if self.early is None or self.ready.is_set() or generation(message) != self.committed:
             return False
-        extra: dict[str, Any] = {}
-        if self.committed == ENVELOPE:
-            discover = self.cached.discover if self.cached is not None else {}
-            if not (discover.get("_meta") and _complete_envelope(message, discover)):
-                return False
-            extra = {"resultType": "complete", "_meta": discover["_meta"]}
-        elif self.initialize_id is None:
-            return False  # no classic session yet: the SDK says so
+        extra = self._session_extra(message)
+        if extra is None:
+            return False
 
         def answer(result: dict[str, Any]) -> None:
             self.wire.send({"jsonrpc": "2.0", "id": id_, "result": {**result, **extra}})
 
         return self.early(message, answer, lambda: self._pass_on(message))
+
+    def _session_extra(self, message: dict[str, Any]) -> dict[str, Any] | None:
+        """What a result the front gives carries beyond the tool's own (the envelope's
+        completion and meta); None when the SDK would not serve the call in this session (no
+        classic session opened yet, an envelope it would refuse)."""
+        if self.committed == ENVELOPE:
+            discover = self.cached.discover if self.cached is not None else {}
+            if not (discover.get("_meta") and _complete_envelope(message, discover)):
+                return None
+            return {"resultType": "complete", "_meta": discover["_meta"]}
+        return {} if self.initialize_id is not None else None
 
     def _pass_on(self, message: dict[str, Any]) -> None:
         """A call ``early`` gave back: the SDK's after all."""
@@ -526,7 +579,7 @@ class Front:
             if self.failed is not None:
                 self.wire.send(error(message["id"], INTERNAL_ERROR, self.failed))
             else:
-                self.inbox.put(message)
+                self._to_sdk(message)
 
     def _early(self) -> bool:
         """Whether the front still answers for the SDK: it answered this connection's opening
@@ -538,6 +591,7 @@ class Front:
         """One message from the SDK (``response_id``: the id it answers, None for requests
         and notifications): to the host, unless it is the front's own business."""
         with self.lock:
+            self.pending.discard(response_id)
             if response_id == PRIVATE_ID:
                 self._keep(lambda: self._learn_tools(text))
                 return
@@ -667,16 +721,17 @@ def _claim_stdio() -> tuple[int, int]:
 
 
 def run(handshake: Path, backend: Callable[[Front], None],
-        early: Callable[..., bool] | None = None) -> int:
+        early: Callable[..., bool] | None = None, served: Callable[..., bool] | None = None
+        ) -> int:
     """Serve the host on stdin/stdout until it closes stdin. ``backend(front)`` runs the SDK on
     a thread: it takes messages from ``front.inbox`` (None: the host has gone), hands each
     answer to ``front.deliver`` and sets ``front.ready`` once it is serving. ``handshake`` is
     the file the SDK's handshake is kept in between runs; ``early`` takes a tool call while the
-    SDK loads (``Front.early``)."""
+    SDK loads (``Front.early``), ``served`` one once it serves (``Front.served``)."""
     wire_in, wire_out = _claim_stdio()
     own = Handshake.load(handshake)
     front = Front(Wire(wire_out), handshake, own or Handshake.load(SHIPPED_HANDSHAKE),
-                  own=own is not None, early=early)
+                  own=own is not None, early=early, served=served)
     thread = threading.Thread(target=_guarded, args=(backend, front), name="osk-mcp", daemon=True)
     start = _once(thread.start)
     # The loading threads take the CPU (and the GIL) from the front: they start once the host
@@ -760,6 +815,10 @@ class EngineOpener:
         """Until the engine is open (or could not be), ``timeout`` seconds at most."""
         self._done.wait(timeout)
 
+    def opened(self) -> bool:
+        """Whether the engine is open (without waiting for it)."""
+        return self._done.is_set() and self._error is None
+
     def get(self) -> Engine:
         self._done.wait()
         if self._error is not None:
@@ -782,7 +841,7 @@ def serve(vault: str | None, cwd: Path) -> int:
 
         return quick_search.search(found.root, cwd, None, query, k, kind)
 
-    early = EarlySearch(opener.get, quick)
+    early = EarlySearch(opener.get, quick, opener.opened)
 
     def engine() -> Engine:  # the SDK's side takes the engine over from the early searches
         opened = opener.get()
@@ -801,6 +860,6 @@ def serve(vault: str | None, cwd: Path) -> int:
         run_backend(front, engine)
 
     try:
-        return run(found.state(*HANDSHAKE_FILE), backend, early.take)
+        return run(found.state(*HANDSHAKE_FILE), backend, early.take, early.served)
     finally:
         opener.close()

@@ -394,3 +394,44 @@ def test_an_envelope_search_is_taken_early_only_with_a_kept_probe_answer_and_a_w
     assert answers[1] == {"jsonrpc": "2.0", "id": 2, "result": {
         "isError": False, "resultType": "complete", "_meta": stamped["_meta"]}}
     assert len(answers) == 2 and pipe.queued() == ["probe-1", 3]
+
+
+def test_once_the_sdk_serves_a_search_is_the_fronts_while_the_sdk_owes_the_host_nothing(
+        tmp_path: Path) -> None:
+    """The front answers a search itself (``served``) only when every earlier request of the
+    host has its answer: a call never overtakes one the SDK still holds."""
+    served: list[object] = []
+
+    def serve(message: dict[str, Any], answer: Any) -> bool:
+        if message["params"]["name"] != "search" or message["params"]["arguments"].get(
+                "query") == "unusual":
+            return False  # given back: the SDK's
+        served.append(message["id"])
+        answer({"content": [], "isError": False})
+        return True
+
+    pipe = Pipe(tmp_path, kept())
+    pipe.front.served = serve
+    search = {"jsonrpc": "2.0", "method": "tools/call",
+              "params": {"name": "search", "arguments": {"query": "x"}}}
+    pipe.send({**search, "id": 0})  # the SDK does not serve yet: it waits for it
+    pipe.front.ready.set()
+    pipe.send(initialize(1))
+    pipe.front.deliver(0, json.dumps({"jsonrpc": "2.0", "id": 0, "result": {}}))
+    pipe.send({**search, "id": 2})  # the initialize not answered yet: the SDK's
+    pipe.front.deliver(1, json.dumps({"jsonrpc": "2.0", "id": 1, "result": INIT_RESULT}))
+    pipe.front.deliver(2, json.dumps({"jsonrpc": "2.0", "id": 2, "result": {}}))
+    pipe.send({**search, "id": 3})  # nothing owed: the front's
+    pipe.send({**search, "id": 4, "params": {"name": "overview", "arguments": {}}})
+    pipe.send({**search, "id": 5})  # the overview unanswered: the SDK's
+    pipe.send({"jsonrpc": "2.0", "method": "notifications/cancelled",
+               "params": {"requestId": 4}})
+    pipe.front.deliver(5, json.dumps({"jsonrpc": "2.0", "id": 5, "result": {}}))
+    pipe.send({**search, "id": 6})  # the overview cancelled, the search answered: the front's
+    unusual = {"name": "search", "arguments": {"query": "unusual"}}
+    pipe.send({**search, "id": 7, "params": unusual})  # given back by ``served``
+
+    assert served == [3, 6]
+    assert pipe.queued() == [0, 1, 2, 4, 5, "notifications/cancelled", 7]
+    assert [a["id"] for a in pipe.answers()] == [1, 0, 2, 3, 5, 6]  # 1 from the kept handshake
+    assert pipe.front.pending == {7}

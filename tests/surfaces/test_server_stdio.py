@@ -378,9 +378,11 @@ def test_a_probe_then_an_initialize_is_served_in_one_generation(vault: Vault, re
 
 
 # -- a first search while the SDK loads --------------------------------------------------------
-def _two_searches(vault: Vault, repo: Path, envelope: bool) -> tuple[dict[str, Any], ...]:
+def _three_searches(vault: Vault, repo: Path, envelope: bool) -> tuple[dict[str, Any], ...]:
     """A search sent with the handshake (the front answers it while the SDK loads, when it
-    kept what it needs), then, once the SDK serves (an overview answered), the same search."""
+    kept what it needs), then, once the SDK serves (an overview answered), the same search
+    (the front answers it with the open engine), then the same with ``as_of`` given as null
+    (an argument only the SDK's side takes: the SDK answers it)."""
     from osk.hosts.connect import ReplyLines, close_server, send_message
 
     proc = _spawn(vault, repo)
@@ -401,7 +403,10 @@ def _two_searches(vault: Vault, repo: Path, envelope: bool) -> tuple[dict[str, A
                             "params": {"name": "overview", "arguments": {}, **meta}})
         lines.response(3, deadline)
         send_message(proc, {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": search})
-        return first, lines.response(4, deadline)
+        served = lines.response(4, deadline)
+        by_sdk = {**search, "arguments": {**search["arguments"], "as_of": None}}
+        send_message(proc, {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": by_sdk})
+        return first, served, lines.response(5, deadline)
     finally:
         close_server(proc)
 
@@ -428,14 +433,15 @@ def test_the_early_answer_has_the_fields_of_the_sdks_result_models():
 
 
 @pytest.mark.parametrize("envelope", [False, True], ids=["classic", "envelope"])
-def test_a_search_answered_while_the_sdk_loads_is_the_one_the_sdk_gives(
+def test_a_search_the_front_answers_is_the_one_the_sdk_gives(
         vault: Vault, repo: Path, envelope: bool):
+    """Before the SDK serves (from the store or the engine) and after (the open engine)."""
     from osk.engine.core import Engine
 
     Engine.open(vault, cwd=repo).create_node(NewNode(
         **{**HUB, "derived_from": []}))
-    _two_searches(vault, repo, envelope)  # keeps the handshake of this generation
-    early, late = _two_searches(vault, repo, envelope)
+    _three_searches(vault, repo, envelope)  # keeps the handshake of this generation
+    early, served, by_sdk = _three_searches(vault, repo, envelope)
     assert early["result"]["isError"] is False, early
     assert [h["title"] for h in early["result"]["structuredContent"]["hits"]] == ["cache"]
-    assert early["result"] == late["result"]
+    assert early["result"] == served["result"] == by_sdk["result"]

@@ -1,0 +1,154 @@
+"""Warm search through ``osk mcp``, server CPU a call, on two or more vaults side by side (issue
+26's per-query cost at a million records against ten thousand, measured as the issue asks it:
+"warm search through ``osk mcp``").
+
+For each ``VAULT`` an ``osk mcp`` is started over stdio from the vault's project
+(``DIR/work/tidepool`` beside ``DIR/vault-N``, as ``bench/rounds_scale.py --keep DIR`` leaves
+it), the semantic channel off (``OSK_SEMANTIC=0``, as the scale bench), and spoken to in MCP's
+stdio framing (a JSON-RPC message a line): ``initialize``, then ``tools/call`` of ``search``.
+The queries are ``rounds_scale``'s Corpus words (seed 2027, as ``bench/engine_search_ab.py``).
+Each is asked once of every server first (its pages read once), then ``--runs`` times, the
+servers taking turns and the first changing from query to query, so every server meets the
+same page cache and load. ``--gap S``: that long between one query and the next (a second or
+more: each search then makes the engine's periodic look for hand edits, as an agent's calls
+do); 0, back to back.
+
+A call's server CPU is the CPU time every thread of the server's process ran between the
+request written and the answer read (``/proc/PID/task/*/schedstat``, nanoseconds): the whole
+of what the server spends on the call, its JSON-RPC framing and the tool's arguments and
+result included, as a user's machine pays it. The client's wall time a call is printed too.
+
+Usage: ``python bench/mcp_search_ab.py DIR/vault-100000 DIR2/vault-1000 [--queries 100]
+[--runs 3] [--gap 0]``. Run by hand, not in CI. Linux only (``/proc``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import IO, Any
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
+
+from search_bench import Corpus, in_turns, turn_arguments  # noqa: E402
+
+SEED = 2027  # rounds_scale's Corpus: the same words
+PROTOCOL = "2025-06-18"
+
+
+def ran_ns(pid: int) -> int:
+    """Nanoseconds every thread of ``pid`` has run on a CPU (threads that ended are gone from
+    the sum: the server's search runs on threads that live as long as it does)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text(encoding="ascii").split()[0])
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # a thread that ended between the listing and the read
+    return total
+
+
+class Server:
+    """One ``osk mcp`` on one vault, asked one call at a time."""
+
+    def __init__(self, vault: Path, cwd: Path) -> None:
+        self.vault = vault
+        env = {k: v for k, v in os.environ.items() if k != "OSK_VAULT"}
+        env["OSK_SEMANTIC"] = "0"
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "osk", "--vault", str(vault), "mcp"], cwd=cwd, env=env,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.ids = 0
+        began = time.perf_counter()
+        self.call("initialize", {"protocolVersion": PROTOCOL, "capabilities": {},
+                                 "clientInfo": {"name": "mcp_search_ab", "version": "0"}})
+        self._send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        print(f"osk mcp on {vault}: initialized in {time.perf_counter() - began:.1f} s wall",
+              flush=True)
+        self.cpu: list[float] = []
+        self.wall: list[float] = []
+
+    def _send(self, message: dict[str, Any]) -> None:
+        given: IO[str] | None = self.process.stdin
+        assert given is not None
+        given.write(json.dumps(message) + "\n")
+        given.flush()
+
+    def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """Send a request and read lines until its answer (a notification is skipped)."""
+        self.ids += 1
+        self._send({"jsonrpc": "2.0", "id": self.ids, "method": method, "params": params})
+        out: IO[str] | None = self.process.stdout
+        assert out is not None
+        while True:
+            line = out.readline()
+            if not line:
+                raise SystemExit(f"osk mcp on {self.vault} stopped")
+            found: dict[str, Any] = json.loads(line)
+            if found.get("id") == self.ids:
+                if "error" in found:
+                    raise SystemExit(f"osk mcp on {self.vault}: {found['error']}")
+                return found
+
+    def search(self, query: str, *, keep: bool) -> None:
+        """Ask ``query`` of the search tool; its server CPU and wall kept when ``keep``."""
+        before, began = ran_ns(self.process.pid), time.perf_counter()
+        found = self.call("tools/call", {"name": "search", "arguments": {"query": query}})
+        wall, cpu = time.perf_counter() - began, ran_ns(self.process.pid) - before
+        if found["result"].get("isError"):
+            raise SystemExit(f"search {query!r} on {self.vault}: {found['result']}")
+        if keep:
+            self.cpu.append(cpu / 1e6)
+            self.wall.append(wall * 1000)
+
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        self.process.wait(timeout=60)
+
+
+def middle(values: list[float]) -> str:
+    return f"{statistics.median(values):7.3f} / {statistics.mean(values):7.3f}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("vault", type=Path, nargs="+", help="vaults (first: the larger)")
+    turn_arguments(parser)
+    args = parser.parse_args()
+    corpus = Corpus(SEED)
+    queries = [corpus.query() for _ in range(args.queries)]
+    servers = [Server(vault.resolve(), vault.resolve().parent / "work" / "tidepool")
+               for vault in args.vault]
+    try:
+        for query in queries:
+            for server in servers:
+                server.search(query, keep=False)
+        in_turns(queries, args.runs, args.gap,
+                 [functools.partial(server.search, keep=True) for server in servers])
+    finally:
+        for server in servers:
+            server.close()
+    print(f"search through osk mcp, ms a call, median / mean ({len(servers[0].cpu)} calls a "
+          f"vault, gap {args.gap} s):")
+    for server in servers:
+        print(f"  {server.vault.name:>14s}: server CPU {middle(server.cpu)}, "
+              f"client wall {middle(server.wall)}")
+    first = servers[0]
+    for server in servers[1:]:
+        print(f"  {first.vault.name} / {server.vault.name}: server CPU median "
+              f"{statistics.median(first.cpu) / statistics.median(server.cpu):.2f}x, mean "
+              f"{statistics.mean(first.cpu) / statistics.mean(server.cpu):.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
