@@ -2,7 +2,8 @@
 26's per-query cost at a million records against ten thousand, measured as the issue asks it:
 "warm search through ``osk mcp``").
 
-For each ``VAULT`` an ``osk mcp`` is started over stdio from the vault's project
+For each ``VAULT`` (and each ``--tree``: a source tree osk is imported from, by
+``PYTHONPATH``; default this checkout) an ``osk mcp`` is started over stdio from the vault's project
 (``DIR/work/tidepool`` beside ``DIR/vault-N``, as ``bench/rounds_scale.py --keep DIR`` leaves
 it), the semantic channel off (``OSK_SEMANTIC=0``, as the scale bench), and spoken to in MCP's
 stdio framing (a JSON-RPC message a line): ``initialize``, then ``tools/call`` of ``search``.
@@ -18,8 +19,8 @@ request written and the answer read (``/proc/PID/task/*/schedstat``, nanoseconds
 of what the server spends on the call, its JSON-RPC framing and the tool's arguments and
 result included, as a user's machine pays it. The client's wall time a call is printed too.
 
-Usage: ``python bench/mcp_search_ab.py DIR/vault-100000 DIR2/vault-1000 [--queries 100]
-[--runs 3] [--gap 0]``. Run by hand, not in CI. Linux only (``/proc``).
+Usage: ``python bench/mcp_search_ab.py DIR/vault-100000 DIR2/vault-1000 [--tree BASE --tree .]
+[--queries 100] [--runs 3] [--gap 0]``. Run by hand, not in CI. Linux only (``/proc``).
 """
 
 from __future__ import annotations
@@ -59,10 +60,11 @@ def ran_ns(pid: int) -> int:
 class Server:
     """One ``osk mcp`` on one vault, asked one call at a time."""
 
-    def __init__(self, vault: Path, cwd: Path) -> None:
-        self.vault = vault
+    def __init__(self, vault: Path, cwd: Path, tree: Path) -> None:
+        self.vault, self.tree = vault, tree
         env = {k: v for k, v in os.environ.items() if k != "OSK_VAULT"}
         env["OSK_SEMANTIC"] = "0"
+        env["PYTHONPATH"] = str(tree)
         self.process = subprocess.Popen(
             [sys.executable, "-m", "osk", "--vault", str(vault), "mcp"], cwd=cwd, env=env,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -71,8 +73,8 @@ class Server:
         self.call("initialize", {"protocolVersion": PROTOCOL, "capabilities": {},
                                  "clientInfo": {"name": "mcp_search_ab", "version": "0"}})
         self._send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        print(f"osk mcp on {vault}: initialized in {time.perf_counter() - began:.1f} s wall",
-              flush=True)
+        print(f"osk mcp of {tree} on {vault}: initialized in "
+              f"{time.perf_counter() - began:.1f} s wall", flush=True)
         self.cpu: list[float] = []
         self.wall: list[float] = []
 
@@ -122,12 +124,15 @@ def middle(values: list[float]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("vault", type=Path, nargs="+", help="vaults (first: the larger)")
+    parser.add_argument("--tree", type=Path, action="append",
+                        help="a source tree to import osk from (repeat; default: this one)")
     turn_arguments(parser)
     args = parser.parse_args()
     corpus = Corpus(SEED)
     queries = [corpus.query() for _ in range(args.queries)]
-    servers = [Server(vault.resolve(), vault.resolve().parent / "work" / "tidepool")
-               for vault in args.vault]
+    servers = [Server(vault.resolve(), vault.resolve().parent / "work" / "tidepool",
+                      tree.resolve()) for vault in args.vault
+               for tree in args.tree or [BENCH.parent]]
     try:
         for query in queries:
             for server in servers:
@@ -138,15 +143,16 @@ def main() -> int:
         for server in servers:
             server.close()
     print(f"search through osk mcp, ms a call, median / mean ({len(servers[0].cpu)} calls a "
-          f"vault, gap {args.gap} s):")
+          f"server, gap {args.gap} s):")
     for server in servers:
-        print(f"  {server.vault.name:>14s}: server CPU {middle(server.cpu)}, "
-              f"client wall {middle(server.wall)}")
-    first = servers[0]
-    for server in servers[1:]:
-        print(f"  {first.vault.name} / {server.vault.name}: server CPU median "
-              f"{statistics.median(first.cpu) / statistics.median(server.cpu):.2f}x, mean "
-              f"{statistics.mean(first.cpu) / statistics.mean(server.cpu):.2f}x")
+        print(f"  {server.tree.name[-12:]:>12s} {server.vault.name:>14s}: server CPU "
+              f"{middle(server.cpu)}, client wall {middle(server.wall)}")
+    for tree in {server.tree for server in servers}:
+        first, *rest = [server for server in servers if server.tree == tree]
+        for server in rest:
+            print(f"  {tree.name[-12:]:>12s} {first.vault.name} / {server.vault.name}: server "
+                  f"CPU median {statistics.median(first.cpu) / statistics.median(server.cpu):.2f}x"
+                  f", mean {statistics.mean(first.cpu) / statistics.mean(server.cpu):.2f}x")
     return 0
 
 
