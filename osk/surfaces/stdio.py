@@ -614,6 +614,8 @@ class Front:
     def refuse(self, message: dict[str, Any], reason: str) -> None:
         """A message the SDK's own message model refuses: answered when it asked something."""
         if message.get("id") is not None:
+            with self.lock:
+                self.pending.discard(message["id"])
             self.wire.send(error(message["id"], INVALID_REQUEST, f"Invalid request: {reason}"))
 
     def _keep(self, learn: Callable[[], None]) -> None:

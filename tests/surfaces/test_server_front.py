@@ -431,7 +431,11 @@ def test_once_the_sdk_serves_a_search_is_the_fronts_while_the_sdk_owes_the_host_
     unusual = {"name": "search", "arguments": {"query": "unusual"}}
     pipe.send({**search, "id": 7, "params": unusual})  # given back by ``served``
 
-    assert served == [3, 6]
-    assert pipe.queued() == [0, 1, 2, 4, 5, "notifications/cancelled", 7]
-    assert [a["id"] for a in pipe.answers()] == [1, 0, 2, 3, 5, 6]  # 1 from the kept handshake
     assert pipe.front.pending == {7}
+    pipe.front.refuse({**search, "id": 7, "params": unusual}, "refused by the SDK's model")
+    pipe.send({**search, "id": 8})  # the SDK refused 7 (answered it): nothing owed
+
+    assert served == [3, 6, 8]
+    assert pipe.queued() == [0, 1, 2, 4, 5, "notifications/cancelled", 7]
+    assert [a["id"] for a in pipe.answers()] == [1, 0, 2, 3, 5, 6, 7, 8]  # 1: the kept handshake
+    assert not pipe.front.pending
