@@ -52,7 +52,7 @@ from osk.provenance.rechecks import Rechecks
 from osk.provenance.sessions import Routing, Session, open_session
 from osk.search import DEFAULT_K, SearchIndex
 from osk.search.corpus import SearchDoc, node_content_hash
-from osk.search.ranking import Hit, Markers, SearchResult
+from osk.search.ranking import Hit, Markers, ScopeRule, SearchResult
 from osk.search.rounds import SEARCH_KINDS, RoundIndex, merged, round_hits
 from osk.store.catalog import Catalog, Changes
 from osk.store.edges import NodeTarget, as_link, parse_target
@@ -628,17 +628,21 @@ class Engine:
         self._fresh()
         index = self._search_index()
         self._sync_index()
-        return index.search(query, k=k, scope=self.scope, visible=self.visible, markers=markers,
-                            postings=postings)
+        return index.search(query, k=k, scope=self.scope, visible=ScopeRule(self._sees),
+                            markers=markers, postings=postings)
 
     def visible(self, doc: object) -> bool:
         """Scope isolation for one search document (anything with ``.path``, or a path).
 
-        Called for every candidate of every search: a search document's scope is read from
-        it, and each scope's answer is remembered until the session (or its settings) change.
-        """
+        A search document's scope is read from it, and each scope's answer is remembered until
+        the session (or its settings) change. A search asks it by kind of node (``_sees``)."""
         scope = doc.scope if isinstance(doc, SearchDoc) else \
             scope_of(str(getattr(doc, "path", doc)))
+        return self._sees(None, scope)
+
+    def _sees(self, space: str | None, scope: str | None) -> bool:
+        """``visible`` for a node in ``space`` and ``scope``, which the scope alone decides
+        (a ``ScopeRule``: called for every candidate of every search)."""
         session, answers = self._scope_answers
         if session is not self.session:
             session, answers = self._scope_answers = (self.session, {})

@@ -490,7 +490,8 @@ class Bm25:
         already held gain it by random access.
 
         ``ceilings``: (the kind of each slot, an upper bound on ``factor`` for each kind), so a
-        document of a kind with a lower factor (other scopes, say) needs a larger score.
+        document of a kind with a lower factor (other scopes, say) needs a larger score; a kind
+        bounded at 0 (hidden from the session) is never summed.
         """
         weights = self.weights(query, floor)
         if not weights:
@@ -502,7 +503,6 @@ class Bm25:
         lengths = self.lengths
         k1p1 = self.k1 + 1
         acc: dict[int, float] = {}
-        get = acc.get
         # A non-positive weight (tiny corpora, where even the idf floor is negative) breaks
         # the bounds, so such queries are scored exhaustively.
         prunable = weights[-1][1] > 0 and k > 0
@@ -521,12 +521,10 @@ class Bm25:
                     ceilings))
                 if kth > 0.0:  # a candidate that cannot pass it with all that is left goes
                     acc = _within(acc, kth, reach[i], ceilings, max_factor)
-                    get = acc.get
             if not acc and prunable and self.df(term) > 4 * _depth(k):
                 kth = self._seed(term, weights, k, (base, slope), factor, ceilings)
             if kth <= 0.0:
-                for slot, tf in self.pairs(term):
-                    acc[slot] = get(slot, 0.0) + w * tf / (tf + (base + slope * lengths[slot]))
+                self._add_all(term, w, acc, (base, slope), ceilings)
                 continue
             if reach[i] * max_factor < kth:  # no document not seen yet can pass it
                 self._add_to_held(term, w, acc, base, slope)
@@ -542,14 +540,18 @@ class Bm25:
         (0: none): the k-th best whole score × factor among the first postings of each run of
         the term's impact order, a few dozen documents read by random access. Without it the
         first term's every posting was summed, and its candidates all ranked: a query of one
-        word the nodes know, in 5,000 of 100,000 of them, took 3-9 ms."""
+        word the nodes know, in 5,000 of 100,000 of them, took 3-9 ms. The runs of a kind
+        bounded at 0 (hidden from the session) are passed over: their final scores are 0."""
         impacts = self._impacts_of(term, ceilings[0] if ceilings is not None else ())
         if impacts is None:
             return 0.0
         base, slope = line
         lengths, tf_of, depth = self.lengths, self.tf, _depth(k)
+        bounds = ceilings[1] if ceilings is not None and impacts.by_kind else ()
         picked: dict[int, None] = {}  # a slot once, whatever runs hold it
-        for tf, _, slots, dls in impacts.runs:
+        for tf, kind, slots, dls in impacts.runs:
+            if bounds and not bounds[kind]:
+                continue
             for slot, dl in zip(slots[:k], dls[:k], strict=True):
                 if lengths.get(slot) == dl and tf_of(term, slot) == tf:
                     picked[slot] = None
@@ -557,6 +559,24 @@ class Bm25:
                 break
         return _kth_final(picked, k, lambda slot: self._rest(
             slot, 0.0, weights, base + slope * lengths[slot]) * factor(slot))
+
+    def _add_all(self, term: str, w: float, acc: dict[int, float], line: tuple[float, float],
+                 ceilings: tuple[Sequence[int], Sequence[float]] | None) -> None:
+        """Add ``term``'s share (``w`` = its weight × (k1 + 1)) to every document holding it,
+        those of a kind bounded at 0 in ``ceilings`` left out: no factor makes them returned,
+        and under scope isolation they are most of a list (a hidden posting costs a look at
+        its kind, where one summed cost its length, a sum and a candidate more to rank)."""
+        base, slope = line
+        lengths = self.lengths
+        get = acc.get
+        if ceilings is None or all(ceilings[1]):
+            for slot, tf in self.pairs(term):
+                acc[slot] = get(slot, 0.0) + w * tf / (tf + (base + slope * lengths[slot]))
+            return
+        kinds, bounds = ceilings
+        for slot, tf in self.pairs(term):
+            if bounds[kinds[slot]]:
+                acc[slot] = get(slot, 0.0) + w * tf / (tf + (base + slope * lengths[slot]))
 
     def _add_to_held(self, term: str, w: float, acc: dict[int, float], base: float,
                      slope: float) -> None:

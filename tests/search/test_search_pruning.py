@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 
 from osk.search import bm25 as bm25_module
+from osk.search import ranking as ranking_module
 from osk.search.bm25 import Bm25
 from osk.search.corpus import Corpus, SearchDoc
 from osk.search.expand import query_terms
-from osk.search.ranking import Ranking
+from osk.search.ranking import Ranking, ScopeRule, Visible
 from osk.search.tokenize import loose_key, tokenize
 from osk.store.titles import title_key
 from osk.store.vault import DOMAIN, PERSON, SCOPE
@@ -123,12 +124,16 @@ def exhaustive_top(self: Bm25, query: Any, k: int, *, factor: Callable[[int], fl
     return acc
 
 
-def rankings(corpus: Corpus, rng: random.Random) -> Ranking:
+def rankings(corpus: Corpus, rng: random.Random, *, by_kind: bool) -> Ranking:
+    """A random session's ranking; ``by_kind``: its isolation as a ``ScopeRule`` (whose hidden
+    kinds ``Bm25.top`` never sums), else as a rule of each document."""
     # "tidepool": a session whose own scope holds no node, so no node reaches its locality
     scope = rng.choice(["atlas", "harbor", "tidepool", None])
-    visible = None
+    visible: Visible | None = None
     if scope is not None and rng.random() < 0.5:  # scope isolation: another scope is hidden
         visible = lambda doc: doc.space != SCOPE or doc.scope == scope  # noqa: E731
+        if by_kind:
+            visible = ScopeRule(lambda space, scope_: space != SCOPE or scope_ == scope)
     explicit = rng.random() < 0.2
     return Ranking(corpus, scope=scope, visible=visible, moment=NOW, explicit_time=explicit)
 
@@ -144,7 +149,7 @@ def test_pruned_ranking_equals_scoring_every_document(monkeypatch: pytest.Monkey
         monkeypatch.setattr(bm25_module, "IMPACT_MIN", impact_min)
     rng = random.Random(SEED)
     opened = {"pruned": 0, "every": 0}
-    top, ceilings = Bm25.top, Ranking._ceilings
+    top, ceilings, sorted_whole = Bm25.top, Ranking._ceilings, ranking_module.SORTED_WHOLE
 
     def counting(name: str, scorer: Callable[..., dict[int, float]]) -> Callable[..., Any]:
         def counted(self: Bm25, *args: Any, **kwargs: Any) -> dict[int, float]:
@@ -173,14 +178,17 @@ def test_pruned_ranking_equals_scoring_every_document(monkeypatch: pytest.Monkey
                 query, k = vault.query(), rng.choice([1, 3, 10, 30])
                 state = rng.getstate()
                 monkeypatch.setattr(Bm25, "top", counting("pruned", top))
-                pruned = rankings(vault.corpus, rng).rank(query, k)
+                pruned = rankings(vault.corpus, rng, by_kind=True).rank(query, k)
                 rng.setstate(state)  # the same session for both
                 monkeypatch.setattr(Bm25, "top", counting("every", exhaustive_top))
                 # no kind's bound either: every candidate is looked at while any node could
-                # still reach the top k with the largest locality there is
+                # still reach the top k with the largest locality there is; and the candidates
+                # taken by partial passes, never sorted whole
                 monkeypatch.setattr(Ranking, "_ceilings", lambda self: None)
-                every = rankings(vault.corpus, rng).rank(query, k)
+                monkeypatch.setattr(ranking_module, "SORTED_WHOLE", 0)
+                every = rankings(vault.corpus, rng, by_kind=False).rank(query, k)
                 monkeypatch.setattr(Ranking, "_ceilings", ceilings)
+                monkeypatch.setattr(ranking_module, "SORTED_WHOLE", sorted_whole)
                 assert pruned == every, (query, k)
                 compared += bool(every)
         # impact orders were walked where kept, and never made where not
@@ -189,3 +197,33 @@ def test_pruned_ranking_equals_scoring_every_document(monkeypatch: pytest.Monkey
     assert opened["pruned"] < opened["every"] * 3 // 4  # and pruning left documents unread
     # the walks by the bounds really ran and opened documents (not only the lists closed)
     assert walked["calls"] > CORPORA * QUERIES // 4 and walked["opened"] > 1000
+
+
+def test_a_kind_the_session_cannot_see_is_never_summed():
+    """A ``ScopeRule`` bounds a hidden scope's factor at 0, so ``Bm25.top`` sums none of its
+    postings, even for a list it walks whole; the ranking is the one a rule of each document
+    gives."""
+    rng = random.Random(SEED)
+    vault = Vault(rng)
+    corpus = vault.corpus
+    own = lambda doc: doc.space != SCOPE or doc.scope == "atlas"  # noqa: E731
+    rule = ScopeRule(lambda space, scope: space != SCOPE or scope == "atlas")
+    plain = Ranking(corpus, scope="atlas", visible=own, moment=NOW, explicit_time=False)
+    by_kind = Ranking(corpus, scope="atlas", visible=rule, moment=NOW, explicit_time=False)
+    kinds, bounds = by_kind._ceilings() or ((), ())
+    hidden = {slot for slot, doc in corpus.docs.items() if not own(doc)}
+    assert hidden and all(bounds[kinds[slot]] == 0 for slot in hidden)
+    bm25 = corpus.bm25
+    # the commonest word with no impact order: its list is walked whole
+    common = max((term for term in bm25.all_terms() if bm25.df(term) < bm25_module.IMPACT_MIN),
+                 key=bm25.df)
+    found = {}
+    for ranking in (plain, by_kind):
+        found[ranking] = bm25.top({common: 1.0}, 10, factor=ranking.factor, max_factor=2.0,
+                                  ceilings=ranking._ceilings())
+    assert hidden & found[plain].keys()  # a rule of each document: they are summed
+    assert not hidden & found[by_kind].keys()
+    assert {slot: score for slot, score in found[plain].items() if slot not in hidden} \
+        == found[by_kind]
+    for query in (common, vault.query(), vault.query()):
+        assert by_kind.rank(query, 10) == plain.rank(query, 10)
