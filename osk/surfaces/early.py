@@ -17,8 +17,8 @@ and no new one starts.
 Once the SDK serves, a plain search is still answered here (``served``), by the open engine
 on the front's own thread, whenever the SDK owes the host no answer: the SDK's message
 models, its event loop and its worker threads cost a search more CPU than the search itself
-at 10,000 records (docs/performance.md), and a search is most of an agent's calls. The engine
-serves one caller at a time (``Engine.calls``), whichever side asks.
+at 10,000 records (docs/performance.md). The engine serves one caller at a time
+(``Engine.calls``), whichever side asks.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ class EarlySearch:
                ) -> bool:
         """Answer a plain search now, with the open engine, once the SDK serves: what its
         side would send, without its framing (its message models, its event loop and worker
-        threads cost a search about 2.5 ms of CPU, more than the search at 10,000 records:
+        threads cost a search about 1.6 ms of CPU, more than the search at 10,000 records:
         docs/performance.md). False (an unusual call, the engine not open yet, an error from
         it): the SDK's, as is."""
         arguments = self._plain(message)
