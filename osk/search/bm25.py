@@ -377,10 +377,15 @@ class Bm25:
 
     def score(self, slot: int, query: Query, floor: float | None = None) -> float:
         """The BM25 score of one document (0.0 when it shares no term with the query)."""
+        return self.weighed(slot, self.weights(query, floor))
+
+    def weighed(self, slot: int, weights: Sequence[tuple[str, float]]) -> float:
+        """``score`` by the query's ``weights`` (``weights(query, floor)``), worked out once for
+        many documents: the weights cost more than a document's score."""
         norm = self.norm(slot)
         k1p1 = self.k1 + 1
         total = 0.0
-        for term, weight in self.weights(query, floor):
+        for term, weight in weights:
             tf = self.tf(term, slot)
             if tf:
                 total += weight * k1p1 * tf / (tf + norm)

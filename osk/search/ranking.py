@@ -187,8 +187,10 @@ class Ranking:
         else:
             raw = bm25.top(terms, k, factor=factor, max_factor=ceiling, floor=IDF_FLOOR,
                            ceilings=ceilings)
-        for slot in {slot for pair in self._pairs for slot in pair}.difference(raw):
-            score = bm25.score(slot, terms, floor=IDF_FLOOR)
+        paired = {slot for pair in self._pairs for slot in pair}.difference(raw)
+        weights = bm25.weights(terms, IDF_FLOOR) if paired else []
+        for slot in paired:
+            score = bm25.weighed(slot, weights)
             if score:
                 raw[slot] = score
         pool: dict[int, float] = {}
