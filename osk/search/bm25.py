@@ -574,14 +574,12 @@ class Bm25:
         base, slope = line
         lengths = self.lengths
         get = acc.get
-        if ceilings is None or all(ceilings[1]):
-            for slot, tf in self.pairs(term):
-                acc[slot] = get(slot, 0.0) + w * tf / (tf + (base + slope * lengths[slot]))
-            return
-        kinds, bounds = ceilings
-        for slot, tf in self.pairs(term):
-            if bounds[kinds[slot]]:
-                acc[slot] = get(slot, 0.0) + w * tf / (tf + (base + slope * lengths[slot]))
+        pairs: Iterable[tuple[int, int]] = self.pairs(term)
+        if ceilings is not None and not all(ceilings[1]):
+            kinds, bounds = ceilings
+            pairs = ((slot, tf) for slot, tf in pairs if bounds[kinds[slot]])
+        for slot, tf in pairs:
+            acc[slot] = get(slot, 0.0) + w * tf / (tf + (base + slope * lengths[slot]))
 
     def _add_to_held(self, term: str, w: float, acc: dict[int, float], base: float,
                      slope: float) -> None:

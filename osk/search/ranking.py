@@ -179,8 +179,9 @@ class Ranking:
         ceiling = max(LOCALITY_SHARED, LOCALITY_OTHER,
                       LOCALITY_OWN if self.scope is not None else 0.0)
         ceilings = self._ceilings()
-        if ceilings is not None and 0.0 < max(ceilings[1], default=0.0) < ceiling:
-            ceiling = max(ceilings[1])
+        highest = max(ceilings[1], default=0.0) if ceilings is not None else 0.0
+        if 0.0 < highest < ceiling:
+            ceiling = highest
         if postings is not None:
             raw = self._bounded(terms, postings)
             terms = bm25.rarest(terms, postings)  # what a supersession pair is scored by

@@ -470,10 +470,7 @@ class Front:
         extra = self._session_extra(message)
         if extra is None:
             return None
-        served = self.served
-
-        def answer(result: dict[str, Any]) -> None:
-            self.wire.send({"jsonrpc": "2.0", "id": id_, "result": {**result, **extra}})
+        served, answer = self.served, self._answering(id_, extra)
 
         def serve() -> None:
             if not served(message, answer):
@@ -556,11 +553,16 @@ class Front:
         extra = self._session_extra(message)
         if extra is None:
             return False
+        return self.early(message, self._answering(id_, extra), lambda: self._pass_on(message))
+
+    def _answering(self, id_: object, extra: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
+        """What sends a tool's result the front made as the answer to request ``id_``, with
+        what its session's results carry (``_session_extra``)."""
 
         def answer(result: dict[str, Any]) -> None:
             self.wire.send({"jsonrpc": "2.0", "id": id_, "result": {**result, **extra}})
 
-        return self.early(message, answer, lambda: self._pass_on(message))
+        return answer
 
     def _session_extra(self, message: dict[str, Any]) -> dict[str, Any] | None:
         """What a result the front gives carries beyond the tool's own (the envelope's
