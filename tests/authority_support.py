@@ -50,9 +50,12 @@ def agent_write(vault: Vault, rel: str, text: str, *, actor: str = "agent:test",
     )
 
 
-def edit_body(vault: Vault, rel: str, new_body: str) -> str:
-    """The working text with its body replaced (front matter kept)."""
+def edit_body(vault: Vault, rel: str, new_body: str, *, keep_updated: bool = False) -> str:
+    """The working text with its body replaced (front matter kept; ``updated`` set to now,
+    which moves only when a minute turned since the file was written, unless kept)."""
     current = node.parse(rel, vault.abs(rel).read_text(encoding="utf-8"))
+    if keep_updated:
+        return node.render(current.meta, new_body)
     return node.render(current.meta.model_copy(update={"updated": clock.now_text()}), new_body)
 
 

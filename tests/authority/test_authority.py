@@ -81,7 +81,8 @@ def test_the_whole_review_lane_runs_at_a_real_terminal(populated: Vault):
     assert result.code == 0, result.err
     assert "Protected Person/prefs: 1 node file(s)" in result.out
 
-    edited = edit_body(vault, NODE, "The person edits in Vim.\n")
+    # ``updated`` kept: a minute turning since the fixture wrote would add a changed line
+    edited = edit_body(vault, NODE, "The person edits in Vim.\n", keep_updated=True)
     agent_write(vault, NODE, edited)
     review = osk(vault, "review")
     assert "+The person edits in Vim." in review.out and "1 pending change(s)" in review.out
