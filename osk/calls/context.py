@@ -54,6 +54,10 @@ class WriteContext:
             self._ledgers[name] = Ledger(self.vault, name)
         return self._ledgers[name]
 
+    def settings_unmoved(self) -> bool:
+        """Whether osk.toml is as ``reload_settings`` last read it (one stat)."""
+        return stat_key(self._settings_path) == self._settings_stat
+
     def reload_settings(self) -> None:
         """Pick up a change to osk.toml (isolation, shared scopes) made while we run."""
         stat = stat_key(self._settings_path)

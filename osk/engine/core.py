@@ -194,15 +194,24 @@ class Engine:
         check and a turn of the file sweep beyond); otherwise, when the vault generation moved
         (another osk process, or this one, wrote since the last look), the folder check, which
         finds every change an osk writer makes (``osk.store.freshness``). While nothing moved this
-        costs one ``stat``.
+        costs one ``stat``. A watched engine's periodic look is skipped while the kernel reported
+        nothing and nothing else that look reads moved (``Freshness.idle``, ``_at_rest``).
         """
         if time.monotonic() - self._ctx.fresh.full_at >= REFRESH_SECONDS:
+            if self._at_rest() and self._ctx.fresh.idle():
+                return
             self._ctx.reload_settings()
             self._ctx.keep(self._ctx.fresh.periodic())
             self._sync_index(moved=True)
         elif self._ctx.fresh.behind():
             self._ctx.keep(self._ctx.fresh.quick())
             self._sync_index(moved=True)
+
+    def _at_rest(self) -> bool:
+        """Whether, besides the node files, nothing the periodic look reads has moved since the
+        last: osk.toml, and the search index's own state (``SearchIndex.at_rest``)."""
+        return (self._index is not None and self._ctx.settings_unmoved()
+                and self._index.at_rest())
 
     def _search_index(self) -> SearchIndex:
         """The search index, created on first use and reconciled with the catalog's stats of

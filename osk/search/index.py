@@ -154,6 +154,7 @@ class SearchIndex:
         self._embedded_version = -1  # the corpus version at which every node had a vector
         self._look: dict[str, Any] | None = None  # the engine's last look (note_look)
         self._look_changes = 0  # the recall file's change count when it was recorded
+        self._look_kept = False  # the last look handed over was the one on file (note_look)
         self._newest_ns = -1  # the newest mtime of an indexed file (-1: not counted yet)
         self._recall = RecallMirror(self.directory, self._recall_meta,
                                     lambda: self._corpus.bm25)
@@ -209,9 +210,24 @@ class SearchIndex:
                 # Nothing was mirrored since the look on file, which saw the same and already
                 # vouches for every file: keep it (a process that finds all current writes
                 # nothing). A look too soon after a file's change is replaced by a later one.
+                self._look_kept = True
                 return
+            self._look_kept = False
             self._recall.record_look(look)
             self._look, self._look_changes = look, self._recall.changes
+
+    def at_rest(self) -> bool:
+        """Whether a look that found no change would change nothing here: the last look
+        handed over was kept as the one on file (``note_look``: it vouches for every file, and
+        nothing was mirrored since; a look on file another process recorded, while its file
+        has not moved), nothing waits to be committed or mirrored, and the approvals have not
+        moved (``Regions.unmoved``)."""
+        with self._lock:
+            return (self._look_kept and not self._pending and not self._recall.backlog
+                    and self._recall.changes == self._look_changes
+                    and (self._look is not None or self._file_look is not None
+                         and stat_key(self._look_path) == self._file_look[0])
+                    and self._regions.unmoved())
 
     def _saw_same(self, look: dict[str, Any], held: dict[str, Any]) -> bool:
         """Whether ``look`` saw what ``held`` saw (all but the moment each began). The last

@@ -68,6 +68,13 @@ class Regions:
         return {rel for rel in chain(*known)
                 if any(rel == r or rel.startswith(r.rstrip("/") + "/") for r in stale_regions)}
 
+    def unmoved(self) -> bool:
+        """Whether ``moved`` would find nothing to re-read: the approvals ledger as it was
+        last read (one stat while there is none, two while there is)."""
+        if not self.protected():
+            return not self.regions
+        return bool(_protection().generation(self.vault) == self.approvals)
+
     def served_approvals(self) -> list[Any] | None:
         """The approvals generation the served versions were read under (None: no region)."""
         approvals = self.approvals if self.protected() else None

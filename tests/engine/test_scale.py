@@ -149,8 +149,8 @@ def test_a_server_at_an_agents_pace_reads_the_look_on_file_only_when_the_file_mo
 def test_a_look_is_built_again_only_once_a_folder_was_listed_anew(
         vault: Vault, eng: Engine, hub: str, repo, monkeypatch: pytest.MonkeyPatch):
     """At an agent's pace every call hands the engine's look to the index; while no folder
-    was listed anew (nor the generation moved) it is the look already built, and a hand
-    edit that lists a folder anew makes another."""
+    was listed anew (nor the generation moved) it is the look already built (its moment
+    moved on), and a hand edit that lists a folder anew makes another."""
     monkeypatch.setattr(engine_mod, "REFRESH_SECONDS", 0.0)  # every read makes the look
     monkeypatch.setattr(freshness_mod, "_racy_folder", lambda folder: False)  # looks vouch
     for n in range(3):
@@ -164,7 +164,10 @@ def test_a_look_is_built_again_only_once_a_folder_was_listed_anew(
     for _ in range(3):
         assert [hit.title for hit in server.search("body 1").hits][:1] == ["note 1"]
     again = fresh.look()
-    assert again == first and again is not None and again["folders"] is first["folders"]
+    assert again is not None and again["folders"] is first["folders"]
+    # the same look but for its moment: a watched look vouches from the last report it took
+    assert {**again, "seen_ns": 0} == {**first, "seen_ns": 0}
+    assert again["seen_ns"] > first["seen_ns"]
     note = vault.abs(server.catalog.get("note 0").path)
     (note.parent / "hand.md").write_text(note.read_text(encoding="utf-8").replace(
         "body 0", "hand body"), encoding="utf-8")
@@ -187,7 +190,8 @@ def test_a_server_at_an_agents_pace_compares_with_an_unchanged_look_on_file_once
     for _ in range(3):
         assert [hit.title for hit in server.search("body 1").hits][:1] == ["note 1"]
     assert look.read_bytes() == recorded  # the look on file stands
-    assert compared and file_seen not in compared  # compared with the server's looks alone
+    # compared with the server's looks alone (at rest, none: its first call compared)
+    assert file_seen not in compared
     other = json.loads(recorded)
     other["sweep"] += 1  # another process's look that saw something else
     atomic_write(look, json.dumps(other))

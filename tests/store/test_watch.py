@@ -15,6 +15,8 @@ import writekit
 from osk.calls.request import NewNode
 from osk.engine import core as engine_mod
 from osk.engine.core import Engine
+from osk.search import index as index_mod
+from osk.search import recallfile
 from osk.store import catalog as catalog_mod
 from osk.store import freshness as freshness_mod
 from osk.store import ids, watch
@@ -260,3 +262,118 @@ def test_a_watched_write_checks_only_the_folders_the_report_names_and_sees_anoth
     watched.create_node(NewNode("n12", "s", "z\n", space="Scope", cluster=hub, drafter="m"))
     assert set(seen) == set(SPACES)  # nothing reported since: no folder below them stat-ed
     assert view(watched.catalog) == on_disk(vault)
+
+
+# -- the look skipped while nothing moved (``Freshness.idle``) ----------------------------------
+@pytest.fixture
+def resting(watched: Engine, monkeypatch: pytest.MonkeyPatch) -> Engine:
+    """``watched`` with no race window anywhere (a look vouches for what it saw at once), after
+    two looks: the first hands its look over, the second finds it kept, so it is at rest."""
+    monkeypatch.setattr(index_mod, "RACE_WINDOW_NS", 0)
+    monkeypatch.setattr(freshness_mod, "FINE_RACE_NS", 0)
+    watched.search("body")
+    watched.search("body")
+    assert watched._at_rest()
+    return watched
+
+
+def looks_run(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """One entry for each periodic look the engine runs from now on."""
+    fresh = engine._ctx.fresh
+    ran: list[int] = []
+    real = fresh.periodic
+    monkeypatch.setattr(fresh, "periodic", lambda: ran.append(1) or real())
+    return ran
+
+
+def test_a_look_that_could_find_nothing_is_skipped_until_the_kernel_reports_a_change(
+        resting: Engine, vault: Vault, monkeypatch: pytest.MonkeyPatch):
+    looks = looks_run(resting, monkeypatch)
+    stats = stats_of_node_files(monkeypatch)
+    for _ in range(3):
+        resting.search("body")
+    assert looks == [] and stats == []  # each a few system calls, no look
+    node = resting.catalog.get("n4")
+    with open(vault.abs(node.path), "a", encoding="utf-8") as handle:
+        handle.write("edited while at rest\n")
+    resting.search("body")
+    assert looks == [1] and "edited while at rest" in resting.catalog.get("n4").body
+    assert view(resting.catalog) == on_disk(vault)
+
+
+def test_after_its_own_write_a_server_s_look_vouches_again_and_it_comes_to_rest(
+        resting: Engine, vault: Vault, hub: str, monkeypatch: pytest.MonkeyPatch):
+    """A look vouches from the last report it took, not from its oldest listing: so a node
+    the server wrote does not keep its look from ever vouching (and from being written to
+    disk again at every call)."""
+    written: list[int] = []
+    real = recallfile.write_look
+    monkeypatch.setattr(recallfile, "write_look",
+                        lambda directory, look: written.append(1) or real(directory, look))
+    resting.create_node(NewNode("written by the server", "s", "body new\n", space="Scope",
+                                cluster=hub, drafter="m"))
+    for _ in range(2):  # a look from before the new file's time, then one from after it
+        resting.search("body")
+    assert resting._at_rest()
+    settled = len(written)
+    looks = looks_run(resting, monkeypatch)
+    for _ in range(3):
+        assert resting.search("written by the server").hits
+    assert len(written) == settled and looks == []
+
+
+def test_a_report_read_while_at_rest_is_not_lost_to_the_look_after(
+        resting: Engine, vault: Vault, monkeypatch: pytest.MonkeyPatch):
+    # at rest but for the settings: ``idle`` is not asked, and the look takes the report
+    node = resting.catalog.get("n2")
+    with open(vault.abs(node.path), "a", encoding="utf-8") as handle:
+        handle.write("reported once\n")
+    fresh = resting._ctx.fresh
+    assert not fresh.idle()  # the report is read here, and kept
+    resting.search("body")
+    assert "reported once" in resting.catalog.get("n2").body
+
+
+@pytest.mark.parametrize("change", ["space made", "space removed", "settings", "approvals"])
+def test_what_the_kernel_does_not_report_still_ends_the_rest(
+        change: str, watched: Engine, vault: Vault, hub: str, eng: Engine,
+        monkeypatch: pytest.MonkeyPatch):
+    """A Space folder made or removed (the vault above them is not watched), osk.toml and the
+    approvals ledger (outside every Space folder) are looked at while at rest."""
+    monkeypatch.setattr(index_mod, "RACE_WINDOW_NS", 0)
+    monkeypatch.setattr(freshness_mod, "FINE_RACE_NS", 0)
+    person = vault.root / "Person"
+    if change == "space made":  # absent when the server first looked
+        (person / ".gitkeep").unlink()
+        person.rmdir()
+    elif change == "space removed":
+        eng.create_node(NewNode("far", "s", "body far\n", space="Domain", cluster="far",
+                                drafter="m"))
+    watched.search("body")
+    watched.search("body")
+    assert watched._at_rest()
+    looks = looks_run(watched, monkeypatch)
+    watched.search("body")
+    assert looks == []
+    text = vault.abs(watched.catalog.get("n1").path).read_text(encoding="utf-8")
+    old_id = next(line for line in text.splitlines() if line.startswith("id: "))
+    if change == "space made":
+        (person / "people").mkdir(parents=True)
+        (person / "people" / "made by hand.md").write_text(
+            text.replace(old_id, f"id: {ids.uuid7()}", 1), encoding="utf-8")
+    elif change == "space removed":
+        import shutil
+
+        shutil.rmtree(vault.root / "Domain")
+    elif change == "settings":
+        with open(vault.root / "osk.toml", "a", encoding="utf-8") as handle:
+            handle.write("\n# edited by hand\n")
+    else:
+        vault.ledger_path("approvals").write_text("", encoding="utf-8")
+    watched.search("body")
+    assert looks == [1]
+    assert view(watched.catalog) == on_disk(vault)
+    if change == "space made":
+        assert watched.catalog.get("made by hand") is not None
+    elif change == "space removed":
+        assert not any(rel.startswith("Domain/") for rel in watched.catalog.entries)
