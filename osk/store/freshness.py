@@ -191,10 +191,11 @@ class Freshness:
         """Whether the periodic look would find no change, known without it; then it counts
         as done. So while the kernel watches every folder listed and has reported nothing since
         the last look (what it reported is kept for the next look), no osk writer moved the
-        generation, and each Space folder is as the last look saw it: the vault above them is
-        not watched, so a Space folder made or removed shows only in its stat, and one listed
-        too soon after a change (``_racy_folder``) is listed again by the look. A few system
-        calls, where the look costs a server's call at an agent's pace 0.3 ms of CPU."""
+        generation, a Space folder absent then is still absent (the vault above them is not
+        watched: one made shows only in its stat; one removed or moved is reported), and none
+        was listed too soon after a change (``_racy_folder``: the look lists it again). A few
+        system calls, where the look costs a server's call at an agent's pace 0.3 ms of CPU.
+        """
         if self._watch is None or not self._folders or self.behind():
             return False
         touched = self._read_report()
@@ -202,11 +203,9 @@ class Freshness:
             return False
         for space in SPACES:
             known = self._folders.get(space)
-            stat = folder_stat(known.path if known is not None else self.vault.root / space,
-                               top=True)
-            if known is None and stat is not None:
+            if known is None and folder_stat(self.vault.root / space, top=True) is not None:
                 return False
-            if known is not None and (stat != known.stat or _racy_folder(known)):
+            if known is not None and _racy_folder(known):
                 return False
         self.full_at = time.monotonic()
         self.catalog.save_if_due()

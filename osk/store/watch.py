@@ -110,9 +110,11 @@ class Watch:
                 return
             folder = self._folders.get(wd)
             if mask & IN_IGNORED:
-                self._folders.pop(wd, None)  # its folder went away: the folder check saw it
+                self._folders.pop(wd, None)  # its folder went away: the folder check sees it
             elif folder is not None and name:
                 touched.add(f"{folder}/{os.fsdecode(name)}")
+            elif folder is not None and mask & (IN_DELETE_SELF | IN_MOVE_SELF):
+                touched.add(folder)  # a Space folder's own: no watched folder holds it
 
     def close(self) -> None:
         self._closer()  # closes the descriptor once, whoever asks first

@@ -334,19 +334,21 @@ def test_a_report_read_while_at_rest_is_not_lost_to_the_look_after(
     assert "reported once" in resting.catalog.get("n2").body
 
 
-@pytest.mark.parametrize("change", ["space made", "space removed", "settings", "approvals"])
+@pytest.mark.parametrize("change", ["space made", "space removed", "space moved away",
+                                    "settings", "approvals"])
 def test_what_the_kernel_does_not_report_still_ends_the_rest(
         change: str, watched: Engine, vault: Vault, hub: str, eng: Engine,
         monkeypatch: pytest.MonkeyPatch):
-    """A Space folder made or removed (the vault above them is not watched), osk.toml and the
-    approvals ledger (outside every Space folder) are looked at while at rest."""
+    """A Space folder made, removed or moved away (the vault above them is not watched: its
+    own watch reports the last two), osk.toml and the approvals ledger (outside every Space
+    folder) end the rest."""
     monkeypatch.setattr(index_mod, "RACE_WINDOW_NS", 0)
     monkeypatch.setattr(freshness_mod, "FINE_RACE_NS", 0)
     person = vault.root / "Person"
     if change == "space made":  # absent when the server first looked
         (person / ".gitkeep").unlink()
         person.rmdir()
-    elif change == "space removed":
+    elif change in ("space removed", "space moved away"):
         eng.create_node(NewNode("far", "s", "body far\n", space="Domain", cluster="far",
                                 drafter="m"))
     watched.search("body")
@@ -365,6 +367,8 @@ def test_what_the_kernel_does_not_report_still_ends_the_rest(
         import shutil
 
         shutil.rmtree(vault.root / "Domain")
+    elif change == "space moved away":  # no file in it changes: only its own watch tells
+        (vault.root / "Domain").rename(vault.root.parent / "Domain elsewhere")
     elif change == "settings":
         with open(vault.root / "osk.toml", "a", encoding="utf-8") as handle:
             handle.write("\n# edited by hand\n")
@@ -375,5 +379,5 @@ def test_what_the_kernel_does_not_report_still_ends_the_rest(
     assert view(watched.catalog) == on_disk(vault)
     if change == "space made":
         assert watched.catalog.get("made by hand") is not None
-    elif change == "space removed":
+    elif change in ("space removed", "space moved away"):
         assert not any(rel.startswith("Domain/") for rel in watched.catalog.entries)
