@@ -320,6 +320,9 @@ class RoundIndex:
         # stats then (``_known``): a query asked them again each time.
         self._read: tuple[tuple[StatKey | None, StatKey | None], list[str], Excluded
                           ] | None = None
+        # The file's stats when a watched refresh last found nothing moved: the search that
+        # asked takes them for ``_known`` (any value here was taken before its read).
+        self._unmoved_stats: tuple[StatKey | None, StatKey | None] | None = None
         self._watching = watch
         self._watch: Watch | None = self._start_watch()
         self._blind = True  # a raw folder went unwatched at the last look: the report may miss
@@ -353,7 +356,11 @@ class RoundIndex:
             self._watch.close()
             self._watch = self._start_watch()
             return False
-        return not touched and self._agreed[1:] == (hidden, self._file_stats())
+        stats = self._file_stats()
+        if touched or self._agreed[1:] != (hidden, stats):
+            return False
+        self._unmoved_stats = stats  # a search's read of the keys takes them (``_known``)
+        return True
 
     # -- freshness ----------------------------------------------------------------------------
     def _records_on_disk(self) -> dict[str, tuple[str, tuple[int, int, int]]]:
@@ -439,14 +446,15 @@ class RoundIndex:
             # another, whose rounds' vectors are checked against it before they are used
             db.execute("INSERT INTO meta VALUES ('built', ?)", (os.urandom(8).hex(),))
 
-    def refresh(self, *, timeout: float = 5.0, budget: float | None = None) -> int:
+    def refresh(self, *, timeout: float = 5.0, budget: float | None = None,
+                hidden: Excluded | None = None) -> int:
         """Re-read every record whose file changed since it was indexed; drop gone ones.
         Returns how many records were (re)indexed. LockTimeout after ``timeout`` seconds
         when another process is indexing. ``budget``: seconds of indexing after which the
         records not yet read are left to the next refresh (what was indexed is committed, so
         a hook the host stops at its timeout still moves a large catch-up forward); None:
-        all of them."""
-        hidden = excluded(self.vault)
+        all of them. ``hidden``: the exclusions, as the caller just read them."""
+        hidden = excluded(self.vault) if hidden is None else hidden
         if self._unmoved(hidden):
             return 0  # the kernel reported no change to a record since
         if self._watch is None:  # no report to be had: the last look, by any process
@@ -655,8 +663,12 @@ class RoundIndex:
 
         if k <= 0:
             return [], None
+        # read once a search (each a few stats; a call at an agent's pace finds them cold)
+        hidden_now, stats = excluded(self.vault), None
         if refresh:
-            self.refresh()
+            self._unmoved_stats = None
+            self.refresh(hidden=hidden_now)
+            stats = self._unmoved_stats  # the file's, taken before any read below
             if self._holds_none():
                 return [], None  # a vault that never captured a round opens nothing more
         elif not self.path.exists():
@@ -665,11 +677,11 @@ class RoundIndex:
         if not terms:
             return [], None
         with self._open() as db:
-            known, built = self._known(db)
+            known, built = self._known(db, stats)
             keys = [key for key in known if visible(key)]
             if not keys:
                 return [], None
-            hidden = excluded(self.vault)
+            hidden = hidden_now
             if built != hidden:  # not refreshed since the exclusions changed
                 context = 0.0
             else:
@@ -702,12 +714,14 @@ class RoundIndex:
 
         return on_arrays
 
-    def _known(self, db: sqlite3.Connection) -> tuple[list[str], Excluded]:
+    def _known(self, db: sqlite3.Connection, stats: tuple[StatKey | None, StatKey | None] | None
+               = None) -> tuple[list[str], Excluded]:
         """The keys of the indexed records and the exclusions the index was built against
         (its schema checked first), read again only when the file or its write-ahead log
         moved since the last read (any write by any process moves one, as ``records``
-        relies on; the stats are taken before the read)."""
-        stats = self._file_stats()
+        relies on; the stats are taken before the read: ``stats``, when the caller took them
+        so)."""
+        stats = self._file_stats() if stats is None else stats
         if self._read is not None and self._read[0] == stats and stats[0] is not None:
             return self._read[1], self._read[2]
         self._schema(db)
