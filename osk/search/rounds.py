@@ -320,9 +320,6 @@ class RoundIndex:
         # stats then (``_known``): a query asked them again each time.
         self._read: tuple[tuple[StatKey | None, StatKey | None], list[str], Excluded
                           ] | None = None
-        # The file's stats when a watched refresh last found nothing moved: the search that
-        # asked takes them for ``_known`` (any value here was taken before its read).
-        self._unmoved_stats: tuple[StatKey | None, StatKey | None] | None = None
         self._watching = watch
         self._watch: Watch | None = self._start_watch()
         self._blind = True  # a raw folder went unwatched at the last look: the report may miss
@@ -356,11 +353,7 @@ class RoundIndex:
             self._watch.close()
             self._watch = self._start_watch()
             return False
-        stats = self._file_stats()
-        if touched or self._agreed[1:] != (hidden, stats):
-            return False
-        self._unmoved_stats = stats  # a search's read of the keys takes them (``_known``)
-        return True
+        return not touched and self._agreed[1:] == (hidden, self._file_stats())
 
     # -- freshness ----------------------------------------------------------------------------
     def _records_on_disk(self) -> dict[str, tuple[str, tuple[int, int, int]]]:
@@ -663,25 +656,23 @@ class RoundIndex:
 
         if k <= 0:
             return [], None
-        # read once a search (each a few stats; a call at an agent's pace finds them cold)
-        hidden_now, stats = excluded(self.vault), None
         if refresh:
-            self._unmoved_stats = None
-            self.refresh(hidden=hidden_now)
-            stats = self._unmoved_stats  # the file's, taken before any read below
+            hidden = excluded(self.vault)  # read once: the refresh and the query see the same
+            self.refresh(hidden=hidden)
             if self._holds_none():
                 return [], None  # a vault that never captured a round opens nothing more
         elif not self.path.exists():
             return [], None
+        else:
+            hidden = excluded(self.vault)
         terms = sorted(query_terms(query, prose=True))
         if not terms:
             return [], None
         with self._open() as db:
-            known, built = self._known(db, stats)
+            known, built = self._known(db)
             keys = [key for key in known if visible(key)]
             if not keys:
                 return [], None
-            hidden = hidden_now
             if built != hidden:  # not refreshed since the exclusions changed
                 context = 0.0
             else:
@@ -714,14 +705,12 @@ class RoundIndex:
 
         return on_arrays
 
-    def _known(self, db: sqlite3.Connection, stats: tuple[StatKey | None, StatKey | None] | None
-               = None) -> tuple[list[str], Excluded]:
+    def _known(self, db: sqlite3.Connection) -> tuple[list[str], Excluded]:
         """The keys of the indexed records and the exclusions the index was built against
         (its schema checked first), read again only when the file or its write-ahead log
         moved since the last read (any write by any process moves one, as ``records``
-        relies on; the stats are taken before the read: ``stats``, when the caller took them
-        so)."""
-        stats = self._file_stats() if stats is None else stats
+        relies on; the stats are taken before the read)."""
+        stats = self._file_stats()
         if self._read is not None and self._read[0] == stats and stats[0] is not None:
             return self._read[1], self._read[2]
         self._schema(db)

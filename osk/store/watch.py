@@ -114,7 +114,7 @@ class Watch:
             elif folder is not None and name:
                 touched.add(f"{folder}/{os.fsdecode(name)}")
             elif folder is not None and mask & (IN_DELETE_SELF | IN_MOVE_SELF):
-                touched.add(folder)  # a Space folder's own: no watched folder holds it
+                touched.add(folder)  # its own: for a Space folder, no watched one reports it
 
     def close(self) -> None:
         self._closer()  # closes the descriptor once, whoever asks first
