@@ -10,9 +10,15 @@ stdio framing (a JSON-RPC message a line): ``initialize``, then ``tools/call`` o
 The queries are ``rounds_scale``'s Corpus words (seed 2027, as ``bench/engine_search_ab.py``).
 Each is asked once of every server first (its pages read once), then ``--runs`` times, the
 servers taking turns and the first changing from query to query, so every server meets the
-same page cache and load. ``--gap S``: that long between one query and the next (a second or
-more: each search then makes the engine's periodic look for hand edits, as an agent's calls
-do); 0, back to back.
+same page cache and load. ``--gap S``: that long idle before every call (a second or more:
+each search then makes the engine's periodic look for hand edits, and meets the machine as an
+agent's server does, after its own idle time); 0, back to back.
+
+``--floor``: also a stand-in server of a few lines (standard library: it reads a line, parses
+it, writes an answer of a search's size) asked in the same turns, whose CPU a call is what any
+Python process pays to wake, read a request and answer it at that pace: the part of a search's
+server CPU that is not osk's to cut. (After a second idle, 0.30 ms of it here against 0.08 back
+to back; the first system call after an idle second alone took 60 us, the next ones 3-12.)
 
 A call's server CPU is the CPU time every thread of the server's process ran between the
 request written and the answer read (``/proc/PID/task/*/schedstat``, nanoseconds): the whole
@@ -20,7 +26,7 @@ of what the server spends on the call, its JSON-RPC framing and the tool's argum
 result included, as a user's machine pays it. The client's wall time a call is printed too.
 
 Usage: ``python bench/mcp_search_ab.py DIR/vault-100000 DIR2/vault-1000 [--tree BASE --tree .]
-[--queries 100] [--runs 3] [--gap 0]``. Run by hand, not in CI. Linux only (``/proc``).
+[--queries 100] [--runs 3] [--gap 0] [--floor]``. Run by hand, not in CI. Linux only (``/proc``).
 """
 
 from __future__ import annotations
@@ -57,17 +63,44 @@ def ran_ns(pid: int) -> int:
     return total
 
 
+# The floor's server: answers each request line with a result of a search's size (ten hits'
+# worth of text and fields, about 10 KB of JSON), as osk's front writes one.
+FLOOR = """
+import json, os, select
+pending = bytearray()
+hits = [{"title": "t" * 40, "path": "p" * 60, "summary": "s" * 200, "score": 1.5}] * 10
+while True:
+    end = pending.find(b"\\n")
+    if end < 0:
+        select.select([0], [], [], 0)
+        chunk = os.read(0, 65536)
+        if not chunk:
+            break
+        pending += chunk
+        continue
+    message = json.loads(bytes(pending[:end]))
+    del pending[:end + 1]
+    if "id" in message:
+        found = {"hits": hits}
+        result = {"content": [{"type": "text", "text": json.dumps(found, indent=2)}],
+                  "structuredContent": found, "isError": False}
+        os.write(1, json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result},
+                               separators=(",", ":")).encode() + b"\\n")
+"""
+
+
 class Server:
     """One ``osk mcp`` on one vault, asked one call at a time."""
 
-    def __init__(self, vault: Path, cwd: Path, tree: Path) -> None:
+    def __init__(self, vault: Path, cwd: Path, tree: Path, *, floor: bool = False) -> None:
         self.vault, self.tree = vault, tree
         env = {k: v for k, v in os.environ.items() if k != "OSK_VAULT"}
         env["OSK_SEMANTIC"] = "0"
         env["PYTHONPATH"] = str(tree)
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "osk", "--vault", str(vault), "mcp"], cwd=cwd, env=env,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        argv = [sys.executable, "-c", FLOOR] if floor else \
+            [sys.executable, "-m", "osk", "--vault", str(vault), "mcp"]
+        self.process = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, text=True)
         self.ids = 0
         began = time.perf_counter()
         self.call("initialize", {"protocolVersion": PROTOCOL, "capabilities": {},
@@ -126,6 +159,8 @@ def main() -> int:
     parser.add_argument("vault", type=Path, nargs="+", help="vaults (first: the larger)")
     parser.add_argument("--tree", type=Path, action="append",
                         help="a source tree to import osk from (repeat; default: this one)")
+    parser.add_argument("--floor", action="store_true",
+                        help="also a stand-in server that only reads and answers a line")
     turn_arguments(parser)
     args = parser.parse_args()
     corpus = Corpus(SEED)
@@ -133,20 +168,25 @@ def main() -> int:
     servers = [Server(vault.resolve(), vault.resolve().parent / "work" / "tidepool",
                       tree.resolve()) for vault in args.vault
                for tree in args.tree or [BENCH.parent]]
+    floor = Server(Path("floor"), BENCH, BENCH.parent, floor=True) if args.floor else None
+    everyone = servers + ([floor] if floor is not None else [])
     try:
         for query in queries:
-            for server in servers:
+            for server in everyone:
                 server.search(query, keep=False)
         in_turns(queries, args.runs, args.gap,
-                 [functools.partial(server.search, keep=True) for server in servers])
+                 [functools.partial(server.search, keep=True) for server in everyone])
     finally:
-        for server in servers:
+        for server in everyone:
             server.close()
     print(f"search through osk mcp, ms a call, median / mean ({len(servers[0].cpu)} calls a "
           f"server, gap {args.gap} s):")
     for server in servers:
         print(f"  {server.tree.name[-12:]:>12s} {server.vault.name:>14s}: server CPU "
               f"{middle(server.cpu)}, client wall {middle(server.wall)}")
+    if floor is not None:
+        print(f"  {'floor':>27s}: server CPU {middle(floor.cpu)}, client wall "
+              f"{middle(floor.wall)} (a stand-in that only reads and answers the line)")
     for tree in {server.tree for server in servers}:
         first, *rest = [server for server in servers if server.tree == tree]
         for server in rest:

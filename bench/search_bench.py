@@ -123,14 +123,17 @@ def turn_arguments(parser: argparse.ArgumentParser) -> None:
 
 def in_turns(queries: list[str], runs: int, gap: float,
              askers: list[Callable[[str], object]]) -> None:
-    """Ask every query of every asker ``runs`` times, ``gap`` seconds between one query and
-    the next, the askers taking turns and the first changing from query to query, so each
-    meets the same page cache and the same load."""
+    """Ask every query of every asker ``runs`` times, the askers taking turns and the first
+    changing from query to query, so each meets the same page cache and the same load.
+    ``gap``: that many seconds of idle before every call, so each asker is asked as one
+    agent's server is, after its own idle time (asked right after another asker instead, a
+    call ran on a core the other had just kept busy: 2.9 against 3.3 ms of server CPU a
+    search at 100,000 records, docs/performance.md)."""
     for run in range(runs):
         for at, query in enumerate(queries):
-            time.sleep(gap)
             turn = (at + run) % len(askers)
             for ask in askers[turn:] + askers[:turn]:
+                time.sleep(gap)
                 ask(query)
 
 
