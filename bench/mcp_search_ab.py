@@ -17,8 +17,9 @@ agent's server does, after its own idle time); 0, back to back.
 ``--floor``: also a stand-in server of a few lines (standard library: it reads a line, parses
 it, writes an answer of a search's size) asked in the same turns, whose CPU a call is what any
 Python process pays to wake, read a request and answer it at that pace: the part of a search's
-server CPU that is not osk's to cut. (After a second idle, 0.30 ms of it here against 0.08 back
-to back; the first system call after an idle second alone took 60 us, the next ones 3-12.)
+server CPU that is not osk's to cut. (Here 0.48-0.51 ms a call 1.1 s apart against 0.31 back
+to back; the first system call after an idle second alone took 60 us of CPU, the next ones
+3-12: docs/performance.md.)
 
 A call's server CPU is the CPU time every thread of the server's process ran between the
 request written and the answer read (``/proc/PID/task/*/schedstat``, nanoseconds): the whole
