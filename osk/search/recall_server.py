@@ -97,11 +97,7 @@ class Listener:
         if not private(folder):
             raise PermissionError(f"{folder} is not private to this user: not listening")
         self.path = folder / f"{os.getpid()}.sock"
-        remove(str(self.path))
-        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._sock.bind(str(self.path))
-        os.chmod(self.path, 0o600)
-        self._sock.listen(8)
+        self._sock = _listening(self.path)
         import threading
 
         self._thread = threading.Thread(target=self._serve, name="osk-recall", daemon=True)
@@ -173,6 +169,27 @@ class Listener:
             self._sock.close()
         finally:
             remove(str(self.path))
+
+
+def _listening(path: Path) -> socket.socket:
+    """A socket listening at ``path``, which appears there only once it listens. Bound under
+    another name first (as long, so it fits where the name does) and renamed when ready: a hook
+    that met the ``.sock`` file between the bind and the listen was refused, took the socket for
+    a dead server's and removed it, and the live server was never asked again."""
+    binding = path.with_suffix(".bind")
+    remove(str(path))
+    remove(str(binding))
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.bind(str(binding))
+        os.chmod(binding, 0o600)
+        sock.listen(8)
+        os.replace(binding, path)
+    except BaseException:
+        sock.close()
+        remove(str(binding))
+        raise
+    return sock
 
 
 def _same_folder(named: str, root: Path) -> bool:

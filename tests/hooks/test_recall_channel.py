@@ -161,6 +161,31 @@ def test_a_killed_servers_socket_is_skipped_and_removed_and_the_recall_file_answ
     assert sockets(vault) == []  # the refused connection removed it
 
 
+def test_a_hook_that_asks_while_the_server_starts_leaves_its_socket_alone(
+        eng, vault, monkeypatch: pytest.MonkeyPatch):
+    """The moment between the socket's bind and its listen: a hook asking then is refused. It
+    must not have found the socket file then (it removes a refused one as a dead server's)."""
+    write(eng, *FACT)
+    asked_meanwhile = []
+    listen = socket.socket.listen
+
+    def hook_asks_first(sock: socket.socket, backlog: int) -> None:
+        asked_meanwhile.append(channel.ask(vault, eng.scope, FACT[0]))
+        listen(sock, backlog)
+
+    monkeypatch.setattr(socket.socket, "listen", hook_asks_first)
+    listener = eng.listen_for_recall()
+    monkeypatch.undo()
+    assert listener is not None
+    try:
+        assert asked_meanwhile == [None]  # nothing to ask yet: the recall file answers it
+        assert sockets(vault) == [listener.path]
+        assert channel.ask(vault, eng.scope, FACT[0]) is not None
+    finally:
+        listener.close()
+    assert sockets(vault) == [] and not list(listener.path.parent.glob("*.bind"))
+
+
 @contextmanager
 def mute_socket(vault: Vault, answer: bytes | None = None) -> Iterator[socket.socket]:
     """A socket in the servers' folder that never accepts (``answer`` None: the kernel queues
