@@ -656,15 +656,13 @@ class RoundIndex:
 
         if k <= 0:
             return [], None
+        if not refresh and not self.path.exists():
+            return [], None
+        hidden = excluded(self.vault)  # read once: the refresh and the query see the same
         if refresh:
-            hidden = excluded(self.vault)  # read once: the refresh and the query see the same
             self.refresh(hidden=hidden)
             if self._holds_none():
                 return [], None  # a vault that never captured a round opens nothing more
-        elif not self.path.exists():
-            return [], None
-        else:
-            hidden = excluded(self.vault)
         terms = sorted(query_terms(query, prose=True))
         if not terms:
             return [], None

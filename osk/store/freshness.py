@@ -110,8 +110,7 @@ class Freshness:
         self.held = False  # a batch holds the mutation lock and made the catalog fresh
         self._folders: dict[str, _Folder] = {}
         self._listings = 0  # bumped whenever a folder is listed anew or forgotten
-        # the last look made (``look``): its key, itself, and when its oldest listing was taken
-        self._looked: tuple[tuple[int, generation.Stamp], dict[str, object], int] | None = None
+        self._looked: tuple[tuple[int, generation.Stamp], dict[str, object]] | None = None
         self._turn: list[str] = []  # node files the periodic sweep has still to stat
         self._watch: Watch | None = None  # the kernel's report of changes (``watch``)
         # what the kernel reported that no look has taken yet (``idle`` reads the report
@@ -331,10 +330,11 @@ class Freshness:
                             for rel, folder in self._folders.items()})
             seen = min(folder.seen_ns for folder in self._folders.values())
             self._looked = (key, {"stamp": list(self.stamp), "seen_ns": seen,
-                                  "folders": folders, "sweep": SWEEP_FILES}, seen)
+                                  "folders": folders, "sweep": SWEEP_FILES})
         look = dict(self._looked[1])  # the caller may add to it
-        if self._watch is not None and self._vouched_ns is not None:
-            look["seen_ns"] = max(self._looked[2], self._vouched_ns)
+        oldest = look["seen_ns"]
+        if self._watch is not None and self._vouched_ns is not None and isinstance(oldest, int):
+            look["seen_ns"] = max(oldest, self._vouched_ns)
         return look
 
     def noted(self, added: Sequence[str], removed: Sequence[str]) -> None:
