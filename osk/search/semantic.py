@@ -152,8 +152,8 @@ def _one_blas_thread() -> None:
         from threadpoolctl import threadpool_limits
     except ImportError:
         return
-    # The limit reaches only the BLAS libraries already loaded. The first load of a process
-    # comes before the encoder imports NumPy, and a limit set then held nothing.
+    # The limit reaches only the BLAS libraries already loaded: a model loaded before anything
+    # imported NumPy was limited to nothing.
     import numpy  # noqa: F401
 
     threadpool_limits(limits=1, user_api="blas")

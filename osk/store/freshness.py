@@ -27,6 +27,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from osk.store import generation
 from osk.store.catalog import Catalog, Changes, read_is_final
@@ -332,9 +333,8 @@ class Freshness:
             self._looked = (key, {"stamp": list(self.stamp), "seen_ns": seen,
                                   "folders": folders, "sweep": SWEEP_FILES})
         look = dict(self._looked[1])  # the caller may add to it
-        oldest = look["seen_ns"]
-        if self._watch is not None and self._vouched_ns is not None and isinstance(oldest, int):
-            look["seen_ns"] = max(oldest, self._vouched_ns)
+        if self._watch is not None and self._vouched_ns is not None:
+            look["seen_ns"] = max(cast(int, look["seen_ns"]), self._vouched_ns)
         return look
 
     def noted(self, added: Sequence[str], removed: Sequence[str]) -> None:
