@@ -165,7 +165,15 @@ class Listener:
             return
 
     def close(self) -> None:
+        """Stop listening and remove the socket file. The serving thread ends as soon as it
+        next waits for a connection (a request under way is answered first): closing alone
+        does not wake a thread blocked in ``accept`` (on Linux it waited on the closed socket
+        for good, one thread kept for each listener closed); shutting the socket down does."""
         try:
+            try:
+                self._sock.shutdown(socket.SHUT_RDWR)
+            except OSError:  # where a listening socket cannot be shut down, closing wakes it
+                pass
             self._sock.close()
         finally:
             remove(str(self.path))

@@ -268,6 +268,26 @@ def test_with_the_setting_off_no_server_listens_and_no_hook_asks(eng, vault, pro
         recall_wire.server_enabled(vault)
 
 
+def test_closing_the_listener_ends_its_thread(vault, tiny_model):
+    """A thread blocked in ``accept`` is not woken by closing the socket: on Linux it waits
+    for good (the suite's process kept one such thread for each listener a test closed)."""
+    before = {thread for thread in threading.enumerate() if thread.name == "osk-recall"}
+    listener = recall_server.listen(SearchIndex(vault), vault)
+    assert listener is not None
+    (serving,) = {thread for thread in threading.enumerate()
+                  if thread.name == "osk-recall"} - before
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as asker:
+        asker.connect(str(listener.path))  # answered once the thread has reached accept
+        asker.shutdown(socket.SHUT_WR)
+        asker.settimeout(5.0)
+        assert asker.recv(1) == b""  # an empty request: it hangs up and accepts again
+    time.sleep(0.1)
+    listener.close()
+    serving.join(10.0)
+    assert not serving.is_alive()
+    assert sockets(vault) == []
+
+
 def test_the_channel_is_on_in_a_new_vault_and_when_the_setting_is_absent(vault, tiny_model):
     assert recall_wire.server_enabled(vault)  # osk init writes server = true
     listener = recall_server.listen(SearchIndex(vault), vault)
