@@ -20,6 +20,7 @@ never loads them: a fresh process pays for every module it imports (a test check
 from __future__ import annotations
 
 import functools
+import importlib
 import logging
 import math
 import threading
@@ -71,6 +72,13 @@ REFRESH_SECONDS = 1.0  # reads re-stat every node file at most this often (for h
 # Files still inside the race window at the end of a bulk load that the next process may read
 # rather than wait for (``persist``): a few files cost it less than the wait costs the load.
 SETTLE_FILES = 64
+# What the first searches imported as they met it, loaded by ``warm`` instead: what a listed
+# node's markers read (its front matter model, ``Node.meta``: pydantic's; the steering check,
+# the YAML a header may need, trust and the review queue). With numpy (the rounds' top-k:
+# ``RoundIndex.warm``), 80-160 ms of CPU each of a server's first searches paid at 100,000
+# records.
+FIRST_SEARCH_IMPORTS = ("osk.store.contract", "osk.capture.steering", "yaml",
+                        "osk.authority.trust", "osk.authority.review_queue")
 
 log = logging.getLogger("osk.engine.core")
 
@@ -467,13 +475,18 @@ class Engine:
 
     # -- search and markers ----------------------------------------------------------------
     def warm(self) -> None:
-        """Load what the first search would otherwise load: the index and the recheck table.
+        """Load what the first searches would otherwise load as they meet it: the index, the
+        recheck table, the raw rounds' index and its top-k, and the modules a listed node's
+        markers import (``FIRST_SEARCH_IMPORTS``).
 
-        The MCP server calls this before it answers the host's handshake, so the session's
-        first question does not pay for it.
+        The MCP server calls this as it opens the engine, off the request path, so the
+        session's first questions do not pay for it.
         """
         self._search_index()  # loaded and reconciled with the catalog
         self.rechecks.stale_node_ids(self.catalog)
+        self._rounds_channel()[0].warm()
+        for name in FIRST_SEARCH_IMPORTS:
+            importlib.import_module(name)
 
     def persist(self) -> None:
         """Leave what a bulk load built whole on disk, so the next process reads no node file:

@@ -692,6 +692,16 @@ class RoundIndex:
                     enumerate(rows)]
             return hits, stats
 
+    def warm(self) -> None:
+        """Load what a query takes: its top-k (``_top``: a watched index's imports numpy, 80 ms
+        of CPU a server's first search paid before) and the reader a refresh indexes new
+        rounds with (the hooks capture a round every turn, so a server's search soon meets
+        one)."""
+        import importlib
+
+        self._top()
+        importlib.import_module("osk.capture.raw")
+
     def _top(self) -> Top:
         """The top-k a query takes: a watched index is a long-running process's (the MCP
         server's), whose top-k sums postings on arrays (``osk.search.round_arrays``, numpy);
