@@ -16,7 +16,10 @@ whole from their forward lists by the pure top-k's own ``_finish`` (a score is F
 its order), the best k first, then a few at a time while they could still reach the k-th.
 A query whose terms hold a few hundred postings at most (``SMALL``: a rare word's rounds) or
 more terms than a round's slot marks takes the pure top-k: the arrays' fixed costs would
-weigh more there than the loop they save.
+weigh more there than the loop they save. One whose terms hold at most ``EVERY`` postings in
+all (at 100,000 records, none of its words in over a third of the rounds) reads them all, a
+statement a term, and sums each round's score from them in the order its forward list would
+(``_Every``): fewer statements and steps than the bounds take to prove what need not be read.
 
 The bounds are the pure top-k's (a block's most, raised by ``MARGIN``) and a round is left
 out only when it cannot reach the k-th, so the rounds scored whole hold every round that
@@ -48,6 +51,7 @@ from osk.search.round_postings import (
     Search,
     place,
     searching,
+    term_places,
 )
 
 Rows = npt.NDArray[np.int64]
@@ -59,6 +63,12 @@ TERMS = 16
 # it the arrays cost less at 10,000 records as at a million, query by query, the single rare
 # words of a million records' 4,000-24,000 postings by 2-5x (docs/performance.md).
 SMALL = 256
+# A query whose terms hold at most this many postings in all reads every one of them and
+# scores each round from them (``_Every``): no block's bound, no forward list. At an agent's
+# pace (bench/round_every_ab.py), at 100,000 records its top-k cost about half the top-k by
+# bounds up to 8,192 postings and less up to 32,768, and more above (3.0 against 2.3 ms from
+# 32,768 to 49,151); at 10,000 records less at every size asked: docs/performance.md.
+EVERY = 32_768
 MASKED = 8  # up to this many terms, what the terms unread give a round is looked up by mask
 ASKED = 2  # rounds beyond k first asked whether kept, when looking for the k-th
 FIRST = 1024  # postings read in the first batch; a batch doubles up to BATCH
@@ -122,21 +132,54 @@ _COUNTED: dict[float, npt.NDArray[np.float64]] = {}
 
 
 def _counted(context: float) -> npt.NDArray[np.float64]:
-    """A posting's weighted count (``own + context * around``) by its descriptor's top 16
-    bits, NaN for a capped count: the same for every query at a context weight (two are
-    asked), so a table is built once, not worked out a posting at a time."""
+    """A posting's weighted count by its descriptor's top 16 bits, NaN for a capped count,
+    worked out as a round's score works it out (``Search._whole``: its count in its own
+    words, then ``context`` added once for each in its neighbours', the same double): the
+    same for every query at a context weight (two are asked), so a table is built once, not
+    worked out a posting at a time."""
     found = _COUNTED.get(context)
     if found is None:
-        high = np.arange(1 << 16, dtype=np.uint32)
-        own, around = high >> 8, high & 0xFF
-        found = own + context * around if context else own.astype(np.float64)
-        found[own >= CAPPED] = np.nan
+        table = np.empty((256, 256), np.float64)  # [own, around]: the descriptor's bits
+        count = np.arange(256, dtype=np.float64)
+        for around in range(256):
+            table[:, around] = count
+            if context:
+                count = count + context
+        table[CAPPED:, :] = np.nan
         if context:
-            found[around >= CAPPED] = np.nan
+            table[:, CAPPED:] = np.nan
+        found = table.reshape(-1)
         if len(_COUNTED) >= 4:  # a weight asked once (a test's) does not stay
             _COUNTED.clear()
         _COUNTED[context] = found
     return found
+
+
+def _gains(f: npt.NDArray[np.float64], length: npt.NDArray[Any], avgdl: float,
+           weight: float) -> npt.NDArray[np.float64]:
+    """What postings of weighted counts ``f`` in rounds of ``length`` give at a term's
+    ``weight``: ``weight * round_postings.gain(f, length, avgdl)`` worked out operation by
+    operation in its order, so each is the double a round's score adds."""
+    part = length * B
+    part /= avgdl
+    part += 1 - B
+    part *= K1
+    part += f
+    gains = f * (K1 + 1.0)
+    gains /= part
+    gains *= weight
+    return gains
+
+
+def _decoded(blobs: list[bytes]) -> tuple[Rows, npt.NDArray[np.uint32]]:
+    """The rows and descriptors of a term's blocks (each block its rows, then as many
+    descriptors)."""
+    halves = [len(data) // 2 for data in blobs]
+    rows = np.frombuffer(b"".join(data[:half] for data, half in zip(blobs, halves, strict=True)),
+                         np.uint32)
+    descs = np.frombuffer(b"".join(data[half:] for data, half in zip(blobs, halves, strict=True)),
+                          np.uint32)
+    return rows.astype(np.intp), descs
 
 
 def top(db: sqlite3.Connection, terms: Sequence[str], k: int, context: float,
@@ -154,12 +197,16 @@ def top(db: sqlite3.Connection, terms: Sequence[str], k: int, context: float,
 
 
 def _kind(*args: Any) -> Search:
-    """The search for ``Search``'s arguments: on arrays unless the query's terms hold fewer
+    """The search for ``Search``'s arguments: the pure one when the query's terms hold fewer
     than ``SMALL`` postings in all (numpy's fixed costs then weigh more than the loop it
-    saves) or more terms than a round's slot can mark."""
+    saves) or are more than a round's slot can mark; every posting read (``_Every``) when
+    they hold at most ``EVERY``; else the top-k on arrays."""
     lists = args[3]
-    if len(lists) > TERMS or sum(lst.postings for lst in lists) < SMALL:
+    held = sum(lst.postings for lst in lists)
+    if len(lists) > TERMS or held < SMALL:
         return Search(*args)
+    if held <= EVERY:
+        return _Every(*args)
     return _Arrays(*args)
 
 
@@ -284,15 +331,9 @@ class _Arrays(Search):
                     f"({','.join('?' * len(chunk))})", chunk):
                 found.setdefault(self.terms[where // PLACES], []).append(data)
         for i, blobs in found.items():
-            halves = [len(data) // 2 for data in blobs]
-            rows = np.frombuffer(b"".join(data[:half] for data, half in zip(
-                blobs, halves, strict=True)), np.uint32)
-            descs = np.frombuffer(b"".join(data[half:] for data, half in zip(
-                blobs, halves, strict=True)), np.uint32)
-            self._add(i, rows, descs)
+            self._add(i, *_decoded(blobs))
 
-    def _add(self, i: int, read: npt.NDArray[np.uint32], descs: npt.NDArray[np.uint32]
-             ) -> None:
+    def _add(self, i: int, read: Rows, descs: npt.NDArray[np.uint32]) -> None:
         """Add what term ``i`` gives each of the rows ``read`` (``_gain`` of its descriptor at the
         term's weight; a capped one counts its most in ``unsure``), to the rounds that can
         still reach only once those are known. A term holds one posting a round, so a row is
@@ -300,7 +341,7 @@ class _Arrays(Search):
         if not len(read):
             return
         slots = self.rows
-        rows: Rows = read.astype(np.intp)
+        rows = read
         if self.reaching is not None:
             wanted = _gathered(slots, "alive", rows)
             rows, descs = rows[wanted], descs[wanted]
@@ -308,15 +349,9 @@ class _Arrays(Search):
                 return
         masks = _gathered(slots, "masks", rows)  # the slots grown to hold them first
         weight = self.lists[i].weight
-        # ``round_postings.gain`` a posting at a time, at the term's weight: its weighted
-        # count from a table (NaN where capped), its length's part as one product and sum
-        f = _counted(self.context)[descs >> 16]
+        f = _counted(self.context)[descs >> 16]  # NaN where capped
         length = descs & 0xFFFF
-        norm = length * (K1 * B / self.avgdl)
-        norm += K1 * (1 - B)
-        norm += f
-        gains = f * (weight * (K1 + 1.0))
-        gains /= norm
+        gains = _gains(f, length, self.avgdl, weight)
         chosen = None if self.context else f > 0  # a neighbour's word alone gives nothing then
         if math.isnan(gains.max()) or length.max() >= LONGEST:
             capped = np.isnan(f) | (length >= LONGEST)
@@ -435,3 +470,89 @@ class _Arrays(Search):
             if self.capped:
                 assert slots.unsure is not None
                 slots.unsure[touched] = 0.0
+
+
+def _held(key: str, rel: str, number: int, coordinate: str) -> bool:
+    """Keeps every round still held (``Search._ask``: a row gone is not)."""
+    return True
+
+
+class _Every(Search):
+    """One query's top-k from every posting of its terms (at most ``EVERY``), a statement a
+    term. Each round's score is summed from its postings term by term in the query's order,
+    each posting's part the double ``Search._whole`` adds (``_counted``, ``_gains``): the
+    scores of the rounds scored whole from their forward lists, to the bit. Only a round with
+    a capped posting (a count or length past what a posting holds) is scored from its forward
+    list. No block's heads are read and no bound is kept: where the postings are few, reading
+    them all cost less than the statements and steps that prove which need not be read."""
+
+    def run(self) -> list[tuple[int, float]]:
+        slots = _ROWS
+        counts = _counted(self.context)
+        scored: list[Rows] = []  # the rows given a score, each once (set back after)
+        capped: list[Rows] = []
+        try:
+            for lst in self.lists:
+                rows, descs = _decoded([data for (data,) in self.db.execute(
+                    "SELECT data FROM postings WHERE place BETWEEN ? AND ?",
+                    term_places(lst.term))])
+                f = counts[descs >> 16]  # NaN where capped
+                length = descs & 0xFFFF
+                if len(f) and (math.isnan(f.max()) or length.max() >= LONGEST):
+                    odd = np.isnan(f) | (length >= LONGEST)
+                    capped.append(rows[odd])
+                    given = ~odd & (f > 0)
+                else:
+                    given = f > 0  # a neighbour's word alone gives nothing at context 0
+                if not given.all():
+                    rows, f, length = rows[given], f[given], length[given]
+                if not len(rows):
+                    continue
+                scored.append(rows[_gathered(slots, "masks", rows) == 0])
+                slots.masks[rows] = 1
+                slots.sums[rows] += _gains(f, length, self.avgdl, lst.weight)
+            if capped:
+                self._score_whole(np.unique(np.concatenate(capped)), scored)
+            rows = np.concatenate(scored) if scored else np.zeros(0, np.intp)
+            return self._best(rows, slots.sums[rows])
+        finally:
+            if scored:
+                every = np.concatenate(scored)
+                slots.sums[every] = 0.0
+                slots.masks[every] = 0
+
+    def _score_whole(self, capped: Rows, scored: list[Rows]) -> None:
+        """Give each round of a capped posting its score from its forward list instead (a row
+        gone has none: it keeps what its other postings gave, and is not kept)."""
+        self._score(capped.tolist())
+        exact = self.exact
+        held = [row for row in capped.tolist() if row in exact]
+        if not held:
+            return
+        slots, rows = _ROWS, np.array(held, np.intp)
+        scored.append(rows[_gathered(slots, "masks", rows) == 0])
+        slots.masks[rows] = 1
+        slots.sums[rows] = [exact[row] for row in held]
+
+    def _best(self, rows: Rows, scores: npt.NDArray[np.float64]) -> list[tuple[int, float]]:
+        """The ``k`` best of ``rows`` that are kept, best first, ties by row: the best k (and
+        ``ASKED`` more when whether they are kept is asked) and every round tied with the
+        last of them, then four times as many while too few are kept."""
+        want = self.k
+        many = want + ASKED if self.asks else want
+        while True:
+            if many < len(rows):
+                at = np.argpartition(-scores, many - 1)[:many]
+                at = np.flatnonzero(scores >= scores[at].min())
+            else:
+                at = np.arange(len(rows))
+            order = at[np.lexsort((rows[at], -scores[at]))]
+            best = list(zip(rows[order].tolist(), scores[order].tolist(), strict=True))
+            if not self.asks:
+                return best[:want]
+            self._ask([row for row, _ in best if row not in self.kept],
+                      self.accept or _held)
+            kept = [(row, score) for row, score in best if self.kept[row]]
+            if len(kept) >= want or len(at) == len(rows):
+                return kept[:want]
+            many *= 4

@@ -115,7 +115,7 @@ def place(term: int, block: int) -> int:
     return term * PLACES + block
 
 
-def _places(term: int) -> tuple[int, int]:
+def term_places(term: int) -> tuple[int, int]:
     """The range of a term's places, for a BETWEEN."""
     return term * PLACES, term * PLACES + PLACES - 1
 NAMES = ("vocab", "heads", "postings", "forward")
@@ -303,7 +303,7 @@ def flush(db: sqlite3.Connection, pending: Pending, context: float) -> None:
         if had_any + any_ <= 0:  # no round holds it any more: its postings are all dead
             db.execute("DELETE FROM vocab WHERE id=?", (ident,))
             db.execute("DELETE FROM heads WHERE term=?", (ident,))
-            db.execute("DELETE FROM postings WHERE place BETWEEN ? AND ?", _places(ident))
+            db.execute("DELETE FROM postings WHERE place BETWEEN ? AND ?", term_places(ident))
             continue
         postings, fresh = postings + len(rows), fresh + len(rows)
         if rows and (fresh * FRESH_SHARE > postings or postings <= BLOCK * DOUBLING):
@@ -344,7 +344,7 @@ def _reorder(db: sqlite3.Connection, term: int, rows: array[int], descs: array[i
     postings are a removed round's (only then are the rounds looked up)."""
     every, marks = array("I"), array("I")
     for (data,) in db.execute("SELECT data FROM postings WHERE place BETWEEN ? AND ?",
-                              _places(term)):
+                              term_places(term)):
         held, described = _decode(data)
         every.extend(held)
         marks.extend(described)
@@ -355,7 +355,7 @@ def _reorder(db: sqlite3.Connection, term: int, rows: array[int], descs: array[i
         live = _alive(db, every)
         order = [i for i in order if every[i] in live]
     db.execute("DELETE FROM heads WHERE term=?", (term,))
-    db.execute("DELETE FROM postings WHERE place BETWEEN ? AND ?", _places(term))
+    db.execute("DELETE FROM postings WHERE place BETWEEN ? AND ?", term_places(term))
     _write_order(db, term, 0, 0, every, marks, order, context, avgdl)
     return len(order)
 
@@ -687,8 +687,14 @@ class Search:
             self._score(unknown)
             kept.update(dict.fromkeys(self.exact.keys() & unknown, True))
             return
-        for at in range(0, len(unknown), MARKS):
-            chunk = unknown[at:at + MARKS]
+        self._ask(unknown, accept)
+
+    def _ask(self, rows: list[int], accept: Accept) -> None:
+        """Whether ``accept`` keeps each of ``rows``, asked of their rows in ``rounds`` (a row
+        gone is not kept), as few statements as there are ``MARKS`` of them."""
+        kept = self.kept
+        for at in range(0, len(rows), MARKS):
+            chunk = rows[at:at + MARKS]
             kept.update(dict.fromkeys(chunk, False))
             for row, *found in self.db.execute(
                     "SELECT row, key, rel, number, coordinate FROM rounds WHERE row IN "

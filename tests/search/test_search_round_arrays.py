@@ -2,8 +2,10 @@
 (``round_postings.top``) returns: the same rounds, the same scores to the bit and the same
 order (ties by row), for random queries, any k, the neighbours' words weighed or not, rounds
 refused by ``accept``, removed rounds' dead postings, counts and lengths past what a posting
-holds, and any batch size. A run with the arrays' bounds cut must find a difference (the
-comparison has teeth). A hook's query never loads numpy; a watched index's does."""
+holds, and any batch size; so does its search that reads every posting of a query of few
+(``_Every``). A run with the arrays' bounds cut, or with a posting's gain worked out in
+another order, must find a difference (the comparison has teeth). A hook's query never loads
+numpy; a watched index's does."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from test_search_round_pruning import KEYS, Rounds, grown
@@ -39,6 +42,7 @@ def tiny_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(round_postings, "FEW", 2)
     monkeypatch.setattr(round_postings, "FRESH_SHARE", 2)
     monkeypatch.setattr(round_arrays, "SMALL", 0)  # these few rounds on arrays all the same
+    monkeypatch.setattr(round_arrays, "EVERY", 0)  # read by bounds (a test below reads all)
 
 
 def built(vault: Vault, rng: random.Random) -> Rounds:
@@ -128,6 +132,49 @@ def test_the_top_k_on_arrays_equals_the_pure_one(vault: Vault, tiny_blocks: None
     assert slots.unsure is not None and not slots.unsure.any()
 
 
+def test_reading_every_posting_equals_the_pure_top_k(vault: Vault, tiny_blocks: None,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(SEED)
+    rounds = built(vault, rng)  # capped counts and lengths, dead postings, a removed record
+    calls = counting(monkeypatch)
+    every = {"run": 0}
+    run = round_arrays._Every.run
+
+    def counted(search: round_arrays._Every) -> list[tuple[int, float]]:
+        every["run"] += 1
+        return run(search)
+
+    monkeypatch.setattr(round_arrays._Every, "run", counted)
+    monkeypatch.setattr(round_arrays, "EVERY", 1 << 30)
+    with sqlite3.connect(RoundIndex(vault).path) as db:
+        for _ in range(TRIALS):
+            monkeypatch.setattr(round_arrays, "ASKED", rng.choice((0, 2, 40)))
+            assert differences(db, rounds, rng) == 0
+    assert every["run"] > 0 and calls["_read"] == 0
+    slots = round_arrays._ROWS  # every slot a query touched set back
+    assert not slots.sums.any() and not slots.masks.any()
+
+
+def test_the_comparison_finds_a_gain_worked_out_in_another_order(
+        vault: Vault, tiny_blocks: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a posting gives, as the arrays' bounds once worked it out (the length's part as
+    one product and sum): equal but for the last bits, which a score read off postings must
+    not differ in."""
+    rng = random.Random(SEED)
+    rounds = built(vault, rng)
+
+    def reordered(f: Any, length: Any, avgdl: float, weight: float) -> Any:
+        norm = length * (round_postings.K1 * round_postings.B / avgdl)
+        norm += round_postings.K1 * (1 - round_postings.B)
+        norm += f
+        return f * (weight * (round_postings.K1 + 1.0)) / norm
+
+    monkeypatch.setattr(round_arrays, "_gains", reordered)
+    monkeypatch.setattr(round_arrays, "EVERY", 1 << 30)
+    with sqlite3.connect(RoundIndex(vault).path) as db:
+        assert differences(db, rounds, rng) > 0
+
+
 def test_the_comparison_finds_the_arrays_bounds_cut_short(vault: Vault, tiny_blocks: None,
                                                           monkeypatch: pytest.MonkeyPatch
                                                           ) -> None:
@@ -160,6 +207,11 @@ def test_a_query_while_another_holds_the_slots_or_of_few_postings_takes_the_pure
         assert round_arrays.top(db, terms, 5, CONTEXT_WEIGHT, None) == top(
             db, terms, 5, CONTEXT_WEIGHT, None)
         assert calls["_read"] > 0
+        monkeypatch.setattr(round_arrays, "EVERY", held)  # as many as it holds: all read
+        reads = calls["_read"]
+        assert round_arrays.top(db, terms, 5, CONTEXT_WEIGHT, None) == top(
+            db, terms, 5, CONTEXT_WEIGHT, None)
+        assert calls["_read"] == reads
 
 
 def test_a_hook_s_query_never_loads_numpy_and_a_watched_index_s_ranks_the_same(
