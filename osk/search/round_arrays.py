@@ -17,9 +17,9 @@ its order), the best k first, then a few at a time while they could still reach 
 A query whose terms hold a few hundred postings at most (``SMALL``: a rare word's rounds) or
 more terms than a round's slot marks takes the pure top-k: the arrays' fixed costs would
 weigh more there than the loop they save. One whose terms hold at most ``EVERY`` postings in
-all (at 100,000 records, none of its words in over a third of the rounds) reads them all, a
-statement a term, and sums each round's score from them in the order its forward list would
-(``_Every``): fewer statements and steps than the bounds take to prove what need not be read.
+all (at 100,000 records, as many as a third of the rounds) reads them all, a statement a term,
+and sums each round's score from them in the order its forward list would (``_Every``): fewer
+statements and steps than the bounds take to prove what need not be read.
 
 The bounds are the pure top-k's (a block's most, raised by ``MARGIN``) and a round is left
 out only when it cannot reach the k-th, so the rounds scored whole hold every round that
