@@ -16,6 +16,7 @@ import math
 import os
 import socket
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -170,10 +171,8 @@ class Listener:
         does not wake a thread blocked in ``accept`` (on Linux it waited on the closed socket
         for good, one thread kept for each listener closed); shutting the socket down does."""
         try:
-            try:
+            with suppress(OSError):  # a socket that cannot be shut down: closing wakes it
                 self._sock.shutdown(socket.SHUT_RDWR)
-            except OSError:  # where a listening socket cannot be shut down, closing wakes it
-                pass
             self._sock.close()
         finally:
             remove(str(self.path))

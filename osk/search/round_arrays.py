@@ -171,6 +171,15 @@ def _gains(f: npt.NDArray[np.float64], length: npt.NDArray[Any], avgdl: float,
     return gains
 
 
+def _capped(f: npt.NDArray[np.float64], length: npt.NDArray[Any]
+            ) -> npt.NDArray[np.bool_] | None:
+    """Which postings hold a capped count (NaN in ``f``, ``_counted``) or length, whose gain
+    only a forward list knows; None when none does (two reductions, no mask built)."""
+    if len(f) and (math.isnan(f.max()) or length.max() >= LONGEST):
+        return np.isnan(f) | (length >= LONGEST)
+    return None
+
+
 def _decoded(blobs: list[bytes]) -> tuple[Rows, npt.NDArray[np.uint32]]:
     """The rows and descriptors of a term's blocks (each block its rows, then as many
     descriptors)."""
@@ -353,8 +362,8 @@ class _Arrays(Search):
         length = descs & 0xFFFF
         gains = _gains(f, length, self.avgdl, weight)
         chosen = None if self.context else f > 0  # a neighbour's word alone gives nothing then
-        if math.isnan(gains.max()) or length.max() >= LONGEST:
-            capped = np.isnan(f) | (length >= LONGEST)
+        capped = _capped(f, length)
+        if capped is not None:
             gains[capped] = 0.0
             if slots.unsure is None:
                 slots.unsure = np.zeros(len(slots.sums), np.float64)
@@ -498,12 +507,11 @@ class _Every(Search):
                     term_places(lst.term))])
                 f = counts[descs >> 16]  # NaN where capped
                 length = descs & 0xFFFF
-                if len(f) and (math.isnan(f.max()) or length.max() >= LONGEST):
-                    odd = np.isnan(f) | (length >= LONGEST)
+                given = f > 0  # a neighbour's word alone gives nothing at context 0 (nor NaN)
+                odd = _capped(f, length)
+                if odd is not None:
                     capped.append(rows[odd])
-                    given = ~odd & (f > 0)
-                else:
-                    given = f > 0  # a neighbour's word alone gives nothing at context 0
+                    given &= ~odd
                 if not given.all():
                     rows, f, length = rows[given], f[given], length[given]
                 if not len(rows):
