@@ -183,11 +183,9 @@ def _capped(f: npt.NDArray[np.float64], length: npt.NDArray[Any]
 def _decoded(blobs: list[bytes]) -> tuple[Rows, npt.NDArray[np.uint32]]:
     """The rows and descriptors of a term's blocks (each block its rows, then as many
     descriptors)."""
-    halves = [len(data) // 2 for data in blobs]
-    rows = np.frombuffer(b"".join(data[:half] for data, half in zip(blobs, halves, strict=True)),
-                         np.uint32)
-    descs = np.frombuffer(b"".join(data[half:] for data, half in zip(blobs, halves, strict=True)),
-                          np.uint32)
+    views = [(memoryview(data), len(data) // 2) for data in blobs]  # slices without copies
+    rows = np.frombuffer(b"".join(view[:half] for view, half in views), np.uint32)
+    descs = np.frombuffer(b"".join(view[half:] for view, half in views), np.uint32)
     return rows.astype(np.intp), descs
 
 
@@ -505,29 +503,33 @@ class _Every(Search):
                 rows, descs = _decoded([data for (data,) in self.db.execute(
                     "SELECT data FROM postings WHERE place BETWEEN ? AND ?",
                     term_places(lst.term))])
-                f = counts[descs >> 16]  # NaN where capped
-                length = descs & 0xFFFF
-                given = f > 0  # a neighbour's word alone gives nothing at context 0 (nor NaN)
-                odd = _capped(f, length)
-                if odd is not None:
-                    capped.append(rows[odd])
-                    given &= ~odd
-                if not given.all():
-                    rows, f, length = rows[given], f[given], length[given]
                 if not len(rows):
                     continue
-                scored.append(rows[_gathered(slots, "masks", rows) == 0])
-                slots.masks[rows] = 1
-                slots.sums[rows] += _gains(f, length, self.avgdl, lst.weight)
+                f = counts[descs >> 16]  # NaN where capped
+                length = descs & 0xFFFF
+                # two reductions when no posting is capped or gives nothing (NaN fails the first)
+                if not (f.min() > 0.0 and length.max() < LONGEST):
+                    given = f > 0  # a neighbour's word alone gives nothing at context 0
+                    odd = _capped(f, length)
+                    if odd is not None:
+                        capped.append(rows[odd])
+                        given &= ~odd
+                    rows, f, length = rows[given], f[given], length[given]
+                # every posting here gives more than 0 (a count above 0, a weight above 0), so
+                # a round whose sum is still 0 is met for the first time: no mask kept
+                sums = _gathered(slots, "sums", rows)
+                scored.append(rows[sums == 0.0])
+                sums += _gains(f, length, self.avgdl, lst.weight)
+                slots.sums[rows] = sums
             if capped:
                 self._score_whole(np.unique(np.concatenate(capped)), scored)
-            rows = np.concatenate(scored) if scored else np.zeros(0, np.intp)
+            if len(scored) > 1:
+                scored[:] = [np.concatenate(scored)]
+            rows = scored[0] if scored else np.zeros(0, np.intp)
             return self._best(rows, slots.sums[rows])
         finally:
-            if scored:
-                every = np.concatenate(scored)
-                slots.sums[every] = 0.0
-                slots.masks[every] = 0
+            for rows in scored:
+                slots.sums[rows] = 0.0
 
     def _score_whole(self, capped: Rows, scored: list[Rows]) -> None:
         """Give each round of a capped posting its score from its forward list instead (a row
@@ -538,8 +540,7 @@ class _Every(Search):
         if not held:
             return
         slots, rows = _ROWS, np.array(held, np.intp)
-        scored.append(rows[_gathered(slots, "masks", rows) == 0])
-        slots.masks[rows] = 1
+        scored.append(rows[_gathered(slots, "sums", rows) == 0.0])
         slots.sums[rows] = [exact[row] for row in held]
 
     def _best(self, rows: Rows, scores: npt.NDArray[np.float64]) -> list[tuple[int, float]]:
@@ -550,7 +551,7 @@ class _Every(Search):
         many = want + ASKED if self.asks else want
         while True:
             if many < len(rows):
-                at = np.argpartition(-scores, many - 1)[:many]
+                at = np.argpartition(scores, len(rows) - many)[len(rows) - many:]
                 at = np.flatnonzero(scores >= scores[at].min())
             else:
                 at = np.arange(len(rows))
