@@ -34,12 +34,14 @@ import math
 import sqlite3
 import threading
 from collections.abc import Sequence
+from itertools import combinations
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from osk.search.round_postings import (
+    BLOCK,
     CAPPED,
     K1,
     LONGEST,
@@ -78,6 +80,7 @@ BATCH = 4096
 # about POSTINGS_A_ROUND postings read, a statement POSTINGS_A_STATEMENT.
 POSTINGS_A_ROUND = 256
 POSTINGS_A_STATEMENT = 1024
+SETS = 4  # up to this many terms left, every set of them is weighed for reading whole
 # Rounds whose forward lists are read in one statement when scoring them whole: the best k
 # first, then this many at a time while they could still reach the k-th score found.
 FINISH_CHUNK = 8
@@ -258,53 +261,90 @@ class _Arrays(Search):
 
     def _narrow(self, threshold: float) -> list[tuple[int, float]]:
         """No round unread can reach ``threshold`` now: of the rounds read, those that still
-        could are narrowed by reading the rest of a term whole (for them only) while that
+        could are narrowed by reading the rest of some terms whole (for them only) while that
         costs less than scoring the rounds it would rule out, then scored whole."""
         lists = self.lists
         while True:
             left = [lst.left for lst in lists]
             reaching, most = self._reach(left, threshold)
-            term = self._worth_reading(reaching, most, left, threshold)
-            if term is None:
+            terms = self._worth_reading(reaching, most, left, threshold)
+            if not terms:
                 return self._finish(reaching.tolist())
-            lst = lists[term]
-            if lst.bounds is None:  # its heads first (what it could give may fall with them)
-                self._load(lst)
+            unloaded = [lists[j] for j in terms if lists[j].bounds is None]
+            if unloaded:  # their heads first (what they could give may fall with them)
+                for lst in unloaded:
+                    self._load(lst)
                 continue
             self._keep(reaching)
-            rest = lst.bounds[lst.at:]
-            lst.at = len(lst.bounds)
-            self._read([(term, block, size) for _, block, size in rest])
+            picked = []
+            for j in terms:
+                lst = lists[j]
+                assert lst.bounds is not None
+                picked += [(j, block, size) for _, block, size in lst.bounds[lst.at:]]
+                lst.at = len(lst.bounds)
+            self._read(picked)
             threshold = max(threshold, self._threshold())
 
     def _worth_reading(self, reaching: Rows, most: npt.NDArray[np.float64], left: list[float],
-                       threshold: float) -> int | None:
-        """The term whose rest, read whole, rules out the most rounds for what it costs
+                       threshold: float) -> tuple[int, ...]:
+        """The terms whose rests, read whole, rule out the most rounds for what they cost
         (``POSTINGS_A_ROUND`` postings a round scored whole, ``POSTINGS_A_STATEMENT`` a
-        statement), if any is worth it: a round that does not hold it is ruled out once what
-        the term could still give is no longer counted for it. A term whose heads are unread
-        is returned as soon as it could be worth it (what reading it costs is in them).
-        ``most``: what each of ``reaching`` could score (``_bounds``)."""
+        statement), if any are worth it (else none): a round that does not hold them is ruled
+        out once what they could still give is no longer counted for it. Sets of terms are
+        weighed, not only one: a rare word read whole leaves its rounds each able to reach
+        the k-th with any two of the others, so no one of them rules any out (``SETS``: up
+        to how many terms left every set is weighed; beyond, each term alone and the
+        cheapest ones together). A term whose heads are unread is returned alone as soon as
+        they could be worth their statement (what it could give may fall with them); in a set,
+        it costs all it holds. ``most``: what each of ``reaching`` could score (``_bounds``)."""
         if len(reaching) <= self.k:
-            return None
+            return ()
         masks = self.rows.masks[reaching]
-        best, term = 0, None
-        for j, lst in enumerate(self.lists):
-            if not left[j]:
+        open_ = [j for j, value in enumerate(left) if value]
+        cuts = {j: left[j] * (1 + MARGIN) * ((masks & np.uint16(1 << j)) == 0) for j in open_}
+
+        def ruled_out(terms: tuple[int, ...]) -> int:
+            """The rounds that could not reach once ``terms`` give nothing more unread."""
+            cut = cuts[terms[0]]
+            for j in terms[1:]:
+                cut = cut + cuts[j]
+            return len(reaching) - int(np.count_nonzero(most - cut >= threshold))
+
+        ruled = len(reaching) * POSTINGS_A_ROUND  # what scoring all of them whole costs
+        best = 0
+        chosen: tuple[int, ...] = ()
+        costs: dict[int, int] = {}
+        for j in open_:
+            gain = ruled_out((j,)) * POSTINGS_A_ROUND
+            if gain - POSTINGS_A_STATEMENT <= best:
                 continue
-            unknown = (masks & np.uint16(1 << j)) == 0
-            stays = int(np.count_nonzero(most - left[j] * (1 + MARGIN) * unknown >= threshold))
-            worth = (len(reaching) - stays) * POSTINGS_A_ROUND - POSTINGS_A_STATEMENT
-            if worth <= best:
+            if self.lists[j].bounds is None:  # its heads, one statement, may lower what it
+                return (j,)  # could give
+            costs[j] = self._cost(j)
+            if gain - costs[j] > best:
+                best, chosen = gain - costs[j], (j,)
+        if chosen or len(open_) < 2:
+            return chosen
+        # no term alone is worth it: terms together may be (a statement each at least)
+        costs = {j: costs[j] if j in costs else self._cost(j) for j in open_}
+        for terms in _sets(sorted(open_, key=costs.__getitem__)):
+            cost = sum(costs[j] for j in terms)
+            if len(terms) < 2 or ruled - cost <= best:  # not even if it ruled out every round
                 continue
-            if lst.bounds is None:  # a term not read yet: its heads tell what reading costs
-                return j
-            unread = lst.bounds[lst.at:]
-            worth -= sum(size for _, _, size in unread) + POSTINGS_A_STATEMENT * (
-                len(unread) // MARKS)
+            worth = ruled_out(terms) * POSTINGS_A_ROUND - cost
             if worth > best:
-                best, term = worth, j
-        return term
+                best, chosen = worth, terms
+        return chosen
+
+    def _cost(self, term: int) -> int:
+        """What reading the rest of ``term`` costs, in postings (its heads first if unread:
+        every posting it holds, in blocks of at least ``BLOCK``)."""
+        lst = self.lists[term]
+        if lst.bounds is None:
+            return lst.postings + POSTINGS_A_STATEMENT * (2 + lst.postings // (BLOCK * MARKS))
+        unread = lst.bounds[lst.at:]
+        return sum(size for _, _, size in unread) + POSTINGS_A_STATEMENT * (
+            1 + len(unread) // MARKS)
 
     def _pick(self, stop: float, limit: int) -> list[tuple[int, int, int]]:
         """The next blocks in the pure top-k's order (the term with the most left first), as
@@ -482,6 +522,15 @@ class _Arrays(Search):
 def _held(key: str, rel: str, number: int, coordinate: str) -> bool:
     """Keeps every round still held (``Search._ask``: a row gone is not)."""
     return True
+
+
+def _sets(terms: list[int]) -> list[tuple[int, ...]]:
+    """The sets of ``terms`` (cheapest first) ``_Arrays._worth_reading`` weighs: every one
+    when they are at most ``SETS``, else each alone and each run of the cheapest."""
+    if len(terms) <= SETS:
+        return [chosen for size in range(1, len(terms) + 1)
+                for chosen in combinations(terms, size)]
+    return [(term,) for term in terms] + [tuple(terms[:size]) for size in range(2, len(terms) + 1)]
 
 
 class _Every(Search):
