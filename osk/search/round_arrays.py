@@ -291,12 +291,12 @@ class _Arrays(Search):
         (``POSTINGS_A_ROUND`` postings a round scored whole, ``POSTINGS_A_STATEMENT`` a
         statement), if any are worth it (else none): a round that does not hold them is ruled
         out once what they could still give is no longer counted for it. Sets of terms are
-        weighed, not only one: a rare word read whole leaves its rounds each able to reach
-        the k-th with any two of the others, so no one of them rules any out (``SETS``: up
-        to how many terms left every set is weighed; beyond, each term alone and the
-        cheapest ones together). A term whose heads are unread is returned alone as soon as
-        they could be worth their statement (what it could give may fall with them); in a set,
-        it costs all it holds. ``most``: what each of ``reaching`` could score (``_bounds``)."""
+        weighed when no one term is: a rare word read whole leaves its rounds each able to
+        reach the k-th with any two of the others, so no one of them rules any out (``SETS``:
+        up to how many terms left every set is weighed; beyond, the cheapest ones together).
+        A term whose heads are unread is returned alone as soon as they could be worth their
+        statement (what it could give may fall with them); in a set, it costs all it holds.
+        ``most``: what each of ``reaching`` could score (``_bounds``)."""
         if len(reaching) <= self.k:
             return ()
         masks = self.rows.masks[reaching]
@@ -329,7 +329,7 @@ class _Arrays(Search):
         costs = {j: costs[j] if j in costs else self._cost(j) for j in open_}
         for terms in _sets(sorted(open_, key=costs.__getitem__)):
             cost = sum(costs[j] for j in terms)
-            if len(terms) < 2 or ruled - cost <= best:  # not even if it ruled out every round
+            if ruled - cost <= best:  # not worth it even if it ruled out every round
                 continue
             worth = ruled_out(terms) * POSTINGS_A_ROUND - cost
             if worth > best:
@@ -525,12 +525,13 @@ def _held(key: str, rel: str, number: int, coordinate: str) -> bool:
 
 
 def _sets(terms: list[int]) -> list[tuple[int, ...]]:
-    """The sets of ``terms`` (cheapest first) ``_Arrays._worth_reading`` weighs: every one
-    when they are at most ``SETS``, else each alone and each run of the cheapest."""
+    """The sets of two or more of ``terms`` (cheapest first) ``_Arrays._worth_reading``
+    weighs once no term alone is worth reading: every one when they are at most ``SETS``,
+    else each run of the cheapest."""
     if len(terms) <= SETS:
-        return [chosen for size in range(1, len(terms) + 1)
+        return [chosen for size in range(2, len(terms) + 1)
                 for chosen in combinations(terms, size)]
-    return [(term,) for term in terms] + [tuple(terms[:size]) for size in range(2, len(terms) + 1)]
+    return [tuple(terms[:size]) for size in range(2, len(terms) + 1)]
 
 
 class _Every(Search):
