@@ -24,7 +24,9 @@ to back; the first system call after an idle second alone took 60 us of CPU, the
 A call's server CPU is the CPU time every thread of the server's process ran between the
 request written and the answer read (``/proc/PID/task/*/schedstat``, nanoseconds): the whole
 of what the server spends on the call, its JSON-RPC framing and the tool's arguments and
-result included, as a user's machine pays it. The client's wall time a call is printed too.
+result included, as a user's machine pays it. A call during which one of its threads ended is
+left out (what that thread ran since the call began is gone with it) and counted. The client's
+wall time a call is printed too.
 
 Usage: ``python bench/mcp_search_ab.py DIR/vault-100000 DIR2/vault-1000 [--tree BASE --tree .]
 [--queries 100] [--runs 3] [--gap 0] [--floor]``. Run by hand, not in CI. Linux only (``/proc``).
@@ -52,16 +54,25 @@ SEED = 2027  # rounds_scale's Corpus: the same words
 PROTOCOL = "2025-06-18"
 
 
-def ran_ns(pid: int) -> int:
-    """Nanoseconds every thread of ``pid`` has run on a CPU (threads that ended are gone from
-    the sum: the server's search runs on threads that live as long as it does)."""
-    total = 0
+def ran_ns(pid: int) -> dict[int, int]:
+    """Nanoseconds each live thread of ``pid`` has run on a CPU, by thread id."""
+    ran = {}
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
-            total += int((task / "schedstat").read_text(encoding="ascii").split()[0])
+            ran[int(task.name)] = int((task / "schedstat").read_text(encoding="ascii").split()[0])
         except (FileNotFoundError, ProcessLookupError):
             continue  # a thread that ended between the listing and the read
-    return total
+    return ran
+
+
+def spent_ns(before: dict[int, int], after: dict[int, int]) -> int | None:
+    """What the threads ran between two ``ran_ns`` readings (a thread started between them
+    counts from 0), or None when one ended between them: what it ran since the first reading
+    is gone with it (a sum over the live threads alone then fell below zero when a thread that
+    had loaded the index ended mid-call)."""
+    if before.keys() - after.keys():
+        return None
+    return sum(ns - before.get(tid, 0) for tid, ns in after.items())
 
 
 # The floor's server: answers each request line with a result of a search's size (ten hits'
@@ -111,6 +122,7 @@ class Server:
               f"{time.perf_counter() - began:.1f} s wall", flush=True)
         self.cpu: list[float] = []
         self.wall: list[float] = []
+        self.lost = 0  # calls during which a thread ended (their CPU is unknown: left out)
 
     def _send(self, message: dict[str, Any]) -> None:
         given: IO[str] | None = self.process.stdin
@@ -138,10 +150,15 @@ class Server:
         """Ask ``query`` of the search tool; its server CPU and wall kept when ``keep``."""
         before, began = ran_ns(self.process.pid), time.perf_counter()
         found = self.call("tools/call", {"name": "search", "arguments": {"query": query}})
-        wall, cpu = time.perf_counter() - began, ran_ns(self.process.pid) - before
+        wall = time.perf_counter() - began
+        cpu = spent_ns(before, ran_ns(self.process.pid))
         if found["result"].get("isError"):
             raise SystemExit(f"search {query!r} on {self.vault}: {found['result']}")
-        if keep:
+        if not keep:
+            return
+        if cpu is None:
+            self.lost += 1
+        else:
             self.cpu.append(cpu / 1e6)
             self.wall.append(wall * 1000)
 
@@ -180,11 +197,12 @@ def main() -> int:
     finally:
         for server in everyone:
             server.close()
-    print(f"search through osk mcp, ms a call, median / mean ({len(servers[0].cpu)} calls a "
-          f"server, gap {args.gap} s):")
+    print(f"search through osk mcp, ms a call, median / mean ({args.queries * args.runs} calls "
+          f"a server, gap {args.gap} s):")
     for server in servers:
+        lost = f"; {server.lost} left out: a thread ended during them" if server.lost else ""
         print(f"  {server.tree.name[-12:]:>12s} {server.vault.name:>14s}: server CPU "
-              f"{middle(server.cpu)}, client wall {middle(server.wall)}")
+              f"{middle(server.cpu)}, client wall {middle(server.wall)}{lost}")
     if floor is not None:
         print(f"  {'floor':>27s}: server CPU {middle(floor.cpu)}, client wall "
               f"{middle(floor.wall)} (a stand-in that only reads and answers the line)")
