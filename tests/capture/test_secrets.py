@@ -381,3 +381,15 @@ def test_a_named_value_is_judged_as_an_assignment_of_the_same_key_is():
     for text in ("DB_PASSWORD=Zq8-frog-Lamp", "- name: DB_PASSWORD\n  value: Zq8-frog-Lamp\n",
                  "<password>Zq8-frog-Lamp</password>"):
         assert "Zq8-frog-Lamp" not in mask_secrets(text).text, text
+
+
+@pytest.mark.parametrize("placeholder", ["AKIA" + "IOSFODNN7" + "EXAMPLE", "AKIA" + "X" * 16],
+                         ids=["aws-documentation-key", "aws-masked-key"])
+def test_an_aws_key_id_that_is_a_placeholder_is_left_alone(placeholder):
+    # AWS's own documentation key and a key masked to one letter name no account; a key of
+    # the same shape beside them is still masked
+    real = "AKIA" + rand(UPPER_DIGITS, 16)
+    found = mask_secrets(f"the docs show {placeholder}; ours was {real}")
+    assert placeholder in found.text
+    assert real not in found.text
+    assert found.findings == [("aws-access-key-id", 1)]
