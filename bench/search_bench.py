@@ -292,7 +292,7 @@ def bench_size(base: Path, size: int, queries: int, runs: int,
     len(index)
     figures["build"] = time.perf_counter() - started
     figures["build_cpu"] = time.process_time() - cpu
-    snapshot = vault.state("index", "snapshot.bin").stat().st_size
+    snapshot = vault.state("index", "recall.sqlite").stat().st_size
 
     colds = [fresh_process(CHILD_OSK, root, query_list[i]) for i in range(runs)]
     figures["cold_index"] = statistics.median(c[0] for c in colds)
@@ -418,8 +418,8 @@ def report(size: int, f: dict[str, float], snapshot: int) -> None:
         ("  of which sync + query (the index's part)", f["change_sync_index"], None),
         ("one hand edit (walk) + query", f["change_hand"], f["bm25_change"]),
     ]
-    print(f"snapshot on disk: {snapshot / 1e6:.1f} MB; rank-bm25 construction from tokens "
-          f"alone: {ms(f['bm25_build_tokens_only'])}")
+    print(f"index on disk (recall.sqlite): {snapshot / 1e6:.1f} MB; rank-bm25 construction "
+          f"from tokens alone: {ms(f['bm25_build_tokens_only'])}")
     print(f"{'measure':54} {'osk':>11} {'rank-bm25':>11} {'ratio':>8}")
     for label, ours, theirs in rows:
         if theirs is None:

@@ -5,10 +5,10 @@ index uses (also handy for tests and the eval). Importing this package stays lig
 pydantic, no numpy); node files are parsed only when one has to be (re)read.
 
 Modules: ``tokenize`` (terms), ``bm25`` (scores, postings), ``corpus`` (documents in memory),
-``index_files`` (snapshot + journal on disk), ``index`` (freshness, persistence, the public object),
+``index`` (freshness, persistence, the public object),
 ``versions`` (what the index keeps of a node version; a search over given versions alone),
 ``regions`` (protected regions as the index sees them), ``ranking`` (the order of hits),
-``recallfile`` (the index's queryable copy for the hooks; ``recall_mirror`` keeps it in step),
+``recallfile`` (the index on disk, which the hooks query in place; ``recall_mirror`` writes it),
 ``recall_hits`` + ``recall_wire`` + ``recall_server`` (per-prompt recall's hits, what the hook
 and a running server share over the recall channel, and the server's half),
 ``expand`` + ``glossary`` (query terms). (`osk import` is ``osk.verbs.importer``: it writes

@@ -89,8 +89,8 @@ class Bm25:
         sorted_slots: bool = True,
     ) -> Bm25:
         """Adopt persisted arrays as the base layer; term ``i`` owns ``offsets[i]:offsets[i+1]``
-        (``sorted_slots``: each term's slots ascending, as ``to_base`` writes them; an older
-        snapshot's are put in that order here, once)."""
+        (``sorted_slots``: each term's slots ascending, as the recall file holds them; a bulk
+        build's whose slots came out of order, ``Staged.index``, are put in order here, once)."""
         if len(offsets) != len(terms) + 1 or len(slots) != len(tfs):
             raise ValueError("postings arrays do not fit together")
         if offsets[0] != 0 or offsets[-1] != len(slots):
@@ -106,35 +106,6 @@ class Bm25:
         index.lengths = lengths
         index.total_length = sum(lengths.values())
         return index
-
-    def to_base(self) -> tuple[list[str], array[int], array[int], array[int]]:
-        """The current postings as (terms, offsets, slots, tfs), for writing to disk; each
-        term's slots ascending (``holds`` searches them). A sorted base that nothing changed
-        is itself, not copied (an index just built in bulk: ``Staged``, its tfs narrowed)."""
-        if not self._added and not self._dead_df and self._base_slots.typecode == "I":
-            return self._base_terms, self._base_offsets, self._base_slots, self._base_tfs
-        terms: list[str] = []
-        offsets, slots, tfs = array("I", [0]), array("I"), array("I")
-        base_slots, base_tfs = self._base_slots, self._base_tfs
-        if base_slots.typecode != "I":
-            base_slots = array("I", base_slots)
-        if base_tfs.typecode != "I":  # loaded as 16-bit; extend() needs one item type
-            base_tfs = array("I", base_tfs)
-        for term in self.all_terms():
-            before = len(slots)
-            if term in self._added or self._dead_df.get(term):
-                ordered = sorted(self.pairs(term))  # mostly in order already: a linear pass
-                slots.extend(slot for slot, _ in ordered)
-                tfs.extend(tf for _, tf in ordered)
-            else:
-                i = self._base_index[term]
-                a, b = self._base_offsets[i], self._base_offsets[i + 1]
-                slots.extend(base_slots[a:b])
-                tfs.extend(base_tfs[a:b])
-            if len(slots) > before:
-                terms.append(term)
-                offsets.append(len(slots))
-        return terms, offsets, slots, tfs
 
     def all_terms(self) -> Iterable[str]:
         """Every term with postings, each once (the recall file writes them all)."""
@@ -449,19 +420,6 @@ class Bm25:
         found.extend(map(vocabulary.__getitem__, numbers.tolist()))
         return found
 
-    def inverted(self) -> dict[int, list[str]]:
-        """Every document's distinct terms from the postings, in one pass over them (a rebuild
-        of the recall file from a loaded index: each document's own search costs a pass)."""
-        held: dict[int, list[str]] = {}
-        for term in self.all_terms():
-            for slot, _ in self.pairs(term):
-                found = held.get(slot)
-                if found is None:
-                    held[slot] = [term]
-                else:
-                    found.append(term)
-        return held
-
     def top(
         self,
         query: Query,
@@ -763,10 +721,20 @@ def mean_idf(n: int, histogram: Mapping[int, int]) -> float:
     return shares.mean()
 
 
+CODES = "BHI"  # the array types postings are stored in, narrowest first
+
+
 def code_for(top: int) -> str:
-    """The narrowest array type (``B``, ``H``, ``I``) that holds every count up to ``top``:
-    how a loaded index, a snapshot and a bulk build each store their arrays."""
-    return next(code for code in "BHI" if top < 1 << 8 * array(code).itemsize)
+    """The narrowest array type (of ``CODES``) that holds every count up to ``top``: how a
+    loaded index, the recall file's blocks and a bulk build each store their arrays."""
+    return next(code for code in CODES if top < 1 << 8 * array(code).itemsize)
+
+
+def narrowest(values: array[int]) -> array[int]:
+    """``values`` in the narrowest array type that holds them all: a pass in C to find out,
+    a copy only when it is another type."""
+    code = code_for(max(values, default=0))
+    return values if values.typecode == code else array(code, values)
 
 
 class Staged:
@@ -962,7 +930,7 @@ def idf(size: int, df: int) -> float:
 
 def _ascending(offsets: array[int], slots: array[int], tfs: array[int]
                ) -> tuple[array[int], array[int]]:
-    """The postings with each term's slots put in ascending order (an older snapshot's)."""
+    """The postings with each term's slots put in ascending order (``from_base``)."""
     ordered_slots, ordered_tfs = array(slots.typecode), array(tfs.typecode)
     for i in range(len(offsets) - 1):
         a, b = offsets[i], offsets[i + 1]

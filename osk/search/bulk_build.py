@@ -2,13 +2,12 @@
 
 ``osk import`` into a vault with no index yet ends by indexing every node it wrote. Built in
 memory (``SearchIndex._build``), the index stood whole beside the writes' state until its
-snapshot and recall file were written from it: 1.8 KB a node held, 2.2 at its peak
-(docs/performance.md). Here (``SearchIndex.build_on_disk``) each document's record goes to a
-temporary file as it is read, its postings to a ``bm25.Staged`` that is written out as a
+recall file was written from it: 1.8 KB a node held, 2.2 at its peak
+(docs/performance.md). Here (``SearchIndex.build_on_disk``) each document goes to the new
+recall file as it is read, its postings to a ``bm25.Staged`` that is written out as a
 sorted run every ``RUN_POSTINGS`` postings; at the end the runs are merged term by term, in
-sorted order, into the recall file's postings and the snapshot's arrays (each to a temporary
-file), and the snapshot is written from those files (``index_files.write_sections``). What
-is held is a run's postings, the vocabulary and each document's length.
+sorted order, into the recall file's postings. What is held is a run's postings and each
+document's length.
 
 The temporary files are unnamed (``tempfile.TemporaryFile`` in the index folder): the system
 removes them when they are closed, on success, on failure, or when the process is killed.
@@ -27,8 +26,8 @@ from operator import itemgetter
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from osk.search import index_files, recallfile
-from osk.search.bm25 import Staged, code_for
+from osk.search import recallfile
+from osk.search.bm25 import Staged
 
 if TYPE_CHECKING:
     from osk.search.corpus import SearchDoc
@@ -44,7 +43,7 @@ Run = Iterator[tuple[str, "array[int]", "array[int]"]]  # (term, slots, counts),
 
 class DiskBuild:
     """One bulk build's temporary files and what it counts: ``put`` each document (slots are
-    given in order from 0), then ``merged`` once, then ``write_snapshot``; ``close`` always."""
+    given in order from 0), then ``merged`` once; ``close`` always."""
 
     def __init__(self, directory: Path) -> None:
         import tempfile  # here: it costs a hook 5 ms to import, and only a bulk build needs it
@@ -58,22 +57,13 @@ class DiskBuild:
             self._files.append(handle)
             return handle
 
-        self._temporary = temporary
-        self._records = temporary()  # each document's record, comma-joined, by slot
         self._runs = temporary()  # the runs one after another
         self._run_ends = [0]
         self._staged = Staged()
         self.lengths = array("I")  # by slot
         self.paths: set[str] = set()
         self._tfs_code = "B"  # the widest a run's counts needed
-        # Filled by ``merged``: the vocabulary in sorted order, where each term's postings
-        # start, how many terms have each document frequency, the postings' two sections.
-        self._terms: list[str] = []
-        self._offsets = array("I", [0])
-        self._histogram: Counter[int] = Counter()
-        self._slots: IO[bytes] | None = None
-        self._tfs: IO[bytes] | None = None
-        self._codes = ("I", "B")
+        self._histogram: Counter[int] = Counter()  # terms by document frequency (``merged``)
 
     def __len__(self) -> int:
         return len(self.lengths)
@@ -83,7 +73,6 @@ class DiskBuild:
         if doc.path in self.paths:
             raise ValueError(f"{doc.path} is already in this build")
         slot = len(self.lengths)
-        self._records.write((b"," if slot else b"") + index_files.record_bytes(doc.record()))
         self.lengths.append(doc.length)
         self.paths.add(doc.path)
         self._staged.add(slot, frequencies, doc.length)
@@ -104,15 +93,11 @@ class DiskBuild:
         self._run_ends.append(out.tell())
 
     def merged(self) -> Iterator[recallfile.Block]:
-        """Every term's postings, terms in sorted order, as the recall file's blocks, each
-        term also appended to the snapshot's sections as it goes (so what a failed recall file
-        leaves of this is to be drained: ``write_snapshot`` needs every term)."""
+        """Every term's postings, terms in sorted order, as the recall file's blocks."""
         if self._staged.postings or len(self._run_ends) == 1:
             self._write_run()
         self._runs.flush()
-        slots_code, tfs_code = code_for(max(len(self.lengths) - 1, 0)), self._tfs_code
-        self._codes = (slots_code, tfs_code)
-        self._slots, self._tfs = self._temporary(), self._temporary()
+        tfs_code = self._tfs_code
         fd = self._runs.fileno()
         runs = [_read_run(fd, start, end)
                 for start, end in zip(self._run_ends, self._run_ends[1:], strict=False)]
@@ -125,11 +110,7 @@ class DiskBuild:
                     tfs.extend(run_tfs)
                 else:
                     tfs.fromlist(run_tfs.tolist())
-            self._terms.append(term)
-            self._offsets.append(self._offsets[-1] + len(slots))
             self._histogram[len(slots)] += 1
-            self._slots.write(_as(slots, slots_code))
-            self._tfs.write(memoryview(tfs).cast("B"))
             yield from recallfile.blocks(term, slots, tfs)
 
     def meta(self) -> dict[str, Any]:
@@ -140,45 +121,11 @@ class DiskBuild:
         """How many terms occur in exactly d documents, by d: after ``merged``."""
         return self._histogram
 
-    def write_snapshot(self, generation: str, params: dict[str, Any]) -> None:
-        """The snapshot, from what ``merged`` wrote (drained whole) and the records put."""
-        assert self._slots is not None and self._tfs is not None
-        for handle in (self._records, self._slots, self._tfs):
-            handle.flush()
-        codes = ["I", *self._codes, "I"]
-        records, slots, tfs = self._records.fileno(), self._slots.fileno(), self._tfs.fileno()
-
-        def body() -> index_files.Body:
-            for part in index_files.meta_parts(self._terms, _chunks(records)):
-                yield 0, part
-            yield 1, memoryview(self._offsets).cast("B")
-            for part in _chunks(slots):
-                yield 2, part
-            for part in _chunks(tfs):
-                yield 3, part
-            yield 4, memoryview(self.lengths).cast("B")
-
-        index_files.write_sections(self.directory, generation, params, codes, body)
-
     def close(self) -> None:
         """Let every temporary file go (the system removes them)."""
         files, self._files = self._files, []
         for handle in files:
             handle.close()
-
-
-def _as(values: array[int], code: str) -> bytes | memoryview:
-    """``values``' bytes in the array type ``code``."""
-    return memoryview(values).cast("B") if values.typecode == code else \
-        array(code, values).tobytes()
-
-
-def _chunks(fd: int, size: int = 1 << 20) -> Iterator[bytes]:
-    """A temporary file's bytes from its start, in parts (``os.pread``: no shared position)."""
-    at = 0
-    while part := os.pread(fd, size, at):
-        at += len(part)
-        yield part
 
 
 def _read_run(fd: int, start: int, end: int) -> Run:

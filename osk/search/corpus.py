@@ -1,17 +1,18 @@
 """The indexed documents in memory: one record per node, its postings, and the title tables.
 
 ``Corpus`` is what the index keeps and what ranking reads. It changes one document at a time
-(``store``/``remove``) and turns into a snapshot and back (``snapshot``/``from_snapshot``).
+(``store``/``remove``) and is loaded from the recall file (``from_store``), which the index
+keeps in step with it (``osk.search.recall_mirror``).
 """
 
 from __future__ import annotations
 
 import sys
 from array import array
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, overload
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
-from osk.search import index_files
 from osk.search.bm25 import Bm25, Staged
 from osk.store.fastclass import dataclass
 from osk.store.fsutil import RACE_WINDOW_NS, StatKey, sha256_text
@@ -20,16 +21,6 @@ from osk.store.grouped import Grouped
 if TYPE_CHECKING:
     from osk.store.catalog import Entry
     from osk.store.node import Node
-
-# A document version's distinct terms with what names that version: (its content hash, its
-# length, its terms). Terms follow from the indexed text alone (``versions.document``).
-KnownTerms = tuple[str, int, list[str]]
-
-# Documents whose terms ``terms_for`` finds one at a time (each a pass over the postings where
-# the recall file holds another version: 3 ms at 100,000 nodes) before one inversion of every
-# posting (4.7 s there; both grow with the postings) costs less.
-ALONE = 1000
-
 
 @dataclass(slots=True)
 class SearchDoc:
@@ -66,7 +57,7 @@ class SearchDoc:
         (path, node_id, title, summary, updated, space, scope, trust, created, valid_from,
          valid_to, supersedes, size, mtime_ns, inode, file_hash, read_ns, length, tkey,
          lkey, content_hash) = record
-        # The few spaces, scopes and trust states, one string each (a decoded snapshot made
+        # The few spaces, scopes and trust states, one string each (a decoded record made
         # one a document: 16 MB at 100,000); the title keys one string when they are the
         # title's own (a lower-case title's, or the loose key of a title without
         # punctuation), where each was its own copy: up to 150 bytes a node.
@@ -98,6 +89,25 @@ class SearchDoc:
         return self.read_ns - self.stat[1] < RACE_WINDOW_NS
 
 
+@dataclass
+class Stored:
+    """A whole corpus as its store holds it (``recallfile.load``), for ``Corpus.from_store``:
+    the documents by row (a row is the loaded document's slot), each term's postings
+    concatenated in term order (term ``i`` owns ``slots[offsets[i]:offsets[i + 1]]``, rows
+    ascending), the file's version and meta, and its counts of document frequencies when they
+    count these documents (``recallfile.COUNTED``; None: the index counts them)."""
+
+    docs: list[tuple[int, SearchDoc]]
+    lengths: array[int]  # by row; 0 where no document is
+    terms: list[str]
+    offsets: array[int]
+    slots: array[int]
+    tfs: array[int]
+    version: str | None
+    meta: dict[str, Any]
+    counts: Counter[int] | None
+
+
 class Corpus:
     """Documents by slot, their BM25 postings, and lookups by path, title and supersession."""
 
@@ -112,8 +122,8 @@ class Corpus:
         self._free: list[int] = []
         self._next_slot = 0
         self._doc_terms: dict[int, str] = {}  # distinct terms of documents stored here
-        # Where a loaded document's terms are kept when not here (the recall file: the
-        # snapshot holds none), None when it holds no such version (``terms_of``).
+        # Where a loaded document's terms are kept when not here (the recall file: a load
+        # reads none), None when it holds no such version (``terms_of``).
         self.stored_terms: Callable[[SearchDoc], list[str] | None] | None = None
         self._supersession: tuple[int, list[tuple[int, int]], set[int]] | None = None
         # Each document's kind, its (space, scope): all that its locality depends on, so a
@@ -123,22 +133,26 @@ class Corpus:
         self._kind_ids: dict[tuple[str, str | None], int] = {}
         self._staged: Staged | None = None  # a bulk build's postings (``stage``)
 
-    # -- snapshots ----------------------------------------------------------------------------
+    # -- loading ------------------------------------------------------------------------------
     @classmethod
-    def from_snapshot(cls, snapshot: index_files.Snapshot,
-                      known: Mapping[str, Entry] | None = None) -> Corpus:
-        """The corpus a snapshot holds; ``known``: a catalog's entries by path, whose objects
-        a document holds where it holds values equal to them (``_share``)."""
+    def from_store(cls, stored: Stored,
+                   known: Mapping[str, Entry] | None = None) -> Corpus:
+        """The corpus the recall file holds (``recallfile.load``: a row is a slot);
+        ``known``: a catalog's entries by path, whose objects a document holds where it holds
+        values equal to them (``_share``)."""
         corpus = cls()
         lengths: dict[int, int] = {}
         # Times are whole minutes, so most documents share each: one float each (24 bytes
         # a document, 2.4 MB at 100,000, for the few minutes an import of them took).
         moments: dict[float, float] = {}
-        for slot, record in enumerate(snapshot.docs):
-            if record is None:
-                corpus._free.append(slot)
-                continue
-            doc = SearchDoc.from_record(record)
+        for slot, doc in stored.docs:
+            # (as ``SearchDoc.from_record`` shares them)
+            doc.space, doc.scope, doc.trust = (_shared(doc.space), _shared(doc.scope),
+                                               _shared(doc.trust))
+            if doc.title_key == doc.title:
+                doc.title_key = doc.title
+            if doc.loose_key == doc.title_key:
+                doc.loose_key = doc.title_key
             entry = known.get(doc.path) if known is not None else None
             if entry is not None:
                 _share(doc, entry)
@@ -146,27 +160,20 @@ class Corpus:
                 moment = getattr(doc, name)
                 if moment is not None:
                     setattr(doc, name, moments.setdefault(moment, moment))
-            if snapshot.lengths[slot] != doc.length:
-                raise index_files.Damaged(f"length of slot {slot} disagrees with its record")
             corpus.docs[slot] = doc
             lengths[slot] = doc.length
-        corpus.bm25 = Bm25.from_base(snapshot.terms, snapshot.offsets, snapshot.slots,
-                                     snapshot.tfs, lengths, snapshot.sorted_slots)
-        corpus._next_slot = len(snapshot.lengths)  # one a slot (docs may be an iterator)
-        corpus._free.reverse()  # reuse low slots first
+        corpus.bm25 = Bm25.from_base(stored.terms, stored.offsets, stored.slots, stored.tfs,
+                                     lengths)
+        if stored.counts is not None:
+            corpus.bm25.adopt_counts(stored.counts)
+        corpus._next_slot = len(stored.lengths)
+        corpus._free = [slot for slot in range(corpus._next_slot - 1, -1, -1)
+                        if slot not in corpus.docs]  # low slots reused first
         for slot, doc in corpus.docs.items():
             corpus.slot_of[doc.path] = slot
             corpus._link(slot, doc)
             corpus._kind(slot, doc)
         return corpus
-
-    def snapshot(self, generation: str, params: dict[str, Any]) -> index_files.Snapshot:
-        terms, offsets, slots, tfs = self.bm25.to_base()
-        lengths = array("I", [0] * self._next_slot)
-        for slot, doc in self.docs.items():
-            lengths[slot] = doc.length
-        return index_files.Snapshot(generation, params, terms, _Records(self.docs, lengths),
-                                    offsets, slots, tfs, lengths)
 
     # -- reading ------------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -178,44 +185,14 @@ class Corpus:
 
     def terms_of(self, slot: int) -> list[str]:
         """A document's distinct terms (needed to remove it): kept when it was stored in this
-        process; else as ``stored_terms`` holds them for this version of it; else searched
-        for in the postings (``Bm25.terms_holding``: a pass over them)."""
-        return self._terms_of(slot)[0]
-
-    def _terms_of(self, slot: int, known: KnownTerms | None = None
-                  ) -> tuple[list[str], KnownTerms | None]:
-        """(``terms_of``, and the version's ``KnownTerms`` when they came from outside this
-        process: the journal records them with the change, so a replay does not look them up
-        again, where the recall file by then holds a later version). ``known``: what the
-        journal recorded, taken when it names this version."""
+        process; else as ``stored_terms`` holds them for this version of it (the recall file
+        it was loaded from); else searched for in the postings (``Bm25.terms_holding``: a
+        pass over them, where another process wrote a later version there)."""
         terms = self._doc_terms.get(slot)
         if terms is not None:
-            return (terms.split(" ") if terms else []), None
-        doc = self.docs[slot]
-        if known is not None and known[:2] == (doc.content_hash, doc.length):
-            return known[2], None
-        found = self.stored_terms(doc) if self.stored_terms is not None else None
-        if found is None:
-            found = self.bm25.terms_holding(slot)
-        return found, (doc.content_hash, doc.length, found)
-
-    def terms_for(self, slots: Collection[int]) -> Callable[[int], list[str]]:
-        """``terms_of`` for these documents: one at a time, or, when more than ``ALONE`` of
-        them are not held here, those from one inversion of the postings (a rebuild of the
-        recall file, a catch-up or replay that finds many versions it does not hold)."""
-        if sum(slot not in self._doc_terms for slot in slots) <= ALONE:
-            return self.terms_of
-        inverted = self.bm25.inverted()
-        return lambda slot: (self.terms_of(slot) if slot in self._doc_terms
-                             else inverted.get(slot, []))
-
-    def known_for(self, paths: Iterable[str]) -> dict[str, KnownTerms]:
-        """The ``KnownTerms`` of the documents at ``paths`` not held here (``terms_for``)."""
-        slots = [slot for path in paths
-                 if (slot := self.slot_of.get(path)) is not None and slot not in self._doc_terms]
-        terms_of = self.terms_for(slots)
-        return {self.docs[slot].path: (self.docs[slot].content_hash, self.docs[slot].length,
-                                       terms_of(slot)) for slot in slots}
+            return terms.split(" ") if terms else []
+        found = self.stored_terms(self.docs[slot]) if self.stored_terms is not None else None
+        return found if found is not None else self.bm25.terms_holding(slot)
 
     def holding(self, slots: Iterable[int], terms: Iterable[str]) -> dict[int, set[str]]:
         """Which of ``terms`` each document holds: from its terms when stored in this process,
@@ -258,16 +235,12 @@ class Corpus:
             self.bm25 = staged.index()
             self.version += 1
 
-    def store(self, doc: SearchDoc, frequencies: Mapping[str, int],
-              known: KnownTerms | None = None) -> KnownTerms | None:
-        """Add a document, or replace the one at the same path (only its postings change).
-        Returns the replaced version's ``KnownTerms`` when its terms came from outside this
-        process (``_terms_of``; ``known`` as there)."""
+    def store(self, doc: SearchDoc, frequencies: Mapping[str, int]) -> None:
+        """Add a document, or replace the one at the same path (only its postings change)."""
         slot = self.slot_of.get(doc.path)
-        looked_up = None
         if slot is not None:
             self.staged()  # a replacement reads the postings
-            terms, looked_up = self._terms_of(slot, known)
+            terms = self.terms_of(slot)
             self._unlink(slot, self.docs[slot])
             self.bm25.remove(slot, terms)
         else:
@@ -282,23 +255,21 @@ class Corpus:
             self.bm25.add(slot, frequencies, doc.length)
         self._link(slot, doc)
         self._kind(slot, doc)
-        return looked_up
 
-    def remove(self, path: str, known: KnownTerms | None = None) -> KnownTerms | bool:
-        """Drop the document at ``path``: False when there is none; else its ``KnownTerms``
-        when its terms came from outside this process (as ``store``), else True."""
+    def remove(self, path: str) -> bool:
+        """Drop the document at ``path``; False when there is none."""
         slot = self.slot_of.get(path)
         if slot is None:
             return False
         self.staged()
-        terms, looked_up = self._terms_of(slot, known)
+        terms = self.terms_of(slot)
         del self.slot_of[path]
         doc = self.docs.pop(slot)
         self._unlink(slot, doc)
         self.bm25.remove(slot, terms)
         self._doc_terms.pop(slot, None)
         self._free.append(slot)
-        return looked_up if looked_up is not None else True
+        return True
 
     def _kind(self, slot: int, doc: SearchDoc) -> None:
         key = (doc.space, doc.scope)
@@ -331,7 +302,7 @@ class Corpus:
 def _share(doc: SearchDoc, entry: Entry) -> None:
     """Have ``doc`` hold the catalog entry's path, stat, id, file hash, summary and updated
     time where they are equal to its own: otherwise each document holds a second copy of
-    them, decoded from the snapshot (620 bytes a node, 62 MB at 100,000). Values, not
+    them, read from the recall file (620 bytes a node, 62 MB at 100,000). Values, not
     meaning: a document the catalog holds at another stat or version keeps its own."""
     doc.path = entry.path
     if entry.stat == doc.stat:
@@ -350,29 +321,6 @@ def _share(doc: SearchDoc, entry: Entry) -> None:
 def _shared(value: Any) -> Any:
     """``value``, one object for each string of its kind (``sys.intern``)."""
     return sys.intern(value) if isinstance(value, str) else value
-
-
-class _Records(Sequence[list[Any] | None]):
-    """The documents' records by slot, each made when read (a snapshot's writer encodes them
-    a few at a time: not every record's list in memory at once)."""
-
-    def __init__(self, docs: Mapping[int, SearchDoc], lengths: array[int]) -> None:
-        self._docs, self._len = docs, len(lengths)
-
-    def __len__(self) -> int:
-        return self._len
-
-    @overload
-    def __getitem__(self, slot: int) -> list[Any] | None: ...
-    @overload
-    def __getitem__(self, slot: slice) -> list[list[Any] | None]: ...
-    def __getitem__(self, slot: int | slice) -> list[Any] | None | list[list[Any] | None]:
-        if isinstance(slot, slice):
-            return [self[i] for i in range(*slot.indices(self._len))]
-        if not 0 <= slot < self._len:
-            raise IndexError(slot)
-        doc = self._docs.get(slot)
-        return None if doc is None else doc.record()
 
 
 def node_content_hash(node: Node) -> str:

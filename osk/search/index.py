@@ -21,14 +21,14 @@ Protected regions (``osk.authority.protection``, as ``regions.Regions`` reads th
 indexed is what readers are served, the approved version while a change waits for review; when
 the approvals ledger changes, the files in the old and new regions are read again.
 
-Persistence (``store``): a snapshot plus a journal of per-document changes under
-``vault.state("index")``. A missing, damaged or outdated snapshot is rebuilt from the files.
-The snapshot holds no document's terms (the recall file does): a loaded document's, needed
-only to remove its postings, are read from the recall file for that version, else found in
-the postings (``Corpus.terms_of``), and the journal records them with the change.
-Each change appends one journal line; the snapshot is rewritten once the journal holds a
-quarter of the corpus (or on ``flush``), so no single change rewrites the corpus. The recall
-file the hooks query is kept in step with the journal (``recall_mirror``).
+Persistence: one store, the recall file under ``vault.state("index")``
+(``osk.search.recallfile``), which the hooks and fresh processes query in place and this
+index loads whole. Each commit writes its changes there in one SQLite transaction
+(``recall_mirror``): that transaction is the commit, so there is no second copy to keep in
+step, and a writer killed before it leaves the file as it was, whose stat keys then send the
+first walk to the changed files. A missing, damaged or outdated file is built afresh from the
+files. A loaded document's terms, needed only to remove its postings, are read from the file
+for that version, else found in the postings (``Corpus.terms_of``).
 
 Ranking is ``ranking.Ranking``; the documents and postings are ``corpus.Corpus``; what a
 document keeps of a node version, and what a query may ask, is ``versions``.
@@ -53,8 +53,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from osk.search import index_files, recallfile
-from osk.search.corpus import Corpus, KnownTerms, SearchDoc
+from osk.search import recallfile
+from osk.search.corpus import Corpus, SearchDoc
 from osk.search.ranking import (
     FUSION_DEPTH,
     Hit,
@@ -89,6 +89,7 @@ from osk.store.vault import Vault
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
+    from pathlib import Path
 
     from osk.search.bulk_build import DiskBuild
     from osk.store.catalog import Catalog, Changes, Entry
@@ -147,8 +148,6 @@ class SearchIndex:
         self._rejects: dict[str, tuple[StatKey, int]] = {}  # unusable files: stat, read time
         self._regions = Regions(self.vault)
         self._last_walk = -math.inf
-        self._generation = ""
-        self._journal_ops = 0
         self._pending: list[list[Any]] = []
         self._content_slots: tuple[int, dict[str, int]] = (-1, {})
         self._embedded_version = -1  # the corpus version at which every node had a vector
@@ -161,7 +160,7 @@ class SearchIndex:
         self._look_path = self.directory / recallfile.LOOK
         self._file_look: tuple[StatKey, dict[str, Any] | None] | None = None  # by its stat
         self._same_as: tuple[dict[str, Any], dict[str, Any]] | None = None  # (_saw_same)
-        self._building = False  # a bulk build: documents go to the recall file, not the journal
+        self._building = False  # a bulk build: documents go to the new recall file as read
         self._disk: DiskBuild | None = None  # a build straight to disk (``build_on_disk``)
 
     # -- public API ---------------------------------------------------------------------------
@@ -420,13 +419,10 @@ class SearchIndex:
         return text if sha256_text(text) == content_hash else None
 
     def flush(self) -> None:
-        """Fold the journal into a fresh snapshot (a bulk import calls this at its end); an
-        index just built or folded has nothing to fold (its snapshot is written whole)."""
+        """Commit what waits (a bulk import calls this at its end)."""
         with self._lock:
             if self._loaded:
                 self._commit()
-                if self._journal_ops:
-                    self._compact()
 
     def build_on_disk(self, known: Known, look: dict[str, Any] | None) -> bool:
         """Index every file straight to disk, holding none of the index (``bulk_build``:
@@ -438,7 +434,7 @@ class SearchIndex:
         from osk.search.bulk_build import DiskBuild
 
         with self._lock:
-            if self._loaded or (self.directory / index_files.SNAPSHOT).exists():
+            if self._loaded or recallfile.path_in(self.directory).exists():
                 return False
             self._reset_memory()
             disk = self._disk = DiskBuild(self.directory)
@@ -462,11 +458,7 @@ class SearchIndex:
         now = time.time_ns()
         for rel, stat in _walk(self.vault):
             self._read_file(rel, stat, None, now, known)
-        blocks = disk.merged()
-        self._recall.build_postings(blocks)
-        for _ in blocks:  # what a failed recall file did not take: the snapshot needs it
-            pass
-        self._save(lambda generation: disk.write_snapshot(generation, PARAMS))
+        self._recall.build_postings(disk.merged())
         self._recall.end_disk_build(disk.lengths, {**disk.meta(), **self._recall_protection()},
                                     disk.df_counts())
 
@@ -503,45 +495,33 @@ class SearchIndex:
 
     # -- loading ------------------------------------------------------------------------------
     def _ensure_loaded(self, known: Known | None = None) -> None:
-        """Load the persisted index, or build it from the files (``known``: what a catalog
-        read of them, used instead of reading a file again where it vouches for the bytes)."""
+        """Load the recall file, or build it from the files (``known``: what a catalog read
+        of them, used instead of reading a file again where it vouches for the bytes)."""
         if self._loaded:
             return
-        try:
-            with collector_paused():
-                snapshot = index_files.read_snapshot(self.directory, PARAMS, lazy=True)
-                self._corpus = self._with_stored_terms(Corpus.from_snapshot(snapshot, known))
-            self._generation = snapshot.generation
-        except index_files.Missing:
-            self._reset_memory()
+        if not recallfile.path_in(self.directory).exists():
             self._build("built: no index on disk", known=known)
-        except (index_files.Damaged, ValueError, TypeError, KeyError, IndexError) as exc:
-            # (a document record is decoded as the corpus is made: its damage shows here too)
-            self._reset_memory()
-            self._build(f"rebuilt: damaged index ({exc})", known=known)
         else:
-            ops, unusable = index_files.read_journal(self.directory, self._generation)
             try:
-                looked_up = self._corpus.known_for(_unnamed(ops))
-                for op in ops:
-                    self._replay(op, looked_up)
-            except (ValueError, TypeError, KeyError, IndexError) as exc:
+                with collector_paused():
+                    stored = recallfile.load(self.directory, PARAMS)
+                    self._corpus = self._with_stored_terms(Corpus.from_store(stored, known))
+            except (recallfile.Unusable, ValueError) as exc:
+                # (ValueError: postings that do not fit together, ``Bm25.from_base``)
                 self._reset_memory()
-                self._build(f"rebuilt: damaged journal ({exc})", known=known)
+                self._build(f"rebuilt: {exc}", known=known)
             else:
+                self._recall.loaded(stored.version, stored.meta, stored.counts is not None)
                 self.load_report = "loaded"
-                self._journal_ops = len(ops)
-                if unusable or self._journal_ops > self._compact_threshold():
-                    self._compact()
-                self._recall.catch_up(self._corpus)
+        _retire(self.directory)
         self._loaded = True
 
     def _build(self, report: str, progress: Callable[[int, int], None] | None = None, *,
                known: Known | None = None) -> None:
         """Index every file afresh, in bulk: the postings staged compactly
         (``Corpus.stage``) and each document written to a new recall file as it is read
-        (``RecallMirror.start_build``), no journal record kept (the snapshot written at the
-        end holds it all), so the memory a build needs is about what a loaded index holds."""
+        (``RecallMirror.start_build``), swapped in whole at the end, so the memory a build
+        needs is about what a loaded index holds."""
         now = time.time_ns()
         # Listed whole only to report progress against the total (a path and stat a node).
         files = _walk(self.vault) if progress is None else list(_walk(self.vault))
@@ -562,78 +542,24 @@ class SearchIndex:
             self._corpus.staged()
         self._last_walk = time.monotonic()
         self._pending.clear()
-        self._compact()
         self._recall.end_build(self._corpus)
         self.load_report = report
 
     def _with_stored_terms(self, corpus: Corpus) -> Corpus:
-        """``corpus`` finding a loaded document's terms in the recall file (the snapshot holds
-        none), for this version of it only (``recallfile.stored_terms``)."""
+        """``corpus`` finding a loaded document's terms in the recall file, for this version of
+        it only (``recallfile.stored_terms``)."""
         corpus.stored_terms = lambda doc: recallfile.stored_terms(self.directory, doc, PARAMS)
         return corpus
 
-    def _replay(self, op: list[Any], known: dict[str, KnownTerms]) -> None:
-        """Apply one journal record; ``known``: loaded versions' terms found beforehand for
-        records that carry none (``_unnamed``)."""
-        kind = op[0]
-        if kind == "put":
-            doc = SearchDoc.from_record(op[1])
-            self._corpus.store(doc, {str(term): int(tf) for term, tf in op[2].items()},
-                               _known(op, 3) or known.get(doc.path))
-        elif kind == "stat":
-            held = self._corpus.get(op[1])
-            if held is not None:
-                held.stat, held.read_ns = (op[2], op[3], op[4]), op[5]
-        elif kind == "del":
-            self._corpus.remove(op[1], _known(op, 2) or known.get(op[1]))
-        else:
-            raise ValueError(f"unknown journal record {kind!r}")
-
     # -- persistence --------------------------------------------------------------------------
-    def _compact_threshold(self) -> int:
-        return max(500, len(self._corpus) // 4)
-
     def _commit(self) -> None:
-        """Append pending changes to the journal; fold it into a snapshot when it is long."""
-        if not self._pending:
-            if self._recall.backlog or self._recall.moved(self._recall_protection()):
-                self._recall.mirror([])  # only the protection state moved, or a backlog waits
-            return
-        ops, self._pending = self._pending, []
-        self._recall.mirror(ops)
-        try:
-            index_files.append_journal(self.directory, ops)
-        except OSError:
-            self._compact()  # the journal vanished or cannot be written: start a fresh pair
-            return
-        self._journal_ops += len(ops)
-        if self._journal_ops > self._compact_threshold():
-            self._compact()
-
-    def _compact(self) -> None:
-        self._generation = self._save(lambda generation: index_files.write_snapshot(
-            self.directory, self._corpus.snapshot(generation, PARAMS)))
-        self._journal_ops = 0
-        self._pending.clear()
-
-    def _save(self, write: Callable[[str], object]) -> str:
-        """Write a snapshot of a new generation (``write(generation)``) and an empty journal
-        for it; returns the generation."""
-        generation = index_files.new_generation()
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            write(generation)
-            index_files.reset_journal(self.directory, generation)
-        except OSError as exc:  # a full or read-only disk: search goes on from memory
-            log.warning("the search index could not be saved (%s); it is rebuilt from the "
-                        "vault on the next load", exc)
-            # never leave a stale pair behind
-            for name in (index_files.SNAPSHOT, index_files.JOURNAL):
-                try:
-                    (self.directory / name).unlink(missing_ok=True)
-                except OSError:
-                    pass  # read-only: the vault cannot change under the pair either
-        return generation
+        """Write pending changes to the recall file (or, while another writer holds it, leave
+        them in its backlog for the next commit)."""
+        if self._pending:
+            ops, self._pending = self._pending, []
+            self._recall.mirror(ops)
+        elif self._recall.backlog or self._recall.moved(self._recall_protection()):
+            self._recall.mirror([])  # only the protection state moved, or a backlog waits
 
     # -- the recall file (osk.search.recall_mirror) ----------------------------------------------
     def _recall_meta(self) -> dict[str, Any]:
@@ -755,12 +681,12 @@ class SearchIndex:
         if self._disk is not None:  # a build straight to disk: nothing kept here
             self._recall.put(self._disk.put(doc, frequencies), doc, frequencies)
             return
-        replaced = self._corpus.store(doc, frequencies)
+        self._corpus.store(doc, frequencies)
         self._newest_ns = max(self._newest_ns, stat[1]) if self._newest_ns >= 0 else -1
         if self._building:
             self._recall.put(self._corpus.slot_of[rel], doc, frequencies)
         else:
-            self._pending.append(["put", doc.record(), dict(frequencies), *_recorded(replaced)])
+            self._pending.append(["put", doc.record(), dict(frequencies)])
 
     def _drop(self, rel: str) -> None:
         slot = self._corpus.slot_of.get(rel)
@@ -768,7 +694,7 @@ class SearchIndex:
         if removed and self._building and slot is not None:
             self._recall.drop(slot)
         elif removed:
-            self._pending.append(["del", rel, *_recorded(removed)])
+            self._pending.append(["del", rel])
 
 
 # -- helpers ------------------------------------------------------------------------------------
@@ -780,39 +706,18 @@ def _walk(vault: Vault) -> Iterator[tuple[str, StatKey]]:
     return walk_nodes(vault)
 
 
-def _recorded(found: KnownTerms | bool | None) -> list[Any]:
-    """What a journal record carries of the version a change replaced or removed: its terms
-    when they were looked up outside this process (``Corpus.store``), so that a replay, which
-    replaces the same version, does not look them up again (by then the recall file holds
-    the change, not that version)."""
-    return [list(found)] if isinstance(found, tuple) else []
+# What the index kept on disk before the recall file was its one store (a snapshot and a
+# journal of changes, 107 MB beside the recall file's 174 at 100,000 nodes): removed once the
+# recall file is loaded or built.
+_RETIRED = ("snapshot.bin", "journal.jsonl")
 
 
-def _known(op: list[Any], at: int) -> KnownTerms | None:
-    """The replaced version's terms a journal record carries at ``at`` (``_recorded``)."""
-    if len(op) <= at:
-        return None
-    content_hash, length, terms = op[at]
-    if not isinstance(terms, list) or not all(isinstance(term, str) for term in terms):
-        raise ValueError("a journal record's replaced terms are not a list of terms")
-    return str(content_hash), int(length), terms
-
-
-def _unnamed(ops: list[list[Any]]) -> set[str]:
-    """The paths whose first journal record replaces or removes a version without its terms
-    (an older osk's, or another process's that held them; a later record replaces what the
-    replay stored): a replay finds those of the loaded versions at once
-    (``Corpus.known_for``), in one pass when they are many."""
-    paths: set[str] = set()
-    seen: set[str] = set()
-    for op in ops:
-        if op[0] not in ("put", "del"):
-            continue
-        path = str(op[1][0] if op[0] == "put" else op[1])
-        if path not in seen and len(op) == (3 if op[0] == "put" else 2):
-            paths.add(path)
-        seen.add(path)
-    return paths
+def _retire(directory: Path) -> None:
+    for name in _RETIRED:
+        try:
+            (directory / name).unlink(missing_ok=True)
+        except OSError:  # a read-only disk: nothing reads them
+            pass
 
 
 def _beside_seen(look: dict[str, Any]) -> dict[str, Any]:

@@ -1,13 +1,10 @@
-"""The search index's side of the recall file (``osk.search.recallfile``): kept in step with
-the journal.
+"""The search index's side of the recall file (``osk.search.recallfile``), its one store.
 
-``SearchIndex`` hands each commit's changes to ``mirror`` in the same step that appends them
-to its journal; a full build streams its documents as it reads them (``start_build``, ``put``,
-``end_build``: the corpus keeps no document's terms) or hands a whole corpus to ``rebuild``;
-after a load, ``catch_up``
-mends what the file missed (a process killed between the journal and it), or rebuilds it when
-it is missing, damaged or of another schema. While another writer holds the file, the changes
-wait in a backlog for the next commit.
+``SearchIndex`` hands each commit's changes to ``mirror``, whose transaction is the commit; a
+full build streams its documents as it reads them (``start_build``, ``put``, ``end_build``:
+the corpus keeps no document's terms); a load says what it read (``loaded``). While another
+writer holds the file, the changes wait in a backlog for the next commit (a process that ends
+with one leaves the file at the files' old stat keys: the next load's walk reads them again).
 
 The counts of document frequencies (``recallfile.COUNTS``) go with every write and build: the
 rows of the dfs the index moved since its last write there, while this index's documents are
@@ -17,7 +14,7 @@ that write's version (``recallfile.COUNTED``); every row otherwise, unstamped. A
 finds the file holding its documents and counted adopts them (``Bm25.adopt_counts``).
 
 A failure here must not take search down: the file is removed, the hooks recall nothing until
-the next load rebuilds it, and search goes on.
+the next load builds it again from the files, and search goes on from memory.
 """
 
 from __future__ import annotations
@@ -98,18 +95,14 @@ class RecallMirror:
             else:
                 self.failed()
 
-    def rebuild(self, corpus: Corpus) -> None:
-        meta = self.meta()
-        self.changes += 1
-        recallfile.forget_look(self.directory)
-        self.version = None
-        try:
-            self._built(recallfile.RecallWriter(self.directory).rebuild(
-                corpus.docs, corpus.bm25, meta, corpus.terms_for(corpus.docs)))
-            self.written = meta
-        except (sqlite3.Error, OSError, recallfile.Unusable) as exc:
-            if not recallfile.busy(exc):  # busy: the file stays; the next load compares it
-                self.failed()
+    def loaded(self, version: str | None, meta: dict[str, Any], counted: bool) -> None:
+        """The index was loaded from the file at ``version`` (``recallfile.load``): its
+        documents are the file's, and so are the counts of dfs when the file ``counted``
+        them (the index adopted them)."""
+        self.version = version
+        self.written = {key: value for key, value in meta.items() if key != "schema"}
+        if counted:
+            self._last, self._unwritten = version, set()
 
     def start_build(self) -> None:
         """Start a new file that the documents of a bulk build go to as they are read."""
@@ -192,37 +185,6 @@ class RecallMirror:
     def _build_broke(self) -> None:
         self.abandon_build()
         self._build_failed = True
-
-    def catch_up(self, corpus: Corpus) -> None:
-        """After a load: mend what the recall file missed (a process killed between the
-        journal and it), or rebuild it when it is missing, damaged or outdated."""
-        writer = recallfile.RecallWriter(self.directory)
-        try:
-            if not writer.schema_ok():
-                self.rebuild(corpus)
-                return
-            stale, gone, self.version = writer.differences(corpus.docs.values())
-            if not stale and not gone:
-                # The file holds this corpus, and the meta it was written from it: a read that
-                # changes nothing writes nothing, and takes the file's counts of dfs when they
-                # count its documents (not counted again over every term).
-                self.written = writer.meta()
-                counts = None if self.version is None else writer.counted(self.version)
-                if counts is not None:
-                    corpus.bm25.adopt_counts(counts)
-                    self._last, self._unwritten = self.version, set()
-                return
-            ops: list[list[Any]] = [["del", rel] for rel in gone]
-            # each document's terms found alone cost a pass over the postings when the file
-            # holds another version of it (as here): many at once, one inversion for all
-            terms_of = corpus.terms_for([corpus.slot_of[doc.path] for doc in stale])
-            for doc in stale:
-                slot = corpus.slot_of[doc.path]
-                frequencies = {term: corpus.bm25.tf(term, slot) for term in terms_of(slot)}
-                ops.append(["put", doc.record(), frequencies])
-            self.mirror(ops)
-        except (sqlite3.Error, OSError, recallfile.Unusable):
-            self.failed()
 
     def failed(self) -> None:
         log.exception("the recall file could not be updated; removing it (rebuilt on next load)")

@@ -1,21 +1,19 @@
-"""The recall file: the search index's documents and postings in a form a hook can query.
+"""The recall file: the search index's one store, in a form a hook can query in place.
 
 The prompt-submit hook ranks the vault for every prompt, in a fresh process that must finish
-in well under 100 ms. Loading the search index (``store``: one JSON parse of every record and
-the whole vocabulary) costs more than that at 5,000 nodes, so the index keeps a second,
-queryable copy of itself beside the snapshot: ``.osk/index/recall.sqlite`` (device state,
-never synced, rebuilt from the index whenever it is missing, damaged or of another schema).
-A hook opens it read-only and reads only the postings of the prompt's terms and the records
-of the few documents ranking looks at (``RecallCorpus``), then ranks them with the same
-``Ranking`` as ``search``.
+in well under 100 ms, and a fresh ``osk search`` answers from here too. Both open
+``.osk/index/recall.sqlite`` (device state, never synced, built from the node files whenever
+it is missing, damaged or of another schema) read-only and read only the postings of the
+query's terms and the records of the few documents ranking looks at (``RecallCorpus``), then
+rank them with the same ``Ranking`` as ``search``. The long-running engine loads it whole
+(``load``) and ranks from memory.
 
-Who writes it: ``SearchIndex`` and nothing else, in the same step that appends its journal
-(``mirror``), so every change the index takes (a write through the engine, a hand edit found
-by its walk, a sync) reaches the recall file too; on load the index compares the two and
-mends any difference (a process killed between the journal and this file). The file is a
-cache of the node files like the index: each record carries the stat key of the file it was
-read from, and the hook drops a hit whose file no longer has it (``still_served`` in
-``osk.hooks.recall.per_prompt``), so a
+Who writes it: ``SearchIndex`` and nothing else, one transaction a commit (``mirror``), so
+every change the index takes (a write through the engine, a hand edit found by its walk, a
+sync) reaches the file, and a writer killed before its commit leaves the file as it was. The
+file is a cache of the node files: each record carries the stat key of the file it was read
+from, the engine's walk reads again a file whose stat key moved, and the hook drops a hit
+whose file no longer has it (``still_served`` in ``osk.hooks.recall.per_prompt``), so a
 deleted, rejected or hand-edited node is never shown from a stale copy.
 
 SQLite (standard library) rather than a custom format: it gives random access by term,
@@ -36,9 +34,8 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
-from osk.search.bm25 import Bm25, mean_idf
-from osk.search.corpus import SearchDoc
-from osk.search.index_files import CODES, narrowest
+from osk.search.bm25 import CODES, Bm25, code_for, mean_idf, narrowest
+from osk.search.corpus import SearchDoc, Stored
 from osk.store.locks import file_lock
 
 SCHEMA = 5  # 2: supersedes holds a loose title key (key or text, osk.store.edges); 3: blocks;
@@ -156,7 +153,7 @@ def remove(directory: Path) -> None:
 
 # -- writing (SearchIndex only) ----------------------------------------------------------------
 class RecallWriter:
-    """The index's side: apply its journal operations, rebuild, compare."""
+    """The index's side: apply its changes in one transaction (``mirror``)."""
 
     def __init__(self, directory: Path) -> None:
         self.path = path_in(directory)
@@ -177,35 +174,11 @@ class RecallWriter:
                 raise
             db.execute("COMMIT")
 
-    def schema_ok(self) -> bool:
-        if not self.path.exists():
-            return False
-        try:
-            with closing(sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)) as db:
-                row = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
-                db.execute("SELECT data FROM blobs WHERE name = 'lengths'").fetchone()
-            return row is not None and row[0] == str(SCHEMA)
-        except sqlite3.Error:
-            return False
-
-    def rebuild(self, docs: Mapping[int, SearchDoc], bm25: Bm25, meta: Mapping[str, Any],
-                terms_of: Callable[[int], Iterable[str]]) -> str | None:
-        """Replace everything with the index's documents (slots become rows; ``terms_of``: a
-        document's distinct terms, as the corpus keeps them): ``RecallBuild`` given them all.
-        Returns what ``RecallBuild.end`` does."""
-        build = RecallBuild(self.path)
-        try:
-            for slot, doc in sorted(docs.items()):
-                build.put(slot, doc, terms_of(slot))
-            return build.finish(docs, bm25, meta)
-        finally:
-            build.abandon()
-
     def mirror(self, ops: Iterable[list[Any]], meta: Mapping[str, Any], *,
                expected: str | None = None, counts: Mapping[int, int] | None = None,
                moved: Iterable[int] | None = None, last: str | None = None
                ) -> tuple[str | None, str]:
-        """Apply journal operations (``put``, ``stat``, ``del``) in one transaction; returns
+        """Apply the index's changes (``put``, ``stat``, ``del``) in one transaction; returns
         the file's version before and after it. ``counts``: the writer's counts of document
         frequencies after them; only the rows of the dfs ``moved`` names (those moved since
         this writer's last write, which left the file at version ``last``) when no other
@@ -219,9 +192,8 @@ class RecallWriter:
             for op in ops:
                 if op[0] == "put":
                     changed = _put(db, lengths, SearchDoc.from_record(op[1]), op[2]) or changed
-                elif op[0] == "stat":
-                    db.execute("UPDATE docs SET size = ?, mtime_ns = ?, ino = ? WHERE path = ?",
-                               (op[2], op[3], op[4], op[1]))
+                elif op[0] == "stat":  # the same bytes at another stat, read at op[5]
+                    db.execute(_RESTAT, (op[2], op[3], op[4], op[5], op[1]))
                 elif op[0] == "del":
                     changed = _put(db, lengths, None, {}, path=op[1]) or changed
             after = new_version() if changed or not isinstance(before, str) else before
@@ -251,23 +223,6 @@ class RecallWriter:
             if stamps.get(VERSION) != version or stamps.get(COUNTED) != version:
                 return None
             return read_counts(db)
-
-    def differences(self, docs: Iterable[SearchDoc]
-                    ) -> tuple[list[SearchDoc], list[str], str | None]:
-        """(documents to put again, paths to delete) for the file to match ``docs``, and the
-        file's version they were read at (one read transaction)."""
-        with closing(sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)) as db:
-            db.execute("BEGIN")
-            found = db.execute("SELECT value FROM meta WHERE key = ?", (VERSION,)).fetchone()
-            held = {path: (fh, ch, size, mtime, ino) for path, fh, ch, size, mtime, ino in
-                    db.execute("SELECT path, file_hash, content_hash, size, mtime_ns, ino "
-                               "FROM docs")}
-        version = json.loads(found[0]) if found is not None else None
-        stale = []
-        for doc in docs:
-            if held.pop(doc.path, None) != (doc.file_hash, doc.content_hash, *doc.stat):
-                stale.append(doc)
-        return stale, list(held), version if isinstance(version, str) else None
 
 
 class RecallBuild:
@@ -388,6 +343,10 @@ def _all_blocks(docs: Mapping[int, SearchDoc], bm25: Bm25) -> Iterator[Block]:
             yield from blocks(term, slots, tfs)
 
 
+# A document read again at another stat and found the same: its stat key and when it was read
+# (the record's last item, ``_columns``), so a load knows it is past the mtime race.
+_RESTAT = ("UPDATE docs SET size = ?, mtime_ns = ?, ino = ?, record = json_replace(record, "
+           "'$[6]', ?) WHERE path = ?")
 _INSERT_DOC = "INSERT INTO docs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 _REPLACE_DOC = _INSERT_DOC.replace("INSERT", "INSERT OR REPLACE", 1)
 
@@ -416,7 +375,7 @@ def _terms_of(stored: bytes) -> list[str]:
 def stored_terms(directory: Path, doc: SearchDoc, params: Mapping[str, Any]) -> list[str] | None:
     """The distinct terms the recall file holds for this version of ``doc`` (the same content
     hash and length, indexed with ``params``): what the index removes when the version
-    changes, the snapshot holding none. None when the file holds another version (a later
+    changes (it loads no document's terms). None when the file holds another version (a later
     write mirrored there, another process's), none, or cannot be read: the caller then
     finds them in its postings."""
     try:
@@ -881,16 +840,93 @@ class _PartialBm25(Bm25):
 def documents(db: sqlite3.Connection, where: str = "", args: Iterable[object] = (),
               order: str = "", limit: int = 0) -> Iterator[SearchDoc]:
     """Document records (current stat keys) matching an SQL condition, lazily."""
-    query = f"SELECT {_RECORD} FROM docs"  # noqa: S608 - fixed column names
+    return (doc for _, doc in _rows(db, where, args, order, limit))
+
+
+def _rows(db: sqlite3.Connection, where: str = "", args: Iterable[object] = (),
+          order: str = "", limit: int = 0) -> Iterator[tuple[int, SearchDoc]]:
+    """``documents`` with each one's row."""
+    query = f"SELECT row, {_RECORD} FROM docs"  # noqa: S608 - fixed column names
     query += f" WHERE {where}" if where else ""
     query += f" ORDER BY {order}" if order else ""
     query += f" LIMIT {int(limit)}" if limit else ""
-    for (record, path, node_id, updated, space, scope, supersedes, size, mtime_ns, ino,
+    for (row, record, path, node_id, updated, space, scope, supersedes, size, mtime_ns, ino,
          file_hash, length, title_key, loose_key, content_hash) in db.execute(query, tuple(args)):
         title, summary, trust, created, valid_from, valid_to, read_ns = json.loads(record)
-        yield SearchDoc(path, node_id, title, summary, updated, space, scope, trust, created,
-                        valid_from, valid_to, supersedes, (size, mtime_ns, ino), file_hash,
-                        read_ns, length, title_key, loose_key, content_hash)
+        yield row, SearchDoc(path, node_id, title, summary, updated, space, scope, trust,
+                             created, valid_from, valid_to, supersedes, (size, mtime_ns, ino),
+                             file_hash, read_ns, length, title_key, loose_key, content_hash)
+
+
+# -- loading (the engine's index) --------------------------------------------------------------
+def load(directory: Path, params: Mapping[str, Any]) -> Stored:
+    """Everything the recall file holds, read in one transaction (another writer's commit
+    is either wholly in it or not at all); Unusable, with the reason, when there is no file,
+    it is of another schema or ``params``, or damaged (the index then builds it afresh)."""
+    with closing(open_reader(directory)) as db:
+        try:
+            db.execute("BEGIN")
+            meta = {key: json.loads(value) for key, value in db.execute(
+                "SELECT key, value FROM meta")}
+            if meta.get("schema") != SCHEMA:
+                raise Unusable("the recall file has another schema")
+            if meta.get("params") != params:
+                raise Unusable("the recall file was built with other tokenizer or ranking "
+                               "parameters")
+            lengths = _lengths(db)
+            docs = list(_rows(db, order="row"))
+            for row, doc in docs:
+                if not 0 <= row < len(lengths) or lengths[row] != doc.length:
+                    raise Unusable(f"the recall file's length of row {row} disagrees with "
+                                   "its document")
+            terms, offsets, slots, tfs = _every_posting(db, code_for(len(lengths)))
+            version = meta.get(VERSION)
+            version = version if isinstance(version, str) else None
+            counted = version is not None and meta.get(COUNTED) == version
+            return Stored(docs, lengths, terms, offsets, slots, tfs, version, meta,
+                          read_counts(db) if counted else None)
+        except (sqlite3.Error, ValueError, TypeError, KeyError, IndexError, OverflowError
+                ) as exc:
+            raise Unusable(f"the recall file is damaged ({exc})") from None
+
+
+def _every_posting(db: sqlite3.Connection, slots_code: str
+                   ) -> tuple[list[str], array[int], array[int], array[int]]:
+    """Every block, in key order, joined into one array of rows and one of counts (rows in
+    ``slots_code``, wide enough for every row; counts as wide as the widest block's). A block
+    stored in the arrays' own types, its rows counted from 0, is taken as its bytes: the few
+    postings of a rare word are most blocks (31,864 blocks at 5,000 nodes, 168,000 at
+    100,000), and decoding each as an array of its own cost more than the bytes."""
+    terms: list[str] = []
+    offsets, slots, tfs = array("I"), array(slots_code), array("B")
+    rows_type, tfs_type = ord(slots_code), ord(tfs.typecode)
+    for term, base, rows, counts in db.execute("SELECT term, first, rows, tfs FROM postings"):
+        if not terms or terms[-1] != term:
+            terms.append(term)
+            offsets.append(len(slots))
+        if rows[0] == rows_type and not _origin(base):
+            slots.frombytes(memoryview(rows)[1:])
+        else:
+            slots.extend(_rows_as(_block(rows), _origin(base), slots_code))
+        if counts[0] == tfs_type:
+            tfs.frombytes(memoryview(counts)[1:])
+            continue
+        held = _block(counts)
+        if CODES.index(held.typecode) > CODES.index(tfs.typecode):
+            tfs = array(held.typecode, tfs)
+            tfs_type = ord(tfs.typecode)
+        tfs.extend(held if held.typecode == tfs.typecode else array(tfs.typecode, held))
+    offsets.append(len(slots))
+    if len(tfs) != len(slots):
+        raise Unusable("a postings block of the recall file has more rows than counts")
+    return terms, offsets, slots, tfs
+
+
+def _rows_as(stored: array[int], origin: int, code: str) -> array[int]:
+    """A block's stored rows, counted from ``origin``, as rows in the type ``code``."""
+    if origin:
+        return array(code, map(origin.__add__, stored))
+    return stored if stored.typecode == code else array(code, stored)
 
 
 def open_reader(directory: Path) -> sqlite3.Connection:

@@ -77,7 +77,7 @@ def search_versions(nodes: Iterable[Node], query: str, *, at: datetime, k: int =
     return ranking.hits(ranking.rank(query, k), None)
 
 
-# What an index was built with (``SearchIndex``'s snapshot, the recall file's meta); one that
+# What an index was built with (the recall file's meta, ``recallfile.load``); one that
 # differs is rebuilt, not trusted.
 PARAMS: dict[str, Any] = {
     "tokenizer": TOKENIZER_VERSION, "k1": K1, "b": B, "epsilon": EPSILON,

@@ -408,7 +408,8 @@ def remaining(vault: Vault, span: str, done: str | None = None) -> tuple[Remaini
 
 # Device-state caches of the node files (each module says: delete it and the next load reads
 # every file again). A redaction deletes them all: the index keeps a text's words, not the
-# text, so a byte search would miss them, and a rebuild after a rare redaction is cheap.
+# text, so a byte search would miss them, and a rebuild after a rare redaction is cheap. (The
+# index's snapshot and journal are an older osk's, removed on the index's next load.)
 CACHES = (".osk/catalog/snapshot.json", ".osk/index/snapshot.bin", ".osk/index/journal.jsonl",
           ".osk/index/recall.sqlite", ".osk/index/recall.sqlite-wal",
           ".osk/index/recall.sqlite-shm", ".osk/index/rounds.sqlite",

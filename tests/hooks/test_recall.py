@@ -239,7 +239,7 @@ def test_a_new_process_finding_the_recall_file_current_writes_nothing_to_it(
     writes: list[object] = []
     monkeypatch.setattr(recallfile.RecallWriter, "mirror",
                         lambda self, ops, meta: writes.append(("mirror", ops)))
-    monkeypatch.setattr(recallfile.RecallWriter, "rebuild",
+    monkeypatch.setattr(recallfile.RecallBuild, "__init__",
                         lambda self, *args: writes.append("rebuild"))
     expected = eng.search("release minisign").hits  # "release": in both, its idf floored
     monkeypatch.setattr(Bm25, "all_terms", lambda self: pytest.fail("mean idf recounted"))

@@ -1,6 +1,6 @@
 """The index built straight to disk (``SearchIndex.build_on_disk``, the end of ``osk import``
-on a vault with no index yet): the snapshot and recall file the build in memory writes, the
-look recorded with it, and nothing left behind when it fails."""
+on a vault with no index yet): the recall file the build in memory writes, the look recorded
+with it, and nothing left behind when it fails."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from test_search_index import write_node
 
-from osk.search import SearchIndex, bulk_build, index_files, recallfile
+from osk.search import SearchIndex, bulk_build, recallfile
 from osk.search.versions import PARAMS
 from osk.store.catalog import Catalog
 from osk.store.vault import Vault
@@ -30,11 +30,11 @@ def notes(vault: Vault, count: int) -> None:
     (vault.root / "Domain/sea/Broken.md").write_text("no front matter here\n", encoding="utf-8")
 
 
-def postings(snapshot: index_files.Snapshot) -> dict[str, tuple[list[int], list[int]]]:
-    offsets = snapshot.offsets
-    return {term: (list(snapshot.slots[offsets[i]:offsets[i + 1]]),
-                   list(snapshot.tfs[offsets[i]:offsets[i + 1]]))
-            for i, term in enumerate(snapshot.terms)}
+def postings(stored: recallfile.Stored) -> dict[str, tuple[list[int], list[int]]]:
+    offsets = stored.offsets
+    return {term: (list(stored.slots[offsets[i]:offsets[i + 1]]),
+                   list(stored.tfs[offsets[i]:offsets[i + 1]]))
+            for i, term in enumerate(stored.terms)}
 
 
 def recall_rows(directory: Path) -> tuple[list[tuple[object, ...]], ...]:
@@ -46,8 +46,8 @@ def recall_rows(directory: Path) -> tuple[list[tuple[object, ...]], ...]:
                 db.execute(f"SELECT * FROM {recallfile.COUNTS} ORDER BY df").fetchall())
 
 
-def without_read_time(snapshot: index_files.Snapshot) -> list[list[object] | None]:
-    return [None if record is None else record[:16] + record[17:] for record in snapshot.docs]
+def without_read_time(stored: recallfile.Stored) -> list[tuple[int, list[object]]]:
+    return [(row, doc.record()[:16] + doc.record()[17:]) for row, doc in stored.docs]
 
 
 def test_an_index_built_on_disk_is_the_one_the_build_in_memory_writes(
@@ -56,17 +56,17 @@ def test_an_index_built_on_disk_is_the_one_the_build_in_memory_writes(
     monkeypatch.setattr(bulk_build, "RUN_POSTINGS", 40)  # many runs; a term spans several
     directory = vault.state("index")
     assert SearchIndex(vault).build_on_disk({}, None)
-    on_disk, disk_rows = index_files.read_snapshot(directory, PARAMS), recall_rows(directory)
+    on_disk, disk_rows = recallfile.load(directory, PARAMS), recall_rows(directory)
     disk_meta = recallfile.RecallWriter(directory).meta()
     loaded = SearchIndex(vault)
     assert len(loaded) == 61 and loaded.load_report == "loaded"  # not the broken file
     hits = [(hit.path, hit.bm25) for hit in loaded.search("storm heron n007", k=20)]
     loaded.rebuild()  # in memory, as ``osk reindex``
-    in_memory = index_files.read_snapshot(directory, PARAMS)
+    in_memory = recallfile.load(directory, PARAMS)
     assert postings(on_disk) == postings(in_memory)
     assert without_read_time(on_disk) == without_read_time(in_memory)
     assert list(on_disk.lengths) == list(in_memory.lengths)
-    assert (on_disk.slots.typecode, on_disk.tfs.typecode) == ("B", "H")  # narrowed as there
+    assert (on_disk.slots.typecode, on_disk.tfs.typecode) == ("B", "H")  # loaded narrow
     assert disk_rows == recall_rows(directory)
     memory_meta = recallfile.RecallWriter(directory).meta()
     assert {key: disk_meta[key] for key in ("n", "total_length", "params")} == \
@@ -93,10 +93,10 @@ def test_the_look_recorded_with_a_build_on_disk_names_the_files_it_could_not_ind
 def test_a_build_on_disk_leaves_an_index_already_there_alone(vault: Vault):
     notes(vault, 3)
     SearchIndex(vault).refresh()  # built in memory and written
-    snapshot = vault.state("index", index_files.SNAPSHOT)
-    before = snapshot.read_bytes()
+    stored = recallfile.path_in(vault.state("index"))
+    before = stored.read_bytes()
     assert not SearchIndex(vault).build_on_disk({}, None)
-    assert snapshot.read_bytes() == before
+    assert stored.read_bytes() == before
 
 
 def held_in(directory: Path) -> list[str]:
@@ -114,7 +114,7 @@ def test_a_build_on_disk_that_fails_leaves_no_index_and_no_temporary_file(
     def broken(*args: object, **kwargs: object) -> int:
         raise RuntimeError("the disk went away")
 
-    monkeypatch.setattr(index_files, "write_sections", broken)
+    monkeypatch.setattr(recallfile.RecallBuild, "end", broken)
     directory = vault.state("index")
     with pytest.raises(RuntimeError, match="disk went away"):
         SearchIndex(vault).build_on_disk({}, None)

@@ -1,14 +1,14 @@
 """Writers killed with SIGKILL inside the search index's own writes (issue 26).
 
-A node write's last step hands the change to the index, which mirrors the change into the
-recall file in one SQLite transaction and then appends its journal. A real child process kills
-itself inside the recall file's transaction before it commits, between the two, and after
-both; and a real `osk import` is killed at seeded random moments (``OSK_CRASH_TRIALS``
-trials, 3 in CI). Afterwards the next open must mend what was cut short: the index, the
-recall file a fresh `osk search` ranks from, and the files agree, and a fresh search finds the
-node written. A write that replaces a version the index loaded removes that version's
-postings by the terms the recall file holds for it, the file the same commit changes: there
-the next open must also leave exactly the postings of an index built afresh.
+A node write's last step hands the change to the index, which commits it to the recall file,
+its one store, in one SQLite transaction. A real child process kills itself inside that
+transaction before it commits, and right after it commits; and a real `osk import` is killed
+at seeded random moments (``OSK_CRASH_TRIALS`` trials, 3 in CI). Afterwards the next open must
+mend what was cut short: the index it loads, the recall file a fresh `osk search` ranks from,
+and the files agree, and a fresh search finds the node written. A write that replaces a
+version the index loaded removes that version's postings by the terms the recall file holds
+for it, the file the same commit changes: there the next open must also leave exactly the
+postings of an index built afresh.
 """
 
 from __future__ import annotations
@@ -39,7 +39,6 @@ from pathlib import Path
 from osk.engine.core import Engine
 from osk.calls.request import NewNode
 from osk.search import recallfile
-from osk.search import index_files
 
 vault, point = sys.argv[1:3]
 armed = False
@@ -47,12 +46,13 @@ armed = False
 def die():
     os.kill(os.getpid(), signal.SIGKILL)
 
-real_append = index_files.append_journal
-def append_journal(directory, ops):
-    real_append(directory, ops)
-    if armed and point == "after-journal":
-        die()  # the journal holds the change, the recall file never gets it
-index_files.append_journal = append_journal
+real_mirror = recallfile.RecallWriter.mirror
+def mirror(self, ops, meta, **counts):
+    versions = real_mirror(self, ops, meta, **counts)
+    if armed and point == "after-recall":
+        die()  # committed: nothing after the commit is needed
+    return versions
+recallfile.RecallWriter.mirror = mirror
 
 real_put = recallfile._put
 def put(db, lengths, doc, frequencies, *, path=""):
@@ -99,7 +99,7 @@ def fresh_search(vault: Vault, query: str) -> list[str]:
     return [hit["title"] for hit in json.loads(done.stdout)["hits"]]
 
 
-@pytest.mark.parametrize("point", ["after-journal", "inside-recall"])
+@pytest.mark.parametrize("point", ["inside-recall", "after-recall"])
 def test_a_writer_killed_inside_the_index_write_is_mended_by_the_next_open(
         vault: Vault, point: str):
     done = subprocess.run([sys.executable, "-c", CHILD, str(vault.root), point],
@@ -136,7 +136,7 @@ import os, signal, sys
 from pathlib import Path
 from osk.engine.core import Engine
 from osk.calls.request import NodeEdit
-from osk.search import index_files, recallfile
+from osk.search import recallfile
 
 vault, point = sys.argv[1:3]
 armed = False
@@ -148,7 +148,7 @@ real_mirror = recallfile.RecallWriter.mirror
 def mirror(self, ops, meta, **counts):
     versions = real_mirror(self, ops, meta, **counts)
     if armed and point == "after-recall":
-        die()  # the recall file holds the change, the journal never gets it
+        die()  # the recall file holds the change
     return versions
 recallfile.RecallWriter.mirror = mirror
 
@@ -159,13 +159,6 @@ def put(db, lengths, doc, frequencies, *, path=""):
         die()
 recallfile._put = put
 
-real_append = index_files.append_journal
-def append_journal(directory, ops):
-    real_append(directory, ops)
-    if armed and point == "after-journal":
-        die()
-index_files.append_journal = append_journal
-
 eng = Engine.open(vault, cwd=Path(vault), actor="user")
 eng.search("narwhal")  # the node is a version the index loaded: its terms are not held here
 armed = True
@@ -174,7 +167,7 @@ print("NOT KILLED", flush=True)
 '''
 
 
-@pytest.mark.parametrize("point", ["inside-recall", "after-recall", "after-journal"])
+@pytest.mark.parametrize("point", ["inside-recall", "after-recall"])
 def test_a_writer_killed_while_it_replaces_a_loaded_version_leaves_exact_postings(
         vault: Vault, point: str):
     # The replaced version's terms come from the recall file, which the same commit then
@@ -188,8 +181,7 @@ def test_a_writer_killed_while_it_replaces_a_loaded_version_leaves_exact_posting
                                space="Domain", cluster="animals", drafter="test"))
     engine.create_node(NewNode("Narwhal tusks", "Tusks", "The narwhal tusk is a tooth.\n",
                                space="Domain", cluster="animals", drafter="test"))
-    engine.search("narwhal")
-    SearchIndex(vault).flush()  # the journal folded: both nodes are the snapshot's
+    engine.search("narwhal")  # both nodes committed: the child loads them from the store
     done = subprocess.run([sys.executable, "-c", CHILD_UPDATE, str(vault.root), point],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == -signal.SIGKILL, (done.stdout, done.stderr)

@@ -1,10 +1,9 @@
-"""A loaded document's terms, which the snapshot no longer holds (issue 26 item 1).
+"""A loaded document's terms, which the index does not hold in memory (issue 26 item 1).
 
-The snapshot keeps the postings and the records; a document's distinct terms, needed only to
-remove its postings when it changes or goes, come from the recall file when it holds that very
-version, from the journal when a replay replaces a version a change looked up, and else from
-the postings themselves. Whichever way, what is left must be exactly the postings of an index
-built afresh from the files.
+The index loads the postings and the records from the recall file; a document's distinct
+terms, needed only to remove its postings when it changes or goes, come from the recall file
+when it still holds that very version, and else from the postings themselves. Whichever way,
+what is left must be exactly the postings of an index built afresh from the files.
 """
 
 from __future__ import annotations
@@ -15,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_search_bm25 import persisted
 from test_search_index import write_node
 
-from osk.search import SearchIndex, index_files, recallfile
+from osk.search import SearchIndex, recallfile
 from osk.search.bm25 import Bm25, mean_idf
-from osk.store.catalog import Catalog
 from osk.store.vault import Vault
 
 PARAMS = {"tokenizer": 1}
@@ -47,10 +46,10 @@ def rebuilt(vault: Vault, tmp_path: Path) -> dict[str, dict[str, int]]:
 
 
 def loaded(vault: Vault) -> SearchIndex:
-    """A new process's index, loaded from the snapshot and journal, holding no terms."""
+    """A new process's index, loaded from the recall file, holding no terms."""
     index = SearchIndex(vault, refresh_interval=0.0)
     assert len(index) and index.load_report == "loaded"
-    assert not index._corpus._doc_terms  # every document is the snapshot's
+    assert not index._corpus._doc_terms  # every document is the file's
     return index
 
 
@@ -109,37 +108,6 @@ def test_without_this_version_in_the_recall_file_the_terms_come_from_the_posting
     assert postings_by_path(index) == rebuilt(written, tmp_path)
 
 
-def test_a_replay_takes_the_terms_its_journal_recorded_not_the_recall_files_later_ones(
-        written: Vault, tmp_path: Path, monkeypatch):
-    index = loaded(written)
-    edit(written)
-    index.refresh()  # journaled; the recall file holds the change, no longer the loaded version
-    journal = (written.state("index") / index_files.JOURNAL).read_text("utf-8").splitlines()
-    records = [json.loads(line.split(" ", 1)[1]) for line in journal[1:]]
-    recorded = {record[1] if record[0] == "del" else record[1][0]: record[-1]
-                for record in records if record[0] in ("put", "del")}
-    assert sorted(recorded) == ["Domain/Crane.md", "Domain/Heron.md"]
-    assert "dawn" in recorded["Domain/Crane.md"][2]  # the replaced version's own terms
-
-    forbid_scan(monkeypatch, "the journal holds the replaced version's terms")
-    again = SearchIndex(written, refresh_interval=3600)
-    assert len(again) == 2 and again.load_report == "loaded"
-    monkeypatch.undo()
-    assert postings_by_path(again) == rebuilt(written, tmp_path)
-
-
-def test_a_journal_record_of_a_version_stored_in_process_carries_no_terms(written: Vault):
-    index = loaded(written)
-    write_node(written, "Domain/Egret.md", "an egret")
-    catalog = Catalog(written)
-    index.sync(catalog, catalog.refresh())
-    write_node(written, "Domain/Egret.md", "an egret again")
-    index.sync(catalog, catalog.refresh())
-    journal = (written.state("index") / index_files.JOURNAL).read_text("utf-8").splitlines()
-    puts = [json.loads(line.split(" ", 1)[1]) for line in journal[1:]]
-    assert [len(record) for record in puts if record[0] == "put"] == [3, 3]
-
-
 def _params() -> dict[str, Any]:
     from osk.search.versions import PARAMS as params
 
@@ -160,50 +128,19 @@ def test_a_documents_terms_found_in_the_postings_are_exactly_those_holding_it(co
     assert sorted(bm25.terms_holding(a)) == ["alpha", "gamma"]
     assert bm25.terms_holding(b) == ["alpha"]
     assert bm25.terms_holding(7) == []
-    assert {slot: sorted(found) for slot, found in bm25.inverted().items()} == {
-        a: ["alpha", "gamma"], b: ["alpha"], c: ["beta", "delta", "gamma"]}
     bm25.remove(c, ["beta", "gamma", "delta"])  # its base postings are dead from now on
     assert bm25.terms_holding(c) == []
-    assert c not in bm25.inverted()
     bm25.add(c, {"beta": 2}, 2)  # the slot taken again: its terms are the overlay's alone
     assert bm25.terms_holding(c) == ["beta"]
-    assert bm25.inverted()[c] == ["beta"]
     assert [bm25.tf(term, c) for term in terms] == [0, 2, 0, 0]
     assert [bm25.df(term) for term in terms] == [2, 1, 1, 0]
 
 
-def test_a_version_2_snapshot_is_read_without_its_per_document_terms(tmp_path: Path):
-    snapshot = index_files.Snapshot(
-        generation="g1", params=PARAMS, terms=["alpha", "beta"],
-        docs=[["record-0"], None, ["record-2"]], offsets=array("I", [0, 2, 3]),
-        slots=array("I", [0, 2, 2]), tfs=array("I", [1, 4, 3]), lengths=array("I", [1, 0, 7]))
-    index_files.write_snapshot(tmp_path, snapshot)
-    path = tmp_path / index_files.SNAPSHOT
-    data = path.read_bytes()
-    head_end = data.index(b"\n", len(index_files.MAGIC))
-    header = json.loads(data[len(index_files.MAGIC):head_end])
-    extra = array("I", [0, 1, 1, 3]).tobytes() + array("B", [0, 0, 1]).tobytes()
-    body = data[head_end + 1:] + extra
-    header["version"] = 2
-    header["sections"] += [["doc_term_offsets", "I", 16], ["doc_terms", "B", 3]]
-    import zlib
-
-    header["crc32"] = zlib.crc32(body)
-    path.write_bytes(index_files.MAGIC + json.dumps(header).encode() + b"\n" + body)
-    read = index_files.read_snapshot(tmp_path, PARAMS)
-    for name in ("generation", "terms", "docs", "offsets", "slots", "lengths"):
-        assert getattr(read, name) == getattr(snapshot, name), name
-    header["version"] = 3  # the same sections under version 3 are not a version 3 snapshot
-    path.write_bytes(index_files.MAGIC + json.dumps(header).encode() + b"\n" + body)
-    with pytest.raises(index_files.Damaged, match="sections"):
-        index_files.read_snapshot(tmp_path, PARAMS)
-
-
 @pytest.mark.parametrize("in_order", [True, False])
-def test_membership_is_answered_from_the_postings_and_a_snapshot_writes_them_in_order(
+def test_membership_is_answered_from_the_postings_given_back_in_order(
         in_order: bool):
-    # An older snapshot's slots may be in any order (a reused slot was appended): it is asked
-    # through a dict, and written back in order.
+    # A bulk build's slots may come out of order (a slot freed and taken again): they are put
+    # in order once, and given back in order.
     terms = ["alpha", "beta"]
     slots = array("I", [1, 4, 9] if in_order else [9, 1, 4]) + array("I", [4])
     tfs = array("I", [1, 2, 3, 5])
@@ -214,37 +151,12 @@ def test_membership_is_answered_from_the_postings_and_a_snapshot_writes_them_in_
             assert bm25.holds(term, slot) == (slot in dict(bm25.pairs(term))), (term, slot)
     bm25.add(0, {"beta": 7}, 7)  # a reused low slot lands after the others in the dict
     assert bm25.holds("beta", 0) and not bm25.holds("alpha", 0)
-    written, offsets, out_slots, out_tfs = bm25.to_base()
+    written, offsets, out_slots, out_tfs = persisted(bm25)
     for i, term in enumerate(written):
         run = list(out_slots[offsets[i]:offsets[i + 1]])
         assert run == sorted(run), term
         assert dict(zip(run, out_tfs[offsets[i]:offsets[i + 1]], strict=True)) == dict(
             bm25.pairs(term))
-
-
-@pytest.mark.parametrize("alone", [1000, 1])
-def test_a_journal_whose_records_name_no_terms_replays_exactly_one_at_a_time_or_at_once(
-        written: Vault, tmp_path: Path, monkeypatch, alone: int):
-    from osk.search import corpus as corpus_mod
-
-    index = loaded(written)
-    edit(written)
-    index.refresh()
-    directory = written.state("index")
-    lines = (directory / index_files.JOURNAL).read_text("utf-8").splitlines()
-    records = [json.loads(line.split(" ", 1)[1]) for line in lines[1:]]
-    stripped = [record[:3] if record[0] == "put" else record[:2] if record[0] == "del"
-                else record for record in records]  # as an older osk wrote them
-    assert stripped != records
-    index_files.reset_journal(directory, json.loads(lines[0])["generation"])
-    index_files.append_journal(directory, stripped)
-    monkeypatch.setattr(corpus_mod, "ALONE", alone)
-    if alone == 1:  # two loaded versions to find: one inversion, no search for each
-        forbid_scan(monkeypatch, "more than ALONE: one inversion for all")
-    again = SearchIndex(written, refresh_interval=3600)
-    assert len(again) == 2 and again.load_report == "loaded"
-    monkeypatch.undo()
-    assert postings_by_path(again) == rebuilt(written, tmp_path)
 
 
 @pytest.mark.parametrize("seed", [3, 11, 29])
@@ -285,12 +197,12 @@ def test_changes_over_a_loaded_base_answer_as_postings_held_whole(seed: int):
         assert list(zip(*columns, strict=True)) == sorted(expected.items())
     for slot, held in model.items():
         assert sorted(bm25.terms_holding(slot)) == sorted(held)
-    fresh = Bm25.from_base(*bm25.to_base(), {s: len(h) for s, h in model.items()})
+    fresh = Bm25.from_base(*persisted(bm25), {s: len(h) for s, h in model.items()})
     assert fresh.average_idf() == pytest.approx(bm25.average_idf(), rel=1e-12)
     assert all(dict(fresh.pairs(term)) == dict(bm25.pairs(term)) for term in vocabulary)
 
 
-def test_an_older_snapshots_unordered_slots_are_ordered_once_on_load():
+def test_a_bulk_builds_unordered_slots_are_ordered_once_on_load():
     bm25 = Bm25.from_base(["alpha", "beta"], array("I", [0, 3, 4]), array("I", [5, 1, 3, 2]),
                           array("I", [1, 2, 3, 4]), {1: 1, 2: 1, 3: 1, 5: 1},
                           sorted_slots=False)
@@ -313,7 +225,7 @@ def counts_on_disk(vault: Vault) -> tuple[str, str | None, dict[int, int]]:
 def counted(index: SearchIndex) -> dict[int, int]:
     """The counts of dfs of an index's postings counted afresh, none empty."""
     bm25 = index._corpus.bm25
-    fresh = Bm25.from_base(*bm25.to_base(), dict(bm25.lengths)).df_counts()
+    fresh = Bm25.from_base(*persisted(bm25), dict(bm25.lengths)).df_counts()
     return {df: terms for df, terms in fresh.items() if terms}
 
 
@@ -371,14 +283,14 @@ def test_the_recall_files_counts_of_dfs_follow_every_write(
 def test_a_bulk_build_and_a_rebuild_write_the_counts_of_dfs_of_their_documents(
         written: Vault):
     recallfile.remove(written.state("index"))
-    index = SearchIndex(written, refresh_interval=0.0)
-    assert len(index)  # loaded; the file missing: rebuilt from the index
-    kept_on_disk(written, index)
-    for name in (index_files.SNAPSHOT, index_files.JOURNAL):
-        (written.state("index") / name).unlink()
     built = SearchIndex(written, refresh_interval=0.0)
     assert len(built) and built.load_report.startswith("built")
     kept_on_disk(written, built)
+    rebuilt = SearchIndex(written, refresh_interval=0.0)
+    rebuilt.rebuild()  # ``osk reindex``
+    kept_on_disk(written, rebuilt)
+    built = SearchIndex(written, refresh_interval=0.0)
+    assert len(built) and built.load_report == "loaded"
     write_node(written, "Domain/Stork.md", "a stork nests on the roof")
     assert built.refresh()
     kept_on_disk(written, built)

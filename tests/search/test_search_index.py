@@ -14,11 +14,11 @@ import pytest
 from rank_bm25 import BM25Okapi
 
 from osk.errors import SearchError
-from osk.search import SearchIndex, index_files, recallfile, regions, scope_visibility, tokenize
+from osk.search import SearchIndex, recallfile, regions, scope_visibility, tokenize
 from osk.search import index as index_mod
 from osk.store import contract, node
 from osk.store.catalog import Catalog
-from osk.store.fsutil import atomic_write
+from osk.store.fsutil import RACE_WINDOW_NS, atomic_write
 from osk.store.vault import Vault
 
 _ids = itertools.count(1)
@@ -316,16 +316,16 @@ def test_sync_takes_what_the_catalog_read_without_walking_or_rebuilding(vault: V
     index = SearchIndex(vault, refresh_interval=3600)
     index.sync(catalog, catalog.refresh())
     index.search("lynx")
-    snapshots_before = (index.directory / index_files.SNAPSHOT).read_bytes()
     monkeypatch.setattr(index_mod, "_walk", _forbidden("walk"))
     monkeypatch.setattr(SearchIndex, "_build", _forbidden("rebuild"))
-    monkeypatch.setattr(index_files, "write_snapshot", _forbidden("snapshot rewrite"))
+    monkeypatch.setattr(recallfile, "RecallBuild", _forbidden("recall file rewrite"))
     write_node(vault, "Domain/Second.md", "the lynx and the ocelot")
     catalog.note_written("Domain/Second.md")
     index.sync(catalog, _changes(added=("Domain/Second.md",)))
     assert titles(index.search("ocelot")) == ["Second"]
-    assert (index.directory / index_files.SNAPSHOT).read_bytes() == snapshots_before
-    assert b"Domain/Second.md" in (index.directory / index_files.JOURNAL).read_bytes()
+    with closing(recallfile.open_reader(index.directory)) as db:  # committed there, in place
+        assert db.execute("SELECT count(*) FROM docs WHERE path = 'Domain/Second.md'"
+                          ).fetchone() == (1,)
 
 
 def _recall_lengths(index: SearchIndex) -> tuple[list[int], dict[int, int]]:
@@ -371,67 +371,102 @@ def test_the_recall_file_sets_a_length_in_place_with_room_for_the_next_creates(v
 
 
 # -- persistence -----------------------------------------------------------------------------
-def test_a_new_process_loads_the_index_from_device_state_with_journaled_changes(vault: Vault):
+def test_a_new_process_loads_the_index_from_device_state_with_committed_changes(vault: Vault):
     write_node(vault, "Domain/Persisted.md", "the ibis wades")
     first = SearchIndex(vault, refresh_interval=3600)
     assert titles(first.search("ibis")) == ["Persisted"]
-    write_node(vault, "Domain/Journaled.md", "the ibis and the stork")
+    write_node(vault, "Domain/Committed.md", "the ibis and the stork")
     catalog = Catalog(vault)
     first.sync(catalog, catalog.refresh())
     second = SearchIndex(vault, refresh_interval=3600)
     assert len(second) == 2 and second.load_report == "loaded"
-    assert titles(second.search("stork")) == ["Journaled"]
+    assert titles(second.search("stork")) == ["Committed"]
     assert (vault.root / ".gitignore").read_text("utf-8").find(".osk") >= 0
 
 
-@pytest.mark.parametrize("damage", ["missing", "truncated", "flipped byte", "garbage",
-                                    "other version", "journal torn", "journal garbage"])
+def _damage_recall_file(directory: Path, damage: str) -> None:
+    """Damage the index's one store (``recallfile``) as ``damage`` says."""
+    import sqlite3
+
+    path = recallfile.path_in(directory)
+    with closing(sqlite3.connect(path, isolation_level=None)) as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # every page in the file itself
+        if damage == "other schema":
+            db.execute("UPDATE meta SET value = '99' WHERE key = 'schema'")
+        elif damage == "other parameters":
+            db.execute("UPDATE meta SET value = '{\"k1\": 9}' WHERE key = 'params'")
+        elif damage == "a block's type":
+            db.execute("UPDATE postings SET rows = x'5a0001' "
+                       "WHERE term = (SELECT min(term) FROM postings)")
+        elif damage == "a length":
+            db.execute("UPDATE docs SET length = length + 1 WHERE path = 'Domain/Crane.md'")
+        elif damage == "a record":
+            db.execute("UPDATE docs SET record = '[\"not\", \"a record\"]' "
+                       "WHERE path = 'Domain/Crane.md'")
+    data = path.read_bytes()
+    if damage == "missing":
+        recallfile.remove(directory)
+    elif damage == "truncated":
+        path.write_bytes(data[: len(data) // 2])
+    elif damage == "garbage":
+        path.write_bytes(b"\x00\xff not an index" * 300)
+
+
+@pytest.mark.parametrize("damage", ["missing", "truncated", "garbage", "other schema",
+                                    "other parameters", "a block's type", "a length",
+                                    "a record"])
 def test_a_missing_or_damaged_index_is_rebuilt_and_answers_the_same(vault: Vault, damage):
     write_node(vault, "Domain/Crane.md", "the crane dances")
     write_node(vault, "Scope/app/Heron.md", "the heron and the crane fish")
     catalog = Catalog(vault)
     first = SearchIndex(vault, refresh_interval=3600)
     expected = first.search("crane")
-    write_node(vault, "Domain/Later.md", "a crane again")  # one journaled change
+    write_node(vault, "Domain/Later.md", "a crane again")  # one committed change
     first.sync(catalog, catalog.refresh())
     expected = first.search("crane")
-    snapshot = first.directory / index_files.SNAPSHOT
-    journal = first.directory / index_files.JOURNAL
-    data = snapshot.read_bytes()
-    if damage == "missing":
-        snapshot.unlink()
-    elif damage == "truncated":
-        snapshot.write_bytes(data[: len(data) // 2])
-    elif damage == "flipped byte":
-        snapshot.write_bytes(data[:-20] + bytes([data[-20] ^ 0x40]) + data[-19:])
-    elif damage == "garbage":
-        snapshot.write_bytes(b"\x00\xff not an index")
-    elif damage == "other version":
-        ours = f'"version":{index_files.FORMAT_VERSION}'.encode()
-        assert ours in data
-        snapshot.write_bytes(data.replace(ours, b'"version":99', 1))
-    elif damage == "journal torn":
-        journal.write_bytes(journal.read_bytes()[:-7])
-    elif damage == "journal garbage":
-        journal.write_bytes(journal.read_bytes() + b"deadbeef [\"put\", broken\n")
+    _damage_recall_file(first.directory, damage)
     second = SearchIndex(vault, refresh_interval=0.0)
     assert second.search("crane") == expected
-    if damage.startswith("journal"):
-        assert second.load_report == "loaded"  # the snapshot was fine; the tail is re-read
-    else:
-        assert second.load_report.startswith(("rebuilt", "built")), second.load_report
-    third = SearchIndex(vault, refresh_interval=3600)  # and the repaired files load cleanly
+    assert second.load_report.startswith(("rebuilt", "built")), second.load_report
+    third = SearchIndex(vault, refresh_interval=3600)  # and the repaired file loads cleanly
     assert third.search("crane") == expected and third.load_report == "loaded"
 
 
-def test_a_journal_from_another_snapshot_generation_is_ignored(vault: Vault):
+def test_a_file_read_again_past_the_mtime_race_is_not_read_again_after_a_load(
+        vault: Vault, monkeypatch: pytest.MonkeyPatch):
+    """A file read within the race window of its mtime is read again by every walk until it
+    is old enough; found the same then, only its stat and read time change, and the store
+    keeps the read time, so a new process does not read it again on every load."""
+    write_node(vault, "Domain/Stilt.md", "the stilt wades")
+    first = SearchIndex(vault, refresh_interval=0.0)
+    assert titles(first.search("stilt")) == ["Stilt"]
+    assert first.doc("Domain/Stilt.md").racy  # type: ignore[union-attr]  # just written
+    real_ns = time.time_ns
+    with monkeypatch.context() as later:
+        later.setattr(index_mod.time, "time_ns", lambda: real_ns() + 2 * RACE_WINDOW_NS)
+        first.search("stilt")  # the walk reads it again: past the race now
+    assert not first.doc("Domain/Stilt.md").racy  # type: ignore[union-attr]
+    reads: list[str] = []
+    real_read = SearchIndex._read_file
+    monkeypatch.setattr(SearchIndex, "_read_file",
+                        lambda self, *a, **k: reads.append(a[0]) or real_read(self, *a, **k))
+    second = SearchIndex(vault, refresh_interval=0.0)
+    assert titles(second.search("stilt")) == ["Stilt"] and second.load_report == "loaded"
+    assert reads == []
+
+
+def test_an_older_osks_snapshot_and_journal_are_removed_as_the_store_loads(vault: Vault):
+    """Before the recall file was the index's one store, the index kept a snapshot and a
+    journal beside it (107 MB at 100,000 nodes): the first load removes them, unread."""
     write_node(vault, "Domain/Egret.md", "the egret")
     first = SearchIndex(vault, refresh_interval=3600)
     first.search("egret")
-    index_files.reset_journal(first.directory, "some-other-generation")
-    index_files.append_journal(first.directory, [["del", "Domain/Egret.md"]])
+    for name in ("snapshot.bin", "journal.jsonl"):
+        (first.directory / name).write_bytes(b"an older osk's")
     second = SearchIndex(vault, refresh_interval=3600)
-    assert titles(second.search("egret")) == ["Egret"]
+    assert titles(second.search("egret")) == ["Egret"] and second.load_report == "loaded"
+    assert not (first.directory / "snapshot.bin").exists()
+    assert not (first.directory / "journal.jsonl").exists()
 
 
 def test_a_node_that_breaks_the_contract_is_not_indexed_until_fixed(vault: Vault):
@@ -580,12 +615,13 @@ def test_a_damaged_postings_block_is_refused_by_readers_and_mended_by_the_next_w
     index.sync(catalog, catalog.refresh())  # the write reaches the index and its mirror
     assert titles(index.search("again")) == ["Crane"]  # search goes on from memory
     assert not path.exists()  # the writer removed what it could not read; the next load builds
-    later = SearchIndex(vault)
-    assert len(later) == 1 and later.load_report == "loaded" and path.exists()
+    later = SearchIndex(vault)  # it from the files again
+    assert len(later) == 1 and later.load_report == "built: no index on disk" and path.exists()
+    assert titles(later.search("again")) == ["Crane"]
 
 
 def test_a_terms_postings_written_one_at_a_time_read_as_written_whole(tmp_path):
-    """``RecallWriter.rebuild`` cuts a term's sorted postings into blocks whole; the same
+    """A build (``RecallBuild``) cuts a term's sorted postings into blocks whole; the same
     postings set one at a time, in any order, read back the same, and a block that passes
     twice ``BLOCK`` postings is cut in two (a write rewrites one block of bounded size)."""
     import random
@@ -608,8 +644,8 @@ def test_a_terms_postings_written_one_at_a_time_read_as_written_whole(tmp_path):
 
 
 def test_a_loaded_index_holds_the_catalogs_objects_where_its_values_are_equal(vault: Vault):
-    """A document loaded from the snapshot takes the catalog entry's path, stat, id and file
-    hash (``Corpus.from_snapshot``'s ``known``) rather than keeping copies of its own."""
+    """A document loaded from the recall file takes the catalog entry's path, stat, id and
+    file hash (``Corpus.from_store``'s ``known``) rather than keeping copies of its own."""
     write_node(vault, "Domain/Crane.md", "the crane dances")
     write_node(vault, "Scope/app/Heron.md", "the heron fishes")
     first = SearchIndex(vault, refresh_interval=3600)
@@ -625,30 +661,3 @@ def test_a_loaded_index_holds_the_catalogs_objects_where_its_values_are_equal(va
         assert doc.path is entry.path and doc.stat is entry.stat
         assert doc.id is entry.node.id and doc.file_hash is entry.node.file_hash
     assert titles(second.search("heron")) == ["Heron"]
-
-
-def test_a_damaged_record_found_as_the_index_loads_rebuilds_it(vault: Vault):
-    """The records are decoded as the corpus is made (``read_snapshot``'s ``lazy``): one
-    that cannot be a document, under a right checksum, is damage all the same."""
-    import json
-    import zlib
-
-    write_node(vault, "Domain/Crane.md", "the crane dances")
-    write_node(vault, "Scope/app/Heron.md", "the heron and the crane fish")
-    first = SearchIndex(vault, refresh_interval=3600)
-    expected = first.search("crane")
-    path = first.directory / index_files.SNAPSHOT
-    data = path.read_bytes()
-    end = data.index(b"\n", len(index_files.MAGIC))
-    header = json.loads(data[len(index_files.MAGIC):end])
-    size = header["sections"][0][2]
-    meta = json.loads(data[end + 1:end + 1 + size])
-    meta["docs"][0] = ["not", "a", "record"]
-    encoded = json.dumps(meta, separators=(",", ":")).encode()
-    header["sections"][0][2] = len(encoded)
-    header["crc32"] = zlib.crc32(encoded + data[end + 1 + size:])
-    path.write_bytes(index_files.MAGIC + json.dumps(header).encode() + b"\n" + encoded
-                     + data[end + 1 + size:])
-    second = SearchIndex(vault, refresh_interval=0.0)
-    assert second.search("crane") == expected
-    assert second.load_report.startswith("rebuilt: damaged index")

@@ -1,156 +1,102 @@
-"""The snapshot format round-trips, narrows term counts only when they fit, and refuses damage."""
+"""The index's one store, the recall file, loaded whole (``recallfile.load``): it gives back
+exactly what was written, each array in a type wide enough for it, and refuses damage with
+the reason."""
 
 from __future__ import annotations
 
-from array import array
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
 
-from osk.search import index_files
+from osk.search import recallfile
+from osk.search.bm25 import Bm25
+from osk.search.corpus import Corpus, SearchDoc
 
 PARAMS = {"tokenizer": 1}
 
 
-def snapshot(tf: int) -> index_files.Snapshot:
-    return index_files.Snapshot(
-        generation="g1", params=PARAMS, terms=["alpha", "beta"],
-        docs=[["record-0"], None, ["record-2"]],
-        offsets=array("I", [0, 2, 3]), slots=array("I", [0, 2, 2]), tfs=array("I", [1, tf, 3]),
-        lengths=array("I", [1, 0, tf + 3]),
-    )
+def doc(path: str, length: int) -> SearchDoc:
+    return SearchDoc(path, f"id-{path}", path.title(), "A summary.", "2026-12-06T10:00:00Z",
+                     "Domain", None, None, 1.0e9, None, None, None, (10, 20, 30), "f" * 64,
+                     40, length, path, path, "c" * 64)
 
 
-@pytest.mark.parametrize(("tf", "code"), [(7, "B"), (300, "H"), (70_000, "I")])
-def test_a_snapshot_reads_back_exactly_what_was_written(tmp_path: Path, tf: int, code: str):
-    written = snapshot(tf)
-    index_files.write_snapshot(tmp_path, written)
-    read = index_files.read_snapshot(tmp_path, PARAMS)
-    assert read.tfs.typecode == code  # counts in the narrowest type that holds them
-    assert read.slots.typecode == "B"  # and so slots
-    assert read.offsets.typecode == "I"
-    assert list(read.tfs) == list(written.tfs)
-    for name in ("generation", "terms", "docs", "offsets", "slots", "lengths"):
-        assert getattr(read, name) == getattr(written, name), name
+def written(directory: Path, postings: dict[int, dict[str, int]]) -> None:
+    """A recall file holding a document a row of ``postings`` (row -> term -> count), as a
+    build writes one."""
+    bm25, docs = Bm25(), {}
+    build = recallfile.RecallBuild(recallfile.path_in(directory))
+    try:
+        for row, counts in sorted(postings.items()):
+            docs[row] = doc(f"doc{row}", sum(counts.values()))
+            bm25.add(row, counts, docs[row].length)
+            build.put(row, docs[row], counts)
+        build.finish(docs, bm25, {"n": len(docs), "total_length": bm25.total_length,
+                                  "params": PARAMS})
+    finally:
+        build.abandon()
 
 
-def test_arrays_narrowed_in_parts_read_back_whole(tmp_path: Path, monkeypatch):
-    """The snapshot is written as it is made (``write_snapshot``): an array narrowed a few
-    items at a time, and the meta a few records at a time, read back as the whole."""
-    monkeypatch.setattr(index_files, "CHUNK_ITEMS", 2)
-    monkeypatch.setattr(index_files, "CHUNK", 2)
-    written = index_files.Snapshot(
-        generation="g2", params=PARAMS, terms=["a", "b", "c"],
-        docs=[["r0"], ["r1"], None, ["r3"], ["r4"]],
-        offsets=array("I", [0, 3, 5, 7]), slots=array("I", [0, 1, 4, 1, 3, 0, 4]),
-        tfs=array("I", [1, 2, 3, 300, 5, 6, 7]), lengths=array("I", [7, 302, 0, 5, 10]))
-    size = index_files.write_snapshot(tmp_path, written)
-    assert size == (tmp_path / index_files.SNAPSHOT).stat().st_size
-    read = index_files.read_snapshot(tmp_path, PARAMS)
-    assert (read.slots.typecode, read.tfs.typecode) == ("B", "H")
-    for name in ("terms", "docs", "offsets", "slots", "tfs", "lengths"):
-        assert list(getattr(read, name)) == list(getattr(written, name)), name
-
-
-def test_a_snapshot_built_with_other_parameters_is_not_trusted(tmp_path: Path):
-    index_files.write_snapshot(tmp_path, snapshot(7))
-    with pytest.raises(index_files.Damaged, match="parameters"):
-        index_files.read_snapshot(tmp_path, {"tokenizer": 2})
-    with pytest.raises(index_files.Missing):
-        index_files.read_snapshot(tmp_path / "elsewhere", PARAMS)
-
-
-def test_a_torn_journal_line_ends_the_replay_there(tmp_path: Path):
-    index_files.reset_journal(tmp_path, "g1")
-    index_files.append_journal(tmp_path, [["del", "Domain/A.md"], ["del", "Domain/B.md"]])
-    journal = tmp_path / index_files.JOURNAL
-    journal.write_bytes(journal.read_bytes()[:-5])
-    ops, unusable = index_files.read_journal(tmp_path, "g1")
-    assert ops == [["del", "Domain/A.md"]] and unusable
-    assert index_files.read_journal(tmp_path, "another generation") == ([], True)
-
-
-def _rewritten_meta(path: Path, meta: bytes) -> None:
-    """The snapshot at ``path`` with its meta section replaced (sizes and checksum made
-    right), the arrays as they were."""
-    import json
-    import zlib
-
-    data = path.read_bytes()
-    end = data.index(b"\n", len(index_files.MAGIC))
-    header = json.loads(data[len(index_files.MAGIC):end])
-    arrays = data[end + 1 + header["sections"][0][2]:]
-    header["sections"][0][2] = len(meta)
-    header["crc32"] = zlib.crc32(meta + arrays)
-    path.write_bytes(index_files.MAGIC + json.dumps(header).encode() + b"\n" + meta + arrays)
-
-
-@pytest.mark.parametrize("lazy", [False, True])
-def test_records_are_read_one_at_a_time_or_whole_from_any_layout_of_the_meta(
-        tmp_path: Path, lazy: bool):
-    """The reader decodes the records one at a time as the writer lays the meta out
-    (``lazy``: as they are iterated), and the same JSON laid out otherwise whole."""
-    import json
-
-    written = snapshot(7)
-    index_files.write_snapshot(tmp_path, written)
-    path = tmp_path / index_files.SNAPSHOT
-    for meta in (None, json.dumps({"docs": written.docs, "terms": written.terms}, indent=1)):
-        if meta is not None:
-            _rewritten_meta(path, meta.encode())
-        read = index_files.read_snapshot(tmp_path, PARAMS, lazy=lazy)
-        assert read.terms == written.terms
-        assert isinstance(read.docs, list) is not lazy
-        assert list(read.docs) == written.docs
-
-
-@pytest.mark.parametrize("meta", [
-    b'{"terms":["alpha","beta"],"docs":[["record-0"],null]}',  # a record short of the arrays
-    b'{"terms":["alpha","beta"],"docs":[["record-0"],null,["record-2"],["more"]]}',
-    b'{"terms":["alpha","beta"],"docs":[["record-0"],null,["record-2"]',  # no end
-    b'{"terms":["alpha","beta"],"docs":[["record-0"] null,["record-2"]]}',
+@pytest.mark.parametrize(("rows", "tf", "slots", "tfs"), [
+    ((0, 2), 7, "B", "B"),
+    ((0, 300), 300, "H", "H"),
+    # Rows past 65,536: a block whose base is there stores its rows counted from the 65,536
+    # rows its base lies in, in 8, 16 or 32 bits (``gamma`` in each, ``delta`` in 16 bits).
+    ((3, 65_541, 70_000, 140_001, 140_002, 210_000), 70_000, "I", "I"),
 ])
-def test_records_that_do_not_match_the_arrays_are_damage_whether_read_lazily_or_not(
-        tmp_path: Path, meta: bytes):
-    index_files.write_snapshot(tmp_path, snapshot(7))
-    _rewritten_meta(tmp_path / index_files.SNAPSHOT, meta)
-    with pytest.raises(index_files.Damaged):
-        index_files.read_snapshot(tmp_path, PARAMS)
-    read = index_files.read_snapshot(tmp_path, PARAMS, lazy=True)
-    with pytest.raises((index_files.Damaged, ValueError)):
-        list(read.docs)
+def test_the_store_loads_back_exactly_what_was_written(tmp_path: Path, rows: tuple[int, ...],
+                                                       tf: int, slots: str, tfs: str):
+    postings: dict[int, dict[str, int]] = {
+        row: {"alpha": 1 + i, "beta": tf} if i % 2 == 0 else {"alpha": 2}
+        for i, row in enumerate(rows)}
+    for row in rows[1:2] if len(rows) > 2 else ():
+        postings[row]["gamma"] = 3  # alone: a block of 8-bit rows above 65,536
+    for row in rows[3:5] if len(rows) > 2 else ():
+        postings[row]["delta"] = 4  # 16-bit rows above 131,072
+    for row in rows[2::3] if len(rows) > 2 else ():
+        postings[row]["epsilon"] = 5  # 32-bit rows above 65,536 (70,000 and 210,000)
+    written(tmp_path, postings)
+    stored = recallfile.load(tmp_path, PARAMS)
+    assert [(row, held.path, held.length) for row, held in stored.docs] == [
+        (row, f"doc{row}", sum(postings[row].values())) for row in rows]
+    assert stored.docs[0][1] == doc(f"doc{rows[0]}", stored.docs[0][1].length)
+    assert (stored.slots.typecode, stored.tfs.typecode) == (slots, tfs)  # wide enough
+    assert stored.terms == sorted({term for held in postings.values() for term in held})
+    for i, term in enumerate(stored.terms):
+        span = slice(stored.offsets[i], stored.offsets[i + 1])
+        assert list(zip(stored.slots[span], stored.tfs[span], strict=True)) == [
+            (row, counts[term]) for row, counts in sorted(postings.items()) if term in counts]
+    assert stored.counts is not None  # each term's df counted
+    assert sum(stored.counts.values()) == len(stored.terms)
+    assert stored.version is not None and stored.meta["params"] == PARAMS
+    corpus = Corpus.from_store(stored)  # a row is a slot, the rows between them free
+    assert {slot: held.path for slot, held in corpus.docs.items()} == {
+        row: f"doc{row}" for row in rows}
+    assert corpus.bm25.df("alpha") == len(rows)
+    assert corpus.bm25.tf("beta", rows[0]) == tf
 
 
-@pytest.mark.parametrize("chunk", [1, 2, 3, 7, 1 << 20])
-def test_a_lazy_read_decodes_the_meta_from_the_file_a_chunk_at_a_time(
-        tmp_path: Path, monkeypatch, chunk: int):
-    """``lazy`` reads the meta again as its records are decoded, never its text whole: a
-    chunk may end inside a record, a string or a character of several bytes."""
-    monkeypatch.setattr(index_files, "CHUNK_BYTES", chunk)
-    written = index_files.Snapshot(
-        generation="g1", params=PARAMS, terms=["alpha", "왜가리", "beta"],
-        docs=[["왜가리는 물고기를 잡는다", 1.5, None], None, [["nested", {"k": "é"}], 2]],
-        offsets=array("I", [0, 1, 2, 3]), slots=array("I", [0, 2, 2]),
-        tfs=array("I", [1, 2, 3]), lengths=array("I", [1, 0, 5]))
-    index_files.write_snapshot(tmp_path, written)
-    read = index_files.read_snapshot(tmp_path, PARAMS, lazy=True)
-    assert read.terms == written.terms
-    assert list(read.docs) == written.docs
+def test_a_store_of_other_parameters_or_none_is_refused_with_the_reason(tmp_path: Path):
+    written(tmp_path, {0: {"alpha": 1}})
+    with pytest.raises(recallfile.Unusable, match="parameters"):
+        recallfile.load(tmp_path, {"tokenizer": 2})
+    with pytest.raises(recallfile.Unusable, match="no recall file"):
+        recallfile.load(tmp_path / "elsewhere", PARAMS)
 
 
-def test_a_meta_that_changed_after_its_check_is_damage_at_its_last_record(
-        tmp_path: Path, monkeypatch):
-    """The meta is checked as the file is read, then read again as it is decoded: bytes
-    that are not those the check read end the records with Damaged."""
-    index_files.write_snapshot(tmp_path, index_files.Snapshot(
-        generation="g1", params=PARAMS, terms=["alpha"],
-        docs=[[f"record-{slot:02}"] for slot in range(50)], offsets=array("I", [0, 1]),
-        slots=array("I", [0]), tfs=array("I", [1]), lengths=array("I", [1] * 50)))
-    monkeypatch.setattr(index_files, "CHUNK_BYTES", 4)  # the last records not read yet
-    read = index_files.read_snapshot(tmp_path, PARAMS, lazy=True)
-    path = tmp_path / index_files.SNAPSHOT
-    data = path.read_bytes()
-    with path.open("r+b") as handle:  # the same inode, rewritten in place
-        handle.write(data.replace(b"record-49", b"record-94"))
-    with pytest.raises(index_files.Damaged):
-        list(read.docs)
+@pytest.mark.parametrize(("change", "reason"), [
+    ("UPDATE docs SET length = 9 WHERE row = 1", "length of row 1"),
+    ("UPDATE docs SET record = 'not json' WHERE row = 0", "damaged"),
+    ("UPDATE postings SET tfs = x'5a01' WHERE term = 'alpha'", "postings block"),
+    ("UPDATE postings SET tfs = x'4201' WHERE term = 'beta'", "more rows than counts"),
+    ("DELETE FROM blobs", "lengths"),
+    ("UPDATE dfs SET terms = -1", "counts of document frequencies"),
+])
+def test_a_damaged_store_is_refused_with_the_reason(tmp_path: Path, change: str, reason: str):
+    written(tmp_path, {0: {"alpha": 1, "beta": 2}, 1: {"alpha": 3, "beta": 1}})
+    with closing(sqlite3.connect(recallfile.path_in(tmp_path))) as db, db:
+        db.execute(change)
+    with pytest.raises(recallfile.Unusable, match=reason):
+        recallfile.load(tmp_path, PARAMS)
