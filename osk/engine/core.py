@@ -491,7 +491,8 @@ class Engine:
     def persist(self) -> None:
         """Leave what a bulk load built whole on disk, so the next process reads no node file:
         one full look (the catalog exact, recorded with the index), the catalog snapshot,
-        and the search index folded into one snapshot (``osk import`` ends with this).
+        and every change of the search index committed to its store (``osk import`` ends
+        with this).
 
         A file read within the race window of its mtime cannot be vouched for by its stat, so
         the next process would read it again (catalog and index alike): when more than
