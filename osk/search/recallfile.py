@@ -900,7 +900,8 @@ def _every_posting(db: sqlite3.Connection, slots_code: str
     terms: list[str] = []
     offsets, slots, tfs = array("I"), array(slots_code), array("B")
     rows_type, tfs_type = ord(slots_code), ord(tfs.typecode)
-    for term, base, rows, counts in db.execute("SELECT term, first, rows, tfs FROM postings"):
+    for term, base, rows, counts in db.execute(  # the key's order: no sort
+            "SELECT term, first, rows, tfs FROM postings ORDER BY term, first"):
         if not terms or terms[-1] != term:
             terms.append(term)
             offsets.append(len(slots))
