@@ -911,15 +911,15 @@ def _every_posting(db: sqlite3.Connection, slots_code: str
             slots.extend(_rows_as(_block(rows), _origin(base), slots_code))
         if counts[0] == tfs_type:
             tfs.frombytes(memoryview(counts)[1:])
-            continue
-        held = _block(counts)
-        if CODES.index(held.typecode) > CODES.index(tfs.typecode):
-            tfs = array(held.typecode, tfs)
-            tfs_type = ord(tfs.typecode)
-        tfs.extend(held if held.typecode == tfs.typecode else array(tfs.typecode, held))
+        else:
+            held = _block(counts)
+            if CODES.index(held.typecode) > CODES.index(tfs.typecode):
+                tfs = array(held.typecode, tfs)
+                tfs_type = ord(tfs.typecode)
+            tfs.extend(held if held.typecode == tfs.typecode else array(tfs.typecode, held))
+        if len(tfs) != len(slots):
+            raise Unusable("a postings block of the recall file has not one count a row")
     offsets.append(len(slots))
-    if len(tfs) != len(slots):
-        raise Unusable("a postings block of the recall file has more rows than counts")
     return terms, offsets, slots, tfs
 
 

@@ -90,7 +90,10 @@ def test_a_store_of_other_parameters_or_none_is_refused_with_the_reason(tmp_path
     ("UPDATE docs SET length = 9 WHERE row = 1", "length of row 1"),
     ("UPDATE docs SET record = 'not json' WHERE row = 0", "damaged"),
     ("UPDATE postings SET tfs = x'5a01' WHERE term = 'alpha'", "postings block"),
-    ("UPDATE postings SET tfs = x'4201' WHERE term = 'beta'", "more rows than counts"),
+    ("UPDATE postings SET tfs = x'4201' WHERE term = 'beta'", "one count a row"),
+    # one block a count short and the next one over: as many counts as rows in all
+    ("UPDATE postings SET tfs = CASE term WHEN 'alpha' THEN x'4201' ELSE x'42010101' END",
+     "one count a row"),
     ("DELETE FROM blobs", "lengths"),
     ("UPDATE dfs SET terms = -1", "counts of document frequencies"),
 ])
