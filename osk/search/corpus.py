@@ -57,15 +57,23 @@ class SearchDoc:
         (path, node_id, title, summary, updated, space, scope, trust, created, valid_from,
          valid_to, supersedes, size, mtime_ns, inode, file_hash, read_ns, length, tkey,
          lkey, content_hash) = record
-        # The few spaces, scopes and trust states, one string each (a decoded record made
-        # one a document: 16 MB at 100,000); the title keys one string when they are the
-        # title's own (a lower-case title's, or the loose key of a title without
-        # punctuation), where each was its own copy: up to 150 bytes a node.
-        tkey = title if tkey == title else tkey
-        return cls(path, node_id, title, summary, updated, _shared(space), _shared(scope),
-                   _shared(trust), created, valid_from, valid_to, supersedes,
-                   (size, mtime_ns, inode), file_hash, read_ns, length, tkey,
-                   tkey if lkey == tkey else lkey, content_hash)
+        return cls(path, node_id, title, summary, updated, space, scope, trust, created,
+                   valid_from, valid_to, supersedes, (size, mtime_ns, inode), file_hash,
+                   read_ns, length, tkey, lkey, content_hash).sharing()
+
+    def sharing(self) -> SearchDoc:
+        """This document holding one string where it can (itself, changed in place): the few
+        spaces, scopes and trust states one string each (a decoded record made one a
+        document: 16 MB at 100,000), and the title keys the title's own string where they
+        are equal to it (a lower-case title's, or the loose key of a title without
+        punctuation), where each was its own copy: up to 150 bytes a node."""
+        self.space, self.scope, self.trust = (_shared(self.space), _shared(self.scope),
+                                              _shared(self.trust))
+        if self.title_key == self.title:
+            self.title_key = self.title
+        if self.loose_key == self.title_key:
+            self.loose_key = self.title_key
+        return self
 
     @staticmethod
     def content_text(title: str, summary: str, body: str) -> str:
@@ -146,13 +154,7 @@ class Corpus:
         # a document, 2.4 MB at 100,000, for the few minutes an import of them took).
         moments: dict[float, float] = {}
         for slot, doc in stored.docs:
-            # (as ``SearchDoc.from_record`` shares them)
-            doc.space, doc.scope, doc.trust = (_shared(doc.space), _shared(doc.scope),
-                                               _shared(doc.trust))
-            if doc.title_key == doc.title:
-                doc.title_key = doc.title
-            if doc.loose_key == doc.title_key:
-                doc.loose_key = doc.title_key
+            doc.sharing()
             entry = known.get(doc.path) if known is not None else None
             if entry is not None:
                 _share(doc, entry)

@@ -42,9 +42,6 @@ def document(rel: str, served: Node, stat: StatKey, file_hash: str,
     tokens = tokenize(title) + tokenize(meta.summary) + tokenize(served.body)
     content_hash = SearchDoc.hash_of(title, meta.summary, served.body)
     supersedes = _link_title(meta.supersedes) or _link_title(stated_supersedes(served.body))
-    tkey = title_key(title)
-    tkey = title if tkey == title else tkey  # one string where they agree (as from_record)
-    lkey = loose_key(title)
     doc = SearchDoc(
         path=rel, id=meta.id, title=title, summary=meta.summary, updated=meta.updated,
         space=rel.split("/", 1)[0], scope=_scope_of(rel), trust=meta.trust_state,
@@ -52,8 +49,8 @@ def document(rel: str, served: Node, stat: StatKey, file_hash: str,
         valid_to=_epoch(meta.valid_to),
         supersedes=loose_key(supersedes) if supersedes else None,
         stat=stat, file_hash=file_hash, read_ns=read_ns, length=len(tokens),
-        title_key=tkey, loose_key=tkey if lkey == tkey else lkey, content_hash=content_hash,
-    )
+        title_key=title_key(title), loose_key=loose_key(title), content_hash=content_hash,
+    ).sharing()  # one string where values agree
     return doc, Counter(tokens)
 
 
