@@ -8,10 +8,12 @@ from __future__ import annotations
 import os
 import random
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -53,6 +55,28 @@ def snapshot(vault: Vault) -> dict[str, bytes]:
 
 def write_toml(vault: Vault, text: str) -> None:
     (vault.root / "osk.toml").write_text(text, encoding="utf-8")
+
+
+@contextmanager
+def sqlite_disk_full(name: str) -> Iterator[None]:
+    """While inside: an SQLite file called ``name`` opened for writing cannot grow by a page
+    (``PRAGMA max_page_count``), so a change that needs one fails as on a full disk, with
+    SQLite's own error and its own handling of the transaction ("database or disk is full").
+    A real full disk needs a small file system mounted, which takes root."""
+    real = sqlite3.connect
+
+    def connect(*args: object, **kwargs: object) -> sqlite3.Connection:
+        db = real(*args, **kwargs)  # type: ignore[arg-type]
+        if os.path.basename(os.fspath(args[0])) == name:  # type: ignore[arg-type]
+            pages = db.execute("PRAGMA page_count").fetchone()[0]
+            db.execute(f"PRAGMA max_page_count = {max(pages, 1)}")  # 0 would leave no limit
+        return db
+
+    sqlite3.connect = connect  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        sqlite3.connect = real
 
 
 @pytest.fixture

@@ -613,9 +613,12 @@ class Engine:
         # A key's scope looked up once a search: most hits share a few conversations' keys,
         # and each lookup reads the routing ledger's view (0.05 ms each, 8-10 hits a search).
         scope_for = functools.cache(routing.scope_for)
+
+        def visible(key: str) -> bool:
+            return routing.key_visible(session, key)
+
         try:
-            return round_hits(rounds, query, k, lambda key: routing.key_visible(session, key),
-                              scope_for, meaning)
+            return round_hits(rounds, query, k, visible, scope_for, meaning)
         except Exception as exc:
             if disk_error(exc) is None and meaning is not None:
                 # a damaged model must not take search down: the rounds' words from now on
@@ -625,9 +628,16 @@ class Engine:
                 return self._round_hits(query, k)
             if disk_error(exc) is None:
                 raise
-            # The rounds' index is a cache the disk cannot update now: nodes are still served.
-            log.warning("raw rounds left out of search: %s", disk_error(exc))
-            return []
+            # The rounds' index is a cache the disk cannot update now: the rounds it already
+            # holds are still found, by their words.
+            log.warning("raw rounds captured since the index last took them are left out of "
+                        "search: %s", disk_error(exc))
+        try:
+            return round_hits(rounds, query, k, visible, scope_for, refresh=False)
+        except Exception as exc:
+            if disk_error(exc) is None:
+                raise
+            return []  # nor can it be read: nodes are still served
 
     def _rounds_channel(self) -> tuple[RoundIndex, Any]:
         """The round index and, when the semantic channel is on, the rounds' vectors."""

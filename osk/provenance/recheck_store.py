@@ -49,7 +49,8 @@ from typing import TYPE_CHECKING, Any
 from osk.store.fastclass import dataclass
 from osk.store.fsutil import StatKey
 from osk.store.ledger import Ledger, Mark, Record, Tip
-from osk.store.vault import Vault
+from osk.store.transactions import immediate
+from osk.store.vault import Vault, disk_error
 
 if TYPE_CHECKING:  # imported where used: a search none of whose hits cites reads no pair
     from osk.provenance.pairs import Citations
@@ -182,8 +183,9 @@ class CitationStore:
                 return
             except sqlite3.Error as exc:
                 self.close()
-                if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
-                    return
+                if (isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
+                        or disk_error(exc) is not None):
+                    return  # another writer's, or the disk refused: behind, not damaged
                 self._remove()
 
     def load(self, ledger: Ledger, tip: Tip) -> dict[str, str] | None:
@@ -223,24 +225,18 @@ class CitationStore:
             return
         try:
             db = self._open()
-            db.execute("BEGIN IMMEDIATE")
-            db.executemany("INSERT OR IGNORE INTO bodies VALUES (?, ?)", bodies.items())
-            db.execute("COMMIT")
+            with immediate(db):
+                db.executemany("INSERT OR IGNORE INTO bodies VALUES (?, ?)", bodies.items())
         except (sqlite3.Error, OSError):
             self.close()
 
     def _transaction(self, ledger: Ledger, whole: Callable[[], Whole | None],
                      bodies: Mapping[str, str]) -> None:
         db = self._open()
-        db.execute("BEGIN IMMEDIATE")  # writers one at a time; readers keep reading
-        try:
+        with immediate(db):  # writers one at a time; readers keep reading
             if bodies:
                 db.executemany("INSERT OR IGNORE INTO bodies VALUES (?, ?)", bodies.items())
             self._apply(db, ledger, whole)
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
 
     def discard(self) -> None:
         """Remove the store (a row that cannot be read): the next catch-up rebuilds it."""
@@ -304,22 +300,17 @@ def _upgrade(db: sqlite3.Connection) -> None:
     found = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
     if found is None or found[0] != "1":
         return
-    db.execute("BEGIN IMMEDIATE")
     try:
-        last = ""
-        while rows := db.execute("SELECT id, citations FROM citing WHERE id > ? ORDER BY id "
-                                 "LIMIT 1000", (last,)).fetchall():
-            db.executemany("UPDATE citing SET citations = ? WHERE id = ?",
-                           [(encoded(_decoded_v1(key, text)), key) for key, text in rows])
-            last = rows[-1][0]
-        db.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (SCHEMA,))
+        with immediate(db):
+            last = ""
+            while rows := db.execute("SELECT id, citations FROM citing WHERE id > ? ORDER BY "
+                                     "id LIMIT 1000", (last,)).fetchall():
+                db.executemany("UPDATE citing SET citations = ? WHERE id = ?",
+                               [(encoded(_decoded_v1(key, text)), key) for key, text in rows])
+                last = rows[-1][0]
+            db.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (SCHEMA,))
     except (ValueError, TypeError, KeyError, AttributeError):
-        db.execute("ROLLBACK")
-        return
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
-    db.execute("COMMIT")
+        return  # rolled back: the store stays at schema 1, rebuilt from the ledger
 
 
 def _decoded_v1(citing_id: str, text: str) -> Citations:

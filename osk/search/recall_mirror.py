@@ -13,8 +13,13 @@ another process moves the file's version before this one writes again), stamped 
 that write's version (``recallfile.COUNTED``); every row otherwise, unstamped. A load that
 finds the file holding its documents and counted adopts them (``Bm25.adopt_counts``).
 
-A failure here must not take search down: the file is removed, the hooks recall nothing until
-the next load builds it again from the files, and search goes on from memory.
+A failure here must not take search down. When the disk refused a commit (full, over quota,
+read-only, forbidden: ``osk.store.vault.disk_error``), SQLite took none of it and the file is
+whole, only behind: the changes wait in the backlog as for a busy file, and go with the
+first commit the disk takes. Since the file is the index's one store, that keeps a full disk from
+costing a rebuild from every node file once space is freed. Any other failure (a damaged file)
+removes the file: the hooks recall nothing until the next load builds it again from the files,
+and search goes on from memory.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from osk.search import recallfile
+from osk.store.vault import disk_error
 
 if TYPE_CHECKING:
     from array import array
@@ -35,6 +41,11 @@ if TYPE_CHECKING:
     from osk.search.corpus import Corpus, SearchDoc
 
 log = logging.getLogger("osk.search")
+
+# Changes kept for a file that cannot take them now (busy, or the disk refused), a few KB each;
+# past this many, the file is removed (the next load builds it again) and they are let go: a
+# disk that refuses the file for good (another user's file) must not grow the process forever.
+BACKLOG_MOST = 10_000
 
 
 class RecallMirror:
@@ -61,6 +72,7 @@ class RecallMirror:
         self.changes = 0  # documents mirrored or rebuilt by this process (counts each step)
         self._build: recallfile.RecallBuild | None = None  # a streamed build (start_build)
         self._build_failed = False
+        self._refused = False  # the disk refused the last commit (logged once a streak)
 
     def moved(self, protection: dict[str, Any]) -> bool:
         """Whether the file's meta must be written though no document changed: the corpus's
@@ -86,12 +98,19 @@ class RecallMirror:
                 last=self._last)
             self.written = meta
             self._last, self._unwritten = self.version, set()
+            self._refused = False
             if expected is None or before != expected:
                 self.version = None  # another process moved the counts since: unknown here
         except (sqlite3.Error, OSError, recallfile.Unusable) as exc:
             self.version = None
-            if recallfile.busy(exc):  # another writer held it: these go with the next commit
+            refused = disk_error(exc)
+            waits = len(backlog) + len(ops) <= BACKLOG_MOST
+            if (recallfile.busy(exc) or refused is not None) and waits:  # to the next commit
                 self.backlog = [*backlog, *ops]
+                if refused is not None and not self._refused:
+                    log.warning("the recall file stays behind until the disk takes writes "
+                                "again: %s", refused)
+                self._refused = refused is not None
             else:
                 self.failed()
 

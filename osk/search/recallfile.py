@@ -37,6 +37,7 @@ from typing import Any
 from osk.search.bm25 import CODES, Bm25, code_for, mean_idf, narrowest
 from osk.search.corpus import SearchDoc, Stored
 from osk.store.locks import file_lock
+from osk.store.transactions import immediate
 
 SCHEMA = 5  # 2: supersedes holds a loose title key (key or text, osk.store.edges); 3: blocks;
 # 4: blocks by count, packed (offsets and counts in the fewest bytes); a record holds no
@@ -166,13 +167,8 @@ class RecallWriter:
                 sqlite3.connect(self.path, timeout=BUSY_MS / 1000, isolation_level=None)) as db:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")  # a cache: a lost commit is mended on load
-            db.execute("BEGIN IMMEDIATE")
-            try:
+            with immediate(db):
                 yield db
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
 
     def mirror(self, ops: Iterable[list[Any]], meta: Mapping[str, Any], *,
                expected: str | None = None, counts: Mapping[int, int] | None = None,

@@ -72,6 +72,7 @@ from osk.search.tokenize import tokenize, tokenize_prose
 from osk.store.fastclass import dataclass
 from osk.store.fsutil import StatKey, stat_key
 from osk.store.locks import file_lock
+from osk.store.transactions import immediate
 from osk.store.vault import Vault
 
 if TYPE_CHECKING:
@@ -835,15 +836,10 @@ def _digest(rounds: Sequence[Any]) -> str:
 def _transaction(db: sqlite3.Connection) -> Iterator[Pending]:
     """One write transaction over the index: its postings flushed, then committed; rolled
     back whole on any error."""
-    db.execute("BEGIN IMMEDIATE")
-    pending = Pending(db)
-    try:
+    with immediate(db):
+        pending = Pending(db)
         yield pending
         flush(db, pending, CONTEXT_WEIGHT)
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
-    db.execute("COMMIT")
 
 
 def _built_against(db: sqlite3.Connection) -> Excluded:
@@ -950,12 +946,14 @@ def as_hit(found: RoundHit, scope: str | None) -> Any:
 
 
 def round_hits(index: RoundIndex, query: str, k: int, visible: Callable[[str], bool],
-               scope_of: Callable[[str], str | None], meaning: Any = None) -> list[Any]:
+               scope_of: Callable[[str], str | None], meaning: Any = None, *,
+               refresh: bool = True) -> list[Any]:
     """The best ``k`` rounds a session may see, as search hits. ``meaning``: the rounds'
     vectors (``osk.search.round_vectors.RoundVectors``) when the semantic channel is on and
-    reads the query; then words are fused with meaning, else the rounds rank by words."""
-    if meaning is None or not meaning.model.reads(query):
-        found = index.search(query, k=k, visible=visible)
+    reads the query; then words are fused with meaning, else the rounds rank by words.
+    ``refresh``: index the rounds captured since first (False: the rounds it holds, by words)."""
+    if not refresh or meaning is None or not meaning.model.reads(query):
+        found = index.search(query, k=k, visible=visible, refresh=refresh)
     else:
         found = meaning.search(index, query, k, visible)
     return [as_hit(hit, scope_of(hit.key)) for hit in found]

@@ -16,7 +16,7 @@ import pytest
 from authority_support import FakeTerminal
 from hookkit import CLAUDE_SESSION, CODEX_SESSION, payload, run_hook, state
 from recallkit import FACT, prompt, start, write
-from writekit import make_repo, write_toml
+from writekit import make_repo, sqlite_disk_full, write_toml
 
 from osk.authority import approvals, tombstones
 from osk.calls.request import NewNode, NodeEdit
@@ -491,6 +491,42 @@ def test_a_write_while_another_writer_holds_the_recall_file_reaches_it_later(
     assert recallfile.path_in(vault.state("index")).exists()  # kept, not thrown away
     write(eng, "Cart lines merge by SKU", "Lines with one SKU merge.", "Merge.\n", cluster="cart")
     assert held in [h.id for h in per_prompt.ranked(vault, eng.scope, "cart totals round")]
+
+
+def test_a_write_the_disk_refuses_the_recall_file_reaches_it_once_the_disk_takes_writes(
+        eng, vault, project, tmp_path, caplog):
+    write(eng, *FACT)
+    words = " ".join(f"ledgerword{n}" for n in range(400))  # more postings than a page holds
+    with sqlite_disk_full(recallfile.FILE):
+        held = write(eng, "Cart totals round half to even", "Totals round half to even.",
+                     f"Rounding. {words}\n", cluster="cart")
+    assert "the recall file stays behind until the disk takes writes again" in caplog.text
+    assert "(ENOSPC" in caplog.text
+    assert recallfile.path_in(vault.state("index")).exists()  # kept whole, not thrown away
+    assert not [h for h in per_prompt.ranked(vault, eng.scope, "cart totals round")
+                if h.id == held]
+    write(eng, "Cart lines merge by SKU", "Lines with one SKU merge.", "Merge.\n", cluster="cart")
+    assert held in [h.id for h in per_prompt.ranked(vault, eng.scope, "cart totals round")]
+    assert held in [h.id for h in per_prompt.ranked(vault, eng.scope, "ledgerword7")]
+
+
+def test_a_recall_file_the_disk_refuses_for_longer_than_the_backlog_holds_is_built_again(
+        eng, vault, project, tmp_path, monkeypatch, caplog):
+    from osk.search import recall_mirror
+
+    write(eng, *FACT)
+    monkeypatch.setattr(recall_mirror, "BACKLOG_MOST", 1)
+    words = " ".join(f"ledgerword{n}" for n in range(400))  # more postings than a page holds
+    with sqlite_disk_full(recallfile.FILE):
+        first = write(eng, "Cart totals round half to even", "Totals round half to even.",
+                      f"Rounding. {words}\n", cluster="cart")
+        assert recallfile.path_in(vault.state("index")).exists()
+        write(eng, "Cart lines merge by SKU", "Lines with one SKU merge.", f"Merge. {words}\n",
+              cluster="cart")
+    assert "removing it (rebuilt on next load)" in caplog.text
+    assert not recallfile.path_in(vault.state("index")).exists()
+    Engine.open(vault, cwd=project).search("cart", k=5)  # the next load builds it again
+    assert first in [h.id for h in per_prompt.ranked(vault, eng.scope, "cart totals round")]
 
 
 # -- hubs (issue 24 item 6) ------------------------------------------------------------------------

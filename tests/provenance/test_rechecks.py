@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 
 import pytest
 import writekit
-from writekit import create, make_repo, snapshot
+from writekit import create, make_repo, snapshot, sqlite_disk_full
 
 from osk.calls.request import NewNode, NodeEdit
 from osk.engine.core import Engine
@@ -487,3 +489,31 @@ def test_a_store_of_the_first_schema_is_packed_in_place_not_rebuilt_from_the_led
         packed = dict(db.execute("SELECT id, citations FROM citing"))
     assert packed.keys() == rows.keys()
     assert {i: recheck_store.decoded(i, text) for i, text in packed.items()} == whole
+
+
+def test_a_store_the_disk_refuses_stays_behind_and_catches_up_when_the_disk_takes_writes(
+        chain: Engine, vault: Vault, repo: Path):
+    from osk.provenance import recheck_store
+    from osk.provenance.recheck_table import LEDGER, build_table
+    from osk.provenance.rechecks import Rechecks
+
+    store = vault.state(*recheck_store.FILE)
+
+    def kept() -> dict[str, object]:
+        with closing(sqlite3.connect(f"file:{store}?mode=ro", uri=True)) as db:
+            return {i: recheck_store.decoded(i, text)
+                    for i, text in db.execute("SELECT id, citations FROM citing")}
+
+    rounds = [chain.append_raw("talk", user=f"limit note {n}", assistant="Ok.").coordinate
+              for n in range(40)]
+    before = kept()
+    assert len(before) == 2
+    with sqlite_disk_full(store.name):  # a row of 40 citations needs pages the file lacks
+        other = Engine.open(vault, cwd=repo)  # a process that opens the store from now on
+        create(other, "Digest", body="All the limit notes.\n", derived_from=tuple(rounds))
+    assert kept() == before  # behind, as it was: not removed as a damaged store is
+    whole = build_table(Ledger(vault, LEDGER).read())
+    assert other.catalog.get("Digest").id in whole
+    assert dict(Rechecks(vault).table()) == whole  # read past the store's mark
+    chain.update_node("Source", NodeEdit(old_text="10", new_text="20"))  # the disk takes it
+    assert kept() == build_table(Ledger(vault, LEDGER).read())

@@ -21,6 +21,7 @@ import mcp
 import pytest
 from hookkit import copy_fixture, make_project, payload, run_hook
 from mcp import StdioServerParameters
+from writekit import sqlite_disk_full
 
 from osk.calls.request import NewNode
 from osk.capture import raw
@@ -178,6 +179,25 @@ def test_a_cache_write_the_disk_refuses_leaves_no_temp_file(tmp_path: Path, monk
     with pytest.raises(OSError):
         fsutil.replace_unsynced(tmp_path / "state.json", "{}")
     assert os.listdir(tmp_path) == []
+
+
+# -- the search caches on a full disk: behind, kept, caught up once the disk takes writes ---------
+def test_a_round_the_rounds_index_cannot_take_leaves_the_rounds_it_holds_found(vault: Vault,
+                                                                              project: Path,
+                                                                              caplog):
+    engine = Engine.open(vault, cwd=project)
+    engine.append_raw("talk", user="the NAS login moved to the tulip orbit host", assistant="Ok.")
+    first = "_raw/shop/talk#Round 1"
+    assert [hit.id for hit in engine.search("tulip orbit", k=5).hits] == [first]
+    longer = " ".join(f"printerword{n}" for n in range(3000))  # more than a page of postings
+    engine.append_raw("talk", user=f"the printer jams on tray two {longer}", assistant="Ok.")
+    with sqlite_disk_full("rounds.sqlite"):
+        hits = [hit.id for hit in engine.search("tulip orbit printer jams", k=5).hits]
+    assert hits == [first]  # not a failed call, and not nothing
+    assert "raw rounds captured since the index last took them are left out of search: the " \
+           "disk holding the vault is full (ENOSPC" in caplog.text
+    caught_up = [hit.id for hit in engine.search("printer jams", k=5).hits]
+    assert caught_up[0] == "_raw/shop/talk#Round 2"  # (its neighbour after it, by context)
 
 
 # -- a real full or read-only tmpfs (where this test may mount one) -----------------------------
