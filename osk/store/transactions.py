@@ -20,14 +20,14 @@ if TYPE_CHECKING:  # the hook path opens no connection it does not need: sqlite3
 
 @contextmanager
 def immediate(db: sqlite3.Connection) -> Iterator[None]:
-    """``BEGIN IMMEDIATE`` (writers one at a time, readers go on), then ``COMMIT``, or
-    ``ROLLBACK`` while the transaction is still open when the block raises. ``db`` is in
+    """``BEGIN IMMEDIATE`` (writers one at a time, readers go on), then ``COMMIT``; when the
+    block or the commit raises, ``ROLLBACK`` while the transaction is still open. ``db`` is in
     autocommit mode (``isolation_level=None``), so the transaction is this one."""
     db.execute("BEGIN IMMEDIATE")
     try:
         yield
+        db.execute("COMMIT")
     except BaseException:
-        if db.in_transaction:
-            db.execute("ROLLBACK")
+        if db.in_transaction:  # a COMMIT that failed may leave it open: a kept connection
+            db.execute("ROLLBACK")  # would refuse every later BEGIN
         raise
-    db.execute("COMMIT")

@@ -46,3 +46,19 @@ def test_a_full_disk_is_the_error_raised_though_sqlite_ended_the_transaction_its
     assert str(raised.value) == "database or disk is full"  # not "cannot rollback - ..."
     assert disk_error(raised.value) is not None
     assert rows(path) == ["kept"]
+
+
+def test_a_commit_that_fails_is_rolled_back_and_the_connection_takes_the_next_one(tmp_path):
+    path = tmp_path / "store.sqlite"
+    with closing(sqlite3.connect(path, isolation_level=None)) as db:
+        db.execute("PRAGMA foreign_keys = ON")
+        db.execute("CREATE TABLE parent (id INTEGER PRIMARY KEY)")
+        db.execute("CREATE TABLE child (parent INTEGER REFERENCES parent (id) "
+                   "DEFERRABLE INITIALLY DEFERRED)")
+        with pytest.raises(sqlite3.IntegrityError), immediate(db):  # checked at COMMIT
+            db.execute("INSERT INTO child VALUES (7)")
+        assert not db.in_transaction
+        with immediate(db):  # a kept connection goes on
+            db.execute("INSERT INTO parent VALUES (7)")
+            db.execute("INSERT INTO child VALUES (7)")
+        assert db.execute("SELECT parent FROM child").fetchall() == [(7,)]
