@@ -264,6 +264,35 @@ def test_the_real_server_names_a_full_then_read_only_disk(tmpfs: Path, project: 
     anyio.run(scenario)
 
 
+def test_the_real_server_on_a_full_disk_still_finds_the_rounds_its_index_holds(tmpfs: Path,
+                                                                               project: Path):
+    vault = init(tmpfs / "vault")
+    params = _params(vault, project)
+    assert params.env is not None
+    params.env["OSK_SEMANTIC"] = "0"  # no embedding thread to index the rounds between calls
+
+    async def scenario() -> None:
+        async with mcp.Client(params, mode="legacy") as client:
+            said = await client.call_tool("append_raw", {
+                "conversation": "c1", "user": "the NAS login moved to the tulip orbit host",
+                "assistant": "Ok."})
+            assert not said.is_error, said.content[0].text
+            found = await client.call_tool("search", {"query": "tulip orbit host"})
+            assert "c1#Round 1" in found.content[0].text  # indexed while the disk took it
+            longer = " ".join(f"printerword{n}" for n in range(3000))
+            said = await client.call_tool("append_raw", {
+                "conversation": "c1", "user": f"the printer jams on tray two {longer}",
+                "assistant": "Ok."})
+            assert not said.is_error, said.content[0].text
+            _fill(tmpfs)  # the round landed; the index has not taken it
+            found = await client.call_tool("search", {"query": "tulip orbit host"})
+            text = found.content[0].text
+            assert not found.is_error and "internal error" not in text, text
+            assert "c1#Round 1" in text, text  # not only nodes: the rounds it holds
+
+    anyio.run(scenario)
+
+
 def test_the_stop_hook_on_a_read_only_vault_says_so_in_one_line(tmpfs: Path, project: Path,
                                                                 tmp_path: Path):
     vault = init(tmpfs / "vault")
