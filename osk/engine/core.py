@@ -620,22 +620,23 @@ class Engine:
         try:
             return round_hits(rounds, query, k, visible, scope_for, meaning)
         except Exception as exc:
-            if disk_error(exc) is None and meaning is not None:
+            refused = disk_error(exc, sqlite_file=rounds.path)
+            if refused is None and meaning is not None:
                 # a damaged model must not take search down: the rounds' words from now on
                 log.exception("the rounds' semantic channel failed (%s); ranking them by "
                               "words from now on; `osk doctor` says how to mend it", exc)
                 self._round_vectors = None
                 return self._round_hits(query, k)
-            if disk_error(exc) is None:
+            if refused is None:
                 raise
             # The rounds' index is a cache the disk cannot update now: the rounds it already
             # holds are still found, by their words.
             log.warning("raw rounds captured since the index last took them are left out of "
-                        "search: %s", disk_error(exc))
+                        "search: %s", refused)
         try:
             return round_hits(rounds, query, k, visible, scope_for, refresh=False)
         except Exception as exc:
-            if disk_error(exc) is None:
+            if disk_error(exc, sqlite_file=rounds.path) is None:
                 raise
             return []  # nor can it be read: nodes are still served
 

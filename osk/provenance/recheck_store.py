@@ -184,7 +184,7 @@ class CitationStore:
             except sqlite3.Error as exc:
                 self.close()
                 if (isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
-                        or disk_error(exc) is not None):
+                        or disk_error(exc, sqlite_file=self.path) is not None):
                     return  # another writer's, or the disk refused: behind, not damaged
                 self._remove()
 

@@ -103,7 +103,7 @@ class RecallMirror:
                 self.version = None  # another process moved the counts since: unknown here
         except (sqlite3.Error, OSError, recallfile.Unusable) as exc:
             self.version = None
-            refused = disk_error(exc)
+            refused = disk_error(exc, sqlite_file=recallfile.path_in(self.directory))
             waits = len(backlog) + len(ops) <= BACKLOG_MOST
             if (recallfile.busy(exc) or refused is not None) and waits:  # to the next commit
                 self.backlog = [*backlog, *ops]

@@ -475,12 +475,18 @@ _DISK_CAUSES = {
 }
 
 
-def disk_error(exc: BaseException) -> DiskError | None:
+def disk_error(exc: BaseException, *, sqlite_file: str | os.PathLike[str] | None = None
+               ) -> DiskError | None:
     """The DiskError an OSError stands for (a full, over-quota, read-only or forbidden disk),
-    naming the path inside the vault; None for any other error."""
+    naming the path inside the vault; None for any other error. ``sqlite_file``: the SQLite
+    file an SQLite error came from, whose disk is asked when the error is only "disk I/O
+    error" (``_refusing_disk``)."""
     code = _sqlite_errno(exc)
+    if code is None and sqlite_file is not None and _sqlite_io_error(exc):
+        code = _refusing_disk(sqlite_file)
     if code is not None:
-        exc = OSError(code, os.strerror(code))  # SQLite names no file
+        filename = os.fspath(sqlite_file) if sqlite_file is not None else None
+        exc = OSError(code, os.strerror(code), filename)  # SQLite names no file
     if not isinstance(exc, OSError) or exc.errno not in _DISK_CAUSES:
         return None
     cause, fix = _DISK_CAUSES[exc.errno]
@@ -501,6 +507,31 @@ def _sqlite_errno(exc: BaseException) -> int | None:
     if "readonly database" in text:
         return errno.EROFS
     return None
+
+
+def _sqlite_io_error(exc: BaseException) -> bool:
+    return type(exc).__module__ == "sqlite3" and "disk i/o error" in str(exc).lower()
+
+
+# Less room than this is a full disk to a writer of SQLite: a WAL's shared-memory file takes
+# 32 KiB and each page written 4 KiB more.
+FULL_BELOW = 64 * 1024
+
+
+def _refusing_disk(path: str | os.PathLike[str]) -> int | None:
+    """ENOSPC or EROFS when the file system holding ``path`` has no room left for this process
+    or takes no writes; else None. SQLite says only "disk I/O error" when it cannot make the
+    files a write-ahead log needs (each connection that finds none makes them), so the disk is
+    asked."""
+    try:
+        found = os.statvfs(os.path.dirname(os.fspath(path)) or ".")
+    except (OSError, AttributeError):  # gone, or no statvfs (Windows): not known to be the disk
+        return None
+    if found.f_flag & os.ST_RDONLY:
+        return errno.EROFS
+    root = getattr(os, "geteuid", lambda: -1)() == 0  # root may use the reserved blocks
+    free = (found.f_bfree if root else found.f_bavail) * found.f_frsize
+    return errno.ENOSPC if free < FULL_BELOW else None
 
 
 def _inside_vault(filename: object) -> str | None:

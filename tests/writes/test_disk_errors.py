@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,29 @@ def test_sqlites_words_for_a_full_or_read_only_disk_are_disk_errors():
     read_only = disk_error(sqlite3.OperationalError("attempt to write a readonly database"))
     assert read_only is not None and "read-only file system (EROFS)" in str(read_only)
     assert disk_error(sqlite3.OperationalError("no such table: rounds")) is None
+
+
+def test_sqlites_disk_io_error_is_a_disk_error_when_its_disk_is_full_or_read_only(
+        tmp_path: Path, monkeypatch):
+    import sqlite3
+
+    io_error = sqlite3.OperationalError("disk I/O error")  # the WAL's files could not be made
+    store = tmp_path / "store.sqlite"
+    assert disk_error(io_error) is None  # no file named: nothing to ask
+    assert disk_error(io_error, sqlite_file=store) is None  # a disk with room: another fault
+
+    def disk(free_blocks: int, flag: int = 0) -> os.statvfs_result:  # 4 KiB blocks
+        return os.statvfs_result((4096, 4096, 1000, free_blocks, free_blocks, 10, 5, 5, flag,
+                                  255))
+
+    monkeypatch.setattr(os, "statvfs", lambda path: disk(3))
+    full = disk_error(io_error, sqlite_file=store)
+    assert full is not None and str(full).startswith("the disk holding the vault is full")
+    monkeypatch.setattr(os, "statvfs", lambda path: disk(500, os.ST_RDONLY))
+    read_only = disk_error(io_error, sqlite_file=store)
+    assert read_only is not None and "read-only file system (EROFS" in str(read_only)
+    monkeypatch.setattr(os, "statvfs", lambda path: disk(500))
+    assert disk_error(io_error, sqlite_file=store) is None
 
 
 def test_other_os_errors_are_not_disk_errors():
@@ -291,6 +315,34 @@ def test_the_real_server_on_a_full_disk_still_finds_the_rounds_its_index_holds(t
             assert "c1#Round 1" in text, text  # not only nodes: the rounds it holds
 
     anyio.run(scenario)
+
+
+def test_a_hand_edit_the_full_disk_keeps_from_the_recall_file_reaches_it_once_freed(
+        tmpfs: Path, project: Path, caplog):
+    from osk.hooks.recall import per_prompt
+    from osk.search import recallfile
+
+    vault = init(tmpfs / "vault")
+    engine = Engine.open(vault, cwd=project)
+    engine.warm()  # as the MCP server does: its index keeps the recall file from now on
+    engine.create_node(HUB)
+    made = engine.create_node(NewNode("Token rotation", "Tokens rotate monthly",
+                                      "Rotate them.\n", space="Scope", cluster="auth",
+                                      drafter="test-model"))
+    path = vault.root / made.path
+    words = " ".join(f"rotationword{n}" for n in range(3000))
+    path.write_text(path.read_text("utf-8") + f"\n{words}\n", encoding="utf-8")  # by hand
+    _fill(tmpfs)
+    time.sleep(1.1)  # the look for hand edits runs at most once a second
+    assert [hit.id for hit in engine.search("rotationword7", k=5).hits] == [made.id]
+    assert "the recall file stays behind until the disk takes writes again" in caplog.text
+    assert recallfile.path_in(vault.state("index")).exists()  # behind, and kept
+    assert not per_prompt.ranked(vault, engine.scope, "rotationword7")
+    (tmpfs / "filler").unlink()
+    engine.create_node(NewNode("Key storage", "Keys live in the vault", "Stored.\n",
+                               space="Scope", cluster="auth", drafter="test-model"))
+    assert [hit.id for hit in per_prompt.ranked(vault, engine.scope, "rotationword7")] == [made.id]
+    assert per_prompt.ranked(vault, engine.scope, "the auth hub")
 
 
 def test_the_stop_hook_on_a_read_only_vault_says_so_in_one_line(tmpfs: Path, project: Path,
