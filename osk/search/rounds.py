@@ -427,7 +427,9 @@ class RoundIndex:
     def _schema(self, db: sqlite3.Connection) -> None:
         try:
             row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
-        except sqlite3.OperationalError:
+        except sqlite3.OperationalError as exc:
+            if "no such table" not in str(exc):  # a busy file or a full disk: not a new one,
+                raise  # whose tables would be dropped below
             row = None
         if row is None or row[0] != f"{SCHEMA}":
             for table in ("meta", "records", "rounds", "totals", "terms_vocab", "terms",

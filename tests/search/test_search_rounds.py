@@ -696,3 +696,35 @@ def test_the_rounds_gate_reads_its_floors_where_they_are_set(vault, tmp_path, mo
     monkeypatch.setattr(per_prompt, "ROUND_ALONE", 1.01)
     monkeypatch.setattr(per_prompt, "ROUND_AGREEMENT", 9.0)
     assert shown(vault, "zeppelin timetable?") == []  # the same round, the floors out of reach
+
+
+def test_an_index_whose_schema_cannot_be_read_is_not_taken_for_a_new_one(vault, tmp_path):
+    import sqlite3
+    from contextlib import closing
+
+    engine = Engine.open(vault, cwd=make_project(tmp_path / "shop"))
+    engine.append_raw("talk", user="the staging box reboots nightly", assistant="Ok.")
+    assert rounds_of(engine, "staging reboots") == ["_raw/shop/talk#Round 1"]
+    index = RoundIndex(vault)
+
+    class Refusing:  # a connection whose read of the schema fails as on a full disk
+        def __init__(self, db: sqlite3.Connection) -> None:
+            self.db, self.statements = db, []
+
+        def execute(self, sql: str, *args: object) -> object:
+            self.statements.append(sql)
+            if "FROM meta" in sql:
+                raise sqlite3.OperationalError("disk I/O error")
+            return self.db.execute(sql, *args)
+
+        def executescript(self, sql: str) -> object:
+            self.statements.append(sql)
+            return self.db.executescript(sql)
+
+    with closing(sqlite3.connect(index.path, isolation_level=None)) as db:
+        refusing = Refusing(db)
+        with pytest.raises(sqlite3.OperationalError, match="disk I/O error"):
+            index._schema(refusing)  # type: ignore[arg-type]
+    assert len(refusing.statements) == 1  # the read alone: no table dropped
+    assert rounds_of(Engine.open(vault, cwd=tmp_path / "shop"), "staging reboots") == [
+        "_raw/shop/talk#Round 1"]
