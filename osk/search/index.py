@@ -27,8 +27,10 @@ index loads whole. Each commit writes its changes there in one SQLite transactio
 (``recall_mirror``): that transaction is the commit, so there is no second copy to keep in
 step, and a writer killed before it leaves the file as it was, whose stat keys then send the
 first walk to the changed files. A missing, damaged or outdated file is built afresh from the
-files. A loaded document's terms, needed only to remove its postings, are read from the file
-for that version, else found in the postings (``Corpus.terms_of``).
+files; one the disk will not let this process open (full or read-only) is left as it is, and
+the files are indexed in memory. A loaded document's terms, needed only to remove its
+postings, are read from the file for that version, else found in the postings
+(``Corpus.terms_of``).
 
 Ranking is ``ranking.Ranking``; the documents and postings are ``corpus.Corpus``; what a
 document keeps of a node version, and what a query may ask, is ``versions``.
@@ -506,6 +508,9 @@ class SearchIndex:
                 with collector_paused():
                     stored = recallfile.load(self.directory, PARAMS)
                     self._corpus = self._with_stored_terms(Corpus.from_store(stored, known))
+            except recallfile.Refused as exc:  # the disk, not the file: the file is left be,
+                self._reset_memory()  # and this process's commits reach it as the disk allows
+                self._build(f"built in memory: {exc}", known=known, to_file=False)
             except (recallfile.Unusable, ValueError) as exc:
                 # (ValueError: postings that do not fit together, ``Bm25.from_base``)
                 self._reset_memory()
@@ -517,17 +522,19 @@ class SearchIndex:
         self._loaded = True
 
     def _build(self, report: str, progress: Callable[[int, int], None] | None = None, *,
-               known: Known | None = None) -> None:
+               known: Known | None = None, to_file: bool = True) -> None:
         """Index every file afresh, in bulk: the postings staged compactly
         (``Corpus.stage``) and each document written to a new recall file as it is read
         (``RecallMirror.start_build``), swapped in whole at the end, so the memory a build
-        needs is about what a loaded index holds."""
+        needs is about what a loaded index holds. ``to_file``: False, in memory only (the
+        recall file is left as it is)."""
         now = time.time_ns()
         # Listed whole only to report progress against the total (a path and stat a node).
         files = _walk(self.vault) if progress is None else list(_walk(self.vault))
         total = len(files) if isinstance(files, list) else 0
         self._corpus.stage()
-        self._recall.start_build()
+        if to_file:
+            self._recall.start_build()
         self._building = True
         try:
             for done, (rel, stat) in enumerate(files, start=1):

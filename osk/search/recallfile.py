@@ -113,6 +113,23 @@ class Unusable(Exception):
     without it (the hook)."""
 
 
+class Refused(Unusable):
+    """The disk refused what reading the recall file takes (full or read-only, where a
+    connection must make the files of its write-ahead log): the file may be whole, and is left
+    as it is (``SearchIndex`` builds from the files in memory); the hook does without it."""
+
+
+def _unusable(directory: Path, exc: BaseException, what: str) -> Unusable:
+    """``Refused`` when the disk holding the file refused (``osk.store.vault.disk_error``),
+    else ``Unusable`` saying the file ``what``."""
+    from osk.store.vault import disk_error
+
+    refused = disk_error(exc, sqlite_file=path_in(directory))
+    if refused is not None:
+        return Refused(f"the disk refused the recall file: {refused}")
+    return Unusable(f"the recall file {what} ({exc})")
+
+
 # the engine's last look, beside the file it vouches for (osk.reads.quick_search)
 LOOK = "look.json"
 
@@ -883,7 +900,7 @@ def load(directory: Path, params: Mapping[str, Any]) -> Stored:
                           read_counts(db) if counted else None)
         except (sqlite3.Error, ValueError, TypeError, KeyError, IndexError, OverflowError
                 ) as exc:
-            raise Unusable(f"the recall file is damaged ({exc})") from None
+            raise _unusable(directory, exc, "is damaged") from None
 
 
 def _every_posting(db: sqlite3.Connection, slots_code: str
@@ -934,4 +951,4 @@ def open_reader(directory: Path) -> sqlite3.Connection:
     try:
         return sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     except sqlite3.Error as exc:
-        raise Unusable(f"the recall file cannot be opened ({exc})") from None
+        raise _unusable(directory, exc, "cannot be opened") from None

@@ -8,6 +8,7 @@ remounted read-only (only where the test may mount one: root on Linux; skipped e
 from __future__ import annotations
 
 import errno
+import gc
 import json
 import os
 import subprocess
@@ -343,6 +344,32 @@ def test_a_hand_edit_the_full_disk_keeps_from_the_recall_file_reaches_it_once_fr
                                space="Scope", cluster="auth", drafter="test-model"))
     assert [hit.id for hit in per_prompt.ranked(vault, engine.scope, "rotationword7")] == [made.id]
     assert per_prompt.ranked(vault, engine.scope, "the auth hub")
+
+
+def test_an_engine_that_opens_on_a_full_disk_leaves_the_recall_file_be(tmpfs: Path,
+                                                                        project: Path):
+    from osk.hooks.recall import per_prompt
+    from osk.search import recallfile
+
+    vault = init(tmpfs / "vault")
+    first = Engine.open(vault, cwd=project)
+    first.warm()  # as the MCP server does: its index keeps the recall file
+    first.create_node(HUB)
+    made = first.create_node(NewNode("Token rotation", "Tokens rotate monthly",
+                                     "Rotate them.\n", space="Scope", cluster="auth",
+                                     drafter="test-model"))
+    del first
+    gc.collect()  # its connections closed: the next must make the write-ahead log's files
+    recall = recallfile.path_in(vault.state("index"))
+    assert recall.exists() and not recall.with_name(f"{recall.name}-shm").exists()
+    _fill(tmpfs)
+    later = Engine.open(vault, cwd=project)
+    assert made.id in [hit.id for hit in later.search("token rotation", k=5, kind="nodes").hits]
+    assert later._search_index().load_report.startswith(
+        "built in memory: the disk refused the recall file: the disk holding the vault is full")
+    assert recall.exists()  # left as it was, not taken for damaged and removed
+    (tmpfs / "filler").unlink()
+    assert made.id in [hit.id for hit in per_prompt.ranked(vault, later.scope, "token rotation")]
 
 
 def test_the_stop_hook_on_a_read_only_vault_says_so_in_one_line(tmpfs: Path, project: Path,
