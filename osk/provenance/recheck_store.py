@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 from osk.store.fastclass import dataclass
 from osk.store.fsutil import StatKey
 from osk.store.ledger import Ledger, Mark, Record, Tip
-from osk.store.transactions import immediate
+from osk.store.transactions import busy, immediate
 from osk.store.vault import Vault, disk_error
 
 if TYPE_CHECKING:  # imported where used: a search none of whose hits cites reads no pair
@@ -183,8 +183,7 @@ class CitationStore:
                 return
             except sqlite3.Error as exc:
                 self.close()
-                if (isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
-                        or disk_error(exc, sqlite_file=self.path) is not None):
+                if busy(exc) or disk_error(exc, sqlite_file=self.path) is not None:
                     return  # another writer's, or the disk refused: behind, not damaged
                 self._remove()
 

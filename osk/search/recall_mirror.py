@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from osk.search import recallfile
+from osk.store.transactions import busy
 from osk.store.vault import disk_error
 
 if TYPE_CHECKING:
@@ -105,7 +106,7 @@ class RecallMirror:
             self.version = None
             refused = disk_error(exc, sqlite_file=recallfile.path_in(self.directory))
             waits = len(backlog) + len(ops) <= BACKLOG_MOST
-            if (recallfile.busy(exc) or refused is not None) and waits:  # to the next commit
+            if (busy(exc) or refused is not None) and waits:  # to the next commit
                 self.backlog = [*backlog, *ops]
                 if refused is not None and not self._refused:
                     log.warning("the recall file stays behind until the disk takes writes "
@@ -184,7 +185,7 @@ class RecallMirror:
             self._built(finish(build))
             self.written = meta
         except (sqlite3.Error, OSError, recallfile.Unusable) as exc:
-            if not recallfile.busy(exc):  # busy: the file stays; the next load compares it
+            if not busy(exc):  # busy: the file stays; the next load compares it
                 self.failed()
         finally:
             build.abandon()

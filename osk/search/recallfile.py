@@ -100,14 +100,6 @@ CREATE TABLE IF NOT EXISTS postings (
 Error = sqlite3.Error  # what a reader catches without importing sqlite3 itself
 
 
-def busy(exc: BaseException) -> bool:
-    """A writer's failure that only means another writer held the file too long."""
-    from osk.errors import LockTimeout
-
-    return isinstance(exc, LockTimeout) or (
-        isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc))
-
-
 class Unusable(Exception):
     """The recall file is missing, damaged or of another schema: rebuild it (writers) or do
     without it (the hook)."""

@@ -18,6 +18,16 @@ if TYPE_CHECKING:  # the hook path opens no connection it does not need: sqlite3
     import sqlite3
 
 
+def busy(exc: BaseException) -> bool:
+    """A writer's failure that only means another writer held the file (or its lock) too
+    long: the store is whole, and the change goes with a later transaction."""
+    from osk.errors import LockTimeout
+
+    return isinstance(exc, LockTimeout) or (
+        type(exc).__name__ == "OperationalError" and type(exc).__module__ == "sqlite3"
+        and "locked" in str(exc))
+
+
 @contextmanager
 def immediate(db: sqlite3.Connection) -> Iterator[None]:
     """``BEGIN IMMEDIATE`` (writers one at a time, readers go on), then ``COMMIT``; when the

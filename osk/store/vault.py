@@ -481,9 +481,7 @@ def disk_error(exc: BaseException, *, sqlite_file: str | os.PathLike[str] | None
     naming the path inside the vault; None for any other error. ``sqlite_file``: the SQLite
     file an SQLite error came from, whose disk is asked when the error is only "disk I/O
     error" (``_refusing_disk``)."""
-    code = _sqlite_errno(exc)
-    if code is None and sqlite_file is not None and _sqlite_io_error(exc):
-        code = _refusing_disk(sqlite_file)
+    code = _sqlite_errno(exc, sqlite_file)
     if code is not None:
         filename = os.fspath(sqlite_file) if sqlite_file is not None else None
         exc = OSError(code, os.strerror(code), filename)  # SQLite names no file
@@ -496,9 +494,11 @@ def disk_error(exc: BaseException, *, sqlite_file: str | os.PathLike[str] | None
     return DiskError(f"{cause} ({name}{at}): {fix}, then try again", cause=name, path=where)
 
 
-def _sqlite_errno(exc: BaseException) -> int | None:
+def _sqlite_errno(exc: BaseException, sqlite_file: str | os.PathLike[str] | None
+                  ) -> int | None:
     """The errno an SQLite error stands for when the disk refused (SQLite reports it in
-    words, not as an OSError); None otherwise. sqlite3 is not imported: hooks never need it."""
+    words, not as an OSError; a bare "disk I/O error" is the disk's when the disk holding
+    ``sqlite_file`` says so); None otherwise. sqlite3 is not imported: hooks never need it."""
     if type(exc).__module__ != "sqlite3":
         return None
     text = str(exc).lower()
@@ -506,11 +506,9 @@ def _sqlite_errno(exc: BaseException) -> int | None:
         return errno.ENOSPC
     if "readonly database" in text:
         return errno.EROFS
+    if "disk i/o error" in text and sqlite_file is not None:
+        return _refusing_disk(sqlite_file)
     return None
-
-
-def _sqlite_io_error(exc: BaseException) -> bool:
-    return type(exc).__module__ == "sqlite3" and "disk i/o error" in str(exc).lower()
 
 
 # Less room than this is a full disk to a writer of SQLite: a WAL's shared-memory file takes
