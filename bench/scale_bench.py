@@ -9,6 +9,8 @@ prints, in one run:
   over ``--runs`` processes, each with its own query, and the peak memory of one;
 - fresh process, SQLite FTS5 over the same title/summary/body text: open read-only, MATCH the
   same words (OR), bm25, top 10; and ``python -c pass``, both measured in the same run;
+- fresh process, ``osk read TITLE`` (the text a person reads) of ``--runs`` nodes, beside a
+  fresh process fetching the same node's row from the FTS5 table by its title;
 - warm search in one process through ``Engine.search`` (what ``osk mcp`` answers with):
   median wall and CPU per query, queries back to back;
 - a write round through ``Engine`` (create, update, ``read_node``): median CPU of each (and of
@@ -72,6 +74,18 @@ rows = db.execute("SELECT path, bm25(notes) FROM notes WHERE notes MATCH ? "
 print(len(rows))
 """
 
+# A read's baseline: the same node's row fetched from the FTS5 table by its title (a phrase
+# match on the title column: the table keeps no other index).
+FTS_READ_CHILD = """
+import sqlite3, sys
+db = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True)
+title = '"' + sys.argv[2].replace('"', '') + '"'
+rows = db.execute("SELECT title, summary, body FROM notes WHERE notes MATCH ? LIMIT 1",
+                  ("title : " + title,)).fetchall()
+print(len(rows))
+"""
+
+
 def own_peak_kb() -> int:
     """This process's peak resident memory in KB. Not ru_maxrss: a child that subprocess
     starts by vfork reports there its parent's peak when that is larger (Linux carries the
@@ -102,6 +116,9 @@ sys.stdout.flush()
 print("PATH", "engine" if "osk.engine.core" in sys.modules else "store", file=sys.stderr)
 sys.exit(code)
 """
+
+
+READ_CHILD = OSK_CHILD.replace('"search", sys.argv[2], "--json"', '"read", sys.argv[2]')
 
 
 # -- measuring a child -------------------------------------------------------------------------
@@ -176,31 +193,61 @@ def size_of(path: Path) -> int:
 # -- the run -----------------------------------------------------------------------------------
 def fresh_searches(root: Path, fts: Path, queries: list[str], cwd: Path,
                    against: Path | None = None) -> dict[str, Any]:
+    """Fresh ``osk search QUERY --json`` processes, each beside a fresh FTS5 query of the
+    same words and ``python -c pass``."""
+    return fresh_pairs(OSK_CHILD, FTS_CHILD, root, fts, queries, cwd, against, bare=True)
+
+
+def fresh_reads(root: Path, fts: Path, titles: list[str], cwd: Path,
+                against: Path | None = None) -> dict[str, Any]:
+    """Fresh ``osk read TITLE`` processes (the text a person reads), each beside a fresh
+    process fetching the node's row from FTS5 by its title."""
+    return fresh_pairs(READ_CHILD, FTS_READ_CHILD, root, fts, titles, cwd, against)
+
+
+def fresh_pairs(osk_child: str, fts_child: str, root: Path, fts: Path, asked: list[str],
+                cwd: Path, against: Path | None, *, bare: bool = False) -> dict[str, Any]:
+    """Medians of fresh osk processes (``osk_child``), one for each of ``asked``, each beside
+    a fresh FTS5 process (``fts_child``) asked the same (and ``python -c pass`` with
+    ``bare``); ``against``: the osk processes from that source too, interleaved."""
     py = sys.executable
     env = env_for_osk()
-    osk, sql, bare, peaks, paths = [], [], [], [], []
+    osk, sql, python, peaks, paths = [], [], [], [], []
     other: list[tuple[float, float]] = []
     other_env = {**env, "PYTHONPATH": str(against)} if against else env
-    child([py, "-c", OSK_CHILD, str(root), queries[0]], cwd, env)  # bytecode, page cache
+    child([py, "-c", osk_child, str(root), asked[0]], cwd, env)  # bytecode, page cache
     if against:
-        child([py, "-c", OSK_CHILD, str(root), queries[0]], cwd, other_env)
-    for query in queries:
+        child([py, "-c", osk_child, str(root), asked[0]], cwd, other_env)
+    for one in asked:
         if against:
-            wall, cpu, done = child([py, "-c", OSK_CHILD, str(root), query], cwd, other_env)
+            wall, cpu, done = child([py, "-c", osk_child, str(root), one], cwd, other_env)
             other.append((wall, cpu))
             paths.append("other " + ("store" if "PATH store" in done.stderr else "engine"))
-        wall, cpu, done = child([py, "-c", OSK_CHILD, str(root), query], cwd, env)
+        wall, cpu, done = child([py, "-c", osk_child, str(root), one], cwd, env)
         osk.append((wall, cpu))
         peaks.append(peak_mb(done.stderr))
         paths.append("store" if "PATH store" in done.stderr else "engine")
-        wall, cpu, _ = child([py, "-c", FTS_CHILD, str(fts), query], cwd)
+        wall, cpu, _ = child([py, "-c", fts_child, str(fts), one], cwd)
         sql.append((wall, cpu))
-        wall, cpu, _ = child([py, "-c", "pass"], cwd)
-        bare.append((wall, cpu))
-    return {"osk": medians(osk), "fts": medians(sql), "python": medians(bare),
-            "peak_mb": max(peaks), "from_store": paths.count("store"), "runs": len(queries),
+        if bare:
+            wall, cpu, _ = child([py, "-c", "pass"], cwd)
+            python.append((wall, cpu))
+    return {"osk": medians(osk), "fts": medians(sql),
+            "python": medians(python) if python else None,
+            "peak_mb": max(peaks), "from_store": paths.count("store"), "runs": len(asked),
             "against": medians(other) if other else None,
             "against_from_store": paths.count("other store")}
+
+
+def titles_for(root: Path, count: int) -> list[str]:
+    """``count`` Domain node titles of the vault (any session sees them), the same ones in
+    every run (seeded)."""
+    from osk.store.catalog import walk_nodes
+    from osk.store.node import title_from_path
+
+    every = sorted(rel for rel, _ in walk_nodes_of(root, walk_nodes)  # seen from any scope
+                   if rel.startswith("Domain/") and "/_" not in rel)
+    return [title_from_path(rel) for rel in random.Random(26).sample(every, count)]
 
 
 def warm_and_writes(root: Path, queries: list[str], rounds: int, *, gap: float = 0.0,
@@ -372,7 +419,7 @@ def queries_for(size: int, count: int) -> list[str]:
 
 
 def report(size: int, fresh: dict[str, Any], warm: dict[str, float] | None, sizes: dict[str, int],
-           imported: dict[str, float] | None) -> None:
+           imported: dict[str, float] | None, reads: dict[str, Any] | None = None) -> None:
     o_w, o_c = fresh["osk"]
     f_w, f_c = fresh["fts"]
     p_w, p_c = fresh["python"]
@@ -388,6 +435,17 @@ def report(size: int, fresh: dict[str, Any], warm: dict[str, float] | None, size
     print(f"fresh FTS5 query      {f_w:7.0f} ms wall {f_c:7.0f} ms CPU   "
           f"(osk/FTS5 CPU {o_c / f_c:.1f}x)")
     print(f"python -c pass        {p_w:7.0f} ms wall {p_c:7.0f} ms CPU")
+    if reads:
+        r_w, r_c = reads["osk"]
+        t_w, t_c = reads["fts"]
+        print(f"fresh `osk read`      {r_w:7.0f} ms wall {r_c:7.0f} ms CPU   "
+              f"peak {reads['peak_mb']:.0f} MB, {reads['from_store']}/{reads['runs']} answered "
+              f"from the store")
+        if reads["against"]:
+            a_w, a_c = reads["against"]
+            print(f"  ... from --against  {a_w:7.0f} ms wall {a_c:7.0f} ms CPU")
+        print(f"fresh FTS5 row        {t_w:7.0f} ms wall {t_c:7.0f} ms CPU   "
+              f"(osk read/FTS5 CPU {r_c / t_c:.1f}x)")
     if warm:
         print(f"warm Engine.search    {warm['warm_ms']:7.1f} ms wall "
               f"{warm['warm_cpu_ms']:7.1f} ms CPU")
@@ -463,13 +521,14 @@ def main() -> int:
                   f"{time.perf_counter() - started:.1f} s", flush=True)
             queries = queries_for(size, args.runs)
             fresh = fresh_searches(root, fts, queries, root, args.against)
+            reads = fresh_reads(root, fts, titles_for(root, args.runs), root, args.against)
             sizes = {"index": size_of(root / ".osk" / "index"),
                      "catalog": size_of(root / ".osk" / "catalog"), "fts": size_of(fts)}
             warm = None if args.fresh_only else warm_and_writes(root, queries, args.rounds)
             imported = None
             if not (args.no_import or args.fresh_only):
                 imported = bench_import(base, args.import_size or min(size, 10000))
-            report(size, fresh, warm, sizes, imported)
+            report(size, fresh, warm, sizes, imported, reads)
     return 0
 
 

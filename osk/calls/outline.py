@@ -1,5 +1,5 @@
 """A node body's outline: its Markdown headings outside fenced code, each with the span of text it
-covers, and the span a ``section`` names (what ``read_node`` pages by).
+covers, and the span a ``section`` names (what a read pages by: ``osk.calls.pages``).
 """
 
 from __future__ import annotations
@@ -57,3 +57,4 @@ def section_span(outline: Sequence[Heading], body: str,
     listing = "; ".join(h.title for h in outline) or "the body has no headings"
     raise NodeNotFound(f"no heading {section!r} in this node; its headings: {listing}",
                        ref=section)
+

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from osk.authority import mutation, protection
 from osk.calls.context import AGENT, USER, WriteContext
-from osk.calls.outline import outline_of, section_span
+from osk.calls.pages import node_page
 from osk.calls.request import NewNode, NodeEdit
 from osk.calls.results import (
     AppendResult,
@@ -56,7 +56,7 @@ from osk.search.corpus import SearchDoc, node_content_hash
 from osk.search.ranking import Hit, Markers, ScopeRule, SearchResult
 from osk.search.rounds import SEARCH_KINDS, RoundIndex, merged, round_hits
 from osk.store.catalog import Catalog, Changes
-from osk.store.edges import NodeTarget, as_link, parse_target
+from osk.store.edges import NodeTarget, parse_target
 from osk.store.fsutil import RACE_WINDOW_NS, collector_paused, synced_at_exit
 from osk.store.node import Node
 from osk.store.node import parse as parse_node
@@ -67,7 +67,6 @@ if TYPE_CHECKING:
     from osk.search.recall_server import Listener
     from osk.writes.write import MoveResult, ReciteResult, WriteResult
 
-PAGE_CHARS = 4000  # read_node: at most this many body characters per call
 REFRESH_SECONDS = 1.0  # reads re-stat every node file at most this often (for hand edits)
 # Files still inside the race window at the end of a bulk load that the next process may read
 # rather than wait for (``persist``): a few files cost it less than the wait costs the load.
@@ -350,11 +349,14 @@ class Engine:
 
     # -- reading nodes ---------------------------------------------------------------------
     def read_node(self, ref: str, *, section: str | None = None, start: int | None = None,
-                  length: int | None = None, as_of: str | None = None) -> NodeRead:
+                  length: int | None = None, as_of: str | None = None,
+                  related: bool = True) -> NodeRead:
         """A node by title or id. A long body comes in pages of at most 4,000 characters:
         by ``section`` (a heading from ``outline``) and/or by ``start``/``length``. The hash
         that authorises a full replacement comes with the read that completes this session's
-        reading of the current version: one whole read, or the last of its pages.
+        reading of the current version: one whole read, or the last of its pages. The first
+        page lists the related nodes (``related``) unless ``related`` is False (a reader that
+        shows none: their similar ones take a search, which in a fresh process loads the index).
 
         ``as_of``: the version readers were served at that time (``osk.authority.validity``); such a
         read carries no hash and does not count as reading the node for a re-citation."""
@@ -363,10 +365,10 @@ class Engine:
 
             self._fresh()
             past = past_node(self._ctx, self.visible, ref, as_of)
-            return self._page(past, past, section, start, length)
+            return node_page(self.scope, past, past, section, start, length)
         node = self.visible_node(ref)
         shown, pending = self._served(node)
-        page = self._page(node, shown, section, start, length)
+        page = node_page(self.scope, node, shown, section, start, length)
         self.reads.note(f"node:{node.id}", shown.body_hash, page.start, page.end,
                         page.total_chars)
         # The replacement hash is the file's, so the pages that earn it are counted per file
@@ -376,7 +378,8 @@ class Engine:
         return replace(page, pending=pending,
                        hash=node.file_hash if whole and not pending else None,
                        markers=tuple(self.markers([node.id]).get(node.id, [])),
-                       related=tuple(self.related(shown)) if page.start == 0 else ())
+                       related=tuple(self.related(shown)) if related and page.start == 0
+                       else ())
 
     def related(self, node: Node) -> list[Related]:
         """Up to ``RELATED`` nodes this session may see near ``node``: the nodes it cites
@@ -410,29 +413,6 @@ class Engine:
             if "superseded" not in hit.markers:
                 add(_node_or_none(self.catalog, hit.id), f"similar: {_similar_why(hit)}")
         return list(found.values())
-
-    def _page(self, node: Node, shown: Node, section: str | None, start: int | None,
-              length: int | None) -> NodeRead:
-        """One page of ``shown`` (the version served) of ``node`` (the file's identity), with
-        no hash and no markers: the caller adds what this read earns."""
-        body = shown.body
-        outline = outline_of(body)
-        lo, hi, label = section_span(outline, body, section)
-        begin = lo + max(0, start or 0)
-        if begin > hi:
-            raise OskError(f"start {start} is past the end ({hi - lo} characters)", start=start)
-        size = PAGE_CHARS if length is None else max(1, min(int(length), PAGE_CHARS))
-        end = min(hi, begin + size)
-        return NodeRead(
-            scope=self.scope, id=node.id, title=node.title, path=node.path, space=node.space,
-            node_scope=node.scope, summary=shown.meta.summary, created=shown.meta.created,
-            updated=shown.meta.updated, author=shown.meta.author, drafter=shown.meta.drafter,
-            trust=shown.meta.trust_state, derived_from=tuple(map(as_link, shown.meta.derived_from)),
-            conflicts=tuple(shown.meta.conflicts), text=body[begin:end], start=begin, end=end,
-            total_chars=len(body), complete=begin == 0 and end == len(body),
-            next_start=(end - lo) if end < hi else None, hash=None, outline=outline,
-            section=label, pending=False, markers=(),
-        )
 
     def visible_node(self, ref: str) -> Node:
         """The node ``ref`` names if this session may see it, re-read from disk."""

@@ -206,8 +206,8 @@ def _ranked(vault: Vault, session: Any, query: str, text: str,
         corpus = recallfile.RecallCorpus(db, query_terms(text))
         corpus.meta["look"] = look
         # The generation read once, before any check: a write announced later is not vouched for.
-        bounds = _bounds(vault, look)
-        stale = _unchanged(vault, db, corpus.meta, bounds)
+        bounds = look_bounds(vault, look)
+        stale = stale_since_look(vault, db, corpus.meta, bounds)
         if stale is None or (stale and not _amend(vault, db, corpus, stale)):
             return None
         swept = int(corpus.meta.get("n", 0)) <= int(look["sweep"])
@@ -226,9 +226,9 @@ def _ranked(vault: Vault, session: Any, query: str, text: str,
             if len(stale) + len(unsure) > EDITS or not _amend(vault, db, corpus, unsure):
                 return None
             stale.update(unsure)
-        hits = ranking.hits(order, lambda ids: _markers(vault, db, docs, look,
+        hits = ranking.hits(order, lambda ids: hit_markers(vault, db, docs, look,
                                                         corpus.amended))
-    except (recallfile.Unusable, recallfile.Error, _EngineNeeded, KeyError, TypeError,
+    except (recallfile.Unusable, recallfile.Error, EngineNeeded, KeyError, TypeError,
             ValueError):
         return None  # damaged, swapped as we read, or another shape: the engine mends it
     finally:
@@ -239,13 +239,13 @@ def _ranked(vault: Vault, session: Any, query: str, text: str,
 def _hits_unsure(vault: Vault, docs: list[Any], stale: Stale, bounds: tuple[int, int]
                  ) -> Stale:
     """The hits' files not read here already whose stat cannot vouch for the text indexed
-    (``_as_indexed``), with their stats now (None: gone)."""
+    (``as_indexed``), with their stats now (None: gone)."""
     root = str(vault.root)
     unsure: Stale = {}
     for doc in docs:
         if doc.path not in stale:
-            now = _stat_now(root, doc.path)
-            if not _as_indexed(vault, doc.path, doc.stat, doc.file_hash, bounds, now):
+            now = stat_now(root, doc.path)
+            if not as_indexed(vault, doc.path, doc.stat, doc.file_hash, bounds, now):
                 unsure[doc.path] = now
     return unsure
 
@@ -290,14 +290,14 @@ def _order(vault: Vault, db: Any, corpus: Any, ranking: Ranking, text: str,
 Stale = dict[str, "tuple[int, int, int] | None"]  # node file -> its stat now (None: gone)
 
 
-def _unchanged(vault: Vault, db: Any, meta: dict[str, Any], bounds: tuple[int, int]
+def stale_since_look(vault: Vault, db: Any, meta: dict[str, Any], bounds: tuple[int, int]
                ) -> Stale | None:
     """The node files the index on disk may not hold as they are, or None when its checks
     cannot tell (the engine looks). Every folder the look listed has the stat it had, or is
     listed now (``_as_listed``: an osk process wrote there since the look, and its write
     reached the index as every engine's does; a file changed, made or removed by hand is
     found there); up to ``SWEEP_FILES`` node files, each file as indexed too
-    (``_as_indexed``); each file the index skipped (invalid) as the look saw it."""
+    (``as_indexed``); each file the index skipped (invalid) as the look saw it."""
     from osk.search.regions import Regions
     from osk.search.versions import PARAMS
 
@@ -313,21 +313,21 @@ def _unchanged(vault: Vault, db: Any, meta: dict[str, Any], bounds: tuple[int, i
         return None
     for rel, recorded in look.get("others", {}).items():
         if rel not in stale and not _files_unchanged(vault, [(rel, recorded)], look):
-            stale[rel] = _stat_now(root, rel)
+            stale[rel] = stat_now(root, rel)
     if int(meta.get("n", 0)) <= int(look["sweep"]):
         for path, file_hash, size, mtime, ino in db.execute(
                 "SELECT path, file_hash, size, mtime_ns, ino FROM docs"):
             if path in stale:
                 continue
-            now = _stat_now(root, path)
-            if not _as_indexed(vault, path, (size, mtime, ino), file_hash, bounds, now):
+            now = stat_now(root, path)
+            if not as_indexed(vault, path, (size, mtime, ino), file_hash, bounds, now):
                 stale[path] = now
                 if len(stale) > EDITS:
                     return None
     return stale if len(stale) <= EDITS else None
 
 
-def _stat_now(root: str, rel: str) -> tuple[int, int, int] | None:
+def stat_now(root: str, rel: str) -> tuple[int, int, int] | None:
     """A node file's stat key now (None: gone)."""
     try:
         st = os.stat(os.path.join(root, rel), follow_symlinks=False)
@@ -373,7 +373,7 @@ def _as_listed(vault: Vault, db: Any, look: dict[str, Any], moved: list[str],
             stale[prefix + name] = None
         for name, stat in files.items():
             if name in held:
-                vouched = _as_indexed(vault, prefix + name, held[name][1], held[name][0],
+                vouched = as_indexed(vault, prefix + name, held[name][1], held[name][0],
                                       bounds, stat)
             else:  # the look saw it unindexed (invalid), settled, as it is; or it is new
                 vouched = name in unindexed and list(stat) == unindexed[name] and \
@@ -404,7 +404,7 @@ def _held_in(db: Any, prefix: str) -> tuple[dict[str, tuple[str, tuple[int, int,
     return held, below
 
 
-def _bounds(vault: Vault, look: dict[str, Any]) -> tuple[int, int]:
+def look_bounds(vault: Vault, look: dict[str, Any]) -> tuple[int, int]:
     """(settled before, announced by): a file changed before the first was settled when the
     look began (the look vouches for its stat); one changed no later than the second, the
     generation's last move, was changed before an osk writer's announcement (every writer
@@ -414,11 +414,11 @@ def _bounds(vault: Vault, look: dict[str, Any]) -> tuple[int, int]:
     return int(look["seen_ns"]) - RACE_WINDOW_NS, generation.current(vault)[2]
 
 
-def _as_indexed(vault: Vault, rel: str, recorded: Any, file_hash: str,
+def as_indexed(vault: Vault, rel: str, recorded: Any, file_hash: str,
                 bounds: tuple[int, int], stat: tuple[int, int, int] | None) -> bool:
     """Whether a node file is the one the index on disk holds: the stat it recorded
-    (``stat``: the file's now, ``_stat_now``; None: gone), and changed long enough before
-    the look that a later change would show in it (``RACE_WINDOW_NS``, ``_bounds``). A file
+    (``stat``: the file's now, ``stat_now``; None: gone), and changed long enough before
+    the look that a later change would show in it (``RACE_WINDOW_NS``, ``look_bounds``). A file
     changed since, or just before, is read and its text compared with the text indexed (as
     the engine re-reads a file its stat cannot vouch for) when an osk writer announced that
     change (a server's or a command's write: the index took it with the write); a change
@@ -497,27 +497,27 @@ def _files_unchanged(vault: Vault, files: list[tuple[str, Any]], look: dict[str,
     root = str(vault.root)
     settled_before = int(look["seen_ns"]) - RACE_WINDOW_NS
     for rel, recorded in files:
-        now = _stat_now(root, rel)
+        now = stat_now(root, rel)
         if now is None or now != tuple(recorded) or now[1] >= settled_before:
             return False
     return True
 
 
-class _EngineNeeded(Exception):
+class EngineNeeded(Exception):
     """A hit's markers need what only the engine holds: its answer, not this one."""
 
 
-def _markers(vault: Vault, db: Any, docs: list[Any], look: dict[str, Any],
+def hit_markers(vault: Vault, db: Any, docs: list[Any], look: dict[str, Any],
              amended: dict[str, Any]) -> dict[str, list[str]]:
     """recheck / conflict / pending / inferred / pending-review / steering, by the engine's
     rule (``osk.provenance.markers``). A hit waiting for the person's approval of a protected
-    change goes to the engine (``_EngineNeeded``): what it serves and what is on disk differ,
+    change goes to the engine (``EngineNeeded``): what it serves and what is on disk differ,
     and the engine judges the rest from the disk."""
     from osk.provenance.markers import OpenItems
 
     items = OpenItems(vault)
     if any(items.pending(doc.path) for doc in docs):
-        raise _EngineNeeded
+        raise EngineNeeded
     stale = _rechecks(vault, db, docs, look, amended)
     found: dict[str, list[str]] = {}
     for doc in docs:
@@ -557,11 +557,11 @@ def _rechecks(vault: Vault, db: Any, docs: list[Any], look: dict[str, Any],
     citations from the rechecks table on disk (``osk.provenance.recheck_store``), each citing
     hit as its file holds it now, each node it cites by its body hash (``_cited_bodies``),
     each raw round and project file it cites read now. Costs what the hits cite, not the
-    vault; ``_EngineNeeded`` when the table on disk cannot vouch for the ledger, or a cited
+    vault; ``EngineNeeded`` when the table on disk cannot vouch for the ledger, or a cited
     node is not one the recall file holds as its file is now."""
     table = _recorded(vault, [doc.id for doc in docs])
     if table is None:
-        raise _EngineNeeded
+        raise EngineNeeded
     if not table:
         return set()
     from osk.provenance.pairs import TargetHasher, stale_pairs
@@ -590,7 +590,7 @@ def _rechecks(vault: Vault, db: Any, docs: list[Any], look: dict[str, Any],
 def _cited_bodies(vault: Vault, db: Any, look: dict[str, Any], amended: dict[str, Any],
                   ids: list[str]) -> Callable[[str], str]:
     """Each cited node's body hash now, as the engine's catalog has it: the recall file's
-    document of that id (exactly one, else ``_EngineNeeded``), its file unchanged since it
+    document of that id (exactly one, else ``EngineNeeded``), its file unchanged since it
     was indexed (the stat recorded, settled before the look) and its body hash kept with the
     rechecks table by its file hash; a file that changed, or whose body the table does not
     know, is read (and must be the text indexed). So the first process after an import reads
@@ -616,7 +616,7 @@ def _cited_bodies(vault: Vault, db: Any, look: dict[str, Any], amended: dict[str
     def body(node_id: str) -> str:
         docs = found.get(node_id, [])
         if len(docs) != 1:  # gone, or an id two files claim: the engine's catalog says how
-            raise _EngineNeeded
+            raise EngineNeeded
         path, file_hash, _ = docs[0]
         value = known.get(file_hash) if docs[0] in settled else None
         return value if value is not None else _as_on_disk(vault, path, file_hash)[1]
@@ -626,7 +626,7 @@ def _cited_bodies(vault: Vault, db: Any, look: dict[str, Any], amended: dict[str
 
 def _as_on_disk(vault: Vault, path: str, file_hash: str) -> tuple[list[str], str]:
     """A node's ``derived-from`` links and body hash, read from its file, which must hold
-    the text the recall file indexed (else ``_EngineNeeded``): what the engine's catalog
+    the text the recall file indexed (else ``EngineNeeded``): what the engine's catalog
     holds of it."""
     from osk.errors import OskError
     from osk.store.fsutil import sha256_text
@@ -635,13 +635,13 @@ def _as_on_disk(vault: Vault, path: str, file_hash: str) -> tuple[list[str], str
     try:
         text = read_text(vault.abs(path))
         if sha256_text(text) != file_hash:
-            raise _EngineNeeded
+            raise EngineNeeded
         front, body = split_frontmatter(path, text, (LINKS,))
     except (OSError, OskError, UnicodeDecodeError):
-        raise _EngineNeeded from None
+        raise EngineNeeded from None
     links = front.get(LINKS) or []
     if not isinstance(links, list):
-        raise _EngineNeeded
+        raise EngineNeeded
     return [str(link) for link in links], body_hash(body)
 
 
@@ -663,5 +663,5 @@ def _steers(vault: Vault, doc: Any) -> bool:
     try:
         body = body_of(doc.path, vault.abs(doc.path).read_text(encoding="utf-8"))
     except (OSError, OskError, UnicodeDecodeError):
-        raise _EngineNeeded from None
+        raise EngineNeeded from None
     return bool(node_steering(doc.title, doc.summary, body))

@@ -615,6 +615,15 @@ def _set_meta(db: sqlite3.Connection, meta: Mapping[str, Any]) -> None:
 
 
 # -- reading (the hooks) -----------------------------------------------------------------------
+def read_meta(db: sqlite3.Connection) -> dict[str, Any]:
+    """The file's meta table, decoded (N, the total length, the parameters, the approvals the
+    index read under...); ``Unusable`` when the file is of another schema."""
+    meta = dict(db.execute("SELECT key, value FROM meta"))
+    if json.loads(meta.get("schema", "0")) != SCHEMA:
+        raise Unusable("the recall file has another schema")
+    return {key: json.loads(value) for key, value in meta.items()}
+
+
 class RecallCorpus:
     """What ``Ranking`` reads of a corpus, loaded from the recall file for one query's terms.
 
@@ -626,10 +635,7 @@ class RecallCorpus:
 
     def __init__(self, db: sqlite3.Connection, terms: Iterable[str]) -> None:
         self._db = db
-        meta = dict(db.execute("SELECT key, value FROM meta"))
-        if json.loads(meta.get("schema", "0")) != SCHEMA:
-            raise Unusable("the recall file has another schema")
-        self.meta = {key: json.loads(value) for key, value in meta.items()}
+        self.meta = read_meta(db)
         self.docs = _LazyDocs(db)
         self.by_title = _Lookup(db, "title_key")
         self.by_loose = _Lookup(db, "loose_key")

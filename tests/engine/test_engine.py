@@ -14,8 +14,9 @@ import writekit
 from writekit import create, make_repo, snapshot, write_toml
 
 from osk.calls.outline import Heading, outline_of
+from osk.calls.pages import PAGE_CHARS
 from osk.calls.request import NewNode, NodeEdit
-from osk.engine.core import PAGE_CHARS, Engine
+from osk.engine.core import Engine
 from osk.errors import EdgeError, LedgerFork, NodeNotFound, OskError, RawNotFound
 from osk.provenance.candidates import Candidates
 from osk.provenance.sessions import Routing

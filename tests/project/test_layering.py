@@ -167,6 +167,8 @@ SURFACE_EXCEPTIONS = {
         "`osk mcp` answers a search sent with its handshake from the index before the engine loads",
     ("osk.surfaces.commands.search", "osk.reads.quick_search"):
         "a fresh `osk search` answers from the persisted index without loading the engine",
+    ("osk.surfaces.commands.nodes", "osk.reads.quick_read"):
+        "a fresh `osk read` answers from the persisted index and the node's file, no engine",
     ("osk.surfaces.early", "osk.search.versions.DEFAULT_K"):
         "the early front bounds k before the engine loads (the engine owns default and cap)",
     ("osk.surfaces.early", "osk.search.versions.MAX_K"): "the same bound",

@@ -191,6 +191,20 @@ def test_another_osk_writer_moves_the_generation_and_is_seen(vault: Vault, tmp_p
     assert path == "QUICK" and titles == ["Walrus tusks"]
 
 
+def imported_citing(vault: Vault, cwd: Path) -> None:
+    """Two nodes by `osk import`, "Walrus diet" citing "Walrus habits"."""
+    source = cwd / "nodes.jsonl"
+    source.write_text("\n".join(json.dumps(line) for line in [
+        {"title": "Walrus habits", "summary": "Rest.", "body": "walrus on ice",
+         "space": "domain", "cluster": "animals"},
+        {"title": "Walrus diet", "summary": "Clams.", "body": "walrus and clams",
+         "space": "domain", "cluster": "animals", "derived_from": ["Walrus habits"]},
+    ]) + "\n", encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "osk", "--vault", str(vault.root), "import",
+                           str(source)], cwd=cwd, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
 def test_a_vault_that_records_citations_answers_from_the_store(
         vault: Vault, tmp_path: Path):
     """The import leaves the rechecks table on disk covering its ledger
@@ -199,16 +213,7 @@ def test_a_vault_that_records_citations_answers_from_the_store(
     from osk.provenance.recheck_store import citations_of
     from osk.store.ledger import Ledger
 
-    source = tmp_path / "nodes.jsonl"
-    source.write_text("\n".join(json.dumps(line) for line in [
-        {"title": "Walrus habits", "summary": "Rest.", "body": "walrus on ice",
-         "space": "domain", "cluster": "animals"},
-        {"title": "Walrus diet", "summary": "Clams.", "body": "walrus and clams",
-         "space": "domain", "cluster": "animals", "derived_from": ["Walrus habits"]},
-    ]) + "\n", encoding="utf-8")
-    done = subprocess.run([sys.executable, "-m", "osk", "--vault", str(vault.root), "import",
-                           str(source)], cwd=tmp_path, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    imported_citing(vault, tmp_path)
     assert vault.ledger_path("rechecks").stat().st_size  # the citation is recorded
     diet = json.loads(vault.ledger_path("rechecks").read_text(encoding="utf-8"))["citing"]
     recorded = citations_of(vault, Ledger(vault, "rechecks"), [diet])

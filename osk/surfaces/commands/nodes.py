@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from osk.surfaces.commands.common import add_json_flag, add_scope_flag, json_text
 
 if TYPE_CHECKING:
-    from osk.calls.results import Overview
+    from osk.calls.results import NodeRead, Overview
     from osk.engine.core import Engine
 
 
@@ -68,12 +68,12 @@ def run_overview(args: argparse.Namespace) -> int:
 
 
 def run_read(args: argparse.Namespace) -> int:
-    engine = _engine(args)
-    found = engine.read_node(args.node, section=args.section, start=args.start,
-                             length=args.length, as_of=args.as_of)
-    if args.json:
-        print(json_text(found))
+    if args.json:  # the related nodes come with it, which the engine lists
+        print(json_text(_engine(args).read_node(args.node, section=args.section,
+                                                start=args.start, length=args.length,
+                                                as_of=args.as_of)))
         return 0
+    found = _read_shown(args)
     print(f"# {found.title}  ({found.path})")
     print(f"{found.summary}")
     print(f"id {found.id} · updated {found.updated} · {found.author}/{found.drafter} · "
@@ -88,6 +88,21 @@ def run_read(args: argparse.Namespace) -> int:
         print(f"\n[characters {found.start}-{found.end} of {found.total_chars}{more}]",
               file=sys.stderr)
     return 0
+
+
+def _read_shown(args: argparse.Namespace) -> NodeRead:
+    """The read the text output prints (no related nodes): from the index on disk and the
+    node's file when they can vouch for it (``osk.reads.quick_read``), else the engine's."""
+    from osk.reads import quick_read
+
+    found = None
+    if args.as_of is None:
+        found = quick_read.read(args.vault, Path.cwd(), args.scope, args.node,
+                                section=args.section, start=args.start, length=args.length)
+    if found is None:
+        found = _engine(args).read_node(args.node, section=args.section, start=args.start,
+                                        length=args.length, as_of=args.as_of, related=False)
+    return found
 
 
 # -- rendering -----------------------------------------------------------------------------

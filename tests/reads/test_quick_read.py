@@ -1,0 +1,210 @@
+"""A fresh `osk read` answers from the persisted index and the node's own file while they vouch
+for the node (``osk.reads.quick_read``), with the engine's answer; anything they cannot vouch
+for goes to the engine. Real processes on a real vault, and the engine beside in process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_quick_search import (
+    CHILD,
+    NOT_IMPORTED,
+    _Terminal,
+    age,
+    folders_settle,
+    imported_citing,
+    node_text,
+    populated,
+    search,
+    write,
+)
+
+from osk.store.vault import Vault
+
+
+def read(vault: Vault, ref: str, cwd: Path, *options: str) -> tuple[str, int, str, str]:
+    """(which path answered, exit code, stdout, stderr without that line) of one `osk read`."""
+    env = {**os.environ, "OSK_SEMANTIC": "0"}
+    done = subprocess.run([sys.executable, "-c", CHILD, "--vault", str(vault.root), "read",
+                           ref, *options], cwd=cwd, capture_output=True, text=True,
+                          encoding="utf-8", env=env)
+    *said, which = done.stderr.strip().splitlines()
+    return which, done.returncode, done.stdout, "\n".join(said)
+
+
+def as_the_engine(vault: Vault, cwd: Path, ref: str, **page: object) -> object:
+    """The store's answer (never the engine's), after checking it is the one a fresh engine
+    gives with no related nodes: every field, the hash and the markers too."""
+    from osk.engine.core import Engine
+    from osk.reads.quick_read import read as quick
+
+    answered = quick(vault.root, cwd, None, ref, **page)  # type: ignore[arg-type]
+    assert answered is not None, "the store did not answer"
+    engine = Engine.open(vault, cwd=cwd, actor="user")
+    assert answered == engine.read_node(ref, related=False, **page)  # type: ignore[arg-type]
+    return answered
+
+
+def engine_looks(vault: Vault, cwd: Path) -> None:
+    """An engine's search: it takes what changed by hand into the index on disk, with its look
+    (a fresh search reads such files for itself and writes nothing)."""
+    from osk.engine.core import Engine
+
+    Engine.open(vault, cwd=cwd, actor="user").search("walrus")
+
+
+LONG_BODY = "\n".join(["## Habits", "walrus on the ice " * 200, "## Diet", "clams " * 300])
+
+
+def test_a_read_answers_from_the_store_as_the_engine_does(vault: Vault, tmp_path: Path):
+    populated(vault)
+    write(vault, "Domain/animals/Walrus book.md", node_text(5, LONG_BODY, summary="Long."))
+    folders_settle()
+    assert read(vault, "Walrus diet", tmp_path)[0] == "ENGINE"  # no index yet: nothing vouches
+    search(vault, "walrus", tmp_path)  # the engine builds the index and records its look
+    which, code, out, _ = read(vault, "walrus DIET", tmp_path)  # titles compare case-folded
+    assert (which, code) == ("QUICK", 0)
+    assert out.startswith("# Walrus diet  (Domain/animals/Walrus diet.md)\n")
+    assert "walrus and clams" in out
+    whole = as_the_engine(vault, tmp_path, "quick-0001")  # by id
+    assert whole.hash is not None and whole.complete  # type: ignore[attr-defined]
+    first = as_the_engine(vault, tmp_path, "Walrus book")
+    assert first.hash is None and first.next_start == 4000  # type: ignore[attr-defined]
+    as_the_engine(vault, tmp_path, "Walrus book", start=4000, length=500)
+    diet = as_the_engine(vault, tmp_path, "Walrus book", section="Diet")
+    assert diet.section == "Diet" and diet.text.startswith("## Diet")  # type: ignore[attr-defined]
+    which, code, out, _ = read(vault, "Walrus book", tmp_path, "--section", "Diet")
+    assert (which, code) == ("QUICK", 0) and "## Diet" in out and "on the ice" not in out
+
+
+def test_a_read_from_the_store_imports_no_engine(vault: Vault, tmp_path: Path):
+    populated(vault)
+    search(vault, "walrus", tmp_path)
+    child = CHILD.replace("print('ENGINE' if 'osk.engine.core' in sys.modules else 'QUICK', ",
+                          "print(' '.join(sorted(sys.modules)), ")
+    done = subprocess.run([sys.executable, "-c", child, "--vault", str(vault.root), "read",
+                           "Seal songs"], cwd=tmp_path, capture_output=True, text=True,
+                          encoding="utf-8", env={**os.environ, "OSK_SEMANTIC": "0"}, check=True)
+    modules = set(done.stderr.split())
+    assert "osk.reads.quick_read" in modules and "seals sing" in done.stdout
+    # the node is parsed as the engine parses it: its front matter by YAML and the contract
+    # (pydantic, which brings uuid, dataclasses and inspect); the page is the engine's
+    # NodeRead, its links as osk.store.edges writes them, the command line's argparse
+    read_needs = {"pydantic", "yaml", "uuid", "dataclasses", "inspect", "argparse",
+                  "osk.calls.results", "osk.store.edges"}
+    assert modules.isdisjoint(set(NOT_IMPORTED) - read_needs)
+    assert {"numpy", "osk.engine.core", "osk.search.semantic"} <= set(NOT_IMPORTED)
+
+
+def test_what_the_store_cannot_vouch_for_is_the_engines(vault: Vault, tmp_path: Path):
+    """Errors are the engine's, in its words; a past version, `--json` (with its related
+    nodes) and a node changed by hand since the look go to it too."""
+    populated(vault)
+    search(vault, "walrus", tmp_path)
+    which, code, _, said = read(vault, "Narwhal", tmp_path)
+    assert (which, code) == ("ENGINE", 3) and "no node with id or title 'Narwhal'" in said
+    which, code, _, said = read(vault, "Seal songs", tmp_path, "--section", "Nowhere")
+    assert (which, code) == ("ENGINE", 3) and "no heading 'Nowhere'" in said
+    assert read(vault, "Seal songs", tmp_path, "--as-of", "2099-01-01")[:2] == ("ENGINE", 0)
+    which, code, out, _ = read(vault, "Seal songs", tmp_path, "--json")
+    assert (which, code) == ("ENGINE", 0) and json.loads(out)["title"] == "Seal songs"
+    seal = vault.root / "Domain/animals/Seal songs.md"
+    with open(seal, "r+", encoding="utf-8") as handle:  # in place: its folder's stat kept
+        text = handle.read().replace("seals sing", "seals hum")
+        handle.seek(0)
+        handle.write(text)
+        handle.truncate()
+    which, code, out, _ = read(vault, "Seal songs", tmp_path)
+    assert (which, code) == ("ENGINE", 0) and "seals hum" in out
+    # another node is still vouched for: the changed file claims neither its title nor its id
+    assert read(vault, "Walrus diet", tmp_path)[:2] == ("QUICK", 0)
+    age(seal)
+    engine_looks(vault, tmp_path)
+    which, code, out, _ = read(vault, "Seal songs", tmp_path)
+    assert (which, code) == ("QUICK", 0) and "seals hum" in out
+
+
+def test_a_file_changed_by_hand_that_claims_the_name_sends_the_read_to_the_engine(
+        vault: Vault, tmp_path: Path):
+    """The catalog's rule: an id or title two files claim is refused, an id before a title.
+    A file made or changed by hand since the look counts, read here."""
+    populated(vault)
+    search(vault, "walrus", tmp_path)
+    seal = vault.root / "Domain/animals/Seal songs.md"
+    seal.write_text(seal.read_text(encoding="utf-8").replace("quick-0002", "quick-0001"),
+                    encoding="utf-8")  # in place, now holding Walrus diet's id
+    which, code, _, said = read(vault, "quick-0001", tmp_path)
+    assert which == "ENGINE" and code != 0 and "carried by 2 files" in said
+    which, code, _, said = read(vault, "Walrus diet", tmp_path)
+    assert which == "ENGINE" and "carried by 2 files" in said
+    write(vault, "Domain/other/WALRUS HABITS.md", node_text(9, "another walrus"))
+    folders_settle()
+    which, code, _, said = read(vault, "Walrus habits", tmp_path)
+    assert which == "ENGINE" and "claimed by 2 files" in said
+    # and the same once an engine has taken the changes into the index and its look
+    engine_looks(vault, tmp_path)
+    which, code, _, said = read(vault, "Walrus diet", tmp_path)
+    assert which == "ENGINE" and "carried by 2 files" in said
+    which, code, _, said = read(vault, "Walrus habits", tmp_path)
+    assert which == "ENGINE" and "claimed by 2 files" in said
+    (vault.root / "Domain/other/WALRUS HABITS.md").unlink()
+    write(vault, "Domain/animals/Seal songs.md", node_text(2, "seals sing under water"))
+    write(vault, "Domain/other/walrus diet.md", "no front matter\n")  # a title, no valid node
+    folders_settle()
+    engine_looks(vault, tmp_path)
+    assert read(vault, "Walrus habits", tmp_path)[:2] == ("QUICK", 0)
+    which, code, _, said = read(vault, "Walrus diet", tmp_path)
+    assert which == "ENGINE" and "claimed by 2 files" in said
+
+
+def test_a_node_of_a_scope_the_session_cannot_see_is_not_found(vault: Vault, tmp_path: Path):
+    from osk.engine.core import Engine
+    from osk.errors import NodeNotFound
+
+    populated(vault)
+    write(vault, "Scope/alpha/Alpha plan.md", node_text(20, "the alpha walrus plan"))
+    write(vault, "Scope/beta/Beta plan.md", node_text(21, "the beta walrus plan"))
+    folders_settle()
+    engine = Engine.open(vault, cwd=tmp_path, scope="beta", actor="user")
+    engine.search("walrus")  # builds the index and records the look
+    with pytest.raises(NodeNotFound):
+        engine.read_node("Alpha plan", related=False)
+    from osk.reads.quick_read import read as quick
+
+    assert quick(vault.root, tmp_path, "beta", "Alpha plan") is None
+    seen = quick(vault.root, tmp_path, "beta", "Beta plan")
+    assert seen is not None and seen == engine.read_node("Beta plan", related=False)
+
+
+def test_a_cited_node_carries_the_engines_markers(vault: Vault, tmp_path: Path):
+    """A node citing one whose body changed since has a recheck candidate: its marker comes
+    from the rechecks table on disk by the engine's rule, as a search hit's does."""
+    imported_citing(vault, tmp_path)
+    habits = next(vault.root.glob("Domain/**/Walrus habits.md"))
+    habits.write_text(habits.read_text(encoding="utf-8").replace("on ice", "on rocks"),
+                      encoding="utf-8")
+    for path in vault.root.glob("Domain/**/*.md"):
+        age(path)
+    folders_settle()
+    engine_looks(vault, tmp_path)
+    diet = as_the_engine(vault, tmp_path, "Walrus diet")
+    assert "recheck" in diet.markers  # type: ignore[attr-defined]
+    which, code, out, _ = read(vault, "Walrus diet", tmp_path)
+    assert (which, code) == ("QUICK", 0) and "markers: " in out and "recheck" in out
+
+
+def test_a_protected_vault_is_read_by_the_engine(vault: Vault, tmp_path: Path, monkeypatch):
+    from osk.authority import approvals
+
+    populated(vault)
+    monkeypatch.setattr("sys.stdin", _Terminal())
+    approvals.protect(vault, "Domain/animals")
+    folders_settle()
+    search(vault, "walrus", tmp_path)
+    which, code, out, _ = read(vault, "Walrus diet", tmp_path)
+    assert (which, code) == ("ENGINE", 0) and "walrus and clams" in out
