@@ -57,4 +57,3 @@ def section_span(outline: Sequence[Heading], body: str,
     listing = "; ".join(h.title for h in outline) or "the body has no headings"
     raise NodeNotFound(f"no heading {section!r} in this node; its headings: {listing}",
                        ref=section)
-

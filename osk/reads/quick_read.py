@@ -9,9 +9,11 @@ title, and the last engine's look says which of them it holds as they are; this 
 the node there by the catalog's rule and vouches for it by the checks a fresh search makes
 (``osk.reads.quick_search``), then reads its file:
 
-- the index on disk holds the vault's node files as they are, by ``quick_search``'s checks
-  (every folder the last look listed unmoved; up to ``SWEEP_FILES`` files stat by stat; each
-  file the index skipped as the look saw it): no file was made, removed or renamed since;
+- the last engine's look still holds, by ``quick_search``'s checks (every folder it listed
+  unmoved or listed again; up to ``SWEEP_FILES`` files stat by stat; each file the index
+  skipped as the look saw it), but for at most ``quick_search.EDITS`` node files changed,
+  made or removed by hand since: each of those is read here, and none may be the node's own
+  file or claim its id or title;
 - ``ref`` names exactly one node, as ``Catalog.get`` resolves it: an id one document holds,
   else a title one document holds and no skipped (invalid) file claims, whose id no other
   document holds;
