@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_quick_search import (
@@ -208,3 +209,81 @@ def test_a_protected_vault_is_read_by_the_engine(vault: Vault, tmp_path: Path, m
     search(vault, "walrus", tmp_path)
     which, code, out, _ = read(vault, "Walrus diet", tmp_path)
     assert (which, code) == ("ENGINE", 0) and "walrus and clams" in out
+
+
+TRIALS = int(os.environ.get("OSK_READ_TRIALS", "12"))
+
+
+def test_random_hand_changes_leave_every_read_from_the_store_the_engines(
+        vault: Vault, tmp_path: Path):
+    """Hand changes of every kind (an edit in place, a file made, removed or renamed, an id or
+    a title a second file claims, a file that is no valid node), some taken into the index by
+    an engine's look and some not: each read the store answers is the fresh engine's, field
+    for field; where the engine refuses, the store does not answer. ``OSK_READ_TRIALS`` runs
+    it longer by hand."""
+    import random
+
+    from osk.engine.core import Engine
+    from osk.errors import OskError
+    from osk.reads.quick_read import read as quick
+
+    rng = random.Random(20261206)
+    folders = ["Domain/animals", "Domain/plants"]
+    for number in range(10):
+        write(vault, f"{folders[number % 2]}/Note {number}.md",
+              node_text(number, f"body of note {number}"))
+    folders_settle()
+    engine_looks(vault, tmp_path)
+    answered = refused = 0
+    for trial in range(TRIALS):
+        for _ in range(rng.randint(1, 3)):
+            hand_change(vault, rng, folders, trial)
+        if rng.random() < 0.4:
+            folders_settle()
+            engine_looks(vault, tmp_path)
+        files = sorted(vault.root.glob("Domain/*/*.md"))
+        refs = [rng.choice(files).stem for _ in range(3)] if files else []
+        refs += [f"quick-{rng.randrange(14):04d}", rng.choice(refs or ["none"]).upper()]
+        for ref in refs:
+            found = quick(vault.root, tmp_path, None, ref)
+            try:
+                expected = Engine.open(vault, cwd=tmp_path, actor="user").read_node(
+                    ref, related=False)
+            except OskError:
+                assert found is None, (trial, ref)
+                refused += 1
+                continue
+            if found is not None:
+                assert found == expected, (trial, ref)
+                answered += 1
+    assert answered and refused  # both sides of the rule were exercised
+
+
+def hand_change(vault: Vault, rng: Any, folders: list[str], trial: int) -> None:
+    """One change a person or a tool might make outside osk, chosen at random."""
+    files = sorted(vault.root.glob("Domain/*/*.md"))
+    kind = rng.choice(["edit", "make", "remove", "rename", "id", "title", "invalid"])
+    if not files or kind == "make":
+        write(vault, f"{rng.choice(folders)}/Made {trial} {rng.randrange(99)}.md",
+              node_text(20 + rng.randrange(80), "made by hand"), settled=rng.random() < 0.5)
+        return
+    path = rng.choice(files)
+    if kind == "edit":
+        text = path.read_text(encoding="utf-8").replace("body", "edited body", 1)
+        with open(path, "r+", encoding="utf-8") as handle:  # in place: the folder's stat kept
+            handle.write(text)
+            handle.truncate()
+    elif kind == "remove":
+        path.unlink()
+    elif kind == "rename":
+        path.rename(path.with_name(f"Renamed {trial} {rng.randrange(99)}.md"))
+    elif kind == "id":  # a second file takes another's id
+        other = rng.choice(files).read_text(encoding="utf-8").split("\n", 2)[1]
+        lines = path.read_text(encoding="utf-8").split("\n")
+        path.write_text("\n".join([lines[0], other, *lines[2:]]), encoding="utf-8")
+    elif kind == "title":  # a second file, in the other folder, claims a title case-folded
+        folder = next(f for f in folders if not str(path.parent).endswith(f))
+        write(vault, f"{folder}/{path.stem.upper()}.md", node_text(
+            30 + rng.randrange(70), "the same title"), settled=rng.random() < 0.5)
+    else:
+        write(vault, f"{rng.choice(folders)}/{path.stem.lower()}.md", "no front matter\n")
