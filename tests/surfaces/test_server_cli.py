@@ -43,6 +43,28 @@ def test_overview_prints_the_session_scope_and_counts(written: Engine, capsys):
     assert "Scope 2" in out and "Recheck candidates: 0" in out
 
 
+def test_overview_walks_the_vault_once_and_sees_a_file_made_just_before(
+        written: Engine, vault: Vault, capsys, monkeypatch: pytest.MonkeyPatch):
+    """The engine a command opens for its overview skips its opening walk: the overview's own
+    refresh walks, once, after the command began."""
+    from osk.store.freshness import Freshness
+
+    walks = []
+    full = Freshness.full
+
+    def counted(self: Freshness) -> object:
+        walks.append(1)
+        return full(self)
+
+    monkeypatch.setattr(Freshness, "full", counted)
+    (vault.abs("Scope/app/cache") / "Broken.md").write_text("no front matter\n",
+                                                           encoding="utf-8")
+    assert main(["overview", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert len(walks) == 1
+    assert data["counts"]["Scope"] == 2 and any("Broken.md" in p for p in data["problems"])
+
+
 def test_overview_json_lists_recheck_candidates(written: Engine, capsys):
     written.update_node("cache", NodeEdit(old_text="Hub.", new_text="The hub."))
     assert main(["overview", "--json"]) == 0

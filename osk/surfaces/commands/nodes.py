@@ -58,7 +58,7 @@ def run_validate(args: argparse.Namespace) -> int:
 
 
 def run_overview(args: argparse.Namespace) -> int:
-    engine = _engine(args)
+    engine = _engine(args, look=False)  # the overview's own refresh is the one walk
     found = engine.overview()
     if args.json:
         print(json_text(found))
@@ -136,8 +136,8 @@ def overview_lines(found: Overview) -> list[str]:
     return lines
 
 
-def _engine(args: argparse.Namespace) -> Engine:
+def _engine(args: argparse.Namespace, *, look: bool = True) -> Engine:
     from osk.engine.core import Engine
 
     return Engine.open(args.vault, cwd=Path.cwd(), scope=getattr(args, "scope", None),
-                       actor="user")
+                       actor="user", look=look)

@@ -206,7 +206,7 @@ def _with_progress(label: str, work: Any) -> tuple[Any, float]:
 def run_reindex(args: argparse.Namespace) -> int:
     from osk.engine.core import Engine
 
-    engine = Engine.open(args.vault, cwd=Path.cwd(), actor="user")
+    engine = Engine.open(args.vault, cwd=Path.cwd(), actor="user", look=False)  # reindex walks
     count, seconds = _with_progress("indexing", engine.reindex)
     if args.json:
         print(json_text({"indexed": count, "seconds": round(seconds, 3)}))
