@@ -98,8 +98,9 @@ def _read(vault_arg: str | Path | None, cwd: Path, scope: str | None, ref: str,
         return None  # damaged, swapped as we read, or another shape: the engine answers
     finally:
         db.close()
-    whole = page.total_chars == 0 or (page.start == 0 and page.end >= page.total_chars)
-    return replace(page, hash=node.file_hash if whole else None, markers=tuple(markers))
+    # a first read of this file version earns the hash when it shows the whole body
+    # (``ReadLog.note`` on one page): what the page already says (``complete``)
+    return replace(page, hash=node.file_hash if page.complete else None, markers=tuple(markers))
 
 
 def _vouched(vault: Vault, db: Any, ref: str) -> tuple[Any, Any, dict[str, Any]] | None:
