@@ -81,6 +81,14 @@ class Frontmatter(BaseModel):
             raise ValueError(f"at most {MAX_SUMMARY} characters (got {len(value)})")
         return value
 
+    @field_validator("derived_from", "conflicts", mode="before")
+    @classmethod
+    def _none_listed(cls, value: Any) -> Any:
+        # A list key left with nothing after it (``derived-from:`` once its last item is
+        # deleted by hand, or an empty property as Obsidian writes one) is null to YAML:
+        # no links, not a broken node.
+        return [] if value is None else value
+
     @field_validator("derived_from", "conflicts")
     @classmethod
     def _links(cls, value: list[str]) -> list[str]:

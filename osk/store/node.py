@@ -483,6 +483,7 @@ def _canonical_header(header: str, keys: Collection[str] | None = None
     data: dict[str, Any] = {}
     seen: set[str] = set()
     open_list: list[str] | None = None
+    opened: list[str] = []  # the keys read as ``key:``: null to YAML when no item follows
     for line in header.split("\n"):
         if not line:
             continue
@@ -506,6 +507,7 @@ def _canonical_header(header: str, keys: Collection[str] | None = None
         open_list = None
         if value is None:
             open_list = into[key] = []
+            opened.append(key)
         elif value == "[]":
             into[key] = []
         elif value.startswith('"'):
@@ -520,6 +522,9 @@ def _canonical_header(header: str, keys: Collection[str] | None = None
             into[key] = value
         else:
             return None
+    for key in opened:  # an empty property, as Obsidian writes one: null, as YAML reads it
+        if data.get(key) == []:
+            data[key] = None
     return data
 
 

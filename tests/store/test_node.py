@@ -202,6 +202,29 @@ def test_hand_written_yaml_falls_back_to_the_yaml_reader():
                                   ("derived-from",)) is None  # a key twice: YAML's call
 
 
+def test_a_key_with_nothing_after_it_reads_as_null_as_yaml_reads_it():
+    """Obsidian writes a property left empty as ``key:`` alone. YAML reads that as null: an
+    optional key left empty is absent, not an empty list the contract refuses."""
+    import yaml
+
+    header = ('id: x\ncreated: 2026-11-29T18:00+00:00\nupdated: 2026-11-29T18:00+00:00\n'
+              'author: agent\ndrafter: m\nsummary: s\ntrust:\nderived-from:\n'
+              '  - "[[A]]"\nvalid_to:\n')
+    fast = node._canonical_header(header)
+    assert fast == yaml.safe_load(header)
+    assert fast is not None and fast["trust"] is None and fast["valid_to"] is None
+    text = f"---\n{header}---\nBody.\n"
+    parsed = node.parse("Domain/A.md", text)
+    assert parsed.meta.trust is None and parsed.meta.valid_to is None
+    assert parsed.meta.derived_from == ["[[A]]"]
+    # a list key left empty (its last item deleted) is null too: no links, to the contract
+    emptied = text.replace('derived-from:\n  - "[[A]]"\n', "derived-from:\n")
+    assert node.split_frontmatter("Domain/A.md", emptied)[0]["derived-from"] is None
+    assert node.parse("Domain/A.md", emptied).meta.derived_from == []
+    assert contract.Frontmatter.model_validate(
+        {**GOOD, "derived-from": None, "conflicts": None}).conflicts == []
+
+
 def test_the_keys_a_read_names_without_the_model_are_the_models():
     fields = contract.Frontmatter.model_fields
     assert node.KEYS == contract.KEYS == tuple(f.alias or name for name, f in fields.items())
