@@ -31,10 +31,11 @@ def node_page(scope: str, node: Node, shown: Node, section: str | None, start: i
     end = min(hi, begin + size)
     return NodeRead(
         scope=scope, id=node.id, title=node.title, path=node.path, space=node.space,
-        node_scope=node.scope, summary=shown.meta.summary, created=shown.meta.created,
-        updated=shown.meta.updated, author=shown.meta.author, drafter=shown.meta.drafter,
-        trust=shown.meta.trust_state, derived_from=tuple(map(as_link, shown.meta.derived_from)),
-        conflicts=tuple(shown.meta.conflicts), text=body[begin:end], start=begin, end=end,
+        node_scope=node.scope, summary=shown.field("summary"), created=shown.field("created"),
+        updated=shown.field("updated"), author=shown.field("author"),
+        drafter=shown.field("drafter"), trust=shown.trust_state,
+        derived_from=tuple(map(as_link, shown.derived_from)),
+        conflicts=tuple(shown.field("conflicts", ())), text=body[begin:end], start=begin, end=end,
         total_chars=len(body), complete=begin == 0 and end == len(body),
         next_start=(end - lo) if end < hi else None, hash=None, outline=outline,
         section=label, pending=False, markers=(),

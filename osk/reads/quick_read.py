@@ -23,8 +23,10 @@ the node there by the catalog's rule and vouches for it by the checks a fresh se
   node serves, and whether a change waits, is the engine's to judge).
 
 Its markers follow the engine's rule from the rechecks table on disk, as a search hit's do.
-The page is cut by the engine's own ``node_page``, and the hash that authorises a full
-replacement comes with a read of the whole body, as a session's first read earns it.
+Its front matter is read as ``parse_validated`` reads a text the index took from a valid node:
+in osk's own form, without the contract's model. The page is cut by the engine's own
+``node_page``, and the hash that authorises a full replacement comes with a read of the whole
+body, as a session's first read earns it.
 
 Related nodes are not listed: the similar ones take a ranked search (``Engine.related``), and
 the text ``osk read`` prints shows none; ``--json``, which carries them, opens the engine.
@@ -109,7 +111,7 @@ def _vouched(vault: Vault, db: Any, ref: str) -> tuple[Any, Any, dict[str, Any]]
     from osk.reads.quick_search import as_indexed, look_bounds, stale_since_look, stat_now
     from osk.search import recallfile
     from osk.store.fsutil import sha256_text
-    from osk.store.node import parse, read_text, title_from_path
+    from osk.store.node import parse_validated, read_text, title_from_path
     from osk.store.titles import title_key
 
     look = recallfile.read_look(vault.state("index"))  # read before the file's rows
@@ -141,7 +143,7 @@ def _vouched(vault: Vault, db: Any, ref: str) -> tuple[Any, Any, dict[str, Any]]
     text = read_text(vault.abs(doc.path))
     if sha256_text(text) != doc.file_hash:
         return None  # changed since it was vouched for: the engine reads it again
-    return doc, parse(doc.path, text), look
+    return doc, parse_validated(doc.path, text, doc.file_hash), look
 
 
 def _claim_none(vault: Vault, stale: dict[str, Any], key: str | None, ids: set[str]) -> bool:

@@ -315,7 +315,7 @@ def _share(doc: SearchDoc, entry: Entry) -> None:
         if node.id == doc.id:
             doc.id = node.id
         for name in ("summary", "updated"):  # (another 170 bytes a node)
-            held = node.plain_field(name)
+            held = node.field(name)
             if held == getattr(doc, name):
                 setattr(doc, name, held)
 

@@ -231,11 +231,13 @@ class Node:
             return list(meta.derived_from)
         return [str(link) for link in self._plain().get("derived_from", ())]
 
-    def plain_field(self, key: str) -> Any:
-        """One front matter field as the plain fields hold it (a node restored from the
-        catalog snapshot, or one whose text was let go), else None: the model is not built
-        to ask (``osk.search.corpus`` holds these strings rather than copies of them)."""
-        return None if self._fields is None else self._plain().get(key)
+    def field(self, name: str, default: Any = None) -> Any:
+        """One front matter field by its model name (``default`` where the file has none), from
+        the model when it is built, else from the plain fields (a node restored from the
+        catalog snapshot, or one whose text was let go): no model is built to ask."""
+        meta = self._meta
+        value = getattr(meta, name) if meta is not None else self._plain().get(name)
+        return default if value is None else value
 
     def meta_fields(self) -> dict[str, Any]:
         """The front matter as plain fields (what the catalog snapshot stores)."""
@@ -535,6 +537,22 @@ def parse(path: str, text: str) -> Node:
     data, body = split_frontmatter(path, text)
     meta = validate_meta(path, data)
     return Node(path=path, meta=meta, body=body, text=text)
+
+
+def parse_validated(path: str, text: str, file_hash: str) -> Node:
+    """``parse(path, text)`` for a text that ``file_hash`` (its hash, which the caller checked)
+    shows was validated before: the search index took it from a valid node. Its front matter in
+    osk's own form is read as the plain fields, without the contract's model (pydantic's
+    import and build cost a fresh process about 60 ms): the contract checks strings and lists
+    of strings and changes none, so the model holds what that form says. Front matter in any
+    other form, or with a key left empty (null, which the contract reads), is parsed and
+    validated as ``parse`` does."""
+    header, body = _parts(path, text)
+    data = _canonical_header(header)
+    if data is None or None in data.values():  # a key left empty: the contract's to read
+        return parse(path, text)
+    fields = {field_name(key): value for key, value in data.items()}
+    return Node(path, None, body, text, fields=fields, file_hash=file_hash)
 
 
 # -- rendering -----------------------------------------------------------------------------
