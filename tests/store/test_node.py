@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import random
 import subprocess
 import sys
 
@@ -10,6 +12,8 @@ import pytest
 
 from osk.errors import ContractError
 from osk.store import contract, node, sources
+
+HEADER_TRIALS = int(os.environ.get("OSK_HEADER_TRIALS", "4000"))
 
 GOOD = {
     "id": "01938a6e-0000-7000-8000-000000000001",
@@ -223,6 +227,55 @@ def test_a_key_with_nothing_after_it_reads_as_null_as_yaml_reads_it():
     assert node.parse("Domain/A.md", emptied).meta.derived_from == []
     assert contract.Frontmatter.model_validate(
         {**GOOD, "derived-from": None, "conflicts": None}).conflicts == []
+
+
+# Hand-written front matter: scalars YAML reads in other ways (numbers, dates, booleans, null,
+# flow collections, anchors, comments), quoted and not, in lines near osk's own form.
+_TRICKY = ["[[A]]", "[[A|b]]", "file:x.py", "file:a b.py", "a: b", "x #y", "x#y", "yes", "No",
+           "0:", "12", "1e3", "2026-11-29", "2026-11-29T18:00+00:00", "2026-11-29 18:00", "~",
+           "null", "human", "-", "a-b", ".5", "+1", "0x1F", "0o17", "1_000", ":", "a:b", "-a",
+           "?", "@x", "%x", "!x", "&a", "*a", "|", ">", "a\tb", "é", "한국어", "a ", "", "true",
+           "on", "n", ".inf", ".nan", "1:20", "0b101", "012", "1.", "x1.5", "a,b", "{a}", "[a]",
+           'b"c', "00:00"]
+_KEYS = [*node.KEYS, "tags"]
+
+
+def _hand_written_header(rng: random.Random) -> str:
+    def scalar() -> str:
+        value, form = rng.choice(_TRICKY), rng.random()
+        if form < 0.25:
+            return json.dumps(value, ensure_ascii=rng.random() < 0.5)
+        return "'" + value.replace("'", "''") + "'" if form < 0.3 else value
+
+    lines = []
+    for _ in range(rng.randint(1, 3)):
+        key, form = rng.choice(_KEYS), rng.random()
+        if form < 0.45:
+            separator = rng.choice([": "] * 8 + [":", ":  ", ":\t"])
+            lines.append(key + separator + scalar() + rng.choice([""] * 10 + [" # c", " "]))
+        elif form < 0.6:
+            lines.append(f"{key}: " + rng.choice(["[]", "[ ]", "[a]", '["[[A]]"]', "{}", ""]))
+        else:
+            lines.append(f"{key}:" + rng.choice(["", "", " # c"]))
+            lines.extend(rng.choice(["  - "] * 10 + ["- ", "    - ", "  -", "\t- "]) + scalar()
+                         for _ in range(rng.randint(0, 3)))
+    return "\n".join(lines) + "\n"
+
+
+def test_the_fast_header_reader_agrees_with_yaml_on_every_hand_written_header_it_reads():
+    """Whatever header the YAML-free reader answers (it leaves the rest to YAML), YAML reads
+    the same: a key left empty, a list's items indented otherwise, quoted scalars, numbers,
+    dates and YAML's words among them. OSK_HEADER_TRIALS headers (seeded)."""
+    import yaml
+
+    rng, answered = random.Random(20261207), 0
+    for _ in range(HEADER_TRIALS):
+        header = _hand_written_header(rng)
+        fast = node._canonical_header(header)
+        if fast is not None:
+            answered += 1
+            assert fast == yaml.load(header, Loader=node._yaml_loader()), header
+    assert answered > HEADER_TRIALS // 20  # the reader answered a fair share of them
 
 
 def test_the_keys_a_read_names_without_the_model_are_the_models():
