@@ -5,8 +5,9 @@ report and a scope's memory note. The write path's results are ``osk.writes.writ
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from osk.store.fastclass import dataclass
 
 if TYPE_CHECKING:  # annotations only: a fresh `osk search` imports this module, not these
     from osk.calls.outline import Heading

@@ -59,8 +59,6 @@ def read(vault_arg: str | Path | None, cwd: Path, scope: str | None, ref: str, *
 
 def _read(vault_arg: str | Path | None, cwd: Path, scope: str | None, ref: str,
           section: str | None, start: int | None, length: int | None) -> NodeRead | None:
-    from dataclasses import replace
-
     from osk.authority import mutation
     from osk.calls.pages import node_page
     from osk.errors import OskError
@@ -93,16 +91,16 @@ def _read(vault_arg: str | Path | None, cwd: Path, scope: str | None, ref: str,
         doc, node, look = found
         if not session.can_see_scope(node.scope):
             return None  # the engine says it is not found, as it says for a missing node
-        page = node_page(session.scope, node, node, section, start, length)
         markers = hit_markers(vault, db, [doc], look, {}).get(doc.id, [])
+        # a first read of this file version earns the hash when it shows the whole body
+        # (``ReadLog.note`` on one page)
+        return node_page(session.scope, node, node, section, start, length,
+                         markers=tuple(markers), whole_hash=node.file_hash)
     except (recallfile.Unusable, recallfile.Error, EngineNeeded, OskError, OSError,
             UnicodeDecodeError, KeyError, TypeError, ValueError):
         return None  # damaged, swapped as we read, or another shape: the engine answers
     finally:
         db.close()
-    # a first read of this file version earns the hash when it shows the whole body
-    # (``ReadLog.note`` on one page): what the page already says (``complete``)
-    return replace(page, hash=node.file_hash if page.complete else None, markers=tuple(markers))
 
 
 def _vouched(vault: Vault, db: Any, ref: str) -> tuple[Any, Any, dict[str, Any]] | None:

@@ -75,7 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         plain = plain_search(args_list)
         if plain is not None:
-            _no_collection_at_exit()
+            no_collection_at_exit()
             return _handled(lambda: plain.handler(plain))
     parser = build_parser(command)
     args = parser.parse_args(args_list)
@@ -97,7 +97,7 @@ def _hook(args: list[str]) -> int:
     collector's passes were a tenth of a session start's CPU, bench/hook_bench.py)."""
     import gc
 
-    _no_collection_at_exit()
+    no_collection_at_exit()
     was_on = gc.isenabled()
     gc.disable()
     try:
@@ -109,11 +109,11 @@ def _hook(args: list[str]) -> int:
             gc.enable()
 
 
-def _no_collection_at_exit() -> None:
-    """Skip the cycle collection Python runs as the process ends (5-8 ms of a fresh
-    `osk search` or hook, over objects the exit frees anyway): what is alive then is frozen, out of
-    the collector's reach. At exit, not now: a caller that runs ``main`` in a long-lived
-    process (the tests) keeps its collector until it ends too."""
+def no_collection_at_exit() -> None:
+    """Skip the cycle collection Python runs as the process ends (5-10 ms of a fresh
+    `osk search`, a hook or a read from the store, over objects the exit frees anyway): what
+    is alive then is frozen, out of the collector's reach. At exit, not now: a caller that
+    runs ``main`` in a long-lived process (the tests) keeps its collector until it ends too."""
     import atexit
     import gc
 

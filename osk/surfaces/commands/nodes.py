@@ -99,7 +99,11 @@ def _read_shown(args: argparse.Namespace) -> NodeRead:
     if args.as_of is None:
         found = quick_read.read(args.vault, Path.cwd(), args.scope, args.node,
                                 section=args.section, start=args.start, length=args.length)
-    if found is None:
+    if found is not None:  # read as a plain search is: nothing for the exit to collect
+        from osk.surfaces.cli import no_collection_at_exit
+
+        no_collection_at_exit()
+    else:
         found = _engine(args).read_node(args.node, section=args.section, start=args.start,
                                         length=args.length, as_of=args.as_of, related=False)
     return found
