@@ -40,6 +40,15 @@ def mutation(vault: Vault, timeout: float = DEFAULT_TIMEOUT) -> Iterator[None]:
                 pass  # within a second; the write itself landed (or failed) on its own terms
 
 
+def finish_killed_writes(vault: Vault) -> None:
+    """What a process killed mid-write left, finished before anything is read: temp files in
+    device state (removed when their writer is gone) and audit records journalled but not
+    appended (``finish_killed_audit``). What opening an engine, a fresh search and a fresh
+    read do first."""
+    vault.clear_debris()
+    finish_killed_audit(vault)
+
+
 def finish_killed_audit(vault: Vault) -> None:
     """Finish the audit records a killed write left, taking the mutation lock only when there
     are any (one stat otherwise): what opening an engine and ``osk log`` do before they read.

@@ -144,7 +144,7 @@ class Engine:
         if actor not in (AGENT, USER):
             raise ValueError(f"actor must be 'agent' or 'user', not {actor!r}")
         found = open_vault(vault, cwd)
-        _finish_killed_writes(found)
+        mutation.finish_killed_writes(found)
         session = open_session(found, (cwd or Path.cwd()), scope)
         catalog, rechecks, routing, reads = Catalog(found), Rechecks(found), Routing(found), \
             ReadLog()
@@ -758,13 +758,6 @@ def semantic_status() -> semantic.Status:
     from osk.search import semantic
 
     return semantic.status()
-
-
-def _finish_killed_writes(vault: Vault) -> None:
-    """What a process killed mid-write left: temp files in device state (removed when their
-    writer is gone) and audit records journalled but not appended (finished under the lock)."""
-    vault.clear_debris()
-    mutation.finish_killed_audit(vault)
 
 
 _STEERS: dict[tuple[str, str], bool] = {}  # (path, file hash) -> whether its text steers

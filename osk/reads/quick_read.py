@@ -74,8 +74,7 @@ def _read(vault_arg: str | Path | None, cwd: Path, scope: str | None, ref: str,
     except OskError:
         return None  # the engine refuses it, in its own words
     vault = locate(vault_arg, cwd)
-    vault.clear_debris()  # what opening the engine does first
-    mutation.finish_killed_audit(vault)
+    mutation.finish_killed_writes(vault)  # what opening the engine does first
     if Regions(vault).protected():
         return None
     session = open_session(vault, cwd, scope)

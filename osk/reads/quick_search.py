@@ -144,8 +144,7 @@ def _search(vault_arg: str | Path | None, cwd: Path, scope: str | None, query: s
     except OskError:
         return None  # the engine refuses it, in its own words
     vault = locate(vault_arg, cwd)
-    vault.clear_debris()  # what opening the engine does first
-    mutation.finish_killed_audit(vault)
+    mutation.finish_killed_writes(vault)  # what opening the engine does first
     session = open_session(vault, cwd, scope)
     if kind == "rounds":
         rounds = _rounds(vault, session, text, wanted)
