@@ -226,7 +226,7 @@ def _ranked(vault: Vault, session: Any, query: str, text: str,
                 return None
             stale.update(unsure)
         hits = ranking.hits(order, lambda ids: hit_markers(vault, db, docs, look,
-                                                        corpus.amended))
+                                                           corpus.amended))
     except (recallfile.Unusable, recallfile.Error, EngineNeeded, KeyError, TypeError,
             ValueError):
         return None  # damaged, swapped as we read, or another shape: the engine mends it
@@ -290,7 +290,7 @@ Stale = dict[str, "tuple[int, int, int] | None"]  # node file -> its stat now (N
 
 
 def stale_since_look(vault: Vault, db: Any, meta: dict[str, Any], bounds: tuple[int, int]
-               ) -> Stale | None:
+                     ) -> Stale | None:
     """The node files the index on disk may not hold as they are, or None when its checks
     cannot tell (the engine looks). Every folder the look listed has the stat it had, or is
     listed now (``_as_listed``: an osk process wrote there since the look, and its write
@@ -373,7 +373,7 @@ def _as_listed(vault: Vault, db: Any, look: dict[str, Any], moved: list[str],
         for name, stat in files.items():
             if name in held:
                 vouched = as_indexed(vault, prefix + name, held[name][1], held[name][0],
-                                      bounds, stat)
+                                     bounds, stat)
             else:  # the look saw it unindexed (invalid), settled, as it is; or it is new
                 vouched = name in unindexed and list(stat) == unindexed[name] and \
                     stat[1] < bounds[0]
@@ -414,7 +414,7 @@ def look_bounds(vault: Vault, look: dict[str, Any]) -> tuple[int, int]:
 
 
 def as_indexed(vault: Vault, rel: str, recorded: Any, file_hash: str,
-                bounds: tuple[int, int], stat: tuple[int, int, int] | None) -> bool:
+               bounds: tuple[int, int], stat: tuple[int, int, int] | None) -> bool:
     """Whether a node file is the one the index on disk holds: the stat it recorded
     (``stat``: the file's now, ``stat_now``; None: gone), and changed long enough before
     the look that a later change would show in it (``RACE_WINDOW_NS``, ``look_bounds``). A file
@@ -507,7 +507,7 @@ class EngineNeeded(Exception):
 
 
 def hit_markers(vault: Vault, db: Any, docs: list[Any], look: dict[str, Any],
-             amended: dict[str, Any]) -> dict[str, list[str]]:
+                amended: dict[str, Any]) -> dict[str, list[str]]:
     """recheck / conflict / pending / inferred / pending-review / steering, by the engine's
     rule (``osk.provenance.markers``). A hit waiting for the person's approval of a protected
     change goes to the engine (``EngineNeeded``): what it serves and what is on disk differ,
