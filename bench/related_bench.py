@@ -83,7 +83,7 @@ def real_corpus(locomo: Path, dev: Path) -> list[dict[str, Any]]:
 
 
 def agreement(base: Path, bounds: list[int], locomo: Path, dev: Path) -> None:
-    import osk.engine.core
+    import osk.calls.related
     from osk.engine.core import Engine
 
     vault, _, _ = eval_retrieval.build_vault(base, real_corpus(locomo, dev), False)
@@ -94,7 +94,7 @@ def agreement(base: Path, bounds: list[int], locomo: Path, dev: Path) -> None:
     print(f"\nreal text: {len(engine.catalog.entries):,} nodes, {len(sample)} read")
 
     def similar(bound: int | None) -> dict[str, list[str]]:
-        osk.engine.core.RELATED_POSTINGS = bound  # type: ignore[assignment]
+        osk.calls.related.RELATED_POSTINGS = bound  # type: ignore[assignment]
         return {node_id: [r.id for r in engine.read_node(node_id).related
                           if r.why.startswith("similar")] for node_id in sample}
 

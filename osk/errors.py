@@ -46,6 +46,12 @@ class DuplicateId(OskError):
 class NodeNotFound(OskError):
     exit_code = 3
 
+    @classmethod
+    def named(cls, ref: str) -> NodeNotFound:
+        """No node this session may see has ``ref`` for its id or title."""
+        return cls(f"no node with id or title {ref!r}; search first, then use a returned "
+                   f"title or id", ref=ref)
+
 
 class StaleHash(OskError):
     """A compare-and-swap write named a version that is no longer current."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from osk.calls.outline import outline_of, section_span
-from osk.calls.results import NodeRead
+from osk.calls.results import NodeRead, Related
 from osk.errors import OskError
 from osk.store.edges import as_link
 
@@ -18,9 +18,9 @@ PAGE_CHARS = 4000  # a read returns at most this many body characters
 
 def node_page(scope: str, node: Node, shown: Node, section: str | None, start: int | None,
               length: int | None, *, markers: tuple[str, ...] = (),
-              whole_hash: str | None = None) -> NodeRead:
+              whole_hash: str | None = None, related: tuple[Related, ...] = ()) -> NodeRead:
     """One page of ``shown`` (the version served) of ``node`` (the file's identity) for a
-    session in ``scope``, with ``markers`` and no related nodes. Its hash is ``whole_hash``
+    session in ``scope``, with ``markers`` and ``related``. Its hash is ``whole_hash``
     when the page is the whole body (a reader whose one page is the whole read), else None:
     a reader that counts pages adds what this read earns."""
     body = shown.body
@@ -42,5 +42,5 @@ def node_page(scope: str, node: Node, shown: Node, section: str | None, start: i
         total_chars=len(body), complete=complete,
         next_start=(end - lo) if end < hi else None,
         hash=whole_hash if complete else None, outline=outline,
-        section=label, pending=False, markers=markers,
+        section=label, pending=False, markers=markers, related=related,
     )

@@ -56,7 +56,6 @@ from osk.search.corpus import SearchDoc, node_content_hash
 from osk.search.ranking import Hit, Markers, ScopeRule, SearchResult
 from osk.search.rounds import SEARCH_KINDS, RoundIndex, merged, round_hits
 from osk.store.catalog import Catalog, Changes
-from osk.store.edges import NodeTarget, parse_target
 from osk.store.fsutil import RACE_WINDOW_NS, collector_paused, synced_at_exit
 from osk.store.node import Node
 from osk.store.node import parse as parse_node
@@ -387,37 +386,22 @@ class Engine:
                        else ())
 
     def related(self, node: Node) -> list[Related]:
-        """Up to ``RELATED`` nodes this session may see near ``node``: the nodes it cites
-        (derived-from), the nodes citing it (the rechecks table), then the most similar ones
-        by a bounded search over its title and summary (``RELATED_POSTINGS``), each with why."""
-        found: dict[str, Related] = {}
+        """Up to ``RELATED`` nodes this session may see near ``node`` (the rule:
+        ``osk.calls.related``): from the catalog, the rechecks table and a bounded search."""
+        from osk.calls import related
 
-        def add(other: Node | None, why: str) -> None:
-            if (other is None or other.id == node.id or other.id in found
-                    or len(found) >= RELATED or not self.session.can_see_scope(other.scope)):
-                return
+        def shown_title(other: Node) -> str | None:
             try:
-                shown, _ = self._served(other)  # a pending creation is not there yet
+                return self._served(other)[0].title
             except NodeNotFound:
-                return
-            found[other.id] = Related(shown.title, other.id, why)
+                return None
 
-        for link in node.meta.derived_from:
-            target = parse_target(link)
-            if isinstance(target, NodeTarget):
-                add(_node_or_none(self.catalog, target.title), "cited by this node (derived-from)")
-        for citing_id in sorted(self.rechecks.citing(node.id)):
-            add(_node_or_none(self.catalog, citing_id), "cites this node (derived-from)")
-        cited = len(found)
-        similar = max(RELATED_SIMILAR, RELATED - cited)
-        # markers are not shown for related nodes: the ranking's own (superseded) suffice
-        for hit in self._hits(f"{node.title} {node.meta.summary}", similar + 1, None,
-                              postings=RELATED_POSTINGS):
-            if len(found) >= cited + similar:
-                break
-            if "superseded" not in hit.markers:
-                add(_node_or_none(self.catalog, hit.id), f"similar: {_similar_why(hit)}")
-        return list(found.values())
+        return related.related_nodes(
+            node, named=lambda ref: _node_or_none(self.catalog, ref),
+            citing=lambda: self.rechecks.citing(node.id),
+            similar=lambda query, k: self._hits(query, k, None,
+                                                postings=related.RELATED_POSTINGS),
+            shown_title=shown_title, can_see=self.session.can_see_scope)
 
     def visible_node(self, ref: str) -> Node:
         """The node ``ref`` names if this session may see it, re-read from disk."""
@@ -428,10 +412,7 @@ class Engine:
             self.refresh()
             node = self.catalog.get(ref)
         if not self.session.can_see_scope(node.scope):
-            raise NodeNotFound(
-                f"no node with id or title {ref!r}; search first, then use a returned title "
-                f"or id", ref=ref,
-            )
+            raise NodeNotFound.named(ref)
         self._ctx.freshen([node.path])  # the CAS hash must be exact; the index hears of it too
         fresh = self.catalog.by_path(node.path)
         if fresh is None:
@@ -794,22 +775,6 @@ def _node_or_none(catalog: Catalog, node_id: str) -> Node | None:
         return catalog.get(node_id)
     except OskError:
         return None
-
-
-RELATED = 6  # nodes read_node lists as related
-RELATED_SIMILAR = 2  # of which at least this many are similar ones, when there are any
-# The similar ones are found by the rarest words of the node's title and summary, as many as
-# occur in this many nodes together, and the best of those ordered by its other words too
-# (``Ranking.rank``'s ``postings``): a read costs the same in a vault of any size, where a
-# ranked search over every word grew with it. Measured in docs/performance.md.
-RELATED_POSTINGS = 5000
-
-
-def _similar_why(hit: Any) -> str:
-    """What a search hit for the node's own title and summary shares with it."""
-    if hit.match != "text":
-        return "a title like its own"
-    return "shares its words" if hit.bm25 > 0 else "close in meaning (semantic search)"
 
 
 __all__ = [

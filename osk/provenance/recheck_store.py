@@ -41,10 +41,10 @@ import binascii
 import json
 import os
 import sqlite3
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import closing
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from osk.store.fastclass import dataclass
 from osk.store.fsutil import StatKey
@@ -55,14 +55,20 @@ from osk.store.vault import Vault, disk_error
 if TYPE_CHECKING:  # imported where used: a search none of whose hits cites reads no pair
     from osk.provenance.pairs import Citations
 
+_Found = TypeVar("_Found")
+
 FILE = ("rechecks", "citations.sqlite")
-SCHEMA = "2"  # 2: rows as ``encoded`` packs them
+SCHEMA = "3"  # 2: rows as ``encoded`` packs them; 3: the ``cited`` rows beside them
 BUSY_S = 0.5  # a writer that waits longer for another leaves the catching up to the next one
 CITING = "citing:"  # a rechecks ledger subject: ``citing:<node id>``
 
 _META = "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
 _CITING = ("CREATE TABLE IF NOT EXISTS citing (id TEXT PRIMARY KEY, citations TEXT NOT NULL) "
            "WITHOUT ROWID")
+# Who cites a node: a row per node a citing node's row names (``cited_nodes``), so a fresh
+# ``osk read --json`` lists a node's citers from their rows, not from every row read.
+_CITED = ("CREATE TABLE IF NOT EXISTS cited (node TEXT NOT NULL, citing TEXT NOT NULL, "
+          "PRIMARY KEY (node, citing)) WITHOUT ROWID")
 # A node file's body hash by the hash of the whole file (a function of the text alone, so
 # never stale, whatever the ledger does): what a node's citers bind to, known to a fresh
 # search from the recall file's file hash without reading the cited file.
@@ -115,8 +121,40 @@ def citations_of(vault: Vault, ledger: Ledger, ids: Iterable[str]) -> dict[str, 
     """The recorded citations of those of ``ids`` that cite anything, as the ledger stands now;
     None when the store cannot say (missing, damaged, of another schema, or the ledger changed
     since its mark other than by appends): the engine can."""
-    path = vault.state(*FILE)
     wanted = list(dict.fromkeys(ids))
+    read = _read(vault, ledger, lambda db: {
+        citing_id: decoded(citing_id, text) for citing_id, text in db.execute(
+            f"SELECT id, citations FROM citing WHERE id IN "  # noqa: S608 - placeholders
+            f"({','.join('?' * len(wanted))})", wanted)})
+    if read is None:
+        return None
+    found, appended = read
+    found.update((citing_id, appended[citing_id]) for citing_id in wanted if citing_id in appended)
+    return found
+
+
+def citers_of(vault: Vault, ledger: Ledger, node_id: str) -> set[str] | None:
+    """The ids of the nodes whose recorded citations name node ``node_id``, as the ledger
+    stands now (``RecheckTable.citing``); None when the store cannot say (as ``citations_of``)."""
+    read = _read(vault, ledger, lambda db: {citing_id for (citing_id,) in db.execute(
+        "SELECT citing FROM cited WHERE node = ?", (node_id,))})
+    if read is None:
+        return None
+    found, appended = read
+    for citing_id, citations in appended.items():
+        if node_id in cited_nodes(citations):
+            found.add(citing_id)
+        else:
+            found.discard(citing_id)
+    return found
+
+
+def _read(vault: Vault, ledger: Ledger, rows: Callable[[sqlite3.Connection], _Found]
+          ) -> tuple[_Found, dict[str, Citations]] | None:
+    """What ``rows`` reads of the store, with the citing nodes made current by what was
+    appended to the ledger since the store's mark; None when the store cannot vouch for the
+    ledger as it is now."""
+    path = vault.state(*FILE)
     if not path.exists():
         return None
     try:
@@ -124,13 +162,10 @@ def citations_of(vault: Vault, ledger: Ledger, ids: Iterable[str]) -> dict[str, 
                                      isolation_level=None)) as db:
             db.execute("BEGIN")  # the mark and the rows of one commit
             state = _state(db)
-            rows = db.execute(
-                f"SELECT id, citations FROM citing WHERE id IN "  # noqa: S608 - placeholders
-                f"({','.join('?' * len(wanted))})", wanted).fetchall()
+            found = rows(db)
             db.execute("COMMIT")
         if state is None:
             return None
-        found = {citing_id: decoded(citing_id, text) for citing_id, text in rows}
     except (sqlite3.Error, ValueError, TypeError, KeyError):
         return None
     mark, heads = state
@@ -138,9 +173,7 @@ def citations_of(vault: Vault, ledger: Ledger, ids: Iterable[str]) -> dict[str, 
     appended = successors(tail[0], heads) if tail is not None else None
     if appended is None:
         return None
-    found.update((citing_id, appended[0][citing_id])
-                 for citing_id in wanted if citing_id in appended[0])
-    return found
+    return found, appended[0]
 
 
 def bodies_of(vault: Vault, file_hashes: Iterable[str]) -> dict[str, str]:
@@ -263,6 +296,7 @@ class CitationStore:
             db.execute("PRAGMA synchronous=OFF")  # device state the next writer mends
             db.execute(_META)
             db.execute(_CITING)
+            db.execute(_CITED)
             db.execute(_BODIES)
             self._db = db
             _upgrade(db)
@@ -275,41 +309,74 @@ class CitationStore:
         appended = successors(tail[0], state[1]) if tail is not None and state else None
         if tail is not None and appended is not None:
             if tail[0]:
-                db.executemany("INSERT OR REPLACE INTO citing VALUES (?, ?)",
-                               [(key, encoded(value)) for key, value in appended[0].items()])
+                _replace(db, appended[0])
                 _set_state(db, tail[1], appended[1])
             return
         table = whole()
         mark = ledger.mark(table.stat) if table is not None else None
         if table is None or mark is None:
             return
-        db.execute("DROP TABLE IF EXISTS citing")  # of this schema, whatever was there
-        db.execute(_CITING)
+        for name, schema in (("citing", _CITING), ("cited", _CITED)):
+            db.execute(f"DROP TABLE IF EXISTS {name}")  # of this schema, whatever was there
+            db.execute(schema)
         db.executemany("INSERT INTO citing VALUES (?, ?)",
                        [(key, encoded(value)) for key, value in table.table.items()])
+        db.executemany("INSERT INTO cited VALUES (?, ?)", _cited_rows(table.table.values()))
         _set_state(db, mark, table.heads)
 
 
+def _replace(db: sqlite3.Connection, current: Mapping[str, Citations]) -> None:
+    """The rows of these citing nodes made ``current``, and who cites what with them."""
+    for citing_id in current:
+        before = db.execute("SELECT citations FROM citing WHERE id = ?", (citing_id,)).fetchone()
+        if before is not None:
+            db.executemany("DELETE FROM cited WHERE node = ? AND citing = ?", [
+                (node_id, citing_id) for node_id in cited_nodes(decoded(citing_id, before[0]))])
+    db.executemany("INSERT OR REPLACE INTO citing VALUES (?, ?)",
+                   [(key, encoded(value)) for key, value in current.items()])
+    db.executemany("INSERT OR IGNORE INTO cited VALUES (?, ?)", _cited_rows(current.values()))
+
+
+def _cited_rows(rows: Iterable[Citations]) -> Iterator[tuple[str, str]]:
+    """(node, citing) for each node each of ``rows`` names."""
+    for citations in rows:
+        for node_id in cited_nodes(citations):
+            yield node_id, citations.citing_id
+
+
+def cited_nodes(citations: Citations | None) -> set[str]:
+    """The ids of the nodes ``citations`` names."""
+    return {pair.target.key[len("node:"):] for pair in citations.pairs.values()
+            if pair.target.kind == "node"} if citations is not None else set()
+
+
 def _upgrade(db: sqlite3.Connection) -> None:
-    """A store of schema 1 (each row in the ledger's line form) rewritten as ``encoded``
-    packs it, a thousand rows at a time in one transaction: without it the next engine
-    rebuilt the store from the ledger read whole, twice (at 10,000 citing nodes its first
-    start peaked at 99 MB where the next one peaks at 66). A row that cannot be read leaves
-    the store at schema 1, which no reader vouches for: it is rebuilt from the ledger."""
+    """A store of an older schema brought to this one in place, a thousand rows at a time in
+    one transaction: each row of schema 1 (the ledger's line form) rewritten as ``encoded``
+    packs it, and (schemas 1 and 2) the ``cited`` rows made from the rows. Without it the next
+    engine rebuilt the store from the ledger read whole, twice (at 10,000 citing nodes its
+    first start peaked at 99 MB where the next one peaks at 66). A row that cannot be read
+    leaves the store as it was, which no reader vouches for: it is rebuilt from the ledger."""
     found = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
-    if found is None or found[0] != "1":
+    if found is None or found[0] not in ("1", "2"):
         return
+    older = found[0] == "1"
     try:
         with immediate(db):
             last = ""
             while rows := db.execute("SELECT id, citations FROM citing WHERE id > ? ORDER BY "
                                      "id LIMIT 1000", (last,)).fetchall():
-                db.executemany("UPDATE citing SET citations = ? WHERE id = ?",
-                               [(encoded(_decoded_v1(key, text)), key) for key, text in rows])
+                current = [_decoded_v1(key, text) if older else decoded(key, text)
+                           for key, text in rows]
+                if older:
+                    db.executemany("UPDATE citing SET citations = ? WHERE id = ?",
+                                   [(encoded(value), value.citing_id) for value in current])
+                db.executemany("INSERT OR IGNORE INTO cited VALUES (?, ?)",
+                               _cited_rows(current))
                 last = rows[-1][0]
             db.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (SCHEMA,))
     except (ValueError, TypeError, KeyError, AttributeError):
-        return  # rolled back: the store stays at schema 1, rebuilt from the ledger
+        return  # rolled back: the store stays as it was, rebuilt from the ledger
 
 
 def _decoded_v1(citing_id: str, text: str) -> Citations:

@@ -35,6 +35,7 @@ from osk.provenance.recheck_store import (
     CitationStore,
     Whole,
     citations_from,
+    cited_nodes,
     decoded,
     encoded,
     successors,
@@ -272,12 +273,6 @@ class Rows(Mapping[str, Citations]):
 
     def __len__(self) -> int:
         return len(self._rows)
-
-
-def cited_nodes(citations: Citations | None) -> set[str]:
-    """The ids of the nodes ``citations`` names."""
-    return {pair.target.key[len("node:"):] for pair in citations.pairs.values()
-            if pair.target.kind == "node"} if citations is not None else set()
 
 
 def _decode(citing_id: str, row: str | None) -> Citations | None:

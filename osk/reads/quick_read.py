@@ -28,12 +28,21 @@ in osk's own form, without the contract's model. The page is cut by the engine's
 ``node_page``, and the hash that authorises a full replacement comes with a read of the whole
 body, as a session's first read earns it.
 
-Related nodes are not listed: the similar ones take a ranked search (``Engine.related``), and
-the text ``osk read`` prints shows none; ``--json``, which carries them, opens the engine.
-Anything else (a past version, a node not found or claimed twice, a stale index, a protected
-vault, a marker only the engine can judge) returns None, and the caller opens the engine,
-whose answer and error messages are the reference. So every read answered here is one the
-engine gives.
+A first page read with its related nodes (``osk read --json``) lists them by the engine's rule
+(``osk.calls.related``) from the same stores: the nodes it cites and its citers found by the
+catalog's rule in the recall file, its citers from the rechecks table on disk
+(``recheck_store.citers_of``), the similar ones by the same bounded ranking over the recall
+file (by words where meaning cannot change them, ``_words_order``; else the engine answers).
+That takes every node file the look cannot vouch for to be one the recall file holds as its
+text is now (``_as_held``: none made, removed or changed by hand since), and each node looked
+at vouched for as the node itself is.
+
+A reference no node claims, in an index the look vouches for and with no file changed by hand
+since claiming it, is refused here as the engine refuses it (``NodeNotFound``), as is a node of
+a scope the session cannot see. Anything else (a past version, a name claimed twice, a stale
+index, a protected vault, a marker only the engine can judge) returns None, and the caller
+opens the engine, whose answer and error messages are the reference. So every read answered
+here is one the engine gives.
 """
 
 from __future__ import annotations
@@ -44,21 +53,33 @@ from typing import TYPE_CHECKING, Any
 from osk.store.fsutil import collector_paused
 
 if TYPE_CHECKING:
-    from osk.calls.results import NodeRead
+    from osk.calls.results import NodeRead, Related
+    from osk.reads.quick_search import Stale
     from osk.store.vault import Vault
 
 
 def read(vault_arg: str | Path | None, cwd: Path, scope: str | None, ref: str, *,
          section: str | None = None, start: int | None = None,
-         length: int | None = None) -> NodeRead | None:
-    """``Engine.read_node(ref, ...)`` for a session in ``cwd`` with no related nodes listed,
-    or None: open the engine. Without the cycle collector, as a fresh search runs."""
+         length: int | None = None, related: bool = False) -> NodeRead | None:
+    """``Engine.read_node(ref, ..., related=related)`` for a session in ``cwd``, or None: open
+    the engine. Raises ``NodeNotFound`` where the engine would (the module's rule). Without
+    the cycle collector, as a fresh search runs."""
     with collector_paused():
-        return _read(vault_arg, cwd, scope, ref, section, start, length)
+        found = _read(vault_arg, cwd, scope, ref, section, start, length, related)
+    if isinstance(found, NotFound):
+        from osk.errors import NodeNotFound
+
+        raise NodeNotFound.named(ref)
+    return found
+
+
+class NotFound:
+    """What the store answers for a reference it vouches no visible node claims."""
 
 
 def _read(vault_arg: str | Path | None, cwd: Path, scope: str | None, ref: str,
-          section: str | None, start: int | None, length: int | None) -> NodeRead | None:
+          section: str | None, start: int | None, length: int | None,
+          related: bool) -> NodeRead | NotFound | None:
     from osk.authority import mutation
     from osk.calls.pages import node_page
     from osk.errors import OskError
@@ -85,16 +106,23 @@ def _read(vault_arg: str | Path | None, cwd: Path, scope: str | None, ref: str,
     try:
         db.execute("BEGIN")  # one snapshot: the rows below are those the look vouches for
         found = _vouched(vault, db, ref)
-        if found is None:
-            return None
-        doc, node, look = found
+        if found is None or isinstance(found, NotFound):
+            return found
+        doc, node, look, bounds, stale = found
         if not session.can_see_scope(node.scope):
-            return None  # the engine says it is not found, as it says for a missing node
+            return NotFound()  # as the engine says it, for a node it will not show here
         markers = hit_markers(vault, db, [doc], look, {}).get(doc.id, [])
         # a first read of this file version earns the hash when it shows the whole body
         # (``ReadLog.note`` on one page)
-        return node_page(session.scope, node, node, section, start, length,
+        page = node_page(session.scope, node, node, section, start, length,
                          markers=tuple(markers), whole_hash=node.file_hash)
+        if not related or page.start != 0:
+            return page
+        if not _as_held(vault, db, stale):
+            return None  # a file made or changed by hand may be near it, or claim a name
+        near = _related(vault, db, session, node, look, bounds)
+        return node_page(session.scope, node, node, section, start, length,
+                         markers=tuple(markers), whole_hash=node.file_hash, related=near)
     except (recallfile.Unusable, recallfile.Error, EngineNeeded, OskError, OSError,
             UnicodeDecodeError, KeyError, TypeError, ValueError):
         return None  # damaged, swapped as we read, or another shape: the engine answers
@@ -102,13 +130,16 @@ def _read(vault_arg: str | Path | None, cwd: Path, scope: str | None, ref: str,
         db.close()
 
 
-def _vouched(vault: Vault, db: Any, ref: str) -> tuple[Any, Any, dict[str, Any]] | None:
-    """The document ``ref`` names, its node as its file holds it now, and the look that
-    vouches for it; None when the index on disk cannot say (the module's checks)."""
+def _vouched(vault: Vault, db: Any, ref: str
+             ) -> tuple[Any, Any, dict[str, Any], tuple[int, int], Stale] | NotFound | None:
+    """The document ``ref`` names, its node as its file holds it now, the look that vouches
+    for it, the generation bounds read and the node files changed by hand since the look;
+    ``NotFound`` when no node claims ``ref``; None when the index on disk cannot say (the
+    module's checks)."""
     from osk.reads.quick_search import as_indexed, look_bounds, stale_since_look, stat_now
     from osk.search import recallfile
     from osk.store.fsutil import sha256_text
-    from osk.store.node import parse_validated, read_text, title_from_path
+    from osk.store.node import parse_validated, read_text
     from osk.store.titles import title_key
 
     look = recallfile.read_look(vault.state("index"))  # read before the file's rows
@@ -120,27 +151,144 @@ def _vouched(vault: Vault, db: Any, ref: str) -> tuple[Any, Any, dict[str, Any]]
     stale = stale_since_look(vault, db, meta, bounds)
     if stale is None:
         return None  # what the checks cannot tell: the engine looks
-    docs = list(recallfile.documents(db, "id = ?", (ref,)))
-    key = None
-    if not docs:
-        key = title_key(ref)
-        docs = list(recallfile.documents(db, "title_key = ?", (key,)))
-        if any(title_key(title_from_path(rel)) == key for rel in look.get("others", {})):
-            return None  # a file that is no valid node claims the title too
-    if len(docs) != 1:
-        return None
-    doc = docs[0]
-    if db.execute("SELECT count(*) FROM docs WHERE id = ?", (doc.id,)).fetchone()[0] != 1:
-        return None
+    doc, refused = _named(db, look, ref)
+    if doc is None:
+        if refused or not _claim_none(vault, stale, title_key(ref), {ref}):
+            return None  # the engine's words for what is wrong, or a file made since
+        return NotFound()
+    key = None if doc.id == ref else title_key(ref)  # named by its title
     if doc.path in stale or not _claim_none(vault, stale, key, {ref, doc.id}):
         return None
     if not as_indexed(vault, doc.path, doc.stat, doc.file_hash, bounds,
-                       stat_now(str(vault.root), doc.path)):
+                      stat_now(str(vault.root), doc.path)):
         return None
     text = read_text(vault.abs(doc.path))
     if sha256_text(text) != doc.file_hash:
         return None  # changed since it was vouched for: the engine reads it again
-    return doc, parse_validated(doc.path, text, doc.file_hash), look
+    return doc, parse_validated(doc.path, text, doc.file_hash), look, bounds, stale
+
+
+def _as_held(vault: Vault, db: Any, stale: Stale) -> bool:
+    """Whether each node file the look cannot vouch for (``stale``: written since, an osk
+    writer's too while its stat is that recent) is a document of the recall file as its text
+    is now: none was made, removed or changed by hand."""
+    from osk.reads.quick_search import holds
+
+    for rel, now in stale.items():
+        found = db.execute("SELECT file_hash FROM docs WHERE path = ?", (rel,)).fetchone()
+        if now is None or found is None or not holds(vault, rel, found[0]):
+            return False
+    return True
+
+
+def _named(db: Any, look: dict[str, Any], ref: str) -> tuple[Any | None, bool]:
+    """The recall file's document ``ref`` names by the catalog's rule (``Catalog.get``): an
+    id documents hold, else a title (case-folded) files claim, the valid nodes the index took
+    and the files it skipped as invalid (the look's ``others``); exactly one, a valid node
+    whose id no other document holds. (document, False); (None, False) when nothing claims
+    ``ref``; (None, True) when the catalog refuses it (claimed twice, or not a valid node)."""
+    from osk.search import recallfile
+    from osk.store.node import title_from_path
+    from osk.store.titles import title_key
+
+    docs = list(recallfile.documents(db, "id = ?", (ref,)))
+    if not docs:
+        key = title_key(ref)
+        docs = list(recallfile.documents(db, "title_key = ?", (key,)))
+        if any(title_key(title_from_path(rel)) == key for rel in look.get("others", {})):
+            return None, True  # a file that is no valid node claims the title too
+    if not docs:
+        return None, False
+    if len(docs) != 1 or db.execute("SELECT count(*) FROM docs WHERE id = ?",
+                                    (docs[0].id,)).fetchone()[0] != 1:
+        return None, True
+    return docs[0], False
+
+
+def _related(vault: Vault, db: Any, session: Any, node: Any, look: dict[str, Any],
+             bounds: tuple[int, int]) -> tuple[Related, ...]:
+    """``Engine.related(node)`` from the stores on disk (every node file held as it is now:
+    ``_as_held``): each node the rule looks at found by ``_named``, the citers from the
+    rechecks table on disk, the similar ones by the engine's bounded ranking over the recall
+    file. ``EngineNeeded`` where they cannot say: the table cannot vouch for the ledger, the
+    query would be embedded, or a node looked at is not vouched for as it is now."""
+    from osk.calls import related
+    from osk.errors import OskError
+    from osk.reads.quick_search import RECHECKS_LEDGER, EngineNeeded, hits_unsure
+    from osk.search import recallfile
+    from osk.store.ids import check_identifier
+
+    seen: list[Any] = []
+
+    def named(ref: str) -> Any | None:
+        try:
+            check_identifier("a node reference (title or id)", ref)
+        except OskError:
+            return None  # the catalog refuses it: not listed
+        doc = _named(db, look, ref)[0]
+        if doc is not None:
+            seen.append(doc)
+        return doc
+
+    def citing() -> set[str]:
+        from osk.provenance.recheck_store import citers_of
+        from osk.store.ledger import Ledger
+
+        ledger = vault.ledger_path(RECHECKS_LEDGER)
+        if not (ledger.exists() and ledger.stat().st_size):
+            return set()  # no node has ever cited anything
+        found = citers_of(vault, Ledger(vault, RECHECKS_LEDGER), node.id)
+        if found is None:
+            raise EngineNeeded
+        return found
+
+    def similar(query: str, k: int) -> list[Any]:
+        from osk.search.expand import query_terms
+        from osk.search.ranking import Ranking
+        from osk.search.versions import checked, moment
+
+        text, wanted = checked(query, k)
+        bound = related.RELATED_POSTINGS
+        corpus = recallfile.RecallCorpus(db, query_terms(text), bound=bound)
+        ranking = Ranking(corpus, scope=session.scope,  # type: ignore[arg-type]
+                          visible=lambda doc: session.can_see_scope(doc.scope),
+                          moment=moment(None), explicit_time=False)
+        order = _words_order(vault, corpus, ranking, text, wanted,
+                             ranking.rank(text, wanted, bound))
+        seen.extend(corpus.docs[slot] for slot, *_ in order)
+        return ranking.hits(order, None)
+
+    near = related.related_nodes(node, named=named, citing=citing, similar=similar,
+                                 shown_title=lambda doc: doc.title,
+                                 can_see=session.can_see_scope)
+    swept = int(recallfile.read_meta(db).get("n", 0)) <= int(look["sweep"])
+    if not swept and hits_unsure(vault, seen, {}, bounds):
+        raise EngineNeeded  # a file changed in place since the look: the engine reads it
+    return tuple(near)
+
+
+def _words_order(vault: Vault, corpus: Any, ranking: Any, text: str, k: int,
+                 lexical: list[Any]) -> list[Any]:
+    """The order ``SearchIndex.channels`` gives a search that embeds the query only where
+    meaning can count (``meaning_if_needed``), from the words' ``lexical`` order: that order
+    when the semantic channel is off or does not read ``text``; its fusion with no meaning
+    when the words decide whatever meaning says (``words_decide``); else ``EngineNeeded``
+    (the query is to be embedded)."""
+    from osk.search import semantic_enabled
+
+    if not semantic_enabled():
+        return lexical
+    from osk.reads.quick_search import EngineNeeded
+    from osk.search.ranking import fuse, words_decide
+    from osk.search.semantic import Vectors
+
+    vectors = Vectors.for_index(vault.state("index"))
+    if vectors is None or not vectors.model.reads(text):
+        return lexical
+    coverage = ranking.coverage(text, lexical[0][0] if lexical else None)
+    if not words_decide(coverage, (final for _, _, final, _ in lexical), k):
+        raise EngineNeeded
+    return fuse(lexical, [], k, lambda slot: corpus.docs[slot].path, coverage)
 
 
 def _claim_none(vault: Vault, stale: dict[str, Any], key: str | None, ids: set[str]) -> bool:

@@ -218,7 +218,7 @@ def _ranked(vault: Vault, session: Any, query: str, text: str,
             if order is None:
                 return None
             docs = [corpus.docs[slot] for slot, *_ in order]
-            unsure = {} if swept else _hits_unsure(vault, docs, stale, bounds)
+            unsure = {} if swept else hits_unsure(vault, docs, stale, bounds)
             if not unsure:
                 break
             # a hit's file changed in place (its folder's stat kept): read, and ranked again
@@ -235,7 +235,7 @@ def _ranked(vault: Vault, session: Any, query: str, text: str,
     return SearchResult(session.scope, query, tuple(hits))
 
 
-def _hits_unsure(vault: Vault, docs: list[Any], stale: Stale, bounds: tuple[int, int]
+def hits_unsure(vault: Vault, docs: list[Any], stale: Stale, bounds: tuple[int, int]
                  ) -> Stale:
     """The hits' files not read here already whose stat cannot vouch for the text indexed
     (``as_indexed``), with their stats now (None: gone)."""
@@ -425,7 +425,7 @@ def as_indexed(vault: Vault, rel: str, recorded: Any, file_hash: str,
     if stat is None or stat != tuple(recorded):
         return False
     settled_before, announced = bounds
-    return stat[1] < settled_before or (stat[1] <= announced and _holds(vault, rel, file_hash))
+    return stat[1] < settled_before or (stat[1] <= announced and holds(vault, rel, file_hash))
 
 
 def _amend(vault: Vault, db: Any, corpus: Any, stale: Stale) -> bool:
@@ -480,7 +480,7 @@ def _ids_free(db: Any, taken: list[str], released: set[str]) -> bool:
     return holders <= released
 
 
-def _holds(vault: Vault, rel: str, file_hash: str) -> bool:
+def holds(vault: Vault, rel: str, file_hash: str) -> bool:
     """Whether the node file's text now is the one hashed ``file_hash``."""
     from osk.store.fsutil import sha256_text
     from osk.store.node import read_text

@@ -320,18 +320,8 @@ class Bm25:
 
     def rarest(self, query: Query, postings: int) -> dict[str, float]:
         """The query's known terms (with their counts), rarest first, as many as hold at most
-        ``postings`` postings together: a query bounded so that what it reads does not grow
-        with the corpus (``Ranking.rank``'s ``postings``). A term found in more documents than
-        the bound leaves is left out, with every term more common than it."""
-        counts = query if isinstance(query, Mapping) else Counter(query)
-        kept: dict[str, float] = {}
-        for term in sorted((t for t, count in counts.items() if count and self.df(t)),
-                           key=lambda t: (self.df(t), t)):
-            postings -= self.df(term)
-            if postings < 0:
-                break
-            kept[term] = counts[term]
-        return kept
+        ``postings`` postings together (``rarest``)."""
+        return rarest(query, self.df, postings)
 
     def scores(self, query: Query) -> dict[int, float]:
         """BM25 score of every document sharing a term with the query (others score 0)."""
@@ -920,6 +910,22 @@ def _kth_final(slots: Iterable[int], k: int, final: Callable[[int], float]) -> f
     document's final score, so a lower bound on the k-th best of any larger set."""
     ranked = sorted(map(final, slots), reverse=True)
     return ranked[k - 1] if len(ranked) >= k and ranked[k - 1] > 0 else 0.0
+
+
+def rarest(query: Query, df: Callable[[str], int], postings: int) -> dict[str, float]:
+    """The query's terms (with their counts) found in ``df(term)`` documents, rarest first, as
+    many as hold at most ``postings`` postings together: a query bounded so that what it reads
+    does not grow with the corpus (``Ranking.rank``'s ``postings``). A term found in more
+    documents than the bound leaves is left out, with every term more common than it."""
+    counts = query if isinstance(query, Mapping) else Counter(query)
+    kept: dict[str, float] = {}
+    for term in sorted((t for t, count in counts.items() if count and df(t)),
+                       key=lambda t: (df(t), t)):
+        postings -= df(term)
+        if postings < 0:
+            break
+        kept[term] = counts[term]
+    return kept
 
 
 def idf(size: int, df: int) -> float:

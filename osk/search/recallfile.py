@@ -34,7 +34,7 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
-from osk.search.bm25 import CODES, Bm25, code_for, mean_idf, narrowest
+from osk.search.bm25 import CODES, Bm25, code_for, mean_idf, narrowest, rarest
 from osk.search.corpus import SearchDoc, Stored
 from osk.store.locks import file_lock
 from osk.store.transactions import immediate
@@ -631,9 +631,16 @@ class RecallCorpus:
     at it. N and the average document length are the whole corpus's, kept in the file's meta
     table, and the mean idf (rank-bm25's epsilon floor) is summed from its counts of dfs when
     a word in over half the documents needs it, so the scores are the index's own.
+
+    ``bound``: for a ranking bounded to that many postings (``Ranking.rank``'s ``postings``)
+    only the terms it reads are loaded (``bm25.rarest``, by each term's document frequency
+    counted from its blocks' sizes), the others known by their document frequency alone: a
+    read's similar nodes cost the same at any size, where a common word's list grew with the
+    vault. Such a corpus ranks that bound only and takes no ``amend``.
     """
 
-    def __init__(self, db: sqlite3.Connection, terms: Iterable[str]) -> None:
+    def __init__(self, db: sqlite3.Connection, terms: Iterable[str], *,
+                 bound: int | None = None) -> None:
         self._db = db
         self.meta = read_meta(db)
         self.docs = _LazyDocs(db)
@@ -645,6 +652,14 @@ class RecallCorpus:
             self.successors.setdefault(key, set()).add(row)
         every = _lengths(db)
         postings: dict[str, dict[int, int]] = {}
+        unread: dict[str, int] = {}
+        if bound is not None:
+            counts = terms if isinstance(terms, Mapping) else Counter(terms)
+            unread = _dfs(db, list(counts))
+            terms = rarest(counts, lambda term: unread.get(term, 0), bound)
+            unread = {term: df for term, df in unread.items() if term not in terms}
+        self._bound = bound
+        self._unread = unread
         for term in dict.fromkeys(terms):
             held: dict[int, int] = {}
             for block in db.execute("SELECT first, rows, tfs FROM postings WHERE term = ? "
@@ -664,7 +679,7 @@ class RecallCorpus:
         self._stored_df = {term: len(held) for term, held in postings.items()}
         self._moved: dict[str, int] = {}  # term -> how much ``amend`` moved its df by
         self.bm25 = _PartialBm25(postings, lengths, int(self.meta.get("n", 0)),
-                                 int(self.meta.get("total_length", 0)), self._counts)
+                                 int(self.meta.get("total_length", 0)), self._counts, unread)
 
     def supersession(self) -> tuple[list[tuple[int, int]], set[int]]:
         return self._pairs, {old for old, _ in self._pairs}
@@ -677,6 +692,8 @@ class RecallCorpus:
         moves the df of each term it gained or lost, which the mean idf over every term
         (rank-bm25's floor for a word in over half the documents) sums (``_counts``). A path
         amended twice, or a document made under another path, is the caller's error."""
+        if self._bound is not None:
+            raise ValueError("a corpus bounded to its rarest terms takes no amend")
         self.amended[path] = doc
         found = self._db.execute("SELECT row, terms FROM docs WHERE path = ?",
                                  (path,)).fetchone()
@@ -748,13 +765,32 @@ class RecallCorpus:
         return self._next_row - 1
 
     def terms_of(self, row: int) -> list[str]:
-        """The document's terms among the query's (all ranking asks of it)."""
-        return [term for term, rows in self.bm25.postings_by_term.items() if row in rows]
+        """The document's terms among the query's (all ranking asks of it): those whose
+        postings were read, then (``bound``) those known by their df alone, from the
+        document's own list of terms."""
+        found = [term for term, rows in self.bm25.postings_by_term.items() if row in rows]
+        if self._unread:
+            stored = self._db.execute("SELECT terms FROM docs WHERE row = ?", (row,)).fetchone()
+            held = set(_terms_of(stored[0])) if stored is not None else set()
+            found += [term for term in self._unread if term in held]
+        return found
 
     def holding(self, rows: Iterable[int], terms: Iterable[str]) -> dict[int, set[str]]:
         """Which of ``terms`` each row holds, among the query's (``Corpus.holding``)."""
         wanted = set(terms)
         return {row: wanted.intersection(self.terms_of(row)) for row in rows}
+
+
+def _dfs(db: sqlite3.Connection, terms: list[str]) -> dict[str, int]:
+    """Each of ``terms``' document frequency, from its blocks' sizes (``_pack``'s type byte
+    and length), no block decoded; a term the file does not hold is left out."""
+    width = {ord(code): array(code).itemsize for code in CODES}
+    found: dict[str, int] = {}
+    for term, kind, size in db.execute(
+            f"SELECT term, unicode(CAST(substr(tfs, 1, 1) AS TEXT)), length(tfs) FROM postings "  # noqa: S608
+            f"WHERE term IN ({','.join('?' * len(terms))})", terms):
+        found[term] = found.get(term, 0) + (size - 1) // width[kind]
+    return found
 
 
 class _LazyDocs(dict):  # type: ignore[type-arg]
@@ -793,18 +829,25 @@ class _Lookup:
 
 
 class _PartialBm25(Bm25):
-    """BM25 over some terms' postings, with the whole corpus's statistics."""
+    """BM25 over some terms' postings, with the whole corpus's statistics (and the document
+    frequencies of terms whose postings were not read: ``unread``)."""
 
     KEEPS_IMPACTS = False  # read for one query: ordering a long list costs more than walking it
 
     def __init__(self, postings: dict[str, dict[int, int]], lengths: dict[int, int], n: int,
-                 total_length: int, counts: Callable[[], Mapping[int, int]]) -> None:
+                 total_length: int, counts: Callable[[], Mapping[int, int]],
+                 unread: Mapping[str, int]) -> None:
         super().__init__()
         self._added = postings  # no base: every posting read is in the overlay
         self.lengths = lengths
         self.total_length = total_length
         self._n = n
         self._counts = counts  # the counts of dfs as the changes taken leave them
+        self._unread = unread
+
+    def df(self, term: str) -> int:
+        held = self._added.get(term)
+        return len(held) if held is not None else self._unread.get(term, 0)
 
     @property
     def size(self) -> int:

@@ -343,10 +343,7 @@ class Catalog:
         check_identifier("a node reference (title or id)", ref)
         paths = _paths(self._by_id, ref) or _paths(self._by_title, title_key(ref))
         if not paths:
-            raise NodeNotFound(
-                f"no node with id or title {ref!r}; search first, then use a returned title or id",
-                ref=ref,
-            )
+            raise NodeNotFound.named(ref)
         if len(paths) > 1:
             raise _ambiguity(ref, sorted(paths), by_id=ref in self._by_id)
         entry = self.entries[paths[0]]

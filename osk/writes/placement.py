@@ -173,10 +173,7 @@ def node_for_write(ctx: WriteContext, ref: str) -> Node:
     change it."""
     node = current_node(ctx, ref)
     if not ctx.session.can_see_scope(node.scope):
-        raise NodeNotFound(
-            f"no node with id or title {ref!r}; search first, then use a returned title or id",
-            ref=ref,
-        )
+        raise NodeNotFound.named(ref)
     check_writable_node(ctx, node)
     return node
 

@@ -388,16 +388,16 @@ def test_read_node_finds_similar_nodes_by_the_rarest_words_within_a_bounded_read
     """Similar nodes come from the postings of the node's rarest words only (as many as
     ``RELATED_POSTINGS`` allow), so a read costs the same in any vault; the nodes found are
     still ordered by the node's commoner words too."""
-    import osk.engine.core
+    import osk.calls.related
 
-    monkeypatch.setattr(osk.engine.core, "RELATED_POSTINGS", 5)  # calibration (1+1), quasar (3)
+    monkeypatch.setattr(osk.calls.related, "RELATED_POSTINGS", 5)  # calibration (1+1), quasar (3)
     node = write(eng, "Quasar widget calibration", "How the widget is calibrated.", "Steps.\n")
     alike = write(eng, "Quasar widget notes", "Widget notes.", "Notes.\n")
     rare_only = write(eng, "Quasar sky notes", "Sky notes.", "Notes.\n")
     common_only = [write(eng, f"Widget part {n}", "A widget part.", "Part.\n") for n in range(4)]
     similar = [r.id for r in eng.read_node(node).related if r.why.startswith("similar")]
     assert similar == [alike, rare_only]  # "widget" is in 6 nodes: its postings are not read
-    monkeypatch.setattr(osk.engine.core, "RELATED_POSTINGS", 1000)  # room for every word
+    monkeypatch.setattr(osk.calls.related, "RELATED_POSTINGS", 1000)  # room for every word
     unbounded = [r.id for r in eng.read_node(node).related if r.why.startswith("similar")]
     assert unbounded[0] == alike and rare_only in unbounded
     assert set(unbounded) & set(common_only)  # what the bound left out: "widget" alone

@@ -458,10 +458,12 @@ def test_a_row_on_disk_gives_back_every_pair_as_it_was():
     assert digest not in encoded(Citations("c", pairs, None))  # packed, not as 64 characters
 
 
-def test_a_store_of_the_first_schema_is_packed_in_place_not_rebuilt_from_the_ledger(
-        chain: Engine, vault: Vault, monkeypatch: pytest.MonkeyPatch):
-    """Rows kept in the ledger's line form (schema 1) are rewritten packed by the next
-    writer that opens the store, the ledger not read whole; the table is the same."""
+@pytest.mark.parametrize("schema", ["1", "2"])
+def test_a_store_of_an_older_schema_is_brought_up_in_place_not_rebuilt_from_the_ledger(
+        chain: Engine, vault: Vault, monkeypatch: pytest.MonkeyPatch, schema: str):
+    """Rows kept in the ledger's line form (schema 1) are rewritten packed, and the rows of who
+    cites whom (schema 3's ``cited``) made from the rows, by the next writer that opens the
+    store, the ledger not read whole; the table is the same, and so are the citers."""
     import json
     import sqlite3
 
@@ -473,20 +475,24 @@ def test_a_store_of_the_first_schema_is_packed_in_place_not_rebuilt_from_the_led
     whole = build_table(Ledger(vault, LEDGER).read())
     with sqlite3.connect(vault.state(*recheck_store.FILE)) as db:
         rows = dict(db.execute("SELECT id, citations FROM citing"))
-        for key, text in rows.items():
+        cited = sorted(db.execute("SELECT node, citing FROM cited"))
+        for key, text in rows.items() if schema == "1" else ():
             value = recheck_store.decoded(key, text)
             pairs = list(value.pairs.values())
             old = json.dumps([[pair.to_data() for pair in pairs],
                               [pair.target.key for pair in pairs if pair.forked],
                               value.corrected, value.record_id, value.forked])
             db.execute("UPDATE citing SET citations = ? WHERE id = ?", (old, key))
-        db.execute("UPDATE meta SET value = '1' WHERE key = 'schema'")
+        db.execute("DROP TABLE cited")  # neither older schema had it
+        db.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (schema,))
+    assert len(cited) == 2  # Claim cites Source, Summary cites Claim
     monkeypatch.setattr(Ledger, "read_tipped", lambda self: pytest.fail("read whole"))
     fresh = Rechecks(vault)
     assert dict(fresh.table()) == whole
     with sqlite3.connect(vault.state(*recheck_store.FILE)) as db:
-        assert db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone() == ("2",)
+        assert db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone() == ("3",)
         packed = dict(db.execute("SELECT id, citations FROM citing"))
+        assert sorted(db.execute("SELECT node, citing FROM cited")) == cited
     assert packed.keys() == rows.keys()
     assert {i: recheck_store.decoded(i, text) for i, text in packed.items()} == whole
 

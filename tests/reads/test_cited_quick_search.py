@@ -81,6 +81,14 @@ def store_matches_ledger(vault: Vault) -> None:
     stored = recheck_store.citations_of(vault, Ledger(vault, LEDGER), whole)
     assert stored == whole
     assert stored_mark(vault).size == vault.ledger_path(LEDGER).stat().st_size
+    # and who cites each node, row for row (``osk read --json``'s citers)
+    cites = {(node_id, citing_id) for citing_id, value in whole.items()
+             for node_id in recheck_store.cited_nodes(value)}
+    with sqlite3.connect(vault.state(*recheck_store.FILE)) as db:
+        assert set(db.execute("SELECT node, citing FROM cited")) == cites
+    for node_id in {node_id for node_id, _ in cites} | set(whole):
+        assert recheck_store.citers_of(vault, Ledger(vault, LEDGER), node_id) == {
+            citing_id for cited, citing_id in cites if cited == node_id}
 
 
 @pytest.fixture
@@ -172,6 +180,41 @@ def test_a_writer_killed_before_its_row_leaves_a_table_readers_bring_up_to_date(
     assert answer is not None and "recheck" not in markers(answer)["Claim"]
     assert answer == engine_answer(vault, repo)
     store_matches_ledger(vault)  # the engine's read of the ledger caught the table up
+
+
+def test_a_citer_the_table_on_disk_has_not_taken_is_listed_from_the_ledger_after_it(
+        chain: Engine, vault: Vault, repo: Path):
+    """A node citing Source whose writer left the table on disk behind (as if killed before
+    its row, above): a fresh `osk read --json` of Source lists it from the ledger's lines after
+    the table's mark, as the engine lists it."""
+    from osk.reads import quick_read
+
+    settle(vault)
+    engine_answer(vault, repo)
+    behind = stored_mark(vault)
+    script = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from osk.calls.request import NewNode\n"
+        "from osk.engine.core import Engine\n"
+        "from osk.provenance.recheck_store import CitationStore\n"
+        "CitationStore.catch_up = lambda self, *args, **kwargs: None\n"
+        "eng = Engine.open(Path(sys.argv[1]), cwd=Path(sys.argv[2]))\n"
+        "eng.create_node(NewNode('Digest', 'About Digest', 'The walrus digest.\\n',\n"
+        "                        space='Scope', cluster='auth', drafter='test-model',\n"
+        "                        derived_from=('[[Source]]',)))\n"
+        "eng.search('walrus')\n"  # its index takes the write, and records its look
+    )
+    subprocess.run([sys.executable, "-c", script, str(vault.root), str(repo)], check=True,
+                   capture_output=True, env={**os.environ, "OSK_SEMANTIC": "0"})
+    assert stored_mark(vault) == behind  # the line is in the ledger, not in the table
+    found = quick_read.read(vault.root, repo, None, "Source", related=True)
+    assert found is not None
+    assert {near.title for near in found.related if near.why.startswith("cites")} == {
+        "Claim", "Digest"}
+    with sqlite3.connect(vault.state(*recheck_store.FILE)) as db:
+        assert db.execute("SELECT count(*) FROM cited").fetchone() == (2,)  # no Digest row
+    assert found == Engine.open(vault, cwd=repo, actor="user").read_node("Source")
 
 
 def _device_b(vault: Vault, tmp_path: Path, repo: Path) -> tuple[Vault, Engine]:

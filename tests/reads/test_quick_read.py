@@ -83,16 +83,21 @@ def test_a_read_answers_from_the_store_as_the_engine_does(vault: Vault, tmp_path
     assert (which, code) == ("QUICK", 0) and "## Diet" in out and "on the ice" not in out
 
 
-def test_a_read_from_the_store_imports_no_engine(vault: Vault, tmp_path: Path):
+@pytest.mark.parametrize("options", [(), ("--json",)])
+def test_a_read_from_the_store_imports_no_engine(vault: Vault, tmp_path: Path,
+                                                 options: tuple[str, ...]):
     populated(vault)
     search(vault, "walrus", tmp_path)
     child = CHILD.replace("print('ENGINE' if 'osk.engine.core' in sys.modules else 'QUICK', ",
                           "print(' '.join(sorted(sys.modules)), ")
     done = subprocess.run([sys.executable, "-c", child, "--vault", str(vault.root), "read",
-                           "Seal songs"], cwd=tmp_path, capture_output=True, text=True,
-                          encoding="utf-8", env={**os.environ, "OSK_SEMANTIC": "0"}, check=True)
+                           "Seal songs", *options], cwd=tmp_path, capture_output=True,
+                          text=True, encoding="utf-8", env={**os.environ, "OSK_SEMANTIC": "0"},
+                          check=True)
     modules = set(done.stderr.split())
     assert "osk.reads.quick_read" in modules and "seals sing" in done.stdout
+    # with its related nodes: printed without dataclasses (--json reads fastclass's fields)
+    assert ("osk.calls.related" in modules) == bool(options)
     # the node's front matter, in osk's own form and hashing to what the index validated, is
     # read without the contract (pydantic); YAML's resolver table answers which plain values
     # are strings. The page is the engine's NodeRead (made without dataclasses: fastclass),
@@ -141,17 +146,15 @@ def test_front_matter_in_another_form_is_validated_as_the_engine_validates_it(
 
 
 def test_what_the_store_cannot_vouch_for_is_the_engines(vault: Vault, tmp_path: Path):
-    """Errors are the engine's, in its words; a past version, `--json` (with its related
-    nodes) and a node changed by hand since the look go to it too."""
+    """Errors are the engine's, in its words; a past version and a node changed by hand since
+    the look go to it too, and `--json` (with its related nodes) while any file is."""
     populated(vault)
     search(vault, "walrus", tmp_path)
-    which, code, _, said = read(vault, "Narwhal", tmp_path)
-    assert (which, code) == ("ENGINE", 3) and "no node with id or title 'Narwhal'" in said
     which, code, _, said = read(vault, "Seal songs", tmp_path, "--section", "Nowhere")
     assert (which, code) == ("ENGINE", 3) and "no heading 'Nowhere'" in said
     assert read(vault, "Seal songs", tmp_path, "--as-of", "2099-01-01")[:2] == ("ENGINE", 0)
     which, code, out, _ = read(vault, "Seal songs", tmp_path, "--json")
-    assert (which, code) == ("ENGINE", 0) and json.loads(out)["title"] == "Seal songs"
+    assert (which, code) == ("QUICK", 0) and json.loads(out)["title"] == "Seal songs"
     seal = vault.root / "Domain/animals/Seal songs.md"
     with open(seal, "r+", encoding="utf-8") as handle:  # in place: its folder's stat kept
         text = handle.read().replace("seals sing", "seals hum")
@@ -162,6 +165,8 @@ def test_what_the_store_cannot_vouch_for_is_the_engines(vault: Vault, tmp_path: 
     assert (which, code) == ("ENGINE", 0) and "seals hum" in out
     # another node is still vouched for: the changed file claims neither its title nor its id
     assert read(vault, "Walrus diet", tmp_path)[:2] == ("QUICK", 0)
+    # but not its related nodes: the changed file may be one of them
+    assert read(vault, "Walrus diet", tmp_path, "--json")[:2] == ("ENGINE", 0)
     age(seal)
     engine_looks(vault, tmp_path)
     which, code, out, _ = read(vault, "Seal songs", tmp_path)
@@ -201,6 +206,31 @@ def test_a_file_changed_by_hand_that_claims_the_name_sends_the_read_to_the_engin
     assert which == "ENGINE" and "claimed by 2 files" in said
 
 
+def test_a_name_no_node_claims_is_refused_from_the_store_in_the_engines_words(
+        vault: Vault, tmp_path: Path):
+    """A reference nothing claims, in an index the look vouches for, is refused without the
+    engine, as the engine refuses it; a file made by hand since that claims it is the
+    engine's to read."""
+    from osk.engine.core import Engine
+    from osk.errors import NodeNotFound
+    from osk.reads.quick_read import read as quick
+
+    populated(vault)
+    search(vault, "walrus", tmp_path)
+    which, code, out, said = read(vault, "Narwhal", tmp_path)
+    assert (which, code, out) == ("QUICK", 3, "")
+    with pytest.raises(NodeNotFound) as engine_said:
+        Engine.open(vault, cwd=tmp_path, actor="user").read_node("Narwhal")
+    assert said == f"Error: {engine_said.value}"
+    assert read(vault, "quick-0404", tmp_path, "--json")[:2] == ("QUICK", 3)  # nor an id
+    with pytest.raises(NodeNotFound) as store_said:
+        quick(vault.root, tmp_path, None, "narwhal", related=True)
+    assert store_said.value.facts == {"ref": "narwhal"}
+    write(vault, "Domain/animals/Narwhal.md", node_text(7, "the narwhal's tusk"))
+    which, code, out, _ = read(vault, "NARWHAL", tmp_path)
+    assert (which, code) == ("ENGINE", 0) and "the narwhal's tusk" in out
+
+
 def test_a_node_of_a_scope_the_session_cannot_see_is_not_found(vault: Vault, tmp_path: Path):
     from osk.engine.core import Engine
     from osk.errors import NodeNotFound
@@ -211,11 +241,13 @@ def test_a_node_of_a_scope_the_session_cannot_see_is_not_found(vault: Vault, tmp
     folders_settle()
     engine = Engine.open(vault, cwd=tmp_path, scope="beta", actor="user")
     engine.search("walrus")  # builds the index and records the look
-    with pytest.raises(NodeNotFound):
+    with pytest.raises(NodeNotFound) as engine_said:
         engine.read_node("Alpha plan", related=False)
     from osk.reads.quick_read import read as quick
 
-    assert quick(vault.root, tmp_path, "beta", "Alpha plan") is None
+    with pytest.raises(NodeNotFound) as store_said:
+        quick(vault.root, tmp_path, "beta", "Alpha plan")
+    assert str(store_said.value) == str(engine_said.value)
     seen = quick(vault.root, tmp_path, "beta", "Beta plan")
     assert seen is not None and seen == engine.read_node("Beta plan", related=False)
 
@@ -237,6 +269,91 @@ def test_a_cited_node_carries_the_engines_markers(vault: Vault, tmp_path: Path):
     assert (which, code) == ("QUICK", 0) and "markers: " in out and "recheck" in out
 
 
+@pytest.mark.parametrize("bound", [None, 6])
+def test_a_read_with_its_related_nodes_answers_from_the_store_as_the_engine_does(
+        vault: Vault, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bound: int | None):
+    """`osk read --json` lists the related nodes from the stores on disk by the engine's rule:
+    the nodes it cites, its citers from the rechecks table on disk, the similar ones by the
+    same bounded ranking (``bound``: one that leaves common words unread, known by their
+    document frequency and each node's own terms); a later page lists none, as the engine's
+    does."""
+    from osk.calls import related
+    from osk.engine.core import Engine
+    from osk.reads.quick_read import read as quick
+
+    if bound is not None:
+        monkeypatch.setattr(related, "RELATED_POSTINGS", bound)
+    imported_citing(vault, tmp_path)  # Walrus diet cites Walrus habits, in the ledger
+    write(vault, "Domain/animals/Walrus tusks.md", node_text(
+        40, "walrus tusks on the ice", derived_from=("[[Walrus diet]]",)))
+    write(vault, "Domain/animals/Seal songs.md", node_text(41, "seals sing under water"))
+    # "diet" in three nodes, "walrus" in nine: a bound of 6 reads diet and clams, and knows
+    # which candidates hold walrus from their own terms (it puts the walrus notes first)
+    for number, (title, body) in enumerate([("Seal diet notes", "seals eat fish"),
+                                            ("Walrus diet notes", "walrus eat fish")]):
+        write(vault, f"Domain/animals/{title}.md", node_text(42 + number, body, summary="Fish."))
+    for number in range(5):
+        write(vault, f"Domain/animals/Walrus part {number}.md", node_text(
+            44 + number, f"walrus on rocks {number}", summary="Part."))
+    for path in vault.root.glob("Domain/**/*.md"):
+        age(path)
+    folders_settle()
+    engine_looks(vault, tmp_path)
+    why: set[str] = set()
+    for ref in ("Walrus habits", "Walrus diet", "Walrus tusks", "Seal songs"):
+        found = quick(vault.root, tmp_path, None, ref, related=True)
+        assert found is not None, f"the store did not answer {ref!r}"
+        assert found == Engine.open(vault, cwd=tmp_path, actor="user").read_node(ref)
+        why.update(near.why for near in found.related)
+    assert {"cites this node (derived-from)", "cited by this node (derived-from)",
+            "similar: shares its words"} <= why
+    which, code, out, _ = read(vault, "Walrus habits", tmp_path, "--json")
+    assert (which, code) == ("QUICK", 0)
+    assert [near["title"] for near in json.loads(out)["related"]][0] == "Walrus diet"
+    later = quick(vault.root, tmp_path, None, "Walrus habits", start=3, related=True)
+    assert later is not None and later.related == ()
+    assert later == Engine.open(vault, cwd=tmp_path, actor="user").read_node(
+        "Walrus habits", start=3)
+
+
+def test_related_nodes_meaning_would_rank_are_the_engines_where_words_decide_they_are_the_stores(
+        vault: Vault, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """With the semantic channel on and a model that reads the node's words, the engine embeds
+    them only where meaning can count (``words_decide``); the store answers where it cannot,
+    as words alone rank, and leaves the rest to the engine."""
+    from osk.reads import quick_read
+    from osk.search import semantic
+
+    populated(vault)
+    search(vault, "walrus", tmp_path)
+
+    def listed() -> list[object] | None:
+        found = quick_read.read(vault.root, tmp_path, None, "Walrus diet", related=True)
+        return None if found is None else list(found.related)
+
+    reads = {"text": True}
+
+    class Held:  # the vectors of a vault whose model reads what ``reads`` says
+        model = type("Model", (), {"reads": staticmethod(lambda text: reads["text"])})
+
+    monkeypatch.setenv("OSK_SEMANTIC", "1")
+    monkeypatch.setattr(semantic.Vectors, "for_index", classmethod(lambda cls, path: Held))
+    assert listed() is None  # three nodes: too few hits for the words to decide
+    assert quick_read.read(vault.root, tmp_path, None, "Walrus diet") is not None
+    reads["text"] = False
+    assert listed() is not None  # a text the model does not read is ranked by words
+    monkeypatch.setenv("OSK_SEMANTIC", "0")
+    for number in range(8):
+        write(vault, f"Domain/animals/Walrus note {number}.md",
+              node_text(50 + number, f"walrus diet note {number}"))
+    folders_settle()
+    engine_looks(vault, tmp_path)
+    alone = listed()
+    monkeypatch.setenv("OSK_SEMANTIC", "1")
+    reads["text"] = True
+    assert alone is not None and listed() == alone and len(alone) == 6
+
+
 def test_a_protected_vault_is_read_by_the_engine(vault: Vault, tmp_path: Path, monkeypatch):
     from osk.authority import approvals
 
@@ -256,23 +373,26 @@ def test_random_hand_changes_leave_every_read_from_the_store_the_engines(
         vault: Vault, tmp_path: Path):
     """Hand changes of every kind (an edit in place, a file made, removed or renamed, an id or
     a title a second file claims, a file that is no valid node), some taken into the index by
-    an engine's look and some not: each read the store answers is the fresh engine's, field
-    for field; where the engine refuses, the store does not answer. ``OSK_READ_TRIALS`` runs
-    it longer by hand."""
+    an engine's look and some not: each read the store answers, with its related nodes or
+    without, is the fresh engine's, field for field; where the engine refuses, the store does
+    not answer, or refuses a name no node claims in the engine's words. ``OSK_READ_TRIALS``
+    runs it longer by hand."""
     import random
 
     from osk.engine.core import Engine
-    from osk.errors import OskError
+    from osk.errors import NodeNotFound, OskError
     from osk.reads.quick_read import read as quick
 
     rng = random.Random(20261206)
     folders = ["Domain/animals", "Domain/plants"]
-    for number in range(10):
+    for number in range(10):  # each cites the one before it and one by its id
         write(vault, f"{folders[number % 2]}/Note {number}.md",
-              node_text(number, f"body of note {number}"))
+              node_text(number, f"body of note {number}", derived_from=(
+                  f"[[Note {number - 1}]]", f"[[quick-{rng.randrange(14):04d}]]")))
     folders_settle()
     engine_looks(vault, tmp_path)
-    answered = refused = 0
+    answered, refused, not_found, listed = 0, 0, 0, set()
+    nearby = 0  # reads the store answered with related nodes listed
     for trial in range(TRIALS):
         for _ in range(rng.randint(1, 3)):
             hand_change(vault, rng, folders, trial)
@@ -283,18 +403,30 @@ def test_random_hand_changes_leave_every_read_from_the_store_the_engines(
         refs = [rng.choice(files).stem for _ in range(3)] if files else []
         refs += [f"quick-{rng.randrange(14):04d}", rng.choice(refs or ["none"]).upper()]
         for ref in refs:
-            found = quick(vault.root, tmp_path, None, ref)
+            related = rng.random() < 0.5
+            try:
+                found: object = quick(vault.root, tmp_path, None, ref, related=related)
+            except NodeNotFound as error:
+                found = error
             try:
                 expected = Engine.open(vault, cwd=tmp_path, actor="user").read_node(
-                    ref, related=False)
-            except OskError:
-                assert found is None, (trial, ref)
+                    ref, related=related)
+            except OskError as error:
+                if isinstance(found, NodeNotFound):
+                    assert type(error) is NodeNotFound and str(found) == str(error)
+                    not_found += 1
+                else:
+                    assert found is None, (trial, ref)
                 refused += 1
                 continue
+            assert not isinstance(found, NodeNotFound), (trial, ref, found)
             if found is not None:
                 assert found == expected, (trial, ref)
                 answered += 1
-    assert answered and refused  # both sides of the rule were exercised
+                nearby += bool(found.related)  # type: ignore[attr-defined]
+                listed.update(near.why.split(":")[0] for near in expected.related)
+    assert answered and refused and not_found and nearby  # every side of the rule exercised
+    assert listed == {"cited by this node (derived-from)", "similar"}
 
 
 def hand_change(vault: Vault, rng: Any, folders: list[str], trial: int) -> None:

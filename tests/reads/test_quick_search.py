@@ -26,7 +26,9 @@ CHILD = (
 )
 
 
-def node_text(number: int, body: str, *, summary: str = "A note") -> str:
+def node_text(number: int, body: str, *, summary: str = "A note",
+              derived_from: tuple[str, ...] = ()) -> str:
+    links = "".join(f"  - {json.dumps(link)}\n" for link in derived_from)
     return ("---\n"
             f"id: quick-{number:04d}\n"
             "created: 2026-11-29T18:00+00:00\n"
@@ -34,7 +36,7 @@ def node_text(number: int, body: str, *, summary: str = "A note") -> str:
             "author: agent\n"
             "drafter: test\n"
             f"summary: {json.dumps(summary)}\n"
-            "derived-from: []\n"
+            + (f"derived-from:\n{links}" if links else "derived-from: []\n") +
             "---\n"
             f"{body}\n")
 

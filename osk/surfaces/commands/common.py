@@ -100,6 +100,10 @@ def _plain(value: object) -> object:
         return [_plain(v) for v in value]
     if isinstance(value, Path):
         return str(value)
+    made = getattr(type(value), "__fastclass_fields__", None)
+    if made is not None:  # its fields without importing dataclasses (osk.store.fastclass)
+        return {f.name: _plain(getattr(value, f.name)) for f in made
+                if not f.name.startswith("_")}
     if hasattr(type(value), "__dataclass_fields__"):
         import dataclasses  # here: `osk search --json` prints plain values and needs none
 

@@ -68,12 +68,10 @@ def run_overview(args: argparse.Namespace) -> int:
 
 
 def run_read(args: argparse.Namespace) -> int:
-    if args.json:  # the related nodes come with it, which the engine lists
-        print(json_text(_engine(args).read_node(args.node, section=args.section,
-                                                start=args.start, length=args.length,
-                                                as_of=args.as_of)))
+    if args.json:  # with the related nodes the first page lists
+        print(json_text(_read_shown(args, related=True)))
         return 0
-    found = _read_shown(args)
+    found = _read_shown(args, related=False)
     print(f"# {found.title}  ({found.path})")
     print(f"{found.summary}")
     print(f"id {found.id} · updated {found.updated} · {found.author}/{found.drafter} · "
@@ -90,22 +88,24 @@ def run_read(args: argparse.Namespace) -> int:
     return 0
 
 
-def _read_shown(args: argparse.Namespace) -> NodeRead:
-    """The read the text output prints (no related nodes): from the index on disk and the
-    node's file when they can vouch for it (``osk.reads.quick_read``), else the engine's."""
+def _read_shown(args: argparse.Namespace, *, related: bool) -> NodeRead:
+    """The read to print (``related``: with the related nodes, as ``--json`` prints it): from
+    the stores on disk and the node's file when they can vouch for it
+    (``osk.reads.quick_read``), else the engine's."""
     from osk.reads import quick_read
 
     found = None
     if args.as_of is None:
         found = quick_read.read(args.vault, Path.cwd(), args.scope, args.node,
-                                section=args.section, start=args.start, length=args.length)
+                                section=args.section, start=args.start, length=args.length,
+                                related=related)
     if found is not None:  # read as a plain search is: nothing for the exit to collect
         from osk.surfaces.cli import no_collection_at_exit
 
         no_collection_at_exit()
     else:
         found = _engine(args).read_node(args.node, section=args.section, start=args.start,
-                                        length=args.length, as_of=args.as_of, related=False)
+                                        length=args.length, as_of=args.as_of, related=related)
     return found
 
 
