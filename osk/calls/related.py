@@ -57,11 +57,15 @@ def related_nodes(node: Any, *, named: Callable[[str], Near | None],
 
     for link in node.derived_from:
         target = parse_target(link)
-        if isinstance(target, NodeTarget):
+        if isinstance(target, NodeTarget) and len(found) < RELATED:
             add(named(target.title), "cited by this node (derived-from)")
     for citing_id in sorted(citing()):
+        if len(found) >= RELATED:  # a node cited by thousands looks up six of them
+            break
         add(named(citing_id), "cites this node (derived-from)")
     cited = len(found)
+    if cited >= RELATED:
+        return list(found.values())  # no similar one could be listed
     wanted = max(RELATED_SIMILAR, RELATED - cited)
     # markers are not shown for related nodes: the ranking's own (superseded) suffice
     for hit in similar(f"{node.title} {node.field('summary')}", wanted + 1):
