@@ -11,6 +11,9 @@ prints, in one run:
   same words (OR), bm25, top 10; and ``python -c pass``, both measured in the same run;
 - fresh process, ``osk read TITLE`` (the text a person reads) of ``--runs`` nodes, beside a
   fresh process fetching the same node's row from the FTS5 table by its title;
+- fresh process, ``osk read TITLE --json`` (with the related nodes: the cited, the citing and
+  the similar ones), beside a fresh process fetching that row and then the seven best rows
+  for its title's and summary's words (the similar ones, as FTS5 would find them);
 - warm search in one process through ``Engine.search`` (what ``osk mcp`` answers with):
   median wall and CPU per query, queries back to back;
 - a write round through ``Engine`` (create, update, ``read_node``): median CPU of each (and of
@@ -85,6 +88,16 @@ rows = db.execute("SELECT title, summary, body FROM notes WHERE notes MATCH ? LI
 print(len(rows))
 """
 
+# A read with its related nodes: the row, then its title's and summary's words OR'd, the best
+# seven by bm25 (what a similar-node search is in FTS5's own terms).
+FTS_RELATED_CHILD = FTS_READ_CHILD.replace('print(len(rows))', """
+words = f"{rows[0][0]} {rows[0][1]}".split()
+match = " OR ".join('"' + w.replace('"', '') + '"' for w in words)
+near = db.execute("SELECT path FROM notes WHERE notes MATCH ? ORDER BY bm25(notes) LIMIT 7",
+                  (match,)).fetchall()
+print(len(rows), len(near))
+""")
+
 
 def own_peak_kb() -> int:
     """This process's peak resident memory in KB. Not ru_maxrss: a child that subprocess
@@ -119,6 +132,7 @@ sys.exit(code)
 
 
 READ_CHILD = OSK_CHILD.replace('"search", sys.argv[2], "--json"', '"read", sys.argv[2]')
+JSON_READ_CHILD = OSK_CHILD.replace('"search", sys.argv[2]', '"read", sys.argv[2]')
 
 
 # -- measuring a child -------------------------------------------------------------------------
@@ -203,6 +217,13 @@ def fresh_reads(root: Path, fts: Path, titles: list[str], cwd: Path,
     """Fresh ``osk read TITLE`` processes (the text a person reads), each beside a fresh
     process fetching the node's row from FTS5 by its title."""
     return fresh_pairs(READ_CHILD, FTS_READ_CHILD, root, fts, titles, cwd, against)
+
+
+def fresh_json_reads(root: Path, fts: Path, titles: list[str], cwd: Path,
+                     against: Path | None = None) -> dict[str, Any]:
+    """Fresh ``osk read TITLE --json`` processes (the related nodes listed), each beside a
+    fresh process fetching the row and the seven best rows for its words from FTS5."""
+    return fresh_pairs(JSON_READ_CHILD, FTS_RELATED_CHILD, root, fts, titles, cwd, against)
 
 
 def fresh_pairs(osk_child: str, fts_child: str, root: Path, fts: Path, asked: list[str],
@@ -418,8 +439,24 @@ def queries_for(size: int, count: int) -> list[str]:
     return [corpus.query() for _ in range(count)]
 
 
+def report_read(got: dict[str, Any], label: str, baseline: str, ratio: str) -> None:
+    """A fresh read's rows: its medians (and those from ``--against``), then its FTS5
+    baseline's, with the CPU ratio."""
+    r_w, r_c = got["osk"]
+    t_w, t_c = got["fts"]
+    print(f"{label:22s}{r_w:7.0f} ms wall {r_c:7.0f} ms CPU   peak {got['peak_mb']:.0f} MB, "
+          f"{got['from_store']}/{got['runs']} answered from the store")
+    if got["against"]:
+        a_w, a_c = got["against"]
+        print(f"  ... from --against  {a_w:7.0f} ms wall {a_c:7.0f} ms CPU   "
+              f"{got['against_from_store']}/{got['runs']} from the store")
+    print(f"{baseline:22s}{t_w:7.0f} ms wall {t_c:7.0f} ms CPU   "
+          f"({ratio}/FTS5 CPU {r_c / t_c:.1f}x)")
+
+
 def report(size: int, fresh: dict[str, Any], warm: dict[str, float] | None, sizes: dict[str, int],
-           imported: dict[str, float] | None, reads: dict[str, Any] | None = None) -> None:
+           imported: dict[str, float] | None, reads: dict[str, Any] | None = None,
+           related: dict[str, Any] | None = None) -> None:
     o_w, o_c = fresh["osk"]
     f_w, f_c = fresh["fts"]
     p_w, p_c = fresh["python"]
@@ -436,16 +473,10 @@ def report(size: int, fresh: dict[str, Any], warm: dict[str, float] | None, size
           f"(osk/FTS5 CPU {o_c / f_c:.1f}x)")
     print(f"python -c pass        {p_w:7.0f} ms wall {p_c:7.0f} ms CPU")
     if reads:
-        r_w, r_c = reads["osk"]
-        t_w, t_c = reads["fts"]
-        print(f"fresh `osk read`      {r_w:7.0f} ms wall {r_c:7.0f} ms CPU   "
-              f"peak {reads['peak_mb']:.0f} MB, {reads['from_store']}/{reads['runs']} answered "
-              f"from the store")
-        if reads["against"]:
-            a_w, a_c = reads["against"]
-            print(f"  ... from --against  {a_w:7.0f} ms wall {a_c:7.0f} ms CPU")
-        print(f"fresh FTS5 row        {t_w:7.0f} ms wall {t_c:7.0f} ms CPU   "
-              f"(osk read/FTS5 CPU {r_c / t_c:.1f}x)")
+        report_read(reads, "fresh `osk read`", "fresh FTS5 row", "osk read")
+    if related:
+        report_read(related, "fresh `osk read --json`", "fresh FTS5 row + near",
+                    "osk read --json")
     if warm:
         print(f"warm Engine.search    {warm['warm_ms']:7.1f} ms wall "
               f"{warm['warm_cpu_ms']:7.1f} ms CPU")
@@ -521,14 +552,16 @@ def main() -> int:
                   f"{time.perf_counter() - started:.1f} s", flush=True)
             queries = queries_for(size, args.runs)
             fresh = fresh_searches(root, fts, queries, root, args.against)
-            reads = fresh_reads(root, fts, titles_for(root, args.runs), root, args.against)
+            titles = titles_for(root, args.runs)
+            reads = fresh_reads(root, fts, titles, root, args.against)
+            related = fresh_json_reads(root, fts, titles, root, args.against)
             sizes = {"index": size_of(root / ".osk" / "index"),
                      "catalog": size_of(root / ".osk" / "catalog"), "fts": size_of(fts)}
             warm = None if args.fresh_only else warm_and_writes(root, queries, args.rounds)
             imported = None
             if not (args.no_import or args.fresh_only):
                 imported = bench_import(base, args.import_size or min(size, 10000))
-            report(size, fresh, warm, sizes, imported, reads)
+            report(size, fresh, warm, sizes, imported, reads, related)
     return 0
 
 
