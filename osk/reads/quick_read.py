@@ -19,8 +19,10 @@ the node there by the catalog's rule and vouches for it by the checks a fresh se
   document holds;
 - that node's file has the stat the index recorded, settled before the look (or read and
   found to hold the text indexed), and its text now hashes to the file hash indexed;
-- the session may see its scope, and no region of the vault is protected (what a protected
-  node serves, and whether a change waits, is the engine's to judge).
+- the session may see its scope, and, in a vault with protected regions, no change in them
+  waits for the person's approval (``_none_waiting``): each file there is the version
+  approved, so what a reader is served is the file, as elsewhere (while one waits, what a
+  protected node serves is the engine's to judge).
 
 Its markers follow the engine's rule from the rechecks table on disk, as a search hit's do.
 Its front matter is read as ``parse_validated`` reads a text the index took from a valid node:
@@ -40,9 +42,9 @@ at vouched for as the node itself is.
 A reference no node claims, in an index the look vouches for and with no file changed by hand
 since claiming it, is refused here as the engine refuses it (``NodeNotFound``), as is a node of
 a scope the session cannot see. Anything else (a past version, a name claimed twice, a stale
-index, a protected vault, a marker only the engine can judge) returns None, and the caller
-opens the engine, whose answer and error messages are the reference. So every read answered
-here is one the engine gives.
+index, a change waiting for approval, a marker only the engine can judge) returns None, and
+the caller opens the engine, whose answer and error messages are the reference. So every read
+answered here is one the engine gives.
 """
 
 from __future__ import annotations
@@ -86,7 +88,6 @@ def _read(vault_arg: str | Path | None, cwd: Path, scope: str | None, ref: str,
     from osk.provenance.sessions import open_session
     from osk.reads.quick_search import EngineNeeded, hit_markers
     from osk.search import recallfile
-    from osk.search.regions import Regions
     from osk.store.ids import check_identifier
     from osk.store.vault import locate
 
@@ -96,8 +97,6 @@ def _read(vault_arg: str | Path | None, cwd: Path, scope: str | None, ref: str,
         return None  # the engine refuses it, in its own words
     vault = locate(vault_arg, cwd)
     mutation.finish_killed_writes(vault)  # what opening the engine does first
-    if Regions(vault).protected():
-        return None
     session = open_session(vault, cwd, scope)
     try:
         db = recallfile.open_reader(vault.state("index"))
@@ -138,6 +137,7 @@ def _vouched(vault: Vault, db: Any, ref: str
     module's checks)."""
     from osk.reads.quick_search import as_indexed, look_bounds, stale_since_look, stat_now
     from osk.search import recallfile
+    from osk.search.regions import Regions
     from osk.store.fsutil import sha256_text
     from osk.store.node import parse_validated, read_text
     from osk.store.titles import title_key
@@ -151,6 +151,8 @@ def _vouched(vault: Vault, db: Any, ref: str
     stale = stale_since_look(vault, db, meta, bounds)
     if stale is None:
         return None  # what the checks cannot tell: the engine looks
+    if Regions(vault).protected() and not _none_waiting(vault, db, look, stale):
+        return None  # what protection serves, while a change waits, is the engine's to judge
     doc, refused = _named(db, look, ref)
     if doc is None:
         if refused or not _claim_none(vault, stale, title_key(ref), {ref}):
@@ -166,6 +168,35 @@ def _vouched(vault: Vault, db: Any, ref: str
     if sha256_text(text) != doc.file_hash:
         return None  # changed since it was vouched for: the engine reads it again
     return doc, parse_validated(doc.path, text, doc.file_hash), look, bounds, stale
+
+
+def _none_waiting(vault: Vault, db: Any, look: dict[str, Any], stale: Stale) -> bool:
+    """In a vault with protected regions, whether no change in them waits for the person's
+    approval, so every reader is served each file as it is, and the catalog and the index
+    know the same nodes: none changed there since the look; each file the index left out
+    there (the look's ``others``: a creation not approved yet is one) the version approved, so
+    left out as the catalog leaves it, for not being a valid node (``protection.is_pending``);
+    and each the index holds the version approved (its file hash, as indexed, the approved
+    one)."""
+    from osk.authority import protection
+
+    current = protection.state(vault)
+    if any(current.region_of(rel) is not None for rel in stale):
+        return False
+    for rel in look.get("others", {}):
+        try:
+            if current.region_of(rel) is not None and protection.is_pending(vault, rel, current):
+                return False
+        except (OSError, UnicodeDecodeError):
+            return False
+    for region in current.regions:
+        inside = region.rstrip("/")
+        for path, file_hash in db.execute(  # the region itself, and the paths below it
+                "SELECT path, file_hash FROM docs WHERE path = ? OR (path > ? AND path < ?)",
+                (inside, inside + "/", inside + "0")):  # "0" follows "/"
+            if current.approved_sha(path) != file_hash:
+                return False
+    return True
 
 
 def _as_held(vault: Vault, db: Any, stale: Stale) -> bool:

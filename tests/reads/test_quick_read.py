@@ -21,6 +21,7 @@ from test_quick_search import (
     imported_citing,
     node_text,
     populated,
+    saved,
     search,
     write,
 )
@@ -354,33 +355,77 @@ def test_related_nodes_meaning_would_rank_are_the_engines_where_words_decide_the
     assert alone is not None and listed() == alone and len(alone) == 6
 
 
-def test_a_protected_vault_is_read_by_the_engine(vault: Vault, tmp_path: Path, monkeypatch):
+def test_a_protected_vault_is_read_from_the_store_while_no_change_waits_for_approval(
+        vault: Vault, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Protected regions whose every file is the version approved serve each file as it is:
+    reads (with their related nodes, and a name nothing claims) are the store's, as the
+    engine gives them. While a change there waits for the person's approval (an edit, a node
+    made and not approved yet), what protection serves is the engine's to judge, so every read
+    goes to it until the person approves."""
     from osk.authority import approvals
+    from osk.engine.core import Engine
+    from osk.errors import NodeNotFound
+    from osk.reads.quick_read import read as quick
+
+    def same(ref: str, related: bool) -> None:
+        found = quick(vault.root, tmp_path, None, ref, related=related)
+        assert found is not None, f"the store did not answer {ref!r}"
+        assert found == Engine.open(vault, cwd=tmp_path, actor="user").read_node(
+            ref, related=related)
 
     populated(vault)
+    write(vault, "Person/prefs/Walrus keeper.md", node_text(30, "the walrus keeper's notes"))
     monkeypatch.setattr("sys.stdin", _Terminal())
-    approvals.protect(vault, "Domain/animals")
+    approvals.protect(vault, "Person/prefs")
     folders_settle()
-    search(vault, "walrus", tmp_path)
-    which, code, out, _ = read(vault, "Walrus diet", tmp_path)
-    assert (which, code) == ("ENGINE", 0) and "walrus and clams" in out
+    search(vault, "walrus", tmp_path)  # the engine records its look under these approvals
+    assert read(vault, "Walrus keeper", tmp_path)[:2] == ("QUICK", 0)
+    for ref in ("Walrus keeper", "Walrus diet"):
+        same(ref, related=False)
+        same(ref, related=True)
+    assert read(vault, "Narwhal", tmp_path)[:2] == ("QUICK", 3)
+
+    keeper = vault.root / "Person/prefs/Walrus keeper.md"
+    saved(vault, "Person/prefs/Walrus keeper.md", keeper.read_text(encoding="utf-8").replace(
+        "keeper's notes", "keeper's secret notes"))
+    folders_settle()
+    engine_looks(vault, tmp_path)  # the index takes the change, serving the approved text
+    which, code, out, _ = read(vault, "Walrus keeper", tmp_path)
+    assert (which, code) == ("ENGINE", 0) and "secret" not in out  # what protection serves
+    assert read(vault, "Walrus diet", tmp_path, "--json")[:2] == ("ENGINE", 0)
+    approvals.approve(vault, "Person/prefs")
+    folders_settle()
+    engine_looks(vault, tmp_path)
+    which, code, out, _ = read(vault, "Walrus keeper", tmp_path)
+    assert (which, code) == ("QUICK", 0) and "secret" in out
+    same("Walrus keeper", related=True)
+
+    write(vault, "Person/prefs/Walrus twin.md", node_text(31, "made, not approved yet"))
+    folders_settle()
+    engine_looks(vault, tmp_path)  # a creation waiting: the index leaves it out
+    with pytest.raises(NodeNotFound, match="waiting for the person's approval"):
+        Engine.open(vault, cwd=tmp_path, actor="user").read_node("quick-0031")
+    assert quick(vault.root, tmp_path, None, "quick-0031") is None  # the engine's words
+    assert read(vault, "Walrus diet", tmp_path)[:2] == ("ENGINE", 0)
 
 
 TRIALS = int(os.environ.get("OSK_READ_TRIALS", "12"))
 
 
 def test_random_hand_changes_leave_every_read_from_the_store_the_engines(
-        vault: Vault, tmp_path: Path):
+        vault: Vault, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """Hand changes of every kind (an edit in place, a file made, removed or renamed, an id or
     a title a second file claims, a file that is no valid node), some taken into the index by
-    an engine's look and some not: each read the store answers, with its related nodes or
-    without, is the fresh engine's, field for field; where the engine refuses, the store does
-    not answer, or refuses a name no node claims in the engine's words. ``OSK_READ_TRIALS``
-    runs it longer by hand."""
+    an engine's look and some not, half the trials in a vault where one folder is protected
+    and the person approves what waits there now and then: each read the store answers, with
+    its related nodes or without, is the fresh engine's, field for field; where the engine
+    refuses, the store does not answer, or refuses a name no node claims in the engine's
+    words. ``OSK_READ_TRIALS`` runs it longer by hand."""
     import random
 
+    from osk.authority import approvals
     from osk.engine.core import Engine
-    from osk.errors import NodeNotFound, OskError
+    from osk.errors import ContractError, NodeNotFound, OskError
     from osk.reads.quick_read import read as quick
 
     rng = random.Random(20261206)
@@ -391,11 +436,22 @@ def test_random_hand_changes_leave_every_read_from_the_store_the_engines(
                   f"[[Note {number - 1}]]", f"[[quick-{rng.randrange(14):04d}]]")))
     folders_settle()
     engine_looks(vault, tmp_path)
+    monkeypatch.setattr("sys.stdin", _Terminal())  # the person's verbs, at a terminal
     answered, refused, not_found, listed = 0, 0, 0, set()
     nearby = 0  # reads the store answered with related nodes listed
+    protected_answers = 0  # reads it answered once a folder was protected
     for trial in range(TRIALS):
         for _ in range(rng.randint(1, 3)):
             hand_change(vault, rng, folders, trial)
+        if trial == TRIALS // 2:
+            approvals.protect(vault, "Domain/plants")
+        elif trial > TRIALS // 2 and rng.random() < 0.5:
+            try:
+                approvals.approve(vault, "Domain/plants")
+            except ContractError:  # a file no valid node: the person takes the region back
+                approvals.revert(vault, "Domain/plants")
+            folders_settle()
+            engine_looks(vault, tmp_path)  # the next engine reads under the approvals now
         if rng.random() < 0.4:
             folders_settle()
             engine_looks(vault, tmp_path)
@@ -423,9 +479,11 @@ def test_random_hand_changes_leave_every_read_from_the_store_the_engines(
             if found is not None:
                 assert found == expected, (trial, ref)
                 answered += 1
+                protected_answers += trial > TRIALS // 2
                 nearby += bool(found.related)  # type: ignore[attr-defined]
                 listed.update(near.why.split(":")[0] for near in expected.related)
     assert answered and refused and not_found and nearby  # every side of the rule exercised
+    assert protected_answers  # and reads of a protected vault with nothing waiting
     assert listed == {"cited by this node (derived-from)", "similar"}
 
 
