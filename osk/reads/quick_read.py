@@ -245,7 +245,7 @@ def _related(vault: Vault, db: Any, session: Any, node: Any, look: dict[str, Any
     query would be embedded, or a node looked at is not vouched for as it is now."""
     from osk.calls import related
     from osk.errors import OskError
-    from osk.reads.quick_search import RECHECKS_LEDGER, EngineNeeded, hits_unsure
+    from osk.reads.quick_search import EngineNeeded, hits_unsure, rechecks_ledger
     from osk.search import recallfile
     from osk.store.ids import check_identifier
 
@@ -263,12 +263,11 @@ def _related(vault: Vault, db: Any, session: Any, node: Any, look: dict[str, Any
 
     def citing() -> set[str]:
         from osk.provenance.recheck_store import citers_of
-        from osk.store.ledger import Ledger
 
-        ledger = vault.ledger_path(RECHECKS_LEDGER)
-        if not (ledger.exists() and ledger.stat().st_size):
+        ledger = rechecks_ledger(vault)
+        if ledger is None:
             return set()  # no node has ever cited anything
-        found = citers_of(vault, Ledger(vault, RECHECKS_LEDGER), node.id)
+        found = citers_of(vault, ledger, node.id)
         if found is None:
             raise EngineNeeded
         return found
@@ -305,17 +304,12 @@ def _words_order(vault: Vault, corpus: Any, ranking: Any, text: str, k: int,
     when the semantic channel is off or does not read ``text``; its fusion with no meaning
     when the words decide whatever meaning says (``words_decide``); else ``EngineNeeded``
     (the query is to be embedded)."""
-    from osk.search import semantic_enabled
+    from osk.reads.quick_search import EngineNeeded, meaning_reads
 
-    if not semantic_enabled():
+    if meaning_reads(vault, text) is None:
         return lexical
-    from osk.reads.quick_search import EngineNeeded
     from osk.search.ranking import fuse, words_decide
-    from osk.search.semantic import Vectors
 
-    vectors = Vectors.for_index(vault.state("index"))
-    if vectors is None or not vectors.model.reads(text):
-        return lexical
     coverage = ranking.coverage(text, lexical[0][0] if lexical else None)
     if not words_decide(coverage, (final for _, _, final, _ in lexical), k):
         raise EngineNeeded

@@ -256,16 +256,13 @@ def _order(vault: Vault, db: Any, corpus: Any, ranking: Ranking, text: str,
     (the engine embeds what is missing first), a node file changed since the index on disk
     took it (``amended``: its vector may be missing, and the vectors are keyed by the rows
     on disk) or the model fails (the engine says why)."""
-    from osk.search import semantic_enabled
     from osk.search.ranking import FUSION_DEPTH, fuse
 
-    if not semantic_enabled():
+    vectors = meaning_reads(vault, text)
+    if vectors is None:
         return ranking.rank(text, k)
-    from osk.search.semantic import NEAREST, Vectors
+    from osk.search.semantic import NEAREST
 
-    vectors = Vectors.for_index(vault.state("index"))
-    if vectors is None or not vectors.model.reads(text):
-        return ranking.rank(text, k)
     if amended:
         return None
     keys = [key for (key,) in db.execute("SELECT content_hash FROM docs")]
@@ -284,6 +281,20 @@ def _order(vault: Vault, db: Any, corpus: Any, ranking: Ranking, text: str,
                                       words)
     coverage = ranking.coverage(text, lexical[0][0] if lexical else None)
     return fuse(lexical, semantic, k, lambda slot: corpus.docs[slot].path, coverage)
+
+
+def meaning_reads(vault: Vault, text: str) -> Any | None:
+    """The vault's vectors (``semantic.Vectors``) where the engine's channels would rank
+    ``text`` by meaning too: the channel on, its model found, and reading the text; None where
+    words alone rank it (the channel's modules left unread while it is off)."""
+    from osk.search import semantic_enabled
+
+    if not semantic_enabled():
+        return None
+    from osk.search.semantic import Vectors
+
+    vectors = Vectors.for_index(vault.state("index"))
+    return vectors if vectors is not None and vectors.model.reads(text) else None
 
 
 Stale = dict[str, "tuple[int, int, int] | None"]  # node file -> its stat now (None: gone)
@@ -529,13 +540,23 @@ def hit_markers(vault: Vault, db: Any, docs: list[Any], look: dict[str, Any],
 def _recorded(vault: Vault, ids: list[str]) -> dict[str, Any] | None:
     """The recorded citations of ``ids`` that cite anything (``Citations``), as the engine's
     rechecks table holds them; None when the table on disk cannot vouch for the ledger."""
-    ledger = vault.ledger_path(RECHECKS_LEDGER)
-    if not (ledger.exists() and ledger.stat().st_size):
-        return {}  # no node has ever cited anything
+    ledger = rechecks_ledger(vault)
+    if ledger is None:
+        return {}
     from osk.provenance.recheck_store import citations_of
+
+    return citations_of(vault, ledger, ids)
+
+
+def rechecks_ledger(vault: Vault) -> Any | None:
+    """The rechecks ledger (a ``Ledger``, not read yet), or None while no node has ever cited
+    anything (the file absent or empty): what a fresh process reads recorded citations from."""
+    path = vault.ledger_path(RECHECKS_LEDGER)
+    if not (path.exists() and path.stat().st_size):
+        return None
     from osk.store.ledger import Ledger
 
-    return citations_of(vault, Ledger(vault, RECHECKS_LEDGER), ids)
+    return Ledger(vault, RECHECKS_LEDGER)
 
 
 def _cited_rounds(vault: Vault, hits: tuple[Any, ...]) -> dict[str, set[str]] | None:
