@@ -132,19 +132,20 @@ class Engine:
     @classmethod
     def open(cls, vault: Vault | str | Path | None = None, *, cwd: Path | None = None,
              scope: str | None = None, actor: str = "agent", watch: bool = False,
-             look: bool = True) -> Engine:
+             look: bool = True, claim: bool = True) -> Engine:
         """Open the vault (``--vault``/``OSK_VAULT``/cwd) for a session working in ``cwd``.
         ``watch``: a long-running process's choice: have the kernel report hand edits
         (``Freshness.watch``; where it cannot, the once-a-second look keeps its stat sweep),
         chosen before the first look so that look watches every folder it lists. ``look``:
         False for a command whose one call walks the vault first anyway (``overview``,
         ``reindex``): the opening walk would be a second one (1.2 s at 100,000 nodes); every
-        other call made before a walk walks first (``_fresh``, ``Freshness.ensure``)."""
+        other call made before a walk walks first (``_fresh``, ``Freshness.ensure``). ``claim``:
+        False for an engine that writes nothing under its session (``open_session``)."""
         if actor not in (AGENT, USER):
             raise ValueError(f"actor must be 'agent' or 'user', not {actor!r}")
         found = open_vault(vault, cwd)
         mutation.finish_killed_writes(found)
-        session = open_session(found, (cwd or Path.cwd()), scope)
+        session = open_session(found, (cwd or Path.cwd()), scope, claim=claim)
         catalog, rechecks, routing, reads = Catalog(found), Rechecks(found), Routing(found), \
             ReadLog()
         ctx = WriteContext(found, catalog, session, actor, rechecks, reads, routing)
@@ -479,6 +480,16 @@ class Engine:
         index = self._search_index()
         self._note_look()
         index.flush()
+
+    def catch_up(self) -> None:
+        """Leave what a fresh process reads beside the files as the vault is now: the
+        catalog's snapshot, the search index on disk with this look recorded (``persist``), and
+        the rechecks table on disk. ``osk sync`` calls this once it has landed another device's
+        nodes or ledgers: a look cannot vouch for the files a landing rewrote, so the next
+        search or read would otherwise open an engine of its own to take them in. Open it with
+        ``claim=False``: nothing here is written under its session."""
+        self.persist()
+        self.rechecks.stale_node_ids(self.catalog)
 
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> int:
         """Rebuild the search index and the recall file from the node files alone (the files

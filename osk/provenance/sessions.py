@@ -363,10 +363,14 @@ class Routing:
             return identity
 
 
-def open_session(vault: Vault, cwd: Path, scope: str | None = None) -> Session:
-    """Resolve the session for ``cwd``: its key, its scope, and the vault's isolation setting."""
+def open_session(vault: Vault, cwd: Path, scope: str | None = None, *, claim: bool = True
+                 ) -> Session:
+    """Resolve the session for ``cwd``: its key, its scope, and the vault's isolation setting.
+    ``claim``: False for a process that writes nothing under its session (the index's catch-up
+    after a sync): the key is the folder's plain name, and the routing ledger is left as it is
+    where the name was free (a claim is a line every device then syncs)."""
     named = checked_scope_name(scope) if scope is not None else None  # refuse before claiming
-    key = session_key(cwd, vault)
+    key = session_key(cwd, vault if claim else None)
     settings = vault.settings()
     routing = Routing(vault)
     fork = None

@@ -69,6 +69,7 @@ class SyncResult:
     ahead: int = 0  # local commits still unpublished (offline)
     head: str = ""
     notices: list[str] = field(default_factory=list)  # landed, but a person should look
+    landed: int = 0  # files the landing rewrote that the index reads: nodes, ledgers (not raw)
 
     def line(self) -> str:
         target = f"{self.remote}/{self.branch}"

@@ -17,6 +17,7 @@ from osk.store.conflict_copies import (
 from osk.store.vault import Vault
 from osk.sync.cycle import DEFAULT_REMOTE, current_branch, refuse_foreign_operations, sync_once
 from osk.sync.cycle_state import (
+    SyncResult,
     SyncState,
     SyncStatus,
     is_temp,
@@ -72,12 +73,15 @@ def fingerprint(vault: Vault, *, committed_only: bool = False) -> str:
 def daemon(vault: Vault, *, interval: float = 300.0, poll: float = 5.0,
            max_cycles: int | None = None, remote: str = DEFAULT_REMOTE,
            stop: threading.Event | None = None,
-           report: Callable[[str], None] = lambda line: None) -> int:
+           report: Callable[[str], None] = lambda line: None,
+           after: Callable[[Vault, SyncResult], None] = lambda vault, result: None) -> int:
     """Sync every ``interval`` seconds, and soon after the vault changes; return cycles run.
 
     A change triggers a cycle once the vault has been quiet for one ``poll`` period, so a burst
     of writes makes one commit. Errors are reported and retried next time, never fatal.
-    ``stop`` ends the loop between cycles (the CLI sets it on SIGTERM/SIGINT).
+    ``stop`` ends the loop between cycles (the CLI sets it on SIGTERM/SIGINT). ``after`` runs
+    once each cycle has ended, before it is reported (``osk.verbs.syncing``: the index takes
+    what landed).
     """
     stop = stop or threading.Event()
     cycles, due = 0, 0.0
@@ -86,7 +90,7 @@ def daemon(vault: Vault, *, interval: float = 300.0, poll: float = 5.0,
         current = _safe_fingerprint(vault)
         changed = current != synced_print and current == previous
         if time.monotonic() >= due or changed:
-            report(_one_cycle(vault, remote))
+            report(_one_cycle(vault, remote, after))
             cycles += 1
             due = time.monotonic() + interval
             # What a cycle leaves synced is the committed state: a write that landed after the
@@ -99,10 +103,12 @@ def daemon(vault: Vault, *, interval: float = 300.0, poll: float = 5.0,
     return cycles
 
 
-def _one_cycle(vault: Vault, remote: str) -> str:
+def _one_cycle(vault: Vault, remote: str, after: Callable[[Vault, SyncResult], None]) -> str:
     stamp = clock.now_text()
     try:
-        return f"{stamp} {sync_once(vault, remote=remote).line()}"
+        result = sync_once(vault, remote=remote)
+        after(vault, result)
+        return f"{stamp} {result.line()}"
     except OskError as exc:
         return f"{stamp} Error: {exc}"
 

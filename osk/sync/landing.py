@@ -49,7 +49,8 @@ def land_tree(cycle: Cycle, old: str, new: str) -> None:
     atomic_write(journal, json.dumps({"from": old, "to": new}) + "\n")
     first = True
     for new_mode, old_sha, new_sha, rel in entries:
-        _land_file(cycle, rel, old_sha, new_sha, new_mode)
+        if _land_file(cycle, rel, old_sha, new_sha, new_mode) and not is_raw(rel):
+            cycle.result.landed += 1
         if first:
             cycle.mark("landing")
             first = False
@@ -60,7 +61,8 @@ def land_tree(cycle: Cycle, old: str, new: str) -> None:
     commit_into(cycle)  # copies of files edited during the cycle
 
 
-def _land_file(cycle: Cycle, rel: str, old_sha: str, new_sha: str, new_mode: str) -> None:
+def _land_file(cycle: Cycle, rel: str, old_sha: str, new_sha: str, new_mode: str) -> bool:
+    """Bring ``rel`` to ``new_sha``; whether the working tree changed."""
     repo, vault = cycle.repo, cycle.vault
     lock = _append_lock(vault, rel)
     with locked(lock, 60.0, f"an append to {rel} is stuck") if lock else _nothing():
@@ -69,25 +71,26 @@ def _land_file(cycle: Cycle, rel: str, old_sha: str, new_sha: str, new_mode: str
         new = repo.blob(new_sha) if new_sha != ZERO else None
         current = _read_current(path)
         if current == new or new_mode == "160000":
-            return
+            return False
         if current == old:
             _write(vault, rel, new, new_mode)
-            return
+            return True
         if current is not None and append_only(rel):
             if new is not None and current.startswith(new):
-                return  # landed before a crash, then appended to
+                return False  # landed before a crash, then appended to
             if old is not None and current.startswith(old):
                 tail = current[len(old):]
                 _write(vault, rel, (new + tail) if new is not None else current, new_mode)
-                return
+                return True
             if old is None and new is not None and is_ledger(rel):
                 _write(vault, rel, union_lines(new, current), new_mode)
-                return
+                return True
         if current is not None:  # changed here while the cycle ran: keep it beside the node
             copy = copy_name(rel, cycle.device, lambda name: vault.abs(name).exists())
             _write(vault, copy, copy_content(rel, current), "100644")
             cycle.result.conflict_copies.append(copy)
         _write(vault, rel, new, new_mode)
+        return True
 
 
 def _append_lock(vault: Vault, rel: str) -> Path | None:

@@ -1,12 +1,83 @@
 """`osk sync`'s verbs as the surfaces call them: one cycle now (``once``), the daemon, and where
 the vault stands without touching the network (``status``). The sync wing (``osk/sync/``) does
 the work; this is its face above the engine, so a command reaches it the way it reaches every
-other verb.
+other verb, and here what a cycle landed reaches the index (``caught_up``).
 """
 
 from __future__ import annotations
 
-from osk.sync.cycle import sync_once as once
-from osk.sync.daemon import daemon, status
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
 
-__all__ = ["daemon", "once", "status"]
+from osk.errors import OskError
+from osk.store.vault import Vault
+from osk.sync.cycle import DEFAULT_REMOTE, sync_once
+from osk.sync.cycle_state import SyncResult
+from osk.sync.daemon import daemon as sync_daemon
+from osk.sync.daemon import status
+
+__all__ = ["caught_up", "daemon", "once", "status"]
+
+
+def once(vault: Vault, *, remote: str = DEFAULT_REMOTE, accept_rewrite: bool = False
+         ) -> SyncResult:
+    """One cycle (``sync_once``), then the index takes what it landed."""
+    result = sync_once(vault, remote=remote, accept_rewrite=accept_rewrite)
+    caught_up(vault, result)
+    return result
+
+
+def daemon(vault: Vault, *, interval: float, poll: float, max_cycles: int | None,
+           remote: str, stop: threading.Event, report: Callable[[str], None]) -> int:
+    """The daemon (``osk.sync.daemon.daemon``); after each cycle the index takes what it
+    landed, in a process of its own (``caught_up_apart``)."""
+    return sync_daemon(vault, interval=interval, poll=poll, max_cycles=max_cycles,
+                       remote=remote, stop=stop, report=report, after=caught_up_apart)
+
+
+def caught_up(vault: Vault, result: SyncResult) -> None:
+    """When a cycle landed nodes or ledgers from another device, bring the stores a fresh
+    process reads up to them (``Engine.catch_up``): the next `osk search`, `osk read` or
+    prompt's recall then answers from them instead of opening an engine. The sync is done
+    either way; a failure here is told as a notice, and the next engine takes them in."""
+    if result.landed:
+        _told(result, _catch_up(vault))
+
+
+def caught_up_apart(vault: Vault, result: SyncResult) -> None:
+    """``caught_up`` in a child process, for the daemon: it runs for days, and an engine's
+    catalog and index, once loaded, leave a process's memory high after they are dropped
+    (49 MB where it was 23, at 10,000 nodes)."""
+    if result.landed:
+        done = subprocess.run([sys.executable, "-m", __name__, str(vault.root)],
+                              capture_output=True, text=True, encoding="utf-8", check=False)
+        lines = done.stderr.strip().splitlines()
+        _told(result, None if done.returncode == 0 else
+              lines[-1] if lines else f"exit status {done.returncode}")
+
+
+def _catch_up(vault: Vault | str) -> str | None:
+    """``Engine.catch_up`` on ``vault`` (a path: checked to be one first); what went wrong, or
+    None."""
+    from osk.engine.core import Engine
+
+    try:
+        Engine.open(vault, claim=False).catch_up()
+    except (OskError, OSError) as exc:
+        return str(exc)
+    return None
+
+
+def _told(result: SyncResult, problem: str | None) -> None:
+    if problem is not None:
+        result.notices.append(f"the search index has not taken what landed yet ({problem}); "
+                              "the next search takes it in")
+
+
+if __name__ == "__main__":  # caught_up_apart's child: python -m osk.verbs.syncing VAULT
+    trouble = _catch_up(sys.argv[1])
+    if trouble is not None:
+        print(trouble, file=sys.stderr)
+        sys.exit(1)
