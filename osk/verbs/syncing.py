@@ -50,12 +50,17 @@ def caught_up_apart(vault: Vault, result: SyncResult) -> None:
     """``caught_up`` in a child process, for the daemon: it runs for days, and an engine's
     catalog and index, once loaded, leave a process's memory high after they are dropped
     (49 MB where it was 23, at 10,000 nodes)."""
-    if result.landed:
+    if not result.landed:
+        return
+    try:
         done = subprocess.run([sys.executable, "-m", __name__, str(vault.root)],
                               capture_output=True, text=True, encoding="utf-8", check=False)
-        lines = done.stderr.strip().splitlines()
-        _told(result, None if done.returncode == 0 else
-              lines[-1] if lines else f"exit status {done.returncode}")
+    except OSError as exc:  # the daemon's errors are told, never fatal
+        _told(result, f"the catch-up process did not start: {exc}")
+        return
+    lines = done.stderr.strip().splitlines()
+    _told(result, None if done.returncode == 0 else
+          lines[-1] if lines else f"exit status {done.returncode}")
 
 
 def _catch_up(vault: Vault | str) -> str | None:

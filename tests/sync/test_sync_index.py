@@ -114,3 +114,15 @@ def test_the_daemon_has_the_index_take_what_each_cycle_landed_in_a_process_of_it
     syncing.caught_up_apart(Vault(tmp_path / "gone"), gone)  # the child refuses a non-vault
     assert len(gone.notices) == 1 and "is not an osk vault" in gone.notices[0], gone.notices
     assert not (tmp_path / "gone").exists()
+
+
+def test_a_catch_up_process_that_cannot_start_is_told_not_raised(tmp_path, monkeypatch):
+    def cannot(*args: object, **kwargs: object) -> None:
+        raise OSError("no such interpreter")
+
+    monkeypatch.setattr(syncing.subprocess, "run", cannot)
+    result = SyncResult("origin", "main", landed=2)
+    syncing.caught_up_apart(Vault(tmp_path), result)
+    assert result.notices == ["the search index has not taken what landed yet (the catch-up "
+                              "process did not start: no such interpreter); the next search "
+                              "takes it in"]
