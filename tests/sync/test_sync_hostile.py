@@ -134,6 +134,23 @@ def test_a_copy_of_a_node_under_another_name_is_refused_as_a_duplicate_id(pair):
     _repaired_then_synced(pair)
 
 
+def test_a_copy_whose_id_is_quoted_is_refused_and_a_node_naming_the_id_is_not(pair):
+    _remote, first, second = pair
+    node_id = write_node(second, "Domain/real/real.md", "The real node.\n")
+    write_node(second, "Domain/real/mention.md", f"Follows from {node_id}.\n")
+    _push_by_hand(second, "a real node, and one that names it in its body")
+    assert sync_once(first).pulled == 1  # naming an id is not carrying it
+    assert (first.root / "Domain/real/mention.md").is_file()
+
+    def copy(vault: Vault) -> None:
+        text = (vault.root / "Domain/real/real.md").read_text(encoding="utf-8")
+        assert f"id: {node_id}\n" in text
+        quoted = text.replace(f"id: {node_id}", f"id: '{node_id}'")  # to YAML, the same id
+        (vault.root / "Domain/real/copy.md").write_text(quoted, encoding="utf-8")
+
+    _refused(pair, copy, f"node id {node_id}", "Domain/real/copy.md", "Domain/real/real.md")
+
+
 def test_a_gitattributes_that_drops_the_union_merge_lands_with_a_notice(pair):
     remote, first, second = pair
     path = second.root / ".gitattributes"
