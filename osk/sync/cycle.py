@@ -168,7 +168,7 @@ def _run_cycle(vault: Vault, remote: str, attempts: int, checkpoint: Checkpoint 
                 f"{remote} rejected the push {attempts} times (other devices kept pushing); "
                 f"every commit is kept locally; run `osk sync` again"
             )
-        cycle.result.head = cycle.head()
+        cycle.result.head = head  # what was synced: a commit made since waits for the next
         state.last_sync, state.offline_since, state.reason = clock.now_text(), None, None
         state.failed_at = state.error = None
         state.save(vault)

@@ -8,14 +8,17 @@ import shlex
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 from sync_support import git, make_devices, wait_for, write_node
 
 from osk.store.vault import init
+from osk.store.watch import Watch
 from osk.surfaces.cli import build_parser, main
 from osk.surfaces.commands.sync import run_sync
+from osk.sync import daemon as sync_daemon
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 
@@ -58,6 +61,83 @@ def test_max_cycles_bounds_the_daemon_and_an_error_does_not_stop_it(tmp_path, ca
     assert all("Error: the vault has no git remote 'origin'" in line for line in lines[1:4])
     assert lines[4] == "osk sync daemon: stopped"
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # handlers are put back
+
+
+def test_an_idle_daemon_looks_at_no_file_yet_follows_new_folders_and_commits_by_hand(
+        tmp_path, monkeypatch):
+    remote, (a,) = make_devices(tmp_path, 1)
+    probe = Watch.start(a.root)
+    if probe is None:
+        pytest.skip("no kernel watch here (not Linux, or not a local file system)")
+    probe.close()
+    looks, polls = [], []
+    status_paths, fingerprint = sync_daemon.status_paths, sync_daemon.fingerprint
+
+    def counted_status(repo):
+        looks.append(1)
+        return status_paths(repo)
+
+    def counted_fingerprint(vault, *, committed_only=False):
+        polls.append(1)  # at least one a poll, whatever the daemon asks
+        return fingerprint(vault, committed_only=committed_only)
+
+    monkeypatch.setattr(sync_daemon, "status_paths", counted_status)
+    monkeypatch.setattr(sync_daemon, "fingerprint", counted_fingerprint)
+    lines: list[str] = []
+    stop = threading.Event()
+    thread = threading.Thread(target=sync_daemon.daemon, args=(a,), kwargs={
+        "interval": 3600.0, "poll": 0.02, "stop": stop, "report": lines.append})
+    thread.start()
+
+    def polled(count: int) -> None:
+        at = len(polls)
+        wait_for(lambda: len(polls) >= at + count, f"{count} polls")
+
+    def published(rel: str) -> bool:
+        return rel in git(remote, "ls-tree", "-r", "--name-only", "main")
+
+    try:
+        wait_for(lambda: len(lines) == 1, "the first cycle")
+        polled(3)  # what the cycle itself wrote is looked at once
+        before = len(looks)
+        polled(15)
+        assert len(looks) == before, "an idle daemon ran git status over the vault"
+        write_node(a, "Domain/new/deeper/First.md", "in folders made while the daemon runs\n")
+        wait_for(lambda: published("Domain/new/deeper/First.md"), "the first node to land")
+        polled(3)  # the cycle's own look is over: only the watch can tell of the next write
+        write_node(a, "Domain/new/deeper/Second.md", "in a folder the daemon saw made\n")
+        wait_for(lambda: published("Domain/new/deeper/Second.md"),
+                 "a write in the new folder to be seen (the interval is an hour)")
+        git(a.root, "commit", "-q", "--allow-empty", "-m", "a commit by hand, no file changed")
+        local = git(a.root, "rev-parse", "HEAD")
+        wait_for(lambda: git(remote, "rev-parse", "main") == local, "the hand commit to land")
+    finally:
+        stop.set()
+        thread.join(timeout=60)
+    assert not thread.is_alive()
+    assert not any("Error" in line for line in lines), lines
+
+
+def test_a_commit_made_by_hand_as_a_cycle_ends_is_synced_by_the_next(tmp_path):
+    remote, (a,) = make_devices(tmp_path, 1)
+    made: list[str] = []
+
+    def commit_by_hand(vault, result) -> None:  # after the push, before the daemon's look
+        if not made:
+            git(vault.root, "commit", "-q", "--allow-empty", "-m", "made by hand")
+            made.append(git(vault.root, "rev-parse", "HEAD"))
+
+    stop = threading.Event()
+    thread = threading.Thread(target=sync_daemon.daemon, args=(a,), kwargs={
+        "interval": 3600.0, "poll": 0.02, "stop": stop, "after": commit_by_hand})
+    thread.start()
+    try:
+        wait_for(lambda: bool(made) and git(remote, "rev-parse", "main") == made[0],
+                 "the hand commit to be pushed (the interval is an hour)")
+    finally:
+        stop.set()
+        thread.join(timeout=60)
+    assert not thread.is_alive()
 
 
 def _arguments_of(command: list[str]) -> list[str]:

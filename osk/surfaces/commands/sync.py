@@ -41,7 +41,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument("--interval", type=_positive, default=300.0, metavar="SECONDS",
                         help="daemon: sync at least this often (default: 300)")
     parser.add_argument("--poll", type=_positive, default=5.0, metavar="SECONDS",
-                        help="daemon: look for local changes this often (default: 5)")
+                        help="daemon: look for local changes this often (default: 5; where "
+                             "the kernel reports changes, an idle look reads no file)")
     parser.add_argument("--max-cycles", type=int, default=None, metavar="N",
                         help="daemon: stop after N cycles (default: run until stopped)")
     add_json_flag(parser)

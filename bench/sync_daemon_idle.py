@@ -1,0 +1,118 @@
+"""What an idle `osk sync --daemon` costs between cycles, as the vault grows: the CPU of one poll
+(the daemon's look for local changes), on this tree and, with ``--against``, another one in the
+same run.
+
+A copy of ``VAULT`` is made a git repository and published to a bare remote. For each run, a
+child process (osk imported from the tree under test) starts the daemon on it (an hour's
+interval, ``--poll`` seconds between looks), lets its first cycle end and three more polls
+pass, then measures its own CPU (with git's, its children's) over ``--seconds`` of idling. The
+trees take turns, run by run. Prints each tree's median CPU a poll and, with two trees, the
+ratio.
+
+Usage: ``python bench/sync_daemon_idle.py DIR/vault-100000 [--seconds 20] [--poll 1]
+[--runs 3] [--against TREE] [--keep DIR]``. Run by hand, not in CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+
+IDLE_CHILD = """
+import json, resource, sys, threading, time
+from pathlib import Path
+from osk.engine.vaults import open_vault
+from osk.sync import daemon
+vault = open_vault(Path(sys.argv[1]))
+seconds, poll = float(sys.argv[2]), float(sys.argv[3])
+def cpu():
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+lines, stop = [], threading.Event()
+thread = threading.Thread(target=daemon.daemon, args=(vault,), kwargs=dict(
+    interval=3600.0, poll=poll, stop=stop, report=lines.append))
+thread.start()
+while not lines:
+    time.sleep(0.05)
+time.sleep(3 * poll)
+began = cpu()
+time.sleep(seconds)
+spent = cpu() - began
+stop.set()
+thread.join()
+print(json.dumps({"cpu_ms": spent * 1000, "polls": seconds / poll, "cycles": len(lines),
+                  "first": lines[0]}))
+"""
+
+
+def git(cwd: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def published_copy(vault: Path, base: Path) -> Path:
+    """A copy of ``vault`` as a git repository whose remote holds all of it."""
+    device = base / "device"
+    shutil.copytree(vault, device, symlinks=True, ignore=shutil.ignore_patterns(".osk", ".git"))
+    remote = base / "remote.git"
+    git(base, "init", "-q", "--bare", "-b", "main", str(remote))
+    git(device, "init", "-q", "-b", "main")
+    git(device, "remote", "add", "origin", str(remote))
+    subprocess.run([sys.executable, "-m", "osk", "--vault", str(device), "sync"], check=True,
+                   cwd=BENCH.parent, capture_output=True)
+    return device
+
+
+def idle(tree: Path, device: Path, seconds: float, poll: float) -> dict[str, object]:
+    env = {**os.environ, "PYTHONPATH": str(tree), "OSK_SEMANTIC": "0"}
+    env.pop("OSK_VAULT", None)
+    done = subprocess.run([sys.executable, "-c", IDLE_CHILD, str(device), str(seconds),
+                           str(poll)], cwd=tree, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"the daemon on {tree} failed:\n{done.stderr}")
+    found: dict[str, object] = json.loads(done.stdout.splitlines()[-1])
+    return found
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("vault", type=Path)
+    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--poll", type=float, default=1.0)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--against", type=Path, default=None, help="another source tree")
+    parser.add_argument("--keep", type=Path, default=None)
+    args = parser.parse_args()
+    base = args.keep or Path(tempfile.mkdtemp(prefix="osk-daemon-bench-"))
+    base.mkdir(parents=True, exist_ok=True)
+    device = base / "device" if (base / "device" / ".git").is_dir() else \
+        published_copy(args.vault, base)
+    trees = [BENCH.parent] + ([args.against.resolve()] if args.against else [])
+    per_poll: dict[Path, list[float]] = {tree: [] for tree in trees}
+    for run in range(args.runs):
+        for tree in trees if run % 2 == 0 else trees[::-1]:
+            found = idle(tree, device, args.seconds, args.poll)
+            cpu = float(str(found["cpu_ms"])) / float(str(found["polls"]))
+            per_poll[tree].append(cpu)
+            print(f"run {run + 1}, {tree}: {cpu:.1f} ms a poll ({found['first']})",
+                  flush=True)
+    medians = {tree: statistics.median(values) for tree, values in per_poll.items()}
+    for tree, value in medians.items():
+        print(f"{tree}: median {value:.1f} ms of CPU a poll ({args.runs} runs of "
+              f"{args.seconds:g} s, a poll every {args.poll:g} s)")
+    if args.against:
+        print(f"ratio (this tree / the other): {medians[trees[0]] / medians[trees[1]]:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
