@@ -139,7 +139,8 @@ class Engine:
         chosen before the first look so that look watches every folder it lists. ``look``:
         False for a command whose one call walks the vault first anyway (``overview``,
         ``reindex``): the opening walk would be a second one (1.2 s at 100,000 nodes); every
-        other call made before a walk walks first (``_fresh``, ``Freshness.ensure``). ``claim``:
+        other call made before a walk walks first (``_fresh``, ``Freshness.ensure``); ``persist``
+        and ``catch_up`` walk first too. ``claim``:
         False for an engine that writes nothing under its session (``open_session``)."""
         if actor not in (AGENT, USER):
             raise ValueError(f"actor must be 'agent' or 'user', not {actor!r}")

@@ -69,7 +69,7 @@ def _catch_up(vault: Vault | str) -> str | None:
     from osk.engine.core import Engine
 
     try:
-        Engine.open(vault, claim=False).catch_up()
+        Engine.open(vault, claim=False, look=False).catch_up()  # persist walks first
     except (OskError, OSError) as exc:
         return str(exc)
     return None
