@@ -253,6 +253,32 @@ def journal_path(vault: Vault) -> Path:
     return vault.state("sync", "landing.json")
 
 
+# -- what the index has not taken in yet ----------------------------------------------------
+def _owed_path(vault: Vault) -> Path:
+    return vault.state("sync", "index-owed")
+
+
+def owe_index(vault: Vault) -> None:
+    """Note, before a landing rewrites a node or a ledger, that the stores a fresh process
+    reads have not taken it in. The verbs above (``osk.verbs.syncing``) settle the note once
+    they have, so a catch-up that was killed, failed or never ran is run by the next cycle."""
+    atomic_write(_owed_path(vault), f"{time.time_ns()} {os.getpid()}\n")
+
+
+def index_owed(vault: Vault) -> str | None:
+    """The note ``owe_index`` left (a token), or None when nothing is owed."""
+    try:
+        return _owed_path(vault).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+
+
+def settle_index(vault: Vault, token: str) -> None:
+    """Clear the note if it is still ``token``: a landing since left one of its own."""
+    if index_owed(vault) == token:
+        _owed_path(vault).unlink(missing_ok=True)
+
+
 def union_lines(ours: bytes, theirs: bytes) -> bytes:
     """Lines of both sides, ours first, each distinct line once (what union would have kept)."""
     lines: list[bytes] = []

@@ -29,6 +29,7 @@ from osk.sync.cycle_state import (
     is_raw,
     journal_path,
     locked,
+    owe_index,
     raw_entries,
     union_lines,
 )
@@ -47,6 +48,8 @@ def land_tree(cycle: Cycle, old: str, new: str) -> None:
     # What it brings was admitted before (osk.sync.admission): no link, nothing oversized.
     journal = journal_path(cycle.vault)
     atomic_write(journal, json.dumps({"from": old, "to": new}) + "\n")
+    if any(not is_raw(rel) for *_, rel in entries):
+        owe_index(cycle.vault)  # before any file moves: a kill from here on leaves it owed
     first = True
     for new_mode, old_sha, new_sha, rel in entries:
         if _land_file(cycle, rel, old_sha, new_sha, new_mode) and not is_raw(rel):

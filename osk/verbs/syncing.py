@@ -14,7 +14,7 @@ from collections.abc import Callable
 from osk.errors import OskError
 from osk.store.vault import Vault
 from osk.sync.cycle import DEFAULT_REMOTE, sync_once
-from osk.sync.cycle_state import SyncResult
+from osk.sync.cycle_state import SyncResult, index_owed, settle_index
 from osk.sync.daemon import daemon as sync_daemon
 from osk.sync.daemon import status
 
@@ -38,29 +38,43 @@ def daemon(vault: Vault, *, interval: float, poll: float, max_cycles: int | None
 
 
 def caught_up(vault: Vault, result: SyncResult) -> None:
-    """When a cycle landed nodes or ledgers from another device, bring the stores a fresh
-    process reads up to them (``Engine.catch_up``): the next `osk search`, `osk read` or
-    prompt's recall then answers from them instead of opening an engine. The sync is done
-    either way; a failure here is told as a notice, and the next engine takes them in."""
-    if result.landed:
-        _told(result, _catch_up(vault))
+    """When a cycle landed nodes or ledgers from another device, or an earlier landing's
+    catch-up never finished (``index_owed``), bring the stores a fresh process reads up to
+    them (``Engine.catch_up``): the next `osk search`, `osk read` or prompt's recall then
+    answers from them instead of opening an engine. The sync is done either way; a failure
+    here is told as a notice, tried again after the next cycle, and meanwhile the next engine
+    takes them in."""
+    _settled(vault, result, lambda: _catch_up(vault))
 
 
 def caught_up_apart(vault: Vault, result: SyncResult) -> None:
     """``caught_up`` in a child process, for the daemon: it runs for days, and an engine's
     catalog and index, once loaded, leave a process's memory high after they are dropped
     (49 MB where it was 23, at 10,000 nodes)."""
-    if not result.landed:
+    _settled(vault, result, lambda: _catch_up_apart(vault))
+
+
+def _settled(vault: Vault, result: SyncResult, catch_up: Callable[[], str | None]) -> None:
+    owed = index_owed(vault)
+    if not result.landed and owed is None:
         return
+    problem = catch_up()
+    _told(result, problem)
+    if problem is None and owed is not None:
+        settle_index(vault, owed)
+
+
+def _catch_up_apart(vault: Vault) -> str | None:
+    """``_catch_up`` in ``python -m osk.verbs.syncing VAULT``; what went wrong, or None."""
     try:
         done = subprocess.run([sys.executable, "-m", __name__, str(vault.root)],
                               capture_output=True, text=True, encoding="utf-8", check=False)
     except OSError as exc:  # the daemon's errors are told, never fatal
-        _told(result, f"the catch-up process did not start: {exc}")
-        return
+        return f"the catch-up process did not start: {exc}"
+    if done.returncode == 0:
+        return None
     lines = done.stderr.strip().splitlines()
-    _told(result, None if done.returncode == 0 else
-          lines[-1] if lines else f"exit status {done.returncode}")
+    return lines[-1] if lines else f"exit status {done.returncode}"
 
 
 def _catch_up(vault: Vault | str) -> str | None:

@@ -88,6 +88,25 @@ def test_a_failed_catch_up_leaves_the_sync_done_and_says_so(devices, monkeypatch
     assert result.notices == ["the search index has not taken what landed yet (the index is "
                               "locked by a test); the next search takes it in"]
     assert "Note: the search index has not taken what landed yet" in result.line()
+    opened: list[Vault] = []
+    monkeypatch.setattr(Engine, "catch_up", lambda self: opened.append(self.vault))
+    assert syncing.once(caught).pulled == 0 and opened == [caught]  # tried again, nothing new
+    assert syncing.once(caught).pulled == 0 and opened == [caught]  # and then settled
+
+
+def test_a_landing_whose_catch_up_never_ran_is_caught_up_by_the_next_sync(devices, tmp_path):
+    writer, caught, _plain = devices
+    for number in range(LANDED):
+        write_node(writer, f"Domain/Fish/Dragonfish {number}.md",
+                   f"Dragonfish number {number} hunts{' deep' * (number % 4)}.\n")
+    sync_once(writer)
+    assert sync_once(caught).landed >= LANDED  # the cycle alone: as if killed right after it
+    assert _hits(caught, tmp_path, "dragonfish hunts") is None
+    result = syncing.once(caught)
+    assert result.pulled == 0 and result.landed == 0 and not result.notices
+    hits = _hits(caught, tmp_path, "dragonfish hunts")
+    assert hits and hits == _engine_hits(caught, tmp_path, "dragonfish hunts")
+    assert git(caught.root, "status", "--porcelain") == ""
 
 
 def _indexed(vault: Vault) -> set[str]:
