@@ -237,7 +237,7 @@ def test_saves_copy_unchanged_entries_from_the_file_they_wrote_even_once_it_was_
             other.save_snapshot()
             path.write_text(path.read_text(encoding="utf-8").replace("Body", "Bxdy"),
                             encoding="utf-8")
-        encoded.clear()  # (the other catalog encoded every entry: its first save)
+        encoded.clear()  # (what the other catalog's first save encoded)
         catalog.save_snapshot()
         assert encoded == [f"Domain/{name}.md"]
         assert path.read_text(encoding="utf-8") == _as_saved(catalog)
@@ -249,6 +249,53 @@ def test_saves_copy_unchanged_entries_from_the_file_they_wrote_even_once_it_was_
     change("N1", "Once more.\n")
     catalog.save_snapshot()
     assert catalog._written is None and path.read_text(encoding="utf-8") == _as_saved(catalog)
+
+
+@pytest.mark.parametrize("layout", ["as written", "re-indented"])
+def test_a_first_save_copies_the_entries_restored_from_the_snapshot_it_read(
+    vault: Vault, monkeypatch, layout: str
+):
+    """A new process's first save copies the runs of entries it restored from the snapshot it
+    read, held open (another process may replace the file meanwhile), and encodes only the
+    entries read since; the file is what encoding every entry would write. A snapshot not laid
+    out as osk writes one is still restored from, and its first save encodes every entry."""
+    import json
+
+    import osk.store.catalog as catalog_mod
+
+    monkeypatch.setattr(catalog_mod, "_BATCH_BYTES", 300)
+    rels = [f"Domain/{name}.md" for name in ("바다 {0}", 'Odd "q" {1}', *map(str, range(2, 12)))]
+    for number, rel in enumerate(rels):
+        write_node(vault, rel, f"id-{number}", body=f"본문 {number}: {{x}}, \"quoted\".\n")
+        _age(vault, rel)
+    first = Catalog(vault)
+    first.refresh()
+    first._dirty = True
+    first.save_snapshot()
+    path = vault.state("catalog", "snapshot.json")
+    if layout == "re-indented":
+        path.write_text(json.dumps(json.loads(path.read_text(encoding="utf-8")), indent=1,
+                                   ensure_ascii=False), encoding="utf-8")
+    write_node(vault, rels[3], "id-3", body="Changed while no osk ran.\n")
+    _age(vault, rels[3])
+    vault.abs(rels[7]).unlink()
+    write_node(vault, "Domain/Added.md", "id-added")
+    _age(vault, "Domain/Added.md")
+    encoded: list[str] = []
+    real = catalog_mod._encode
+    monkeypatch.setattr(catalog_mod, "_encode", lambda rel, e: encoded.append(rel) or real(rel, e))
+    second = Catalog(vault)
+    with monkeypatch.context() as held:
+        held.setattr(Catalog, "save_if_due", lambda self: None)
+        second.refresh()
+    replaced = path.with_name("replaced.json")  # another process's save, a new file
+    replaced.write_text("{}", encoding="utf-8")
+    os.replace(replaced, path)
+    second.save_snapshot()
+    read_since = [rel for rel in second.entries if rel in (rels[3], "Domain/Added.md")]
+    assert encoded == (read_since if layout == "as written" else list(second.entries))
+    assert path.read_text(encoding="utf-8") == _as_saved(second)
+    assert rels[7] not in path.read_text(encoding="utf-8")
 
 
 def test_a_dropped_catalog_closes_the_file_it_kept_open(vault: Vault):
