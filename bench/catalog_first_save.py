@@ -15,14 +15,15 @@ hand, not in CI.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
+
+from tree_child import run_in_tree  # noqa: E402
+
 STEPS = ("restore", "first save", "second save")
 
 CHILD = """
@@ -46,17 +47,6 @@ print(json.dumps({"entries": len(catalog.entries), **spent}))
 """
 
 
-def run(tree: Path, vault: Path) -> dict[str, float]:
-    env = {**os.environ, "PYTHONPATH": str(tree), "OSK_SEMANTIC": "0"}
-    env.pop("OSK_VAULT", None)
-    done = subprocess.run([sys.executable, "-c", CHILD, str(vault)], cwd=tree, env=env,
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"the child on {tree} failed:\n{done.stderr}")
-    found: dict[str, float] = json.loads(done.stdout.splitlines()[-1])
-    return found
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("vault", type=Path)
@@ -68,7 +58,7 @@ def main() -> int:
                                                  for tree in trees}
     for number in range(args.runs):
         for tree in trees if number % 2 == 0 else trees[::-1]:
-            found = run(tree, args.vault)
+            found = run_in_tree(tree, CHILD, str(args.vault))
             for step in STEPS:
                 spent[tree][step].append(found[step] * 1000)
             print(f"run {number + 1}, {tree}: {found['entries']} entries; " + ", ".join(

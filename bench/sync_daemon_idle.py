@@ -16,8 +16,6 @@ Usage: ``python bench/sync_daemon_idle.py DIR/vault-100000 [--seconds 20] [--pol
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import shutil
 import statistics
 import subprocess
@@ -26,6 +24,9 @@ import tempfile
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
+
+from tree_child import run_in_tree  # noqa: E402
 
 IDLE_CHILD = """
 import json, resource, sys, threading, time
@@ -72,17 +73,6 @@ def published_copy(vault: Path, base: Path) -> Path:
     return device
 
 
-def idle(tree: Path, device: Path, seconds: float, poll: float) -> dict[str, object]:
-    env = {**os.environ, "PYTHONPATH": str(tree), "OSK_SEMANTIC": "0"}
-    env.pop("OSK_VAULT", None)
-    done = subprocess.run([sys.executable, "-c", IDLE_CHILD, str(device), str(seconds),
-                           str(poll)], cwd=tree, env=env, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"the daemon on {tree} failed:\n{done.stderr}")
-    found: dict[str, object] = json.loads(done.stdout.splitlines()[-1])
-    return found
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("vault", type=Path)
@@ -100,8 +90,9 @@ def main() -> int:
     per_poll: dict[Path, list[float]] = {tree: [] for tree in trees}
     for run in range(args.runs):
         for tree in trees if run % 2 == 0 else trees[::-1]:
-            found = idle(tree, device, args.seconds, args.poll)
-            cpu = float(str(found["cpu_ms"])) / float(str(found["polls"]))
+            found = run_in_tree(tree, IDLE_CHILD, str(device), str(args.seconds),
+                                str(args.poll))
+            cpu = float(found["cpu_ms"]) / float(found["polls"])
             per_poll[tree].append(cpu)
             print(f"run {run + 1}, {tree}: {cpu:.1f} ms a poll ({found['first']})",
                   flush=True)
