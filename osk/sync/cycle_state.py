@@ -69,7 +69,9 @@ class SyncResult:
     ahead: int = 0  # local commits still unpublished (offline)
     head: str = ""
     notices: list[str] = field(default_factory=list)  # landed, but a person should look
-    landed: int = 0  # files the landing rewrote that the index reads: nodes, ledgers (not raw)
+    # files the landing rewrote that the index reads: nodes, ledgers (not raw); reported
+    # (whether the index owes a catch-up is the landing's note: ``owe_index``)
+    landed: int = 0
 
     def line(self) -> str:
         target = f"{self.remote}/{self.branch}"

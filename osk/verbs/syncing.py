@@ -38,12 +38,13 @@ def daemon(vault: Vault, *, interval: float, poll: float, max_cycles: int | None
 
 
 def caught_up(vault: Vault, result: SyncResult) -> None:
-    """When a cycle landed nodes or ledgers from another device, or an earlier landing's
-    catch-up never finished (``index_owed``), bring the stores a fresh process reads up to
-    them (``Engine.catch_up``): the next `osk search`, `osk read` or prompt's recall then
-    answers from them instead of opening an engine. The sync is done either way; a failure
-    here is told as a notice, tried again after the next cycle, and meanwhile the next engine
-    takes them in."""
+    """While a landing of nodes or ledgers from another device is owed a catch-up (its note,
+    ``index_owed``, written before it moved a file: this cycle's, or an earlier one whose
+    catch-up failed or never ran), bring the stores a fresh process reads up to them
+    (``Engine.catch_up``): the next `osk search`, `osk read` or prompt's recall then answers
+    from them instead of opening an engine. The sync is done either way; a failure here is
+    told as a notice, tried again after the next cycle, and meanwhile the next engine takes
+    them in."""
     _settled(vault, result, lambda: _catch_up(vault))
 
 
@@ -55,12 +56,13 @@ def caught_up_apart(vault: Vault, result: SyncResult) -> None:
 
 
 def _settled(vault: Vault, result: SyncResult, catch_up: Callable[[], str | None]) -> None:
+    """``catch_up`` while the index is owed one; the note cleared once it succeeded."""
     owed = index_owed(vault)
-    if not result.landed and owed is None:
+    if owed is None:
         return
     problem = catch_up()
     _told(result, problem)
-    if problem is None and owed is not None:
+    if problem is None:
         settle_index(vault, owed)
 
 

@@ -17,7 +17,7 @@ from osk.reads import quick_read, quick_search
 from osk.search import recallfile
 from osk.store.vault import Vault
 from osk.sync.cycle import sync_once
-from osk.sync.cycle_state import SyncResult
+from osk.sync.cycle_state import SyncResult, owe_index
 from osk.verbs import syncing
 
 LANDED = quick_search.EDITS + 6  # more hand-made files than a fresh search reads on its own
@@ -129,9 +129,8 @@ def test_the_daemon_has_the_index_take_what_each_cycle_landed_in_a_process_of_it
     monkeypatch.setattr(Engine, "catch_up", lambda self: pytest.fail("caught up in process"))
     assert run_daemon() == 1 and "pulled 1 commit(s)" in lines[0] and "Note" not in lines[0]
     assert "Domain/Fish/Anglerfish.md" in _indexed(caught)  # the child's engine took it in
-    gone = SyncResult("origin", "main", landed=1)
-    syncing.caught_up_apart(Vault(tmp_path / "gone"), gone)  # the child refuses a non-vault
-    assert len(gone.notices) == 1 and "is not an osk vault" in gone.notices[0], gone.notices
+    refused = syncing._catch_up_apart(Vault(tmp_path / "gone"))  # the child: not a vault
+    assert refused is not None and "is not an osk vault" in refused, refused
     assert not (tmp_path / "gone").exists()
 
 
@@ -140,6 +139,7 @@ def test_a_catch_up_process_that_cannot_start_is_told_not_raised(tmp_path, monke
         raise OSError("no such interpreter")
 
     monkeypatch.setattr(syncing.subprocess, "run", cannot)
+    owe_index(Vault(tmp_path))  # as a landing of two nodes leaves it
     result = SyncResult("origin", "main", landed=2)
     syncing.caught_up_apart(Vault(tmp_path), result)
     assert result.notices == ["the search index has not taken what landed yet (the catch-up "
