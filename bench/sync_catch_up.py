@@ -27,6 +27,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from vault_remote import git, published_copy  # noqa: E402
+
 SEARCH_CHILD = """
 import sys
 from osk.surfaces.cli import main
@@ -85,10 +89,6 @@ def run(args: list[str], cwd: Path) -> tuple[float, str, str]:
     return cpu, done.stdout, done.stderr
 
 
-def git(cwd: Path, *args: str) -> None:
-    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("vault", type=Path)
@@ -99,14 +99,8 @@ def main() -> int:
     args = parser.parse_args()
     base = args.keep or Path(tempfile.mkdtemp(prefix="osk-sync-bench-"))
     base.mkdir(parents=True, exist_ok=True)
-    writer = base / "writer"
-    shutil.copytree(args.vault, writer, symlinks=True,
-                    ignore=shutil.ignore_patterns(".osk", ".git"))
-    remote = base / "remote.git"
-    git(base, "init", "-q", "--bare", "-b", "main", str(remote))
-    git(writer, "init", "-q", "-b", "main")
-    git(writer, "remote", "add", "origin", str(remote))
-    print(run(["-c", WRITE_CHILD, str(writer), "0", "0"], base)[1].strip(), flush=True)
+    writer, remote = base / "writer", base / "remote.git"
+    print(published_copy(args.vault, writer, remote), flush=True)
     devices = {}
     for name in ("plain", "caught"):
         devices[name] = base / name

@@ -16,9 +16,7 @@ Usage: ``python bench/sync_daemon_idle.py DIR/vault-100000 [--seconds 20] [--pol
 from __future__ import annotations
 
 import argparse
-import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -27,6 +25,7 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
 from tree_child import run_in_tree  # noqa: E402
+from vault_remote import published_copy  # noqa: E402
 
 IDLE_CHILD = """
 import json, resource, sys, threading, time
@@ -56,23 +55,6 @@ print(json.dumps({"cpu_ms": spent * 1000, "polls": seconds / poll, "cycles": len
 """
 
 
-def git(cwd: Path, *args: str) -> None:
-    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
-
-
-def published_copy(vault: Path, base: Path) -> Path:
-    """A copy of ``vault`` as a git repository whose remote holds all of it."""
-    device = base / "device"
-    shutil.copytree(vault, device, symlinks=True, ignore=shutil.ignore_patterns(".osk", ".git"))
-    remote = base / "remote.git"
-    git(base, "init", "-q", "--bare", "-b", "main", str(remote))
-    git(device, "init", "-q", "-b", "main")
-    git(device, "remote", "add", "origin", str(remote))
-    subprocess.run([sys.executable, "-m", "osk", "--vault", str(device), "sync"], check=True,
-                   cwd=BENCH.parent, capture_output=True)
-    return device
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("vault", type=Path)
@@ -84,8 +66,9 @@ def main() -> int:
     args = parser.parse_args()
     base = args.keep or Path(tempfile.mkdtemp(prefix="osk-daemon-bench-"))
     base.mkdir(parents=True, exist_ok=True)
-    device = base / "device" if (base / "device" / ".git").is_dir() else \
-        published_copy(args.vault, base)
+    device = base / "device"
+    if not (device / ".git").is_dir():
+        print(published_copy(args.vault, device, base / "remote.git"), flush=True)
     trees = [BENCH.parent] + ([args.against.resolve()] if args.against else [])
     per_poll: dict[Path, list[float]] = {tree: [] for tree in trees}
     for run in range(args.runs):
