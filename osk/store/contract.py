@@ -50,7 +50,7 @@ class Frontmatter(BaseModel):
     @field_validator("id")
     @classmethod
     def _id(cls, value: str) -> str:
-        if not value.strip() or value != value.strip() or not _printable_line(value):
+        if not is_valid_id(value):
             raise ValueError("a non-empty single-line id")
         return value
 
@@ -109,6 +109,13 @@ class Frontmatter(BaseModel):
     @property
     def trust_state(self) -> str:
         return trust_state.state_of(self.trust, self.author)
+
+
+def is_valid_id(value: object) -> bool:
+    """Whether ``value`` is a node id the contract takes: a string, not empty, without
+    surrounding space, on one printable line."""
+    return isinstance(value, str) and bool(value.strip()) and value == value.strip() \
+        and _printable_line(value)
 
 
 def _printable_line(text: str) -> bool:

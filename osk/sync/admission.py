@@ -37,6 +37,7 @@ from osk.store.ledger import foreign_line_problems
 from osk.store.vault import MARKER, STATE_DIR, Settings
 from osk.sync.cycle_state import ZERO, Cycle, is_ledger, raw_entries, symlinks_in
 from osk.sync.gitrepo import split_z
+from osk.sync.node_ids import carried_ids
 
 DEFAULT_MAX_FILE_MB = 10.0
 ATTRIBUTES = ".gitattributes"
@@ -45,7 +46,6 @@ _PROBE_LEDGER = "_ledger/audit.jsonl"
 _PROBE_RAW = "_raw/key/conversation.md"
 _REWRITING = ("text", "eol", "filter", "ident", "working-tree-encoding")
 
-_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 Entry = tuple[str, str, str, str]  # (new mode, old sha, new sha, path), as raw_entries gives
 
 
@@ -188,53 +188,12 @@ def _matches(pattern: str, path: str) -> bool:
 
 
 def _duplicate_ids(cycle: Cycle, upstream: str, brought: list[Entry]) -> list[str]:
-    """Node ids the remote's nodes carry that another node of its tree carries too."""
-    ids: dict[str, str] = {}
-    for _mode, _old, new, rel in brought:
-        node_id = _front_id(cycle.repo.blob(new)) if is_node_path(rel) else None
-        if node_id and _UUID.fullmatch(node_id):  # goes into a pattern: nothing but an id
-            ids[node_id] = rel
-    if not ids:
+    """Node ids a node the remote brings carries that another node of its tree carries too."""
+    arriving = {rel for _mode, _old, _new, rel in brought if is_node_path(rel)}
+    if not arriving:
         return []
-    # Files that hold an id anywhere are found as fixed strings, then each one's front matter
-    # is read: git matches many fixed strings at once, where as many anchored regular
-    # expressions cost it seconds at 10,000 nodes. The patterns go in a file: a pull that
-    # brings thousands of nodes would overflow a command line.
-    patterns = cycle.vault.state("sync", "brought-ids.txt")
-    patterns.parent.mkdir(parents=True, exist_ok=True)
-    patterns.write_text("".join(f"{node_id}\n" for node_id in ids), encoding="ascii")
-    try:
-        hits = split_z(cycle.repo.run("grep", "-l", "-z", "-i", "-F", "-f", str(patterns),
-                                      upstream, "--", "*.md", check=False).out)
-    finally:
-        patterns.unlink(missing_ok=True)
-    matched = {hit.split(":", 1)[1] for hit in hits}
-    blobs = {}
-    for entry in split_z(cycle.repo.run("ls-tree", "-r", "-z", upstream).out):
-        meta, rel = entry.split("\t", 1)
-        if rel in matched:
-            blobs[rel] = meta.split()[2]
-    holders: dict[str, list[str]] = {}
-    for rel, sha in blobs.items():
-        if not is_node_path(rel):
-            continue
-        node_id = _front_id(cycle.repo.blob(sha))
-        if node_id:
-            holders.setdefault(node_id, []).append(rel)
+    twice = {node_id: paths
+             for node_id, paths in carried_ids(cycle.vault, cycle.repo, upstream).items()
+             if len(paths) > 1 and not arriving.isdisjoint(paths)}
     return [f"node id {node_id} is carried by both {' and '.join(sorted(paths)[:3])} (the "
-            f"node would become unreadable)"
-            for node_id, paths in sorted(holders.items()) if node_id in ids and len(paths) > 1]
-
-
-def _front_id(data: bytes) -> str | None:
-    """The ``id:`` of a node file's front matter (lower case), None when it has none."""
-    lines = data.split(b"\n")
-    if not lines or lines[0].rstrip(b"\r").lstrip(b"\xef\xbb\xbf") != b"---":
-        return None
-    for line in lines[1:]:
-        line = line.rstrip(b"\r")
-        if line == b"---":
-            return None
-        if line.startswith(b"id:"):
-            return line[3:].strip().decode("utf-8", "replace").strip("'\"").lower() or None
-    return None
+            f"node would become unreadable)" for node_id, paths in sorted(twice.items())]

@@ -9,7 +9,9 @@ needs it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import os
+import subprocess
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +19,7 @@ from pathlib import Path
 from osk.errors import SyncError
 
 LOCAL_TIMEOUT = 600.0  # seconds a local git command may take
+BATCH = 2000  # objects ``blobs`` asks one ``git cat-file`` for
 # Git runs non-interactively: no editor, no credential prompt on a terminal nobody watches.
 GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_EDITOR": "true", "GIT_SEQUENCE_EDITOR": "true",
            "GIT_MERGE_AUTOEDIT": "no"}
@@ -79,6 +82,22 @@ class GitRepo:
     def blob(self, sha: str) -> bytes:
         return bytes(self.repo.odb.stream(bytes.fromhex(sha)).read())
 
+    def blobs(self, shas: Sequence[str]) -> Iterator[tuple[str, bytes]]:
+        """Each of ``shas`` with its bytes, in order: ``git cat-file --batch``, one process for
+        ``BATCH`` objects (``blob`` is a round trip an object: 0.1 ms, 11 s for a tree of
+        100,000 nodes), so only one batch's bytes are held at a time."""
+        command = ["git", *(arg for item in self.config for arg in ("-c", item)),
+                   "cat-file", "--batch"]
+        for at in range(0, len(shas), BATCH):
+            asked = shas[at:at + BATCH]
+            try:
+                done = subprocess.run(command, input="".join(f"{sha}\n" for sha in asked).encode(),
+                                      capture_output=True, cwd=self.root, timeout=LOCAL_TIMEOUT,
+                                      env={**os.environ, **GIT_ENV}, check=False)
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                raise SyncError(f"git cat-file failed in {self.root}: {exc}") from exc
+            yield from _batch_objects(asked, done.stdout, self.root)
+
     def size(self, sha: str) -> int:
         """An object's size in bytes, without reading it."""
         return int(self.repo.odb.info(bytes.fromhex(sha)).size)
@@ -108,6 +127,20 @@ def open_repo(root: Path, config: Iterable[str] = ()) -> Iterator[GitRepo]:
 def literal(rel: str) -> str:
     """A path as a pathspec that matches only itself (file names may hold * ? [ ])."""
     return f":(literal){rel}"
+
+
+def _batch_objects(asked: Sequence[str], out: bytes, root: Path) -> Iterator[tuple[str, bytes]]:
+    """``git cat-file --batch``'s answer to ``asked``: a header line a object (its name, type
+    and size, or ``missing``), then its bytes and a newline."""
+    at = 0
+    for sha in asked:
+        end = out.find(b"\n", at)
+        header = out[at:end].split() if end >= 0 else []
+        if len(header) != 3:
+            raise SyncError(f"git cat-file cannot read object {sha} in {root}")
+        size = int(header[2])
+        yield sha, out[end + 1:end + 1 + size]
+        at = end + 1 + size + 1
 
 
 def split_z(text: str) -> list[str]:

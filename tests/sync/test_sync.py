@@ -25,7 +25,8 @@ from osk.store.ledger import Ledger, device_id
 from osk.store.vault import Vault
 from osk.surfaces.cli import main
 from osk.sync import cycle as sync
-from osk.sync import daemon
+from osk.sync import daemon, gitrepo
+from osk.sync.gitrepo import open_repo
 
 NOW = "2026-11-29T18:02+09:00"
 
@@ -509,3 +510,18 @@ def test_conflict_copy_names_are_recognised_and_lead_back_to_the_node():
     assert not conflict_copies.is_conflict_copy("Scope/p/c/Plan (sync conflict notes).md")
     assert conflict_copies.original_of("_raw/k/conv (sync conflict 2026-11-29 1802 ab).md") == \
         "_raw/k/conv.md"
+
+
+def test_blobs_are_read_a_batch_at_a_time_and_a_missing_one_is_named(tmp_path, monkeypatch):
+    """``GitRepo.blobs`` (what a pull reads node files with): each object's bytes exactly,
+    across batches, empty and binary ones too; an object git lacks stops it by name."""
+    git(tmp_path, "init", "-q")
+    contents = [b"", b"---\nid: a\n---\nbody\n", bytes(range(256)) * 3, b"no newline"]
+    with open_repo(tmp_path) as repo:
+        shas = [repo.store(data) for data in contents]
+        monkeypatch.setattr(gitrepo, "BATCH", 3)
+        assert list(repo.blobs([*shas, shas[1]])) == [
+            *zip(shas, contents, strict=True), (shas[1], contents[1])]
+        missing = "0" * 40
+        with pytest.raises(SyncError, match=f"cannot read object {missing}"):
+            list(repo.blobs([shas[0], missing]))

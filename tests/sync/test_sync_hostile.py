@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -19,6 +19,7 @@ from osk.store.ledger import Ledger
 from osk.store.vault import Vault
 from osk.surfaces.cli import main
 from osk.sync.cycle import sync_once
+from osk.sync.gitrepo import GitRepo
 
 
 @pytest.fixture
@@ -149,6 +150,62 @@ def test_a_copy_whose_id_is_quoted_is_refused_and_a_node_naming_the_id_is_not(pa
         (vault.root / "Domain/real/copy.md").write_text(quoted, encoding="utf-8")
 
     _refused(pair, copy, f"node id {node_id}", "Domain/real/copy.md", "Domain/real/real.md")
+
+
+def test_a_copy_of_a_node_with_an_id_of_its_own_making_is_refused(pair):
+    """An id need not be a UUID (a person may write ``id: auth-decision`` by hand); the check
+    holds every id as the catalog does, case and all."""
+    _remote, first, second = pair
+    write_node(second, "Domain/real/real.md", "The real node.\n", node_id="auth-decision")
+    write_node(second, "Domain/real/other.md", "Another node.\n", node_id="Auth-Decision")
+    _push_by_hand(second, "two nodes whose ids differ in case")
+    assert sync_once(first).pulled == 1  # two ids to the catalog: both land
+    assert first.abs("Domain/real/other.md").is_file()
+
+    def copy(vault: Vault) -> None:
+        (vault.root / "Domain/real/copy.md").write_bytes(
+            (vault.root / "Domain/real/real.md").read_bytes().replace(b"The real", b"A fake"))
+
+    _refused(pair, copy, "node id auth-decision", "Domain/real/copy.md", "Domain/real/real.md")
+    _repaired_then_synced(pair)
+
+
+def test_a_pull_reads_only_the_node_files_this_device_has_not_met(pair, monkeypatch):
+    """The ids of the remote's node files are kept by their git object name (``.osk/sync``):
+    a later pull reads the blobs it brings, not every node file of the tree again; a map lost
+    or damaged costs blobs read again, never a wrong answer."""
+    _remote, first, second = pair
+    for number in range(5):
+        write_node(second, f"Domain/many/n{number}.md", f"Node {number}.\n")
+    _push_by_hand(second, "five nodes")
+    sync_once(first)
+    map_file = first.state("sync", "node-ids")
+    nodes = [line for line in git(first.root, "ls-tree", "-r", "HEAD").splitlines()
+             if line.endswith(".md") and "\tDomain/" in line]
+    assert len(map_file.read_text(encoding="utf-8").splitlines()) == len(nodes) >= 5
+    read: list[str] = []
+    real = GitRepo.blobs
+
+    def counted(repo: GitRepo, shas: Sequence[str]) -> Iterator[tuple[str, bytes]]:
+        read.extend(shas)
+        return real(repo, shas)
+
+    monkeypatch.setattr(GitRepo, "blobs", counted)
+    write_node(second, "Domain/many/n5.md", "Node 5.\n")
+    _push_by_hand(second, "one more")
+    assert sync_once(first).pulled == 1
+    assert set(read) == {git(second.root, "rev-parse", "HEAD:Domain/many/n5.md").strip()}
+
+    map_file.write_bytes(b"not a line of the map\n" + map_file.read_bytes()[:-30])
+    read.clear()
+
+    def copy(vault: Vault) -> None:
+        (vault.root / "Domain/many/copy.md").write_bytes(
+            (vault.root / "Domain/many/n1.md").read_bytes().replace(b"Node 1", b"A fake"))
+
+    _refused(pair, copy, "Domain/many/copy.md", "Domain/many/n1.md")
+    assert len(set(read)) == 2, read  # the copy, and the entry the damage cut off
+    assert b"not a line" not in map_file.read_bytes()
 
 
 def test_a_gitattributes_that_drops_the_union_merge_lands_with_a_notice(pair):
