@@ -276,9 +276,16 @@ def index_owed(vault: Vault) -> str | None:
 
 
 def settle_index(vault: Vault, token: str) -> None:
-    """Clear the note if it is still ``token``: a landing since left one of its own."""
-    if index_owed(vault) == token:
-        _owed_path(vault).unlink(missing_ok=True)
+    """Clear the note if it is still ``token`` (else a landing since left one of its own).
+    Under the sync lock a landing writes its token under, so none is written between the read
+    and the removal; while a cycle holds the lock the note is left, for the catch-up after that
+    cycle (one catch-up more, never one lost)."""
+    try:
+        with file_lock(vault.lock_path("sync"), timeout=0):
+            if index_owed(vault) == token:
+                _owed_path(vault).unlink(missing_ok=True)
+    except LockTimeout:
+        return
 
 
 def union_lines(ours: bytes, theirs: bytes) -> bytes:

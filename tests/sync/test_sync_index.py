@@ -15,9 +15,10 @@ from osk.engine.core import Engine
 from osk.errors import OskError
 from osk.reads import quick_read, quick_search
 from osk.search import recallfile
+from osk.store.locks import file_lock
 from osk.store.vault import Vault
 from osk.sync.cycle import sync_once
-from osk.sync.cycle_state import SyncResult, owe_index
+from osk.sync.cycle_state import SyncResult, index_owed, owe_index, settle_index
 from osk.verbs import syncing
 
 LANDED = quick_search.EDITS + 6  # more hand-made files than a fresh search reads on its own
@@ -145,3 +146,18 @@ def test_a_catch_up_process_that_cannot_start_is_told_not_raised(tmp_path, monke
     assert result.notices == ["the search index has not taken what landed yet (the catch-up "
                               "process did not start: no such interpreter); the next search "
                               "takes it in"]
+
+
+def test_the_owed_note_is_settled_under_the_sync_lock(tmp_path):
+    """A landing writes its token while it holds the sync lock: settling the note takes that
+    lock too, so no token written between its read and its removal is removed. While a cycle
+    holds the lock, the note stays for the catch-up after that cycle."""
+    _remote, (vault,) = make_devices(tmp_path, 1)
+    owe_index(vault)
+    token = index_owed(vault)
+    assert token is not None
+    with file_lock(vault.lock_path("sync")):  # a cycle under way: it may land again
+        settle_index(vault, token)
+        assert index_owed(vault) == token
+    settle_index(vault, token)
+    assert index_owed(vault) is None
