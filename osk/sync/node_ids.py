@@ -65,7 +65,7 @@ def _id_of(rel: str, data: bytes) -> str | None:
     except (UnicodeDecodeError, ContractError):
         return None
     value = fields.get("id")
-    return value if isinstance(value, str) and is_valid_id(value) else None
+    return value if is_valid_id(value) else None
 
 
 def _load(vault: Vault) -> dict[str, str | None]:
