@@ -20,15 +20,14 @@ from __future__ import annotations
 import argparse
 import os
 import resource
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from scale_bench import bench_folder  # noqa: E402
 from vault_remote import git, published_copy  # noqa: E402
 
 SEARCH_CHILD = """
@@ -97,53 +96,50 @@ def main() -> int:
     parser.add_argument("--searches", type=int, default=3)
     parser.add_argument("--keep", type=Path, default=None)
     args = parser.parse_args()
-    base = args.keep or Path(tempfile.mkdtemp(prefix="osk-sync-bench-"))
-    base.mkdir(parents=True, exist_ok=True)
-    writer, remote = base / "writer", base / "remote.git"
-    print(published_copy(args.vault, writer, remote), flush=True)
-    devices = {}
-    for name in ("plain", "caught"):
-        devices[name] = base / name
-        git(base, "clone", "-q", str(remote), str(devices[name]))
-        cpu, _, _ = run(["-c", LOOK_CHILD, str(devices[name])], base)
-        print(f"{name}: cloned, a look recorded ({cpu:.1f} s CPU)", flush=True)
-    cpu_of: dict[tuple[str, str], list[float]] = {}
-    paths: dict[tuple[str, str], list[str]] = {}
-    for number in range(args.rounds):
-        first = number * args.landed
-        print(run(["-c", WRITE_CHILD, str(writer), str(first), str(args.landed)],
-                  base)[1].strip(), flush=True)
-        for name, device in devices.items():
-            cpu, out, _ = run(["-c", SYNC_CHILD, str(device), name], base)
-            cpu_of.setdefault((name, "sync"), []).append(cpu)
-            print(f"  {name}: {out.strip()} ({cpu:.2f} s CPU)", flush=True)
-        steps = [("read", ["read", f"Landed note {first + 1}"]),
-                 ("search", ["search", "tidepool lantern dusk"])]
-        for step, command in steps:
-            for _ in range(args.searches):
-                for name, device in devices.items():
-                    cpu, _, err = run(["-c", SEARCH_CHILD, str(device), *command], base)
-                    cpu_of.setdefault((name, step), []).append(cpu)
-                    paths.setdefault((name, step), []).append(err.split("PATH ")[-1].strip())
-    print(f"\n{args.landed} node files landed a round, {args.rounds} rounds; CPU medians "
-          f"(each step's first process after the landing apart):")
-    for step in ("sync", "read", "search"):
-        for name in devices:
-            times = cpu_of[(name, step)]
-            firsts = times[::args.searches] if step != "sync" else times
-            rest = [t for i, t in enumerate(times) if i % args.searches] if step != "sync" \
-                else []
-            answered = paths.get((name, step), [])
-            line = f"{step:7s} {name:7s} first {statistics.median(firsts) * 1000:7.0f} ms"
-            if rest:
-                line += f", later {statistics.median(rest) * 1000:6.0f} ms"
-            if answered:
-                line += (f"; from the store {answered.count('store')}/{len(answered)} "
-                         f"(first ones {answered[::args.searches].count('store')}/"
-                         f"{len(answered[::args.searches])})")
-            print(line)
-    if args.keep is None:
-        shutil.rmtree(base, ignore_errors=True)
+    with bench_folder(args.keep, "osk-sync-bench-") as base:
+        writer, remote = base / "writer", base / "remote.git"
+        print(published_copy(args.vault, writer, remote), flush=True)
+        devices = {}
+        for name in ("plain", "caught"):
+            devices[name] = base / name
+            git(base, "clone", "-q", str(remote), str(devices[name]))
+            cpu, _, _ = run(["-c", LOOK_CHILD, str(devices[name])], base)
+            print(f"{name}: cloned, a look recorded ({cpu:.1f} s CPU)", flush=True)
+        cpu_of: dict[tuple[str, str], list[float]] = {}
+        paths: dict[tuple[str, str], list[str]] = {}
+        for number in range(args.rounds):
+            first = number * args.landed
+            print(run(["-c", WRITE_CHILD, str(writer), str(first), str(args.landed)],
+                      base)[1].strip(), flush=True)
+            for name, device in devices.items():
+                cpu, out, _ = run(["-c", SYNC_CHILD, str(device), name], base)
+                cpu_of.setdefault((name, "sync"), []).append(cpu)
+                print(f"  {name}: {out.strip()} ({cpu:.2f} s CPU)", flush=True)
+            steps = [("read", ["read", f"Landed note {first + 1}"]),
+                     ("search", ["search", "tidepool lantern dusk"])]
+            for step, command in steps:
+                for _ in range(args.searches):
+                    for name, device in devices.items():
+                        cpu, _, err = run(["-c", SEARCH_CHILD, str(device), *command], base)
+                        cpu_of.setdefault((name, step), []).append(cpu)
+                        paths.setdefault((name, step), []).append(err.split("PATH ")[-1].strip())
+        print(f"\n{args.landed} node files landed a round, {args.rounds} rounds; CPU medians "
+              f"(each step's first process after the landing apart):")
+        for step in ("sync", "read", "search"):
+            for name in devices:
+                times = cpu_of[(name, step)]
+                firsts = times[::args.searches] if step != "sync" else times
+                rest = [t for i, t in enumerate(times) if i % args.searches] if step != "sync" \
+                    else []
+                answered = paths.get((name, step), [])
+                line = f"{step:7s} {name:7s} first {statistics.median(firsts) * 1000:7.0f} ms"
+                if rest:
+                    line += f", later {statistics.median(rest) * 1000:6.0f} ms"
+                if answered:
+                    line += (f"; from the store {answered.count('store')}/{len(answered)} "
+                             f"(first ones {answered[::args.searches].count('store')}/"
+                             f"{len(answered[::args.searches])})")
+                print(line)
     return 0
 
 

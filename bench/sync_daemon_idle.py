@@ -18,26 +18,22 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
-from tree_child import run_in_tree  # noqa: E402
+from scale_bench import bench_folder  # noqa: E402
+from tree_child import CHILD_CPU, run_in_tree  # noqa: E402
 from vault_remote import published_copy  # noqa: E402
 
-IDLE_CHILD = """
-import json, resource, sys, threading, time
+IDLE_CHILD = CHILD_CPU + """
+import json, sys, threading, time
 from pathlib import Path
 from osk.engine.vaults import open_vault
 from osk.sync import daemon
 vault = open_vault(Path(sys.argv[1]))
 seconds, poll = float(sys.argv[2]), float(sys.argv[3])
-def cpu():
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 lines, stop = [], threading.Event()
 thread = threading.Thread(target=daemon.daemon, args=(vault,), kwargs=dict(
     interval=3600.0, poll=poll, stop=stop, report=lines.append))
@@ -64,27 +60,26 @@ def main() -> int:
     parser.add_argument("--against", type=Path, default=None, help="another source tree")
     parser.add_argument("--keep", type=Path, default=None)
     args = parser.parse_args()
-    base = args.keep or Path(tempfile.mkdtemp(prefix="osk-daemon-bench-"))
-    base.mkdir(parents=True, exist_ok=True)
-    device = base / "device"
-    if not (device / ".git").is_dir():
-        print(published_copy(args.vault, device, base / "remote.git"), flush=True)
-    trees = [BENCH.parent] + ([args.against.resolve()] if args.against else [])
-    per_poll: dict[Path, list[float]] = {tree: [] for tree in trees}
-    for run in range(args.runs):
-        for tree in trees if run % 2 == 0 else trees[::-1]:
-            found = run_in_tree(tree, IDLE_CHILD, str(device), str(args.seconds),
-                                str(args.poll))
-            cpu = float(found["cpu_ms"]) / float(found["polls"])
-            per_poll[tree].append(cpu)
-            print(f"run {run + 1}, {tree}: {cpu:.1f} ms a poll ({found['first']})",
-                  flush=True)
-    medians = {tree: statistics.median(values) for tree, values in per_poll.items()}
-    for tree, value in medians.items():
-        print(f"{tree}: median {value:.1f} ms of CPU a poll ({args.runs} runs of "
-              f"{args.seconds:g} s, a poll every {args.poll:g} s)")
-    if args.against:
-        print(f"ratio (this tree / the other): {medians[trees[0]] / medians[trees[1]]:.3f}")
+    with bench_folder(args.keep, "osk-daemon-bench-") as base:
+        device = base / "device"
+        if not (device / ".git").is_dir():
+            print(published_copy(args.vault, device, base / "remote.git"), flush=True)
+        trees = [BENCH.parent] + ([args.against.resolve()] if args.against else [])
+        per_poll: dict[Path, list[float]] = {tree: [] for tree in trees}
+        for run in range(args.runs):
+            for tree in trees if run % 2 == 0 else trees[::-1]:
+                found = run_in_tree(tree, IDLE_CHILD, str(device), str(args.seconds),
+                                    str(args.poll))
+                cpu = float(found["cpu_ms"]) / float(found["polls"])
+                per_poll[tree].append(cpu)
+                print(f"run {run + 1}, {tree}: {cpu:.1f} ms a poll ({found['first']})",
+                      flush=True)
+        medians = {tree: statistics.median(values) for tree, values in per_poll.items()}
+        for tree, value in medians.items():
+            print(f"{tree}: median {value:.1f} ms of CPU a poll ({args.runs} runs of "
+                  f"{args.seconds:g} s, a poll every {args.poll:g} s)")
+        if args.against:
+            print(f"ratio (this tree / the other): {medians[trees[0]] / medians[trees[1]]:.3f}")
     return 0
 
 

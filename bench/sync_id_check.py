@@ -24,27 +24,23 @@ import argparse
 import shutil
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
-from tree_child import run_in_tree  # noqa: E402
+from scale_bench import bench_folder  # noqa: E402
+from tree_child import CHILD_CPU, run_in_tree  # noqa: E402
 from vault_remote import git, published_copy  # noqa: E402
 
-CHECK_CHILD = """
-import json, resource, sys, time
+CHECK_CHILD = CHILD_CPU + """
+import json, sys, time
 from pathlib import Path
 from osk.store.vault import Vault
 from osk.sync import admission
 from osk.sync.cycle_state import Cycle, SyncResult
 from osk.sync.gitrepo import open_repo
 vault = Vault(Path(sys.argv[1]))
-def cpu():
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 with open_repo(vault.root) as repo:
     cycle = Cycle(vault, repo, "origin", "main", None, "bench", SyncResult("origin", "main"))
     local, upstream = repo.sha("HEAD"), repo.sha("origin/main")
@@ -103,11 +99,9 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--keep", type=Path, help="work here and leave it (else a temp dir)")
     args = parser.parse_args()
-    work = args.keep or Path(tempfile.mkdtemp(prefix="osk-id-check-"))
-    work.mkdir(parents=True, exist_ok=True)
     here = BENCH.parent
     trees = [here, *(tree.resolve() for tree in args.against)]
-    try:
+    with bench_folder(args.keep, "osk-id-check-") as work:
         device, remote = work / "device", work / "remote.git"
         print(published_copy(args.vault, device, remote))
         brought_by_hand(remote, work / "writer", args.brought)
@@ -130,9 +124,6 @@ def main() -> int:
             cpu = statistics.median(r["cpu_ms"] for r in runs)
             wall = statistics.median(r["wall_ms"] for r in runs)
             print(f"  {tree} map {state:<5} CPU {cpu:8.0f} ms  wall {wall:8.0f} ms")
-    finally:
-        if args.keep is None:
-            shutil.rmtree(work, ignore_errors=True)
     return 0
 
 

@@ -10,6 +10,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+# A child's CPU so far, its own and its finished children's (git's): prepend to ``code``.
+CHILD_CPU = """
+import resource
+def cpu():
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+"""
+
 
 def run_in_tree(tree: Path, code: str, *args: str) -> dict[str, Any]:
     """Run ``code`` (``python -c``) from ``tree`` with ``args``, the semantic channel off and
