@@ -59,7 +59,7 @@ from osk.sync.gitrepo import open_repo
 from osk.sync.node_ids import carried_ids
 vault = Vault(Path(sys.argv[1]))
 with open_repo(vault.root) as repo:
-    print(json.dumps({"ids": len(carried_ids(vault, repo, "HEAD"))}))
+    print(json.dumps({"node files": len(carried_ids(vault, repo, "HEAD"))}))
 """
 
 NODE = """---

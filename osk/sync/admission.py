@@ -9,7 +9,9 @@ name, when it brings
   twice, a parent that is not an older record), or a record removed (its id gone from the
   file; a line rewritten in place, as a person's redaction does, keeps its id): one bad line
   would stop every write here;
-- a node whose id another node already carries (the real node would become unreadable);
+- a node whose id another node already carries (the real node would become unreadable), in
+  the remote's tree or, once this device's unpushed commits are rebased onto it, in one of
+  them (``refuse_clashing_ids``: the rebase runs in a scratch clone, so nothing has landed);
 - machinery the vault depends on, broken: a ``.gitattributes`` that lets git rewrite the bytes
   of ledgers or raw records, an ``osk.toml`` osk cannot read, or files under ``.osk/`` (device
   state is never synced). A ``.gitattributes`` that only drops the union merge of ledgers (or
@@ -28,6 +30,7 @@ from __future__ import annotations
 import re
 import tomllib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path, PurePosixPath
 
@@ -36,8 +39,8 @@ from osk.store.conflict_copies import is_node_path
 from osk.store.ledger import foreign_line_problems
 from osk.store.vault import MARKER, STATE_DIR, Settings
 from osk.sync.cycle_state import ZERO, Cycle, is_ledger, raw_entries, symlinks_in
-from osk.sync.gitrepo import split_z
-from osk.sync.node_ids import carried_ids
+from osk.sync.gitrepo import GitRepo, split_z
+from osk.sync.node_ids import blob_ids, carried_ids, holders
 
 DEFAULT_MAX_FILE_MB = 10.0
 ATTRIBUTES = ".gitattributes"
@@ -49,17 +52,25 @@ _REWRITING = ("text", "eol", "filter", "ident", "working-tree-encoding")
 Entry = tuple[str, str, str, str]  # (new mode, old sha, new sha, path), as raw_entries gives
 
 
-def admit(cycle: Cycle, local: str, upstream: str) -> None:
+@dataclass(frozen=True)
+class Admitted:
+    """What an admitted pull brings of nodes: the node files it adds or changes, and every node
+    file of its tree with the id it carries (read only when it brings one)."""
+
+    brought_nodes: frozenset[str]
+    node_ids: Mapping[str, str | None]
+
+
+def admit(cycle: Cycle, local: str, upstream: str) -> Admitted:
     """Refuse (SyncError, nothing landed) when what ``upstream`` brings cannot land here."""
     repo = cycle.repo
-    found = repo.run("merge-base", local, upstream, check=False).out.strip()
-    base = found or local
-    entries = raw_entries(split_z(repo.run(
-        "diff", "--raw", "--no-abbrev", "-z", "--no-renames", base, upstream).out))
+    entries = _changes(repo, _merge_base(cycle, local, upstream), upstream)
     brought = [e for e in entries if e[2] != ZERO]
+    arriving = frozenset(rel for _mode, _old, _new, rel in brought if is_node_path(rel))
+    node_ids = carried_ids(cycle.vault, repo, upstream) if arriving else {}
     problems = [*_link_problems(entries), *_state_problems(brought),
                 *_size_problems(cycle, brought), *_ledger_problems(cycle, brought),
-                *_machinery_problems(cycle, brought), *_duplicate_ids(cycle, upstream, brought)]
+                *_machinery_problems(cycle, brought), *_duplicate_ids(node_ids, arriving)]
     if problems:
         raise SyncError(
             f"{cycle.remote}/{cycle.branch} brings what osk will not land, so none of it was "
@@ -68,6 +79,54 @@ def admit(cycle: Cycle, local: str, upstream: str) -> None:
             + ". On the device that pushed it, repair or revert that commit (`git revert`), "
               "push, and sync here again",
             problems=problems)
+    return Admitted(arriving, node_ids)
+
+
+def refuse_clashing_ids(cycle: Cycle, admitted: Admitted, upstream: str, rebased: str) -> None:
+    """Refuse (SyncError, nothing landed or pushed) when a node the remote brings and a node of
+    this device's unpushed commits carry the same id: each tree alone is sound, and
+    ``rebased`` (those commits on ``upstream``) would hold the id twice. Such an id is one a
+    person wrote (``id: auth-decision``) or a node file copied by hand; osk's own are UUIDv7.
+    Only a clash the pull makes is refused: one already on this device is this device's own,
+    which ``osk validate`` reports."""
+    if not admitted.brought_nodes:
+        return
+    changed = _changes(cycle.repo, upstream, rebased)
+    ours = {rel: new for _mode, _old, new, rel in changed if new != ZERO and is_node_path(rel)}
+    if not ours:
+        return
+    # A brought file the rebase changed or removed is no longer the remote's alone.
+    kept = admitted.brought_nodes.difference(rel for _mode, _old, _new, rel in changed)
+    theirs = {rel: admitted.node_ids[rel] for rel in kept}
+    carried = holders({**theirs, **blob_ids(cycle.repo, ours)})
+    twice = {node_id: paths for node_id, paths in carried.items()
+             if not theirs.keys().isdisjoint(paths) and not ours.keys().isdisjoint(paths)}
+    if not twice:
+        return
+    problems = [
+        f"node id {node_id} is carried by both "
+        f"{' and '.join(sorted(rel for rel in paths if rel in theirs)[:2])} (brought) and "
+        f"{' and '.join(sorted(rel for rel in paths if rel in ours)[:2])} (this device's, "
+        f"not yet pushed)" for node_id, paths in sorted(twice.items())]
+    raise SyncError(
+        f"{cycle.remote}/{cycle.branch} and this device's unpushed commits each hold a node "
+        f"with the same id, so nothing was landed or pushed (this device's notes and commits "
+        f"are kept, unchanged): " + "; ".join(problems)
+        + ". If they are two nodes, give this device's another id (its `id:` line); if they "
+          "are one node, moved or copied here while another device edited it, put this "
+          "device's file back where the remote keeps it (or remove it). Then sync again",
+        problems=problems)
+
+
+def _merge_base(cycle: Cycle, local: str, upstream: str) -> str:
+    found = cycle.repo.run("merge-base", local, upstream, check=False).out.strip()
+    return found or local
+
+
+def _changes(repo: GitRepo, old: str, new: str) -> list[Entry]:
+    """Every path that differs from ``old`` to ``new``, as ``git diff --raw`` gives it."""
+    return raw_entries(split_z(repo.run(
+        "diff", "--raw", "--no-abbrev", "-z", "--no-renames", old, new).out))
 
 
 def _link_problems(entries: list[Entry]) -> list[str]:
@@ -187,13 +246,9 @@ def _matches(pattern: str, path: str) -> bool:
     return re.fullmatch("".join(parts), path) is not None
 
 
-def _duplicate_ids(cycle: Cycle, upstream: str, brought: list[Entry]) -> list[str]:
+def _duplicate_ids(node_ids: Mapping[str, str | None], arriving: frozenset[str]) -> list[str]:
     """Node ids a node the remote brings carries that another node of its tree carries too."""
-    arriving = {rel for _mode, _old, _new, rel in brought if is_node_path(rel)}
-    if not arriving:
-        return []
-    twice = {node_id: paths
-             for node_id, paths in carried_ids(cycle.vault, cycle.repo, upstream).items()
+    twice = {node_id: paths for node_id, paths in holders(node_ids).items()
              if len(paths) > 1 and not arriving.isdisjoint(paths)}
     return [f"node id {node_id} is carried by both {' and '.join(sorted(paths)[:3])} (the "
             f"node would become unreadable)" for node_id, paths in sorted(twice.items())]

@@ -16,7 +16,7 @@ from osk.store.conflict_copies import (
     copy_name,
 )
 from osk.store.vault import LEDGER_DIR, Vault
-from osk.sync.admission import admit
+from osk.sync.admission import admit, refuse_clashing_ids
 from osk.sync.cycle_state import (
     ACCESS_REFUSED,
     NETWORK_TIMEOUT,
@@ -126,10 +126,11 @@ def integrate_upstream(cycle: Cycle, upstream: str) -> None:
         raise SyncError(
             f"{cycle.remote}/{cycle.branch} shares no history with this vault (was the vault "
             f"created twice?); clone the remote into a new folder and move your notes there")
-    admit(cycle, local, upstream)
+    admitted = admit(cycle, local, upstream)
     cycle.result.pulled += repo.count(f"{local}..{upstream}")
     try:
         rebased = _rebase_in_scratch(cycle, local, upstream)
+        refuse_clashing_ids(cycle, admitted, upstream, rebased)
         cycle.mark("rebased")
         land_tree(cycle, local, rebased)
     except SyncError:

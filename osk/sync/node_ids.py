@@ -2,10 +2,13 @@
 blobs to the ids they carry (``.osk/sync/node-ids``).
 
 Before a pull lands, admission asks which id every node file of the remote's tree carries: an
-id brought that another file carries too would make a node unreadable. A blob's id never
-changes, so the map is keyed by git's object name and an entry stays right as long as it is
-kept: a pull reads the node files this device has not met before, not every one of the tree
-(at 100,000 nodes, git reading every node blob to find the brought ids cost 2.1 s a pull).
+id brought that another file carries too would make a node unreadable. After the rebase it
+asks the same of the node files this device's unpushed commits change (``blob_ids``).
+
+A blob's id never changes, so the map is keyed by git's object name and an entry stays right
+as long as it is kept: a pull reads the node files this device has not met before, not every
+one of the tree (at 100,000 nodes, git reading every node blob to find the brought ids cost
+2.1 s a pull).
 
 An id is read as the catalog reads it (``split_frontmatter``; ``is_valid_id``, the contract's
 rule), so ids are compared as the catalog compares them: any form, case and all. The map keeps
@@ -20,6 +23,7 @@ alone for a node file that carries no valid id.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 from osk.errors import ContractError
 from osk.store.conflict_copies import is_node_path
@@ -33,9 +37,9 @@ from osk.sync.gitrepo import GitRepo, split_z
 _ENTRY = re.compile(r"^([0-9a-f]{40}|[0-9a-f]{64})(?: ([^\n]+))?\n", re.MULTILINE)
 
 
-def carried_ids(vault: Vault, repo: GitRepo, tree: str) -> dict[str, list[str]]:
-    """The node files of ``tree`` (a commit or tree) by the id each carries; a file carrying no
-    valid id is left out."""
+def carried_ids(vault: Vault, repo: GitRepo, tree: str) -> dict[str, str | None]:
+    """Each node file of ``tree`` (a commit or tree) with the valid id it carries (None for a
+    file that carries none)."""
     files: dict[str, str] = {}  # node file -> blob
     for entry in split_z(repo.run("ls-tree", "-r", "-z", tree).out):
         meta, rel = entry.split("\t", 1)
@@ -44,17 +48,32 @@ def carried_ids(vault: Vault, repo: GitRepo, tree: str) -> dict[str, list[str]]:
             files[rel] = sha
     known = _load(vault)
     kept = {sha: known[sha] for sha in files.values() if sha in known}
-    unknown = {sha: rel for rel, sha in files.items() if sha not in kept}
-    for sha, data in repo.blobs(list(unknown)):
-        kept[sha] = _id_of(unknown[sha], data)
+    kept.update(_read_ids(repo, {sha: rel for rel, sha in files.items() if sha not in kept}))
     if kept != known:
         _save(vault, kept)
-    holders: dict[str, list[str]] = {}
-    for rel, sha in files.items():
-        node_id = kept[sha]
+    return {rel: kept[sha] for rel, sha in files.items()}
+
+
+def blob_ids(repo: GitRepo, blobs: dict[str, str]) -> dict[str, str | None]:
+    """Each node file of ``blobs`` (node file -> blob) with the valid id it carries, read from
+    git, not through the map: for the few files a rebase changed, which no tree asked about
+    holds yet."""
+    read = _read_ids(repo, {sha: rel for rel, sha in blobs.items()})
+    return {rel: read[sha] for rel, sha in blobs.items()}
+
+
+def holders(files: Mapping[str, str | None]) -> dict[str, list[str]]:
+    """The node files of ``files`` by the id each carries; a file carrying none is left out."""
+    found: dict[str, list[str]] = {}
+    for rel, node_id in files.items():
         if node_id is not None:
-            holders.setdefault(node_id, []).append(rel)
-    return holders
+            found.setdefault(node_id, []).append(rel)
+    return found
+
+
+def _read_ids(repo: GitRepo, wanted: dict[str, str]) -> dict[str, str | None]:
+    """Each blob of ``wanted`` (blob -> a node file holding it) with the id it carries."""
+    return {sha: _id_of(wanted[sha], data) for sha, data in repo.blobs(list(wanted))}
 
 
 def _id_of(rel: str, data: bytes) -> str | None:

@@ -170,6 +170,102 @@ def test_a_copy_of_a_node_with_an_id_of_its_own_making_is_refused(pair):
     _repaired_then_synced(pair)
 
 
+def test_a_brought_node_whose_id_an_unpushed_node_here_carries_is_refused(pair):
+    """Each tree alone is sound; once this device's commits are rebased onto the remote's, the
+    id would be carried twice. Nothing lands or leaves until the person gives one node another
+    id; then both nodes land and are pushed."""
+    remote, first, second = pair
+    write_node(second, "Domain/there/there.md", "Written there.\n", node_id="auth-decision")
+    _push_by_hand(second, "a node whose id a person wrote")
+    upstream = git(remote, "rev-parse", "main")
+    write_node(first, "Domain/here/here.md", "Written here.\n", node_id="auth-decision")
+    with pytest.raises(SyncError) as caught:
+        sync_once(first)
+    message = str(caught.value)
+    assert ("node id auth-decision is carried by both Domain/there/there.md (brought) and "
+            "Domain/here/here.md (this device's, not yet pushed)") in message, message
+    assert "nothing was landed or pushed" in message
+    assert git(remote, "rev-parse", "main") == upstream, "the refused cycle pushed"
+    assert upstream not in git(first.root, "rev-list", "HEAD"), "the remote's commit landed"
+    assert "Domain/here/here.md" in git(first.root, "ls-files")  # committed, kept
+    assert git(first.root, "status", "--porcelain") == ""
+    assert not first.abs("Domain/there/there.md").exists()
+    assert "auth-decision" in first.abs("Domain/here/here.md").read_text(encoding="utf-8")
+    assert not first.state("sync", "scratch").exists(), "the refused cycle left its scratch"
+
+    here = first.abs("Domain/here/here.md")
+    here.write_text(here.read_text(encoding="utf-8").replace(
+        "id: auth-decision", "id: auth-decision-here"), encoding="utf-8")
+    result = sync_once(first)
+    assert result.pulled == 1 and result.pushed >= 1
+    landed = git(remote, "ls-tree", "-r", "--name-only", "main").splitlines()
+    assert {"Domain/there/there.md", "Domain/here/here.md"} <= set(landed)
+
+
+def test_a_node_moved_here_and_edited_there_lands_once(pair):
+    """git follows the move: the edit lands in the moved file, and the old path the rebase
+    removed is no clash."""
+    remote, first, second = pair
+    write_node(second, "Domain/real/real.md", "The real node.\n")
+    _push_by_hand(second, "a node")
+    sync_once(first)
+    first.abs("Domain/moved").mkdir()
+    first.abs("Domain/real/real.md").rename(first.abs("Domain/moved/real.md"))
+    _rewrite_body(second, "Domain/real/real.md", "Edited there.\n")
+    _push_by_hand(second, "the node edited")
+    assert sync_once(first).pulled == 1
+    landed = git(remote, "ls-tree", "-r", "--name-only", "main").splitlines()
+    assert "Domain/moved/real.md" in landed and "Domain/real/real.md" not in landed
+    assert "Edited there." in first.abs("Domain/moved/real.md").read_text(encoding="utf-8")
+
+
+def test_a_node_moved_and_rewritten_here_and_edited_there_is_refused_not_carried_twice(pair):
+    """Too changed for git to see the move, the rebase would keep the remote's edit where the
+    node was beside this device's file: two files, one id. Refused; once the person removes
+    this device's file, the edit lands and one file carries the id."""
+    remote, first, second = pair
+    node_id = write_node(second, "Domain/real/real.md", "The real node.\n")
+    _push_by_hand(second, "a node")
+    sync_once(first)
+    first.abs("Domain/moved").mkdir()
+    first.abs("Domain/real/real.md").rename(first.abs("Domain/moved/real.md"))
+    _rewrite_body(first, "Domain/moved/real.md", "Every line rewritten here.\n" * 30)
+    _rewrite_body(second, "Domain/real/real.md", "Edited there.\n")
+    _push_by_hand(second, "the node edited")
+    with pytest.raises(SyncError) as caught:
+        sync_once(first)
+    message = str(caught.value)
+    assert (f"node id {node_id} is carried by both Domain/real/real.md (brought) and "
+            f"Domain/moved/real.md (this device's, not yet pushed)") in message, message
+    assert "put this device's file back where the remote keeps it" in message
+
+    first.abs("Domain/moved/real.md").unlink()
+    sync_once(first)
+    landed = git(remote, "ls-tree", "-r", "--name-only", "main").splitlines()
+    assert "Domain/real/real.md" in landed and "Domain/moved/real.md" not in landed
+    assert "Edited there." in first.abs("Domain/real/real.md").read_text(encoding="utf-8")
+
+
+def _rewrite_body(vault: Vault, rel: str, body: str) -> None:
+    front, _, _old = vault.abs(rel).read_text(encoding="utf-8").partition("\n---\n")
+    vault.abs(rel).write_text(f"{front}\n---\n{body}", encoding="utf-8")
+
+
+def test_a_clash_already_on_this_device_is_its_own_and_the_pull_goes_on(pair):
+    """The rebase check refuses only a clash the pull makes: two nodes of this device that
+    carry one id were never the remote's to answer for (``osk validate`` reports them)."""
+    remote, first, second = pair
+    write_node(first, "Domain/a/a.md", "One.\n", node_id="twice-here")
+    write_node(first, "Domain/b/b.md", "Two.\n", node_id="twice-here")
+    write_node(second, "Domain/there/there.md", "Written there.\n", node_id="auth-decision")
+    _push_by_hand(second, "an unrelated node")
+    result = sync_once(first)
+    assert result.pulled == 1
+    assert first.abs("Domain/there/there.md").is_file()
+    landed = git(remote, "ls-tree", "-r", "--name-only", "main").splitlines()
+    assert {"Domain/a/a.md", "Domain/b/b.md"} <= set(landed)
+
+
 def test_a_pull_reads_only_the_node_files_this_device_has_not_met(pair, monkeypatch):
     """The ids of the remote's node files are kept by their git object name (``.osk/sync``):
     a later pull reads the blobs it brings, not every node file of the tree again; a map lost
