@@ -508,6 +508,9 @@ def test_conflict_copy_names_are_recognised_and_lead_back_to_the_node():
     assert conflict_copies.is_conflict_copy(copy)
     assert conflict_copies.original_of(copy) == "Scope/p/c/Plan.md"
     assert not conflict_copies.is_conflict_copy("Scope/p/c/Plan (sync conflict notes).md")
+    assert conflict_copies.is_conflict_copy(copy.rpartition("/")[2])  # a file name alone
+    # The name is the copy's, not a folder's: a node under such a folder is no copy.
+    assert not conflict_copies.is_conflict_copy(copy.removesuffix(".md") + "/Plan.md")
     assert conflict_copies.original_of("_raw/k/conv (sync conflict 2026-11-29 1802 ab).md") == \
         "_raw/k/conv.md"
 
