@@ -19,7 +19,9 @@ name, when it brings
   itself, so nothing stops, but the person should put the line back.
 
 A refused cycle lands nothing and keeps every local commit; the message says what to do (repair
-the commit on the device that pushed it, push, sync again). The checks read blobs from git's
+the commit on the device that pushed it, push, sync again). So that no device has to, this
+device does not push commits that give a node file an id another node file carries
+(``refuse_duplicate_push``): the other devices would refuse them. The checks read blobs from git's
 object database, never a checkout, and look only at what changed since this device and the
 remote last agreed (their merge base), so a problem already on this device is not the
 remote's to answer for.
@@ -38,7 +40,14 @@ from osk.errors import OskError, SyncError
 from osk.store.conflict_copies import is_node_path
 from osk.store.ledger import foreign_line_problems
 from osk.store.vault import MARKER, STATE_DIR, Settings
-from osk.sync.cycle_state import ZERO, Cycle, is_ledger, raw_entries, symlinks_in
+from osk.sync.cycle_state import (
+    EMPTY_TREE,
+    ZERO,
+    Cycle,
+    is_ledger,
+    raw_entries,
+    symlinks_in,
+)
 from osk.sync.gitrepo import GitRepo, split_z
 from osk.sync.node_ids import blob_ids, carried_ids, holders
 
@@ -115,6 +124,30 @@ def refuse_clashing_ids(cycle: Cycle, admitted: Admitted, upstream: str, rebased
         + ". If they are two nodes, give this device's another id (its `id:` line); if they "
           "are one node, moved or copied here while another device edited it, put this "
           "device's file back where the remote keeps it (or remove it). Then sync again",
+        problems=problems)
+
+
+def refuse_duplicate_push(cycle: Cycle, upstream: str | None, head: str) -> None:
+    """Refuse (SyncError, nothing pushed; what landed stays) to publish commits that give a node
+    file an id another node file of ``head`` carries, such as a note duplicated in an editor
+    with its front matter: every other device's admission would refuse them, and stop syncing
+    until this device repaired them. Read only when the commits add or change a node file."""
+    ours = {rel for _mode, _old, new, rel in _changes(cycle.repo, upstream or EMPTY_TREE, head)
+            if new != ZERO and is_node_path(rel)}
+    if not ours:
+        return
+    twice = {node_id: paths
+             for node_id, paths in holders(carried_ids(cycle.vault, cycle.repo, head)).items()
+             if len(paths) > 1 and not ours.isdisjoint(paths)}
+    if not twice:
+        return
+    problems = [f"node id {node_id} is carried by both {' and '.join(sorted(paths)[:3])}"
+                for node_id, paths in sorted(twice.items())]
+    raise SyncError(
+        f"this device's commits give one id to two node files, so nothing was pushed to "
+        f"{cycle.remote}/{cycle.branch} (every other device would refuse them; this device's "
+        f"notes and commits are kept): " + "; ".join(problems)
+        + ". Give one of them another id (its `id:` line), or remove the copy, and sync again",
         problems=problems)
 
 

@@ -29,10 +29,14 @@ One cycle (``sync_once``) runs in this order:
    take (``raw.lock_path`` for a raw record), so no append interleaves with the rewrite. A
    landing is journalled in ``.osk/sync/landing.json`` first, so an interrupted landing is
    finished by the next cycle.
-5. **Push**. A rejected push (another device pushed first) goes back to step 2, a bounded number
-   of times; an unreachable remote marks the vault offline, with its commits kept. A remote
-   that answers but refuses our credentials is not "offline": the cycle fails with the
-   reason (a key or token to fix), its commits kept all the same.
+5. **Push**, unless our commits give a node file an id another node file carries (a note
+   duplicated in an editor, front matter and all): every other device would refuse them, so
+   nothing is pushed until the person gives one of them another id
+   (``admission.refuse_duplicate_push``). A rejected push (another device pushed first) goes
+   back to step 2, a bounded number of times; an unreachable remote marks the vault offline,
+   with its commits kept. A remote that answers but refuses our credentials is not
+   "offline": the cycle fails with the reason (a key or token to fix), its commits kept all
+   the same.
 
 Conflicts. Ledgers never conflict (union). Raw records are per device and conversation, so they
 should not; if one does, both versions are kept. A node edited on two devices keeps **the
@@ -73,6 +77,7 @@ from osk.store.fsutil import atomic_write
 from osk.store.ledger import device_id
 from osk.store.locks import LockTimeout
 from osk.store.vault import Vault
+from osk.sync.admission import refuse_duplicate_push
 from osk.sync.commit import commit_into
 from osk.sync.cycle_state import (
     Checkpoint,
@@ -155,6 +160,7 @@ def _run_cycle(vault: Vault, remote: str, attempts: int, checkpoint: Checkpoint 
             if head == upstream:
                 break
             ahead = repo.count(f"{upstream}..{head}") if upstream else repo.count(head)
+            refuse_duplicate_push(cycle, upstream, head)
             try:
                 pushed = push_head(cycle, head)
             except Unreachable as exc:

@@ -251,19 +251,37 @@ def _rewrite_body(vault: Vault, rel: str, body: str) -> None:
     vault.abs(rel).write_text(f"{front}\n---\n{body}", encoding="utf-8")
 
 
-def test_a_clash_already_on_this_device_is_its_own_and_the_pull_goes_on(pair):
-    """The rebase check refuses only a clash the pull makes: two nodes of this device that
-    carry one id were never the remote's to answer for (``osk validate`` reports them)."""
+def test_a_node_copied_here_with_its_id_lands_what_is_brought_and_is_not_pushed(pair):
+    """A note duplicated in an editor keeps its front matter, id and all. The pull still lands
+    (the clash is this device's own, not the remote's), but nothing is pushed: every other
+    device's admission would refuse the copy and stop syncing. Once the copy has an id of its
+    own, everything goes out."""
     remote, first, second = pair
-    write_node(first, "Domain/a/a.md", "One.\n", node_id="twice-here")
-    write_node(first, "Domain/b/b.md", "Two.\n", node_id="twice-here")
-    write_node(second, "Domain/there/there.md", "Written there.\n", node_id="auth-decision")
+    node_id = write_node(first, "Domain/a/a.md", "One.\n")
+    sync_once(first)
+    sync_once(second)
+    first.abs("Domain/b").mkdir()
+    first.abs("Domain/b/b.md").write_bytes(first.abs("Domain/a/a.md").read_bytes())
+    write_node(second, "Domain/there/there.md", "Written there.\n")
     _push_by_hand(second, "an unrelated node")
-    result = sync_once(first)
-    assert result.pulled == 1
-    assert first.abs("Domain/there/there.md").is_file()
-    landed = git(remote, "ls-tree", "-r", "--name-only", "main").splitlines()
-    assert {"Domain/a/a.md", "Domain/b/b.md"} <= set(landed)
+    upstream = git(remote, "rev-parse", "main")
+    with pytest.raises(SyncError) as caught:
+        sync_once(first)
+    message = str(caught.value)
+    assert (f"node id {node_id} is carried by both Domain/a/a.md and Domain/b/b.md"
+            in message), message
+    assert "nothing was pushed" in message
+    assert git(remote, "rev-parse", "main") == upstream, "the copy was pushed"
+    assert first.abs("Domain/there/there.md").is_file()  # what was brought landed
+    assert "Domain/b/b.md" in git(first.root, "ls-files")  # committed here, kept
+    assert sync_once(second).pulled == 0  # the other device goes on syncing
+
+    copy = first.abs("Domain/b/b.md")
+    copy.write_text(copy.read_text(encoding="utf-8").replace(
+        f"id: {node_id}", "id: a-copy-of-its-own"), encoding="utf-8")
+    assert sync_once(first).pushed >= 1
+    assert sync_once(second).pulled >= 1
+    assert second.abs("Domain/b/b.md").is_file()
 
 
 def test_a_pull_reads_only_the_node_files_this_device_has_not_met(pair, monkeypatch):

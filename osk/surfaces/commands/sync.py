@@ -26,9 +26,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                     "brings is checked before any of it lands (links, file sizes, ledger lines, "
                     "duplicate node ids, .gitattributes, osk.toml, a rewritten history) and "
                     "refused by name when it cannot land; so is a node it brings whose id a "
-                    "node this device has not yet pushed carries too. When nodes or ledgers "
-                    "landed, the search index takes them in before the command ends, so the "
-                    "next search or read answers from it at once.",
+                    "node this device has not yet pushed carries too, and this device's "
+                    "commits are not pushed while two node files carry one id. When nodes or "
+                    "ledgers landed, the search index takes them in before the command ends, "
+                    "so the next search or read answers from it at once.",
     )
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--daemon", action="store_true",
