@@ -6,8 +6,9 @@ writes ``--brought`` new node files and pushes them with plain git, and the devi
 them without landing. Then, ``--runs`` times, each tree (taking turns, the first changing from
 run to run) checks that same fetch in a child process, its CPU measured with git's:
 
-- ``kept``: with the device's map of node-file blobs to ids as the last pull leaves it (the
-  ids of the device's own tree; ``osk.sync.node_ids``), so only the brought files are new;
+- ``kept``: with the device's map of node files to ids as the last pull leaves it (the ids
+  of the device's own tree, made by the tree measured; ``osk.sync.node_ids``), so only the
+  brought files are new;
 - ``none``: without the map, as on a device's first pull (a tree that keeps no map checks the
   same way in both).
 
@@ -50,7 +51,8 @@ with open_repo(vault.root) as repo:
                       "wall_ms": (time.perf_counter() - clock) * 1000}))
 """
 
-# The map as the last pull leaves it: the ids of the device's own tree (this checkout's osk).
+# The map as the last pull leaves it: the ids of the device's own tree, made by the tree
+# measured (the text map of blobs before the SQLite file held the tree: either is asked).
 KEEP_CHILD = """
 import json, sys
 from pathlib import Path
@@ -59,8 +61,14 @@ from osk.sync.gitrepo import open_repo
 from osk.sync.node_ids import carried_ids
 vault = Vault(Path(sys.argv[1]))
 with open_repo(vault.root) as repo:
-    print(json.dumps({"node files": len(carried_ids(vault, repo, "HEAD"))}))
+    try:
+        carried_ids(vault, repo, "HEAD", ())
+    except TypeError:
+        carried_ids(vault, repo, "HEAD")
+print(json.dumps({"primed": True}))
 """
+# The files either kind of map is kept in, in device state.
+MAPS = ("node-ids", "node-ids.sqlite")
 
 NODE = """---
 id: {id}
@@ -106,17 +114,20 @@ def main() -> int:
         print(published_copy(args.vault, device, remote))
         brought_by_hand(remote, work / "writer", args.brought)
         git(device, "fetch", "-q", "origin")
-        kept = device / ".osk" / "sync" / "node-ids"
-        print("map kept:", run_in_tree(here, KEEP_CHILD, str(device)), flush=True)
-        shutil.copy(kept, work / "node-ids.kept")
+        state_dir = device / ".osk" / "sync"
+        for number, tree in enumerate(trees):
+            _clear(state_dir)
+            print(f"map kept by {tree}:", run_in_tree(tree, KEEP_CHILD, str(device)),
+                  flush=True)
+            _copy_maps(state_dir, work / f"kept-{number}")
         found: dict[tuple[Path, str], list[dict[str, float]]] = {}
         for run in range(args.runs):
             for state in ("kept", "none"):
                 order = trees[run % len(trees):] + trees[:run % len(trees)]
                 for tree in order:
-                    kept.unlink(missing_ok=True)
+                    _clear(state_dir)
                     if state == "kept":
-                        shutil.copy(work / "node-ids.kept", kept)
+                        _copy_maps(work / f"kept-{trees.index(tree)}", state_dir)
                     found.setdefault((tree, state), []).append(
                         run_in_tree(tree, CHECK_CHILD, str(device)))
         print(f"the checks of a pull bringing {args.brought} nodes, median of {args.runs}:")
@@ -125,6 +136,18 @@ def main() -> int:
             wall = statistics.median(r["wall_ms"] for r in runs)
             print(f"  {tree} map {state:<5} CPU {cpu:8.0f} ms  wall {wall:8.0f} ms")
     return 0
+
+
+def _clear(state_dir: Path) -> None:
+    for name in MAPS:
+        (state_dir / name).unlink(missing_ok=True)
+
+
+def _copy_maps(source: Path, target: Path) -> None:
+    target.mkdir(parents=True, exist_ok=True)
+    for name in MAPS:
+        if (source / name).exists():
+            shutil.copy(source / name, target / name)
 
 
 if __name__ == "__main__":

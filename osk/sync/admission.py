@@ -49,7 +49,7 @@ from osk.sync.cycle_state import (
     symlinks_in,
 )
 from osk.sync.gitrepo import GitRepo, split_z
-from osk.sync.node_ids import blob_ids, carried_ids, holders
+from osk.sync.node_ids import Carried, blob_ids, carried_ids, holders
 
 DEFAULT_MAX_FILE_MB = 10.0
 ATTRIBUTES = ".gitattributes"
@@ -63,11 +63,10 @@ Entry = tuple[str, str, str, str]  # (new mode, old sha, new sha, path), as raw_
 
 @dataclass(frozen=True)
 class Admitted:
-    """What an admitted pull brings of nodes: the node files it adds or changes, and every node
-    file of its tree with the id it carries (read only when it brings one)."""
+    """What an admitted pull brings of nodes: the node files it adds or changes, each with the
+    id it carries (None: no valid id)."""
 
-    brought_nodes: frozenset[str]
-    node_ids: Mapping[str, str | None]
+    brought_nodes: Mapping[str, str | None]
 
 
 def admit(cycle: Cycle, local: str, upstream: str) -> Admitted:
@@ -76,10 +75,10 @@ def admit(cycle: Cycle, local: str, upstream: str) -> Admitted:
     entries = _changes(repo, _merge_base(cycle, local, upstream), upstream)
     brought = [e for e in entries if e[2] != ZERO]
     arriving = frozenset(rel for _mode, _old, _new, rel in brought if is_node_path(rel))
-    node_ids = carried_ids(cycle.vault, repo, upstream) if arriving else {}
+    carried = carried_ids(cycle.vault, repo, upstream, arriving) if arriving else Carried({}, {})
     problems = [*_link_problems(entries), *_state_problems(brought),
                 *_size_problems(cycle, brought), *_ledger_problems(cycle, brought),
-                *_machinery_problems(cycle, brought), *_duplicate_ids(node_ids, arriving)]
+                *_machinery_problems(cycle, brought), *_duplicate_ids(carried)]
     if problems:
         raise SyncError(
             f"{cycle.remote}/{cycle.branch} brings what osk will not land, so none of it was "
@@ -88,7 +87,7 @@ def admit(cycle: Cycle, local: str, upstream: str) -> Admitted:
             + ". On the device that pushed it, repair or revert that commit (`git revert`), "
               "push, and sync here again",
             problems=problems)
-    return Admitted(arriving, node_ids)
+    return Admitted(carried.ids)
 
 
 def refuse_clashing_ids(cycle: Cycle, admitted: Admitted, upstream: str, rebased: str) -> None:
@@ -105,8 +104,8 @@ def refuse_clashing_ids(cycle: Cycle, admitted: Admitted, upstream: str, rebased
     if not ours:
         return
     # A brought file the rebase changed or removed is no longer the remote's alone.
-    kept = admitted.brought_nodes.difference(rel for _mode, _old, _new, rel in changed)
-    theirs = {rel: admitted.node_ids[rel] for rel in kept}
+    kept = admitted.brought_nodes.keys() - {rel for _mode, _old, _new, rel in changed}
+    theirs = {rel: admitted.brought_nodes[rel] for rel in kept}
     carried = holders({**theirs, **blob_ids(cycle.repo, ours)})
     twice = {node_id: paths for node_id, paths in carried.items()
              if not theirs.keys().isdisjoint(paths) and not ours.keys().isdisjoint(paths)}
@@ -136,9 +135,8 @@ def refuse_duplicate_push(cycle: Cycle, upstream: str | None, head: str) -> None
             if new != ZERO and is_node_path(rel)}
     if not ours:
         return
-    twice = {node_id: paths
-             for node_id, paths in holders(carried_ids(cycle.vault, cycle.repo, head)).items()
-             if len(paths) > 1 and not ours.isdisjoint(paths)}
+    carried = carried_ids(cycle.vault, cycle.repo, head, ours)
+    twice = {node_id: paths for node_id, paths in carried.holders.items() if len(paths) > 1}
     if not twice:
         return
     problems = [f"node id {node_id} is carried by both {' and '.join(sorted(paths)[:3])}"
@@ -279,9 +277,8 @@ def _matches(pattern: str, path: str) -> bool:
     return re.fullmatch("".join(parts), path) is not None
 
 
-def _duplicate_ids(node_ids: Mapping[str, str | None], arriving: frozenset[str]) -> list[str]:
+def _duplicate_ids(carried: Carried) -> list[str]:
     """Node ids a node the remote brings carries that another node of its tree carries too."""
-    twice = {node_id: paths for node_id, paths in holders(node_ids).items()
-             if len(paths) > 1 and not arriving.isdisjoint(paths)}
+    twice = {node_id: paths for node_id, paths in carried.holders.items() if len(paths) > 1}
     return [f"node id {node_id} is carried by both {' and '.join(sorted(paths)[:3])} (the "
             f"node would become unreadable)" for node_id, paths in sorted(twice.items())]

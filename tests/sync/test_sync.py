@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import pytest
@@ -22,10 +23,10 @@ from osk.errors import SyncError
 from osk.store import conflict_copies
 from osk.store.catalog import Catalog
 from osk.store.ledger import Ledger, device_id
-from osk.store.vault import Vault
+from osk.store.vault import Vault, init
 from osk.surfaces.cli import main
 from osk.sync import cycle as sync
-from osk.sync import daemon, gitrepo
+from osk.sync import daemon, gitrepo, node_ids
 from osk.sync.gitrepo import open_repo
 
 NOW = "2026-11-29T18:02+09:00"
@@ -528,3 +529,56 @@ def test_blobs_are_read_a_batch_at_a_time_and_a_missing_one_is_named(tmp_path, m
         missing = "0" * 40
         with pytest.raises(SyncError, match=f"cannot read object {missing}"):
             list(repo.blobs([shas[0], missing]))
+
+
+def test_the_id_map_brought_from_tree_to_tree_answers_as_one_made_anew(tmp_path):
+    """``node_ids.carried_ids`` applies what differs between the tree it holds and the one
+    asked about; asked about random trees of a random history, in random order, each answer
+    is the one a map made from nothing gives. The history adds, rewrites, moves and deletes
+    node files whose ids come from a small pool (so some ids are carried twice), beside files
+    that are no nodes and submodule entries at node paths."""
+    rng = random.Random(20261207)
+    _remote, (vault,) = make_devices(tmp_path, 1)
+    pool = ["plan", "Plan", "deploy", "0190a0b2-0000-7000-8000-000000000001"]
+    commits: list[str] = []
+    for step in range(24):
+        nodes = [rel for rel in git(vault.root, "ls-files", "Domain").splitlines()
+                 if rel.endswith(".md")]
+        choice = rng.random()
+        if choice < 0.4 or not nodes:
+            rel = f"Domain/t{rng.randrange(3)}/n{step}.md"
+            vault.abs(rel).parent.mkdir(parents=True, exist_ok=True)
+            vault.abs(rel).write_text(f"---\nid: {rng.choice(pool)}\n---\nStep {step}.\n",
+                                      encoding="utf-8")
+        elif choice < 0.6:
+            vault.abs(rng.choice(nodes)).write_text(
+                f"---\nid: {rng.choice(pool)}\n---\nRewritten at {step}.\n", encoding="utf-8")
+        elif choice < 0.75:
+            git(vault.root, "mv", rng.choice(nodes), f"Domain/moved-{step}.md")
+        elif choice < 0.9:
+            git(vault.root, "rm", "-q", rng.choice(nodes))
+        else:
+            (vault.root / f"notes-{step}.txt").write_text("no node\n", encoding="utf-8")
+        git(vault.root, "add", "-A")
+        if step in (5, 17):  # a submodule's entry at a node's path: a commit this repo lacks
+            git(vault.root, "update-index", "--add", "--cacheinfo",
+                f"160000,{step:040x},Domain/sub-{step}.md")
+        git(vault.root, "commit", "-q", "--allow-empty", "-m", f"step {step}")
+        commits.append(git(vault.root, "rev-parse", "HEAD").strip())
+    fresh = tmp_path / "fresh"
+    init(fresh)
+    twice = 0
+    with open_repo(vault.root) as repo:
+        for _ in range(40):
+            commit = rng.choice(commits)
+            files = [line.split("\t", 1)[1] for line in git(
+                vault.root, "ls-tree", "-r", commit, "--", "Domain").splitlines()
+                if " blob " in line and line.endswith(".md")]
+            asked = rng.sample(files, min(len(files), rng.randrange(1, 5)))
+            kept = node_ids.carried_ids(vault, repo, commit, asked)
+            fresh.joinpath(".osk", "sync", node_ids.FILE).unlink(missing_ok=True)
+            made = node_ids.carried_ids(Vault(fresh), repo, commit, asked)
+            assert kept == made, commit
+            assert set(kept.ids) == set(asked)
+            twice += any(len(paths) > 1 for paths in kept.holders.values())
+    assert twice  # the pool gives some id to two files

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,7 @@ from osk.store.ids import uuid7
 from osk.store.ledger import Ledger
 from osk.store.vault import Vault
 from osk.surfaces.cli import main
+from osk.sync import node_ids
 from osk.sync.cycle import sync_once
 from osk.sync.gitrepo import GitRepo
 
@@ -284,19 +287,8 @@ def test_a_node_copied_here_with_its_id_lands_what_is_brought_and_is_not_pushed(
     assert second.abs("Domain/b/b.md").is_file()
 
 
-def test_a_pull_reads_only_the_node_files_this_device_has_not_met(pair, monkeypatch):
-    """The ids of the remote's node files are kept by their git object name (``.osk/sync``):
-    a later pull reads the blobs it brings, not every node file of the tree again; a map lost
-    or damaged costs blobs read again, never a wrong answer."""
-    _remote, first, second = pair
-    for number in range(5):
-        write_node(second, f"Domain/many/n{number}.md", f"Node {number}.\n")
-    _push_by_hand(second, "five nodes")
-    sync_once(first)
-    map_file = first.state("sync", "node-ids")
-    nodes = [line for line in git(first.root, "ls-tree", "-r", "HEAD").splitlines()
-             if line.endswith(".md") and "\tDomain/" in line]
-    assert len(map_file.read_text(encoding="utf-8").splitlines()) == len(nodes) >= 5
+def _blobs_read(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every blob read through ``GitRepo.blobs`` from now on (what the id map reads)."""
     read: list[str] = []
     real = GitRepo.blobs
 
@@ -305,12 +297,48 @@ def test_a_pull_reads_only_the_node_files_this_device_has_not_met(pair, monkeypa
         return real(repo, shas)
 
     monkeypatch.setattr(GitRepo, "blobs", counted)
+    return read
+
+
+def _held(vault: Vault) -> tuple[str, int]:
+    """The tree the id map holds, and how many node files it holds of it."""
+    with closing(sqlite3.connect(vault.state("sync", node_ids.FILE))) as db:
+        return (db.execute("SELECT tree FROM held").fetchone()[0],
+                db.execute("SELECT count(*) FROM files").fetchone()[0])
+
+
+def _node_files(vault: Vault, rev: str = "HEAD") -> list[str]:
+    return [rel for rel in git(vault.root, "ls-tree", "-r", "--name-only", rev).splitlines()
+            if rel.endswith(".md") and rel.startswith("Domain/")]
+
+
+def test_a_cycle_reads_only_the_node_files_it_changes(pair, monkeypatch):
+    """The ids of a tree's node files are kept in device state, with the tree they are of: a
+    pull reads the blobs it brings, a push the blobs it sends, never every node file of the
+    tree again; a map damaged costs blobs read again, never a wrong answer."""
+    _remote, first, second = pair
+    for number in range(5):
+        write_node(second, f"Domain/many/n{number}.md", f"Node {number}.\n")
+    _push_by_hand(second, "five nodes")
+    sync_once(first)
+    tree = git(first.root, "rev-parse", "origin/main^{tree}").strip()
+    assert _held(first) == (tree, len(_node_files(first))) and len(_node_files(first)) >= 5
+    read = _blobs_read(monkeypatch)
+
     write_node(second, "Domain/many/n5.md", "Node 5.\n")
     _push_by_hand(second, "one more")
     assert sync_once(first).pulled == 1
-    assert set(read) == {git(second.root, "rev-parse", "HEAD:Domain/many/n5.md").strip()}
+    assert read == [git(second.root, "rev-parse", "HEAD:Domain/many/n5.md").strip()]
 
-    map_file.write_bytes(b"not a line of the map\n" + map_file.read_bytes()[:-30])
+    read.clear()
+    write_node(first, "Domain/mine/mine.md", "Written here.\n")
+    assert sync_once(first).pushed == 1  # the push's check reads the one node it sends
+    assert read == [git(first.root, "rev-parse", "HEAD:Domain/mine/mine.md").strip()]
+    assert _held(first) == (git(first.root, "rev-parse", "HEAD^{tree}").strip(),
+                            len(_node_files(first)))
+
+    sync_once(second)  # the copy below is made on top of what this device pushed
+    first.state("sync", node_ids.FILE).write_bytes(b"not a database " * 100)
     read.clear()
 
     def copy(vault: Vault) -> None:
@@ -318,8 +346,46 @@ def test_a_pull_reads_only_the_node_files_this_device_has_not_met(pair, monkeypa
             (vault.root / "Domain/many/n1.md").read_bytes().replace(b"Node 1", b"A fake"))
 
     _refused(pair, copy, "Domain/many/copy.md", "Domain/many/n1.md")
-    assert len(set(read)) == 2, read  # the copy, and the entry the damage cut off
-    assert b"not a line" not in map_file.read_bytes()
+    upstream = git(first.root, "rev-parse", "origin/main^{tree}").strip()
+    assert _held(first) == (upstream, len(_node_files(first, "origin/main")))
+    assert len(read) == len(set(read)) == len(_node_files(first, "origin/main"))  # all, once
+
+
+def test_an_upgraded_device_reads_no_node_file_its_text_map_knew(pair, monkeypatch):
+    """The text map of blobs and ids osk kept before (``.osk/sync/node-ids``) seeds the new
+    file on its first use, and is removed; a tree the file holds that git no longer has is
+    listed whole, again without reading a blob the file knows."""
+    _remote, first, second = pair
+    for number in range(3):
+        write_node(second, f"Domain/old/n{number}.md", f"Node {number}.\n")
+    _push_by_hand(second, "three nodes")
+    sync_once(first)
+    first.state("sync", node_ids.FILE).unlink()
+    lines = git(first.root, "ls-tree", "-r", "HEAD", "--", "Domain/old").splitlines()
+    legacy = first.state("sync", node_ids.LEGACY)
+    legacy.write_text("".join(f"{line.split()[2]} {_id_in(first, line.split(chr(9))[1])}\n"
+                              for line in lines) + "a damaged line\n", encoding="utf-8")
+    read = _blobs_read(monkeypatch)
+    write_node(second, "Domain/new/new.md", "New.\n")
+    _push_by_hand(second, "one more")
+    assert sync_once(first).pulled == 1
+    known = {line.split()[2] for line in lines}
+    assert read and not known & set(read)  # the files it lacked (.gitkeep ones), none it knew
+    assert not legacy.exists()
+
+    with closing(sqlite3.connect(first.state("sync", node_ids.FILE))) as db:
+        db.execute("UPDATE held SET tree = ?", ("0" * 40,))  # an object git does not have
+        db.commit()
+    read.clear()
+    write_node(second, "Domain/new/newer.md", "Newer.\n")
+    _push_by_hand(second, "and one more")
+    assert sync_once(first).pulled == 1
+    assert read == [git(second.root, "rev-parse", "HEAD:Domain/new/newer.md").strip()]
+
+
+def _id_in(vault: Vault, rel: str) -> str:
+    text = vault.abs(rel).read_text(encoding="utf-8")
+    return text.split("\nid: ", 1)[1].split("\n", 1)[0]
 
 
 def test_a_gitattributes_that_drops_the_union_merge_lands_with_a_notice(pair):
