@@ -49,7 +49,7 @@ from osk.sync.cycle_state import (
     symlinks_in,
 )
 from osk.sync.gitrepo import GitRepo, split_z
-from osk.sync.node_ids import Carried, blob_ids, carried_ids, holders
+from osk.sync.node_ids import Carried, carried_ids
 
 DEFAULT_MAX_FILE_MB = 10.0
 ATTRIBUTES = ".gitattributes"
@@ -63,10 +63,9 @@ Entry = tuple[str, str, str, str]  # (new mode, old sha, new sha, path), as raw_
 
 @dataclass(frozen=True)
 class Admitted:
-    """What an admitted pull brings of nodes: the node files it adds or changes, each with the
-    id it carries (None: no valid id)."""
+    """What an admitted pull brings of nodes: the node files it adds or changes."""
 
-    brought_nodes: Mapping[str, str | None]
+    brought_nodes: frozenset[str]
 
 
 def admit(cycle: Cycle, local: str, upstream: str) -> Admitted:
@@ -87,7 +86,7 @@ def admit(cycle: Cycle, local: str, upstream: str) -> Admitted:
             + ". On the device that pushed it, repair or revert that commit (`git revert`), "
               "push, and sync here again",
             problems=problems)
-    return Admitted(carried.ids)
+    return Admitted(arriving)
 
 
 def refuse_clashing_ids(cycle: Cycle, admitted: Admitted, upstream: str, rebased: str) -> None:
@@ -100,15 +99,14 @@ def refuse_clashing_ids(cycle: Cycle, admitted: Admitted, upstream: str, rebased
     if not admitted.brought_nodes:
         return
     changed = _changes(cycle.repo, upstream, rebased)
-    ours = {rel: new for _mode, _old, new, rel in changed if new != ZERO and is_node_path(rel)}
+    ours = {rel for _mode, _old, new, rel in changed if new != ZERO and is_node_path(rel)}
     if not ours:
         return
     # A brought file the rebase changed or removed is no longer the remote's alone.
-    kept = admitted.brought_nodes.keys() - {rel for _mode, _old, _new, rel in changed}
-    theirs = {rel: admitted.brought_nodes[rel] for rel in kept}
-    carried = holders({**theirs, **blob_ids(cycle.repo, ours)})
-    twice = {node_id: paths for node_id, paths in carried.items()
-             if not theirs.keys().isdisjoint(paths) and not ours.keys().isdisjoint(paths)}
+    theirs = admitted.brought_nodes - {rel for _mode, _old, _new, rel in changed}
+    carried = carried_ids(cycle.vault, cycle.repo, rebased, ours)
+    twice = {node_id: paths for node_id, paths in carried.holders.items()
+             if not theirs.isdisjoint(paths)}
     if not twice:
         return
     problems = [

@@ -5,7 +5,8 @@ Sync asks it three questions, each about a few files of a whole tree:
 
 - before a pull lands (``admission.admit``): does a node file the remote brings carry an id
   another node file of the remote's tree carries too (the node would become unreadable)?
-- after the rebase (``admission.refuse_clashing_ids``): which ids do the brought files carry?
+- after the rebase (``admission.refuse_clashing_ids``): does a node file of this device's
+  unpushed commits carry an id a brought node file carries, in the rebased tree?
 - before a push (``admission.refuse_duplicate_push``): does a node file this device's commits
   add or change carry an id another node file of the pushed tree carries?
 
@@ -76,22 +77,6 @@ def carried_ids(vault: Vault, repo: GitRepo, tree: str, paths: Collection[str]) 
     except sqlite3.DatabaseError:  # damaged, or another format: a cache, made anew
         _remove(path)
         return _asked(vault, path, repo, tree_sha, paths)
-
-
-def blob_ids(repo: GitRepo, blobs: Mapping[str, str]) -> dict[str, str | None]:
-    """Each node file of ``blobs`` (node file -> blob) with the valid id it carries, read from
-    git: for the few files a rebase changed, in a tree no question is asked about."""
-    read = _read_ids(repo, {sha: rel for rel, sha in blobs.items()})
-    return {rel: read[sha] for rel, sha in blobs.items()}
-
-
-def holders(files: Mapping[str, str | None]) -> dict[str, list[str]]:
-    """The node files of ``files`` by the id each carries; a file carrying none is left out."""
-    found: dict[str, list[str]] = {}
-    for rel, node_id in files.items():
-        if node_id is not None:
-            found.setdefault(node_id, []).append(rel)
-    return found
 
 
 # -- the file ---------------------------------------------------------------------------------
