@@ -59,7 +59,8 @@ checks out top-level files only).
 
 ``OSK_SYNC_PAUSE_AT=<checkpoint>`` (one of ``CHECKPOINTS``) with ``OSK_SYNC_PAUSE_FILE=<path>``
 makes a cycle write that file and wait there (``OSK_SYNC_PAUSE_SECONDS``, default 120), so crash
-tests can kill a real process at a known point.
+tests can kill a real process at a known point (``id-map``: inside the id map's transaction,
+``osk.sync.node_ids``).
 """
 
 from __future__ import annotations

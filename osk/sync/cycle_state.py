@@ -232,7 +232,7 @@ class Cycle:
     def mark(self, name: str) -> None:
         if self.checkpoint is not None:
             self.checkpoint(name)
-        _pause_for_tests(name)
+        pause_for_tests(name)
 
     def head(self) -> str:
         head = self.repo.sha("HEAD")
@@ -321,8 +321,9 @@ def lock_busy(path: Path, timeout: float, what: str) -> SyncError:
     return SyncError(f"{what} (lock {path} still held after {timeout:.0f} s); try again later")
 
 
-def _pause_for_tests(name: str) -> None:
-    """Crash tests set these variables to hold a real process still where they will kill it."""
+def pause_for_tests(name: str) -> None:
+    """Crash tests set these variables to hold a real process still where they will kill it:
+    at a cycle's checkpoints (``Cycle.mark``) and inside the id map's write (``id-map``)."""
     if os.environ.get("OSK_SYNC_PAUSE_AT") != name:
         return
     signal_file = os.environ.get("OSK_SYNC_PAUSE_FILE")

@@ -37,7 +37,7 @@ from osk.store.conflict_copies import is_node_path
 from osk.store.contract import is_valid_id
 from osk.store.node import split_frontmatter
 from osk.store.vault import Vault
-from osk.sync.cycle_state import ZERO, raw_entries
+from osk.sync.cycle_state import ZERO, pause_for_tests, raw_entries
 from osk.sync.gitrepo import GitRepo, split_z
 
 FILE = "node-ids.sqlite"
@@ -126,6 +126,7 @@ def _bring_to(db: sqlite3.Connection, repo: GitRepo, tree: str, vault: Vault) ->
             _apply(db, repo, changed)
         db.execute("DELETE FROM held")
         db.execute("INSERT INTO held (tree) VALUES (?)", (tree,))
+        pause_for_tests("id-map")
         db.execute("COMMIT")
     except BaseException:
         if db.in_transaction:  # SQLite may have rolled back already (a full disk)

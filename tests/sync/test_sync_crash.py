@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import random
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,7 @@ from sync_support import (
     assert_settled,
     body_of,
     edit_node,
+    git,
     head,
     make_devices,
     tracked,
@@ -23,7 +26,10 @@ from sync_support import (
 
 from osk.store import conflict_copies
 from osk.store.ledger import Ledger
+from osk.store.vault import init
 from osk.sync import cycle as sync
+from osk.sync import node_ids
+from osk.sync.gitrepo import open_repo
 
 pytestmark = pytest.mark.crash
 
@@ -107,3 +113,69 @@ def test_an_index_lock_held_by_someone_else_is_not_taken_away(tmp_path):
     with pytest.raises(sync.SyncError, match="another git command is using"):
         sync.sync_once(b)
     assert lock.exists()
+
+
+# Asks the id map about a tree in a process of its own, which the test kills.
+_ID_MAP_CHILD = """
+import sys
+from pathlib import Path
+from osk.store.vault import Vault
+from osk.sync.gitrepo import open_repo
+from osk.sync.node_ids import carried_ids
+vault = Vault(Path(sys.argv[1]))
+with open_repo(vault.root) as repo:
+    print("asking", flush=True)
+    carried_ids(vault, repo, sys.argv[2], ())
+"""
+
+
+def test_an_id_map_killed_mid_write_answers_as_one_made_anew(tmp_path):
+    """``osk.sync.node_ids`` writes the map of a tree in one SQLite transaction. A real process
+    bringing it from one tree to another and killed there (held inside the transaction, or at
+    a random moment) leaves a map whose next answer is the one a map made from nothing gives.
+    Seeded; eight kills (more with OSK_CRASH_TRIALS)."""
+    rng = random.Random(20261207)
+    _remote, (vault,) = make_devices(tmp_path, 1)
+    trees = []
+    for version in range(2):  # the same 1,000 paths, every id different, some carried twice
+        for number in range(1000):
+            vault.abs(f"Domain/many/n{number}.md").parent.mkdir(parents=True, exist_ok=True)
+            vault.abs(f"Domain/many/n{number}.md").write_text(
+                f"---\nid: v{version}-{number // (1 + version)}\n---\nNode {number}.\n",
+                encoding="utf-8")
+        git(vault.root, "add", "-A")
+        git(vault.root, "commit", "-q", "-m", f"version {version}")
+        trees.append(git(vault.root, "rev-parse", "HEAD").strip())
+    fresh = init(tmp_path / "fresh")
+    asked = [f"Domain/many/n{number}.md" for number in rng.sample(range(1000), 20)]
+    journal = vault.state("sync", node_ids.FILE + "-journal")
+    for trial in range(int(os.environ.get("OSK_CRASH_TRIALS", "8"))):
+        held = trial % 2 == 0
+        _kill_id_map(vault.root, trees[trial % 2], tmp_path / f"paused-{trial}",
+                     None if held else rng.uniform(0.0, 0.15))
+        if held:
+            assert journal.stat().st_size > 0  # killed inside the transaction
+        with open_repo(vault.root) as repo:  # the killed question asked again
+            kept = node_ids.carried_ids(vault, repo, trees[trial % 2], asked)
+            fresh.state("sync", node_ids.FILE).unlink(missing_ok=True)
+            assert kept == node_ids.carried_ids(fresh, repo, trees[trial % 2], asked), trial
+
+
+def _kill_id_map(vault_root: Path, tree: str, signal_file: Path, after: float | None) -> None:
+    """Ask the id map about ``tree`` in a child; kill it inside the map's transaction (``after``
+    None) or ``after`` seconds once it asks."""
+    env = {**os.environ, "OSK_SYNC_PAUSE_AT": "id-map" if after is None else "",
+           "OSK_SYNC_PAUSE_FILE": str(signal_file)}
+    child = subprocess.Popen([sys.executable, "-c", _ID_MAP_CHILD, str(vault_root), tree],
+                             env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "asking\n"
+        if after is None:
+            wait_for(lambda: signal_file.exists() or child.poll() is not None,
+                     "the id map's transaction")
+            assert child.poll() is None
+        else:
+            time.sleep(after)
+    finally:
+        child.kill()
+        child.communicate()
