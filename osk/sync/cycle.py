@@ -15,7 +15,9 @@ One cycle (``sync_once``) runs in this order:
    checked before any of it lands (``osk.sync.admission``): a commit holding a link, an
    oversized file, a damaged ledger line, a duplicate node id or broken machinery is refused
    as a whole, by name, and nothing of it lands.
-3. **Rebase** our unpublished commits onto the remote branch (under the mutation lock). The
+3. **Rebase** our unpublished commits onto the remote branch (under the mutation lock), when
+   the remote brought any, what was written while fetching committed first (a cycle with
+   nothing to bring in leaves that to the next: it commits twice only when it lands). The
    rebase never runs in the vault's own working tree: it runs in a disposable clone under
    ``.osk/sync/scratch`` that borrows the vault's objects and checks out only the top-level
    files (a sparse checkout), so agents and the person at the keyboard never see a half-rebased
@@ -153,9 +155,9 @@ def _run_cycle(vault: Vault, remote: str, attempts: int, checkpoint: Checkpoint 
                 return _offline(cycle, state, str(exc))
             state.last_fetch = clock.now_text()
             cycle.mark("fetched")
-            with _mutation(vault):
-                commit_into(cycle)
-                if upstream is not None and not repo.is_ancestor(upstream, cycle.head()):
+            if upstream is not None and not repo.is_ancestor(upstream, cycle.head()):
+                with _mutation(vault):
+                    commit_into(cycle)  # what was written while fetching joins the rebase
                     integrate_upstream(cycle, upstream)
             head = cycle.head()
             if head == upstream:
