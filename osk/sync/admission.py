@@ -44,11 +44,11 @@ from osk.sync.cycle_state import (
     EMPTY_TREE,
     ZERO,
     Cycle,
+    Entry,
     is_ledger,
-    raw_entries,
     symlinks_in,
+    tree_changes,
 )
-from osk.sync.gitrepo import GitRepo, split_z
 from osk.sync.node_ids import Carried, carried_ids
 
 DEFAULT_MAX_FILE_MB = 10.0
@@ -57,9 +57,6 @@ ATTRIBUTES = ".gitattributes"
 _PROBE_LEDGER = "_ledger/audit.jsonl"
 _PROBE_RAW = "_raw/key/conversation.md"
 _REWRITING = ("text", "eol", "filter", "ident", "working-tree-encoding")
-
-Entry = tuple[str, str, str, str]  # (new mode, old sha, new sha, path), as raw_entries gives
-
 
 @dataclass(frozen=True)
 class Admitted:
@@ -71,7 +68,7 @@ class Admitted:
 def admit(cycle: Cycle, local: str, upstream: str) -> Admitted:
     """Refuse (SyncError, nothing landed) when what ``upstream`` brings cannot land here."""
     repo = cycle.repo
-    entries = _changes(repo, _merge_base(cycle, local, upstream), upstream)
+    entries = tree_changes(repo, _merge_base(cycle, local, upstream), upstream)
     brought = [e for e in entries if e[2] != ZERO]
     arriving = frozenset(rel for _mode, _old, _new, rel in brought if is_node_path(rel))
     carried = carried_ids(cycle.vault, repo, upstream, arriving) if arriving else Carried({}, {})
@@ -98,7 +95,7 @@ def refuse_clashing_ids(cycle: Cycle, admitted: Admitted, upstream: str, rebased
     which ``osk validate`` reports."""
     if not admitted.brought_nodes:
         return
-    changed = _changes(cycle.repo, upstream, rebased)
+    changed = tree_changes(cycle.repo, upstream, rebased)
     ours = {rel for _mode, _old, new, rel in changed if new != ZERO and is_node_path(rel)}
     if not ours:
         return
@@ -129,7 +126,7 @@ def refuse_duplicate_push(cycle: Cycle, upstream: str | None, head: str) -> None
     file an id another node file of ``head`` carries, such as a note duplicated in an editor
     with its front matter: every other device's admission would refuse them, and stop syncing
     until this device repaired them. Read only when the commits add or change a node file."""
-    ours = {rel for _mode, _old, new, rel in _changes(cycle.repo, upstream or EMPTY_TREE, head)
+    ours = {rel for _mode, _old, new, rel in tree_changes(cycle.repo, upstream or EMPTY_TREE, head)
             if new != ZERO and is_node_path(rel)}
     if not ours:
         return
@@ -150,12 +147,6 @@ def refuse_duplicate_push(cycle: Cycle, upstream: str | None, head: str) -> None
 def _merge_base(cycle: Cycle, local: str, upstream: str) -> str:
     found = cycle.repo.run("merge-base", local, upstream, check=False).out.strip()
     return found or local
-
-
-def _changes(repo: GitRepo, old: str, new: str) -> list[Entry]:
-    """Every path that differs from ``old`` to ``new``, as ``git diff --raw`` gives it."""
-    return raw_entries(split_z(repo.run(
-        "diff", "--raw", "--no-abbrev", "-z", "--no-renames", old, new).out))
 
 
 def _link_problems(entries: list[Entry]) -> list[str]:

@@ -15,13 +15,13 @@ One cycle (``sync_once``) runs in this order:
    checked before any of it lands (``osk.sync.admission``): a commit holding a link, an
    oversized file, a damaged ledger line, a duplicate node id or broken machinery is refused
    as a whole, by name, and nothing of it lands.
-3. **Rebase** our unpublished commits onto the remote branch (under the mutation lock), when
-   the remote brought any, what was written while fetching committed first (a cycle with
-   nothing to bring in leaves that to the next: it commits twice only when it lands). The
-   rebase never runs in the vault's own working tree: it runs in a disposable clone under
-   ``.osk/sync/scratch`` that borrows the vault's objects and checks out only the top-level
-   files (a sparse checkout), so agents and the person at the keyboard never see a half-rebased
-   vault, and a process killed mid-rebase leaves nothing in the vault to repair.
+3. **Rebase** our unpublished commits onto the remote branch (under the mutation lock) when the
+   remote brought something, after committing what was written while fetching (a cycle with
+   nothing to bring in leaves that to the next cycle). The rebase never runs in the vault's
+   own working tree: it runs in a disposable clone under ``.osk/sync/scratch`` that borrows
+   the vault's objects and checks out only the top-level files (a sparse checkout), so agents
+   and the person at the keyboard never see a half-rebased vault, and a process killed
+   mid-rebase leaves nothing in the vault to repair.
    ``_ledger/*.jsonl merge=union`` in ``.gitattributes`` applies there as in any rebase, so both
    devices' ledger lines are kept; the ledger reader then reports a fork and the next append
    joins it (``osk.store.ledger``).

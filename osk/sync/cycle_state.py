@@ -20,7 +20,7 @@ from osk.store.fsutil import atomic_write, is_temp_name
 from osk.store.ledger import device_id
 from osk.store.locks import LockTimeout, file_lock
 from osk.store.vault import LEDGER_DIR, RAW_DIR, STATE_DIR, Vault
-from osk.sync.gitrepo import GitRepo
+from osk.sync.gitrepo import GitRepo, split_z
 
 ZERO = "0" * 40
 
@@ -300,7 +300,17 @@ def union_lines(ours: bytes, theirs: bytes) -> bytes:
     return b"".join(lines)
 
 
-def raw_entries(raw: list[str]) -> list[tuple[str, str, str, str]]:
+Entry = tuple[str, str, str, str]  # (new mode, old sha, new sha, path) of a file that differs
+
+
+def tree_changes(repo: GitRepo, old: str, new: str) -> list[Entry]:
+    """Every file that differs from ``old`` to ``new`` (commits or trees), renames as a removal
+    and an addition."""
+    return raw_entries(split_z(repo.run(
+        "diff", "--raw", "--no-abbrev", "-z", "--no-renames", old, new).out))
+
+
+def raw_entries(raw: list[str]) -> list[Entry]:
     """A ``git diff --raw -z`` listing as (new mode, old sha, new sha, path) per file."""
     entries = []
     for meta, rel in zip(raw[0::2], raw[1::2], strict=True):
@@ -309,7 +319,7 @@ def raw_entries(raw: list[str]) -> list[tuple[str, str, str, str]]:
     return entries
 
 
-def symlinks_in(entries: list[tuple[str, str, str, str]]) -> list[str]:
+def symlinks_in(entries: list[Entry]) -> list[str]:
     """The paths a diff makes into symbolic links (mode 120000)."""
     return [rel for mode, _old_sha, _new_sha, rel in entries if mode == "120000"]
 

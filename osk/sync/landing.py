@@ -30,10 +30,9 @@ from osk.sync.cycle_state import (
     journal_path,
     locked,
     owe_index,
-    raw_entries,
+    tree_changes,
     union_lines,
 )
-from osk.sync.gitrepo import split_z
 
 
 # -- landing: move the vault's working tree from one commit to another ----------------------
@@ -43,8 +42,7 @@ def land_tree(cycle: Cycle, old: str, new: str) -> None:
     Journalled: a killed landing is finished by ``_recover_landing``. Caller holds the lock.
     """
     repo = cycle.repo
-    entries = raw_entries(
-        split_z(repo.run("diff", "--raw", "--no-abbrev", "-z", "--no-renames", old, new).out))
+    entries = tree_changes(repo, old, new)
     # What it brings was admitted before (osk.sync.admission): no link, nothing oversized.
     journal = journal_path(cycle.vault)
     atomic_write(journal, json.dumps({"from": old, "to": new}) + "\n")

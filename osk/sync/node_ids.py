@@ -11,7 +11,7 @@ Sync asks it three questions, each about a few files of a whole tree:
   add or change carry an id another node file of the pushed tree carries?
 
 So the file holds one tree's node files, each with its blob and the id it carries, an index
-on the id, and which tree that is. Asked about another tree, it applies what ``git diff-tree``
+on the id, and which tree that is. Asked about another tree, it applies what ``git diff``
 lists between the two, reading only the blobs of the files that changed: a pull, a rebase and
 a push cost what they change, not what the vault holds (at 100,000 nodes, listing the tree and
 reading a map of every blob took 0.4 s a question). A tree it cannot diff from (none held yet,
@@ -32,12 +32,12 @@ from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
-from osk.errors import ContractError
+from osk.errors import ContractError, SyncError
 from osk.store.conflict_copies import is_node_path
 from osk.store.contract import is_valid_id
 from osk.store.node import split_frontmatter
 from osk.store.vault import Vault
-from osk.sync.cycle_state import ZERO, pause_for_tests, raw_entries
+from osk.sync.cycle_state import ZERO, pause_for_tests, tree_changes
 from osk.sync.gitrepo import GitRepo, split_z
 
 FILE = "node-ids.sqlite"
@@ -137,12 +137,12 @@ def _bring_to(db: sqlite3.Connection, repo: GitRepo, tree: str, vault: Vault) ->
 def _diff(repo: GitRepo, held: str, tree: str) -> dict[str, str] | None:
     """Each node file that differs from ``held`` to ``tree`` with its blob there (ZERO: gone);
     None when git cannot diff them (``held`` no longer in its objects)."""
-    listed = repo.run("diff-tree", "-r", "-z", "--no-abbrev", "--no-renames", held, tree,
-                      check=False)
-    if listed.status != 0:
+    try:
+        changed = tree_changes(repo, held, tree)
+    except SyncError:  # git lacks ``held``
         return None
     return {rel: ZERO if mode == GITLINK else new
-            for mode, _old, new, rel in raw_entries(split_z(listed.out)) if is_node_path(rel)}
+            for mode, _old, new, rel in changed if is_node_path(rel)}
 
 
 def _apply(db: sqlite3.Connection, repo: GitRepo, changed: Mapping[str, str]) -> None:
