@@ -77,19 +77,31 @@ def as_text(db: sqlite3.Connection) -> list[tuple[int, str, str]]:
                     for at in (0, 1))) for row, held in round_terms(db, rows).items()]
 
 
+class Fts5:
+    """FTS5 over the index's stored terms as they are now (built once, asked many times)."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.fts = sqlite3.connect(":memory:")
+        self.fts.execute("CREATE VIRTUAL TABLE t USING fts5(body, context)")
+        self.fts.executemany("INSERT INTO t (rowid, body, context) VALUES (?, ?, ?)",
+                             as_text(db))
+        self.rows = {row: found for row, *found in db.execute(
+            "SELECT row, key, rel, number, coordinate FROM rounds")}
+
+    def top(self, terms: list[str], k: int, context: float,
+            accept: Accept | None) -> list[tuple[int, float]]:
+        """Every match scored and ordered, then filtered."""
+        match = " OR ".join(f'"{term}"' for term in terms)
+        ranked = self.fts.execute(
+            "SELECT rowid, -bm25(t, 1.0, ?) AS s FROM t WHERE t MATCH ? ORDER BY s DESC, rowid",
+            (context, match if context else f"body : ({match})")).fetchall()
+        return [(row, value) for row, value in ranked
+                if accept is None or accept(*self.rows[row])][:k]
+
+
 def by_fts5(db: sqlite3.Connection, terms: list[str], k: int, context: float,
             accept: Accept | None) -> list[tuple[int, float]]:
-    """FTS5 over the index's stored terms, every match scored and ordered, then filtered."""
-    fts = sqlite3.connect(":memory:")
-    fts.execute("CREATE VIRTUAL TABLE t USING fts5(body, context)")
-    fts.executemany("INSERT INTO t (rowid, body, context) VALUES (?, ?, ?)", as_text(db))
-    match = " OR ".join(f'"{term}"' for term in terms)
-    rows = {row: found for row, *found in db.execute(
-        "SELECT row, key, rel, number, coordinate FROM rounds")}
-    ranked = fts.execute(
-        "SELECT rowid, -bm25(t, 1.0, ?) AS s FROM t WHERE t MATCH ? ORDER BY s DESC, rowid",
-        (context, match if context else f"body : ({match})")).fetchall()
-    return [(row, value) for row, value in ranked if accept is None or accept(*rows[row])][:k]
+    return Fts5(db).top(terms, k, context, accept)
 
 
 def compared(vault: Vault, rounds: Rounds) -> int:
@@ -105,6 +117,7 @@ def compared(vault: Vault, rounds: Rounds) -> int:
     ]
     differ = 0
     with sqlite3.connect(index.path) as db:
+        fts5 = Fts5(db)
         for _ in range(QUERIES):
             terms = rounds.query()
             for context in (CONTEXT_WEIGHT, 0.0):
@@ -112,7 +125,7 @@ def compared(vault: Vault, rounds: Rounds) -> int:
                     for accept in ways:
                         found = top(db, terms, k, context, accept)
                         assert len(found) == len({row for row, _ in found})
-                        differ += found != by_fts5(db, terms, k, context, accept)
+                        differ += found != fts5.top(terms, k, context, accept)
     return differ
 
 
