@@ -18,7 +18,14 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None  # type: ignore[assignment]
 
 PINNED = {"@anthropic-ai/claude-code": "2.1.332", "@openai/codex": "0.171.0"}
 BINARIES = {"claude": "@anthropic-ai/claude-code", "codex": "@openai/codex"}
@@ -93,6 +100,22 @@ def ensure_installed(root: Path | None = None, env: dict[str, str] | None = None
     env = dict(os.environ) if env is None else env
     versions = wanted(env)
     target = install_dir(root or cache_root(env), versions)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with _installing(target):  # the test workers of one run may each come here first
+        return _installed(target, versions, env)
+
+
+@contextmanager
+def _installing(target: Path) -> Iterator[None]:
+    """Hold a lock beside ``target`` while it is checked and installed (POSIX; elsewhere the
+    first process installs unguarded)."""
+    with open(target.parent / f"{target.name}.lock", "a") as lock:
+        if fcntl is not None:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _installed(target: Path, versions: dict[str, str], env: dict[str, str]) -> Path:
     bin_dir = target / "node_modules" / ".bin"
     if not check(bin_dir, versions):
         return bin_dir
