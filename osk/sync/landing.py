@@ -10,6 +10,7 @@ import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from enum import Enum
 from pathlib import Path, PurePosixPath
 
 from osk.errors import RawRecordError
@@ -36,6 +37,16 @@ from osk.sync.cycle_state import (
 
 
 # -- landing: move the vault's working tree from one commit to another ----------------------
+class Landed(Enum):
+    """What landing one file did to the working tree."""
+
+    THERE = "there"  # it held the new version already
+    WRITTEN = "written"  # it now holds the new version, as the commit does
+    # it holds the new version and what was written here during the cycle (an append carried
+    # after it, a ledger's lines joined, a conflict copy beside it): a commit git has not made
+    KEPT = "kept"
+
+
 def land_tree(cycle: Cycle, old: str, new: str) -> None:
     """Bring the working tree from ``old`` to ``new`` without losing anything written since.
 
@@ -48,9 +59,11 @@ def land_tree(cycle: Cycle, old: str, new: str) -> None:
     atomic_write(journal, json.dumps({"from": old, "to": new}) + "\n")
     if any(not is_raw(rel) for *_, rel in entries):
         owe_index(cycle.vault)  # before any file moves: a kill from here on leaves it owed
-    first = True
+    first, kept = True, False
     for new_mode, old_sha, new_sha, rel in entries:
-        if _land_file(cycle, rel, old_sha, new_sha, new_mode) and not is_raw(rel):
+        landed = _land_file(cycle, rel, old_sha, new_sha, new_mode)
+        kept = kept or landed is Landed.KEPT
+        if landed is not Landed.THERE and not is_raw(rel):
             cycle.result.landed += 1
         if first:
             cycle.mark("landing")
@@ -59,11 +72,12 @@ def land_tree(cycle: Cycle, old: str, new: str) -> None:
     repo.run("reset", "-q", new)  # the index follows; the working tree is already there
     journal.unlink(missing_ok=True)
     cycle.mark("landed")
-    commit_into(cycle)  # copies of files edited during the cycle
+    if kept:  # what was written here during the cycle, kept beside or after what landed
+        commit_into(cycle)
 
 
-def _land_file(cycle: Cycle, rel: str, old_sha: str, new_sha: str, new_mode: str) -> bool:
-    """Bring ``rel`` to ``new_sha``; whether the working tree changed."""
+def _land_file(cycle: Cycle, rel: str, old_sha: str, new_sha: str, new_mode: str) -> Landed:
+    """Bring ``rel`` to ``new_sha``; what that did to the working tree."""
     repo, vault = cycle.repo, cycle.vault
     lock = _append_lock(vault, rel)
     with locked(lock, 60.0, f"an append to {rel} is stuck") if lock else _nothing():
@@ -72,26 +86,28 @@ def _land_file(cycle: Cycle, rel: str, old_sha: str, new_sha: str, new_mode: str
         new = repo.blob(new_sha) if new_sha != ZERO else None
         current = _read_current(path)
         if current == new or new_mode == "160000":
-            return False
+            return Landed.THERE
         if current == old:
             _write(vault, rel, new, new_mode)
-            return True
+            return Landed.WRITTEN
         if current is not None and append_only(rel):
             if new is not None and current.startswith(new):
-                return False  # landed before a crash, then appended to
+                return Landed.THERE  # landed before a crash, then appended to
             if old is not None and current.startswith(old):
                 tail = current[len(old):]
                 _write(vault, rel, (new + tail) if new is not None else current, new_mode)
-                return True
+                return Landed.KEPT
             if old is None and new is not None and is_ledger(rel):
                 _write(vault, rel, union_lines(new, current), new_mode)
-                return True
+                return Landed.KEPT
         if current is not None:  # changed here while the cycle ran: keep it beside the node
             copy = copy_name(rel, cycle.device, lambda name: vault.abs(name).exists())
             _write(vault, copy, copy_content(rel, current), "100644")
             cycle.result.conflict_copies.append(copy)
+            _write(vault, rel, new, new_mode)
+            return Landed.KEPT
         _write(vault, rel, new, new_mode)
-        return True
+        return Landed.WRITTEN
 
 
 def _append_lock(vault: Vault, rel: str) -> Path | None:

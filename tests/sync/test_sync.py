@@ -453,6 +453,34 @@ def test_a_node_edited_by_hand_while_the_cycle_lands_is_kept_as_a_conflict_copy(
     assert_settled(b)
 
 
+def test_a_landing_commits_again_only_what_it_kept_of_this_devices_writes(
+    pair, monkeypatch: pytest.MonkeyPatch,
+):
+    """Landing a pull leaves nothing of this device's uncommitted unless it kept a write beside
+    or after what landed (the conflict copy above is committed and pushed by its cycle), so
+    it commits then only; a write elsewhere during the landing waits for the next cycle, as a
+    write after the cycle does, and is not lost."""
+    from osk.sync import landing
+
+    a, b = pair
+    write_node(a, "Domain/Tea.md", "v1\n")
+    sync.sync_once(a)
+    commits: list[str] = []
+    commit_into = landing.commit_into
+    monkeypatch.setattr(landing, "commit_into", lambda cycle: (
+        commits.append(cycle.result.line()), commit_into(cycle)))
+
+    def person_writes(name: str) -> None:
+        if name == "landing":
+            write_node(b, "Domain/Elsewhere.md", "written while the pull landed\n")
+
+    assert sync.sync_once(b, checkpoint=person_writes).pulled == 1
+    assert commits == [] and body_of(b, "Domain/Tea.md") == "v1\n"
+    assert "Domain/Elsewhere.md" not in tracked(b)
+    assert sync.sync_once(b).pushed == 1
+    assert_settled(b)
+
+
 @pytest.mark.parametrize(("leftover", "what", "verb"), [
     ("rebase-merge", "a rebase", "rebase"),
     ("MERGE_HEAD", "a merge", "merge"),
