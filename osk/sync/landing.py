@@ -104,10 +104,8 @@ def _land_file(cycle: Cycle, rel: str, old_sha: str, new_sha: str, new_mode: str
             copy = copy_name(rel, cycle.device, lambda name: vault.abs(name).exists())
             _write(vault, copy, copy_content(rel, current), "100644")
             cycle.result.conflict_copies.append(copy)
-            _write(vault, rel, new, new_mode)
-            return Landed.KEPT
         _write(vault, rel, new, new_mode)
-        return Landed.WRITTEN
+        return Landed.WRITTEN if current is None else Landed.KEPT
 
 
 def _append_lock(vault: Vault, rel: str) -> Path | None:
