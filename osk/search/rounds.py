@@ -47,7 +47,6 @@ import os
 import re
 import sqlite3
 import time
-from bisect import bisect_left
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager
 from datetime import datetime
@@ -94,6 +93,7 @@ LOCK = "rounds.lock"
 VECTORS = "round_vectors"  # the folder of the rounds' vectors, beside FILE
 EXCERPT_CHARS = 200
 PAGE = 8192  # bytes of a page of a new index file (an existing one keeps its own)
+MAP_BYTES = 1 << 31  # the most of the index file a long-running process maps (_kept_connection)
 TEXT_CHARS = 1000  # of a round's text kept in the index (the excerpt is cut from these)
 # A round's neighbours (the rounds before and after it in its conversation) count at this
 # weight beside its own words: a question is often asked in one round and answered in the
@@ -287,14 +287,24 @@ def _densest(flat: str, terms: frozenset[str], limit: int) -> int:
             word = flat[start:end if end >= 0 else len(flat)]
             matched[start] = _word_terms(word) & terms
     starts = sorted(at for at, held in matched.items() if held)
-    helds = [matched[at] for at in starts]
-    best, best_start = 0, 0
-    for at in starts:  # each stretch's words found by bisection: a query is 10 excerpts
+    # Each stretch starts a little before a match and both of its ends only move on from one
+    # match to the next: one pass, counting how many of the stretch's matches hold each term.
+    held_in: dict[str, int] = {}
+    best, best_start, first, last = 0, 0, 0, 0
+    for at in starts:
         start = flat.rfind(" ", 0, at - limit // 8) + 1 if at > limit // 8 else 0
-        within = set().union(*helds[bisect_left(starts, start):
-                                    bisect_left(starts, start + limit - 2)])
-        if len(within) > best:
-            best, best_start = len(within), start
+        while last < len(starts) and starts[last] < start + limit - 2:
+            for term in matched[starts[last]]:
+                held_in[term] = held_in.get(term, 0) + 1
+            last += 1
+        while first < last and starts[first] < start:
+            for term in matched[starts[first]]:
+                held_in[term] -= 1
+                if not held_in[term]:
+                    del held_in[term]
+            first += 1
+        if len(held_in) > best:
+            best, best_start = len(held_in), start
     return best_start
 
 
@@ -420,6 +430,11 @@ class RoundIndex:
             kept.db = None
             held[1].close()
         db = self._connect()
+        # Pages read in place from the file's map, not copied into the connection's cache by
+        # a system call each: the kept connection's top-k at an agent's pace, 0.92x of its CPU
+        # at 100,000 records (docs/performance.md). SQLite caps the map at its build's limit
+        # (2 GB by default) and reads beyond it as before.
+        db.execute(f"PRAGMA mmap_size={MAP_BYTES}")
         st = os.stat(self.path)
         kept.db = ((st.st_dev, st.st_ino), db)
         return db

@@ -4,6 +4,7 @@ only, gone once redacted, and ranked below a node that cites them."""
 from __future__ import annotations
 
 import json
+import random
 import re
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from recallkit import rounds_in
 from osk.calls.request import NewNode
 from osk.engine.core import Engine
 from osk.search import round_postings
-from osk.search.rounds import MARKER, RoundIndex, excerpt
+from osk.search.rounds import MARKER, RoundIndex, _densest, _word_terms, excerpt
 from osk.search.tokenize import tokenize_prose
 from osk.store.vault import Vault
 from osk.verbs import redaction
@@ -587,6 +588,27 @@ def test_an_excerpt_is_cut_where_the_words_are_whatever_their_letter_case(ending
     cut = excerpt(text, 80, tokenize_prose("flamingo cache cleared"))
     assert cut.startswith("…") and "FLAMINGO Cache was Cleared" in cut and len(cut) <= 80
     assert excerpt(text, 80, tokenize_prose("pelican")) == text[:79] + "…"
+
+
+def test_the_stretch_chosen_holds_the_most_words_asked_of_any_stretch_the_rule_allows():
+    """``_densest`` walks its stretches in one pass; each stretch is checked here whole, in
+    random texts (a fixed seed) of repeated words, long tokens and Hangul."""
+    rng = random.Random(2026)
+    words = ["cache", "caches", "flamingo", "cleared", "pelican", "deploy", "the", "of",
+             "Kubernetes", "메모리", "캐시를", "x" * 150, "build", "errors"]
+    for _ in range(300):
+        flat = " ".join(rng.choice(words) for _ in range(rng.randint(1, 300)))
+        terms = frozenset(tokenize_prose(" ".join(rng.sample(words, rng.randint(1, 4)))))
+        limit = rng.choice([40, 80, 200])
+        starts = {flat.rfind(" ", 0, at) + 1 for at in range(len(flat)) if flat[at] != " "}
+        held = {at: _word_terms(flat[at:].split(" ", 1)[0]) & terms for at in starts}
+        best, best_start = 0, 0
+        for at in sorted(at for at in held if held[at]):
+            start = flat.rfind(" ", 0, at - limit // 8) + 1 if at > limit // 8 else 0
+            within = set().union(*(held[w] for w in held if start <= w < start + limit - 2))
+            if len(within) > best:
+                best, best_start = len(within), start
+        assert _densest(flat, terms, limit) == best_start
 
 
 def _calls_of(monkeypatch, name: str) -> list[int]:
