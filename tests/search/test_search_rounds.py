@@ -15,7 +15,7 @@ from recallkit import rounds_in
 from osk.calls.request import NewNode
 from osk.engine.core import Engine
 from osk.search import round_postings
-from osk.search.rounds import MARKER, RoundIndex, _densest, _word_terms, excerpt
+from osk.search.rounds import MAP_BYTES, MARKER, RoundIndex, _densest, _word_terms, excerpt
 from osk.search.tokenize import tokenize_prose
 from osk.store.vault import Vault
 from osk.verbs import redaction
@@ -693,6 +693,51 @@ def test_a_watched_index_stats_no_record_until_the_kernel_reports_a_change(vault
     other.append_raw("more", user="the zeppelin leaves", assistant="ok")
     RoundIndex(vault).refresh()  # ... and then indexes a round: the file moved
     assert found("zeppelin") == ["_raw/shop/more#Round 1"]
+
+
+def test_a_kept_connection_reads_its_map_again_after_another_process_shrinks_the_file(
+        vault, tmp_path):
+    """A long-running process's connection maps the index file (``MAP_BYTES``). Another
+    process that rebuilds the index in place (an older schema's, its pages given back by
+    VACUUM: the file shrinks to a fraction) leaves that connection reading the new file: the
+    rounds still held are found, the one removed is not, and nothing reads past the end."""
+    import sqlite3
+    import subprocess
+    import sys
+
+    shop = make_project(tmp_path / "shop")
+    engine = Engine.open(vault, cwd=shop)
+    engine.append_raw("talk", user="the kite string snapped at noon", assistant="noted")
+    engine.append_raw("yarn", user="the kite tail tangled", assistant="ok")
+    index = RoundIndex(vault, watch=True)
+    everyone = {"k": 5, "visible": lambda key: True}
+    assert len(index.search("kite", **everyone)) == 2  # built, and its connection kept
+    with index._open() as kept:
+        assert 0 < kept.execute("PRAGMA mmap_size").fetchone()[0] <= MAP_BYTES  # SQLite's cap
+    with sqlite3.connect(index.path) as db:  # some 3 MB of pages the rebuild gives back
+        db.execute("CREATE TABLE ballast (row INTEGER PRIMARY KEY, body TEXT)")
+        db.executemany("INSERT INTO ballast VALUES (?, ?)",
+                       [(row, "kite " * 800) for row in range(800)])
+        db.commit()
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # into the file the map covers
+    grown = index.path.stat().st_size
+    assert sorted(h.coordinate for h in index.search("kite", **everyone)) == [
+        "_raw/shop/talk#Round 1", "_raw/shop/yarn#Round 1"]  # the grown file mapped
+    (vault.root / "_raw" / "shop" / "yarn.md").unlink()
+    with sqlite3.connect(index.path) as db:
+        db.execute("DROP TABLE ballast")
+        db.execute("UPDATE meta SET value='11' WHERE key='schema'")
+    rebuild = ("import sys; from pathlib import Path; from osk.store.vault import Vault; "
+               "from osk.search.rounds import RoundIndex; "
+               "print(RoundIndex(Vault(Path(sys.argv[1]))).refresh())")
+    done = subprocess.run([sys.executable, "-c", rebuild, str(vault.root)], check=True,
+                          capture_output=True, text=True)
+    assert done.stdout.strip() == "1"  # the one record left, indexed anew
+    with sqlite3.connect(index.path) as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    assert index.path.stat().st_size < grown // 4
+    assert [h.coordinate for h in index.search("kite", **everyone)] == ["_raw/shop/talk#Round 1"]
+    assert [h.coordinate for h in index.search("tangled", **everyone)] == []
 
 
 def test_a_round_is_recalled_for_the_speaker_who_said_the_words(vault, tmp_path):
