@@ -400,7 +400,13 @@ class RoundIndex:
         with closing(self._connect()) as db:
             yield db
 
-    def _connect(self) -> sqlite3.Connection:
+    def _connect(self, *, mapped: bool = False) -> sqlite3.Connection:
+        """A connection to the index file; ``mapped``: one kept between queries, which reads
+        pages in place from the file's map rather than copying each into its cache by a
+        system call (its top-k at an agent's pace 0.92x of the CPU at 100,000 records,
+        docs/performance.md; SQLite caps the map at its build's limit, 2 GB by default, and
+        reads beyond it as before). A process that opens the file for one query maps nothing:
+        the map would cost it a system call more."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         new = not self.path.exists()
         db = sqlite3.connect(self.path, timeout=2.0, isolation_level=None)
@@ -409,6 +415,8 @@ class RoundIndex:
                 db.execute(f"PRAGMA page_size={PAGE}")
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")  # a cache: a lost commit is re-read
+            if mapped:
+                db.execute(f"PRAGMA mmap_size={MAP_BYTES}")
         except BaseException:
             db.close()
             raise
@@ -429,12 +437,7 @@ class RoundIndex:
         if held is not None:
             kept.db = None
             held[1].close()
-        db = self._connect()
-        # Pages read in place from the file's map, not copied into the connection's cache by
-        # a system call each: the kept connection's top-k at an agent's pace, 0.92x of its CPU
-        # at 100,000 records (docs/performance.md). SQLite caps the map at its build's limit
-        # (2 GB by default) and reads beyond it as before.
-        db.execute(f"PRAGMA mmap_size={MAP_BYTES}")
+        db = self._connect(mapped=True)
         st = os.stat(self.path)
         kept.db = ((st.st_dev, st.st_ino), db)
         return db
