@@ -21,10 +21,12 @@ server CPU that is not osk's to cut. (Here 0.48-0.51 ms a call 1.1 s apart again
 to back; the first system call after an idle second alone took 60 us of CPU, the next ones
 3-12: docs/performance.md.)
 
-Before the queries, each server is asked for a node no vault holds, which only the SDK answers:
-the server's import of the SDK (a second of CPU, on a thread of its own, while the front already
-answers searches) is then over before a call is measured, where it used to fall in the first
-few.
+Before the queries, each server is asked for a node no vault holds, which only the SDK answers,
+with the engine open: the server's start-up (the SDK's import, a second of CPU on a thread of its
+own while the front already answers searches, and the engine's opening, 2.5 s at a million
+records) is then over before a call is measured. It used to fall in the calls measured first: at
+a million records the old way measured 7.28 / 17.68 ms (median / mean) where this one measures
+5.98 / 6.21, in back-to-back runs (docs/performance.md).
 
 A call's server CPU is the CPU time every thread of the server's process ran between the
 request written and the answer read (``/proc/PID/task/*/schedstat``, nanoseconds): the whole
@@ -132,10 +134,10 @@ class Server:
         self.lost = 0  # calls during which a thread ended (their CPU is unknown: left out)
 
     def settle(self) -> None:
-        """Return once the server has loaded the MCP SDK: a ``read_node`` of a name no node
-        has (an error result, nothing written) is the SDK's to answer. The front answers a
-        search before the SDK is loaded, and the SDK's import on its own thread (about a
-        second of CPU) would otherwise be counted in the first calls measured."""
+        """Return once the server has loaded the MCP SDK and opened its engine: a
+        ``read_node`` of a name no node has (an error result, nothing written) is the SDK's to
+        answer, from the engine. The front answers a search before either is ready, and their
+        work on threads of their own would otherwise be counted in the calls measured first."""
         self.call("tools/call", {"name": "read_node",
                                  "arguments": {"node": "mcp-search-ab-no-such-node"}})
 
