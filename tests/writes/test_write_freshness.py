@@ -277,8 +277,9 @@ def test_opening_an_engine_lists_each_folder_of_the_vault_once(
         listed.append(os.path.relpath(path, vault.root))
         return real(path)
 
-    monkeypatch.setattr(os, "scandir", counting)
-    again = Engine.open(vault, cwd=repo)  # the folder listing and the catalog's stats: one walk
+    with monkeypatch.context() as patched:  # the open only (the test's teardown lists too)
+        patched.setattr(os, "scandir", counting)
+        again = Engine.open(vault, cwd=repo)  # the folder listing and the catalog's stats: one walk
     spaces = [rel for rel in listed if rel.split(os.sep)[0] in ("Scope", "Domain", "Person")]
     assert spaces and sorted(spaces) == sorted(set(spaces))
     assert again.catalog.paths_with_title("Token lifetimes")  # and the catalog holds them
